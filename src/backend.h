@@ -1,0 +1,154 @@
+/* backend.h - the one table of operations that models are written against.
+ *
+ * Two implementations: src/backend_cpu.c (fp32 reference, OpenBLAS + OpenMP)
+ * and cuda/ (a later issue). Model code never dereferences a tensor pointer:
+ * tensors live in backend memory ("device memory"; plain host memory on the
+ * CPU backend) and only the backend touches their contents.
+ *
+ * Conventions, for every op:
+ *  - All tensors are row-major and contiguous unless a leading dimension
+ *    (ld*) is given: "x[M, C] with ldx" means row m starts at x + m*ldx.
+ *  - Shapes: B batch, N tokens, D width, M = B*N rows.
+ *  - Parameter gradients ACCUMULATE (+=): the trainer zeroes them once per
+ *    step. Activation gradients OVERWRITE (=), except where the comment says
+ *    "+=" (the residual-stream gradient, which LayerNorm backward adds into).
+ *  - fp32 everywhere on the CPU backend; a backend with reduced-precision
+ *    activations keeps parameters, gradients and optimizer state in fp32.
+ */
+#ifndef HGRN_BACKEND_H
+#define HGRN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Backend Backend;
+
+/* AdamW hyper-parameters for one update of one tensor. */
+typedef struct {
+    float lr, beta1, beta2, eps;
+    float weight_decay;   /* decoupled: p -= lr*wd*p (0 for the no-decay group) */
+    int step;             /* 1-based step count, for bias correction */
+    float max_grad_norm;  /* global-norm clip threshold; <= 0 disables clipping */
+} AdamWArgs;
+
+struct Backend {
+    const char *name;                 /* "cpu" or "cuda" */
+    void *impl;                       /* implementation state */
+
+    /* ---- memory ---- */
+    void *(*alloc)(Backend *, size_t bytes);     /* zero-filled; aborts with a message on failure */
+    void (*free)(Backend *, void *p);
+    void (*zero)(Backend *, void *p, size_t bytes);
+    void (*to_device)(Backend *, void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(Backend *, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(Backend *, void *dst, const void *src, size_t bytes);
+    void (*sync)(Backend *);
+    void (*destroy)(Backend *);
+
+    /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
+     * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */
+    void (*matmul_fwd)(Backend *, float *out, const float *inp, const float *w,
+                       const float *bias, int M, int K, int N);
+    /* dinp[M,K] = dout . W (overwrite; dinp may be NULL),
+     * dw[N,K] += dout^T . inp, dbias[N] += column sums of dout (may be NULL) */
+    void (*matmul_bwd)(Backend *, float *dinp, float *dw, float *dbias,
+                       const float *dout, const float *inp, const float *w,
+                       int M, int K, int N);
+
+    /* ---- norms ----
+     * LayerNorm over the last C: out = (x-mean)*rstd*w + b, eps 1e-5 (PyTorch's).
+     * mean[M], rstd[M] saved for backward. */
+    void (*layernorm_fwd)(Backend *, float *out, float *mean, float *rstd,
+                          const float *inp, const float *w, const float *b, int M, int C);
+    /* dinp += ..., dw += ..., db += ... */
+    void (*layernorm_bwd)(Backend *, float *dinp, float *dw, float *db,
+                          const float *dout, const float *inp, const float *w,
+                          const float *mean, const float *rstd, int M, int C);
+    /* SimpleRMSNorm (no weights): out = x / (||x||_2 / sqrt(C) + 1e-8); rms[M] saved
+     * (rms = ||x||_2/sqrt(C)). */
+    void (*rmsnorm_fwd)(Backend *, float *out, float *rms, const float *inp, int M, int C);
+    void (*rmsnorm_bwd)(Backend *, float *dinp, const float *dout, const float *inp,
+                        const float *rms, int M, int C);          /* dinp = ... */
+
+    /* ---- gates ----
+     * out[m,c] = SiLU(a[m*lda+c]) * b[m*ldb+c], out is [M,C] contiguous.
+     * Serves the GLU (a = l1 output, b = l2 output) and the HGRU1 output gate. */
+    void (*silu_mul_fwd)(Backend *, float *out, const float *a, int lda,
+                         const float *b, int ldb, int M, int C);
+    /* da[m*lda+c] = ..., db[m*ldb+c] = ... (overwrite; same strides as a and b) */
+    void (*silu_mul_bwd)(Backend *, float *da, float *db, const float *dout,
+                         const float *a, int lda, const float *b, int ldb, int M, int C);
+
+    /* ---- HGRU1 bidirectional complex scan (DESIGN.md section 4) ----
+     * Per image b, token t, channel j in [0,D):
+     *   c_t[j]  = SiLU(xc[t, 2j]) + i*SiLU(xc[t, 2j+1])      (xc row stride ld)
+     *   lam_t[j] = beta[j] + (1-beta[j]) * sigmoid(xl[t, j]) (xl row stride ld)
+     *   h_t = lam_t e^{i theta_f} h_{t-1} + (1-lam_t) c_t, h_0 = 0
+     *   r_t = lam_t e^{i theta_r} r_{t+1} + (1-lam_t) c_t, r_{N+1} = 0
+     *   out[t, j] = Re(h_t + r_t), out[t, D + j] = Im(h_t + r_t)   (out is [M, 2D])
+     * xc and xl point into the same in-projection output in the model, hence ld. */
+    void (*hgru1_fwd)(Backend *, float *out, const float *xc, const float *xl, int ld,
+                      const float *theta_f, const float *theta_r, const float *beta,
+                      int B, int N, int D);
+    /* dxc (row stride ld, [.., 2D] interleaved like xc) and dxl (stride ld) are
+     * OVERWRITTEN with gradients of the pre-activations; dtheta_f[D], dtheta_r[D],
+     * dbeta[D] ACCUMULATE. Recomputes the scan states (nothing saved by fwd). */
+    void (*hgru1_bwd)(Backend *, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r,
+                      float *dbeta, const float *dout, const float *xc, const float *xl,
+                      int ld, const float *theta_f, const float *theta_r, const float *beta,
+                      int B, int N, int D);
+
+    /* ---- hierarchical lower bounds ----
+     * P = softmax(gamma[L,D]) over the layer axis (per column j);
+     * beta[0,j] = 0, beta[k,j] = sum_{i<k} P[i,j]. */
+    void (*lower_bounds_fwd)(Backend *, float *beta, const float *gamma, int L, int D);
+    void (*lower_bounds_bwd)(Backend *, float *dgamma /* += */, const float *dbeta,
+                             const float *gamma, int L, int D);
+
+    /* ---- input and pooling ----
+     * uint8 NCHW images -> float, normalised per channel: (x/255 - mean[c]) / std[c].
+     * mean/std are HOST arrays of C floats. */
+    void (*normalize_u8)(Backend *, float *out, const uint8_t *img, const float *mean,
+                         const float *std, int B, int C, int H, int W);
+    /* out[B, (H/p)*(W/p), p*p*C] from img[B,C,H,W]: 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)' */
+    void (*patchify_fwd)(Backend *, float *out, const float *img, int B, int C, int H, int W, int p);
+    void (*patchify_bwd)(Backend *, float *dimg /* = */, const float *dout,
+                         int B, int C, int H, int W, int p);
+    /* out[B,D] = mean over N of x[B,N,D] */
+    void (*meanpool_fwd)(Backend *, float *out, const float *x, int B, int N, int D);
+    void (*meanpool_bwd)(Backend *, float *dx /* = */, const float *dout, int B, int N, int D);
+
+    /* ---- residual with per-sample drop path ----
+     * x[b, :S] += scale[b] * f[b, :S]; scale is a device array of B floats
+     * (0 or 1/(1-p) when training with drop path), or NULL for scale 1. */
+    void (*residual_fwd)(Backend *, float *x, const float *f, const float *scale, int B, int S);
+    /* df[b,:] = scale[b] * dx[b,:] (overwrite) */
+    void (*residual_bwd)(Backend *, float *df, const float *dx, const float *scale, int B, int S);
+
+    /* ---- loss ----
+     * Softmax cross-entropy against soft targets (label smoothing and mixup are
+     * folded into targets[B,C] by the caller): loss[b] = -sum_c t[b,c] log p[b,c].
+     * probs[B,C] saved for backward. */
+    void (*xent_fwd)(Backend *, float *loss, float *probs, const float *logits,
+                     const float *targets, int B, int C);
+    /* dlogits = (probs - targets) * dloss  (dloss = 1/B for a mean loss) */
+    void (*xent_bwd)(Backend *, float *dlogits, const float *probs, const float *targets,
+                     float dloss, int B, int C);
+
+    /* ---- reductions and optimizer ----
+     * *acc += sum x[i]^2 (acc is one device float; accumulate in double inside) */
+    void (*sumsq)(Backend *, float *acc, const float *x, size_t n);
+    /* AdamW on one tensor. grad_norm_sq is a device float holding the global
+     * squared gradient norm; the update uses g * min(1, max_norm / (sqrt(gn)+1e-6)). */
+    void (*adamw)(Backend *, float *param, const float *grad, float *m, float *v, size_t n,
+                  const AdamWArgs *args, const float *grad_norm_sq);
+    /* x[i] *= s  (used to scale gradients, e.g. distributed averaging) */
+    void (*scale)(Backend *, float *x, float s, size_t n);
+};
+
+/* Constructors. Each returns NULL and writes a message to err on failure. */
+Backend *backend_cpu_create(int num_threads, char *err, size_t errlen);
+Backend *backend_cuda_create(int device, char *err, size_t errlen);  /* cuda/ */
+int backend_cuda_available(void);
+
+#endif

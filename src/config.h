@@ -1,0 +1,90 @@
+/* config.h - run configuration: `key = value` lines in [model], [train] and
+ * [data] sections (DESIGN.md section 7). Every key can be overridden on the
+ * command line as --section.key value. Unknown keys and out-of-range values
+ * are errors that name the key. The key table (names, types, ranges,
+ * defaults) lives in config.c; this struct is what the rest of the code reads. */
+#ifndef HGRN_CONFIG_H
+#define HGRN_CONFIG_H
+
+#include <stddef.h>
+
+#define CFG_STR 256
+
+typedef struct {
+    /* [model] */
+    char arch[32];          /* "hgrn1" (HGRN2 arrives with its issue) */
+    int image_size;         /* square input side, pixels */
+    int channels;           /* 1 (Fashion-MNIST) or 3 */
+    int patch_size;
+    int dim;                /* width d */
+    int depth;              /* number of blocks L */
+    int glu_dim;            /* GLU hidden width */
+    int num_classes;
+    float drop_path;        /* max drop-path rate, linearly increased over depth */
+    int head_size;          /* HGRN2 head size e (unused by hgrn1) */
+
+    /* [train] */
+    int epochs;
+    int batch_size;         /* global batch */
+    float lr;               /* base learning rate, scaled by batch_size / lr_batch_ref */
+    int lr_batch_ref;       /* 512 as DeiT; 0 = use lr as given */
+    float min_lr;
+    float warmup_lr;
+    float warmup_epochs;
+    float weight_decay;
+    float beta1, beta2, eps;
+    float clip_grad;        /* <= 0 disables */
+    float label_smoothing;
+    unsigned long long seed;
+    int eval_every;         /* epochs between evaluations */
+    int max_steps;          /* stop after this many steps (0 = run all epochs) */
+    int threads;            /* CPU threads (0 = all cores) */
+    int log_every;          /* steps between metrics lines */
+
+    /* [data] */
+    char dataset[32];       /* "fmnist", "imagefolder", "cifar10" */
+    char path[CFG_STR];     /* dataset root */
+    float mean[4], std[4];  /* per-channel normalisation, `mean = 0.485,0.456,0.406` */
+    int num_mean, num_std;  /* how many values were given */
+    int crop_padding;       /* Fashion-MNIST/CIFAR: random crop with this much zero padding */
+    float hflip;            /* horizontal flip probability */
+    int train_limit;        /* use only the first N training samples (0 = all) */
+    int val_limit;          /* use only the first N evaluation samples (0 = all) */
+    int workers;            /* loader threads (0 = auto) */
+    char interpolation[16]; /* "bicubic" or "bilinear" */
+    float crop_pct;         /* eval: resize to size/crop_pct, centre crop */
+    float scale_min;        /* RandomResizedCrop lower scale bound */
+    char auto_augment[64];  /* e.g. "rand-m9-mstd0.5-inc1", "" = off */
+    float color_jitter;
+    float reprob;           /* random erasing probability */
+    float mixup, cutmix, mixup_prob, mixup_switch_prob;
+    int repeated_aug;       /* RASampler repeats (1 = off) */
+    char class_names[CFG_STR]; /* file with one class name per line ("" = dataset's own) */
+} Config;
+
+/* Fill every field with its default. */
+void config_defaults(Config *c);
+
+/* Parse a config file over the current values. Returns 0, or -1 with a
+ * message in err naming the file, line and key. */
+int config_load(Config *c, const char *path, char *err, size_t errlen);
+
+/* Set one key by its full name "section.key" (as given on the command line
+ * without the leading dashes). Returns 0, or -1 with a message naming the key. */
+int config_set(Config *c, const char *full_key, const char *value, char *err, size_t errlen);
+
+/* Cross-field checks (e.g. image_size divisible by patch_size, channels matching
+ * the number of mean/std values). Returns 0, or -1 with a message naming the keys. */
+int config_validate(const Config *c, char *err, size_t errlen);
+
+/* Write every key as `key = value` lines with sections, parseable by
+ * config_load (used to store the model config in checkpoints and runs). */
+int config_write(const Config *c, char *buf, size_t buflen);
+
+/* Serialise only the [model] section (one line per key, same syntax). */
+int config_write_model(const Config *c, char *buf, size_t buflen);
+
+/* Is this "section.key" a known key? */
+int config_has_key(const char *full_key);
+
+#endif
