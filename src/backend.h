@@ -12,8 +12,14 @@
  *  - Parameter gradients ACCUMULATE (+=): the trainer zeroes them once per
  *    step. Activation gradients OVERWRITE (=), except where the comment says
  *    "+=" (the residual-stream gradient, which LayerNorm backward adds into).
- *  - fp32 everywhere on the CPU backend; a backend with reduced-precision
- *    activations keeps parameters, gradients and optimizer state in fp32.
+ *  - Element types. These are always fp32: parameters and their gradients
+ *    (w, b, dw, db, theta*, gamma, beta, d*), optimizer moments, norm
+ *    statistics (mean, rstd, rms), loss, probs, targets, drop-path scales and
+ *    the sumsq accumulator. Every other tensor (activations and their
+ *    gradients, logits included) has the backend's activation element type,
+ *    act_elem bytes wide: 4 (fp32) on the CPU backend; the CUDA backend may
+ *    store bf16 (2). Such pointers are typed float* for readability only;
+ *    model code offsets them with ACT_AT(bk, p, n), never with p + n.
  */
 #ifndef HGRN_BACKEND_H
 #define HGRN_BACKEND_H
@@ -34,6 +40,7 @@ typedef struct {
 struct Backend {
     const char *name;                 /* "cpu" or "cuda" */
     void *impl;                       /* implementation state */
+    size_t act_elem;                  /* bytes per activation element (4 or 2) */
 
     /* ---- memory ---- */
     void *(*alloc)(Backend *, size_t bytes);     /* zero-filled; aborts with a message on failure */
@@ -44,6 +51,11 @@ struct Backend {
     void (*copy)(Backend *, void *dst, const void *src, size_t bytes);
     void (*sync)(Backend *);
     void (*destroy)(Backend *);
+    /* The model's parameters are one contiguous fp32 block [base, base+n):
+     * called once after layout and again after every host-side write to it
+     * (init, checkpoint load), so a backend that computes with a lower-precision
+     * copy of the weights can (re)build it. CPU: no-op. */
+    void (*params_changed)(Backend *, const float *base, size_t n);
 
     /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
      * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */
@@ -145,6 +157,9 @@ struct Backend {
     /* x[i] *= s  (used to scale gradients, e.g. distributed averaging) */
     void (*scale)(Backend *, float *x, float s, size_t n);
 };
+
+/* Address of element n of an activation tensor. */
+#define ACT_AT(bk, p, n) ((float *)((char *)(p) + (size_t)(n) * (bk)->act_elem))
 
 /* Constructors. Each returns NULL and writes a message to err on failure. */
 Backend *backend_cpu_create(int num_threads, char *err, size_t errlen);
