@@ -27,6 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct Backend Backend;
 
 /* AdamW hyper-parameters for one update of one tensor. */
@@ -163,7 +167,12 @@ struct Backend {
 
 /* Constructors. Each returns NULL and writes a message to err on failure. */
 Backend *backend_cpu_create(int num_threads, char *err, size_t errlen);
-Backend *backend_cuda_create(int device, char *err, size_t errlen);  /* cuda/ */
-int backend_cuda_available(void);
+/* CUDA (cuda/): bf16 != 0 stores activations in bf16 (act_elem 2) with fp32
+ * accumulation; bf16 == 0 runs everything in fp32 (--precision fp32). */
+Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen);
+int backend_cuda_available(void);   /* 1 when built with CUDA and a GPU is visible */
 
+#ifdef __cplusplus
+}
+#endif
 #endif
