@@ -30,4 +30,77 @@ int image_eval_transform(const Image *im, int size, float crop_pct, int filter, 
 int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality,
                      char *err, size_t errlen);
 
+/* ---- decoding entry points for the data pipeline (issue 4) ---- */
+
+/* Decompression-bomb guard: images declaring more pixels than this are
+ * refused before any pixel memory is allocated (Pillow's error limit,
+ * 2 x PIL.Image.MAX_IMAGE_PIXELS). Files larger than IMAGE_MAX_FILE bytes are
+ * refused too. */
+#define IMAGE_MAX_PIXELS 178956970LL
+#define IMAGE_MAX_FILE (1024LL << 20)
+
+/* A growable byte buffer reused from image to image (no per-image malloc in
+ * steady state). Zero-initialise; release with image_buf_free. */
+typedef struct { uint8_t *p; size_t cap; } ImageBuf;
+int image_buf_reserve(ImageBuf *b, size_t n);     /* 0 or -1 (out of memory) */
+void image_buf_free(ImageBuf *b);
+
+/* Read a whole file into b. Returns its size (>= 0), or -1 with "path: reason". */
+long long image_read_file(const char *path, ImageBuf *b, char *err, size_t errlen);
+
+/* Decode an in-memory JPEG or PNG (detected by content) like image_load;
+ * name only labels error messages. out->px is malloc'd (image_free). */
+int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want_c,
+                     Image *out, char *err, size_t errlen);
+
+/* Width and height from the header only (no pixel decoding). 0 or -1 + err. */
+int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h,
+                   char *err, size_t errlen);
+
+typedef struct { int x, y, w, h; } ImageRect;
+
+/* Chooses the region to decode once the header is known: given the full
+ * image size w x h, fill *crop (inside the image) and the size the decoded
+ * crop must at least keep (*min_w, *min_h; DCT scaling never shrinks the crop
+ * below it; 0 = no DCT scaling). ctx is the caller's. */
+typedef void (*ImageCropFn)(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h);
+
+typedef struct {
+    Image im;            /* decoded pixels covering the crop (px points into the caller's ImageBuf) */
+    size_t stride;       /* bytes between rows of im */
+    double box[4];       /* the crop in im's pixel coordinates (x0, y0, x1, y1), fractional when scaled */
+    int full_w, full_h;  /* size of the whole image */
+    ImageRect crop;      /* the crop in original pixel coordinates, as chosen */
+    int scale_num;       /* DCT scale used: scale_num / 8 (8 = none) */
+} ImageRegion;
+
+/* Allowed DCT scales as a bit mask: bit n set = n/8 allowed (n = 1..8).
+ * IMAGE_SCALES_SIMD are those with SIMD IDCT in libjpeg-turbo (1/8, 1/4, 1/2, 1). */
+#define IMAGE_SCALES_ALL  0x1FEu
+#define IMAGE_SCALES_SIMD ((1u << 1) | (1u << 2) | (1u << 4) | (1u << 8))
+
+/* Decode only the region that fn chooses: JPEGs at the smallest allowed DCT
+ * scale n/8 that keeps the crop at least min_w x min_h, with
+ * jpeg_crop_scanline / jpeg_skip_scanlines so that rows and columns outside
+ * the crop are never inverse-transformed or colour-converted; PNGs decode
+ * whole. im.px lives in pix (reused). Returns 0, or -1 with "name: reason". */
+int image_decode_region(const uint8_t *data, size_t len, const char *name, int want_c,
+                        ImageCropFn fn, void *ctx, unsigned scales, ImageBuf *pix,
+                        ImageRegion *out, char *err, size_t errlen);
+
+/* File convenience wrapper over image_decode_region with a fixed crop; out->px
+ * is malloc'd (image_free), box as in ImageRegion, *scale_num the scale used. */
+int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int min_h,
+                    unsigned scales, Image *out, double box[4], int *scale_num,
+                    char *err, size_t errlen);
+
+/* Evaluation transform on raw HWC pixels (stride bytes per row), writing HWC
+ * (hwc = 1) or CHW (hwc = 0) uint8 to out; s is an optional ResizeScratch *
+ * (resize.h) reused between calls. image_eval_transform is this with CHW. */
+int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size,
+                            float crop_pct, int filter, uint8_t *out, int hwc, void *s);
+
+/* Convert between interleaved HWC and planar CHW. */
+void image_hwc_to_chw(const uint8_t *src, int w, int h, int c, uint8_t *dst);
+
 #endif

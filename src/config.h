@@ -7,8 +7,10 @@
 #define HGRN_CONFIG_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define CFG_STR 256
+#define CONFIG_TEXT_MAX 16384   /* enough for config_write of any valid Config */
 
 typedef struct {
     /* [model] */
@@ -65,9 +67,14 @@ typedef struct {
 /* Fill every field with its default. */
 void config_defaults(Config *c);
 
-/* Parse a config file over the current values. Returns 0, or -1 with a
- * message in err naming the file, line and key. */
+/* Parse a config file over the current values (keys not in the file keep
+ * theirs). Returns 0, or -1 with a message in err naming the file, line and
+ * key; on failure *c is left unchanged. */
 int config_load(Config *c, const char *path, char *err, size_t errlen);
+
+/* Same as config_load, from text already in memory; origin names it in errors
+ * (used for the config stored in a checkpoint). */
+int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen);
 
 /* Set one key by its full name "section.key" (as given on the command line
  * without the leading dashes). Returns 0, or -1 with a message naming the key. */
@@ -78,11 +85,18 @@ int config_set(Config *c, const char *full_key, const char *value, char *err, si
 int config_validate(const Config *c, char *err, size_t errlen);
 
 /* Write every key as `key = value` lines with sections, parseable by
- * config_load (used to store the model config in checkpoints and runs). */
+ * config_load (used to store the model config in checkpoints and runs).
+ * Floats are written with the fewest digits that read back to the same
+ * float, strings quoted. Returns the text length (NUL not counted), or -1 if
+ * buflen is too small (CONFIG_TEXT_MAX always suffices). */
 int config_write(const Config *c, char *buf, size_t buflen);
 
 /* Serialise only the [model] section (one line per key, same syntax). */
 int config_write_model(const Config *c, char *buf, size_t buflen);
+
+/* Every key with its type, default, range or choices and a line of help,
+ * by section (for --help). */
+void config_print_help(FILE *f);
 
 /* Is this "section.key" a known key? */
 int config_has_key(const char *full_key);

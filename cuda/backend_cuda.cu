@@ -1,0 +1,247 @@
+/* backend_cuda.cu - the CUDA backend: construction, memory, bf16 weight
+ * shadows and the op table. Kernels live in the other .cu files of cuda/. */
+#include "common.cuh"
+
+#include <string.h>
+
+static int g_fail_device = -1;
+
+extern "C" int hgrn_cuda_current_device(void) { return g_fail_device; }
+
+extern "C" void hgrn_cuda_fail(const char *what, const char *detail, const char *file, int line) {
+    char name[256] = "unknown GPU";
+    if (g_fail_device >= 0) {
+        cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, g_fail_device) == cudaSuccess)
+            snprintf(name, sizeof name, "%s", prop.name);
+    }
+    fprintf(stderr, "hgrn: CUDA error on device %d (%s): %s failed: %s (%s:%d)\n",
+            g_fail_device, name, what, detail, file, line);
+    exit(1);
+}
+
+/* ---- memory ---- */
+
+static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
+    void *p = NULL;
+    if (bytes == 0) bytes = 1;
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        fprintf(stderr,
+                "hgrn: out of GPU memory on device %d: cudaMalloc of %zu bytes (%.2f GiB) for %s "
+                "failed with %.2f GiB free of %.2f GiB; a smaller batch size may fit "
+                "(memory for activations grows linearly with the batch)\n",
+                im->device, bytes, bytes / 1073741824.0, purpose, fr / 1073741824.0,
+                tot / 1073741824.0);
+        exit(1);
+    }
+    if (e != cudaSuccess) hgrn_cuda_fail("cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
+    return p;
+}
+
+static void *cu_alloc(Backend *bk, size_t bytes) {
+    CudaImpl *im = IMPL(bk);
+    void *p = dev_malloc(im, bytes, "a tensor");
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, im->stream));
+    return p;
+}
+
+static void cu_free(Backend *bk, void *p) {
+    if (!p) return;
+    CudaImpl *im = IMPL(bk);
+    /* drop a shadow registered for this block */
+    for (int i = 0; i < im->nshadows; i++)
+        if (im->shadows[i].base == (const float *)p) {
+            CUDA_CHECK(cudaFree(im->shadows[i].shadow));
+            im->shadows[i] = im->shadows[--im->nshadows];
+            break;
+        }
+    CUDA_CHECK(cudaFree(p));
+}
+
+static void cu_zero(Backend *bk, void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, IMPL(bk)->stream));
+}
+
+static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) {
+    CudaImpl *im = IMPL(bk);
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));   /* host buffer reusable at return */
+}
+
+static void cu_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
+    CudaImpl *im = IMPL(bk);
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
+}
+
+static void cu_copy(Backend *bk, void *dst, const void *src, size_t bytes) {
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, IMPL(bk)->stream));
+}
+
+static void cu_sync(Backend *bk) { CUDA_CHECK(cudaStreamSynchronize(IMPL(bk)->stream)); }
+
+void *hgrn_scratch(CudaImpl *im, size_t bytes) {
+    if (bytes > im->scratch_bytes) {
+        size_t nb = bytes + bytes / 4 + (1u << 20);
+        if (im->scratch) CUDA_CHECK(cudaFree(im->scratch));   /* synchronizes */
+        im->scratch = dev_malloc(im, nb, "backend scratch space");
+        im->scratch_bytes = nb;
+    }
+    return im->scratch;
+}
+
+const bf16 *hgrn_find_shadow(CudaImpl *im, const float *p) {
+    for (int i = 0; i < im->nshadows; i++) {
+        const Shadow *s = &im->shadows[i];
+        if (p >= s->base && p < s->base + s->n) return s->shadow + (p - s->base);
+    }
+    return NULL;
+}
+
+const bf16 *hgrn_weight_bf16(CudaImpl *im, const float *w, size_t n, int slot) {
+    const bf16 *s = hgrn_find_shadow(im, w);
+    if (s) return s;
+    /* not in a registered block: convert into a temporary (two slots) */
+    size_t half = (n * sizeof(bf16) + 255) & ~(size_t)255;
+    if (2 * half > im->wtmp_bytes) {
+        if (im->wtmp) CUDA_CHECK(cudaFree(im->wtmp));
+        im->wtmp_bytes = 2 * half;
+        im->wtmp = dev_malloc(im, im->wtmp_bytes, "temporary bf16 weights");
+    }
+    bf16 *dst = (bf16 *)((char *)im->wtmp + slot * (im->wtmp_bytes / 2));
+    cu_f32_to_bf16(im, dst, w, n);
+    return dst;
+}
+
+static void cu_params_changed(Backend *bk, const float *base, size_t n) {
+    CudaImpl *im = IMPL(bk);
+    if (!im->bf16 || !base || !n) return;
+    Shadow *s = NULL;
+    for (int i = 0; i < im->nshadows; i++)
+        if (im->shadows[i].base == base) s = &im->shadows[i];
+    if (s && s->n != n) {
+        CUDA_CHECK(cudaFree(s->shadow));
+        s->shadow = NULL;
+    }
+    if (!s) {
+        if (im->nshadows == HGRN_MAX_SHADOWS) {
+            fprintf(stderr, "hgrn: CUDA backend: more than %d parameter blocks registered\n",
+                    HGRN_MAX_SHADOWS);
+            exit(1);
+        }
+        s = &im->shadows[im->nshadows++];
+        s->base = base;
+        s->shadow = NULL;
+    }
+    s->n = n;
+    if (!s->shadow) s->shadow = (bf16 *)dev_malloc(im, n * sizeof(bf16), "bf16 weight copy");
+    cu_f32_to_bf16(im, s->shadow, base, n);
+}
+
+static void cu_destroy(Backend *bk) {
+    if (!bk) return;
+    CudaImpl *im = IMPL(bk);
+    cudaStreamSynchronize(im->stream);
+    hgrn_gemm_destroy(im);
+    for (int i = 0; i < im->nshadows; i++) cudaFree(im->shadows[i].shadow);
+    if (im->scratch) cudaFree(im->scratch);
+    if (im->wtmp) cudaFree(im->wtmp);
+    if (im->lt_workspace) cudaFree(im->lt_workspace);
+    if (im->lt) cublasLtDestroy(im->lt);
+    cudaStreamDestroy(im->stream);
+    free(im);
+    free(bk);
+}
+
+extern "C" int backend_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(err, errlen, "no CUDA GPU is visible (cudaGetDeviceCount: %s); use --device cpu",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        cudaGetLastError();
+        return NULL;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(err, errlen, "CUDA device %d does not exist (%d visible)", device, n);
+        return NULL;
+    }
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
+        return NULL;
+    }
+    g_fail_device = device;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+
+    CudaImpl *im = (CudaImpl *)calloc(1, sizeof *im);
+    Backend *bk = (Backend *)calloc(1, sizeof *bk);
+    if (!im || !bk) {
+        snprintf(err, errlen, "out of host memory");
+        free(im);
+        free(bk);
+        return NULL;
+    }
+    im->device = device;
+    im->bf16 = bf16 ? 1 : 0;
+    im->num_sms = prop.multiProcessorCount;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&im->lt));
+    im->lt_workspace_bytes = 32u << 20;
+    im->lt_workspace = dev_malloc(im, im->lt_workspace_bytes, "cuBLASLt workspace");
+
+    bk->name = "cuda";
+    bk->impl = im;
+    bk->act_elem = im->bf16 ? 2 : 4;
+    bk->alloc = cu_alloc;
+    bk->free = cu_free;
+    bk->zero = cu_zero;
+    bk->to_device = cu_to_device;
+    bk->to_host = cu_to_host;
+    bk->copy = cu_copy;
+    bk->sync = cu_sync;
+    bk->destroy = cu_destroy;
+    bk->params_changed = cu_params_changed;
+    bk->matmul_fwd = cu_matmul_fwd;
+    bk->matmul_bwd = cu_matmul_bwd;
+    bk->layernorm_fwd = cu_layernorm_fwd;
+    bk->layernorm_bwd = cu_layernorm_bwd;
+    bk->rmsnorm_fwd = cu_rmsnorm_fwd;
+    bk->rmsnorm_bwd = cu_rmsnorm_bwd;
+    bk->silu_mul_fwd = cu_silu_mul_fwd;
+    bk->silu_mul_bwd = cu_silu_mul_bwd;
+    bk->hgru1_fwd = cu_hgru1_fwd;
+    bk->hgru1_bwd = cu_hgru1_bwd;
+    bk->lower_bounds_fwd = cu_lower_bounds_fwd;
+    bk->lower_bounds_bwd = cu_lower_bounds_bwd;
+    bk->normalize_u8 = cu_normalize_u8;
+    bk->patchify_fwd = cu_patchify_fwd;
+    bk->patchify_bwd = cu_patchify_bwd;
+    bk->meanpool_fwd = cu_meanpool_fwd;
+    bk->meanpool_bwd = cu_meanpool_bwd;
+    bk->residual_fwd = cu_residual_fwd;
+    bk->residual_bwd = cu_residual_bwd;
+    bk->xent_fwd = cu_xent_fwd;
+    bk->xent_bwd = cu_xent_bwd;
+    bk->sumsq = cu_sumsq;
+    bk->adamw = cu_adamw;
+    bk->scale = cu_scale;
+    return bk;
+}

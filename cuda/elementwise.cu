@@ -1,0 +1,336 @@
+/* elementwise.cu - gates, lower bounds, input normalisation, patchify,
+ * mean-pool, residual/drop path, scale, casts, bias add and deterministic
+ * column sums. All arithmetic in fp32; T is the activation element type. */
+#include "common.cuh"
+
+#define EW_THREADS 256
+
+static unsigned ew_grid(size_t n) {
+    size_t g = (n + EW_THREADS - 1) / EW_THREADS;
+    if (g > 65535u * 32u) g = 65535u * 32u;   /* grid-stride beyond this */
+    return (unsigned)(g ? g : 1);
+}
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* ---- casts ---- */
+__global__ void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
+    GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+void cu_f32_to_bf16(CudaImpl *im, bf16 *dst, const float *src, size_t n) {
+    if (!n) return;
+    k_f32_to_bf16<<<ew_grid(n), EW_THREADS, 0, im->stream>>>(dst, src, n);
+    LAUNCH_CHECK("k_f32_to_bf16");
+}
+
+/* ---- bias add: out[r, c] += bias[c] ---- */
+template <typename T>
+__global__ void k_add_bias(T *out, const float *bias, int R, int C) {
+    size_t n = (size_t)R * C;
+    GRID_STRIDE(i, n) stf(&out[i], ldf(&out[i]) + bias[i % C]);
+}
+void cu_add_bias(CudaImpl *im, float *out, const float *bias, int R, int C) {
+    size_t n = (size_t)R * C;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_add_bias<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)out, bias, R, C));
+    LAUNCH_CHECK("k_add_bias");
+}
+
+/* ---- deterministic column sums: pass 1 per-block partials, pass 2 in order ---- */
+#define CS_ROWS_PER_BLOCK 64
+template <typename T>
+__global__ void k_colsum_partial(float *partial, const T *x, int R, int C) {
+    __shared__ float sm[8][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * CS_ROWS_PER_BLOCK;
+    int r1 = min(R, r0 + CS_ROWS_PER_BLOCK);
+    float s = 0.0f;
+    if (c < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += ldf(&x[(size_t)r * C + c]);
+    sm[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) t += sm[k][threadIdx.x];
+        partial[(size_t)blockIdx.y * C + c] = t;
+    }
+}
+__global__ void k_partials_finish(float *out, const float *partial, int G, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.0f;
+    for (int g = 0; g < G; g++) s += partial[(size_t)g * C + c];
+    out[c] += s;
+}
+void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C) {
+    k_partials_finish<<<ceil_div(C, 128), 128, 0, im->stream>>>(out, partial, G, C);
+    LAUNCH_CHECK("k_partials_finish");
+}
+void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C) {
+    if (R <= 0 || C <= 0) return;
+    int G = (int)ceil_div(R, CS_ROWS_PER_BLOCK);
+    float *partial = (float *)hgrn_scratch(im, (size_t)G * C * sizeof(float));
+    dim3 grid(ceil_div(C, 32), G), block(32, 8);
+    ACT_DISPATCH(im, T, k_colsum_partial<T><<<grid, block, 0, im->stream>>>(partial, (const T *)x,
+                                                                            R, C));
+    LAUNCH_CHECK("k_colsum_partial");
+    cu_partials_finish(im, out, partial, G, C);
+}
+
+/* ---- SiLU(a) * b ---- */
+template <typename T>
+__global__ void k_silu_mul_fwd(T *out, const T *a, int lda, const T *b, int ldb, int M, int C) {
+    size_t n = (size_t)M * C;
+    GRID_STRIDE(i, n) {
+        size_t m = i / C, c = i % C;
+        float av = ldf(&a[m * lda + c]), bv = ldf(&b[m * ldb + c]);
+        stf(&out[i], av * sigmoidf_(av) * bv);
+    }
+}
+template <typename T>
+__global__ void k_silu_mul_bwd(T *da, T *db, const T *dout, const T *a, int lda, const T *b,
+                               int ldb, int M, int C) {
+    size_t n = (size_t)M * C;
+    GRID_STRIDE(i, n) {
+        size_t m = i / C, c = i % C;
+        float av = ldf(&a[m * lda + c]), bv = ldf(&b[m * ldb + c]), g = ldf(&dout[i]);
+        float s = sigmoidf_(av);
+        float silu = av * s;
+        float dsilu = s * (1.0f + av * (1.0f - s));
+        stf(&da[m * lda + c], g * bv * dsilu);
+        stf(&db[m * ldb + c], g * silu);
+    }
+}
+void cu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b, int ldb,
+                     int M, int C) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)M * C;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_silu_mul_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)out, (const T *)a, lda, (const T *)b, ldb, M, C));
+    LAUNCH_CHECK("k_silu_mul_fwd");
+}
+void cu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a,
+                     int lda, const float *b, int ldb, int M, int C) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)M * C;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_silu_mul_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b,
+                            ldb, M, C));
+    LAUNCH_CHECK("k_silu_mul_bwd");
+}
+
+/* ---- hierarchical lower bounds (fp32 parameters; one thread per column) ---- */
+__global__ void k_lower_bounds_fwd(float *beta, const float *gamma, int L, int D) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    float mx = -INFINITY;
+    for (int l = 0; l < L; l++) mx = fmaxf(mx, gamma[(size_t)l * D + j]);
+    float sum = 0.0f;
+    for (int l = 0; l < L; l++) sum += expf(gamma[(size_t)l * D + j] - mx);
+    float cum = 0.0f;
+    for (int l = 0; l < L; l++) {
+        beta[(size_t)l * D + j] = cum;
+        cum += expf(gamma[(size_t)l * D + j] - mx) / sum;
+    }
+}
+__global__ void k_lower_bounds_bwd(float *dgamma, const float *dbeta, const float *gamma, int L,
+                                   int D) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    float mx = -INFINITY;
+    for (int l = 0; l < L; l++) mx = fmaxf(mx, gamma[(size_t)l * D + j]);
+    float sum = 0.0f;
+    for (int l = 0; l < L; l++) sum += expf(gamma[(size_t)l * D + j] - mx);
+    /* dP_i = sum_{k>i} dbeta[k];  dgamma_i = P_i (dP_i - sum_l P_l dP_l) */
+    float dot = 0.0f, suffix = 0.0f;
+    for (int l = L - 1; l >= 0; l--) {
+        float P = expf(gamma[(size_t)l * D + j] - mx) / sum;
+        dot += P * suffix;                       /* suffix = dP_l */
+        suffix += dbeta[(size_t)l * D + j];
+    }
+    suffix = 0.0f;
+    for (int l = L - 1; l >= 0; l--) {
+        float P = expf(gamma[(size_t)l * D + j] - mx) / sum;
+        dgamma[(size_t)l * D + j] += P * (suffix - dot);
+        suffix += dbeta[(size_t)l * D + j];
+    }
+}
+void cu_lower_bounds_fwd(Backend *bk, float *beta, const float *gamma, int L, int D) {
+    CudaImpl *im = IMPL(bk);
+    if (L <= 0 || D <= 0) return;
+    k_lower_bounds_fwd<<<ceil_div(D, 128), 128, 0, im->stream>>>(beta, gamma, L, D);
+    LAUNCH_CHECK("k_lower_bounds_fwd");
+}
+void cu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta, const float *gamma,
+                         int L, int D) {
+    CudaImpl *im = IMPL(bk);
+    if (L <= 0 || D <= 0) return;
+    k_lower_bounds_bwd<<<ceil_div(D, 128), 128, 0, im->stream>>>(dgamma, dbeta, gamma, L, D);
+    LAUNCH_CHECK("k_lower_bounds_bwd");
+}
+
+/* ---- uint8 NCHW -> normalised activations ---- */
+#define NORM_MAXC 16
+struct NormArgs { float scale[NORM_MAXC], shift[NORM_MAXC]; };
+template <typename T>
+__global__ void k_normalize_u8(T *out, const uint8_t *img, NormArgs a, int C, int HW, size_t n) {
+    GRID_STRIDE(i, n) {
+        int c = (int)((i / HW) % C);
+        stf(&out[i], (float)img[i] * a.scale[c] + a.shift[c]);
+    }
+}
+void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
+                     const float *std, int B, int C, int H, int W) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * C * H * W;
+    if (!n) return;
+    if (C > NORM_MAXC) {
+        fprintf(stderr, "hgrn: normalize_u8: %d channels (the CUDA backend handles up to %d)\n", C,
+                NORM_MAXC);
+        exit(1);
+    }
+    NormArgs a;
+    for (int c = 0; c < NORM_MAXC; c++) {
+        a.scale[c] = c < C ? 1.0f / (255.0f * std[c]) : 0.0f;
+        a.shift[c] = c < C ? -mean[c] / std[c] : 0.0f;
+    }
+    ACT_DISPATCH(im, T, k_normalize_u8<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)out, img, a, C, H * W, n));
+    LAUNCH_CHECK("k_normalize_u8");
+}
+
+/* ---- patchify: 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)' ----
+ * One thread per output element (fwd) / per image element (bwd, so pixels
+ * outside the patch grid get their zero gradient too). */
+template <typename T>
+__global__ void k_patchify_fwd(T *out, const T *img, int C, int H, int W, int p, size_t n) {
+    int Wp = W / p, Hp = H / p;
+    int F = p * p * C;
+    GRID_STRIDE(i, n) {
+        int f = (int)(i % F);
+        size_t bt = i / F;
+        int t = (int)(bt % ((size_t)Hp * Wp));
+        size_t b = bt / ((size_t)Hp * Wp);
+        int c = f % C, p2 = (f / C) % p, p1 = f / (C * p);
+        int y = (t / Wp) * p + p1, x = (t % Wp) * p + p2;
+        out[i] = img[((b * C + c) * H + y) * W + x];
+    }
+}
+template <typename T>
+__global__ void k_patchify_bwd(T *dimg, const T *dout, int C, int H, int W, int p, size_t n) {
+    int Wp = W / p, Hp = H / p;
+    GRID_STRIDE(i, n) {
+        int x = (int)(i % W);
+        int y = (int)((i / W) % H);
+        int c = (int)((i / ((size_t)W * H)) % C);
+        size_t b = i / ((size_t)W * H * C);
+        if (y < Hp * p && x < Wp * p) {
+            int t = (y / p) * Wp + x / p;
+            int f = ((y % p) * p + (x % p)) * C + c;
+            dimg[i] = dout[(b * Hp * Wp + t) * (size_t)(p * p * C) + f];
+        } else {
+            stf(&dimg[i], 0.0f);
+        }
+    }
+}
+void cu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W,
+                     int p) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * (H / p) * (W / p) * p * p * C;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_patchify_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)out, (const T *)img, C, H, W, p, n));
+    LAUNCH_CHECK("k_patchify_fwd");
+}
+void cu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B, int C, int H, int W,
+                     int p) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * C * H * W;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_patchify_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)dimg, (const T *)dout, C, H, W, p, n));
+    LAUNCH_CHECK("k_patchify_bwd");
+}
+
+/* ---- mean over tokens ---- */
+template <typename T>
+__global__ void k_meanpool_fwd(T *out, const T *x, int N, int D, size_t n) {
+    GRID_STRIDE(i, n) {
+        size_t b = i / D, d = i % D;
+        const T *p = x + b * (size_t)N * D + d;
+        float s = 0.0f;
+        for (int t = 0; t < N; t++) s += ldf(&p[(size_t)t * D]);
+        stf(&out[i], s / (float)N);
+    }
+}
+template <typename T>
+__global__ void k_meanpool_bwd(T *dx, const T *dout, int N, int D, size_t n) {
+    float inv = 1.0f / (float)N;
+    GRID_STRIDE(i, n) {
+        size_t d = i % D, b = i / ((size_t)N * D);
+        stf(&dx[i], ldf(&dout[b * D + d]) * inv);
+    }
+}
+void cu_meanpool_fwd(Backend *bk, float *out, const float *x, int B, int N, int D) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * D;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_meanpool_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)out, (const T *)x, N, D, n));
+    LAUNCH_CHECK("k_meanpool_fwd");
+}
+void cu_meanpool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, int D) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * N * D;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_meanpool_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)dx, (const T *)dout, N, D, n));
+    LAUNCH_CHECK("k_meanpool_bwd");
+}
+
+/* ---- residual with per-sample drop-path scale ---- */
+template <typename T>
+__global__ void k_residual_fwd(T *x, const T *f, const float *scale, int S, size_t n) {
+    GRID_STRIDE(i, n) {
+        float s = scale ? scale[i / S] : 1.0f;
+        stf(&x[i], ldf(&x[i]) + s * ldf(&f[i]));
+    }
+}
+template <typename T>
+__global__ void k_residual_bwd(T *df, const T *dx, const float *scale, int S, size_t n) {
+    GRID_STRIDE(i, n) {
+        float s = scale ? scale[i / S] : 1.0f;
+        stf(&df[i], s * ldf(&dx[i]));
+    }
+}
+void cu_residual_fwd(Backend *bk, float *x, const float *f, const float *scale, int B, int S) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * S;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_residual_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)x, (const T *)f, scale, S, n));
+    LAUNCH_CHECK("k_residual_fwd");
+}
+void cu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale, int B, int S) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * S;
+    if (!n) return;
+    ACT_DISPATCH(im, T, k_residual_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                            (T *)df, (const T *)dx, scale, S, n));
+    LAUNCH_CHECK("k_residual_bwd");
+}
+
+/* ---- x *= s (fp32 gradients) ---- */
+__global__ void k_scale(float *x, float s, size_t n) { GRID_STRIDE(i, n) x[i] *= s; }
+void cu_scale(Backend *bk, float *x, float s, size_t n) {
+    CudaImpl *im = IMPL(bk);
+    if (!n) return;
+    k_scale<<<ew_grid(n), EW_THREADS, 0, im->stream>>>(x, s, n);
+    LAUNCH_CHECK("k_scale");
+}

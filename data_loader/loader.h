@@ -1,0 +1,92 @@
+/* loader.h - the batch loader the trainer and the evaluator read from.
+ *
+ * A Loader walks one Dataset for one rank of a data-parallel job and fills
+ * Batches of uint8 CHW images (at cfg->image_size, cfg->channels), labels and
+ * soft targets. Everything it produces is a pure function of (cfg->seed,
+ * epoch, batch index, rank, world): not of the number of OpenMP threads, not
+ * of where a run was resumed.
+ *
+ * Training: each epoch a permutation of the (train_limit-capped) samples is
+ * drawn from (cfg->seed, epoch); global batch b is positions [b*G, (b+1)*G) of
+ * it (G = cfg->batch_size, the global batch) and rank r takes the positions
+ * b*G + r + k*world, k = 0 .. G/world - 1. The incomplete last global batch is
+ * dropped, so every rank has the same number of full batches. Each sample's
+ * augmentation (random crop with cfg->crop_padding zero padding, horizontal
+ * flip with probability cfg->hflip) draws from a stream keyed by (cfg->seed,
+ * epoch, permutation position), so a global batch holds the same pixels
+ * whatever the world size. Targets fold in cfg->label_smoothing.
+ *
+ * Evaluation: no shuffle, no augmentation, no smoothing (one-hot targets, as
+ * timm's validation loss). Rank r takes samples r, r + world, r + 2*world, ...
+ * (val_limit-capped) in order, in batches of G/world; the last batch may be
+ * short, ranks may differ by one batch, and over all ranks every sample is
+ * seen exactly once.
+ *
+ * Unreadable samples (Dataset.get fails, or a label out of range) are
+ * reported once each on stderr and counted. Training substitutes the next
+ * readable sample of the permutation (never a zero image); evaluation leaves
+ * the sample out, so the batch is shorter. A long run of unreadable samples
+ * (1000 in a row) is an error. */
+#ifndef HGRN_LOADER_H
+#define HGRN_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "dataset.h"
+
+typedef struct {
+    uint8_t *images;   /* cap * C * S * S uint8, CHW per sample, S = cfg->image_size, C = cfg->channels */
+    int *labels;       /* cap */
+    float *targets;    /* cap * num_classes soft targets: (1 - s) * onehot + s / K */
+    int n;             /* samples in this batch (== batch size except possibly the last eval batch) */
+    int cap;           /* capacity in samples (set by batch_alloc) */
+    int num_classes;   /* K, the row length of targets (set by batch_alloc) */
+} Batch;
+
+typedef struct Loader Loader;
+
+/* A loader over ds (not owned: the caller closes ds after loader_destroy).
+ * train != 0: training order and augmentation; 0: evaluation. cfg is copied.
+ * Checks cfg against the dataset (channels, classes, batch divisible by world,
+ * enough samples for one training batch) and returns NULL with a message in
+ * err otherwise. The loader starts at epoch 0, batch 0. */
+Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int world, char *err,
+                      size_t errlen);
+
+/* Batches this rank produces per epoch. Train: floor(n / G), the same on every
+ * rank. Eval: ceil(samples of this rank / (G / world)). */
+int loader_batches_per_epoch(const Loader *l);
+
+/* Per-rank batch size, G / world (the capacity to pass to batch_alloc). */
+int loader_batch_size(const Loader *l);
+
+/* Number of dataset samples the loader draws from (after train_limit /
+ * val_limit), over all ranks. */
+int loader_num_samples(const Loader *l);
+
+/* Start epoch `epoch` at batch start_batch (0 for a fresh epoch; k resumes so
+ * that the next loader_next returns exactly batch k of that epoch). */
+void loader_set_epoch(Loader *l, int epoch, int start_batch);
+
+/* Fill out with the next batch of the current epoch. Returns 1 when a batch
+ * was produced, 0 when the epoch is done (call loader_set_epoch for the next),
+ * -1 on error (message from loader_error). out must come from batch_alloc with
+ * at least loader_batch_size() samples and cfg->num_classes classes. */
+int loader_next(Loader *l, Batch *out);
+
+/* The last error message ("" if none). */
+const char *loader_error(const Loader *l);
+
+/* Distinct samples found unreadable so far (each reported once on stderr). */
+int loader_bad_samples(const Loader *l);
+
+void loader_destroy(Loader *l);
+
+/* A batch for batch_size samples of cfg->channels x image_size x image_size
+ * and num_classes soft targets. NULL when out of memory. */
+Batch *batch_alloc(const Config *cfg, int batch_size, int num_classes);
+void batch_free(Batch *b);
+
+#endif

@@ -1,0 +1,42 @@
+/* resize.h - PIL-compatible antialiased resampling of uint8 images.
+ *
+ * Same algorithm as Pillow's ImagingResample (Resample.c): separable, the
+ * horizontal pass first into a uint8 row buffer, then the vertical pass;
+ * filter support widened by the scale factor when downscaling (antialias);
+ * coefficients normalised per output pixel and quantised to 22-bit fixed
+ * point, rounding and clipping exactly as Pillow does. A source box (float,
+ * Pillow's `box=` argument) selects the region that maps onto the output;
+ * only the pixels inside the w x h source given are ever read (so passing a
+ * crop as the source is torchvision's crop-then-resize).
+ *
+ * Only a window of the (virtual) output may be computed: an output pixel
+ * depends only on its own coordinates, so resize + centre crop is computed as
+ * the window, bit-identical to resizing everything and cropping. */
+#ifndef HGRN_RESIZE_H
+#define HGRN_RESIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reusable buffers (coefficients and the intermediate rows). Zero-initialise;
+ * one per thread; release with resize_scratch_free. */
+typedef struct {
+    int32_t *kx, *ky;
+    int *bx, *by;
+    uint8_t *tmp;
+    size_t kx_cap, ky_cap, bx_cap, by_cap, tmp_cap;
+} ResizeScratch;
+
+void resize_scratch_free(ResizeScratch *s);
+
+/* Resample box (x0, y0, x1, y1) of src (w x h pixels, c interleaved
+ * channels, stride bytes between rows) to a virtual out_w x out_h image and
+ * write its window [ox, ox+ow) x [oy, oy+oh) to dst (HWC, rows of ow*c bytes).
+ * box NULL = the whole source. filter: RESAMPLE_BILINEAR or RESAMPLE_BICUBIC
+ * (image.h). s may be NULL (buffers are then allocated for this call).
+ * Returns 0, or -1 on bad arguments or allocation failure. */
+int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box,
+              int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
+              uint8_t *dst, ResizeScratch *s);
+
+#endif

@@ -1,0 +1,212 @@
+/* transform_deit.c - timm/DeiT train and eval transforms on encoded files
+ * (see transform_deit.h). */
+#include "transform_deit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+DeitTransform *deit_transform_create(const Config *cfg, char *err, size_t errlen) {
+    DeitTransform *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->size = cfg->image_size;
+    t->channels = cfg->channels;
+    if (t->size <= 0 || (t->channels != 1 && t->channels != 3)) {
+        snprintf(err, errlen, "model.image_size / model.channels: need size > 0 and 1 or 3 channels");
+        free(t);
+        return NULL;
+    }
+    const char *ip = cfg->interpolation;
+    if (!ip[0] || strcmp(ip, "bicubic") == 0) t->filter = RESAMPLE_BICUBIC;
+    else if (strcmp(ip, "bilinear") == 0) t->filter = RESAMPLE_BILINEAR;
+    else if (strcmp(ip, "random") == 0) t->filter = -1;
+    else {
+        snprintf(err, errlen, "data.interpolation: '%s' is not bicubic, bilinear or random", ip);
+        free(t);
+        return NULL;
+    }
+    /* timm's eval transform uses the same interpolation ('random' -> bilinear) */
+    t->eval_filter = t->filter < 0 ? RESAMPLE_BILINEAR : t->filter;
+    t->rrc = rrc_default();
+    if (cfg->scale_min > 0 && cfg->scale_min <= 1) t->rrc.scale_min = cfg->scale_min;
+    t->hflip = cfg->hflip;
+    float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    for (int k = 0; k < 3; k++) {
+        if (cfg->num_mean > 0) mean[k] = cfg->mean[k < cfg->num_mean ? k : 0];
+        if (cfg->num_std > 0) std[k] = cfg->std[k < cfg->num_std ? k : 0];
+    }
+    char e2[200];
+    if (randaugment_parse(&t->ra, cfg->auto_augment, ip, mean, e2, sizeof e2)) {
+        snprintf(err, errlen, "data.auto_augment: %s", e2);
+        free(t);
+        return NULL;
+    }
+    t->cj.brightness = t->cj.contrast = t->cj.saturation = cfg->color_jitter;
+    t->use_cj = !t->ra.enabled && cfg->color_jitter > 0;
+    if (cfg->reprob > 0) {
+        t->re = malloc(sizeof *t->re);
+        if (!t->re) {
+            snprintf(err, errlen, "out of memory");
+            free(t);
+            return NULL;
+        }
+        random_erasing_init(t->re, cfg->reprob, mean, std);
+    }
+    t->crop_pct = cfg->crop_pct > 0 ? cfg->crop_pct : 0.875f;
+    t->dct_scales = IMAGE_SCALES_ALL;
+    return t;
+}
+
+void deit_transform_destroy(DeitTransform *t) {
+    if (!t) return;
+    free(t->re);
+    free(t);
+}
+
+void deit_scratch_free(DeitScratch *s) {
+    if (!s) return;
+    image_buf_free(&s->file);
+    image_buf_free(&s->pix);
+    resize_scratch_free(&s->rs);
+    free(s->hwc);
+    free(s->tmp);
+    memset(s, 0, sizeof *s);
+}
+
+static int scratch_reserve(DeitScratch *s, size_t n) {
+    if (s->cap >= n) return 0;
+    uint8_t *a = realloc(s->hwc, n), *b;
+    if (!a) return -1;
+    s->hwc = a;
+    b = realloc(s->tmp, n);
+    if (!b) return -1;
+    s->tmp = b;
+    s->cap = n;
+    return 0;
+}
+
+typedef struct {
+    const DeitTransform *t;
+    Rng *r;
+} CropCtx;
+
+static void train_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
+    CropCtx *c = ctx;
+    *crop = rrc_sample(w, h, &c->t->rrc, c->r, NULL);
+    *min_w = c->t->dct_scales ? c->t->size : 0;
+    *min_h = c->t->dct_scales ? c->t->size : 0;
+}
+
+static void hflip_hwc(uint8_t *img, int w, int h, int c) {
+    for (int y = 0; y < h; y++) {
+        uint8_t *row = img + (size_t)y * w * c;
+        for (int a = 0, b = w - 1; a < b; a++, b--)
+            for (int k = 0; k < c; k++) {
+                uint8_t t = row[a * c + k];
+                row[a * c + k] = row[b * c + k];
+                row[b * c + k] = t;
+            }
+    }
+}
+
+int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r,
+                   DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
+    int S = t->size, C = t->channels;
+    if (scratch_reserve(s, (size_t)S * S * C)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    double t0 = s->timing ? now_s() : 0, t1, t2;
+    CropCtx ctx = {t, r};
+    ImageRegion reg;
+    if (image_decode_region(data, len, name, C, train_crop_fn, &ctx, t->dct_scales, &s->pix, &reg, err, errlen))
+        return -1;
+    s->last_scale = reg.scale_num;
+    if (s->timing) {
+        t1 = now_s();
+        s->t[DEIT_T_DECODE] += t1 - t0;
+        t0 = t1;
+    }
+    int filter = t->filter;
+    if (filter < 0) filter = rng_int(r, 2) ? RESAMPLE_BICUBIC : RESAMPLE_BILINEAR;
+    if (resize_u8(reg.im.px, reg.im.w, reg.im.h, C, reg.stride, reg.box, S, S, 0, 0, S, S, filter, s->hwc,
+                  &s->rs)) {
+        snprintf(err, errlen, "%s: resize failed", name);
+        return -1;
+    }
+    if (s->timing) {
+        t2 = now_s();
+        s->t[DEIT_T_RESIZE] += t2 - t0;
+        t0 = t2;
+    }
+    if (rng_uniformf(r) < t->hflip) hflip_hwc(s->hwc, S, S, C);
+    if (t->ra.enabled) randaugment_apply(&t->ra, s->hwc, S, S, C, s->tmp, r);
+    else if (t->use_cj) color_jitter_apply(&t->cj, s->hwc, S, S, C, r);
+    image_hwc_to_chw(s->hwc, S, S, C, out);
+    if (t->re) random_erasing_apply(t->re, out, S, S, C, r);
+    if (s->timing) s->t[DEIT_T_AUG] += now_s() - t0;
+    return 0;
+}
+
+int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name,
+                  DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
+    int S = t->size, C = t->channels;
+    if (scratch_reserve(s, (size_t)S * S * C)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    double t0 = s->timing ? now_s() : 0, t1;
+    ImageRegion reg;
+    if (image_decode_region(data, len, name, C, NULL, NULL, 0, &s->pix, &reg, err, errlen)) return -1;
+    s->last_scale = 8;
+    if (s->timing) {
+        t1 = now_s();
+        s->t[DEIT_T_DECODE] += t1 - t0;
+        t0 = t1;
+    }
+    if (image_eval_transform_px(reg.im.px, reg.im.w, reg.im.h, C, reg.stride, S, t->crop_pct, t->eval_filter,
+                                s->hwc, 1, &s->rs)) {
+        snprintf(err, errlen, "%s: resize failed", name);
+        return -1;
+    }
+    if (s->timing) {
+        t1 = now_s();
+        s->t[DEIT_T_RESIZE] += t1 - t0;
+        t0 = t1;
+    }
+    image_hwc_to_chw(s->hwc, S, S, C, out);
+    if (s->timing) s->t[DEIT_T_AUG] += now_s() - t0;
+    return 0;
+}
+
+static long long read_timed(DeitScratch *s, const char *path, char *err, size_t errlen) {
+    double t0 = s->timing ? now_s() : 0;
+    long long n = image_read_file(path, &s->file, err, errlen);
+    if (s->timing) s->t[DEIT_T_READ] += now_s() - t0;
+    return n;
+}
+
+int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out,
+                    char *err, size_t errlen) {
+    long long n = read_timed(s, path, err, errlen);
+    if (n < 0) return -1;
+    return deit_train_mem(t, s->file.p, (size_t)n, path, r, s, out, err, errlen);
+}
+
+int deit_eval_file(const DeitTransform *t, const char *path, DeitScratch *s, uint8_t *out, char *err,
+                   size_t errlen) {
+    long long n = read_timed(s, path, err, errlen);
+    if (n < 0) return -1;
+    return deit_eval_mem(t, s->file.p, (size_t)n, path, s, out, err, errlen);
+}

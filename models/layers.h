@@ -1,0 +1,77 @@
+/* layers.h - the two residual branches of a block, each with its pre-norm:
+ * the HGRU1 token mixer and the GLU channel mixer. Parameter structs point
+ * into the model's parameter block (or, for gradients, the gradient block at
+ * the same offsets); activation structs point into the activation arena. */
+#ifndef HGRN_LAYERS_H
+#define HGRN_LAYERS_H
+
+#include "arena.h"
+#include "backend.h"
+
+/* ---- HGRU1 token mixer: x -> out_proj((LN_2D(HGRU1(proj)) * SiLU(gate))) ---- */
+typedef struct {
+    float *ln_w, *ln_b;        /* token_norm [D] */
+    float *proj_w, *proj_b;    /* input_proj | gate | lambda_proj, fused: [5D, D], [5D] */
+    float *theta_f, *theta_r;  /* [D] */
+    float *norm_w, *norm_b;    /* token_mixer.norm [2D] */
+    float *out_w, *out_b;      /* out_proj [D, 2D], [D] */
+} MixerParams;
+
+typedef struct {               /* saved for backward, one set per layer */
+    float *ln, *ln_mean, *ln_rstd;  /* [M,D], [M], [M] */
+    float *proj;                    /* [M,5D]: c pre-act (2D, interleaved) | gate pre-act (2D) | lambda pre-act (D) */
+    float *f;                       /* [M,2D] scan output [Re H | Im H] */
+    float *nf, *nf_mean, *nf_rstd;  /* LayerNorm_2D(f) */
+    float *z;                       /* [M,2D] nf * SiLU(gate) */
+} MixerActs;
+
+typedef struct {               /* backward scratch, shared by all layers */
+    float *dproj;                   /* [M,5D] */
+    float *df, *dnf, *dz;           /* [M,2D] */
+    float *dln;                     /* [M,D] */
+} MixerScratch;
+
+void mixer_layout(Arena *a, const Backend *bk, MixerActs *acts, int M, int D);
+void mixer_scratch_layout(Arena *a, const Backend *bk, MixerScratch *s, int M, int D);
+/* out[M,D] = branch output for input x[M,D]; beta[D] is this layer's lower bound. */
+void mixer_forward(Backend *bk, const MixerParams *p, MixerActs *a, const float *x,
+                   const float *beta, float *out, int B, int N, int D);
+/* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate. */
+void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, const MixerActs *a,
+                    MixerScratch *s, const float *x, const float *beta, float *dbeta,
+                    const float *dout, float *dx, int B, int N, int D);
+
+/* ---- GLU channel mixer: x -> l3(SiLU(l1(LN(x))) * l2(LN(x))) ---- */
+typedef struct {
+    float *ln_w, *ln_b;        /* feature_norm [D] */
+    float *w12, *b12;          /* l1 | l2, fused: [2H, D], [2H] */
+    float *w3, *b3;            /* l3 [D, H], [D] */
+} GluParams;
+
+typedef struct {
+    float *ln, *ln_mean, *ln_rstd;  /* [M,D], [M], [M] */
+    float *h12;                     /* [M,2H]: l1 out | l2 out */
+    float *g;                       /* [M,H] SiLU(l1) * l2 */
+} GluActs;
+
+typedef struct {
+    float *dg;                      /* [M,H] */
+    float *dh12;                    /* [M,2H] */
+    float *dln;                     /* [M,D] */
+} GluScratch;
+
+void glu_layout(Arena *a, const Backend *bk, GluActs *acts, int M, int D, int H);
+void glu_scratch_layout(Arena *a, const Backend *bk, GluScratch *s, int M, int D, int H);
+void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, float *out,
+                 int M, int D, int H);
+void glu_backward(Backend *bk, const GluParams *p, const GluParams *g, const GluActs *a,
+                  GluScratch *s, const float *x, const float *dout, float *dx,
+                  int M, int D, int H);
+
+/* Activation and fp32 allocations from an arena. */
+static inline float *take_act(Arena *a, const Backend *bk, size_t n) {
+    return (float *)arena_take(a, n * bk->act_elem);
+}
+static inline float *take_f32(Arena *a, size_t n) { return (float *)arena_take(a, n * sizeof(float)); }
+
+#endif

@@ -1,0 +1,80 @@
+/* model.h - the DeiT-style backbone with HGRU1 token mixers (DESIGN.md section 4),
+ * written once against the backend interface. Forward and hand-written
+ * backward; every buffer is laid out once per model and batch size. */
+#ifndef HGRN_MODEL_H
+#define HGRN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+#include "config.h"
+#include "rng.h"
+
+/* One named parameter tensor: a slice of the contiguous fp32 parameter block.
+ * Names follow the official PyTorch modules so weights move both ways. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int64_t shape[4];
+    size_t offset;        /* in floats, from the start of the parameter block */
+    size_t numel;
+    int decay;            /* 1: weight decay applies (matrices and theta); 0: norms, biases, lower bounds */
+    int init;             /* how model_init fills it (INIT_*) */
+} ParamInfo;
+
+enum { INIT_TRUNC_NORMAL, INIT_ZERO, INIT_ONE, INIT_THETA };
+
+typedef struct Model Model;
+
+/* Lays out parameters, gradients and activations for batches of up to
+ * max_batch images. training = 0 skips the gradient and backward buffers. */
+Model *model_create(Backend *bk, const Config *cfg, int max_batch, int training,
+                    char *err, size_t errlen);
+void model_destroy(Model *m);
+
+/* Parameters: one contiguous fp32 block, tensors ordered so that every
+ * weight-decayed tensor comes first: [0, decay_numel) decays, the rest not. */
+int model_num_tensors(const Model *m);
+const ParamInfo *model_tensor(const Model *m, int i);
+size_t model_num_params(const Model *m);
+size_t model_decay_numel(const Model *m);
+float *model_params(Model *m);      /* backend memory */
+float *model_grads(Model *m);       /* backend memory, NULL when not training */
+size_t model_activation_bytes(const Model *m);
+Backend *model_backend(Model *m);
+int model_max_batch(const Model *m);
+
+/* Fill parameters on the host from seed (timm's DeiT init: trunc-normal 0.02
+ * for Linear weights, zero biases, LayerNorm 1/0, theta = 10000^(-2j/d),
+ * lower bounds 1) and upload them. */
+void model_init(Model *m, uint64_t seed);
+/* Tell the backend the parameter block changed on the host side (after a load). */
+void model_params_changed(Model *m);
+
+/* Forward over B <= max_batch images given as host uint8 NCHW at the model's
+ * input size. train != 0 applies drop path with randomness from dp_rng.
+ * Then model_loss computes softmax cross-entropy against host soft targets
+ * [B, classes], returns the mean loss, and leaves probabilities readable with
+ * model_probs. targets may be NULL (no loss, probabilities only: classify). */
+void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng);
+float model_loss(Model *m, const float *targets, int B, float *per_sample_loss);
+void model_probs(Model *m, float *host_probs, int B);
+/* Backward of the mean loss of the last forward + model_loss. Gradients are
+ * ACCUMULATED into model_grads: zero them with model_zero_grads first. */
+void model_backward(Model *m, int B);
+void model_zero_grads(Model *m);
+
+/* Shape facts for info/bench. */
+typedef struct {
+    int tokens, patch_dim, dim, depth, glu_dim, classes, image_size, channels;
+} ModelShape;
+ModelShape model_shape(const Model *m);
+/* Forward FLOPs per image (multiply-add = 2), for reporting. */
+double model_flops_per_image(const Model *m);
+
+/* Parameter count from a config alone (no allocation), for `hgrn info`. */
+size_t model_count_params(const Config *cfg);
+/* Print the layer table (name, shape, count) to f. */
+void model_print_table(const Config *cfg, void *file);
+
+#endif

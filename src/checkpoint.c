@@ -1,0 +1,303 @@
+/* checkpoint.c - safetensors weights + training state; see checkpoint.h. */
+#include "checkpoint.h"
+#include "safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FORMAT_TAG "hgrn-ckpt-1"
+
+void ckpt_state_path(const char *w, char *out, size_t outlen) {
+    size_t n = strlen(w);
+    const char *ext = ".safetensors";
+    size_t e = strlen(ext);
+    if (n > e && !strcmp(w + n - e, ext))
+        snprintf(out, outlen, "%.*s.state%s", (int)(n - e), w, ext);
+    else
+        snprintf(out, outlen, "%s.state", w);
+}
+
+static float *download_all(Backend *bk, const float *dev, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    if (!h) { fprintf(stderr, "out of host memory (%zu bytes)\n", n * sizeof(float)); exit(1); }
+    bk->to_host(bk, h, dev, n * sizeof(float));
+    return h;
+}
+
+static void fill_tensor(StTensor *t, const ParamInfo *pi, const char *name, const float *base) {
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->dtype = "F32";
+    t->ndim = pi->ndim;
+    for (int d = 0; d < pi->ndim; d++) t->shape[d] = pi->shape[d];
+    t->data = base + pi->offset;
+    t->nbytes = pi->numel * sizeof(float);
+}
+
+static char *join_classes(char *const *classes, int n) {
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(classes[i]) + 1;
+    char *s = malloc(len), *q = s;
+    if (!s) return NULL;
+    for (int i = 0; i < n; i++) q += sprintf(q, "%s\n", classes[i]);
+    *q = 0;
+    return s;
+}
+
+int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *classes,
+                      int step, char *err, size_t errlen) {
+    Backend *bk = model_backend(m);
+    int n = model_num_tensors(m);
+    float *h = download_all(bk, model_params(m), model_num_params(m));
+    StTensor *ts = calloc((size_t)n, sizeof *ts);
+    char cfgtext[16384], stepbuf[32];
+    char *cls = classes ? join_classes(classes, c->num_classes) : NULL;
+    int rc = -1;
+    if (!ts || (classes && !cls)) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    for (int i = 0; i < n; i++) fill_tensor(&ts[i], model_tensor(m, i), model_tensor(m, i)->name, h);
+    if (config_write(c, cfgtext, sizeof cfgtext) < 0) {
+        snprintf(err, errlen, "%s: config too long to store", path);
+        goto out;
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%d", step);
+    const char *keys[4] = {"format", "config", "step", "classes"};
+    const char *vals[4] = {FORMAT_TAG, cfgtext, stepbuf, cls ? cls : ""};
+    rc = st_write(path, ts, n, keys, vals, cls ? 4 : 3, err, errlen);
+out:
+    free(cls);
+    free(ts);
+    free(h);
+    return rc;
+}
+
+static void put_scalar(StTensor *t, const char *name, const char *dtype, const void *p, size_t sz) {
+    memset(t, 0, sizeof *t);
+    t->name = name; t->dtype = dtype; t->ndim = 1; t->shape[0] = 1; t->data = p; t->nbytes = sz;
+}
+
+int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
+                    const TrainState *st, char *err, size_t errlen) {
+    Backend *bk = model_backend(m);
+    int n = model_num_tensors(m);
+    size_t np = model_num_params(m);
+    float *mh = download_all(bk, o->m, np), *vh = download_all(bk, o->v, np);
+    StTensor *ts = calloc((size_t)(2 * n + 5), sizeof *ts);
+    char (*names)[128] = calloc((size_t)(2 * n), sizeof *names);
+    char cfgtext[16384], stepbuf[32];
+    int rc = -1;
+    if (!ts || !names) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = model_tensor(m, i);
+        snprintf(names[2 * i], sizeof names[0], "exp_avg.%s", pi->name);
+        snprintf(names[2 * i + 1], sizeof names[0], "exp_avg_sq.%s", pi->name);
+        fill_tensor(&ts[2 * i], pi, names[2 * i], mh);
+        fill_tensor(&ts[2 * i + 1], pi, names[2 * i + 1], vh);
+    }
+    int64_t step = st->step, epoch = st->epoch, batch = st->batch;
+    uint64_t seed = c->seed;
+    put_scalar(&ts[2 * n + 0], "step", "I64", &step, 8);
+    put_scalar(&ts[2 * n + 1], "epoch", "I64", &epoch, 8);
+    put_scalar(&ts[2 * n + 2], "batch", "I64", &batch, 8);
+    put_scalar(&ts[2 * n + 3], "best_top1", "F32", &st->best_top1, 4);
+    put_scalar(&ts[2 * n + 4], "seed", "U64", &seed, 8);
+    if (config_write(c, cfgtext, sizeof cfgtext) < 0) {
+        snprintf(err, errlen, "%s: config too long to store", path);
+        goto out;
+    }
+    snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
+    const char *keys[3] = {"format", "config", "step"};
+    const char *vals[3] = {FORMAT_TAG, cfgtext, stepbuf};
+    rc = st_write(path, ts, 2 * n + 5, keys, vals, 3, err, errlen);
+out:
+    free(names);
+    free(ts);
+    free(mh);
+    free(vh);
+    return rc;
+}
+
+/* Check that file tensor t matches model tensor pi; return its data. */
+static const float *match(const char *path, const StTensor *t, const ParamInfo *pi, const char *name,
+                          char *err, size_t errlen) {
+    if (!t) {
+        snprintf(err, errlen, "%s: tensor '%s' is missing (is this a checkpoint of this model?)", path, name);
+        return NULL;
+    }
+    if (strcmp(t->dtype, "F32") != 0) {
+        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", path, name, t->dtype);
+        return NULL;
+    }
+    int same = t->ndim == pi->ndim;
+    for (int d = 0; same && d < pi->ndim; d++) same = t->shape[d] == pi->shape[d];
+    if (!same) {
+        char a[96] = "", b[96] = "";
+        size_t la = 0, lb = 0;
+        for (int d = 0; d < t->ndim && d < 8; d++)
+            la += (size_t)snprintf(a + la, sizeof a - la, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+        for (int d = 0; d < pi->ndim; d++)
+            lb += (size_t)snprintf(b + lb, sizeof b - lb, d ? ", %lld" : "%lld", (long long)pi->shape[d]);
+        snprintf(err, errlen, "%s: tensor '%s' has shape [%s] but the model expects [%s]", path, name, a, b);
+        return NULL;
+    }
+    return t->data;
+}
+
+/* Every file tensor must be used: a tensor the model lacks means the wrong model. */
+static int check_no_extra(const char *path, const SafeTensors *f, Model *m, const char *prefix_a,
+                          const char *prefix_b, int nscalars, char *err, size_t errlen) {
+    int expect = model_num_tensors(m) * (prefix_b ? 2 : 1) + nscalars;
+    if (st_count(f) == expect) return 0;
+    for (int i = 0; i < st_count(f); i++) {
+        const char *nm = st_at(f, i)->name;
+        int known = 0;
+        for (int k = 0; k < model_num_tensors(m) && !known; k++) {
+            const char *mn = model_tensor(m, k)->name;
+            char buf[160];
+            snprintf(buf, sizeof buf, "%s%s", prefix_a, mn);
+            known = !strcmp(buf, nm);
+            if (!known && prefix_b) {
+                snprintf(buf, sizeof buf, "%s%s", prefix_b, mn);
+                known = !strcmp(buf, nm);
+            }
+        }
+        if (!known && nscalars) {
+            static const char *sc[] = {"step", "epoch", "batch", "best_top1", "seed"};
+            for (int k = 0; k < 5 && !known; k++) known = !strcmp(sc[k], nm);
+        }
+        if (!known) {
+            snprintf(err, errlen, "%s: tensor '%s' is not part of this model (wrong checkpoint?)", path, nm);
+            return -1;
+        }
+    }
+    snprintf(err, errlen, "%s: holds %d tensors, the model has %d", path, st_count(f), expect);
+    return -1;
+}
+
+int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen) {
+    SafeTensors *f = st_open(path, err, errlen);
+    if (!f) return -1;
+    int rc = -1;
+    size_t np = model_num_params(m);
+    float *h = malloc(np * sizeof(float));
+    if (!h) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *pi = model_tensor(m, i);
+        const float *d = match(path, st_find(f, pi->name), pi, pi->name, err, errlen);
+        if (!d) goto out;
+        memcpy(h + pi->offset, d, pi->numel * sizeof(float));
+    }
+    if (check_no_extra(path, f, m, "", NULL, 0, err, errlen) < 0) goto out;
+    if (step) {
+        const char *sm = st_meta(f, "step");
+        *step = sm ? atoi(sm) : -1;
+    }
+    Backend *bk = model_backend(m);
+    bk->to_device(bk, model_params(m), h, np * sizeof(float));
+    model_params_changed(m);
+    rc = 0;
+out:
+    free(h);
+    st_close(f);
+    return rc;
+}
+
+static int scalar(const char *path, const SafeTensors *f, const char *name, const char *dtype,
+                  void *out, size_t sz, char *err, size_t errlen) {
+    const StTensor *t = st_find(f, name);
+    if (!t || strcmp(t->dtype, dtype) != 0 || t->nbytes != sz) {
+        snprintf(err, errlen, "%s: tensor '%s' missing or not a %s scalar", path, name, dtype);
+        return -1;
+    }
+    memcpy(out, t->data, sz);
+    return 0;
+}
+
+int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *err, size_t errlen) {
+    SafeTensors *f = st_open(path, err, errlen);
+    if (!f) return -1;
+    int rc = -1;
+    size_t np = model_num_params(m);
+    float *mh = malloc(np * sizeof(float)), *vh = malloc(np * sizeof(float));
+    if (!mh || !vh) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *pi = model_tensor(m, i);
+        char a[160], b[160];
+        snprintf(a, sizeof a, "exp_avg.%s", pi->name);
+        snprintf(b, sizeof b, "exp_avg_sq.%s", pi->name);
+        const float *da = match(path, st_find(f, a), pi, a, err, errlen);
+        if (!da) goto out;
+        const float *db = match(path, st_find(f, b), pi, b, err, errlen);
+        if (!db) goto out;
+        memcpy(mh + pi->offset, da, pi->numel * sizeof(float));
+        memcpy(vh + pi->offset, db, pi->numel * sizeof(float));
+    }
+    int64_t step, epoch, batch;
+    uint64_t seed;
+    if (scalar(path, f, "step", "I64", &step, 8, err, errlen) ||
+        scalar(path, f, "epoch", "I64", &epoch, 8, err, errlen) ||
+        scalar(path, f, "batch", "I64", &batch, 8, err, errlen) ||
+        scalar(path, f, "best_top1", "F32", &ts->best_top1, 4, err, errlen) ||
+        scalar(path, f, "seed", "U64", &seed, 8, err, errlen))
+        goto out;
+    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", 5, err, errlen) < 0) goto out;
+    ts->step = (int)step;
+    ts->epoch = (int)epoch;
+    ts->batch = (int)batch;
+    Backend *bk = model_backend(m);
+    bk->to_device(bk, o->m, mh, np * sizeof(float));
+    bk->to_device(bk, o->v, vh, np * sizeof(float));
+    o->step = ts->step;
+    rc = 0;
+out:
+    free(mh);
+    free(vh);
+    st_close(f);
+    return rc;
+}
+
+void free_class_names(char **classes, int n) {
+    if (!classes) return;
+    for (int i = 0; i < n; i++) free(classes[i]);
+    free(classes);
+}
+
+int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses,
+                     char *err, size_t errlen) {
+    SafeTensors *f = st_open(path, err, errlen);
+    if (!f) return -1;
+    int rc = -1;
+    *classes = NULL;
+    *nclasses = 0;
+    const char *fmt = st_meta(f, "format"), *cfg = st_meta(f, "config");
+    if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !cfg) {
+        snprintf(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
+                 "'config' %s)", path, fmt ? fmt : "(none)", FORMAT_TAG, cfg ? "present" : "missing");
+        goto out;
+    }
+    char origin[600];
+    snprintf(origin, sizeof origin, "%s (stored config)", path);
+    if (config_load_text(c, cfg, origin, err, errlen) < 0) goto out;
+    const char *cls = st_meta(f, "classes");
+    if (cls && *cls) {
+        int n = 0;
+        for (const char *q = cls; *q; q++) n += *q == '\n';
+        char **v = calloc((size_t)n + 1, sizeof *v);
+        if (!v) { snprintf(err, errlen, "out of host memory"); goto out; }
+        const char *q = cls;
+        int k = 0;
+        while (*q && k < n) {
+            const char *e = strchr(q, '\n');
+            size_t len = e ? (size_t)(e - q) : strlen(q);
+            v[k] = strndup(q, len);
+            k++;
+            q += len + (e ? 1 : 0);
+        }
+        *classes = v;
+        *nclasses = k;
+    }
+    rc = 0;
+out:
+    st_close(f);
+    return rc;
+}

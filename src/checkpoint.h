@@ -1,0 +1,40 @@
+/* checkpoint.h - weights and training state as safetensors (DESIGN.md section 7).
+ * Weights: one F32 tensor per parameter, named after the official PyTorch
+ * modules; metadata holds the model config (`config`), the class names
+ * (`classes`, one per line) and the step. Training state in a second file
+ * next to it: AdamW moments per tensor (exp_avg.NAME, exp_avg_sq.NAME), step,
+ * epoch, data position, best top-1, seed. Both written atomically. */
+#ifndef HGRN_CHECKPOINT_H
+#define HGRN_CHECKPOINT_H
+
+#include <stddef.h>
+#include "config.h"
+#include "model.h"
+#include "optim.h"
+
+typedef struct {
+    int step;            /* optimizer updates done */
+    int epoch;           /* epoch in progress */
+    int batch;           /* batches of that epoch already consumed (data position) */
+    float best_top1;     /* best evaluation top-1 so far (-1 if none) */
+} TrainState;
+
+/* Write PATH (weights). classes: num_classes names or NULL. */
+int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *classes,
+                      int step, char *err, size_t errlen);
+/* Write the training state file for the weights at PATH. */
+int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
+                    const TrainState *ts, char *err, size_t errlen);
+/* Load weights into m; every tensor must be present with the right shape and
+ * dtype and nothing else may be there; errors name the tensor. */
+int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen);  /* step may be NULL */
+int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *err, size_t errlen);
+/* Read the model config and class names stored in a weights file (for eval
+ * and classify). *classes is a malloc'd array of malloc'd strings or NULL. */
+int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses,
+                     char *err, size_t errlen);
+void free_class_names(char **classes, int n);
+/* Path of the state file that goes with a weights file: X.safetensors -> X.state.safetensors */
+void ckpt_state_path(const char *weights, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,68 @@
+/* cmd_prepare.c - `hgrn prepare fmnist OUT`: writes Fashion-MNIST as an
+ * ImageFolder tree of JPEGs, OUT/{train,val}/<i>_<name>/<index>.jpg, with
+ * the class index leading the directory name so sorted order = label order. */
+#include "cli.h"
+#include "dataset.h"
+#include "fsutil.h"
+#include "image.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void dir_name(char *out, size_t len, int k, const char *name) {
+    int n = snprintf(out, len, "%d_", k);
+    for (const char *p = name; *p && (size_t)n + 1 < len; p++)
+        out[n++] = (*p == '/' || *p == ' ') ? '_' : *p;
+    out[n] = 0;
+}
+
+int cmd_prepare(int argc, char **argv) {
+    char err[1024];
+    Cli cli;
+    if (cli_parse(&cli, argc, argv, "data", err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn prepare: %s\n", err);
+        return 2;
+    }
+    if (cli.help || cli.npos != 2 || strcmp(cli.pos[0], "fmnist") != 0) {
+        printf("usage: hgrn prepare fmnist OUT [--data DIR]\n\n"
+               "Writes Fashion-MNIST (IDX files in DIR, default /usr/share/datasets/fashion-mnist)\n"
+               "as an ImageFolder tree of JPEG files: OUT/train/<class>/*.jpg, OUT/val/<class>/*.jpg.\n");
+        cli_free(&cli);
+        return cli.help ? 0 : 2;
+    }
+    const char *src = strcmp(cli.cfg.dataset, "fmnist") == 0 && cli.cfg.path[0]
+                          ? cli.cfg.path : "/usr/share/datasets/fashion-mnist";
+    for (int i = 0; i < cli.nov; i++)
+        if (!strcmp(cli.ov_key[i], "data.path")) src = cli.ov_val[i];
+    const char *out = cli.pos[1];
+    const char *splits[2] = {"train", "val"};
+    int rc = 1;
+    for (int s = 0; s < 2; s++) {
+        Dataset *ds = dataset_fmnist_open(src, splits[s], err, sizeof err);
+        if (!ds) goto fail;
+        char path[2048], cls[128];
+        for (int k = 0; k < ds->num_classes; k++) {
+            dir_name(cls, sizeof cls, k, ds->class_names[k]);
+            snprintf(path, sizeof path, "%s/%s/%s", out, splits[s], cls);
+            if (mkdir_p(path, err, sizeof err) < 0) { ds->close(ds); goto fail; }
+        }
+        uint8_t px[28 * 28];
+        for (int i = 0; i < ds->n; i++) {
+            int label, c, h, w;
+            if (ds->get(ds, i, px, sizeof px, &label, &c, &h, &w, err, sizeof err) < 0) { ds->close(ds); goto fail; }
+            dir_name(cls, sizeof cls, label, ds->class_names[label]);
+            snprintf(path, sizeof path, "%s/%s/%s/%05d.jpg", out, splits[s], cls, i);
+            if (image_write_jpeg(path, px, w, h, c, 95, err, sizeof err) < 0) { ds->close(ds); goto fail; }
+        }
+        fprintf(stderr, "%s: %d images\n", splits[s], ds->n);
+        ds->close(ds);
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "hgrn prepare: %s\n", err);
+done:
+    cli_free(&cli);
+    return rc;
+}

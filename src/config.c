@@ -1,0 +1,837 @@
+/* config.c - the key table and the `key = value` parser/writer. See config.h.
+ *
+ * Every key is described once in KEYS[] (section, name, type, place in
+ * Config, inclusive/exclusive range or choice list, default, help); defaults,
+ * parsing, range checks, the writer and --help output all come from it. */
+#include "config.h"
+#include "fsutil.h"
+
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { T_INT, T_FLOAT, T_U64, T_STR, T_FLIST };
+
+typedef struct {
+    const char *section, *name;
+    int type;
+    size_t off;         /* offsetof(Config, field) */
+    size_t size;        /* T_STR: sizeof the char array; T_FLIST: capacity */
+    size_t count_off;   /* T_FLIST: offsetof the int holding the count */
+    double lo, hi;      /* range (numbers; per element for T_FLIST) */
+    int lo_open, hi_open;
+    const char *choices;  /* T_STR: "a|b|c", or NULL for any text */
+    const char *def;    /* default, as it would be written in a file */
+    const char *help;
+} Key;
+
+#define FSIZE(f) sizeof(((Config *)0)->f)
+#define KI(s, f, lo, hi, def, help) \
+    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help}
+#define KF(s, f, lo, hi, lo_open, hi_open, def, help) \
+    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help}
+#define KU(s, f, def, help) \
+    {s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help}
+#define KS(s, f, choices, def, help) \
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help}
+#define KL(s, f, cnt, lo, hi, lo_open, hi_open, def, help) \
+    {s, #f, T_FLIST, offsetof(Config, f), FSIZE(f) / sizeof(float), offsetof(Config, cnt), \
+     lo, hi, lo_open, hi_open, NULL, def, help}
+
+static const Key KEYS[] = {
+    /* [model] */
+    KS("model", arch, "hgrn1|hgrn2", "hgrn1", "token mixer: hgrn1 (complex element-wise) or hgrn2 (state expansion)"),
+    KI("model", image_size, 1, 8192, "224", "square input side in pixels"),
+    KI("model", channels, 1, 4, "3", "input channels (1 grayscale, 3 RGB)"),
+    KI("model", patch_size, 1, 8192, "14", "patch side in pixels; image_size must be a multiple"),
+    KI("model", dim, 1, 65536, "192", "model width d"),
+    KI("model", depth, 1, 1024, "12", "number of blocks L"),
+    KI("model", glu_dim, 1, 1048576, "384", "GLU hidden width"),
+    KI("model", num_classes, 1, 1000000, "1000", "number of output classes"),
+    KF("model", drop_path, 0, 1, 0, 1, "0.1", "max drop-path rate, linear over depth"),
+    KI("model", head_size, 1, 65536, "16", "HGRN2 head size e (dim must be a multiple; unused by hgrn1)"),
+
+    /* [train] */
+    KI("train", epochs, 1, 1000000, "300", "training epochs"),
+    KI("train", batch_size, 1, 16777216, "1024", "global batch size"),
+    KF("train", lr, 0, 10, 0, 0, "0.0005", "base learning rate, scaled by batch_size / lr_batch_ref"),
+    KI("train", lr_batch_ref, 0, 16777216, "512", "reference batch for lr scaling (0 = use lr as given)"),
+    KF("train", min_lr, 0, 10, 0, 0, "1e-05", "final learning rate of the cosine schedule"),
+    KF("train", warmup_lr, 0, 10, 0, 0, "1e-06", "learning rate at the start of warm-up"),
+    KF("train", warmup_epochs, 0, 1000000, 0, 0, "5", "linear warm-up length in epochs (may be fractional)"),
+    KF("train", weight_decay, 0, 10, 0, 0, "0.05", "AdamW decoupled weight decay (not on norms, biases, lower bounds)"),
+    KF("train", beta1, 0, 1, 0, 1, "0.9", "AdamW beta1"),
+    KF("train", beta2, 0, 1, 0, 1, "0.999", "AdamW beta2"),
+    KF("train", eps, 0, 1, 1, 0, "1e-08", "AdamW epsilon"),
+    KF("train", clip_grad, 0, 1e6, 0, 0, "5", "global gradient-norm clip (0 = off)"),
+    KF("train", label_smoothing, 0, 1, 0, 1, "0.1", "label smoothing"),
+    KU("train", seed, "0", "random seed (same seed, same run)"),
+    KI("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
+    KI("train", max_steps, 0, INT_MAX, "0", "stop after this many optimizer steps (0 = run all epochs)"),
+    KI("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
+    KI("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
+
+    /* [data] */
+    KS("data", dataset, "fmnist|imagefolder|cifar10", "imagefolder", "dataset format"),
+    KS("data", path, NULL, "", "dataset root directory (--data on the command line)"),
+    KL("data", mean, num_mean, -1000, 1000, 0, 0, "0.485,0.456,0.406", "per-channel normalisation mean, one value per channel"),
+    KL("data", std, num_std, 0, 1000, 1, 0, "0.229,0.224,0.225", "per-channel normalisation std, one value per channel"),
+    KI("data", crop_padding, 0, 4096, "0", "random crop with this much zero padding (small-image datasets)"),
+    KF("data", hflip, 0, 1, 0, 0, "0.5", "horizontal flip probability"),
+    KI("data", train_limit, 0, INT_MAX, "0", "use only the first N training samples (0 = all)"),
+    KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),
+    KI("data", workers, 0, 1024, "0", "data loader threads (0 = auto)"),
+    KS("data", interpolation, "bicubic|bilinear", "bicubic", "resize interpolation"),
+    KF("data", crop_pct, 0, 1, 1, 0, "0.875", "eval: resize to image_size / crop_pct, centre crop"),
+    KF("data", scale_min, 0, 1, 1, 0, "0.08", "RandomResizedCrop lower area bound"),
+    KS("data", auto_augment, NULL, "rand-m9-mstd0.5-inc1", "RandAugment policy (\"\" = off)"),
+    KF("data", color_jitter, 0, 10, 0, 0, "0.4", "colour jitter strength (0 = off)"),
+    KF("data", reprob, 0, 1, 0, 0, "0.25", "random erasing probability"),
+    KF("data", mixup, 0, 100, 0, 0, "0.8", "Mixup alpha (0 = off)"),
+    KF("data", cutmix, 0, 100, 0, 0, "1", "CutMix alpha (0 = off)"),
+    KF("data", mixup_prob, 0, 1, 0, 0, "1", "probability of applying Mixup/CutMix to a batch"),
+    KF("data", mixup_switch_prob, 0, 1, 0, 0, "0.5", "probability of CutMix instead of Mixup when both are on"),
+    KI("data", repeated_aug, 1, 64, "3", "repeated augmentation count (1 = off)"),
+    KS("data", class_names, NULL, "", "file with one class name per line (\"\" = the dataset's own)"),
+};
+#define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
+
+static const char *const SECTIONS[] = {"model", "train", "data"};
+#define NSECTIONS 3
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static const Key *find_key(const char *section, const char *name)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].section, section) == 0 && strcmp(KEYS[i].name, name) == 0) return &KEYS[i];
+    return NULL;
+}
+
+/* The one key called name in any section, or NULL (none, or ambiguous). */
+static const Key *find_key_any_section(const char *name)
+{
+    const Key *hit = NULL;
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(KEYS[i].name, name) == 0) {
+            if (hit) return NULL;
+            hit = &KEYS[i];
+        }
+    return hit;
+}
+
+static int is_section(const char *s)
+{
+    for (int i = 0; i < NSECTIONS; i++)
+        if (strcmp(SECTIONS[i], s) == 0) return 1;
+    return 0;
+}
+
+/* "[lo, hi]" / "(lo, hi]" ... for messages. */
+static void fmt_range(const Key *k, char *o, size_t on)
+{
+    if (k->type == T_INT)
+        snprintf(o, on, "%c%lld, %lld%c", k->lo_open ? '(' : '[', (long long)k->lo, (long long)k->hi,
+                 k->hi_open ? ')' : ']');
+    else if (k->type == T_U64)
+        snprintf(o, on, "[0, %llu]", (unsigned long long)ULLONG_MAX);
+    else
+        snprintf(o, on, "%c%g, %g%c", k->lo_open ? '(' : '[', k->lo, k->hi, k->hi_open ? ')' : ']');
+}
+
+static int in_range(const Key *k, double v)
+{
+    if (k->lo_open ? !(v > k->lo) : !(v >= k->lo)) return 0;
+    if (k->hi_open ? !(v < k->hi) : !(v <= k->hi)) return 0;
+    return 1;
+}
+
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+
+/* Trim in place: returns the first non-blank char, and cuts trailing blanks. */
+static char *trim(char *s)
+{
+    while (is_blank(*s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && is_blank(s[n - 1])) s[--n] = 0;
+    return s;
+}
+
+/* Show a user's value in a message: at most 60 bytes. */
+#define VALFMT "%.60s%s"
+#define VALARG(v) (v), (strlen(v) > 60 ? "..." : "")
+
+/* Parse a float with the checks shared by T_FLOAT and T_FLIST elements. */
+static int parse_float(const Key *k, const char *full, const char *text, double *out, char *msg, size_t ml)
+{
+    char rng[64];
+    fmt_range(k, rng, sizeof rng);
+    if (!*text) {
+        seterr(msg, ml, "%s = '' is not a number (empty value)", full);
+        return -1;
+    }
+    errno = 0;
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end) {
+        seterr(msg, ml, "%s = '" VALFMT "' is not a number", full, VALARG(text));
+        return -1;
+    }
+    if (isnan(v)) {
+        seterr(msg, ml, "%s = '" VALFMT "' is not a number", full, VALARG(text));
+        return -1;
+    }
+    if (isinf(v) || (errno == ERANGE && fabs(v) > 1) || fabs(v) > FLT_MAX) {
+        seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+        return -1;
+    }
+    /* ERANGE with a tiny value (underflow) is taken as the rounded value. */
+    if (!in_range(k, v) || !in_range(k, (double)(float)v)) {
+        seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Set key k from text (already trimmed; unquoted for strings). msg gets a
+ * message without a file:line prefix. */
+static int set_value(Config *c, const Key *k, const char *text, char *msg, size_t ml)
+{
+    char full[64], rng[64];
+    snprintf(full, sizeof full, "%s.%s", k->section, k->name);
+    fmt_range(k, rng, sizeof rng);
+    char *field = (char *)c + k->off;
+
+    switch (k->type) {
+    case T_INT: {
+        if (!*text) {
+            seterr(msg, ml, "%s = '' is not an integer (empty value)", full);
+            return -1;
+        }
+        errno = 0;
+        char *end;
+        long long v = strtoll(text, &end, 10);
+        if (end == text || *end || is_blank(*text)) {
+            seterr(msg, ml, "%s = '" VALFMT "' is not an integer", full, VALARG(text));
+            return -1;
+        }
+        if (errno == ERANGE || !in_range(k, (double)v)) {
+            seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+            return -1;
+        }
+        *(int *)(void *)field = (int)v;
+        return 0;
+    }
+    case T_U64: {
+        if (!*text) {
+            seterr(msg, ml, "%s = '' is not an integer (empty value)", full);
+            return -1;
+        }
+        const char *q = text;
+        if (*q == '+') q++;
+        if (*q < '0' || *q > '9') {
+            seterr(msg, ml, "%s = '" VALFMT "' is not a non-negative integer", full, VALARG(text));
+            return -1;
+        }
+        errno = 0;
+        char *end;
+        unsigned long long v = strtoull(q, &end, 10);
+        if (*end) {
+            seterr(msg, ml, "%s = '" VALFMT "' is not a non-negative integer", full, VALARG(text));
+            return -1;
+        }
+        if (errno == ERANGE) {
+            seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+            return -1;
+        }
+        *(unsigned long long *)(void *)field = v;
+        return 0;
+    }
+    case T_FLOAT: {
+        double v;
+        if (parse_float(k, full, text, &v, msg, ml)) return -1;
+        *(float *)(void *)field = (float)v;
+        return 0;
+    }
+    case T_STR: {
+        size_t n = strlen(text);
+        if (n >= k->size) {
+            seterr(msg, ml, "%s: value is %zu bytes long, at most %zu allowed", full, n, k->size - 1);
+            return -1;
+        }
+        if (k->choices) {
+            size_t tl = strlen(text);
+            int ok = 0;
+            for (const char *p = k->choices; *p;) {
+                const char *bar = strchr(p, '|');
+                size_t l = bar ? (size_t)(bar - p) : strlen(p);
+                if (l == tl && memcmp(p, text, l) == 0) ok = 1;
+                p += l + (bar ? 1 : 0);
+            }
+            if (!ok) {
+                char ch[128];
+                size_t j = 0;
+                for (const char *p = k->choices; *p && j + 3 < sizeof ch; p++) {
+                    if (*p == '|') { ch[j++] = ','; ch[j++] = ' '; }
+                    else ch[j++] = *p;
+                }
+                ch[j] = 0;
+                seterr(msg, ml, "%s = '" VALFMT "' is not one of: %s", full, VALARG(text), ch);
+                return -1;
+            }
+        }
+        memcpy(field, text, n + 1);
+        return 0;
+    }
+    case T_FLIST: {
+        float vals[16];
+        int nv = 0;
+        char buf[512];
+        if (strlen(text) >= sizeof buf) {
+            seterr(msg, ml, "%s: value is too long", full);
+            return -1;
+        }
+        strcpy(buf, text);
+        char *p = buf;
+        for (;;) {
+            char *comma = strchr(p, ',');
+            if (comma) *comma = 0;
+            char *item = trim(p);
+            if (nv == (int)k->size) {
+                seterr(msg, ml, "%s = '" VALFMT "' has more than %d values", full, VALARG(text), (int)k->size);
+                return -1;
+            }
+            double v;
+            char m2[256];
+            if (parse_float(k, full, item, &v, m2, sizeof m2)) {
+                if (strchr(text, ','))
+                    seterr(msg, ml, "%s (in '" VALFMT "')", m2, VALARG(text));
+                else
+                    seterr(msg, ml, "%s", m2);
+                return -1;
+            }
+            vals[nv++] = (float)v;
+            if (!comma) break;
+            p = comma + 1;
+        }
+        memcpy(field, vals, (size_t)nv * sizeof(float));
+        for (size_t i = (size_t)nv; i < k->size; i++) ((float *)(void *)field)[i] = 0.0f;
+        *(int *)(void *)((char *)c + k->count_off) = nv;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+void config_defaults(Config *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < NKEYS; i++) {
+        char msg[256];
+        if (set_value(c, &KEYS[i], KEYS[i].def, msg, sizeof msg) != 0) {
+            fprintf(stderr, "config.c: bad default: %s\n", msg);
+            abort();
+        }
+    }
+}
+
+/* Suggestion for an unknown "section.name": the key of that name elsewhere. */
+static void unknown_key_msg(const char *section, const char *name, char *msg, size_t ml)
+{
+    const Key *other = find_key_any_section(name);
+    if (other && section)
+        seterr(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
+    else if (other)
+        seterr(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
+    else if (section)
+        seterr(msg, ml, "unknown key '%.40s.%.60s'", section, name);
+    else
+        seterr(msg, ml, "unknown key '%.60s' (keys are written section.key, e.g. train.lr)", name);
+}
+
+int config_set(Config *c, const char *full_key, const char *value, char *err, size_t errlen)
+{
+    if (!full_key || !value) {
+        seterr(err, errlen, "config_set: missing key or value");
+        return -1;
+    }
+    const char *dot = strchr(full_key, '.');
+    const Key *k = NULL;
+    char section[64];
+    if (dot && (size_t)(dot - full_key) < sizeof section) {
+        memcpy(section, full_key, (size_t)(dot - full_key));
+        section[dot - full_key] = 0;
+        k = find_key(section, dot + 1);
+        if (!k) {
+            if (!is_section(section))
+                seterr(err, errlen, "unknown key '%.100s' (no section [%.40s]; sections are model, train, data)",
+                       full_key, section);
+            else
+                unknown_key_msg(section, dot + 1, err, errlen);
+            return -1;
+        }
+    } else {
+        unknown_key_msg(NULL, full_key, err, errlen);
+        return -1;
+    }
+    /* Parse into a copy so that a failure leaves c untouched. */
+    Config tmp = *c;
+    if (set_value(&tmp, k, value, err, errlen) != 0) return -1;
+    *c = tmp;
+    return 0;
+}
+
+int config_has_key(const char *full_key)
+{
+    if (!full_key) return 0;
+    const char *dot = strchr(full_key, '.');
+    if (!dot) return 0;
+    char section[64];
+    if ((size_t)(dot - full_key) >= sizeof section) return 0;
+    memcpy(section, full_key, (size_t)(dot - full_key));
+    section[dot - full_key] = 0;
+    return find_key(section, dot + 1) != NULL;
+}
+
+/* Split a value into text: strip an inline comment ('#' or ';' at the start
+ * or after a blank), and unquote a "quoted string" (escapes \" \\ \n \t \r).
+ * Works in place; returns the value or NULL with msg. */
+static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *full)
+{
+    *quoted = 0;
+    v = trim(v);
+    if (*v == '"') {
+        char *o = v, *p = v + 1;
+        for (;;) {
+            if (!*p) {
+                seterr(msg, ml, "%s: unterminated quoted string", full);
+                return NULL;
+            }
+            if (*p == '"') break;
+            if (*p == '\\') {
+                p++;
+                switch (*p) {
+                case '"': *o++ = '"'; break;
+                case '\\': *o++ = '\\'; break;
+                case 'n': *o++ = '\n'; break;
+                case 't': *o++ = '\t'; break;
+                case 'r': *o++ = '\r'; break;
+                default:
+                    seterr(msg, ml, "%s: unknown escape '\\%c' in quoted string (use \\\\ for a backslash)",
+                           full, *p ? *p : '?');
+                    return NULL;
+                }
+                p++;
+                continue;
+            }
+            *o++ = *p++;
+        }
+        char *rest = p + 1;
+        *o = 0;
+        while (is_blank(*rest)) rest++;
+        if (*rest && *rest != '#' && *rest != ';') {
+            seterr(msg, ml, "%s: unexpected text after the closing quote", full);
+            return NULL;
+        }
+        *quoted = 1;
+        return v;
+    }
+    for (char *p = v; *p; p++)
+        if ((*p == '#' || *p == ';') && (p == v || is_blank(p[-1]))) {
+            *p = 0;
+            break;
+        }
+    return trim(v);
+}
+
+/* The parser behind config_load and config_load_text: text of len bytes. */
+static int load_text(Config *c, const char *text, size_t len, const char *origin, char *err, size_t errlen)
+{
+    Config tmp = *c;
+    int seen[NKEYS];
+    memset(seen, 0, sizeof seen);
+    char section[64] = "";
+    int have_section = 0;
+    int lineno = 0;
+    size_t pos = 0;
+    char *line = NULL;
+    size_t linecap = 0;
+    int rc = 0;
+    char msg[512];
+
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
+        (unsigned char)text[2] == 0xBF)
+        pos = 3;   /* UTF-8 byte order mark */
+
+    while (pos < len && rc == 0) {
+        lineno++;
+        const char *start = text + pos;
+        const char *nl = memchr(start, '\n', len - pos);
+        size_t ll = nl ? (size_t)(nl - start) : len - pos;
+        if (memchr(start, 0, ll)) {
+            seterr(err, errlen, "%s:%d: NUL byte in line (not a text file?)", origin, lineno);
+            rc = -1;
+            break;
+        }
+        if (ll + 1 > linecap) {
+            size_t nc = ll + 1 < 256 ? 256 : ll + 1;
+            char *nb = realloc(line, nc);
+            if (!nb) {
+                seterr(err, errlen, "%s:%d: out of memory", origin, lineno);
+                rc = -1;
+                break;
+            }
+            line = nb;
+            linecap = nc;
+        }
+        memcpy(line, start, ll);
+        line[ll] = 0;
+        pos += ll + (nl ? 1 : 0);
+        msg[0] = 0;
+
+        char *s = trim(line);
+        if (!*s || *s == '#' || *s == ';') continue;
+
+        if (*s == '[') {
+            char *close = strchr(s, ']');
+            if (!close) {
+                seterr(err, errlen, "%s:%d: malformed section header '%.60s' (missing ']')", origin, lineno, s);
+                rc = -1;
+                break;
+            }
+            char *after = close + 1;
+            while (is_blank(*after)) after++;
+            if (*after && *after != '#' && *after != ';') {
+                seterr(err, errlen, "%s:%d: unexpected text after section header '%.60s'", origin, lineno, s);
+                rc = -1;
+                break;
+            }
+            *close = 0;
+            char *name = trim(s + 1);
+            if (!is_section(name)) {
+                seterr(err, errlen, "%s:%d: unknown section [%.60s] (sections are model, train, data)",
+                       origin, lineno, name);
+                rc = -1;
+                break;
+            }
+            snprintf(section, sizeof section, "%s", name);
+            have_section = 1;
+            continue;
+        }
+
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            seterr(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+            rc = -1;
+            break;
+        }
+        *eq = 0;
+        char *key = trim(s);
+        if (!*key) {
+            seterr(err, errlen, "%s:%d: missing key before '='", origin, lineno);
+            rc = -1;
+            break;
+        }
+        if (!have_section) {
+            const Key *other = find_key_any_section(key);
+            if (other)
+                seterr(err, errlen, "%s:%d: key '%.60s' is outside any section (it belongs under [%s])",
+                       origin, lineno, key, other->section);
+            else
+                seterr(err, errlen, "%s:%d: key '%.60s' is outside any section (and unknown)", origin, lineno, key);
+            rc = -1;
+            break;
+        }
+        const Key *k = find_key(section, key);
+        if (!k) {
+            unknown_key_msg(section, key, msg, sizeof msg);
+            seterr(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            rc = -1;
+            break;
+        }
+        int ki = (int)(k - KEYS);
+        char full[64];
+        snprintf(full, sizeof full, "%s.%s", k->section, k->name);
+        if (seen[ki]) {
+            seterr(err, errlen, "%s:%d: %s is set twice (first on line %d)", origin, lineno, full, seen[ki]);
+            rc = -1;
+            break;
+        }
+        seen[ki] = lineno;
+        int quoted;
+        char *val = file_value(eq + 1, &quoted, msg, sizeof msg, full);
+        if (!val) {
+            seterr(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            rc = -1;
+            break;
+        }
+        if (quoted && k->type != T_STR) {
+            seterr(err, errlen, "%s:%d: %s = \"" VALFMT "\": a number must not be quoted", origin, lineno,
+                   full, VALARG(val));
+            rc = -1;
+            break;
+        }
+        if (set_value(&tmp, k, val, msg, sizeof msg) != 0) {
+            seterr(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            rc = -1;
+            break;
+        }
+    }
+    free(line);
+    if (rc == 0) *c = tmp;
+    return rc;
+}
+
+int config_load(Config *c, const char *path, char *err, size_t errlen)
+{
+    void *buf;
+    size_t len;
+    if (read_file(path, &buf, &len, err, errlen) != 0) return -1;
+    int rc = load_text(c, buf, len, path, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen)
+{
+    if (!text) {
+        seterr(err, errlen, "%s: no config text", origin ? origin : "(config)");
+        return -1;
+    }
+    return load_text(c, text, strlen(text), origin ? origin : "(config)", err, errlen);
+}
+
+/* Check one field's current value against its table entry. */
+static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
+{
+    char full[64], rng[64];
+    snprintf(full, sizeof full, "%s.%s", k->section, k->name);
+    fmt_range(k, rng, sizeof rng);
+    const char *field = (const char *)c + k->off;
+    switch (k->type) {
+    case T_INT: {
+        int v = *(const int *)(const void *)field;
+        if (!in_range(k, v)) {
+            seterr(err, errlen, "%s = %d is out of range %s", full, v, rng);
+            return -1;
+        }
+        return 0;
+    }
+    case T_U64:
+        return 0;
+    case T_FLOAT: {
+        float v = *(const float *)(const void *)field;
+        if (!isfinite(v) || !in_range(k, v)) {
+            seterr(err, errlen, "%s = %g is out of range %s", full, (double)v, rng);
+            return -1;
+        }
+        return 0;
+    }
+    case T_STR: {
+        if (!memchr(field, 0, k->size)) {
+            seterr(err, errlen, "%s: value is not terminated", full);
+            return -1;
+        }
+        Config scratch;
+        char msg[256];
+        if (k->choices && set_value(&scratch, k, field, msg, sizeof msg) != 0) {
+            seterr(err, errlen, "%s", msg);
+            return -1;
+        }
+        return 0;
+    }
+    case T_FLIST: {
+        int n = *(const int *)(const void *)((const char *)c + k->count_off);
+        if (n < 1 || n > (int)k->size) {
+            seterr(err, errlen, "%s has %d values, expected 1 to %d", full, n, (int)k->size);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            float v = ((const float *)(const void *)field)[i];
+            if (!isfinite(v) || !in_range(k, v)) {
+                seterr(err, errlen, "%s value %d = %g is out of range %s", full, i + 1, (double)v, rng);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+int config_validate(const Config *c, char *err, size_t errlen)
+{
+    for (int i = 0; i < NKEYS; i++)
+        if (check_field(c, &KEYS[i], err, errlen) != 0) return -1;
+    if (c->image_size % c->patch_size != 0) {
+        seterr(err, errlen, "model.image_size = %d is not a multiple of model.patch_size = %d",
+               c->image_size, c->patch_size);
+        return -1;
+    }
+    if (c->num_mean != c->channels) {
+        seterr(err, errlen, "data.mean has %d value%s but model.channels = %d", c->num_mean,
+               c->num_mean == 1 ? "" : "s", c->channels);
+        return -1;
+    }
+    if (c->num_std != c->channels) {
+        seterr(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
+               c->num_std == 1 ? "" : "s", c->channels);
+        return -1;
+    }
+    if (strcmp(c->arch, "hgrn2") == 0 && c->dim % c->head_size != 0) {
+        seterr(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (needed by arch hgrn2)",
+               c->dim, c->head_size);
+        return -1;
+    }
+    if (c->min_lr > c->lr) {
+        seterr(err, errlen, "train.min_lr = %g is larger than train.lr = %g", (double)c->min_lr, (double)c->lr);
+        return -1;
+    }
+    if (c->warmup_epochs > (float)c->epochs) {
+        seterr(err, errlen, "train.warmup_epochs = %g is longer than train.epochs = %d",
+               (double)c->warmup_epochs, c->epochs);
+        return -1;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------------- writer */
+
+typedef struct { char *buf; size_t cap, n; int over; } Out;
+
+static void out_printf(Out *o, const char *fmt, ...)
+{
+    if (o->over) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(o->buf + o->n, o->cap - o->n, fmt, ap);
+    va_end(ap);
+    if (r < 0 || (size_t)r >= o->cap - o->n) {
+        o->over = 1;
+        return;
+    }
+    o->n += (size_t)r;
+}
+
+/* Shortest %g text that reads back as the same float. */
+static void fmt_float(char *o, size_t on, float v)
+{
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(o, on, "%.*g", prec, (double)v);
+        if (strtof(o, NULL) == v) return;
+    }
+    snprintf(o, on, "%.9g", (double)v);
+}
+
+static void write_value(Out *o, const Config *c, const Key *k)
+{
+    const char *field = (const char *)c + k->off;
+    char num[64];
+    switch (k->type) {
+    case T_INT:
+        out_printf(o, "%d", *(const int *)(const void *)field);
+        break;
+    case T_U64:
+        out_printf(o, "%llu", *(const unsigned long long *)(const void *)field);
+        break;
+    case T_FLOAT:
+        fmt_float(num, sizeof num, *(const float *)(const void *)field);
+        out_printf(o, "%s", num);
+        break;
+    case T_FLIST: {
+        int n = *(const int *)(const void *)((const char *)c + k->count_off);
+        if (n > (int)k->size) n = (int)k->size;
+        for (int i = 0; i < n; i++) {
+            fmt_float(num, sizeof num, ((const float *)(const void *)field)[i]);
+            out_printf(o, "%s%s", i ? "," : "", num);
+        }
+        break;
+    }
+    case T_STR: {
+        out_printf(o, "\"");
+        size_t n = strnlen(field, k->size);
+        for (size_t i = 0; i < n; i++) {
+            char ch = field[i];
+            if (ch == '"') out_printf(o, "\\\"");
+            else if (ch == '\\') out_printf(o, "\\\\");
+            else if (ch == '\n') out_printf(o, "\\n");
+            else if (ch == '\t') out_printf(o, "\\t");
+            else if (ch == '\r') out_printf(o, "\\r");
+            else out_printf(o, "%c", ch);
+        }
+        out_printf(o, "\"");
+        break;
+    }
+    }
+}
+
+static int write_sections(const Config *c, char *buf, size_t buflen, const char *only)
+{
+    if (!buf || buflen == 0) return -1;
+    Out o = {buf, buflen, 0, 0};
+    buf[0] = 0;
+    for (int s = 0; s < NSECTIONS; s++) {
+        if (only && strcmp(only, SECTIONS[s]) != 0) continue;
+        out_printf(&o, "%s[%s]\n", o.n ? "\n" : "", SECTIONS[s]);
+        for (int i = 0; i < NKEYS; i++) {
+            if (strcmp(KEYS[i].section, SECTIONS[s]) != 0) continue;
+            out_printf(&o, "%s = ", KEYS[i].name);
+            write_value(&o, c, &KEYS[i]);
+            out_printf(&o, "\n");
+        }
+    }
+    if (o.over) {
+        buf[0] = 0;
+        return -1;
+    }
+    return (int)o.n;
+}
+
+int config_write(const Config *c, char *buf, size_t buflen)
+{
+    return write_sections(c, buf, buflen, NULL);
+}
+
+int config_write_model(const Config *c, char *buf, size_t buflen)
+{
+    return write_sections(c, buf, buflen, "model");
+}
+
+void config_print_help(FILE *f)
+{
+    static const char *const types[] = {"INT", "FLOAT", "U64", "STR", "FLOATS"};
+    fprintf(f, "Configuration keys: `key = value` under [section] in a --config file, or\n"
+               "--section.key VALUE on the command line (applied after the file).\n");
+    for (int s = 0; s < NSECTIONS; s++) {
+        fprintf(f, "\n[%s]\n", SECTIONS[s]);
+        for (int i = 0; i < NKEYS; i++) {
+            const Key *k = &KEYS[i];
+            if (strcmp(k->section, SECTIONS[s]) != 0) continue;
+            char opt[96], rng[80];
+            snprintf(opt, sizeof opt, "--%s.%s %s", k->section, k->name,
+                     k->choices ? "STR" : types[k->type]);
+            if (k->type == T_STR)
+                snprintf(rng, sizeof rng, "%s", k->choices ? k->choices : "");
+            else if (k->type == T_U64)
+                rng[0] = 0;
+            else
+                fmt_range(k, rng, sizeof rng);
+            fprintf(f, "  %-34s %s (default %s%s%s%s%s)\n", opt, k->help,
+                     k->type == T_STR ? "\"" : "", k->def, k->type == T_STR ? "\"" : "",
+                     rng[0] ? (k->choices ? "; one of " : "; range ") : "", rng);
+        }
+    }
+}

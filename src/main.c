@@ -1,0 +1,44 @@
+/* main.c - the `hgrn` command: one binary for training, evaluation,
+ * classification, inspection and benchmarks, as darknet does it. */
+#include <stdio.h>
+#include <string.h>
+
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_classify(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *help;
+} commands[] = {
+    {"train", cmd_train, "train a model from a config (--config FILE --out DIR)"},
+    {"eval", cmd_eval, "top-1/top-5/loss of a checkpoint (--ckpt FILE [--data DIR])"},
+    {"classify", cmd_classify, "top-5 classes of image files (--ckpt FILE IMAGE...)"},
+    {"info", cmd_info, "parameter count and tensor table of a config (--config FILE)"},
+    {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE)"},
+    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree (prepare fmnist OUT)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: hgrn COMMAND [options]   (hgrn COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\ncommon options: --device cpu|cuda (default cuda when a GPU is present), "
+               "--precision bf16|fp32,\n  --threads N, --section.key VALUE (any config key)\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

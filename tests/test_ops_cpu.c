@@ -1,0 +1,1017 @@
+/* test_ops_cpu.c - every op of the CPU backend (src/backend.h) against
+ * double-precision naive loops written here: forwards directly, backwards
+ * against central finite differences of the naive forward of
+ * L = sum(w_i * out_i) with random w. Random inputs (fixed seeds, no zeros),
+ * odd sizes, strided views; accumulate (+=) and overwrite (=) semantics;
+ * AdamW against a double reference; bitwise determinism at 2 threads. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <complex.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "rng.h"
+#include "test_util.h"
+
+#define FWD_TOL 1e-5
+#define BWD_TOL 1e-4
+#define FD_H 1e-5
+
+static Backend *bk;
+
+static int setup(void **state) {
+    (void)state;
+    char err[256] = "";
+    bk = backend_cpu_create(2, err, sizeof err);
+    if (!bk) print_error("backend_cpu_create: %s\n", err);
+    return bk ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    bk->destroy(bk);
+    return 0;
+}
+
+static double dsig(double x) { return 1.0 / (1.0 + exp(-x)); }
+static double dsilu(double x) { return x * dsig(x); }
+
+/* got - pre (a += result) against ref, relative to max |ref|. */
+static void check_accum(const char *what, const float *got, const float *pre, const double *ref,
+                        size_t n, double tol) {
+    double num = 0, den = tu_max_abs(ref, n);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(((double)got[i] - (double)pre[i]) - ref[i]);
+        num = d == d ? fmax(num, d) : INFINITY;
+    }
+    double e = den > 1e-30 ? num / den : num;
+    if (!(e <= tol) || getenv("HGRN_TEST_VERBOSE"))
+        print_message("%s (+=): relative error %.3g (tolerance %.3g)\n", what, e, tol);
+    assert_true(e <= tol);
+}
+
+/* Fill with values the op must replace (overwrite semantics). */
+static void fill_garbage(Rng *r, float *x, size_t n) { tu_fill_uniform(r, x, n, 500.0f, 1000.0f); }
+
+static double weighted_sum(const double *out, const double *wt, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += out[i] * wt[i];
+    return s;
+}
+
+/* ------------------------------------------------------------------ backend */
+
+static void test_create_and_memory(void **state) {
+    (void)state;
+    assert_string_equal(bk->name, "cpu");
+    assert_int_equal(bk->act_elem, 4);
+    /* every entry of the table is set */
+    assert_non_null(bk->alloc); assert_non_null(bk->free); assert_non_null(bk->zero);
+    assert_non_null(bk->to_device); assert_non_null(bk->to_host); assert_non_null(bk->copy);
+    assert_non_null(bk->sync); assert_non_null(bk->destroy);
+    assert_non_null(bk->params_changed); assert_non_null(bk->matmul_fwd);
+    assert_non_null(bk->matmul_bwd); assert_non_null(bk->layernorm_fwd);
+    assert_non_null(bk->layernorm_bwd); assert_non_null(bk->rmsnorm_fwd);
+    assert_non_null(bk->rmsnorm_bwd); assert_non_null(bk->silu_mul_fwd);
+    assert_non_null(bk->silu_mul_bwd); assert_non_null(bk->hgru1_fwd);
+    assert_non_null(bk->hgru1_bwd); assert_non_null(bk->lower_bounds_fwd);
+    assert_non_null(bk->lower_bounds_bwd); assert_non_null(bk->normalize_u8);
+    assert_non_null(bk->patchify_fwd); assert_non_null(bk->patchify_bwd);
+    assert_non_null(bk->meanpool_fwd); assert_non_null(bk->meanpool_bwd);
+    assert_non_null(bk->residual_fwd); assert_non_null(bk->residual_bwd);
+    assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
+    assert_non_null(bk->adamw); assert_non_null(bk->scale);
+
+    Rng r;
+    rng_seed(&r, 1);
+    size_t n = 1003;
+    float *d = bk->alloc(bk, n * sizeof(float));
+    assert_true(((uintptr_t)d % 64) == 0);
+    for (size_t i = 0; i < n; i++) assert_true(d[i] == 0.0f);
+    float *h = TU_NEW(float, n), *h2 = TU_NEW(float, n);
+    tu_fill_normal(&r, h, n, 1.0f);
+    bk->to_device(bk, d, h, n * sizeof(float));
+    float *d2 = bk->alloc(bk, n * sizeof(float));
+    bk->copy(bk, d2, d, n * sizeof(float));
+    bk->sync(bk);
+    bk->to_host(bk, h2, d2, n * sizeof(float));
+    assert_memory_equal(h, h2, n * sizeof(float));
+    bk->zero(bk, d2, 10 * sizeof(float));
+    bk->to_host(bk, h2, d2, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) assert_true(h2[i] == (i < 10 ? 0.0f : h[i]));
+    bk->params_changed(bk, d, n);
+    void *z = bk->alloc(bk, 0);
+    assert_non_null(z);
+    bk->free(bk, z);
+    bk->free(bk, d);
+    bk->free(bk, d2);
+    free(h);
+    free(h2);
+}
+
+/* -------------------------------------------------------------------- GEMM */
+
+typedef struct {
+    int M, K, N;
+    double *inp, *w, *bias, *wt;   /* bias may be NULL */
+} MMCtx;
+
+static void mm_ref(const MMCtx *c, double *out) {
+    for (int m = 0; m < c->M; m++)
+        for (int n = 0; n < c->N; n++) {
+            double s = c->bias ? c->bias[n] : 0.0;
+            for (int k = 0; k < c->K; k++) s += c->inp[m * c->K + k] * c->w[n * c->K + k];
+            out[m * c->N + n] = s;
+        }
+}
+
+static double mm_loss(void *p) {
+    MMCtx *c = p;
+    double *out = TU_NEW(double, (size_t)c->M * c->N);
+    mm_ref(c, out);
+    double s = weighted_sum(out, c->wt, (size_t)c->M * c->N);
+    free(out);
+    return s;
+}
+
+static void run_matmul(int M, int K, int N, int with_bias, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t nmk = (size_t)M * K, nnk = (size_t)N * K, nmn = (size_t)M * N;
+    float *inp = TU_NEW(float, nmk), *w = TU_NEW(float, nnk), *bias = TU_NEW(float, N);
+    float *out = TU_NEW(float, nmn), *wt = TU_NEW(float, nmn);
+    tu_fill_normal(&r, inp, nmk, 1.0f);
+    tu_fill_normal(&r, w, nnk, 0.5f);
+    tu_fill_normal(&r, bias, N, 1.0f);
+    tu_fill_normal(&r, wt, nmn, 1.0f);
+    fill_garbage(&r, out, nmn);
+
+    MMCtx c = {M, K, N, tu_to_double(inp, nmk), tu_to_double(w, nnk),
+               with_bias ? tu_to_double(bias, N) : NULL, tu_to_double(wt, nmn)};
+    double *ref = TU_NEW(double, nmn);
+    mm_ref(&c, ref);
+    bk->matmul_fwd(bk, out, inp, w, with_bias ? bias : NULL, M, K, N);
+    TU_ASSERT_REL("matmul_fwd", out, ref, nmn, FWD_TOL);
+
+    /* backward: dout = wt */
+    float *dinp = TU_NEW(float, nmk), *dw = TU_NEW(float, nnk), *db = TU_NEW(float, N);
+    fill_garbage(&r, dinp, nmk);
+    tu_fill_normal(&r, dw, nnk, 1.0f);
+    tu_fill_normal(&r, db, N, 1.0f);
+    float *dw0 = tu_copy_float(dw, nnk), *db0 = tu_copy_float(db, N);
+    bk->matmul_bwd(bk, dinp, dw, with_bias ? db : NULL, wt, inp, w, M, K, N);
+
+    double *g_inp = TU_NEW(double, nmk), *g_w = TU_NEW(double, nnk), *g_b = TU_NEW(double, N);
+    tu_fd_grad(mm_loss, &c, c.inp, nmk, FD_H, g_inp);
+    tu_fd_grad(mm_loss, &c, c.w, nnk, FD_H, g_w);
+    TU_ASSERT_REL("matmul_bwd dinp", dinp, g_inp, nmk, BWD_TOL);
+    check_accum("matmul_bwd dw", dw, dw0, g_w, nnk, BWD_TOL);
+    if (with_bias) {
+        tu_fd_grad(mm_loss, &c, c.bias, N, FD_H, g_b);
+        check_accum("matmul_bwd dbias", db, db0, g_b, N, BWD_TOL);
+    } else {
+        assert_memory_equal(db, db0, N * sizeof(float));
+    }
+
+    /* dinp NULL: only dw accumulates (again) */
+    float *dw1 = tu_copy_float(dw, nnk);
+    bk->matmul_bwd(bk, NULL, dw, NULL, wt, inp, w, M, K, N);
+    check_accum("matmul_bwd dw (dinp NULL)", dw, dw1, g_w, nnk, BWD_TOL);
+
+    free(inp); free(w); free(bias); free(out); free(wt); free(ref);
+    free(dinp); free(dw); free(db); free(dw0); free(db0); free(dw1);
+    free(g_inp); free(g_w); free(g_b);
+    free(c.inp); free(c.w); free(c.bias); free(c.wt);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    run_matmul(7, 13, 5, 1, 11);
+    run_matmul(7, 13, 5, 0, 12);
+    run_matmul(33, 17, 40, 1, 13);   /* more than one dbias column block */
+    run_matmul(1, 3, 1, 1, 14);
+}
+
+/* ------------------------------------------------------------------- norms */
+
+typedef struct {
+    int M, C;
+    double *inp, *w, *b, *wt;
+} NormCtx;
+
+static void ln_ref(const NormCtx *c, double *out, double *mean, double *rstd) {
+    for (int m = 0; m < c->M; m++) {
+        const double *x = c->inp + (size_t)m * c->C;
+        double mu = 0, var = 0;
+        for (int k = 0; k < c->C; k++) mu += x[k];
+        mu /= c->C;
+        for (int k = 0; k < c->C; k++) var += (x[k] - mu) * (x[k] - mu);
+        var /= c->C;
+        double rs = 1.0 / sqrt(var + 1e-5);
+        for (int k = 0; k < c->C; k++) out[(size_t)m * c->C + k] = (x[k] - mu) * rs * c->w[k] + c->b[k];
+        if (mean) mean[m] = mu;
+        if (rstd) rstd[m] = rs;
+    }
+}
+
+static double ln_loss(void *p) {
+    NormCtx *c = p;
+    size_t n = (size_t)c->M * c->C;
+    double *out = TU_NEW(double, n);
+    ln_ref(c, out, NULL, NULL);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_layernorm(int M, int C, float sd, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t n = (size_t)M * C;
+    float *inp = TU_NEW(float, n), *w = TU_NEW(float, C), *b = TU_NEW(float, C);
+    float *out = TU_NEW(float, n), *wt = TU_NEW(float, n), *mean = TU_NEW(float, M),
+          *rstd = TU_NEW(float, M);
+    tu_fill_normal(&r, inp, n, sd);
+    for (size_t i = 0; i < n; i++) inp[i] += 0.7f;   /* non-zero mean */
+    tu_fill_uniform(&r, w, C, 0.5f, 1.5f);
+    tu_fill_normal(&r, b, C, 0.5f);
+    tu_fill_normal(&r, wt, n, 1.0f);
+    fill_garbage(&r, out, n);
+    NormCtx c = {M, C, tu_to_double(inp, n), tu_to_double(w, C), tu_to_double(b, C),
+                 tu_to_double(wt, n)};
+    double *ref = TU_NEW(double, n), *rmean = TU_NEW(double, M), *rrstd = TU_NEW(double, M);
+    ln_ref(&c, ref, rmean, rrstd);
+    bk->layernorm_fwd(bk, out, mean, rstd, inp, w, b, M, C);
+    TU_ASSERT_REL("layernorm_fwd out", out, ref, n, FWD_TOL);
+    TU_ASSERT_REL("layernorm_fwd mean", mean, rmean, M, FWD_TOL);
+    TU_ASSERT_REL("layernorm_fwd rstd", rstd, rrstd, M, FWD_TOL);
+
+    float *dinp = TU_NEW(float, n), *dw = TU_NEW(float, C), *db = TU_NEW(float, C);
+    tu_fill_normal(&r, dinp, n, 1.0f);
+    tu_fill_normal(&r, dw, C, 1.0f);
+    tu_fill_normal(&r, db, C, 1.0f);
+    float *dinp0 = tu_copy_float(dinp, n), *dw0 = tu_copy_float(dw, C), *db0 = tu_copy_float(db, C);
+    bk->layernorm_bwd(bk, dinp, dw, db, wt, inp, w, mean, rstd, M, C);
+    double *gi = TU_NEW(double, n), *gw = TU_NEW(double, C), *gb = TU_NEW(double, C);
+    tu_fd_grad(ln_loss, &c, c.inp, n, FD_H, gi);
+    tu_fd_grad(ln_loss, &c, c.w, C, FD_H, gw);
+    tu_fd_grad(ln_loss, &c, c.b, C, FD_H, gb);
+    check_accum("layernorm_bwd dinp", dinp, dinp0, gi, n, BWD_TOL);
+    check_accum("layernorm_bwd dw", dw, dw0, gw, C, BWD_TOL);
+    check_accum("layernorm_bwd db", db, db0, gb, C, BWD_TOL);
+
+    free(inp); free(w); free(b); free(out); free(wt); free(mean); free(rstd);
+    free(ref); free(rmean); free(rrstd); free(dinp); free(dw); free(db);
+    free(dinp0); free(dw0); free(db0); free(gi); free(gw); free(gb);
+    free(c.inp); free(c.w); free(c.b); free(c.wt);
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    run_layernorm(7, 13, 2.0f, 21);
+    run_layernorm(9, 37, 2.0f, 22);
+    run_layernorm(5, 19, 0.01f, 24);   /* variance ~ 1e-4: eps = 1e-5 matters */
+    run_layernorm(3, 1, 1.0f, 23);     /* C = 1: out = b, gradients through the mean only */
+}
+
+static void rms_ref(const NormCtx *c, double *out, double *rms) {
+    for (int m = 0; m < c->M; m++) {
+        const double *x = c->inp + (size_t)m * c->C;
+        double s = 0;
+        for (int k = 0; k < c->C; k++) s += x[k] * x[k];
+        double rm = sqrt(s) / sqrt((double)c->C);
+        for (int k = 0; k < c->C; k++) out[(size_t)m * c->C + k] = x[k] / (rm + 1e-8);
+        if (rms) rms[m] = rm;
+    }
+}
+
+static double rms_loss(void *p) {
+    NormCtx *c = p;
+    size_t n = (size_t)c->M * c->C;
+    double *out = TU_NEW(double, n);
+    rms_ref(c, out, NULL);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_rmsnorm(int M, int C, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t n = (size_t)M * C;
+    float *inp = TU_NEW(float, n), *out = TU_NEW(float, n), *wt = TU_NEW(float, n),
+          *rms = TU_NEW(float, M);
+    tu_fill_normal(&r, inp, n, 1.5f);
+    tu_fill_normal(&r, wt, n, 1.0f);
+    fill_garbage(&r, out, n);
+    NormCtx c = {M, C, tu_to_double(inp, n), NULL, NULL, tu_to_double(wt, n)};
+    double *ref = TU_NEW(double, n), *rrms = TU_NEW(double, M);
+    rms_ref(&c, ref, rrms);
+    bk->rmsnorm_fwd(bk, out, rms, inp, M, C);
+    TU_ASSERT_REL("rmsnorm_fwd out", out, ref, n, FWD_TOL);
+    TU_ASSERT_REL("rmsnorm_fwd rms", rms, rrms, M, FWD_TOL);
+
+    float *dinp = TU_NEW(float, n);
+    fill_garbage(&r, dinp, n);
+    bk->rmsnorm_bwd(bk, dinp, wt, inp, rms, M, C);
+    double *gi = TU_NEW(double, n);
+    tu_fd_grad(rms_loss, &c, c.inp, n, FD_H, gi);
+    TU_ASSERT_REL("rmsnorm_bwd dinp", dinp, gi, n, BWD_TOL);
+
+    free(inp); free(out); free(wt); free(rms); free(ref); free(rrms); free(dinp); free(gi);
+    free(c.inp); free(c.wt);
+}
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    run_rmsnorm(7, 13, 31);
+    run_rmsnorm(5, 64, 32);
+}
+
+/* ------------------------------------------------------------------- gates */
+
+typedef struct {
+    int M, C, lda, ldb;
+    double *a, *b, *wt;
+} SiluCtx;
+
+static void silu_ref(const SiluCtx *c, double *out) {
+    for (int m = 0; m < c->M; m++)
+        for (int k = 0; k < c->C; k++)
+            out[(size_t)m * c->C + k] =
+                dsilu(c->a[(size_t)m * c->lda + k]) * c->b[(size_t)m * c->ldb + k];
+}
+
+static double silu_loss(void *p) {
+    SiluCtx *c = p;
+    size_t n = (size_t)c->M * c->C;
+    double *out = TU_NEW(double, n);
+    silu_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_silu_mul(int M, int C, int lda, int ldb, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t na = (size_t)M * lda, nb = (size_t)M * ldb, n = (size_t)M * C;
+    float *a = TU_NEW(float, na), *b = TU_NEW(float, nb), *out = TU_NEW(float, n),
+          *wt = TU_NEW(float, n);
+    tu_fill_normal(&r, a, na, 3.0f);
+    a[0] = -95.0f;   /* far tails: SiLU must stay finite and accurate */
+    if (C > 1) a[1] = 90.0f;
+    tu_fill_normal(&r, b, nb, 1.0f);
+    tu_fill_normal(&r, wt, n, 1.0f);
+    fill_garbage(&r, out, n);
+    SiluCtx c = {M, C, lda, ldb, tu_to_double(a, na), tu_to_double(b, nb), tu_to_double(wt, n)};
+    double *ref = TU_NEW(double, n);
+    silu_ref(&c, ref);
+    bk->silu_mul_fwd(bk, out, a, lda, b, ldb, M, C);
+    TU_ASSERT_REL("silu_mul_fwd", out, ref, n, FWD_TOL);
+
+    float *da = TU_NEW(float, na), *db = TU_NEW(float, nb);
+    fill_garbage(&r, da, na);
+    fill_garbage(&r, db, nb);
+    float *da0 = tu_copy_float(da, na), *db0 = tu_copy_float(db, nb);
+    bk->silu_mul_bwd(bk, da, db, wt, a, lda, b, ldb, M, C);
+    double *ga = TU_NEW(double, na), *gb = TU_NEW(double, nb);
+    tu_fd_grad(silu_loss, &c, c.a, na, FD_H, ga);
+    tu_fd_grad(silu_loss, &c, c.b, nb, FD_H, gb);
+    double ea = tu_rel_err_strided(da, ga, M, C, lda), eb = tu_rel_err_strided(db, gb, M, C, ldb);
+    if (!(ea <= BWD_TOL && eb <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE")) print_message("silu_mul_bwd: da %.3g db %.3g\n", ea, eb);
+    assert_true(ea <= BWD_TOL);
+    assert_true(eb <= BWD_TOL);
+    /* the gaps between rows are not the op's to write */
+    for (int m = 0; m < M; m++) {
+        for (int k = C; k < lda; k++) assert_true(da[(size_t)m * lda + k] == da0[(size_t)m * lda + k]);
+        for (int k = C; k < ldb; k++) assert_true(db[(size_t)m * ldb + k] == db0[(size_t)m * ldb + k]);
+    }
+    free(a); free(b); free(out); free(wt); free(ref); free(da); free(db); free(da0); free(db0);
+    free(ga); free(gb); free(c.a); free(c.b); free(c.wt);
+}
+
+static void test_silu_mul(void **state) {
+    (void)state;
+    run_silu_mul(7, 13, 13, 13, 41);
+    run_silu_mul(7, 13, 30, 21, 42);   /* strided, different strides */
+    run_silu_mul(5, 37, 74, 37, 43);
+}
+
+/* -------------------------------------------------------------- HGRU1 scan */
+
+typedef struct {
+    int B, N, D, ld;
+    double *x;           /* [B*N, ld]: xc in columns [0, 2D), xl in [2D, 3D) */
+    double *tf, *tr, *be, *wt;
+} HgCtx;
+
+static void hg_ref(const HgCtx *c, double *out) {
+    int B = c->B, N = c->N, D = c->D, ld = c->ld;
+    double complex *H = TU_NEW(double complex, N);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < D; j++) {
+            double complex ef = cexp(I * c->tf[j]), er = cexp(I * c->tr[j]);
+            double complex h = 0;
+            for (int t = 0; t < N; t++) {
+                const double *row = c->x + ((size_t)b * N + t) * ld;
+                double complex cc = dsilu(row[2 * j]) + I * dsilu(row[2 * j + 1]);
+                double lam = c->be[j] + (1 - c->be[j]) * dsig(row[2 * D + j]);
+                h = lam * ef * h + (1 - lam) * cc;
+                H[t] = h;
+            }
+            double complex rr = 0;
+            for (int t = N - 1; t >= 0; t--) {
+                const double *row = c->x + ((size_t)b * N + t) * ld;
+                double complex cc = dsilu(row[2 * j]) + I * dsilu(row[2 * j + 1]);
+                double lam = c->be[j] + (1 - c->be[j]) * dsig(row[2 * D + j]);
+                rr = lam * er * rr + (1 - lam) * cc;
+                size_t o = ((size_t)b * N + t) * 2 * D;
+                out[o + j] = creal(H[t] + rr);
+                out[o + D + j] = cimag(H[t] + rr);
+            }
+        }
+    free(H);
+}
+
+static double hg_loss(void *p) {
+    HgCtx *c = p;
+    size_t n = (size_t)c->B * c->N * 2 * c->D;
+    double *out = TU_NEW(double, n);
+    hg_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    int M = B * N;
+    size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
+    float *x = TU_NEW(float, nx), *tf = TU_NEW(float, D), *tr = TU_NEW(float, D),
+          *be = TU_NEW(float, D), *out = TU_NEW(float, no), *wt = TU_NEW(float, no);
+    tu_fill_normal(&r, x, nx, 1.5f);
+    tu_fill_uniform(&r, tf, D, -3.0f, 3.0f);
+    tu_fill_uniform(&r, tr, D, -3.0f, 3.0f);
+    tu_fill_uniform(&r, be, D, 0.0f, 0.95f);
+    tu_fill_normal(&r, wt, no, 1.0f);
+    fill_garbage(&r, out, no);
+    HgCtx c = {B, N, D, ld, tu_to_double(x, nx), tu_to_double(tf, D), tu_to_double(tr, D),
+               tu_to_double(be, D), tu_to_double(wt, no)};
+    double *ref = TU_NEW(double, no);
+    hg_ref(&c, ref);
+    bk->hgru1_fwd(bk, out, x, x + 2 * D, ld, tf, tr, be, B, N, D);
+    TU_ASSERT_REL("hgru1_fwd", out, ref, no, FWD_TOL);
+
+    /* backward into a separate buffer laid out like x (dxc, dxl share ld) */
+    float *dx = TU_NEW(float, nx);
+    fill_garbage(&r, dx, nx);
+    float *dx0 = tu_copy_float(dx, nx);
+    float *dtf = TU_NEW(float, D), *dtr = TU_NEW(float, D), *dbe = TU_NEW(float, D);
+    tu_fill_normal(&r, dtf, D, 1.0f);
+    tu_fill_normal(&r, dtr, D, 1.0f);
+    tu_fill_normal(&r, dbe, D, 1.0f);
+    float *dtf0 = tu_copy_float(dtf, D), *dtr0 = tu_copy_float(dtr, D), *dbe0 = tu_copy_float(dbe, D);
+    bk->hgru1_bwd(bk, dx, dx + 2 * D, dtf, dtr, dbe, wt, x, x + 2 * D, ld, tf, tr, be, B, N, D);
+
+    double *gx = TU_NEW(double, nx);
+    memset(gx, 0, nx * sizeof(double));
+    for (int m = 0; m < M; m++)   /* only the 3D columns the op reads */
+        tu_fd_grad(hg_loss, &c, c.x + (size_t)m * ld, 3 * (size_t)D, FD_H, gx + (size_t)m * ld);
+    double e = tu_rel_err_strided(dx, gx, M, 2 * D, ld);
+    double el = tu_rel_err_strided(dx + 2 * D, gx + 2 * D, M, D, ld);
+    if (!(e <= BWD_TOL && el <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
+        print_message("hgru1_bwd B=%d N=%d D=%d: dxc %.3g dxl %.3g\n", B, N, D, e, el);
+    assert_true(e <= BWD_TOL);
+    assert_true(el <= BWD_TOL);
+    for (int m = 0; m < M; m++)
+        for (int k = 3 * D; k < ld; k++) assert_true(dx[(size_t)m * ld + k] == dx0[(size_t)m * ld + k]);
+
+    double *g = TU_NEW(double, D);
+    tu_fd_grad(hg_loss, &c, c.tf, D, FD_H, g);
+    check_accum("hgru1_bwd dtheta_f", dtf, dtf0, g, D, BWD_TOL);
+    tu_fd_grad(hg_loss, &c, c.tr, D, FD_H, g);
+    check_accum("hgru1_bwd dtheta_r", dtr, dtr0, g, D, BWD_TOL);
+    tu_fd_grad(hg_loss, &c, c.be, D, FD_H, g);
+    check_accum("hgru1_bwd dbeta", dbe, dbe0, g, D, BWD_TOL);
+
+    free(x); free(tf); free(tr); free(be); free(out); free(wt); free(ref); free(dx); free(dx0);
+    free(dtf); free(dtr); free(dbe); free(dtf0); free(dtr0); free(dbe0); free(gx); free(g);
+    free(c.x); free(c.tf); free(c.tr); free(c.be); free(c.wt);
+}
+
+static void test_hgru1(void **state) {
+    (void)state;
+    run_hgru1(3, 5, 3, 9, 51);          /* ld == 3D: xc and xl packed */
+    run_hgru1(3, 17, 11, 5 * 11 + 3, 52); /* model-like layout with padding */
+    run_hgru1(2, 9, 37, 3 * 37 + 5, 53);  /* several channel blocks, ragged last */
+    run_hgru1(1, 1, 2, 6, 54);          /* a single token */
+}
+
+/* ----------------------------------------------------------- lower bounds */
+
+typedef struct {
+    int L, D;
+    double *gamma, *wt;
+} LbCtx;
+
+static void lb_ref(const LbCtx *c, double *beta) {
+    for (int j = 0; j < c->D; j++) {
+        double s = 0;
+        for (int i = 0; i < c->L; i++) s += exp(c->gamma[(size_t)i * c->D + j]);
+        double cum = 0;
+        for (int k = 0; k < c->L; k++) {
+            beta[(size_t)k * c->D + j] = cum;
+            cum += exp(c->gamma[(size_t)k * c->D + j]) / s;
+        }
+    }
+}
+
+static double lb_loss(void *p) {
+    LbCtx *c = p;
+    size_t n = (size_t)c->L * c->D;
+    double *out = TU_NEW(double, n);
+    lb_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_lower_bounds(int L, int D, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t n = (size_t)L * D;
+    float *gamma = TU_NEW(float, n), *beta = TU_NEW(float, n), *wt = TU_NEW(float, n),
+          *dg = TU_NEW(float, n);
+    tu_fill_normal(&r, gamma, n, 1.0f);
+    tu_fill_normal(&r, wt, n, 1.0f);
+    tu_fill_normal(&r, dg, n, 1.0f);
+    fill_garbage(&r, beta, n);
+    float *dg0 = tu_copy_float(dg, n);
+    LbCtx c = {L, D, tu_to_double(gamma, n), tu_to_double(wt, n)};
+    double *ref = TU_NEW(double, n), *g = TU_NEW(double, n);
+    lb_ref(&c, ref);
+    bk->lower_bounds_fwd(bk, beta, gamma, L, D);
+    TU_ASSERT_REL("lower_bounds_fwd", beta, ref, n, FWD_TOL);
+    for (int j = 0; j < D; j++) assert_true(beta[j] == 0.0f);
+    bk->lower_bounds_bwd(bk, dg, wt, gamma, L, D);
+    tu_fd_grad(lb_loss, &c, c.gamma, n, FD_H, g);
+    check_accum("lower_bounds_bwd dgamma", dg, dg0, g, n, BWD_TOL);
+    free(gamma); free(beta); free(wt); free(dg); free(dg0); free(ref); free(g);
+    free(c.gamma); free(c.wt);
+}
+
+static void test_lower_bounds(void **state) {
+    (void)state;
+    run_lower_bounds(5, 7, 61);
+    run_lower_bounds(12, 3, 62);
+    run_lower_bounds(1, 4, 63);
+}
+
+/* ------------------------------------------------------- input and pooling */
+
+static void test_normalize_u8(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 71);
+    int B = 2, C = 3, H = 5, W = 7;
+    size_t n = (size_t)B * C * H * W;
+    uint8_t *img = TU_NEW(uint8_t, n);
+    for (size_t i = 0; i < n; i++) img[i] = (uint8_t)rng_int(&r, 256);
+    img[0] = 0;
+    img[1] = 255;
+    float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    float *out = TU_NEW(float, n);
+    double *ref = TU_NEW(double, n);
+    fill_garbage(&r, out, n);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < H * W; p++) {
+                size_t i = ((size_t)b * C + c) * H * W + p;
+                ref[i] = (img[i] / 255.0 - mean[c]) / std[c];
+            }
+    bk->normalize_u8(bk, out, img, mean, std, B, C, H, W);
+    TU_ASSERT_REL("normalize_u8", out, ref, n, FWD_TOL);
+    free(img); free(out); free(ref);
+}
+
+typedef struct {
+    int B, C, H, W, p;
+    double *img, *wt;
+} PatchCtx;
+
+/* Written image-side (scatter), unlike the op, so the index maps differ. */
+static void patch_ref(const PatchCtx *c, double *out) {
+    int Hp = c->H / c->p, Wp = c->W / c->p, F = c->p * c->p * c->C;
+    for (int b = 0; b < c->B; b++)
+        for (int ch = 0; ch < c->C; ch++)
+            for (int y = 0; y < Hp * c->p; y++)
+                for (int x = 0; x < Wp * c->p; x++) {
+                    int tok = (y / c->p) * Wp + x / c->p;
+                    int f = ((y % c->p) * c->p + x % c->p) * c->C + ch;
+                    out[((size_t)b * Hp * Wp + tok) * F + f] =
+                        c->img[(((size_t)b * c->C + ch) * c->H + y) * c->W + x];
+                }
+}
+
+static double patch_loss(void *p) {
+    PatchCtx *c = p;
+    size_t n = (size_t)c->B * (c->H / c->p) * (c->W / c->p) * c->p * c->p * c->C;
+    double *out = TU_NEW(double, n);
+    patch_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_patchify(int B, int C, int H, int W, int p, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t ni = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
+    float *img = TU_NEW(float, ni), *out = TU_NEW(float, no), *wt = TU_NEW(float, no),
+          *dimg = TU_NEW(float, ni);
+    tu_fill_normal(&r, img, ni, 1.0f);
+    tu_fill_normal(&r, wt, no, 1.0f);
+    fill_garbage(&r, out, no);
+    fill_garbage(&r, dimg, ni);
+    PatchCtx c = {B, C, H, W, p, tu_to_double(img, ni), tu_to_double(wt, no)};
+    double *ref = TU_NEW(double, no), *g = TU_NEW(double, ni);
+    patch_ref(&c, ref);
+    bk->patchify_fwd(bk, out, img, B, C, H, W, p);
+    TU_ASSERT_REL("patchify_fwd", out, ref, no, 0.0);   /* a permutation: exact */
+    bk->patchify_bwd(bk, dimg, wt, B, C, H, W, p);
+    tu_fd_grad(patch_loss, &c, c.img, ni, FD_H, g);
+    TU_ASSERT_REL("patchify_bwd", dimg, g, ni, BWD_TOL);
+    free(img); free(out); free(wt); free(dimg); free(ref); free(g); free(c.img); free(c.wt);
+}
+
+static void test_patchify(void **state) {
+    (void)state;
+    run_patchify(3, 3, 8, 12, 4, 81);
+    run_patchify(2, 1, 28, 28, 4, 82);    /* Fashion-MNIST shape */
+    run_patchify(2, 2, 10, 13, 4, 83);    /* edges not covered: their gradient is 0 */
+    run_patchify(1, 3, 5, 5, 1, 84);
+}
+
+typedef struct {
+    int B, N, D;
+    double *x, *wt;
+} PoolCtx;
+
+static void pool_ref(const PoolCtx *c, double *out) {
+    for (int b = 0; b < c->B; b++)
+        for (int d = 0; d < c->D; d++) {
+            double s = 0;
+            for (int n = 0; n < c->N; n++) s += c->x[((size_t)b * c->N + n) * c->D + d];
+            out[(size_t)b * c->D + d] = s / c->N;
+        }
+}
+
+static double pool_loss(void *p) {
+    PoolCtx *c = p;
+    size_t n = (size_t)c->B * c->D;
+    double *out = TU_NEW(double, n);
+    pool_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void test_meanpool(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 91);
+    int B = 3, N = 7, D = 13;
+    size_t nx = (size_t)B * N * D, no = (size_t)B * D;
+    float *x = TU_NEW(float, nx), *out = TU_NEW(float, no), *wt = TU_NEW(float, no),
+          *dx = TU_NEW(float, nx);
+    tu_fill_normal(&r, x, nx, 1.0f);
+    tu_fill_normal(&r, wt, no, 1.0f);
+    fill_garbage(&r, out, no);
+    fill_garbage(&r, dx, nx);
+    PoolCtx c = {B, N, D, tu_to_double(x, nx), tu_to_double(wt, no)};
+    double *ref = TU_NEW(double, no), *g = TU_NEW(double, nx);
+    pool_ref(&c, ref);
+    bk->meanpool_fwd(bk, out, x, B, N, D);
+    TU_ASSERT_REL("meanpool_fwd", out, ref, no, FWD_TOL);
+    bk->meanpool_bwd(bk, dx, wt, B, N, D);
+    tu_fd_grad(pool_loss, &c, c.x, nx, FD_H, g);
+    TU_ASSERT_REL("meanpool_bwd", dx, g, nx, BWD_TOL);
+    free(x); free(out); free(wt); free(dx); free(ref); free(g); free(c.x); free(c.wt);
+}
+
+/* ---------------------------------------------------------------- residual */
+
+typedef struct {
+    int B, S;
+    double *x0, *f, *scale, *wt;   /* scale NULL = 1 */
+} ResCtx;
+
+static void res_ref(const ResCtx *c, double *out) {
+    for (int b = 0; b < c->B; b++)
+        for (int i = 0; i < c->S; i++) {
+            size_t k = (size_t)b * c->S + i;
+            out[k] = c->x0[k] + (c->scale ? c->scale[b] : 1.0) * c->f[k];
+        }
+}
+
+static double res_loss(void *p) {
+    ResCtx *c = p;
+    size_t n = (size_t)c->B * c->S;
+    double *out = TU_NEW(double, n);
+    res_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+static void run_residual(int with_scale, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    int B = 3, S = 29;
+    size_t n = (size_t)B * S;
+    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *wt = TU_NEW(float, n),
+          *df = TU_NEW(float, n);
+    float scale[3] = {0.0f, 1.25f, 1.0f};   /* dropped, kept (1/(1-p)), plain */
+    tu_fill_normal(&r, x, n, 1.0f);
+    tu_fill_normal(&r, f, n, 1.0f);
+    tu_fill_normal(&r, wt, n, 1.0f);
+    fill_garbage(&r, df, n);
+    double dscale[3] = {0.0, 1.25, 1.0};
+    ResCtx c = {B, S, tu_to_double(x, n), tu_to_double(f, n), with_scale ? dscale : NULL,
+                tu_to_double(wt, n)};
+    double *ref = TU_NEW(double, n), *g = TU_NEW(double, n);
+    res_ref(&c, ref);
+    bk->residual_fwd(bk, x, f, with_scale ? scale : NULL, B, S);
+    TU_ASSERT_REL("residual_fwd", x, ref, n, FWD_TOL);
+    bk->residual_bwd(bk, df, wt, with_scale ? scale : NULL, B, S);
+    tu_fd_grad(res_loss, &c, c.f, n, FD_H, g);
+    TU_ASSERT_REL("residual_bwd", df, g, n, BWD_TOL);
+    free(x); free(f); free(wt); free(df); free(ref); free(g);
+    free(c.x0); free(c.f); free(c.wt);
+}
+
+static void test_residual(void **state) {
+    (void)state;
+    run_residual(0, 101);
+    run_residual(1, 102);
+}
+
+/* -------------------------------------------------------------------- loss */
+
+typedef struct {
+    int B, C;
+    double *z, *t, dloss;
+} XentCtx;
+
+static void xent_ref(const XentCtx *c, double *loss, double *probs) {
+    for (int b = 0; b < c->B; b++) {
+        const double *z = c->z + (size_t)b * c->C, *t = c->t + (size_t)b * c->C;
+        double mx = z[0];
+        for (int k = 1; k < c->C; k++) mx = fmax(mx, z[k]);
+        double s = 0;
+        for (int k = 0; k < c->C; k++) s += exp(z[k] - mx);
+        double l = 0;
+        for (int k = 0; k < c->C; k++) {
+            double lp = z[k] - mx - log(s);
+            l -= t[k] * lp;
+            if (probs) probs[(size_t)b * c->C + k] = exp(lp);
+        }
+        loss[b] = l;
+    }
+}
+
+static double xent_loss(void *p) {
+    XentCtx *c = p;
+    double *loss = TU_NEW(double, c->B);
+    xent_ref(c, loss, NULL);
+    double s = 0;
+    for (int b = 0; b < c->B; b++) s += loss[b];
+    free(loss);
+    return s * c->dloss;
+}
+
+static void test_xent(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 111);
+    int B = 5, C = 11;
+    size_t n = (size_t)B * C;
+    float *z = TU_NEW(float, n), *t = TU_NEW(float, n), *probs = TU_NEW(float, n),
+          *loss = TU_NEW(float, B), *dz = TU_NEW(float, n);
+    tu_fill_normal(&r, z, n, 3.0f);
+    z[C + 2] = 95.0f;    /* row 1: huge logits, must not overflow */
+    z[C + 5] = -90.0f;
+    for (int b = 0; b < B; b++) {   /* soft targets: smoothing-like and mixup-like rows */
+        float *tr = t + (size_t)b * C;
+        tu_fill_uniform(&r, tr, C, 0.0f, 1.0f);
+        if (b % 2) {
+            for (int k = 0; k < C; k++) tr[k] = 0.1f / C;
+            tr[rng_int(&r, C)] += 0.9f;
+        }
+        double s = 0;
+        for (int k = 0; k < C; k++) s += tr[k];
+        for (int k = 0; k < C; k++) tr[k] = (float)(tr[k] / s);
+    }
+    fill_garbage(&r, probs, n);
+    fill_garbage(&r, dz, n);
+    XentCtx c = {B, C, tu_to_double(z, n), tu_to_double(t, n), 1.0 / B};
+    double *rl = TU_NEW(double, B), *rp = TU_NEW(double, n), *g = TU_NEW(double, n);
+    xent_ref(&c, rl, rp);
+    bk->xent_fwd(bk, loss, probs, z, t, B, C);
+    TU_ASSERT_REL("xent_fwd loss", loss, rl, B, FWD_TOL);
+    TU_ASSERT_REL("xent_fwd probs", probs, rp, n, FWD_TOL);
+    bk->xent_bwd(bk, dz, probs, t, (float)c.dloss, B, C);
+    tu_fd_grad(xent_loss, &c, c.z, n, FD_H, g);
+    TU_ASSERT_REL("xent_bwd", dz, g, n, BWD_TOL);
+    free(z); free(t); free(probs); free(loss); free(dz); free(rl); free(rp); free(g);
+    free(c.z); free(c.t);
+}
+
+/* ------------------------------------------------- reductions, optimizer */
+
+static void test_sumsq(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 121);
+    size_t sizes[3] = {1, 13, 100003};
+    for (int s = 0; s < 3; s++) {
+        size_t n = sizes[s];
+        float *x = TU_NEW(float, n);
+        tu_fill_normal(&r, x, n, 1.0f);
+        float acc = 0.75f;
+        double ref = 0.75;
+        for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
+        bk->sumsq(bk, &acc, x, n);
+        double e = fabs(acc - ref) / ref;
+        if (!(e <= 1e-6) || getenv("HGRN_TEST_VERBOSE")) print_message("sumsq n=%zu: relative error %.3g\n", n, e);
+        assert_true(e <= 1e-6);
+        free(x);
+    }
+}
+
+static void test_scale(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 131);
+    size_t n = 1001;
+    float *x = TU_NEW(float, n);
+    tu_fill_normal(&r, x, n, 1.0f);
+    double *ref = tu_to_double(x, n);
+    for (size_t i = 0; i < n; i++) ref[i] *= 0.3;
+    bk->scale(bk, x, 0.3f, n);
+    TU_ASSERT_REL("scale", x, ref, n, FWD_TOL);
+    free(x);
+    free(ref);
+}
+
+/* PyTorch AdamW (+ clip_grad_norm_) in double, several steps. */
+static void run_adamw(float wd, int clip_mode, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t n = 1037;
+    float *p = TU_NEW(float, n), *g = TU_NEW(float, n), *m = TU_NEW(float, n),
+          *v = TU_NEW(float, n);
+    tu_fill_normal(&r, p, n, 1.0f);
+    memset(m, 0, n * sizeof(float));
+    memset(v, 0, n * sizeof(float));
+    double *rp = tu_to_double(p, n), *rm = TU_NEW(double, n), *rv = TU_NEW(double, n);
+    float *p0 = tu_copy_float(p, n);
+    memset(rm, 0, n * sizeof(double));
+    memset(rv, 0, n * sizeof(double));
+    AdamWArgs a = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = wd};
+    for (int step = 1; step <= 4; step++) {
+        tu_fill_normal(&r, g, n, 0.1f * step);
+        double gn = 0;
+        for (size_t i = 0; i < n; i++) gn += (double)g[i] * g[i];
+        float gn_f = (float)gn;
+        /* 0: no clipping (threshold 0, huge norm); 1: active (clip ~0.4); 2: inactive */
+        a.max_grad_norm = clip_mode == 0 ? 0.0f : clip_mode == 1 ? 0.4f * sqrtf(gn_f) : 10.0f * sqrtf(gn_f);
+        if (clip_mode == 0) gn_f = 1e12f;
+        a.step = step;
+        bk->adamw(bk, p, g, m, v, n, &a, &gn_f);
+        double clip = 1.0;
+        if (a.max_grad_norm > 0) clip = fmin(1.0, a.max_grad_norm / (sqrt((double)gn_f) + 1e-6));
+        double bc1 = 1 - pow(a.beta1, step), bc2 = 1 - pow(a.beta2, step);
+        for (size_t i = 0; i < n; i++) {
+            double gi = g[i] * clip;
+            rp[i] -= (double)a.lr * a.weight_decay * rp[i];
+            rm[i] = a.beta1 * rm[i] + (1 - (double)a.beta1) * gi;
+            rv[i] = a.beta2 * rv[i] + (1 - (double)a.beta2) * gi * gi;
+            rp[i] -= a.lr * (rm[i] / bc1) / (sqrt(rv[i] / bc2) + a.eps);
+        }
+    }
+    /* compare the displacement p - p0 (the update, not the O(1) parameter) */
+    double *rdisp = TU_NEW(double, n);
+    float *disp = TU_NEW(float, n);
+    for (size_t i = 0; i < n; i++) {
+        rdisp[i] = rp[i] - p0[i];
+        disp[i] = (float)((double)p[i] - p0[i]);
+    }
+    TU_ASSERT_REL("adamw param update", disp, rdisp, n, 1e-4);
+    TU_ASSERT_REL("adamw m", m, rm, n, 1e-5);
+    TU_ASSERT_REL("adamw v", v, rv, n, 1e-5);
+    free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv); free(p0);
+    free(rdisp); free(disp);
+}
+
+static void test_adamw(void **state) {
+    (void)state;
+    run_adamw(0.0f, 0, 141);
+    run_adamw(0.05f, 0, 142);
+    run_adamw(0.05f, 1, 143);
+    run_adamw(0.0f, 1, 144);
+    run_adamw(0.05f, 2, 145);
+}
+
+/* ------------------------------------------------------------ determinism */
+
+static void test_determinism(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 151);
+    /* hgru1_bwd at a model-like size: 2 channel blocks, ld = 5D */
+    int B = 4, N = 49, D = 64, ld = 5 * D, M = B * N;
+    size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
+    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *tf = TU_NEW(float, D),
+          *tr = TU_NEW(float, D), *be = TU_NEW(float, D);
+    tu_fill_normal(&r, x, nx, 1.0f);
+    tu_fill_normal(&r, dout, no, 1.0f);
+    tu_fill_uniform(&r, tf, D, -3.0f, 3.0f);
+    tu_fill_uniform(&r, tr, D, -3.0f, 3.0f);
+    tu_fill_uniform(&r, be, D, 0.0f, 0.9f);
+    float *dx[2], *dp[2];
+    for (int k = 0; k < 2; k++) {
+        dx[k] = TU_NEW(float, nx);
+        dp[k] = TU_NEW(float, 3 * D);
+        memset(dx[k], 0, nx * sizeof(float));
+        memset(dp[k], 0, 3 * D * sizeof(float));
+        bk->hgru1_bwd(bk, dx[k], dx[k] + 2 * D, dp[k], dp[k] + D, dp[k] + 2 * D, dout, x,
+                      x + 2 * D, ld, tf, tr, be, B, N, D);
+    }
+    assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
+    assert_memory_equal(dp[0], dp[1], 3 * D * sizeof(float));
+
+    /* layernorm_bwd: dw/db are reductions over rows */
+    int LM = 301, C = 96;
+    size_t nl = (size_t)LM * C;
+    float *inp = TU_NEW(float, nl), *w = TU_NEW(float, C), *bb = TU_NEW(float, C),
+          *out = TU_NEW(float, nl), *mean = TU_NEW(float, LM), *rstd = TU_NEW(float, LM),
+          *g = TU_NEW(float, nl);
+    tu_fill_normal(&r, inp, nl, 1.0f);
+    tu_fill_normal(&r, w, C, 1.0f);
+    tu_fill_normal(&r, bb, C, 1.0f);
+    tu_fill_normal(&r, g, nl, 1.0f);
+    bk->layernorm_fwd(bk, out, mean, rstd, inp, w, bb, LM, C);
+    float *di[2], *dwb[2];
+    for (int k = 0; k < 2; k++) {
+        di[k] = TU_NEW(float, nl);
+        dwb[k] = TU_NEW(float, 2 * C);
+        memset(di[k], 0, nl * sizeof(float));
+        memset(dwb[k], 0, 2 * C * sizeof(float));
+        bk->layernorm_bwd(bk, di[k], dwb[k], dwb[k] + C, g, inp, w, mean, rstd, LM, C);
+    }
+    assert_memory_equal(di[0], di[1], nl * sizeof(float));
+    assert_memory_equal(dwb[0], dwb[1], 2 * C * sizeof(float));
+
+    /* sumsq over several blocks */
+    float s0 = 0.0f, s1 = 0.0f;
+    bk->sumsq(bk, &s0, inp, nl);
+    bk->sumsq(bk, &s1, inp, nl);
+    assert_memory_equal(&s0, &s1, sizeof(float));
+
+    free(x); free(dout); free(tf); free(tr); free(be);
+    free(inp); free(w); free(bb); free(out); free(mean); free(rstd); free(g);
+    for (int k = 0; k < 2; k++) {
+        free(dx[k]); free(dp[k]); free(di[k]); free(dwb[k]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_and_memory),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_hgru1),
+        cmocka_unit_test(test_lower_bounds),
+        cmocka_unit_test(test_normalize_u8),
+        cmocka_unit_test(test_patchify),
+        cmocka_unit_test(test_meanpool),
+        cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_sumsq),
+        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_determinism),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,821 @@
+/* test_ops_cuda.c - every op of backend.h on the CUDA backend against the CPU
+ * reference backend, on random inputs (never zeros), odd sizes and strided
+ * views, in both CUDA precisions:
+ *   fp32 (act_elem 4): max |gpu - cpu| / max |cpu| <= 1e-5
+ *   bf16 (act_elem 2): <= 2e-2 (inputs are rounded to bf16 before both see them)
+ * Outputs that the contract says are overwritten are poisoned with NaN first
+ * (on both backends), so an element a kernel forgets to write fails the
+ * comparison; outputs that accumulate (+=) start from the same random values.
+ * Exits 77 (ctest SKIP) when no GPU is visible.
+ *
+ * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
+ * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
+ * bandwidth against a measured device-to-device copy, the LRA shape, and the
+ * model's GEMMs. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "rng.h"
+#include "test_util.h"
+
+static Backend *GB;   /* CUDA */
+static Backend *CB;   /* CPU reference */
+static int BF;        /* CUDA backend in bf16 mode */
+static double TOL;
+static Rng R;
+static double worst_err[2];   /* per mode, printed at the end */
+
+/* ---------------------------------------------------------------- bf16 host */
+static uint16_t f2bf(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static float rb(float x) { return BF ? bf2f(f2bf(x)) : x; }
+
+/* ------------------------------------------------- a tensor on both backends */
+typedef struct {
+    float *c, *g;   /* CPU and CUDA copies */
+    size_t n;
+    int act;        /* activation element type on CUDA (else fp32) */
+} T2;
+
+static size_t gelem(const T2 *t) { return t->act ? GB->act_elem : 4; }
+
+static T2 t2_new(size_t n, int act) {
+    T2 t = {NULL, NULL, n, act};
+    t.c = (float *)CB->alloc(CB, n * 4);
+    t.g = (float *)GB->alloc(GB, n * gelem(&t));
+    return t;
+}
+static void t2_free(T2 *t) {
+    CB->free(CB, t->c);
+    GB->free(GB, t->g);
+}
+static void t2_set(T2 *t, const float *h) {
+    CB->to_device(CB, t->c, h, t->n * 4);
+    if (gelem(t) == 2) {
+        uint16_t *b = TU_NEW(uint16_t, t->n);
+        for (size_t i = 0; i < t->n; i++) b[i] = f2bf(h[i]);
+        GB->to_device(GB, t->g, b, t->n * 2);
+        free(b);
+    } else {
+        GB->to_device(GB, t->g, h, t->n * 4);
+    }
+}
+static void t2_get(T2 *t, float *hc, float *hg) {
+    CB->to_host(CB, hc, t->c, t->n * 4);
+    if (gelem(t) == 2) {
+        uint16_t *b = TU_NEW(uint16_t, t->n);
+        GB->to_host(GB, b, t->g, t->n * 2);
+        for (size_t i = 0; i < t->n; i++) hg[i] = bf2f(b[i]);
+        free(b);
+    } else {
+        GB->to_host(GB, hg, t->g, t->n * 4);
+    }
+}
+/* random values (rounded to bf16 in bf16 mode so both backends see the same) */
+static float *t2_rand(T2 *t, float sd) {
+    float *h = TU_NEW(float, t->n);
+    tu_fill_normal(&R, h, t->n, sd);
+    for (size_t i = 0; i < t->n; i++) h[i] = rb(h[i]);
+    t2_set(t, h);
+    return h;
+}
+static void t2_rand_free(T2 *t, float sd) { free(t2_rand(t, sd)); }
+static void t2_poison(T2 *t) {
+    float *h = TU_NEW(float, t->n);
+    for (size_t i = 0; i < t->n; i++) h[i] = NAN;
+    t2_set(t, h);
+    free(h);
+}
+static T2 t2_randn(size_t n, int act, float sd) {
+    T2 t = t2_new(n, act);
+    t2_rand_free(&t, sd);
+    return t;
+}
+
+/* Compare CUDA against CPU: positions NaN on both (never written by either)
+ * match; NaN on one side only fails; the rest by max-abs relative error. */
+static double t2_check(T2 *t, const char *what, double tol) {
+    float *hc = TU_NEW(float, t->n), *hg = TU_NEW(float, t->n);
+    t2_get(t, hc, hg);
+    double num = 0, den = 0;
+    size_t bad_nan = 0, first_bad = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int nc = hc[i] != hc[i], ng = hg[i] != hg[i];
+        if (nc && ng) continue;
+        if (nc || ng) {
+            if (!bad_nan) first_bad = i;
+            bad_nan++;
+            continue;
+        }
+        den = fmax(den, fabs((double)hc[i]));
+        num = fmax(num, fabs((double)hg[i] - (double)hc[i]));
+    }
+    double err = bad_nan ? INFINITY : (den > 1e-30 ? num / den : num);
+    printf("  %-5s %-34s n=%-9zu rel.err %.3e %s\n", BF ? "bf16" : "fp32", what, t->n, err,
+           err <= tol ? "ok" : "FAIL");
+    if (bad_nan)
+        printf("        %zu NaN mismatches, first at %zu (cpu %g, cuda %g)\n", bad_nan, first_bad,
+               hc[first_bad], hg[first_bad]);
+    if (err > worst_err[BF] && err != INFINITY) worst_err[BF] = err;
+    free(hc);
+    free(hg);
+    assert_true(err <= tol);
+    return err;
+}
+#define CHECK(t, what) t2_check(&(t), (what), TOL)
+
+/* Both backends, same call. */
+#define BOTH(op, ...)                    \
+    do {                                 \
+        CB->op(CB, __VA_ARGS__);         \
+    } while (0)
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_memory(void **state) {
+    (void)state;
+    size_t n = 1000003;
+    uint8_t *g = (uint8_t *)GB->alloc(GB, n);
+    uint8_t *h = TU_NEW(uint8_t, n);
+    memset(h, 0x5a, n);
+    GB->to_host(GB, h, g, n);
+    size_t nz = 0;
+    for (size_t i = 0; i < n; i++) nz += h[i] != 0;
+    assert_int_equal(nz, 0);   /* alloc is zero-filled */
+    for (size_t i = 0; i < n; i++) h[i] = (uint8_t)(i * 7 + 1);
+    GB->to_device(GB, g, h, n);
+    uint8_t *g2 = (uint8_t *)GB->alloc(GB, n);
+    GB->copy(GB, g2, g, n);
+    GB->zero(GB, g, n / 2);
+    uint8_t *h2 = TU_NEW(uint8_t, n);
+    GB->to_host(GB, h2, g2, n);
+    assert_memory_equal(h, h2, n);
+    GB->to_host(GB, h2, g, n);
+    for (size_t i = 0; i < n; i++) assert_int_equal(h2[i], i < n / 2 ? 0 : h[i]);
+    GB->sync(GB);
+    GB->free(GB, g);
+    GB->free(GB, g2);
+    free(h);
+    free(h2);
+}
+
+/* A parameter block on both backends, registered with params_changed. */
+typedef struct {
+    T2 t;
+    float *host;
+} PBlock;
+static PBlock pblock_new(size_t n, float sd) {
+    PBlock p;
+    p.t = t2_new(n, 0);
+    p.host = t2_rand(&p.t, sd);
+    if (CB->params_changed) CB->params_changed(CB, p.t.c, n);
+    GB->params_changed(GB, p.t.g, n);
+    return p;
+}
+static void pblock_free(PBlock *p) {
+    t2_free(&p->t);
+    free(p->host);
+}
+
+static void run_matmul(int M, int K, int N, size_t woff, int with_bias) {
+    char what[96];
+    size_t boff = woff + (size_t)N * K + 3;
+    PBlock P = pblock_new(boff + N + 5, 0.1f);
+    float *wc = P.t.c + woff, *wg = P.t.g + woff;
+    float *bc = with_bias ? P.t.c + boff : NULL, *bg = with_bias ? P.t.g + boff : NULL;
+    T2 inp = t2_randn((size_t)M * K, 1, 1.0f);
+    T2 out = t2_new((size_t)M * N, 1);
+    t2_poison(&out);
+    CB->matmul_fwd(CB, out.c, inp.c, wc, bc, M, K, N);
+    GB->matmul_fwd(GB, out.g, inp.g, wg, bg, M, K, N);
+    snprintf(what, sizeof what, "matmul_fwd %dx%dx%d%s off%zu", M, K, N, with_bias ? "+b" : "",
+             woff);
+    CHECK(out, what);
+
+    T2 dout = t2_randn((size_t)M * N, 1, 1.0f);
+    T2 dinp = t2_new((size_t)M * K, 1);
+    t2_poison(&dinp);
+    T2 dw = t2_randn((size_t)N * K, 0, 1.0f);   /* += */
+    T2 db = t2_randn((size_t)N, 0, 1.0f);       /* += */
+    CB->matmul_bwd(CB, dinp.c, dw.c, with_bias ? db.c : NULL, dout.c, inp.c, wc, M, K, N);
+    GB->matmul_bwd(GB, dinp.g, dw.g, with_bias ? db.g : NULL, dout.g, inp.g, wg, M, K, N);
+    snprintf(what, sizeof what, "matmul_bwd dinp %dx%dx%d", M, K, N);
+    CHECK(dinp, what);
+    snprintf(what, sizeof what, "matmul_bwd dw (+=) %dx%dx%d", M, K, N);
+    CHECK(dw, what);
+    snprintf(what, sizeof what, "matmul_bwd db (+=) %dx%dx%d", M, K, N);
+    CHECK(db, what);
+    /* dinp NULL: only the parameter gradients, accumulated a second time */
+    CB->matmul_bwd(CB, NULL, dw.c, with_bias ? db.c : NULL, dout.c, inp.c, wc, M, K, N);
+    GB->matmul_bwd(GB, NULL, dw.g, with_bias ? db.g : NULL, dout.g, inp.g, wg, M, K, N);
+    CHECK(dw, "matmul_bwd dw, dinp=NULL, 2nd +=");
+    T2 *ts[] = {&inp, &out, &dout, &dinp, &dw, &db};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+    pblock_free(&P);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    run_matmul(37, 29, 45, 1, 1);      /* odd sizes, misaligned weight and bias */
+    run_matmul(37, 29, 45, 0, 0);
+    run_matmul(300, 192, 960, 0, 1);   /* the mixer's in-projection shape */
+    run_matmul(257, 384, 192, 8, 1);   /* 16-byte aligned bias: fused epilogue */
+    run_matmul(5, 1, 7, 3, 1);         /* K = 1 */
+}
+
+static void run_layernorm(int M, int C) {
+    char what[96];
+    T2 x = t2_randn((size_t)M * C, 1, 2.0f);
+    T2 w = t2_randn(C, 0, 1.0f), b = t2_randn(C, 0, 1.0f);
+    T2 out = t2_new((size_t)M * C, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
+    t2_poison(&out);
+    t2_poison(&mean);
+    t2_poison(&rstd);
+    CB->layernorm_fwd(CB, out.c, mean.c, rstd.c, x.c, w.c, b.c, M, C);
+    GB->layernorm_fwd(GB, out.g, mean.g, rstd.g, x.g, w.g, b.g, M, C);
+    snprintf(what, sizeof what, "layernorm_fwd out %dx%d", M, C);
+    CHECK(out, what);
+    CHECK(mean, "layernorm_fwd mean");
+    CHECK(rstd, "layernorm_fwd rstd");
+    /* backward from the same saved statistics (the CPU's) */
+    float *hm = TU_NEW(float, M), *hr = TU_NEW(float, M);
+    CB->to_host(CB, hm, mean.c, M * 4);
+    CB->to_host(CB, hr, rstd.c, M * 4);
+    t2_set(&mean, hm);
+    t2_set(&rstd, hr);
+    T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
+    T2 dinp = t2_randn((size_t)M * C, 1, 1.0f);   /* += */
+    T2 dw = t2_randn(C, 0, 1.0f), db = t2_randn(C, 0, 1.0f);
+    CB->layernorm_bwd(CB, dinp.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, M, C);
+    GB->layernorm_bwd(GB, dinp.g, dw.g, db.g, dout.g, x.g, w.g, mean.g, rstd.g, M, C);
+    snprintf(what, sizeof what, "layernorm_bwd dinp (+=) %dx%d", M, C);
+    CHECK(dinp, what);
+    CHECK(dw, "layernorm_bwd dw (+=)");
+    CHECK(db, "layernorm_bwd db (+=)");
+    free(hm);
+    free(hr);
+    T2 *ts[] = {&x, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
+    for (int i = 0; i < 10; i++) t2_free(ts[i]);
+}
+
+static void test_layernorm(void **state) {
+    (void)state;
+    run_layernorm(77, 193);
+    run_layernorm(1030, 384);
+    run_layernorm(3, 31);
+}
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    int M = 33, C = 191;
+    T2 x = t2_randn((size_t)M * C, 1, 1.5f);
+    T2 out = t2_new((size_t)M * C, 1), rms = t2_new(M, 0);
+    t2_poison(&out);
+    t2_poison(&rms);
+    CB->rmsnorm_fwd(CB, out.c, rms.c, x.c, M, C);
+    GB->rmsnorm_fwd(GB, out.g, rms.g, x.g, M, C);
+    CHECK(out, "rmsnorm_fwd out 33x191");
+    CHECK(rms, "rmsnorm_fwd rms");
+    float *hr = TU_NEW(float, M);
+    CB->to_host(CB, hr, rms.c, M * 4);
+    t2_set(&rms, hr);
+    free(hr);
+    T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
+    T2 dinp = t2_new((size_t)M * C, 1);
+    t2_poison(&dinp);
+    CB->rmsnorm_bwd(CB, dinp.c, dout.c, x.c, rms.c, M, C);
+    GB->rmsnorm_bwd(GB, dinp.g, dout.g, x.g, rms.g, M, C);
+    CHECK(dinp, "rmsnorm_bwd dinp (=)");
+    T2 *ts[] = {&x, &out, &rms, &dout, &dinp};
+    for (int i = 0; i < 5; i++) t2_free(ts[i]);
+}
+
+static void test_silu_mul(void **state) {
+    (void)state;
+    int M = 29, C = 47, ld = 2 * C + 3;   /* a = h[:, 0:C], b = h[:, C+1:2C+1] */
+    T2 h = t2_randn((size_t)M * ld, 1, 2.0f);
+    float *ac = h.c, *ag = h.g;
+    float *bc = h.c + C + 1, *bg = ACT_AT(GB, h.g, C + 1);
+    T2 out = t2_new((size_t)M * C, 1);
+    t2_poison(&out);
+    CB->silu_mul_fwd(CB, out.c, ac, ld, bc, ld, M, C);
+    GB->silu_mul_fwd(GB, out.g, ag, ld, bg, ld, M, C);
+    CHECK(out, "silu_mul_fwd strided 29x47");
+    T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
+    T2 dh = t2_new((size_t)M * ld, 1);
+    t2_poison(&dh);   /* columns outside a and b stay NaN on both */
+    CB->silu_mul_bwd(CB, dh.c, dh.c + C + 1, dout.c, ac, ld, bc, ld, M, C);
+    GB->silu_mul_bwd(GB, dh.g, ACT_AT(GB, dh.g, C + 1), dout.g, ag, ld, bg, ld, M, C);
+    CHECK(dh, "silu_mul_bwd da, db strided");
+    T2 *ts[] = {&h, &out, &dout, &dh};
+    for (int i = 0; i < 4; i++) t2_free(ts[i]);
+}
+
+static void run_hgru1(int B, int N, int D) {
+    char what[96];
+    int ld = 5 * D + 2, xl_off = 4 * D + 1;
+    size_t M = (size_t)B * N;
+    T2 proj = t2_new(M * ld, 1);
+    {
+        float *hp = TU_NEW(float, M * ld);
+        tu_fill_normal(&R, hp, M * ld, 1.0f);
+        for (size_t m = 0; m < M; m++)   /* gate pre-activations spread wider */
+            for (int j = 0; j < D; j++) hp[m * ld + xl_off + j] *= 2.5f;
+        for (size_t i = 0; i < M * ld; i++) hp[i] = rb(hp[i]);
+        t2_set(&proj, hp);
+        free(hp);
+    }
+    float *th = TU_NEW(float, 3 * D);
+    for (int j = 0; j < D; j++) {
+        th[j] = powf(10000.0f, -2.0f * j / D) + 0.3f * (float)rng_normal(&R);
+        th[D + j] = 4.0f * (float)rng_normal(&R);   /* large angles too */
+        th[2 * D + j] = 0.9f * (float)rng_uniform(&R);   /* beta in [0, 0.9) */
+    }
+    T2 par = t2_new(3 * D, 0);
+    t2_set(&par, th);
+    free(th);
+    float *tfc = par.c, *trc = par.c + D, *bc = par.c + 2 * D;
+    float *tfg = par.g, *trg = par.g + D, *bg = par.g + 2 * D;
+    float *xcc = proj.c, *xlc = proj.c + xl_off;
+    float *xcg = proj.g, *xlg = ACT_AT(GB, proj.g, xl_off);
+
+    T2 out = t2_new(M * 2 * D, 1);
+    t2_poison(&out);
+    CB->hgru1_fwd(CB, out.c, xcc, xlc, ld, tfc, trc, bc, B, N, D);
+    GB->hgru1_fwd(GB, out.g, xcg, xlg, ld, tfg, trg, bg, B, N, D);
+    snprintf(what, sizeof what, "hgru1_fwd B%d N%d D%d ld%d", B, N, D, ld);
+    CHECK(out, what);
+
+    T2 dout = t2_randn(M * 2 * D, 1, 1.0f);
+    T2 dproj = t2_new(M * ld, 1);
+    t2_poison(&dproj);
+    T2 dpar = t2_randn(3 * D, 0, 1.0f);   /* += */
+    CB->hgru1_bwd(CB, dproj.c, dproj.c + xl_off, dpar.c, dpar.c + D, dpar.c + 2 * D, dout.c,
+                  xcc, xlc, ld, tfc, trc, bc, B, N, D);
+    GB->hgru1_bwd(GB, dproj.g, ACT_AT(GB, dproj.g, xl_off), dpar.g, dpar.g + D, dpar.g + 2 * D,
+                  dout.g, xcg, xlg, ld, tfg, trg, bg, B, N, D);
+    snprintf(what, sizeof what, "hgru1_bwd dxc,dxl B%d N%d D%d", B, N, D);
+    CHECK(dproj, what);
+    snprintf(what, sizeof what, "hgru1_bwd dtheta_f,r dbeta (+=)");
+    CHECK(dpar, what);
+    T2 *ts[] = {&proj, &par, &out, &dout, &dproj, &dpar};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+}
+
+static void test_hgru1(void **state) {
+    (void)state;
+    run_hgru1(3, 37, 21);    /* TT 4, odd everything */
+    run_hgru1(2, 256, 40);   /* TT 8: the ImageNet shape's path */
+    run_hgru1(2, 196, 19);
+    run_hgru1(2, 301, 17);   /* TT 16 */
+    run_hgru1(1, 700, 16);   /* TT 32 */
+    run_hgru1(1, 1500, 9);   /* TT 64 */
+    run_hgru1(4, 1, 5);      /* a single token */
+}
+
+static void test_lower_bounds(void **state) {
+    (void)state;
+    int L = 12, D = 19;
+    T2 gamma = t2_randn((size_t)L * D, 0, 1.0f);
+    T2 beta = t2_new((size_t)L * D, 0);
+    t2_poison(&beta);
+    CB->lower_bounds_fwd(CB, beta.c, gamma.c, L, D);
+    GB->lower_bounds_fwd(GB, beta.g, gamma.g, L, D);
+    CHECK(beta, "lower_bounds_fwd 12x19");
+    T2 dbeta = t2_randn((size_t)L * D, 0, 1.0f);
+    T2 dgamma = t2_randn((size_t)L * D, 0, 1.0f);
+    CB->lower_bounds_bwd(CB, dgamma.c, dbeta.c, gamma.c, L, D);
+    GB->lower_bounds_bwd(GB, dgamma.g, dbeta.g, gamma.g, L, D);
+    CHECK(dgamma, "lower_bounds_bwd dgamma (+=)");
+    T2 *ts[] = {&gamma, &beta, &dbeta, &dgamma};
+    for (int i = 0; i < 4; i++) t2_free(ts[i]);
+}
+
+static void test_normalize_u8(void **state) {
+    (void)state;
+    int B = 2, C = 3, H = 17, W = 23;
+    size_t n = (size_t)B * C * H * W;
+    uint8_t *h = TU_NEW(uint8_t, n);
+    for (size_t i = 0; i < n; i++) h[i] = (uint8_t)rng_int(&R, 256);
+    uint8_t *ic = (uint8_t *)CB->alloc(CB, n), *ig = (uint8_t *)GB->alloc(GB, n);
+    CB->to_device(CB, ic, h, n);
+    GB->to_device(GB, ig, h, n);
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    T2 out = t2_new(n, 1);
+    t2_poison(&out);
+    CB->normalize_u8(CB, out.c, ic, mean, sd, B, C, H, W);
+    GB->normalize_u8(GB, out.g, ig, mean, sd, B, C, H, W);
+    CHECK(out, "normalize_u8 2x3x17x23");
+    CB->free(CB, ic);
+    GB->free(GB, ig);
+    t2_free(&out);
+    free(h);
+}
+
+static void run_patchify(int B, int C, int H, int W, int p) {
+    char what[96];
+    size_t n = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
+    T2 img = t2_randn(n, 1, 1.0f);
+    T2 out = t2_new(no, 1);
+    t2_poison(&out);
+    CB->patchify_fwd(CB, out.c, img.c, B, C, H, W, p);
+    GB->patchify_fwd(GB, out.g, img.g, B, C, H, W, p);
+    snprintf(what, sizeof what, "patchify_fwd %dx%dx%dx%d p%d", B, C, H, W, p);
+    CHECK(out, what);
+    T2 dout = t2_randn(no, 1, 1.0f);
+    T2 dimg = t2_new(n, 1);
+    t2_poison(&dimg);
+    CB->patchify_bwd(CB, dimg.c, dout.c, B, C, H, W, p);
+    GB->patchify_bwd(GB, dimg.g, dout.g, B, C, H, W, p);
+    snprintf(what, sizeof what, "patchify_bwd (=) %dx%dx%dx%d p%d", B, C, H, W, p);
+    CHECK(dimg, what);
+    T2 *ts[] = {&img, &out, &dout, &dimg};
+    for (int i = 0; i < 4; i++) t2_free(ts[i]);
+}
+
+static void test_patchify(void **state) {
+    (void)state;
+    run_patchify(2, 3, 28, 21, 7);
+    run_patchify(3, 1, 30, 23, 7);   /* edges outside the patch grid */
+    run_patchify(1, 3, 224, 224, 14);
+}
+
+static void test_meanpool(void **state) {
+    (void)state;
+    int B = 3, N = 49, D = 37;
+    T2 x = t2_randn((size_t)B * N * D, 1, 1.0f);
+    T2 out = t2_new((size_t)B * D, 1);
+    t2_poison(&out);
+    CB->meanpool_fwd(CB, out.c, x.c, B, N, D);
+    GB->meanpool_fwd(GB, out.g, x.g, B, N, D);
+    CHECK(out, "meanpool_fwd 3x49x37");
+    T2 dout = t2_randn((size_t)B * D, 1, 1.0f);
+    T2 dx = t2_new((size_t)B * N * D, 1);
+    t2_poison(&dx);
+    CB->meanpool_bwd(CB, dx.c, dout.c, B, N, D);
+    GB->meanpool_bwd(GB, dx.g, dout.g, B, N, D);
+    CHECK(dx, "meanpool_bwd (=)");
+    T2 *ts[] = {&x, &out, &dout, &dx};
+    for (int i = 0; i < 4; i++) t2_free(ts[i]);
+}
+
+static void test_residual(void **state) {
+    (void)state;
+    int B = 4, S = 1001;
+    float hs[4] = {0.0f, 1.0f / 0.9f, 1.0f / 0.9f, 0.0f};
+    T2 sc = t2_new(B, 0);
+    t2_set(&sc, hs);
+    for (int withs = 0; withs < 2; withs++) {
+        T2 x = t2_randn((size_t)B * S, 1, 1.0f), f = t2_randn((size_t)B * S, 1, 1.0f);
+        CB->residual_fwd(CB, x.c, f.c, withs ? sc.c : NULL, B, S);
+        GB->residual_fwd(GB, x.g, f.g, withs ? sc.g : NULL, B, S);
+        CHECK(x, withs ? "residual_fwd x += scale f" : "residual_fwd x += f");
+        T2 df = t2_new((size_t)B * S, 1);
+        t2_poison(&df);
+        CB->residual_bwd(CB, df.c, x.c, withs ? sc.c : NULL, B, S);
+        GB->residual_bwd(GB, df.g, x.g, withs ? sc.g : NULL, B, S);
+        CHECK(df, "residual_bwd (=)");
+        t2_free(&x);
+        t2_free(&f);
+        t2_free(&df);
+    }
+    t2_free(&sc);
+}
+
+static void test_xent(void **state) {
+    (void)state;
+    int B = 7, C = 1003;
+    T2 logits = t2_randn((size_t)B * C, 1, 3.0f);
+    float *ht = TU_NEW(float, (size_t)B * C);
+    for (int b = 0; b < B; b++) {   /* soft targets: smoothing + a mixup pair */
+        for (int c = 0; c < C; c++) ht[(size_t)b * C + c] = 0.1f / C;
+        ht[(size_t)b * C + rng_int(&R, C)] += 0.6f;
+        ht[(size_t)b * C + rng_int(&R, C)] += 0.3f;
+    }
+    T2 tg = t2_new((size_t)B * C, 0);
+    t2_set(&tg, ht);
+    free(ht);
+    T2 loss = t2_new(B, 0), probs = t2_new((size_t)B * C, 0);
+    t2_poison(&loss);
+    t2_poison(&probs);
+    CB->xent_fwd(CB, loss.c, probs.c, logits.c, tg.c, B, C);
+    GB->xent_fwd(GB, loss.g, probs.g, logits.g, tg.g, B, C);
+    CHECK(loss, "xent_fwd loss 7x1003");
+    CHECK(probs, "xent_fwd probs");
+    /* backward from the CPU's probabilities */
+    float *hp = TU_NEW(float, (size_t)B * C);
+    CB->to_host(CB, hp, probs.c, (size_t)B * C * 4);
+    t2_set(&probs, hp);
+    free(hp);
+    T2 dl = t2_new((size_t)B * C, 1);
+    t2_poison(&dl);
+    CB->xent_bwd(CB, dl.c, probs.c, tg.c, 1.0f / B, B, C);
+    GB->xent_bwd(GB, dl.g, probs.g, tg.g, 1.0f / B, B, C);
+    CHECK(dl, "xent_bwd dlogits (=)");
+    T2 *ts[] = {&logits, &tg, &loss, &probs, &dl};
+    for (int i = 0; i < 5; i++) t2_free(ts[i]);
+}
+
+static void test_sumsq_scale(void **state) {
+    (void)state;
+    size_t n = 1000003;
+    T2 x = t2_randn(n, 0, 1.0f);
+    float a0 = 1.5f;
+    T2 acc = t2_new(1, 0);
+    t2_set(&acc, &a0);
+    CB->sumsq(CB, acc.c, x.c, n);
+    GB->sumsq(GB, acc.g, x.g, n);
+    CB->sumsq(CB, acc.c, x.c, 17);
+    GB->sumsq(GB, acc.g, x.g, 17);
+    t2_check(&acc, "sumsq (+=, twice)", 1e-6);
+    CB->scale(CB, x.c, 0.37f, n);
+    GB->scale(GB, x.g, 0.37f, n);
+    CHECK(x, "scale");
+    t2_free(&x);
+    t2_free(&acc);
+}
+
+static void test_adamw(void **state) {
+    (void)state;
+    /* a weight inside a registered parameter block: after the update, a
+     * matmul (bf16 shadow in bf16 mode) must see the new values */
+    int M = 23, K = 40, N = 31;
+    size_t off = 5, nw = (size_t)N * K;
+    PBlock P = pblock_new(off + nw + 7, 0.5f);
+    T2 g = t2_randn(nw, 0, 1.0f), m = t2_randn(nw, 0, 0.1f), v = t2_new(nw, 0);
+    float *hv = TU_NEW(float, nw);
+    for (size_t i = 0; i < nw; i++) hv[i] = 0.01f + (float)rng_uniform(&R);
+    t2_set(&v, hv);
+    free(hv);
+    float gn = 40.0f;   /* sqrt = 6.3 > max_norm: clipping active */
+    T2 gns = t2_new(1, 0);
+    t2_set(&gns, &gn);
+    for (int step = 3; step <= 4; step++) {
+        AdamWArgs a = {2e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, step, 5.0f};
+        CB->adamw(CB, P.t.c + off, g.c, m.c, v.c, nw, &a, gns.c);
+        GB->adamw(GB, P.t.g + off, g.g, m.g, v.g, nw, &a, gns.g);
+    }
+    t2_check(&P.t, "adamw params (2 steps, clipped)", 1e-5);
+    t2_check(&m, "adamw m", 1e-5);
+    t2_check(&v, "adamw v", 1e-5);
+    AdamWArgs a0 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 0.0f};
+    CB->adamw(CB, P.t.c + off, g.c, m.c, v.c, nw, &a0, NULL);
+    GB->adamw(GB, P.t.g + off, g.g, m.g, v.g, nw, &a0, NULL);
+    t2_check(&P.t, "adamw params (no clip, no decay)", 1e-5);
+    T2 inp = t2_randn((size_t)M * K, 1, 1.0f), out = t2_new((size_t)M * N, 1);
+    t2_poison(&out);
+    CB->matmul_fwd(CB, out.c, inp.c, P.t.c + off, NULL, M, K, N);
+    GB->matmul_fwd(GB, out.g, inp.g, P.t.g + off, NULL, M, K, N);
+    CHECK(out, "matmul after adamw (shadow fresh)");
+    T2 *ts[] = {&g, &m, &v, &gns, &inp, &out};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+    pblock_free(&P);
+}
+
+/* ------------------------------------------------------------------ bench */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+typedef struct {
+    Backend *bk;
+    void *a, *b, *c, *d, *e, *f;
+    int B, N, D, ld;
+    float *par, *dpar;
+} ScanBench;
+
+static void *gfill(Backend *bk, size_t bytes) {
+    size_t n = bytes / 4;
+    float *h = TU_NEW(float, n);
+    tu_fill_uniform(&R, h, n, -1.5f, 1.5f);
+    void *p = bk->alloc(bk, bytes);
+    if (bk->act_elem == 2) {   /* bytes of bf16: reinterpret pairs of random bf16 values */
+        uint16_t *u = (uint16_t *)h;
+        for (size_t i = 0; i < n * 2; i++) u[i] = f2bf((float)(((i * 2654435761u) >> 8) % 2001) / 1000.0f - 1.0f);
+    }
+    bk->to_device(bk, p, h, n * 4);
+    free(h);
+    return p;
+}
+
+static double time_it(Backend *bk, void (*fn)(void *), void *ctx, int iters) {
+    for (int i = 0; i < 3; i++) fn(ctx);
+    bk->sync(bk);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++) fn(ctx);
+        bk->sync(bk);
+        double t = (now_s() - t0) / iters;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static void scan_fwd_fn(void *p) {
+    ScanBench *s = (ScanBench *)p;
+    Backend *bk = s->bk;
+    bk->hgru1_fwd(bk, (float *)s->c, (const float *)s->a, ACT_AT(bk, s->a, 4 * s->D), s->ld,
+                  s->par, s->par + s->D, s->par + 2 * s->D, s->B, s->N, s->D);
+}
+static void scan_bwd_fn(void *p) {
+    ScanBench *s = (ScanBench *)p;
+    Backend *bk = s->bk;
+    bk->hgru1_bwd(bk, (float *)s->e, ACT_AT(bk, s->e, 4 * s->D), s->dpar, s->dpar + s->D,
+                  s->dpar + 2 * s->D, (const float *)s->d, (const float *)s->a,
+                  ACT_AT(bk, s->a, 4 * s->D), s->ld, s->par, s->par + s->D, s->par + 2 * s->D,
+                  s->B, s->N, s->D);
+}
+typedef struct { Backend *bk; void *dst, *src; size_t bytes; } CopyBench;
+static void copy_fn(void *p) {
+    CopyBench *c = (CopyBench *)p;
+    c->bk->copy(c->bk, c->dst, c->src, c->bytes);
+}
+typedef struct { Backend *bk; void *x, *w, *b, *y, *dy, *dx, *dw, *db; int M, K, N; } GemmBench;
+static void gemm_fwd_fn(void *p) {
+    GemmBench *g = (GemmBench *)p;
+    g->bk->matmul_fwd(g->bk, (float *)g->y, (const float *)g->x, (const float *)g->w,
+                      (const float *)g->b, g->M, g->K, g->N);
+}
+static void gemm_bwd_fn(void *p) {
+    GemmBench *g = (GemmBench *)p;
+    g->bk->matmul_bwd(g->bk, (float *)g->dx, (float *)g->dw, (float *)g->db, (const float *)g->dy,
+                      (const float *)g->x, (const float *)g->w, g->M, g->K, g->N);
+}
+
+static void bench(void) {
+    printf("\n==== timings (median-free: best of 3 averages; host clock around synced loops) ====\n");
+    char err[256];
+    double copy_gbs = 0;
+    printf("%-6s %-34s %10s %10s %9s %7s\n", "prec", "op", "ms", "MB moved", "GB/s", "%copy");
+    for (int bf = 0; bf < 2; bf++) {
+        Backend *bk = backend_cuda_create(0, bf, err, sizeof err);
+        if (!bk) { printf("bench: %s\n", err); return; }
+        const char *pn = bf ? "bf16" : "fp32";
+        if (!bf) {
+            CopyBench c = {bk, NULL, NULL, (size_t)1 << 30};
+            c.src = gfill(bk, c.bytes);
+            c.dst = bk->alloc(bk, c.bytes);
+            double t = time_it(bk, copy_fn, &c, 10);
+            copy_gbs = 2.0 * c.bytes / t / 1e9;
+            printf("%-6s %-34s %10.3f %10.0f %9.0f %7s\n", "-", "device copy 1 GiB (read+write)",
+                   t * 1e3, 2.0 * c.bytes / 1e6, copy_gbs, "100");
+            bk->free(bk, c.src);
+            bk->free(bk, c.dst);
+        }
+        int shapes[2][3] = {{256, 256, 192}, {8, 1024, 64}};
+        for (int si = 0; si < 2; si++) {
+            ScanBench s;
+            memset(&s, 0, sizeof s);
+            s.bk = bk;
+            s.B = shapes[si][0];
+            s.N = shapes[si][1];
+            s.D = shapes[si][2];
+            s.ld = 5 * s.D;
+            size_t M = (size_t)s.B * s.N, e = bk->act_elem;
+            s.a = gfill(bk, M * s.ld * e);
+            s.c = bk->alloc(bk, M * 2 * s.D * e);
+            s.d = gfill(bk, M * 2 * s.D * e);
+            s.e = bk->alloc(bk, M * s.ld * e);
+            float *hp = TU_NEW(float, 3 * s.D);
+            for (int j = 0; j < s.D; j++) {
+                hp[j] = powf(10000.0f, -2.0f * j / s.D);
+                hp[s.D + j] = hp[j];
+                hp[2 * s.D + j] = 0.5f;
+            }
+            s.par = (float *)bk->alloc(bk, 3 * s.D * 4);
+            bk->to_device(bk, s.par, hp, 3 * s.D * 4);
+            free(hp);
+            s.dpar = (float *)bk->alloc(bk, 3 * s.D * 4);
+            double tf = time_it(bk, scan_fwd_fn, &s, 20);
+            double tb = time_it(bk, scan_bwd_fn, &s, 20);
+            double bf_ = (double)M * s.D * 5 * e, bb = (double)M * s.D * 8 * e;
+            char name[64];
+            snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d", s.B, s.N, s.D);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bf_ / 1e6,
+                   bf_ / tf / 1e9, 100 * bf_ / tf / 1e9 / copy_gbs);
+            snprintf(name, sizeof name, "hgru1_bwd B%d N%d D%d", s.B, s.N, s.D);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tb * 1e3, bb / 1e6,
+                   bb / tb / 1e9, 100 * bb / tb / 1e9 / copy_gbs);
+            snprintf(name, sizeof name, "hgru1 fwd+bwd B%d N%d D%d", s.B, s.N, s.D);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, (tf + tb) * 1e3,
+                   (bf_ + bb) / 1e6, (bf_ + bb) / (tf + tb) / 1e9,
+                   100 * (bf_ + bb) / (tf + tb) / 1e9 / copy_gbs);
+            bk->free(bk, s.a);
+            bk->free(bk, s.c);
+            bk->free(bk, s.d);
+            bk->free(bk, s.e);
+            bk->free(bk, s.par);
+            bk->free(bk, s.dpar);
+        }
+        /* the Tiny model's GEMMs at batch 256 (M = 65536 tokens) */
+        int gs[4][3] = {{65536, 192, 960}, {65536, 384, 192}, {65536, 192, 768}, {65536, 384, 192}};
+        const char *gn[4] = {"in-proj 192->960", "out-proj 384->192", "GLU w12 192->768",
+                             "GLU w3 384->192"};
+        for (int gi = 0; gi < 4; gi++) {
+            GemmBench g;
+            memset(&g, 0, sizeof g);
+            g.bk = bk;
+            g.M = gs[gi][0];
+            g.K = gs[gi][1];
+            g.N = gs[gi][2];
+            size_t e = bk->act_elem, nw = (size_t)g.N * g.K;
+            float *pb = (float *)gfill(bk, (nw + g.N) * 4);
+            bk->params_changed(bk, pb, nw + g.N);
+            g.w = pb;
+            g.b = pb + nw;
+            g.x = gfill(bk, (size_t)g.M * g.K * e);
+            g.y = bk->alloc(bk, (size_t)g.M * g.N * e);
+            g.dy = gfill(bk, (size_t)g.M * g.N * e);
+            g.dx = bk->alloc(bk, (size_t)g.M * g.K * e);
+            g.dw = bk->alloc(bk, nw * 4);
+            g.db = bk->alloc(bk, g.N * 4);
+            double tf = time_it(bk, gemm_fwd_fn, &g, 20);
+            double tb = time_it(bk, gemm_bwd_fn, &g, 20);
+            double fl = 2.0 * g.M * g.K * g.N;
+            char name[64];
+            snprintf(name, sizeof name, "matmul_fwd %s", gn[gi]);
+            printf("%-6s %-34s %10.4f %10s %9.1f TFLOP/s\n", pn, name, tf * 1e3, "", fl / tf / 1e12);
+            snprintf(name, sizeof name, "matmul_bwd %s", gn[gi]);
+            printf("%-6s %-34s %10.4f %10s %9.1f TFLOP/s\n", pn, name, tb * 1e3, "",
+                   2 * fl / tb / 1e12);
+            bk->free(bk, pb);
+            void *ps[] = {g.x, g.y, g.dy, g.dx, g.dw, g.db};
+            for (int i = 0; i < 6; i++) bk->free(bk, ps[i]);
+        }
+        bk->destroy(bk);
+    }
+}
+
+/* ------------------------------------------------------------------ main */
+static int setup_mode(int bf) {
+    char err[256];
+    BF = bf;
+    TOL = bf ? 2e-2 : 1e-5;
+    GB = backend_cuda_create(0, bf, err, sizeof err);
+    if (!GB) {
+        fprintf(stderr, "backend_cuda_create: %s\n", err);
+        return -1;
+    }
+    CB = backend_cpu_create(0, err, sizeof err);
+    if (!CB) {
+        fprintf(stderr, "backend_cpu_create: %s\n", err);
+        return -1;
+    }
+    rng_seed(&R, 1234 + bf);
+    return 0;
+}
+static int setup_fp32(void **s) { (void)s; return setup_mode(0); }
+static int setup_bf16(void **s) { (void)s; return setup_mode(1); }
+static int teardown(void **s) {
+    (void)s;
+    GB->destroy(GB);
+    CB->destroy(CB);
+    return 0;
+}
+
+int main(void) {
+    if (!backend_cuda_available()) {
+        printf("no CUDA GPU visible: skipping\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory),     cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
+        cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),
+        cmocka_unit_test(test_patchify),   cmocka_unit_test(test_meanpool),
+        cmocka_unit_test(test_residual),   cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
+    };
+    int fails = cmocka_run_group_tests_name("cuda_vs_cpu_fp32", tests, setup_fp32, teardown);
+    fails += cmocka_run_group_tests_name("cuda_vs_cpu_bf16", tests, setup_bf16, teardown);
+    printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
+           worst_err[1]);
+    const char *b = getenv("HGRN_BENCH");
+    if (b && *b && *b != '0') bench();
+    return fails ? 1 : 0;
+}
