@@ -109,8 +109,10 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
-        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb,
-                                                    plan->ld, plan->ld, pref, 1, &res, &found));
+        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb,
+                                                           plan->ld, plan->ld, pref, 1, &res,
+                                                           &found);
+        if (hs != CUBLAS_STATUS_SUCCESS) found = 0;   /* e.g. NOT_SUPPORTED: fall back */
         cublasLtMatmulPreferenceDestroy(pref);
         plan->fallback = found < 1;
         if (found >= 1) plan->algo = res.algo;

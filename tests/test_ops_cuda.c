@@ -145,12 +145,6 @@ static double t2_check(T2 *t, const char *what, double tol) {
 }
 #define CHECK(t, what) t2_check(&(t), (what), TOL)
 
-/* Both backends, same call. */
-#define BOTH(op, ...)                    \
-    do {                                 \
-        CB->op(CB, __VA_ARGS__);         \
-    } while (0)
-
 /* ------------------------------------------------------------------ tests */
 
 static void test_memory(void **state) {
@@ -607,17 +601,22 @@ typedef struct {
     float *par, *dpar;
 } ScanBench;
 
-static void *gfill(Backend *bk, size_t bytes) {
-    size_t n = bytes / 4;
-    float *h = TU_NEW(float, n);
-    tu_fill_uniform(&R, h, n, -1.5f, 1.5f);
+/* device buffer of random values: act != 0 and bf16 backend: bf16 elements */
+static void *gfill(Backend *bk, size_t bytes, int act) {
     void *p = bk->alloc(bk, bytes);
-    if (bk->act_elem == 2) {   /* bytes of bf16: reinterpret pairs of random bf16 values */
-        uint16_t *u = (uint16_t *)h;
-        for (size_t i = 0; i < n * 2; i++) u[i] = f2bf((float)(((i * 2654435761u) >> 8) % 2001) / 1000.0f - 1.0f);
+    if (act && bk->act_elem == 2) {
+        size_t n = bytes / 2;
+        uint16_t *u = TU_NEW(uint16_t, n);
+        for (size_t i = 0; i < n; i++) u[i] = f2bf(1.5f * (2.0f * rng_uniformf(&R) - 1.0f) + 1e-3f);
+        bk->to_device(bk, p, u, n * 2);
+        free(u);
+    } else {
+        size_t n = bytes / 4;
+        float *h = TU_NEW(float, n);
+        tu_fill_uniform(&R, h, n, -1.5f, 1.5f);
+        bk->to_device(bk, p, h, n * 4);
+        free(h);
     }
-    bk->to_device(bk, p, h, n * 4);
-    free(h);
     return p;
 }
 
@@ -677,7 +676,7 @@ static void bench(void) {
         const char *pn = bf ? "bf16" : "fp32";
         if (!bf) {
             CopyBench c = {bk, NULL, NULL, (size_t)1 << 30};
-            c.src = gfill(bk, c.bytes);
+            c.src = gfill(bk, c.bytes, 0);
             c.dst = bk->alloc(bk, c.bytes);
             double t = time_it(bk, copy_fn, &c, 10);
             copy_gbs = 2.0 * c.bytes / t / 1e9;
@@ -696,9 +695,9 @@ static void bench(void) {
             s.D = shapes[si][2];
             s.ld = 5 * s.D;
             size_t M = (size_t)s.B * s.N, e = bk->act_elem;
-            s.a = gfill(bk, M * s.ld * e);
+            s.a = gfill(bk, M * s.ld * e, 1);
             s.c = bk->alloc(bk, M * 2 * s.D * e);
-            s.d = gfill(bk, M * 2 * s.D * e);
+            s.d = gfill(bk, M * 2 * s.D * e, 1);
             s.e = bk->alloc(bk, M * s.ld * e);
             float *hp = TU_NEW(float, 3 * s.D);
             for (int j = 0; j < s.D; j++) {
@@ -743,13 +742,13 @@ static void bench(void) {
             g.K = gs[gi][1];
             g.N = gs[gi][2];
             size_t e = bk->act_elem, nw = (size_t)g.N * g.K;
-            float *pb = (float *)gfill(bk, (nw + g.N) * 4);
+            float *pb = (float *)gfill(bk, (nw + g.N) * 4, 0);
             bk->params_changed(bk, pb, nw + g.N);
             g.w = pb;
             g.b = pb + nw;
-            g.x = gfill(bk, (size_t)g.M * g.K * e);
+            g.x = gfill(bk, (size_t)g.M * g.K * e, 1);
             g.y = bk->alloc(bk, (size_t)g.M * g.N * e);
-            g.dy = gfill(bk, (size_t)g.M * g.N * e);
+            g.dy = gfill(bk, (size_t)g.M * g.N * e, 1);
             g.dx = bk->alloc(bk, (size_t)g.M * g.K * e);
             g.dw = bk->alloc(bk, nw * 4);
             g.db = bk->alloc(bk, g.N * 4);

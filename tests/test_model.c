@@ -1,0 +1,222 @@
+/* test_model.c - the whole HGRN1-DeiT model on the CPU backend at a tiny size:
+ * hand-written backward against central finite differences of the forward
+ * (directional derivatives, per tensor and over all parameters), with drop
+ * path active and soft targets; parameter naming and layout facts; the
+ * ImageNet configs' parameter counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "config.h"
+#include "model.h"
+#include "test_util.h"
+
+static Config tiny_config(float drop_path) {
+    Config c;
+    config_defaults(&c);
+    c.image_size = 8; c.channels = 2; c.patch_size = 2;   /* 16 tokens of 8 values */
+    c.dim = 6; c.depth = 3; c.glu_dim = 10; c.num_classes = 5;
+    c.drop_path = drop_path;
+    c.num_mean = c.num_std = 2;
+    c.mean[0] = 0.4f; c.mean[1] = 0.5f; c.std[0] = 0.25f; c.std[1] = 0.3f;
+    return c;
+}
+
+typedef struct {
+    Backend *bk;
+    Model *m;
+    uint8_t *img;
+    float *targets;
+    int B;
+} Fixture;
+
+static double loss_at(Fixture *f) {
+    Rng dp = rng_stream(99, 0);   /* the same drop-path masks every time */
+    model_forward(f->m, f->img, f->B, 1, &dp);
+    return model_loss(f->m, f->targets, f->B, NULL);
+}
+
+static void check_gradients(float drop_path) {
+    char err[256];
+    Fixture f = {0};
+    f.B = 3;
+    Config c = tiny_config(drop_path);
+    f.bk = backend_cpu_create(1, err, sizeof err);
+    assert_non_null(f.bk);
+    f.m = model_create(f.bk, &c, f.B, 1, err, sizeof err);
+    assert_non_null(f.m);
+    size_t np = model_num_params(f.m);
+    Rng r;
+    rng_seed(&r, 1234);
+    /* parameters of order one (init-scale weights make gradients too small to test) */
+    float *p = model_params(f.m);
+    tu_fill_uniform(&r, p, np, -0.6f, 0.6f);
+    /* lower bounds: keep beta away from 1 so gradients through lambda are alive */
+    for (int i = 0; i < model_num_tensors(f.m); i++) {
+        const ParamInfo *t = model_tensor(f.m, i);
+        if (!strcmp(t->name, "lower_bounds"))
+            for (size_t k = 0; k < t->numel; k++) p[t->offset + k] = (float)rng_normal(&r);
+    }
+    size_t npx = (size_t)f.B * c.channels * c.image_size * c.image_size;
+    f.img = TU_NEW(uint8_t, npx);
+    for (size_t i = 0; i < npx; i++) f.img[i] = (uint8_t)(1 + rng_int(&r, 254));
+    f.targets = TU_NEW(float, f.B * c.num_classes);
+    for (int b = 0; b < f.B; b++) {
+        double s = 0;
+        for (int k = 0; k < c.num_classes; k++) s += f.targets[b * c.num_classes + k] = 0.05f + (float)rng_uniform(&r);
+        for (int k = 0; k < c.num_classes; k++) f.targets[b * c.num_classes + k] /= (float)s;
+    }
+
+    model_zero_grads(f.m);
+    loss_at(&f);
+    model_backward(f.m, f.B);
+    float *g = tu_copy_float(model_grads(f.m), np);
+    float *p0 = tu_copy_float(p, np);
+
+    /* per tensor: derivative along a random direction supported on that tensor */
+    const double h = 1e-3;
+    int checked = 0;
+    for (int i = 0; i < model_num_tensors(f.m); i++) {
+        const ParamInfo *t = model_tensor(f.m, i);
+        double *v = TU_NEW(double, t->numel), an = 0;
+        for (size_t k = 0; k < t->numel; k++) {
+            v[k] = rng_normal(&r);
+            an += v[k] * g[t->offset + k];
+        }
+        for (size_t k = 0; k < t->numel; k++) p[t->offset + k] = (float)(p0[t->offset + k] + h * v[k]);
+        double lp = loss_at(&f);
+        for (size_t k = 0; k < t->numel; k++) p[t->offset + k] = (float)(p0[t->offset + k] - h * v[k]);
+        double lm = loss_at(&f);
+        memcpy(p + t->offset, p0 + t->offset, t->numel * sizeof(float));
+        double fd = (lp - lm) / (2 * h);
+        double tol = 2e-2 * fmax(fabs(fd), fabs(an)) + 3e-4;
+        if (fabs(fd - an) > tol)
+            fail_msg("%s: analytic %.6g vs finite difference %.6g", t->name, an, fd);
+        double gn = 0;
+        for (size_t k = 0; k < t->numel; k++) gn += (double)g[t->offset + k] * g[t->offset + k];
+        checked += sqrt(gn) > 1e-5;
+        if (getenv("TEST_VERBOSE")) printf("%-50s an %.4g fd %.4g\n", t->name, an, fd);
+        free(v);
+    }
+    /* without drop path every tensor must carry gradient (a dead branch would
+     * pass the check above); with it, dropped branches legitimately get none */
+    if (drop_path == 0.0f) assert_int_equal(checked, model_num_tensors(f.m));
+
+    /* all parameters at once */
+    double *v = TU_NEW(double, np), an = 0;
+    for (size_t k = 0; k < np; k++) { v[k] = rng_normal(&r); an += v[k] * g[k]; }
+    for (size_t k = 0; k < np; k++) p[k] = (float)(p0[k] + h * v[k]);
+    double lp = loss_at(&f);
+    for (size_t k = 0; k < np; k++) p[k] = (float)(p0[k] - h * v[k]);
+    double lm = loss_at(&f);
+    double fd = (lp - lm) / (2 * h);
+    assert_true(fabs(fd - an) <= 5e-3 * fabs(fd) + 1e-4);
+
+    /* gradients accumulate when zero_grads is skipped */
+    memcpy(p, p0, np * sizeof(float));
+    loss_at(&f);
+    model_backward(f.m, f.B);
+    float *g2 = model_grads(f.m);
+    for (size_t k = 0; k < np; k++) assert_true(fabs(g2[k] - 2 * g[k]) <= 1e-5 * fabs(g[k]) + 1e-7);
+
+    free(v); free(g); free(p0); free(f.img); free(f.targets);
+    model_destroy(f.m);
+    f.bk->destroy(f.bk);
+}
+
+static void test_grad_no_drop_path(void **s) { (void)s; check_gradients(0.0f); }
+static void test_grad_drop_path(void **s) { (void)s; check_gradients(0.5f); }
+
+/* Parameter layout facts other code relies on: official names, decay group
+ * first and contiguous, the fused projections adjacent. */
+static void test_layout(void **s) {
+    (void)s;
+    char err[256];
+    Config c = tiny_config(0);
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    Model *m = model_create(bk, &c, 2, 1, err, sizeof err);
+    assert_non_null(m);
+    size_t dn = model_decay_numel(m), total = 0;
+    int seen_theta = 0, seen_lb = 0;
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *t = model_tensor(m, i);
+        total += t->numel;
+        assert_true(t->decay ? t->offset + t->numel <= dn : t->offset >= dn);
+        if (strstr(t->name, "theta_forward")) { seen_theta = 1; assert_int_equal(t->decay, 1); }
+        if (!strcmp(t->name, "lower_bounds")) { seen_lb = 1; assert_int_equal(t->decay, 0); }
+        if (strstr(t->name, ".bias") || strstr(t->name, "norm.")) assert_int_equal(t->decay, 0);
+    }
+    assert_true(seen_theta && seen_lb);
+    assert_int_equal(total, model_num_params(m));
+    assert_int_equal(total, model_count_params(&c));
+    model_destroy(m);
+    bk->destroy(bk);
+}
+
+/* Counts the issue names: within 1% of 6.1 M (Tiny) and 23.7 M (Small). */
+static void test_imagenet_param_counts(void **s) {
+    (void)s;
+    char err[512];
+    const char *files[2] = {"hgrn1_deit_tiny.cfg", "hgrn1_deit_small.cfg"};
+    double want[2] = {6.1e6, 23.7e6};
+    for (int i = 0; i < 2; i++) {
+        Config c;
+        config_defaults(&c);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/configs/%s", HGRN_SOURCE_DIR, files[i]);
+        assert_int_equal(config_load(&c, path, err, sizeof err), 0);
+        double n = (double)model_count_params(&c);
+        if (fabs(n - want[i]) > 0.01 * want[i]) fail_msg("%s: %.0f params, want %.0f +- 1%%", files[i], n, want[i]);
+    }
+}
+
+/* Training mode and eval mode give the same logits when drop path is off. */
+static void test_eval_matches_train_forward(void **s) {
+    (void)s;
+    char err[256];
+    Config c = tiny_config(0.3f);
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    Model *mt = model_create(bk, &c, 4, 1, err, sizeof err), *me = model_create(bk, &c, 4, 0, err, sizeof err);
+    model_init(mt, 5);
+    model_init(me, 5);
+    uint8_t img[4 * 2 * 64];
+    Rng r;
+    rng_seed(&r, 3);
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rng_u32(&r);
+    float pt[20], pe[20], pe3[15];
+    model_forward(mt, img, 4, 0, NULL);
+    model_loss(mt, NULL, 4, NULL);
+    model_probs(mt, pt, 4);
+    model_forward(me, img, 4, 0, NULL);
+    model_loss(me, NULL, 4, NULL);
+    model_probs(me, pe, 4);
+    assert_memory_equal(pt, pe, sizeof pt);
+    /* a smaller batch gives the same per-sample results (samples are independent) */
+    model_forward(me, img, 3, 0, NULL);
+    model_loss(me, NULL, 3, NULL);
+    model_probs(me, pe3, 3);
+    for (int i = 0; i < 15; i++) assert_true(fabsf(pe3[i] - pe[i]) <= 1e-6f);
+    double sum = 0;
+    for (int k = 0; k < 5; k++) sum += pe[k];
+    assert_true(fabs(sum - 1.0) < 1e-5);
+    model_destroy(mt);
+    model_destroy(me);
+    bk->destroy(bk);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grad_no_drop_path),
+        cmocka_unit_test(test_grad_drop_path),
+        cmocka_unit_test(test_layout),
+        cmocka_unit_test(test_imagenet_param_counts),
+        cmocka_unit_test(test_eval_matches_train_forward),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
