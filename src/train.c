@@ -65,7 +65,6 @@ int cmd_train(int argc, char **argv) {
     char **classes = NULL;
     FILE *metrics = NULL;
 
-    if (mkdir_p(out, err, sizeof err) < 0) goto fail;
     if (!(tr = open_dataset(c, "train", err, sizeof err))) goto fail;
     if (!(va = open_dataset(c, "val", err, sizeof err))) goto fail;
     if (tr->num_classes > c->num_classes) {
@@ -84,6 +83,7 @@ int cmd_train(int argc, char **argv) {
         goto fail;
     }
 
+    if (mkdir_p(out, err, sizeof err) < 0) goto fail;   /* only once the inputs are known good */
     TrainState ts = {0, 0, 0, -1.0f};
     if (cli.resume[0]) {
         char w[1024], s[1100];

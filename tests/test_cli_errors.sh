@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Bad input through the real command line: each case must exit non-zero with
+# one line naming the key or file, and write nothing half-way.
+# usage: test_cli_errors.sh HGRN_BINARY SOURCE_DIR
+set -u
+hgrn=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0; n=0
+cfg=$src/configs/fmnist_hgrn1_tiny.cfg
+
+# expect_error NAME PATTERN -- COMMAND...: non-zero exit, stderr matches PATTERN
+expect_error() {
+  local name=$1 pat=$2; shift 3
+  n=$((n + 1))
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ $rc -eq 0 ]; then echo "FAIL $name: exit 0"; fails=$((fails + 1)); return; fi
+  if ! grep -qE -- "$pat" "$tmp/err"; then
+    echo "FAIL $name: stderr does not match /$pat/:"; cat "$tmp/err"; fails=$((fails + 1)); return
+  fi
+  echo "ok   $name: $(head -n 1 "$tmp/err")"
+}
+
+expect_error bad-value "model.dim" -- "$hgrn" info --config "$cfg" --model.dim -3
+expect_error unknown-key "model.colour" -- "$hgrn" info --config "$cfg" --model.colour 3
+expect_error unknown-flag "--frobnicate" -- "$hgrn" train --config "$cfg" --frobnicate 1
+printf '[model]\ndim = 12abc\n' >"$tmp/bad.cfg"
+expect_error bad-config-file "bad.cfg:2.*model.dim" -- "$hgrn" info --config "$tmp/bad.cfg"
+printf '[model]\nwidth = 12\n' >"$tmp/unk.cfg"
+expect_error unknown-config-key "unk.cfg:2.*model.width" -- "$hgrn" info --config "$tmp/unk.cfg"
+expect_error missing-config "nope.cfg" -- "$hgrn" info --config "$tmp/nope.cfg"
+expect_error missing-dataset "$tmp/no_data" -- "$hgrn" train --config "$cfg" --device cpu --data "$tmp/no_data" --out "$tmp/run1"
+[ -e "$tmp/run1" ] && { echo "FAIL missing-dataset created its run directory"; fails=$((fails + 1)); }
+expect_error patch-divides "patch_size" -- "$hgrn" info --config "$cfg" --model.patch_size 5
+expect_error missing-ckpt "$tmp/none.safetensors" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" --device cpu
+echo "not a checkpoint" >"$tmp/junk.safetensors"
+expect_error junk-ckpt "junk.safetensors" -- "$hgrn" classify --ckpt "$tmp/junk.safetensors" --device cpu "$cfg"
+expect_error unknown-command "unknown command" -- "$hgrn" frobnicate
+
+# a real (tiny, 1-step) checkpoint for the classify cases
+"$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --model.dim 8 --model.depth 1 --model.glu_dim 8 \
+  --train.max_steps 1 --data.train_limit 256 --data.val_limit 64 >/dev/null 2>&1 || { echo "FAIL tiny train"; exit 1; }
+expect_error classify-not-image "fmnist_hgrn1_tiny.cfg.*(not a JPEG or PNG|not an image|unknown)" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$cfg"
+expect_error classify-missing "$tmp/missing.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/missing.jpg"
+: >"$tmp/empty.jpg"
+expect_error classify-empty "empty.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/empty.jpg"
+expect_error resume-wrong-model "has shape" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume \
+  --model.dim 16 --model.depth 1 --model.glu_dim 8 --data.train_limit 256 --data.val_limit 64
+
+echo "$((n - fails)) passed, $fails failed"
+[ $fails -eq 0 ]
