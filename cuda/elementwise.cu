@@ -40,13 +40,13 @@ void cu_add_bias(CudaImpl *im, float *out, const float *bias, int R, int C) {
 }
 
 /* ---- deterministic column sums: pass 1 per-block partials, pass 2 in order ---- */
-#define CS_ROWS_PER_BLOCK 64
+#define CS_MAX_BLOCKS 1024
 template <typename T>
-__global__ void k_colsum_partial(float *partial, const T *x, int R, int C) {
+__global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int rpb) {
     __shared__ float sm[8][33];
     int c = blockIdx.x * 32 + threadIdx.x;
-    int r0 = blockIdx.y * CS_ROWS_PER_BLOCK;
-    int r1 = min(R, r0 + CS_ROWS_PER_BLOCK);
+    int r0 = blockIdx.y * rpb;
+    int r1 = min(R, r0 + rpb);
     float s = 0.0f;
     if (c < C)
         for (int r = r0 + threadIdx.y; r < r1; r += 8) s += ldf(&x[(size_t)r * C + c]);
@@ -72,11 +72,13 @@ void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, i
 }
 void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C) {
     if (R <= 0 || C <= 0) return;
-    int G = (int)ceil_div(R, CS_ROWS_PER_BLOCK);
+    int rpb = 64;
+    if (ceil_div(R, rpb) > CS_MAX_BLOCKS) rpb = (int)ceil_div(R, CS_MAX_BLOCKS);
+    int G = (int)ceil_div(R, rpb);
     float *partial = (float *)hgrn_scratch(im, (size_t)G * C * sizeof(float));
     dim3 grid(ceil_div(C, 32), G), block(32, 8);
     ACT_DISPATCH(im, T, k_colsum_partial<T><<<grid, block, 0, im->stream>>>(partial, (const T *)x,
-                                                                            R, C));
+                                                                            R, C, rpb));
     LAUNCH_CHECK("k_colsum_partial");
     cu_partials_finish(im, out, partial, G, C);
 }

@@ -225,7 +225,7 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
 }
 
 static void usage(void) {
-    printf("usage: hgrn bench-data DIR [--threads N] [--images N] [--size S] [--no-dct] [--simd-scales]\n"
+    printf("usage: hgrn bench-data DIR [--threads N] [--images N] [--size S] [--no-dct] [--all-scales]\n"
            "                          [--config FILE]\n"
            "       hgrn bench-data --synth OUT N [WxH]\n"
            "Images/s of the DeiT training transform (RandomResizedCrop with DCT-scaled cropped\n"
@@ -261,6 +261,8 @@ int bench_data_main(int argc, char **argv) {
             no_dct = 1;
         } else if (!strcmp(a, "--simd-scales")) {
             simd = 1;
+        } else if (!strcmp(a, "--all-scales")) {
+            simd = 2;
         } else if (a[0] == '-') {
             fprintf(stderr, "bench-data: unknown option %s\n", a);
             return 2;
@@ -287,7 +289,8 @@ int bench_data_main(int argc, char **argv) {
         return 1;
     }
     if (no_dct) t->dct_scales = 0;
-    else if (simd) t->dct_scales = IMAGE_SCALES_SIMD;
+    else if (simd == 1) t->dct_scales = IMAGE_SCALES_SIMD;
+    else if (simd == 2) t->dct_scales = IMAGE_SCALES_ALL;
     List files = {0};
     walk(dir, &files, images, 0);
     if (files.n == 0) {
@@ -318,7 +321,7 @@ int bench_data_main(int argc, char **argv) {
     printf("train transform: RRC(scale %.2f-1, %s) + flip %.2f + RandAugment '%s'%s + erasing %.2f; DCT scales: %s\n",
            t->rrc.scale_min, t->filter == RESAMPLE_BICUBIC ? "bicubic" : t->filter == RESAMPLE_BILINEAR ? "bilinear" : "random",
            t->hflip, cfg.auto_augment, t->use_cj ? " + colour jitter" : "", cfg.reprob,
-           no_dct ? "off" : simd ? "1/8,1/4,1/2,1" : "n/8");
+           t->dct_scales == 0 ? "off" : t->dct_scales == IMAGE_SCALES_SIMD ? "1/8,1/4,1/2,1 (SIMD IDCT)" : "n/8, n = 1..8");
     printf("machine: %d cores visible; threads for the parallel runs: %d\n", cores, threads);
     const char *names[2] = {"train", "eval"};
     for (int train = 1; train >= 0; train--) {

@@ -29,4 +29,48 @@ struct Dataset {
  * split: "train" or "test". Returns NULL and a message naming the file on error. */
 Dataset *dataset_fmnist_open(const char *dir, const char *split, char *err, size_t errlen);
 
+/* ---- file-backed and binary datasets (issue 4) ---- */
+
+/* ImageFolder: root/<class>/[subdirs/]<name>.{jpg,jpeg,png} (extension case-insensitive;
+ * names starting with '.' skipped), classes = the sorted subdirectory names
+ * (torchvision), samples sorted by path within each class. A class directory
+ * without images keeps its index (so class indices match the directory list)
+ * and is reported once on stderr. get() decodes the whole image (RGB when
+ * channels == 3, gray when 1) to CHW at its own size (c, h, w reported; the
+ * dataset's h = w = 0); files that fail are reported by get() with path and
+ * reason and counted (dataset_bad_count). NULL + message when root is
+ * missing, has no class directories, or no images at all. */
+Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, size_t errlen);
+
+/* ImageNet's flat validation directory: dir/<file>, labels_file with one
+ * "FILE LABEL" line per image (LABEL: 0-based class index, or a class name
+ * such as a WordNet id found in class_names_file), or one bare LABEL per line
+ * applied to the sorted image file names. class_names_file (one name per
+ * line, may be NULL: names are then "0", "1", ...) fixes num_classes. */
+Dataset *dataset_imagenet_val_open(const char *dir, const char *labels_file,
+                                   const char *class_names_file, int channels, char *err,
+                                   size_t errlen);
+
+/* CIFAR-10 binary batches in dir (data_batch_1..5.bin = "train",
+ * test_batch.bin = "test"): 32x32, CHW as stored; gray != 0 converts to one
+ * channel with L = (19595 R + 38470 G + 7471 B + 0x8000) >> 16 (PIL's). */
+Dataset *dataset_cifar10_open(const char *dir, const char *split, int gray, char *err, size_t errlen);
+
+/* The file of sample i for file-backed datasets (ImageFolder, ImageNet val),
+ * NULL for the others. The loader reads it and runs the DeiT transforms. */
+const char *dataset_file_path(const Dataset *ds, int i);
+
+/* Distinct samples whose decoding failed so far (file-backed datasets; 0 otherwise). */
+int dataset_bad_count(const Dataset *ds);
+
+/* Record that sample i failed (returns 1 the first time for that sample, so
+ * the caller reports it once; 0 afterwards or for other datasets). */
+int dataset_mark_bad(Dataset *ds, int i);
+
+/* Read class names (one per line, blank lines and trailing spaces dropped).
+ * Returns the count (names malloc'd, free with dataset_free_names), or -1
+ * with a message naming the file. */
+int dataset_read_names(const char *path, char ***names, char *err, size_t errlen);
+void dataset_free_names(char **names, int n);
+
 #endif

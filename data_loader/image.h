@@ -36,7 +36,9 @@ int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, i
  * refused before any pixel memory is allocated (Pillow's error limit,
  * 2 x PIL.Image.MAX_IMAGE_PIXELS). Files larger than IMAGE_MAX_FILE bytes are
  * refused too. */
+#ifndef IMAGE_MAX_PIXELS
 #define IMAGE_MAX_PIXELS 178956970LL
+#endif
 #define IMAGE_MAX_FILE (1024LL << 20)
 
 /* A growable byte buffer reused from image to image (no per-image malloc in

@@ -89,4 +89,23 @@ void loader_destroy(Loader *l);
 Batch *batch_alloc(const Config *cfg, int batch_size, int num_classes);
 void batch_free(Batch *b);
 
+/* ---- prefetching (issue 4) ---- */
+
+/* Produce up to `depth` batches ahead in a background thread (each batch
+ * built by the OpenMP worker pool as in the synchronous path), into a ring of
+ * batches allocated once. Batches are identical to the synchronous ones and
+ * come in the same order; loader_set_epoch drops what was prefetched and
+ * restarts. Call once, after loader_create. 0 or -1 with a message. */
+int loader_start_prefetch(Loader *l, int depth, char *err, size_t errlen);
+
+/* Allocate the ring's image memory with alloc/release (e.g. cudaHostAlloc'd
+ * pinned memory so that host-to-device copies run asynchronously). Call
+ * before loader_start_prefetch; NULL = malloc/free. */
+void loader_set_host_allocator(Loader *l, void *(*alloc)(size_t), void (*release)(void *));
+
+/* Zero-copy variant of loader_next when prefetching: *out points into the
+ * ring and stays valid until the next loader_next / loader_next_ref /
+ * loader_set_epoch call. Same return values as loader_next. */
+int loader_next_ref(Loader *l, const Batch **out);
+
 #endif

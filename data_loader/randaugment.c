@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -131,26 +134,29 @@ void pil_color(uint8_t *img, int w, int h, int c, float f) {
 }
 
 /* ImageFilter.SMOOTH (3x3, 1 1 1 / 1 5 1 / 1 1 1, divisor 13), border pixels
- * copied, then blend(smooth, img, f). */
+ * copied, then blend(smooth, img, f). The smoothing is exact integer
+ * floor((sum of 8 neighbours + 5 centre) / 13) (Pillow sums in float and
+ * truncates: equal but where float rounding lands just below an integer). */
 void pil_sharpness(uint8_t *img, int w, int h, int c, float f, uint8_t *tmp) {
     size_t stride = (size_t)w * c;
     memcpy(tmp, img, stride * h);
     if (w >= 3 && h >= 3) {
-        const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
         for (int y = 1; y < h - 1; y++) {
             const uint8_t *a = img + (size_t)(y - 1) * stride, *b = a + stride, *d = b + stride;
             uint8_t *o = tmp + (size_t)y * stride;
             for (int x = c; x < (int)stride - c; x++) {
-                float s = 0.0f;
-                s += a[x - c] * k1 + a[x] * k1 + a[x + c] * k1;
-                s += b[x - c] * k1 + b[x] * k5 + b[x + c] * k1;
-                s += d[x - c] * k1 + d[x] * k1 + d[x + c] * k1;
-                o[x] = s <= 0.0f ? 0 : s >= 255.0f ? 255 : (uint8_t)s;
+                unsigned sum = (unsigned)a[x - c] + a[x] + a[x + c] + b[x - c] + 5u * b[x] + b[x + c] + d[x - c] +
+                               d[x] + d[x + c];
+                o[x] = (uint8_t)((sum * 5042u) >> 16);   /* == sum / 13 for sum <= 3315 */
             }
         }
     }
     size_t n = stride * h;
-    for (size_t i = 0; i < n; i++) img[i] = blend1(tmp[i], img[i], f);
+    if (f >= 0.0f && f <= 1.0f) {
+        for (size_t i = 0; i < n; i++) img[i] = (uint8_t)((float)tmp[i] + f * (float)((int)img[i] - (int)tmp[i]));
+    } else {
+        for (size_t i = 0; i < n; i++) img[i] = blend1(tmp[i], img[i], f);
+    }
 }
 
 static inline int clipi(int v, int n) { return v < 0 ? 0 : v >= n ? n - 1 : v; }
@@ -158,12 +164,225 @@ static inline int clipi(int v, int n) { return v < 0 ? 0 : v >= n ? n - 1 : v; }
 /* Pillow Geometry.c: bicubic (a = -1 cubic convolution, PIL's BICUBIC macro)
  * or bilinear, sample points outside [0, w) x [0, h) keep the fill colour,
  * neighbours clamped at the edges, results truncated to uint8. */
-void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const double m[6], int bicubic,
-                const uint8_t *fill) {
+/* PIL's cubic (a = -1) / linear weights for fractional offset d. */
+static void tap_weights(double d, int bicubic, float wt[4]) {
+    float f = (float)d;
+    if (bicubic) {
+        wt[0] = f * (-1 + f * (2 - f));
+        wt[1] = 1 + f * f * (f - 2);
+        wt[2] = f * (1 + f * (1 - f));
+        wt[3] = f * f * (f - 1);
+    } else {   /* taps at ix .. ix+1 stored in slots 1, 2 */
+        wt[0] = 0;
+        wt[1] = 1 - f;
+        wt[2] = f;
+        wt[3] = 0;
+    }
+}
+
+static inline uint8_t trunc8(float v) { return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v; }
+
+size_t pil_affine_work_size(int w, int h, int c) {
+    size_t big = (size_t)(w > h ? w : h);
+    return (size_t)w * h * c + ((size_t)(w + 4) * (h + 4) * 4 + (big * c + 32)) * sizeof(float) + 64;
+}
+
+static float *align_f(void *p) { return (float *)(((uintptr_t)p + 15) & ~(uintptr_t)15); }
+
+/* uint8 -> float for n values, plus 8 zeros after. */
+static void row_to_float(const uint8_t *src, int n, float *dst) {
+    int i = 0;
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+        __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
+        _mm_storeu_ps(dst + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)));
+        _mm_storeu_ps(dst + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)));
+        _mm_storeu_ps(dst + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)));
+        _mm_storeu_ps(dst + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)));
+    }
+#endif
+    for (; i < n; i++) dst[i] = (float)src[i];
+    for (int k = 0; k < 8; k++) dst[n + k] = 0.0f;
+}
+
+/* Rows shifted horizontally (shear_x, translate_x): m = (1, a, b, 0, 1, 0).
+ * Each row has one fractional offset, so one set of weights; the interior
+ * (all taps inside the row) is a 4-tap filter over the row's bytes. */
+static void affine_rows(const uint8_t *in, uint8_t *out, int w, int h, int c, const double m[6], int bicubic,
+                        const uint8_t *fill, float *rowf) {
     size_t stride = (size_t)w * c;
+    for (int y = 0; y < h; y++) {
+        const uint8_t *row = in + (size_t)y * stride;
+        uint8_t *o = out + (size_t)y * stride;
+        double s = m[2] + m[1] * (y + 0.5);   /* xx = x + 0.5 + s, xin = x + s */
+        double fl = floor(s);
+        int off = (int)fl;
+        float wt[4];
+        tap_weights(s - fl, bicubic, wt);
+        int exact = s == fl;
+        /* interior: x + off - 1 >= 0 and x + off + 2 <= w - 1 (and inside the valid range) */
+        int xa = 1 - off, xb = w - 2 - off;
+        if (xa < 0) xa = 0;
+        if (xb > w) xb = w;
+        if (xb < xa) xb = xa;
+        if (!exact && xb > xa) {
+            row_to_float(row, (int)stride, rowf);
+            int j = xa * c, je = xb * c;
+            const float *q0 = rowf + (off - 1) * c, *q1 = rowf + off * c, *q2 = rowf + (off + 1) * c,
+                        *q3 = rowf + (off + 2) * c;
+#ifdef __SSE2__
+            __m128 w0 = _mm_set1_ps(wt[0]), w1 = _mm_set1_ps(wt[1]), w2 = _mm_set1_ps(wt[2]), w3 = _mm_set1_ps(wt[3]);
+            for (; j + 4 <= je; j += 4) {
+                __m128 acc = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_loadu_ps(q0 + j), w0), _mm_mul_ps(_mm_loadu_ps(q1 + j), w1)),
+                                        _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(q2 + j), w2), _mm_mul_ps(_mm_loadu_ps(q3 + j), w3)));
+                acc = _mm_max_ps(acc, _mm_setzero_ps());
+                __m128i v = _mm_cvttps_epi32(acc);
+                v = _mm_packs_epi32(v, v);
+                v = _mm_packus_epi16(v, v);
+                uint32_t u = (uint32_t)_mm_cvtsi128_si32(v);
+                memcpy(o + j, &u, 4);
+            }
+#endif
+            for (; j < je; j++) o[j] = trunc8((wt[0] * q0[j] + wt[1] * q1[j]) + (wt[2] * q2[j] + wt[3] * q3[j]));
+        }
+        for (int x = 0; x < w; x++) {
+            if (!exact && x >= xa && x < xb) {
+                x = xb - 1;
+                continue;
+            }
+            double xx = x + 0.5 + s;
+            uint8_t *ox = o + (size_t)x * c;
+            if (xx < 0.0 || xx >= w) {
+                for (int k = 0; k < c; k++) ox[k] = fill[k < 3 ? k : 0];
+                continue;
+            }
+            int ix = x + off;
+            if (exact) {
+                memcpy(ox, row + (size_t)clipi(ix, w) * c, (size_t)c);
+                continue;
+            }
+            const uint8_t *p0 = row + (size_t)clipi(ix - 1, w) * c, *p1 = row + (size_t)clipi(ix, w) * c;
+            const uint8_t *p2 = row + (size_t)clipi(ix + 1, w) * c, *p3 = row + (size_t)clipi(ix + 2, w) * c;
+            for (int k = 0; k < c; k++)
+                ox[k] = trunc8((wt[0] * p0[k] + wt[1] * p1[k]) + (wt[2] * p2[k] + wt[3] * p3[k]));
+        }
+    }
+}
+
+static void transpose_px(const uint8_t *in, uint8_t *out, int w, int h, int c) {
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < c; k++) out[((size_t)x * h + y) * c + k] = in[((size_t)y * w + x) * c + k];
+}
+
+/* Columns shifted vertically (shear_y, translate_y): m = (1, 0, 0, a, 1, b):
+ * the row shift on the transposed image. */
+static void affine_cols(const uint8_t *in, uint8_t *out, int w, int h, int c, const double m[6], int bicubic,
+                        const uint8_t *fill, uint8_t *t, float *rowf) {
+    double mt[6] = {1, m[3], m[5], 0, 1, 0};
+    transpose_px(in, t, w, h, c);
+    affine_rows(t, out, h, w, c, mt, bicubic, fill, rowf);
+    memcpy(t, out, (size_t)w * h * c);
+    transpose_px(t, out, h, w, c);
+}
+
+/* General affine (rotation) on RGB: edge-replicated, float RGBX copy padded
+ * by 2 pixels so that no tap needs clipping; separable weights per pixel. */
+static void affine_general_rgb(const uint8_t *in, uint8_t *out, int w, int h, const double m[6], int bicubic,
+                               const uint8_t *fill, float *F) {
+    int P = w + 4;
+    for (int y = -2; y < h + 2; y++) {
+        const uint8_t *row = in + (size_t)clipi(y, h) * w * 3;
+        float *f = F + ((size_t)(y + 2) * P) * 4;
+        for (int x = -2; x < w + 2; x++, f += 4) {
+            const uint8_t *p = row + (size_t)clipi(x, w) * 3;
+            f[0] = p[0];
+            f[1] = p[1];
+            f[2] = p[2];
+            f[3] = 0;
+        }
+    }
     double xo = m[2] + m[1] * 0.5 + m[0] * 0.5;
     double yo = m[5] + m[4] * 0.5 + m[3] * 0.5;
-    for (int y = 0; y < h; y++) {
+    for (int y = 0; y < h; y++, xo += m[1], yo += m[4]) {
+        double xx = xo, yy = yo;
+        uint8_t *o = out + (size_t)y * w * 3;
+        for (int x = 0; x < w; x++, xx += m[0], yy += m[3], o += 3) {
+            if (xx < 0.0 || xx >= w || yy < 0.0 || yy >= h) {
+                o[0] = fill[0];
+                o[1] = fill[1];
+                o[2] = fill[2];
+                continue;
+            }
+            double xin = xx - 0.5, yin = yy - 0.5;
+            int ix = (int)xin, iy = (int)yin;
+            if (xin < ix) ix--;
+            if (yin < iy) iy--;
+            float wx[4], wy[4];
+            tap_weights(xin - ix, bicubic, wx);
+            tap_weights(yin - iy, bicubic, wy);
+            const float *base = F + ((size_t)(iy - 1 + 2) * P + (ix - 1 + 2)) * 4;
+#ifdef __SSE2__
+            __m128 acc = _mm_setzero_ps();
+            for (int j = 0; j < 4; j++) {
+                const float *r = base + (size_t)j * P * 4;
+                __m128 rs = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_loadu_ps(r), _mm_set1_ps(wx[0])),
+                                                  _mm_mul_ps(_mm_loadu_ps(r + 4), _mm_set1_ps(wx[1]))),
+                                       _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(r + 8), _mm_set1_ps(wx[2])),
+                                                  _mm_mul_ps(_mm_loadu_ps(r + 12), _mm_set1_ps(wx[3]))));
+                acc = _mm_add_ps(acc, _mm_mul_ps(rs, _mm_set1_ps(wy[j])));
+            }
+            acc = _mm_max_ps(acc, _mm_setzero_ps());
+            __m128i v = _mm_cvttps_epi32(acc);
+            v = _mm_packs_epi32(v, v);
+            v = _mm_packus_epi16(v, v);
+            uint32_t u = (uint32_t)_mm_cvtsi128_si32(v);
+            o[0] = (uint8_t)u;
+            o[1] = (uint8_t)(u >> 8);
+            o[2] = (uint8_t)(u >> 16);
+#else
+            for (int k = 0; k < 3; k++) {
+                float acc = 0;
+                for (int j = 0; j < 4; j++) {
+                    const float *r = base + (size_t)j * P * 4 + k;
+                    acc += wy[j] * (wx[0] * r[0] + wx[1] * r[4] + wx[2] * r[8] + wx[3] * r[12]);
+                }
+                o[k] = trunc8(acc);
+            }
+#endif
+        }
+    }
+}
+
+void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const double m[6], int bicubic,
+                const uint8_t *fill, void *work) {
+    size_t stride = (size_t)w * c;
+    void *own = NULL;
+    if (!work) work = own = malloc(pil_affine_work_size(w, h, c));
+    if (!work) return;
+    uint8_t *t = work;
+    float *fw = align_f(t + (size_t)w * h * c);
+    if (m[0] == 1.0 && m[3] == 0.0 && m[4] == 1.0 && m[5] == 0.0) {
+        affine_rows(in, out, w, h, c, m, bicubic, fill, fw);
+        free(own);
+        return;
+    }
+    if (m[0] == 1.0 && m[1] == 0.0 && m[2] == 0.0 && m[4] == 1.0) {
+        affine_cols(in, out, w, h, c, m, bicubic, fill, t, fw);
+        free(own);
+        return;
+    }
+    if (c == 3) {
+        affine_general_rgb(in, out, w, h, m, bicubic, fill, fw);
+        free(own);
+        return;
+    }
+    free(own);
+    double xo = m[2] + m[1] * 0.5 + m[0] * 0.5;
+    double yo = m[5] + m[4] * 0.5 + m[3] * 0.5;
+    for (int y = 0; y < h; y++, xo += m[1], yo += m[4]) {
         double xx = xo, yy = yo;
         uint8_t *o = out + (size_t)y * stride;
         for (int x = 0; x < w; x++, xx += m[0], yy += m[3], o += c) {
@@ -172,28 +391,48 @@ void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const doub
                 continue;
             }
             double xin = xx - 0.5, yin = yy - 0.5;
-            int ix = (int)floor(xin), iy = (int)floor(yin);
+            int ix = (int)xin, iy = (int)yin;   /* floor (xin >= -0.5 here) */
+            if (xin < ix) ix--;
+            if (yin < iy) iy--;
             double dx = xin - ix, dy = yin - iy;
             if (bicubic) {
                 ix--;
                 iy--;
+                /* PIL's BICUBIC macro (a = -1) as weights on v1..v4 */
+                float fx = (float)dx, fy = (float)dy;
+                float wx[4] = {fx * (-1 + fx * (2 - fx)), 1 + fx * fx * (fx - 2), fx * (1 + fx * (1 - fx)),
+                               fx * fx * (fx - 1)};
+                float wy[4] = {fy * (-1 + fy * (2 - fy)), 1 + fy * fy * (fy - 2), fy * (1 + fy * (1 - fy)),
+                               fy * fy * (fy - 1)};
                 int xs[4] = {clipi(ix, w) * c, clipi(ix + 1, w) * c, clipi(ix + 2, w) * c, clipi(ix + 3, w) * c};
                 const uint8_t *rows[4];
                 rows[0] = in + (size_t)clipi(iy, h) * stride;
                 for (int j = 1; j < 4; j++)
                     rows[j] = (iy + j >= 0 && iy + j < h) ? in + (size_t)(iy + j) * stride : rows[j - 1];
-                for (int k = 0; k < c; k++) {
-                    double v[4];
-                    for (int j = 0; j < 4; j++) {
-                        const uint8_t *r = rows[j] + k;
-                        double v1 = r[xs[0]], v2 = r[xs[1]], v3 = r[xs[2]], v4 = r[xs[3]];
-                        double p1 = v2, p2 = -v1 + v3, p3 = 2 * (v1 - v2) + v3 - v4, p4 = -v1 + v2 - v3 + v4;
-                        v[j] = p1 + dx * (p2 + dx * (p3 + dx * p4));
+                if (dy == 0.0 && dx == 0.0) {   /* whole-pixel shift: the pixel itself */
+                    for (int k = 0; k < c; k++) o[k] = rows[1][xs[1] + k];
+                } else if (dy == 0.0) {          /* shear_x / translate_x: one row */
+                    const uint8_t *r = rows[1];
+                    for (int k = 0; k < c; k++) {
+                        float acc = wx[0] * r[xs[0] + k] + wx[1] * r[xs[1] + k] + wx[2] * r[xs[2] + k] +
+                                    wx[3] * r[xs[3] + k];
+                        o[k] = acc <= 0.0f ? 0 : acc >= 255.0f ? 255 : (uint8_t)acc;
                     }
-                    double p1 = v[1], p2 = -v[0] + v[2], p3 = 2 * (v[0] - v[1]) + v[2] - v[3],
-                           p4 = -v[0] + v[1] - v[2] + v[3];
-                    double r = p1 + dy * (p2 + dy * (p3 + dy * p4));
-                    o[k] = r <= 0.0 ? 0 : r >= 255.0 ? 255 : (uint8_t)r;
+                } else if (dx == 0.0) {          /* shear_y / translate_y: one column */
+                    for (int k = 0; k < c; k++) {
+                        float acc = wy[0] * rows[0][xs[1] + k] + wy[1] * rows[1][xs[1] + k] +
+                                    wy[2] * rows[2][xs[1] + k] + wy[3] * rows[3][xs[1] + k];
+                        o[k] = acc <= 0.0f ? 0 : acc >= 255.0f ? 255 : (uint8_t)acc;
+                    }
+                } else {
+                    for (int k = 0; k < c; k++) {
+                        float acc = 0.0f;
+                        for (int j = 0; j < 4; j++) {
+                            const uint8_t *r = rows[j] + k;
+                            acc += wy[j] * (wx[0] * r[xs[0]] + wx[1] * r[xs[1]] + wx[2] * r[xs[2]] + wx[3] * r[xs[3]]);
+                        }
+                        o[k] = acc <= 0.0f ? 0 : acc >= 255.0f ? 255 : (uint8_t)acc;
+                    }
                 }
             } else {
                 int x0 = clipi(ix, w) * c, x1 = clipi(ix + 1, w) * c;
@@ -340,8 +579,12 @@ void randaugment_op(const RandAugment *ra, int op, double m, uint8_t *img, int w
     }
     int bicubic = ra->interp == RA_INTERP_BICUBIC;
     if (ra->interp == RA_INTERP_RANDOM) bicubic = rng_int(r, 2);   /* random.choice((BILINEAR, BICUBIC)) */
-    pil_affine(img, tmp, w, h, c, mat, bicubic, ra->fill);
+    pil_affine(img, tmp, w, h, c, mat, bicubic, ra->fill, tmp + (size_t)w * h * c);
     memcpy(img, tmp, (size_t)w * h * c);
+}
+
+size_t randaugment_scratch_size(int w, int h, int c) {
+    return (size_t)w * h * c + pil_affine_work_size(w, h, c);
 }
 
 void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r) {

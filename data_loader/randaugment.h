@@ -50,7 +50,10 @@ typedef struct {
 int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, const float mean[3],
                       char *err, size_t errlen);
 
-/* Apply to img (w x h x c, c = 1 or 3, HWC). tmp: scratch of w*h*c bytes. */
+/* Scratch bytes that randaugment_apply / randaugment_op need for a w x h x c image. */
+size_t randaugment_scratch_size(int w, int h, int c);
+
+/* Apply to img (w x h x c, c = 1 or 3, HWC). tmp: randaugment_scratch_size bytes. */
 void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r);
 
 /* One op at a given magnitude (for tests); draws its random sign from r. */
@@ -65,9 +68,11 @@ void pil_contrast(uint8_t *img, int w, int h, int c, float f);
 void pil_color(uint8_t *img, int w, int h, int c, float f);
 void pil_sharpness(uint8_t *img, int w, int h, int c, float f, uint8_t *tmp);
 /* Image.transform(size, AFFINE, m, resample, fillcolor): out(x, y) samples
- * in at (m0 x' + m1 y' + m2, m3 x' + m4 y' + m5), x' = x + 0.5. */
+ * in at (m0 x' + m1 y' + m2, m3 x' + m4 y' + m5), x' = x + 0.5. work:
+ * pil_affine_work_size bytes (NULL: allocated for the call). */
+size_t pil_affine_work_size(int w, int h, int c);
 void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const double m[6], int bicubic,
-                const uint8_t *fill);
+                const uint8_t *fill, void *work);
 
 /* ---- colour jitter (color_jitter.c) ---- */
 typedef struct { float brightness, contrast, saturation; } ColorJitter;

@@ -21,13 +21,20 @@
 /* Reusable buffers (coefficients and the intermediate rows). Zero-initialise;
  * one per thread; release with resize_scratch_free. */
 typedef struct {
-    int32_t *kx, *ky;
+    float *kx, *ky;
     int *bx, *by;
     uint8_t *tmp;
-    size_t kx_cap, ky_cap, bx_cap, by_cap, tmp_cap;
+    float *rowf;
+    size_t kx_cap, ky_cap, bx_cap, by_cap, tmp_cap, rowf_cap;
 } ResizeScratch;
 
 void resize_scratch_free(ResizeScratch *s);
+
+/* Instruction set for the convolutions: 0 plain C, 1 SSE2, 2 AVX2 + FMA;
+ * -1 (and the default) = the best the CPU has. Lower levels exist for tests
+ * and comparisons. Returns the level in effect. Not thread-safe: call before
+ * resizing from several threads. */
+int resize_set_simd(int level);
 
 /* Resample box (x0, y0, x1, y1) of src (w x h pixels, c interleaved
  * channels, stride bytes between rows) to a virtual out_w x out_h image and

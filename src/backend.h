@@ -126,7 +126,9 @@ struct Backend {
      * mean/std are HOST arrays of C floats. */
     void (*normalize_u8)(Backend *, float *out, const uint8_t *img, const float *mean,
                          const float *std, int B, int C, int H, int W);
-    /* out[B, (H/p)*(W/p), p*p*C] from img[B,C,H,W]: 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)' */
+    /* out[B, (H/p)*(W/p), p*p*C] from img[B,C,H,W]: 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)'.
+     * H and W should be multiples of p; otherwise the bottom/right remainder is
+     * dropped (and gets a zero gradient). */
     void (*patchify_fwd)(Backend *, float *out, const float *img, int B, int C, int H, int W, int p);
     void (*patchify_bwd)(Backend *, float *dimg /* = */, const float *dout,
                          int B, int C, int H, int W, int p);
@@ -147,7 +149,8 @@ struct Backend {
      * probs[B,C] saved for backward. */
     void (*xent_fwd)(Backend *, float *loss, float *probs, const float *logits,
                      const float *targets, int B, int C);
-    /* dlogits = (probs - targets) * dloss  (dloss = 1/B for a mean loss) */
+    /* dlogits = (probs - targets) * dloss  (dloss = 1/B for a mean loss); this is
+     * the gradient only when every target row sums to 1, as the caller ensures. */
     void (*xent_bwd)(Backend *, float *dlogits, const float *probs, const float *targets,
                      float dloss, int B, int C);
 

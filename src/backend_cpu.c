@@ -35,6 +35,8 @@ typedef struct {
     size_t fscratch_n;      /* floats */
     double *dscratch;       /* per-thread double partial sums */
     size_t dscratch_n;      /* doubles */
+    float *sscratch;        /* shared float scratch (per-call tables) */
+    size_t sscratch_n;      /* floats */
 } CpuImpl;
 
 #define NT(bk) (((CpuImpl *)(bk)->impl)->nt)
@@ -59,13 +61,20 @@ static void *aligned_zalloc(size_t bytes) {
 
 static void *cpu_alloc(Backend *bk, size_t bytes) { (void)bk; return aligned_zalloc(bytes); }
 static void cpu_free(Backend *bk, void *p) { (void)bk; free(p); }
-static void cpu_zero(Backend *bk, void *p, size_t bytes) { (void)bk; if (bytes) memset(p, 0, bytes); }
+static void cpu_zero(Backend *bk, void *p, size_t bytes) {
+    (void)bk;
+    if (bytes) memset(p, 0, bytes);
+}
 static void cpu_memcpy(Backend *bk, void *dst, const void *src, size_t bytes) {
     (void)bk;
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 static void cpu_sync(Backend *bk) { (void)bk; }
-static void cpu_params_changed(Backend *bk, const float *base, size_t n) { (void)bk; (void)base; (void)n; }
+static void cpu_params_changed(Backend *bk, const float *base, size_t n) {
+    (void)bk;
+    (void)base;
+    (void)n;
+}
 
 static void cpu_destroy(Backend *bk) {
     if (!bk) return;
@@ -73,6 +82,7 @@ static void cpu_destroy(Backend *bk) {
     if (im) {
         free(im->fscratch);
         free(im->dscratch);
+        free(im->sscratch);
         free(im);
     }
     free(bk);
@@ -104,6 +114,17 @@ static double *dscratch(Backend *bk, size_t per_thread, size_t *stride) {
     memset(im->dscratch, 0, need * sizeof(double));
     *stride = s;
     return im->dscratch;
+}
+
+/* Shared (not per-thread) scratch of n floats. */
+static float *sscratch(Backend *bk, size_t n) {
+    CpuImpl *im = (CpuImpl *)bk->impl;
+    if (n > im->sscratch_n) {
+        free(im->sscratch);
+        im->sscratch = aligned_zalloc(n * sizeof(float));
+        im->sscratch_n = n;
+    }
+    return im->sscratch;
 }
 
 /* ------------------------------------------------------------ math helpers */
@@ -139,53 +160,103 @@ static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+/* [lo, hi) = part tid of nth of [0, n): contiguous, fixed by the team size. */
+static inline void split_range(int n, int tid, int nth, int *lo, int *hi) {
+    *lo = (int)((long long)n * tid / nth);
+    *hi = (int)((long long)n * (tid + 1) / nth);
+}
+
+/* The element-wise kernels that dominate the CPU step (scan, gates) are
+ * compiled twice, for AVX2 and for the baseline ISA, and picked at load time
+ * (GCC function multi-versioning; needs ifunc, i.e. glibc). The build has no
+ * -march, so without this they would run on 4-wide SSE2 only. Both versions
+ * do the same IEEE operations per element (no FMA contraction under -std=c11),
+ * so they give identical results. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(HGRN_NO_CLONES)
+#define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT_KERNEL
+#endif
+
 /* -------------------------------------------------------------------- GEMM */
+
+/* OpenBLAS runs single-threaded (see backend_cpu_create) and the GEMMs are
+ * split over the OpenMP team here, each thread calling sgemm on its own block
+ * of the output. With OpenBLAS's own pthreads on top of the OpenMP team, the
+ * two pools spin against each other on a small machine (measured: a 6272x64
+ * -> 320 GEMM took 8 ms instead of 1.5 ms on 2 cores, and the element-wise
+ * ops after it slowed down too). The blocks depend only on the team size, so
+ * results stay bitwise reproducible. */
 
 static void cpu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w,
                            const float *bias, int M, int K, int N) {
     if (M <= 0 || N <= 0) return;
-    float beta = 0.0f;
-    if (bias) {
-#pragma omp parallel for schedule(static) num_threads(NT(bk))
-        for (int m = 0; m < M; m++) memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
-        beta = 1.0f;
+#pragma omp parallel num_threads(NT(bk))
+    {
+        int m0, m1;
+        split_range(M, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1);
+        if (m1 > m0) {
+            float *o = out + (size_t)m0 * N;
+            if (bias)
+                for (int m = m0; m < m1; m++)
+                    memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
+            if (K > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m1 - m0, N, K, 1.0f,
+                            inp + (size_t)m0 * K, K, w, K, bias ? 1.0f : 0.0f, o, N);
+            else if (!bias)
+                memset(o, 0, (size_t)(m1 - m0) * N * sizeof(float));
+        }
     }
-    if (K <= 0) {
-        if (!bias) memset(out, 0, (size_t)M * N * sizeof(float));
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K, beta, out, N);
 }
-
-#define COLSUM_BLOCK 32
 
 static void cpu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, const float *dout,
                            const float *inp, const float *w, int M, int K, int N) {
     if (M <= 0) return;
-    if (dinp && K > 0) {
-        if (N > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,
-                        0.0f, dinp, K);
-        else
-            memset(dinp, 0, (size_t)M * K * sizeof(float));
-    }
-    if (dw && K > 0 && N > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
-                    dw, K);
-    if (dbias && N > 0) {
-        /* Column sums: parallel over column blocks, each block summed over all
-         * rows in row order (deterministic for any thread count). */
-        int nblk = (N + COLSUM_BLOCK - 1) / COLSUM_BLOCK;
-#pragma omp parallel for schedule(static) num_threads(NT(bk))
-        for (int blk = 0; blk < nblk; blk++) {
-            int c0 = blk * COLSUM_BLOCK, nc = imin(COLSUM_BLOCK, N - c0);
-            float acc[COLSUM_BLOCK] = {0};
-            for (int m = 0; m < M; m++) {
-                const float *restrict row = dout + (size_t)m * N + c0;
-#pragma omp simd
-                for (int c = 0; c < nc; c++) acc[c] += row[c];
+#pragma omp parallel num_threads(NT(bk))
+    {
+        int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+        int lo, hi;
+        /* dinp = dout . W: blocks of rows */
+        if (dinp && K > 0) {
+            split_range(M, tid, nth, &lo, &hi);
+            if (hi > lo) {
+                if (N > 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, K, N, 1.0f,
+                                dout + (size_t)lo * N, N, w, K, 0.0f, dinp + (size_t)lo * K, K);
+                else
+                    memset(dinp + (size_t)lo * K, 0, (size_t)(hi - lo) * K * sizeof(float));
             }
-            for (int c = 0; c < nc; c++) dbias[c0 + c] += acc[c];
+        }
+        /* dw += dout^T . inp: blocks of dw rows (out features), or of columns
+         * when there are few out features (the classifier head) */
+        if (dw && K > 0 && N > 0) {
+            if (N >= 16 * nth || N >= K) {
+                split_range(N, tid, nth, &lo, &hi);
+                if (hi > lo)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, K, M, 1.0f,
+                                dout + lo, N, inp, K, 1.0f, dw + (size_t)lo * K, K);
+            } else {
+                split_range(K, tid, nth, &lo, &hi);
+                if (hi > lo)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, hi - lo, M, 1.0f,
+                                dout, N, inp + lo, K, 1.0f, dw + lo, K);
+            }
+        }
+        /* dbias += column sums of dout: blocks of columns, each summed over
+         * all rows in row order */
+        if (dbias && N > 0) {
+            split_range(N, tid, nth, &lo, &hi);
+            for (int c0 = lo; c0 < hi; c0 += 64) {
+                int nc = imin(64, hi - c0);
+                float acc[64] = {0};
+                for (int m = 0; m < M; m++) {
+                    const float *restrict row = dout + (size_t)m * N + c0;
+#pragma omp simd
+                    for (int c = 0; c < nc; c++) acc[c] += row[c];
+                }
+                for (int c = 0; c < nc; c++) dbias[c0 + c] += acc[c];
+            }
         }
     }
 }
@@ -303,10 +374,9 @@ static void cpu_rmsnorm_bwd(Backend *bk, float *dinp, const float *dout, const f
 
 /* ------------------------------------------------------------------- gates */
 
-static void cpu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b,
-                             int ldb, int M, int C) {
-#pragma omp parallel for schedule(static) num_threads(NT(bk))
-    for (int m = 0; m < M; m++) {
+static HOT_KERNEL void silu_mul_fwd_rows(float *out, const float *a, int lda, const float *b,
+                                         int ldb, int m0, int m1, int C) {
+    for (int m = m0; m < m1; m++) {
         const float *restrict pa = a + (size_t)m * lda;
         const float *restrict pb = b + (size_t)m * ldb;
         float *restrict o = out + (size_t)m * C;
@@ -318,10 +388,20 @@ static void cpu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, c
     }
 }
 
-static void cpu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a,
-                             int lda, const float *b, int ldb, int M, int C) {
-#pragma omp parallel for schedule(static) num_threads(NT(bk))
-    for (int m = 0; m < M; m++) {
+static void cpu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b,
+                             int ldb, int M, int C) {
+#pragma omp parallel num_threads(NT(bk))
+    {
+        int m0, m1;
+        split_range(M, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1);
+        silu_mul_fwd_rows(out, a, lda, b, ldb, m0, m1, C);
+    }
+}
+
+static HOT_KERNEL void silu_mul_bwd_rows(float *da, float *db, const float *dout, const float *a,
+                                         int lda, const float *b, int ldb, int m0, int m1,
+                                         int C) {
+    for (int m = m0; m < m1; m++) {
         const float *restrict pa = a + (size_t)m * lda;
         const float *restrict pb = b + (size_t)m * ldb;
         const float *restrict g = dout + (size_t)m * C;
@@ -331,101 +411,128 @@ static void cpu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dou
         for (int c = 0; c < C; c++) {
             float x = pa[c];
             float s = sigmoid_f(x);
-            float gb = g[c] * pb[c];
             pdb[c] = g[c] * x * s;
-            pda[c] = gb * s * (1.0f + x * (1.0f - s));
+            pda[c] = g[c] * pb[c] * s * (1.0f + x * (1.0f - s));
         }
+    }
+}
+
+static void cpu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a,
+                             int lda, const float *b, int ldb, int M, int C) {
+#pragma omp parallel num_threads(NT(bk))
+    {
+        int m0, m1;
+        split_range(M, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1);
+        silu_mul_bwd_rows(da, db, dout, a, lda, b, ldb, m0, m1, C);
     }
 }
 
 /* -------------------------------------------------------------- HGRU1 scan */
 
-/* Work items are (image b, block of HG_JB channels): the recurrence runs
- * along t, the inner loop runs across the channels of the block (contiguous,
- * vectorised). */
+/* cos/sin of theta_f and theta_r, once per call: trig[0..4D) = cf, sf, cr, sr. */
+static const float *hg_trig(Backend *bk, const float *theta_f, const float *theta_r, int D) {
+    float *trig = sscratch(bk, 4 * (size_t)D);
+    for (int j = 0; j < D; j++) {
+        trig[j] = cosf(theta_f[j]);
+        trig[D + j] = sinf(theta_f[j]);
+        trig[2 * D + j] = cosf(theta_r[j]);
+        trig[3 * D + j] = sinf(theta_r[j]);
+    }
+    return trig;
+}
+
+/* Work items are (image b, block of up to HG_JB channels starting at j0):
+ * the recurrence runs along t, the inner loops run across the channels of
+ * the block (contiguous, vectorised). S is the calling thread's scratch,
+ * laid out as arrays of [N][jb]. */
 #define HG_JB 32
+
+typedef struct {
+    int N, D, ld, jb;
+    const float *trig, *beta;
+} HgShape;
+
+static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *xc,
+                                   const float *xl, int b, int j0, int nj, float *S) {
+    const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
+    const size_t per = (size_t)N * jb;
+    float *restrict S_lam = S, *restrict S_u0 = S + per, *restrict S_u1 = S + 2 * per;
+    float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB], hr[HG_JB], hi[HG_JB];
+    for (int k = 0; k < nj; k++) {
+        cf[k] = sh->trig[j0 + k];
+        sf[k] = sh->trig[D + j0 + k];
+        cr[k] = sh->trig[2 * D + j0 + k];
+        sr[k] = sh->trig[3 * D + j0 + k];
+        bt[k] = sh->beta[j0 + k];
+        hr[k] = hi[k] = 0.0f;
+    }
+    /* forward direction: h, written to out */
+    for (int t = 0; t < N; t++) {
+        size_t row = (size_t)b * N + t;
+        const float *restrict pc = xc + row * ld + 2 * j0;
+        const float *restrict pl = xl + row * ld + j0;
+        float *restrict ore = out + row * 2 * D + j0;
+        float *restrict oim = ore + D;
+        float *restrict lam = S_lam + (size_t)t * jb;
+        float *restrict u0 = S_u0 + (size_t)t * jb;
+        float *restrict u1 = S_u1 + (size_t)t * jb;
+#pragma omp simd
+        for (int k = 0; k < nj; k++) {
+            float x0 = pc[2 * k], x1 = pc[2 * k + 1];
+            float c0 = x0 * sigmoid_f(x0), c1 = x1 * sigmoid_f(x1);
+            float l = bt[k] + (1.0f - bt[k]) * sigmoid_f(pl[k]);
+            float v0 = (1.0f - l) * c0, v1 = (1.0f - l) * c1;
+            float ar = l * cf[k], ai = l * sf[k];
+            float nr = ar * hr[k] - ai * hi[k] + v0;
+            float ni = ar * hi[k] + ai * hr[k] + v1;
+            hr[k] = nr;
+            hi[k] = ni;
+            lam[k] = l;
+            u0[k] = v0;
+            u1[k] = v1;
+            ore[k] = nr;
+            oim[k] = ni;
+        }
+    }
+    /* reverse direction: r, added to out */
+    for (int k = 0; k < nj; k++) hr[k] = hi[k] = 0.0f;
+    for (int t = N - 1; t >= 0; t--) {
+        size_t row = (size_t)b * N + t;
+        float *restrict ore = out + row * 2 * D + j0;
+        float *restrict oim = ore + D;
+        const float *restrict lam = S_lam + (size_t)t * jb;
+        const float *restrict u0 = S_u0 + (size_t)t * jb;
+        const float *restrict u1 = S_u1 + (size_t)t * jb;
+#pragma omp simd
+        for (int k = 0; k < nj; k++) {
+            float ar = lam[k] * cr[k], ai = lam[k] * sr[k];
+            float nr = ar * hr[k] - ai * hi[k] + u0[k];
+            float ni = ar * hi[k] + ai * hr[k] + u1[k];
+            hr[k] = nr;
+            hi[k] = ni;
+            ore[k] += nr;
+            oim[k] += ni;
+        }
+    }
+}
 
 static void cpu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld,
                           const float *theta_f, const float *theta_r, const float *beta, int B,
                           int N, int D) {
     if (B <= 0 || N <= 0 || D <= 0) return;
-    int nt = NT(bk);
     int jb = imin(D, HG_JB);
     int nblk = (D + jb - 1) / jb;
     int items = B * nblk;
-    size_t per = (size_t)N * jb;
     size_t stride;
-    float *scr = fscratch(bk, 3 * per, &stride);
-#pragma omp parallel num_threads(nt)
+    float *scr = fscratch(bk, 3 * (size_t)N * jb, &stride);
+    HgShape sh = {N, D, ld, jb, hg_trig(bk, theta_f, theta_r, D), beta};
+#pragma omp parallel num_threads(NT(bk))
     {
-        float *restrict S_lam = scr + stride * (size_t)omp_get_thread_num();
-        float *restrict S_b0 = S_lam + per;
-        float *restrict S_b1 = S_b0 + per;
-        float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB];
-        float hr[HG_JB], hi[HG_JB];
+        float *S = scr + stride * (size_t)omp_get_thread_num();
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
-            int b = it / nblk, j0 = (it % nblk) * jb, nj = imin(jb, D - j0);
-            for (int k = 0; k < nj; k++) {
-                cf[k] = cosf(theta_f[j0 + k]);
-                sf[k] = sinf(theta_f[j0 + k]);
-                cr[k] = cosf(theta_r[j0 + k]);
-                sr[k] = sinf(theta_r[j0 + k]);
-                bt[k] = beta[j0 + k];
-                hr[k] = 0.0f;
-                hi[k] = 0.0f;
-            }
-            /* forward direction: h, written to out */
-            for (int t = 0; t < N; t++) {
-                size_t row = (size_t)b * N + t;
-                const float *restrict pc = xc + row * ld + 2 * j0;
-                const float *restrict pl = xl + row * ld + j0;
-                float *restrict ore = out + row * 2 * D + j0;
-                float *restrict oim = ore + D;
-                float *restrict lam = S_lam + (size_t)t * jb;
-                float *restrict b0 = S_b0 + (size_t)t * jb;
-                float *restrict b1 = S_b1 + (size_t)t * jb;
-#pragma omp simd
-                for (int k = 0; k < nj; k++) {
-                    float x0 = pc[2 * k], x1 = pc[2 * k + 1];
-                    float c0 = x0 * sigmoid_f(x0), c1 = x1 * sigmoid_f(x1);
-                    float l = bt[k] + (1.0f - bt[k]) * sigmoid_f(pl[k]);
-                    float u0 = (1.0f - l) * c0, u1 = (1.0f - l) * c1;
-                    float ar = l * cf[k], ai = l * sf[k];
-                    float nr = ar * hr[k] - ai * hi[k] + u0;
-                    float ni = ar * hi[k] + ai * hr[k] + u1;
-                    hr[k] = nr;
-                    hi[k] = ni;
-                    lam[k] = l;
-                    b0[k] = u0;
-                    b1[k] = u1;
-                    ore[k] = nr;
-                    oim[k] = ni;
-                }
-            }
-            /* reverse direction: r, added to out */
-            for (int k = 0; k < nj; k++) {
-                hr[k] = 0.0f;
-                hi[k] = 0.0f;
-            }
-            for (int t = N - 1; t >= 0; t--) {
-                size_t row = (size_t)b * N + t;
-                float *restrict ore = out + row * 2 * D + j0;
-                float *restrict oim = ore + D;
-                const float *restrict lam = S_lam + (size_t)t * jb;
-                const float *restrict b0 = S_b0 + (size_t)t * jb;
-                const float *restrict b1 = S_b1 + (size_t)t * jb;
-#pragma omp simd
-                for (int k = 0; k < nj; k++) {
-                    float ar = lam[k] * cr[k], ai = lam[k] * sr[k];
-                    float nr = ar * hr[k] - ai * hi[k] + b0[k];
-                    float ni = ar * hi[k] + ai * hr[k] + b1[k];
-                    hr[k] = nr;
-                    hi[k] = ni;
-                    ore[k] += nr;
-                    oim[k] += ni;
-                }
-            }
+            int j0 = (it % nblk) * jb;
+            hg_fwd_item(&sh, out, xc, xl, it / nblk, j0, imin(jb, D - j0), S);
         }
     }
 }
@@ -442,7 +549,159 @@ static void cpu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float 
  *   dlam  = Re(e^{-i th_f} dL/da) + Re(e^{-i th_r} dL/da') - Re(conj(c) dL/du)
  *   dth_f = Re(conj(i a) dL/da) = lam (cos th_f Im(dL/da) - sin th_f Re(dL/da))
  *   dc    = (1 - lam) dL/du
- * then through SiLU (c), lam = beta + (1 - beta) sigmoid(xl) (xl and beta). */
+ * then through SiLU (c), lam = beta + (1 - beta) sigmoid(xl) (xl and beta).
+ * acc[0..nj) += dtheta_f, acc[HG_JB..) += dtheta_r, acc[2*HG_JB..) += dbeta. */
+static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, const float *dout,
+                                   const float *xc, const float *xl, int b, int j0, int nj,
+                                   float *S, double *acc) {
+    static const float zeros[HG_JB] = {0};
+    const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
+    const size_t per = (size_t)N * jb;
+    float *restrict S_lam = S;             /* lam_t */
+    float *restrict S_sl = S + per;        /* sigmoid(xl_t) */
+    float *restrict S_c0 = S + 2 * per;    /* c_t = SiLU(xc) (re, im) */
+    float *restrict S_c1 = S + 3 * per;
+    float *restrict S_d0 = S + 4 * per;    /* SiLU'(xc) (re, im) */
+    float *restrict S_d1 = S + 5 * per;
+    float *restrict S_hr = S + 6 * per;    /* h_t, then delta_t */
+    float *restrict S_hi = S + 7 * per;
+    float *restrict S_rr = S + 8 * per;    /* r_t */
+    float *restrict S_ri = S + 9 * per;
+    float *restrict S_dl = S + 10 * per;   /* dlam_t through the forward-direction a */
+    float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB];
+    float sr_[HG_JB], si_[HG_JB];  /* running state */
+    float er[HG_JB], ei[HG_JB];    /* running adjoint */
+    float acf[HG_JB], acr[HG_JB], acb[HG_JB];
+    for (int k = 0; k < nj; k++) {
+        cf[k] = sh->trig[j0 + k];
+        sf[k] = sh->trig[D + j0 + k];
+        cr[k] = sh->trig[2 * D + j0 + k];
+        sr[k] = sh->trig[3 * D + j0 + k];
+        bt[k] = sh->beta[j0 + k];
+        sr_[k] = si_[k] = 0.0f;
+        er[k] = ei[k] = 0.0f;
+        acf[k] = acr[k] = acb[k] = 0.0f;
+    }
+    /* pass A (t up): activations and h */
+    for (int t = 0; t < N; t++) {
+        size_t row = (size_t)b * N + t;
+        const float *restrict pc = xc + row * ld + 2 * j0;
+        const float *restrict pl = xl + row * ld + j0;
+        size_t o = (size_t)t * jb;
+        float *restrict lam = S_lam + o, *restrict sl = S_sl + o;
+        float *restrict c0 = S_c0 + o, *restrict c1 = S_c1 + o;
+        float *restrict d0 = S_d0 + o, *restrict d1 = S_d1 + o;
+        float *restrict hr = S_hr + o, *restrict hi = S_hi + o;
+#pragma omp simd
+        for (int k = 0; k < nj; k++) {
+            float x0 = pc[2 * k], x1 = pc[2 * k + 1];
+            float s0 = sigmoid_f(x0), s1 = sigmoid_f(x1), s = sigmoid_f(pl[k]);
+            float l = bt[k] + (1.0f - bt[k]) * s;
+            float v0 = x0 * s0, v1 = x1 * s1;
+            float u0 = (1.0f - l) * v0, u1 = (1.0f - l) * v1;
+            float ar = l * cf[k], ai = l * sf[k];
+            float nr = ar * sr_[k] - ai * si_[k] + u0;
+            float ni = ar * si_[k] + ai * sr_[k] + u1;
+            sr_[k] = nr;
+            si_[k] = ni;
+            hr[k] = nr;
+            hi[k] = ni;
+            lam[k] = l;
+            sl[k] = s;
+            c0[k] = v0;
+            c1[k] = v1;
+            d0[k] = s0 * (1.0f + x0 * (1.0f - s0));
+            d1[k] = s1 * (1.0f + x1 * (1.0f - s1));
+        }
+    }
+    /* pass B (t down): r, and the forward-direction adjoint delta */
+    for (int k = 0; k < nj; k++) sr_[k] = si_[k] = 0.0f;
+    for (int t = N - 1; t >= 0; t--) {
+        size_t row = (size_t)b * N + t;
+        const float *restrict gre = dout + row * 2 * D + j0;
+        const float *restrict gim = gre + D;
+        size_t o = (size_t)t * jb;
+        const float *restrict lam = S_lam + o;
+        const float *restrict lamn = t + 1 < N ? S_lam + o + jb : zeros;
+        const float *restrict c0 = S_c0 + o, *restrict c1 = S_c1 + o;
+        const float *restrict hpr = t > 0 ? S_hr + o - jb : zeros;
+        const float *restrict hpi = t > 0 ? S_hi + o - jb : zeros;
+        float *restrict dr = S_hr + o, *restrict di = S_hi + o;
+        float *restrict rr = S_rr + o, *restrict ri = S_ri + o;
+        float *restrict dl = S_dl + o;
+#pragma omp simd
+        for (int k = 0; k < nj; k++) {
+            float l = lam[k], om = 1.0f - l;
+            /* r_t = a'_t r_{t+1} + u_t */
+            float ar = l * cr[k], ai = l * sr[k];
+            float nr = ar * sr_[k] - ai * si_[k] + om * c0[k];
+            float ni = ar * si_[k] + ai * sr_[k] + om * c1[k];
+            sr_[k] = nr;
+            si_[k] = ni;
+            rr[k] = nr;
+            ri[k] = ni;
+            /* delta_t = G_t + conj(a_{t+1}) delta_{t+1} */
+            float fr = lamn[k] * cf[k], fi = lamn[k] * sf[k];
+            float xr = gre[k] + fr * er[k] + fi * ei[k];
+            float xi = gim[k] + fr * ei[k] - fi * er[k];
+            er[k] = xr;
+            ei[k] = xi;
+            /* dL/da_t = delta_t conj(h_{t-1}) */
+            float gar = xr * hpr[k] + xi * hpi[k];
+            float gai = xi * hpr[k] - xr * hpi[k];
+            dl[k] = cf[k] * gar + sf[k] * gai;
+            acf[k] += l * (cf[k] * gai - sf[k] * gar);
+            dr[k] = xr;   /* h_t is not needed any more: slot t now holds delta_t */
+            di[k] = xi;
+        }
+    }
+    /* pass C (t up): reverse-direction adjoint eps, then everything else */
+    for (int k = 0; k < nj; k++) er[k] = ei[k] = 0.0f;
+    for (int t = 0; t < N; t++) {
+        size_t row = (size_t)b * N + t;
+        const float *restrict gre = dout + row * 2 * D + j0;
+        const float *restrict gim = gre + D;
+        float *restrict pdc = dxc + row * ld + 2 * j0;
+        float *restrict pdl = dxl + row * ld + j0;
+        size_t o = (size_t)t * jb;
+        const float *restrict lam = S_lam + o, *restrict sl = S_sl + o;
+        const float *restrict lamp = t > 0 ? S_lam + o - jb : zeros;
+        const float *restrict c0 = S_c0 + o, *restrict c1 = S_c1 + o;
+        const float *restrict d0 = S_d0 + o, *restrict d1 = S_d1 + o;
+        const float *restrict dr = S_hr + o, *restrict di = S_hi + o;
+        const float *restrict rnr = t + 1 < N ? S_rr + o + jb : zeros;
+        const float *restrict rni = t + 1 < N ? S_ri + o + jb : zeros;
+        const float *restrict dl = S_dl + o;
+#pragma omp simd
+        for (int k = 0; k < nj; k++) {
+            float l = lam[k], om = 1.0f - l;
+            /* eps_t = G_t + conj(a'_{t-1}) eps_{t-1} */
+            float pr = lamp[k] * cr[k], pi = lamp[k] * sr[k];
+            float xr = gre[k] + pr * er[k] + pi * ei[k];
+            float xi = gim[k] + pr * ei[k] - pi * er[k];
+            er[k] = xr;
+            ei[k] = xi;
+            /* dL/da'_t = eps_t conj(r_{t+1}) */
+            float gar = xr * rnr[k] + xi * rni[k];
+            float gai = xi * rnr[k] - xr * rni[k];
+            acr[k] += l * (cr[k] * gai - sr[k] * gar);
+            /* dL/du_t, then lam, c, and the pre-activations */
+            float gur = dr[k] + xr, gui = di[k] + xi;
+            float dlam = dl[k] + cr[k] * gar + sr[k] * gai - (c0[k] * gur + c1[k] * gui);
+            pdc[2 * k] = om * gur * d0[k];
+            pdc[2 * k + 1] = om * gui * d1[k];
+            float s = sl[k];
+            pdl[k] = dlam * (1.0f - bt[k]) * s * (1.0f - s);
+            acb[k] += dlam * (1.0f - s);
+        }
+    }
+    for (int k = 0; k < nj; k++) {
+        acc[k] += acf[k];
+        acc[HG_JB + k] += acr[k];
+        acc[2 * HG_JB + k] += acb[k];
+    }
+}
+
 static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r,
                           float *dbeta, const float *dout, const float *xc, const float *xl,
                           int ld, const float *theta_f, const float *theta_r, const float *beta,
@@ -452,176 +711,33 @@ static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, 
     int jb = imin(D, HG_JB);
     int nblk = (D + jb - 1) / jb;
     int items = B * nblk;
-    size_t per = (size_t)N * jb;
     size_t stride, dstride;
-    float *scr = fscratch(bk, 11 * per, &stride);
-    double *part = dscratch(bk, 3 * (size_t)D, &dstride);   /* zeroed */
+    float *scr = fscratch(bk, 11 * (size_t)N * jb, &stride);
+    /* per-thread partial sums of dtheta_f, dtheta_r, dbeta: [nblk][3][HG_JB] */
+    double *part = dscratch(bk, (size_t)nblk * 3 * HG_JB, &dstride);   /* zeroed */
+    HgShape sh = {N, D, ld, jb, hg_trig(bk, theta_f, theta_r, D), beta};
 #pragma omp parallel num_threads(nt)
     {
         int tid = omp_get_thread_num();
-        float *restrict S_lam = scr + stride * (size_t)tid; /* lam_t */
-        float *restrict S_sl = S_lam + per;    /* sigmoid(xl_t) */
-        float *restrict S_c0 = S_sl + per;     /* c_t = SiLU(xc) (re, im) */
-        float *restrict S_c1 = S_c0 + per;
-        float *restrict S_d0 = S_c1 + per;     /* SiLU'(xc) (re, im) */
-        float *restrict S_d1 = S_d0 + per;
-        float *restrict S_hr = S_d1 + per;     /* h_t, then delta_t */
-        float *restrict S_hi = S_hr + per;
-        float *restrict S_rr = S_hi + per;     /* r_t */
-        float *restrict S_ri = S_rr + per;
-        float *restrict S_dl = S_ri + per;     /* dlam_t from the forward-direction a */
-        double *restrict pth_f = part + dstride * (size_t)tid;
-        double *restrict pth_r = pth_f + D;
-        double *restrict pbeta = pth_r + D;
-        float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB];
-        float ar_[HG_JB], ai_[HG_JB];   /* running state */
-        float er[HG_JB], ei[HG_JB];     /* running adjoint */
-        float acf[HG_JB], acr[HG_JB], acb[HG_JB];
-        static const float zeros[HG_JB] = {0};
+        float *S = scr + stride * (size_t)tid;
+        double *acc = part + dstride * (size_t)tid;
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
-            int b = it / nblk, j0 = (it % nblk) * jb, nj = imin(jb, D - j0);
-            for (int k = 0; k < nj; k++) {
-                cf[k] = cosf(theta_f[j0 + k]);
-                sf[k] = sinf(theta_f[j0 + k]);
-                cr[k] = cosf(theta_r[j0 + k]);
-                sr[k] = sinf(theta_r[j0 + k]);
-                bt[k] = beta[j0 + k];
-                ar_[k] = ai_[k] = 0.0f;
-                er[k] = ei[k] = 0.0f;
-                acf[k] = acr[k] = acb[k] = 0.0f;
-            }
-            /* pass A (t up): activations and h */
-            for (int t = 0; t < N; t++) {
-                size_t row = (size_t)b * N + t;
-                const float *restrict pc = xc + row * ld + 2 * j0;
-                const float *restrict pl = xl + row * ld + j0;
-                size_t o = (size_t)t * jb;
-                float *restrict lam = S_lam + o, *restrict sl = S_sl + o;
-                float *restrict c0 = S_c0 + o, *restrict c1 = S_c1 + o;
-                float *restrict d0 = S_d0 + o, *restrict d1 = S_d1 + o;
-                float *restrict hr = S_hr + o, *restrict hi = S_hi + o;
-#pragma omp simd
-                for (int k = 0; k < nj; k++) {
-                    float x0 = pc[2 * k], x1 = pc[2 * k + 1];
-                    float s0 = sigmoid_f(x0), s1 = sigmoid_f(x1), s = sigmoid_f(pl[k]);
-                    float l = bt[k] + (1.0f - bt[k]) * s;
-                    float v0 = x0 * s0, v1 = x1 * s1;
-                    float u0 = (1.0f - l) * v0, u1 = (1.0f - l) * v1;
-                    float ar = l * cf[k], ai = l * sf[k];
-                    float nr = ar * ar_[k] - ai * ai_[k] + u0;
-                    float ni = ar * ai_[k] + ai * ar_[k] + u1;
-                    ar_[k] = nr;
-                    ai_[k] = ni;
-                    hr[k] = nr;
-                    hi[k] = ni;
-                    lam[k] = l;
-                    sl[k] = s;
-                    c0[k] = v0;
-                    c1[k] = v1;
-                    d0[k] = s0 * (1.0f + x0 * (1.0f - s0));
-                    d1[k] = s1 * (1.0f + x1 * (1.0f - s1));
-                }
-            }
-            /* pass B (t down): r, and the forward-direction adjoint delta */
-            for (int k = 0; k < nj; k++) ar_[k] = ai_[k] = 0.0f;
-            for (int t = N - 1; t >= 0; t--) {
-                size_t row = (size_t)b * N + t;
-                const float *restrict gre = dout + row * 2 * D + j0;
-                const float *restrict gim = gre + D;
-                size_t o = (size_t)t * jb;
-                const float *restrict lam = S_lam + o;
-                const float *restrict lamn = t + 1 < N ? S_lam + o + jb : zeros;
-                const float *restrict c0 = S_c0 + o, *restrict c1 = S_c1 + o;
-                const float *restrict hpr = t > 0 ? S_hr + o - jb : zeros;
-                const float *restrict hpi = t > 0 ? S_hi + o - jb : zeros;
-                float *restrict dr = S_hr + o, *restrict di = S_hi + o;
-                float *restrict rr = S_rr + o, *restrict ri = S_ri + o;
-                float *restrict dl = S_dl + o;
-#pragma omp simd
-                for (int k = 0; k < nj; k++) {
-                    float l = lam[k], om = 1.0f - l;
-                    /* r_t = a'_t r_{t+1} + u_t */
-                    float ar = l * cr[k], ai = l * sr[k];
-                    float nr = ar * ar_[k] - ai * ai_[k] + om * c0[k];
-                    float ni = ar * ai_[k] + ai * ar_[k] + om * c1[k];
-                    ar_[k] = nr;
-                    ai_[k] = ni;
-                    rr[k] = nr;
-                    ri[k] = ni;
-                    /* delta_t = G_t + conj(a_{t+1}) delta_{t+1} */
-                    float fr = lamn[k] * cf[k], fi = lamn[k] * sf[k];
-                    float xr = gre[k] + fr * er[k] + fi * ei[k];
-                    float xi = gim[k] + fr * ei[k] - fi * er[k];
-                    er[k] = xr;
-                    ei[k] = xi;
-                    /* dL/da_t = delta_t conj(h_{t-1}) */
-                    float gar = xr * hpr[k] + xi * hpi[k];
-                    float gai = xi * hpr[k] - xr * hpi[k];
-                    dl[k] = cf[k] * gar + sf[k] * gai;
-                    acf[k] += l * (cf[k] * gai - sf[k] * gar);
-                    dr[k] = xr; /* h_t is no longer needed: slot t now holds delta_t */
-                    di[k] = xi;
-                }
-            }
-            /* pass C (t up): reverse-direction adjoint eps, then everything else */
-            for (int k = 0; k < nj; k++) er[k] = ei[k] = 0.0f;
-            for (int t = 0; t < N; t++) {
-                size_t row = (size_t)b * N + t;
-                const float *restrict gre = dout + row * 2 * D + j0;
-                const float *restrict gim = gre + D;
-                float *restrict pdc = dxc + row * ld + 2 * j0;
-                float *restrict pdl = dxl + row * ld + j0;
-                size_t o = (size_t)t * jb;
-                const float *restrict lam = S_lam + o, *restrict sl = S_sl + o;
-                const float *restrict lamp = t > 0 ? S_lam + o - jb : zeros;
-                const float *restrict c0 = S_c0 + o, *restrict c1 = S_c1 + o;
-                const float *restrict d0 = S_d0 + o, *restrict d1 = S_d1 + o;
-                const float *restrict dr = S_hr + o, *restrict di = S_hi + o;
-                const float *restrict rnr = t + 1 < N ? S_rr + o + jb : zeros;
-                const float *restrict rni = t + 1 < N ? S_ri + o + jb : zeros;
-                const float *restrict dl = S_dl + o;
-#pragma omp simd
-                for (int k = 0; k < nj; k++) {
-                    float l = lam[k], om = 1.0f - l;
-                    /* eps_t = G_t + conj(a'_{t-1}) eps_{t-1} */
-                    float pr = lamp[k] * cr[k], pi = lamp[k] * sr[k];
-                    float xr = gre[k] + pr * er[k] + pi * ei[k];
-                    float xi = gim[k] + pr * ei[k] - pi * er[k];
-                    er[k] = xr;
-                    ei[k] = xi;
-                    /* dL/da'_t = eps_t conj(r_{t+1}) */
-                    float gar = xr * rnr[k] + xi * rni[k];
-                    float gai = xi * rnr[k] - xr * rni[k];
-                    acr[k] += l * (cr[k] * gai - sr[k] * gar);
-                    /* dL/du_t */
-                    float gur = dr[k] + xr, gui = di[k] + xi;
-                    float dlam = dl[k] + cr[k] * gar + sr[k] * gai - (c0[k] * gur + c1[k] * gui);
-                    pdc[2 * k] = om * gur * d0[k];
-                    pdc[2 * k + 1] = om * gui * d1[k];
-                    float s = sl[k];
-                    pdl[k] = dlam * (1.0f - bt[k]) * s * (1.0f - s);
-                    acb[k] += dlam * (1.0f - s);
-                }
-            }
-            for (int k = 0; k < nj; k++) {
-                pth_f[j0 + k] += acf[k];
-                pth_r[j0 + k] += acr[k];
-                pbeta[j0 + k] += acb[k];
-            }
+            int blk = it % nblk, j0 = blk * jb;
+            hg_bwd_item(&sh, dxc, dxl, dout, xc, xl, it / nblk, j0, imin(jb, D - j0), S,
+                        acc + (size_t)blk * 3 * HG_JB);
         }
     }
+    /* combine the partials in thread order */
     for (int j = 0; j < D; j++) {
-        double sf = 0, sr = 0, sb = 0;
-        for (int t = 0; t < nt; t++) {
-            const double *p = part + dstride * (size_t)t;
-            sf += p[j];
-            sr += p[D + j];
-            sb += p[2 * D + j];
-        }
-        dtheta_f[j] += (float)sf;
-        dtheta_r[j] += (float)sr;
-        dbeta[j] += (float)sb;
+        int blk = j / jb, k = j % jb;
+        double s[3] = {0, 0, 0};
+        for (int t = 0; t < nt; t++)
+            for (int q = 0; q < 3; q++)
+                s[q] += part[dstride * (size_t)t + ((size_t)blk * 3 + q) * HG_JB + k];
+        dtheta_f[j] += (float)s[0];
+        dtheta_r[j] += (float)s[1];
+        dbeta[j] += (float)s[2];
     }
 }
 
@@ -889,7 +1005,9 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     im->nt = nt;
     omp_set_dynamic(0);
     omp_set_num_threads(nt);
-    openblas_set_num_threads(nt);
+    /* GEMMs are parallelised over the OpenMP team (cpu_matmul_*), each
+     * thread calling a single-threaded sgemm. */
+    openblas_set_num_threads(1);
 
     bk->name = "cpu";
     bk->impl = im;

@@ -545,6 +545,9 @@ static void test_resize_vs_reference(void **state) {
         {97, 97, 50, 97, {0, 0, 97, 97}},          /* horizontal only */
     };
     ResizeScratch s = {0};
+    int best = resize_set_simd(-1);
+    for (int lvl = best; lvl >= 0; lvl--) {   /* every instruction-set path */
+    assert_int_equal(resize_set_simd(lvl), lvl);
     for (int f = 0; f < 2; f++)
         for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
             int w = cases[t].w, h = cases[t].h, ow = cases[t].ow, oh = cases[t].oh;
@@ -560,7 +563,7 @@ static void test_resize_vs_reference(void **state) {
                     double d = fabs(dst[i] - r);
                     if (d > worst) worst = d;
                 }
-                if (worst > 2.0) fail_msg("case %zu filter %d c %d: max diff %.2f", t, f, c, worst);
+                if (worst > 2.0) fail_msg("simd %d case %zu filter %d c %d: max diff %.2f", lvl, t, f, c, worst);
                 /* a window is bit-identical to the same part of the full output */
                 int wx = ow / 5, wy = oh / 3, ww = ow / 2, wh = oh / 2;
                 uint8_t *win = malloc((size_t)ww * wh * c);
@@ -573,6 +576,8 @@ static void test_resize_vs_reference(void **state) {
                 free(src);
             }
         }
+    }
+    resize_set_simd(-1);
     /* constant in, constant out */
     uint8_t *k = malloc(300 * 200 * 3);
     uint8_t *o = malloc(224 * 224 * 3);

@@ -214,7 +214,8 @@ static void ln_ref(const NormCtx *c, double *out, double *mean, double *rstd) {
         for (int k = 0; k < c->C; k++) var += (x[k] - mu) * (x[k] - mu);
         var /= c->C;
         double rs = 1.0 / sqrt(var + 1e-5);
-        for (int k = 0; k < c->C; k++) out[(size_t)m * c->C + k] = (x[k] - mu) * rs * c->w[k] + c->b[k];
+        for (int k = 0; k < c->C; k++)
+            out[(size_t)m * c->C + k] = (x[k] - mu) * rs * c->w[k] + c->b[k];
         if (mean) mean[m] = mu;
         if (rstd) rstd[m] = rs;
     }
@@ -385,13 +386,16 @@ static void run_silu_mul(int M, int C, int lda, int ldb, uint64_t seed) {
     tu_fd_grad(silu_loss, &c, c.a, na, FD_H, ga);
     tu_fd_grad(silu_loss, &c, c.b, nb, FD_H, gb);
     double ea = tu_rel_err_strided(da, ga, M, C, lda), eb = tu_rel_err_strided(db, gb, M, C, ldb);
-    if (!(ea <= BWD_TOL && eb <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE")) print_message("silu_mul_bwd: da %.3g db %.3g\n", ea, eb);
+    if (!(ea <= BWD_TOL && eb <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
+        print_message("silu_mul_bwd: da %.3g db %.3g\n", ea, eb);
     assert_true(ea <= BWD_TOL);
     assert_true(eb <= BWD_TOL);
     /* the gaps between rows are not the op's to write */
     for (int m = 0; m < M; m++) {
-        for (int k = C; k < lda; k++) assert_true(da[(size_t)m * lda + k] == da0[(size_t)m * lda + k]);
-        for (int k = C; k < ldb; k++) assert_true(db[(size_t)m * ldb + k] == db0[(size_t)m * ldb + k]);
+        for (int k = C; k < lda; k++)
+            assert_true(da[(size_t)m * lda + k] == da0[(size_t)m * lda + k]);
+        for (int k = C; k < ldb; k++)
+            assert_true(db[(size_t)m * ldb + k] == db0[(size_t)m * ldb + k]);
     }
     free(a); free(b); free(out); free(wt); free(ref); free(da); free(db); free(da0); free(db0);
     free(ga); free(gb); free(c.a); free(c.b); free(c.wt);
@@ -478,7 +482,8 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
     tu_fill_normal(&r, dtf, D, 1.0f);
     tu_fill_normal(&r, dtr, D, 1.0f);
     tu_fill_normal(&r, dbe, D, 1.0f);
-    float *dtf0 = tu_copy_float(dtf, D), *dtr0 = tu_copy_float(dtr, D), *dbe0 = tu_copy_float(dbe, D);
+    float *dtf0 = tu_copy_float(dtf, D), *dtr0 = tu_copy_float(dtr, D);
+    float *dbe0 = tu_copy_float(dbe, D);
     bk->hgru1_bwd(bk, dx, dx + 2 * D, dtf, dtr, dbe, wt, x, x + 2 * D, ld, tf, tr, be, B, N, D);
 
     double *gx = TU_NEW(double, nx);
@@ -492,7 +497,8 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
     assert_true(e <= BWD_TOL);
     assert_true(el <= BWD_TOL);
     for (int m = 0; m < M; m++)
-        for (int k = 3 * D; k < ld; k++) assert_true(dx[(size_t)m * ld + k] == dx0[(size_t)m * ld + k]);
+        for (int k = 3 * D; k < ld; k++)
+            assert_true(dx[(size_t)m * ld + k] == dx0[(size_t)m * ld + k]);
 
     double *g = TU_NEW(double, D);
     tu_fd_grad(hg_loss, &c, c.tf, D, FD_H, g);
@@ -851,7 +857,8 @@ static void test_sumsq(void **state) {
         for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
         bk->sumsq(bk, &acc, x, n);
         double e = fabs(acc - ref) / ref;
-        if (!(e <= 1e-6) || getenv("HGRN_TEST_VERBOSE")) print_message("sumsq n=%zu: relative error %.3g\n", n, e);
+        if (!(e <= 1e-6) || getenv("HGRN_TEST_VERBOSE"))
+            print_message("sumsq n=%zu: relative error %.3g\n", n, e);
         assert_true(e <= 1e-6);
         free(x);
     }
@@ -893,7 +900,9 @@ static void run_adamw(float wd, int clip_mode, uint64_t seed) {
         for (size_t i = 0; i < n; i++) gn += (double)g[i] * g[i];
         float gn_f = (float)gn;
         /* 0: no clipping (threshold 0, huge norm); 1: active (clip ~0.4); 2: inactive */
-        a.max_grad_norm = clip_mode == 0 ? 0.0f : clip_mode == 1 ? 0.4f * sqrtf(gn_f) : 10.0f * sqrtf(gn_f);
+        a.max_grad_norm = clip_mode == 0   ? 0.0f
+                          : clip_mode == 1 ? 0.4f * sqrtf(gn_f)
+                                           : 10.0f * sqrtf(gn_f);
         if (clip_mode == 0) gn_f = 1e12f;
         a.step = step;
         bk->adamw(bk, p, g, m, v, n, &a, &gn_f);
@@ -981,6 +990,26 @@ static void test_determinism(void **state) {
     assert_memory_equal(di[0], di[1], nl * sizeof(float));
     assert_memory_equal(dwb[0], dwb[1], 2 * C * sizeof(float));
 
+    /* matmul_bwd: dw and dbias are reductions over rows */
+    {
+        int MM = 211, K = 24, N = 40;
+        float *in = TU_NEW(float, (size_t)MM * K), *wm = TU_NEW(float, (size_t)N * K),
+              *go = TU_NEW(float, (size_t)MM * N);
+        tu_fill_normal(&r, in, (size_t)MM * K, 1.0f);
+        tu_fill_normal(&r, wm, (size_t)N * K, 1.0f);
+        tu_fill_normal(&r, go, (size_t)MM * N, 1.0f);
+        float *res[2];
+        for (int k = 0; k < 2; k++) {
+            size_t tot = (size_t)MM * K + (size_t)N * K + N;
+            res[k] = TU_NEW(float, tot);
+            memset(res[k], 0, tot * sizeof(float));
+            float *rdw = res[k] + (size_t)MM * K, *rdb = rdw + (size_t)N * K;
+            bk->matmul_bwd(bk, res[k], rdw, rdb, go, in, wm, MM, K, N);
+        }
+        assert_memory_equal(res[0], res[1], ((size_t)MM * K + (size_t)N * K + N) * sizeof(float));
+        free(in); free(wm); free(go); free(res[0]); free(res[1]);
+    }
+
     /* sumsq over several blocks */
     float s0 = 0.0f, s1 = 0.0f;
     bk->sumsq(bk, &s0, inp, nl);
@@ -991,6 +1020,48 @@ static void test_determinism(void **state) {
     free(inp); free(w); free(bb); free(out); free(mean); free(rstd); free(g);
     for (int k = 0; k < 2; k++) {
         free(dx[k]); free(dp[k]); free(di[k]); free(dwb[k]);
+    }
+}
+
+/* The scan works on (image, channel block) items that do not depend on the
+ * team size: its activation gradients are bitwise the same for any thread
+ * count, and the parameter gradients differ only by summation order. */
+static void test_thread_count(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 161);
+    int B = 5, N = 13, D = 40, ld = 3 * D + 1, M = B * N;
+    size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
+    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *tf = TU_NEW(float, D),
+          *tr = TU_NEW(float, D), *be = TU_NEW(float, D);
+    tu_fill_normal(&r, x, nx, 1.0f);
+    tu_fill_normal(&r, dout, no, 1.0f);
+    tu_fill_uniform(&r, tf, D, -3.0f, 3.0f);
+    tu_fill_uniform(&r, tr, D, -3.0f, 3.0f);
+    tu_fill_uniform(&r, be, D, 0.0f, 0.9f);
+    int threads[2] = {1, 3};
+    float *out[2], *dx[2], *dp[2];
+    for (int k = 0; k < 2; k++) {
+        char err[256];
+        Backend *b = backend_cpu_create(threads[k], err, sizeof err);
+        assert_non_null(b);
+        out[k] = TU_NEW(float, no);
+        dx[k] = TU_NEW(float, nx);
+        dp[k] = TU_NEW(float, 3 * D);
+        memset(dx[k], 0, nx * sizeof(float));
+        memset(dp[k], 0, 3 * D * sizeof(float));
+        b->hgru1_fwd(b, out[k], x, x + 2 * D, ld, tf, tr, be, B, N, D);
+        b->hgru1_bwd(b, dx[k], dx[k] + 2 * D, dp[k], dp[k] + D, dp[k] + 2 * D, dout, x, x + 2 * D,
+                     ld, tf, tr, be, B, N, D);
+        b->destroy(b);
+    }
+    assert_memory_equal(out[0], out[1], no * sizeof(float));
+    assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
+    double *ref = tu_to_double(dp[0], 3 * D);
+    TU_ASSERT_REL("hgru1_bwd params, 1 vs 3 threads", dp[1], ref, 3 * D, 1e-6);
+    free(ref); free(x); free(dout); free(tf); free(tr); free(be);
+    for (int k = 0; k < 2; k++) {
+        free(out[k]); free(dx[k]); free(dp[k]);
     }
 }
 
@@ -1012,6 +1083,7 @@ int main(void) {
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_thread_count),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,6 +25,8 @@
 #include <time.h>
 
 #include "backend.h"
+#include "config.h"
+#include "model.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -111,6 +113,18 @@ static T2 t2_randn(size_t n, int act, float sd) {
     T2 t = t2_new(n, act);
     t2_rand_free(&t, sd);
     return t;
+}
+
+/* max |got - ref| / max |ref| of two float arrays (inf on NaN) */
+static double tu_rel_err_f(const float *got, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        if (d != d) return INFINITY;
+        num = fmax(num, d);
+        den = fmax(den, fabs((double)ref[i]));
+    }
+    return den > 1e-30 ? num / den : num;
 }
 
 /* Compare CUDA against CPU: positions NaN on both (never written by either)
@@ -379,13 +393,19 @@ static void run_hgru1(int B, int N, int D) {
 
 static void test_hgru1(void **state) {
     (void)state;
-    run_hgru1(3, 37, 21);    /* TT 4, odd everything */
-    run_hgru1(2, 256, 40);   /* TT 8: the ImageNet shape's path */
-    run_hgru1(2, 196, 19);
-    run_hgru1(2, 301, 17);   /* TT 16 */
-    run_hgru1(1, 700, 16);   /* TT 32 */
-    run_hgru1(1, 1500, 9);   /* TT 64 */
-    run_hgru1(4, 1, 5);      /* a single token */
+    const char *chs[2] = {"16", "8"};   /* channels per block of the CUDA kernels */
+    for (int v = 0; v < 2; v++) {
+        setenv("HGRN_SCAN_CH", chs[v], 1);
+        printf("  (HGRN_SCAN_CH=%s)\n", chs[v]);
+        run_hgru1(3, 37, 21);    /* TT 4, odd everything */
+        run_hgru1(2, 256, 40);   /* TT 8: the ImageNet shape's path */
+        run_hgru1(2, 196, 19);
+        run_hgru1(2, 301, 17);   /* TT 16 */
+        run_hgru1(1, 700, 16);   /* TT 32 */
+        run_hgru1(1, 1500, 9);   /* TT 64 */
+        run_hgru1(4, 1, 5);      /* a single token */
+    }
+    unsetenv("HGRN_SCAN_CH");
 }
 
 static void test_lower_bounds(void **state) {
@@ -542,7 +562,7 @@ static void test_sumsq_scale(void **state) {
     GB->sumsq(GB, acc.g, x.g, n);
     CB->sumsq(CB, acc.c, x.c, 17);
     GB->sumsq(GB, acc.g, x.g, 17);
-    t2_check(&acc, "sumsq (+=, twice)", 1e-6);
+    t2_check(&acc, "sumsq (+=, twice)", 1e-5);
     CB->scale(CB, x.c, 0.37f, n);
     GB->scale(GB, x.g, 0.37f, n);
     CHECK(x, "scale");
@@ -585,6 +605,85 @@ static void test_adamw(void **state) {
     T2 *ts[] = {&g, &m, &v, &gns, &inp, &out};
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
     pblock_free(&P);
+}
+
+/* ------------------------------------------------------- whole model */
+/* The same model (config, seed, images, soft targets, drop-path masks) on
+ * both backends: probabilities, loss and every parameter gradient. */
+static void test_model(void **state) {
+    (void)state;
+    char err[256];
+    Config c;
+    config_defaults(&c);
+    c.image_size = 32; c.channels = 3; c.patch_size = 4;   /* 64 tokens of 48 values */
+    c.dim = 48; c.depth = 3; c.glu_dim = 96; c.num_classes = 10;
+    c.drop_path = 0.1f;
+    c.num_mean = c.num_std = 3;
+    for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    int B = 5;
+    Model *mc = model_create(CB, &c, B, 1, err, sizeof err);
+    assert_non_null(mc);
+    Model *mg = model_create(GB, &c, B, 1, err, sizeof err);
+    assert_non_null(mg);
+    model_init(mc, 11);
+    model_init(mg, 11);
+    size_t np = model_num_params(mc);
+    assert_int_equal(np, model_num_params(mg));
+    size_t npx = (size_t)B * c.channels * c.image_size * c.image_size;
+    uint8_t *img = TU_NEW(uint8_t, npx);
+    for (size_t i = 0; i < npx; i++) img[i] = (uint8_t)rng_int(&R, 256);
+    float *tg = TU_NEW(float, (size_t)B * c.num_classes);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < c.num_classes; k++)
+            tg[b * c.num_classes + k] = k == b % c.num_classes ? 0.91f : 0.01f;
+    double mtol = BF ? 5e-2 : 1e-4;
+    for (int step = 0; step < 2; step++) {
+        model_zero_grads(mc);
+        model_zero_grads(mg);
+        Rng dc = rng_stream(5, (uint64_t)step), dg = rng_stream(5, (uint64_t)step);
+        model_forward(mc, img, B, 1, &dc);
+        model_forward(mg, img, B, 1, &dg);
+        float lc = model_loss(mc, tg, B, NULL), lg = model_loss(mg, tg, B, NULL);
+        float *pc = TU_NEW(float, (size_t)B * c.num_classes), *pg = TU_NEW(float, (size_t)B * c.num_classes);
+        model_probs(mc, pc, B);
+        model_probs(mg, pg, B);
+        double perr = tu_rel_err_f(pg, pc, (size_t)B * c.num_classes);
+        model_backward(mc, B);
+        model_backward(mg, B);
+        float *gc = TU_NEW(float, np), *gg = TU_NEW(float, np);
+        CB->to_host(CB, gc, model_grads(mc), np * 4);
+        GB->to_host(GB, gg, model_grads(mg), np * 4);
+        double gerr = tu_rel_err_f(gg, gc, np), worst = 0;
+        const char *wname = "";
+        for (int i = 0; i < model_num_tensors(mc); i++) {
+            const ParamInfo *t = model_tensor(mc, i);
+            double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
+            if (e > worst) { worst = e; wname = t->name; }
+        }
+        printf("  %-5s model step %d: loss cpu %.6f cuda %.6f (rel %.2e), probs rel.err %.3e, "
+               "grads rel.err %.3e (worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", step, lc,
+               lg, fabs(lc - lg) / fabs(lc), perr, gerr, wname, worst);
+        assert_true(fabs(lc - lg) <= mtol * fabs(lc));
+        assert_true(perr <= mtol);
+        assert_true(gerr <= mtol);
+        /* one identical SGD-free change of the parameters: an AdamW step on both */
+        float *gn = (float *)CB->alloc(CB, 4), *gng = (float *)GB->alloc(GB, 4);
+        size_t nbytes = np * 4;
+        float *mm_c = (float *)CB->alloc(CB, nbytes), *vv_c = (float *)CB->alloc(CB, nbytes);
+        float *mm_g = (float *)GB->alloc(GB, nbytes), *vv_g = (float *)GB->alloc(GB, nbytes);
+        CB->sumsq(CB, gn, model_grads(mc), np);
+        GB->sumsq(GB, gng, model_grads(mg), np);
+        AdamWArgs a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f};
+        CB->adamw(CB, model_params(mc), model_grads(mc), mm_c, vv_c, np, &a, gn);
+        GB->adamw(GB, model_params(mg), model_grads(mg), mm_g, vv_g, np, &a, gng);
+        CB->free(CB, gn); GB->free(GB, gng);
+        CB->free(CB, mm_c); CB->free(CB, vv_c); GB->free(GB, mm_g); GB->free(GB, vv_g);
+        free(pc); free(pg); free(gc); free(gg);
+    }
+    model_destroy(mc);
+    model_destroy(mg);
+    free(img);
+    free(tg);
 }
 
 /* ------------------------------------------------------------------ bench */
@@ -685,8 +784,9 @@ static void bench(void) {
             bk->free(bk, c.src);
             bk->free(bk, c.dst);
         }
-        int shapes[2][3] = {{256, 256, 192}, {8, 1024, 64}};
-        for (int si = 0; si < 2; si++) {
+        int shapes[3][3] = {{256, 256, 192}, {256, 256, 192}, {8, 1024, 64}};
+        for (int si = 0; si < 3; si++) {
+            setenv("HGRN_SCAN_CH", si == 1 ? "8" : "16", 1);
             ScanBench s;
             memset(&s, 0, sizeof s);
             s.bk = bk;
@@ -713,13 +813,14 @@ static void bench(void) {
             double tb = time_it(bk, scan_bwd_fn, &s, 20);
             double bf_ = (double)M * s.D * 5 * e, bb = (double)M * s.D * 8 * e;
             char name[64];
-            snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d", s.B, s.N, s.D);
+            const char *chn = si == 1 ? " ch8" : "";
+            snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
             printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bf_ / 1e6,
                    bf_ / tf / 1e9, 100 * bf_ / tf / 1e9 / copy_gbs);
-            snprintf(name, sizeof name, "hgru1_bwd B%d N%d D%d", s.B, s.N, s.D);
+            snprintf(name, sizeof name, "hgru1_bwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
             printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tb * 1e3, bb / 1e6,
                    bb / tb / 1e9, 100 * bb / tb / 1e9 / copy_gbs);
-            snprintf(name, sizeof name, "hgru1 fwd+bwd B%d N%d D%d", s.B, s.N, s.D);
+            snprintf(name, sizeof name, "hgru1 fwd+bwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
             printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, (tf + tb) * 1e3,
                    (bf_ + bb) / 1e6, (bf_ + bb) / (tf + tb) / 1e9,
                    100 * (bf_ + bb) / (tf + tb) / 1e9 / copy_gbs);
@@ -730,6 +831,7 @@ static void bench(void) {
             bk->free(bk, s.par);
             bk->free(bk, s.dpar);
         }
+        unsetenv("HGRN_SCAN_CH");
         /* the Tiny model's GEMMs at batch 256 (M = 65536 tokens) */
         int gs[4][3] = {{65536, 192, 960}, {65536, 384, 192}, {65536, 192, 768}, {65536, 384, 192}};
         const char *gn[4] = {"in-proj 192->960", "out-proj 384->192", "GLU w12 192->768",
@@ -797,9 +899,15 @@ static int teardown(void **s) {
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* keep the log if something crashes */
     if (!backend_cuda_available()) {
         printf("no CUDA GPU visible: skipping\n");
         return 77;
+    }
+    const char *bo = getenv("HGRN_BENCH_ONLY");   /* timings (and profiling) without the tests */
+    if (bo && *bo && *bo != '0') {
+        bench();
+        return 0;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),     cmocka_unit_test(test_matmul),
@@ -812,6 +920,9 @@ int main(void) {
     };
     int fails = cmocka_run_group_tests_name("cuda_vs_cpu_fp32", tests, setup_fp32, teardown);
     fails += cmocka_run_group_tests_name("cuda_vs_cpu_bf16", tests, setup_bf16, teardown);
+    const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model)};
+    fails += cmocka_run_group_tests_name("model_fp32", mtests, setup_fp32, teardown);
+    fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
            worst_err[1]);
     const char *b = getenv("HGRN_BENCH");

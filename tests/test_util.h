@@ -102,13 +102,13 @@ static inline void tu_fd_grad(tu_loss_fn f, void *ctx, double *x, size_t n, doub
 
 /* Assert got ~ ref within tol (relative to max |ref|), printing what failed
  * (and every error when HGRN_TEST_VERBOSE is set). */
-#define TU_ASSERT_REL(what, got, ref, n, tol)                                                  \
-    do {                                                                                       \
-        double tu_e_ = tu_rel_err((got), (ref), (n));                                          \
-        if (!(tu_e_ <= (tol)) || getenv("HGRN_TEST_VERBOSE"))                                  \
-            print_message("%s: relative error %.3g (tolerance %.3g, line %d)\n", (what), tu_e_,        \
-                          (double)(tol), __LINE__);                                            \
-        assert_true(tu_e_ <= (tol));                                                           \
+#define TU_ASSERT_REL(what, got, ref, n, tol)                                        \
+    do {                                                                             \
+        double tu_e_ = tu_rel_err((got), (ref), (n));                                \
+        if (!(tu_e_ <= (tol)) || getenv("HGRN_TEST_VERBOSE"))                        \
+            print_message("%s: relative error %.3g (tolerance %.3g, line %d)\n",     \
+                          (what), tu_e_, (double)(tol), __LINE__);                   \
+        assert_true(tu_e_ <= (tol));                                                 \
     } while (0)
 
 #endif

@@ -1,0 +1,308 @@
+/* imagefolder.c - the ImageFolder dataset (torchvision semantics) and the
+ * file-backed Dataset implementation it shares with imagenet_val.c. */
+#include "dataset.h"
+#include "filelist.h"
+#include "image.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------- FileList */
+
+int filelist_add(FileList *fl, const char *path, int label) {
+    size_t len = strlen(path) + 1;
+    if (fl->pool_len + len > fl->pool_cap) {
+        size_t cap = fl->pool_cap ? fl->pool_cap * 2 : 1 << 16;
+        while (cap < fl->pool_len + len) cap *= 2;
+        char *p = realloc(fl->pool, cap);
+        if (!p) return -1;
+        fl->pool = p;
+        fl->pool_cap = cap;
+    }
+    if (fl->n == fl->cap) {
+        int cap = fl->cap ? fl->cap * 2 : 1024;
+        size_t *o = realloc(fl->off, sizeof *o * cap);
+        if (!o) return -1;
+        fl->off = o;
+        int *l = realloc(fl->labels, sizeof *l * cap);
+        if (!l) return -1;
+        fl->labels = l;
+        fl->cap = cap;
+    }
+    memcpy(fl->pool + fl->pool_len, path, len);
+    fl->off[fl->n] = fl->pool_len;
+    fl->labels[fl->n] = label;
+    fl->pool_len += len;
+    fl->n++;
+    return 0;
+}
+
+void filelist_free(FileList *fl) {
+    free(fl->pool);
+    free(fl->off);
+    free(fl->labels);
+    memset(fl, 0, sizeof *fl);
+}
+
+typedef struct {
+    FileList fl;
+    int channels;
+    atomic_uchar *bad;
+    atomic_int nbad;
+} FileDs;
+
+static void file_close(Dataset *ds);
+
+static int file_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w,
+                    char *err, size_t errlen) {
+    FileDs *f = ds->impl;
+    if (i < 0 || i >= ds->n) {
+        snprintf(err, errlen, "sample %d out of range", i);
+        return -1;
+    }
+    const char *path = f->fl.pool + f->fl.off[i];
+    Image im;
+    if (image_load(path, f->channels, &im, err, errlen)) return -1;
+    size_t need = (size_t)im.w * im.h * im.c;
+    if (need > out_cap) {
+        snprintf(err, errlen, "%s: %d x %d image does not fit the %zu-byte buffer", path, im.w, im.h, out_cap);
+        image_free(&im);
+        return -1;
+    }
+    image_hwc_to_chw(im.px, im.w, im.h, im.c, out);
+    *label = f->fl.labels[i];
+    *c = im.c;
+    *h = im.h;
+    *w = im.w;
+    image_free(&im);
+    return 0;
+}
+
+static int file_label(Dataset *ds, int i) {
+    FileDs *f = ds->impl;
+    return (i >= 0 && i < ds->n) ? f->fl.labels[i] : -1;
+}
+
+void dataset_free_names(char **names, int n) {
+    if (!names) return;
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+static void file_close(Dataset *ds) {
+    if (!ds) return;
+    FileDs *f = ds->impl;
+    if (f) {
+        filelist_free(&f->fl);
+        free(f->bad);
+        free(f);
+    }
+    dataset_free_names(ds->class_names, ds->num_classes);
+    free(ds);
+}
+
+Dataset *filelist_dataset(FileList *fl, char **class_names, int num_classes, int channels) {
+    Dataset *ds = calloc(1, sizeof *ds);
+    FileDs *f = calloc(1, sizeof *f);
+    atomic_uchar *bad = calloc(fl->n ? (size_t)fl->n : 1, sizeof *bad);
+    if (!ds || !f || !bad) {
+        free(ds);
+        free(f);
+        free(bad);
+        filelist_free(fl);
+        dataset_free_names(class_names, num_classes);
+        return NULL;
+    }
+    f->fl = *fl;
+    memset(fl, 0, sizeof *fl);
+    f->channels = channels;
+    f->bad = bad;
+    atomic_init(&f->nbad, 0);
+    ds->n = f->fl.n;
+    ds->num_classes = num_classes;
+    ds->class_names = class_names;
+    ds->c = channels;
+    ds->h = ds->w = 0;
+    ds->get = file_get;
+    ds->label = file_label;
+    ds->close = file_close;
+    ds->impl = f;
+    return ds;
+}
+
+const char *dataset_file_path(const Dataset *ds, int i) {
+    if (!ds || ds->close != file_close || i < 0 || i >= ds->n) return NULL;
+    const FileDs *f = ds->impl;
+    return f->fl.pool + f->fl.off[i];
+}
+
+int dataset_bad_count(const Dataset *ds) {
+    if (!ds || ds->close != file_close) return 0;
+    FileDs *f = ds->impl;
+    return atomic_load(&f->nbad);
+}
+
+int dataset_mark_bad(Dataset *ds, int i) {
+    if (!ds || ds->close != file_close || i < 0 || i >= ds->n) return 0;
+    FileDs *f = ds->impl;
+    if (atomic_exchange(&f->bad[i], 1) == 0) {
+        atomic_fetch_add(&f->nbad, 1);
+        return 1;
+    }
+    return 0;
+}
+
+int dataset_read_names(const char *path, char ***names, char *err, size_t errlen) {
+    *names = NULL;
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[1024];
+    int n = 0, cap = 0;
+    char **v = NULL;
+    while (fgets(line, sizeof line, fp)) {
+        size_t len = strlen(line);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+            line[--len] = 0;
+        if (!len) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, sizeof *v * cap);
+            if (!nv) break;
+            v = nv;
+        }
+        v[n] = strdup(line);
+        if (!v[n]) break;
+        n++;
+    }
+    fclose(fp);
+    if (n == 0) {
+        free(v);
+        snprintf(err, errlen, "%s: no class names", path);
+        return -1;
+    }
+    *names = v;
+    return n;
+}
+
+/* ---------------------------------------------------------------- ImageFolder */
+
+static int image_ext(const char *name) {
+    const char *d = strrchr(name, '.');
+    if (!d) return 0;
+    return !strcasecmp(d, ".jpg") || !strcasecmp(d, ".jpeg") || !strcasecmp(d, ".png");
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted entries of dir (not starting with '.'); NULL + *n = -1 on error. */
+static char **list_dir(const char *dir, int *n) {
+    DIR *d = opendir(dir);
+    *n = -1;
+    if (!d) return NULL;
+    char **v = NULL;
+    int cnt = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, sizeof *v * cap);
+            if (!nv) {
+                dataset_free_names(v, cnt);
+                closedir(d);
+                return NULL;
+            }
+            v = nv;
+        }
+        v[cnt++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (cnt) qsort(v, (size_t)cnt, sizeof *v, cmp_str);
+    *n = cnt;
+    return v;
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Add the images under dir (recursively, sorted) with this label. */
+static int scan_class(FileList *fl, const char *dir, int label, int depth) {
+    int n;
+    char **ent = list_dir(dir, &n);
+    if (n < 0) return 0;
+    int rc = 0;
+    char path[4096];
+    for (int i = 0; i < n && rc == 0; i++) {
+        int len = snprintf(path, sizeof path, "%s/%s", dir, ent[i]);
+        if (len <= 0 || (size_t)len >= sizeof path) continue;
+        if (image_ext(ent[i])) {
+            if (is_dir(path)) continue;
+            rc = filelist_add(fl, path, label);
+        } else if (depth < 8 && is_dir(path)) {
+            rc = scan_class(fl, path, label, depth + 1);
+        }
+    }
+    dataset_free_names(ent, n);
+    return rc;
+}
+
+Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, size_t errlen) {
+    if (channels != 1 && channels != 3) {
+        snprintf(err, errlen, "%s: channels must be 1 or 3", root);
+        return NULL;
+    }
+    int n;
+    char **ent = list_dir(root, &n);
+    if (n < 0) {
+        snprintf(err, errlen, "%s: %s", root, errno ? strerror(errno) : "cannot list directory");
+        return NULL;
+    }
+    /* keep the subdirectories: the classes */
+    int k = 0;
+    char path[4096];
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", root, ent[i]);
+        if (is_dir(path)) ent[k++] = ent[i];
+        else free(ent[i]);
+    }
+    if (k == 0) {
+        free(ent);
+        snprintf(err, errlen, "%s: no class directories (expected root/<class>/<image>)", root);
+        return NULL;
+    }
+    FileList fl;
+    memset(&fl, 0, sizeof fl);
+    for (int c = 0; c < k; c++) {
+        snprintf(path, sizeof path, "%s/%s", root, ent[c]);
+        int before = fl.n;
+        if (scan_class(&fl, path, c, 0)) {
+            filelist_free(&fl);
+            dataset_free_names(ent, k);
+            snprintf(err, errlen, "%s: out of memory", root);
+            return NULL;
+        }
+        if (fl.n == before) fprintf(stderr, "warning: %s: class directory has no .jpg/.jpeg/.png images\n", path);
+    }
+    if (fl.n == 0) {
+        filelist_free(&fl);
+        dataset_free_names(ent, k);
+        snprintf(err, errlen, "%s: no .jpg/.jpeg/.png images in %d class directories", root, k);
+        return NULL;
+    }
+    Dataset *ds = filelist_dataset(&fl, ent, k, channels);
+    if (!ds) snprintf(err, errlen, "%s: out of memory", root);
+    return ds;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""make_photos.py OUT [N] - build a directory of N (default 2000) JPEG
+photographs of about 500x375 px at quality 90, as an ImageFolder tree
+(OUT/<source>/<n>.jpg), from the real photographs bundled with scikit-image
+(skimage.data: astronaut, coffee, chelsea, rocket, hubble, retina, ...):
+random crops of random size and position at a 4:3 / 3:4 / 3:2 aspect,
+resampled to the target size, random horizontal flips and mild exposure /
+colour changes, so that every file is a distinct photograph-like JPEG.
+
+Needs pillow, numpy and scikit-image (all present on the GPU machine).
+Deterministic (seeded)."""
+import os
+import sys
+
+import numpy as np
+from PIL import Image, ImageEnhance
+
+SOURCES = ["astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry",
+           "retina", "motorcycle_left", "skin", "lily", "cat", "camera", "moon", "coins", "grass",
+           "gravel", "brick", "eagle"]
+
+
+def load_sources():
+    from skimage import data
+    imgs = []
+    for name in SOURCES:
+        fn = getattr(data, name, None)
+        if fn is None:
+            continue
+        try:
+            a = fn()
+        except Exception:   # needs a download (no network) or is not an image
+            continue
+        a = np.asarray(a)
+        if a.dtype != np.uint8:
+            a = (255 * (a.astype(np.float64) / max(1e-9, float(a.max())))).astype(np.uint8)
+        if a.ndim == 2:
+            a = np.stack([a] * 3, axis=-1)
+        if a.ndim != 3 or a.shape[2] < 3 or min(a.shape[:2]) < 256:
+            continue
+        imgs.append((name, Image.fromarray(np.ascontiguousarray(a[:, :, :3]))))
+    return imgs
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    out = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    rng = np.random.default_rng(2024)
+    srcs = load_sources()
+    if not srcs:
+        print("make_photos: no scikit-image sample photographs available", file=sys.stderr)
+        return 1
+    print("make_photos: %d source photographs: %s" % (len(srcs), ", ".join(s for s, _ in srcs)))
+    shapes = [(500, 375)] * 7 + [(375, 500)] * 2 + [(500, 333)]
+    total = 0
+    for i in range(n):
+        name, im = srcs[i % len(srcs)]
+        W, H = shapes[rng.integers(len(shapes))]
+        sw, sh = im.size
+        # the largest W:H box inside the source, then a random fraction of it
+        fit = min(sw / W, sh / H)
+        f = fit * rng.uniform(0.45, 1.0)
+        cw, ch = max(16, int(W * f)), max(16, int(H * f))
+        x = int(rng.integers(0, sw - cw + 1))
+        y = int(rng.integers(0, sh - ch + 1))
+        p = im.crop((x, y, x + cw, y + ch)).resize((W, H), Image.BICUBIC)
+        if rng.random() < 0.5:
+            p = p.transpose(Image.FLIP_LEFT_RIGHT)
+        p = ImageEnhance.Brightness(p).enhance(float(rng.uniform(0.8, 1.2)))
+        p = ImageEnhance.Color(p).enhance(float(rng.uniform(0.7, 1.3)))
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "%05d.jpg" % i)
+        p.save(path, quality=90)
+        total += os.path.getsize(path)
+    print("make_photos: wrote %d JPEGs to %s (mean %.1f KB)" % (n, out, total / n / 1024))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
