@@ -1,6 +1,7 @@
 /* cmd_bench.c - `hgrn bench`: training img/s (forward, loss, backward,
  * AdamW), evaluation img/s and peak memory for a config, on random images. */
 #include "cli.h"
+#include "op_timer.h"
 #include "model.h"
 #include "optim.h"
 #include "schedule.h"
@@ -14,6 +15,59 @@ static double peak_rss_mib(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
     return ru.ru_maxrss / 1024.0;   /* Linux reports KiB */
+}
+
+/* Random finite values in the backend's activation format (fp32 or bf16). */
+static void upload_random(Backend *bk, void *dev, size_t n, int as_act, Rng *r) {
+    size_t elem = as_act ? bk->act_elem : 4;
+    unsigned char *h = malloc(n * elem);
+    if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+    for (size_t i = 0; i < n; i++) {
+        float v = (float)(rng_uniform(r) * 2.0 - 1.0);
+        if (elem == 4) memcpy(h + 4 * i, &v, 4);
+        else { uint32_t u; memcpy(&u, &v, 4); uint16_t b = (uint16_t)(u >> 16); memcpy(h + 2 * i, &b, 2); }
+    }
+    bk->to_device(bk, dev, h, n * elem);
+    free(h);
+}
+
+/* The device's copy bandwidth (bytes read + written per second) and its GEMM
+ * rate in the activation precision, measured here so the per-op table is read
+ * against this machine rather than a datasheet. */
+static void measure_ceilings(Backend *bk, double *gbs, double *tflops) {
+    int gpu = strcmp(bk->name, "cpu") != 0;
+    Rng r;
+    rng_seed(&r, 42);
+    size_t bytes = gpu ? (size_t)512 << 20 : (size_t)64 << 20;
+    void *a = bk->alloc(bk, bytes), *b = bk->alloc(bk, bytes);
+    upload_random(bk, a, bytes / 4, 0, &r);
+    bk->copy(bk, b, a, bytes);
+    bk->sync(bk);
+    int reps = gpu ? 20 : 5;
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++) bk->copy(bk, i & 1 ? a : b, i & 1 ? b : a, bytes);
+    bk->sync(bk);
+    *gbs = 2.0 * bytes * reps / (now_seconds() - t0) * 1e-9;
+    bk->free(bk, a);
+    bk->free(bk, b);
+
+    int n = gpu ? 8192 : 1024;
+    size_t nn = (size_t)n * n;
+    float *w = bk->alloc(bk, nn * 4);
+    float *x = bk->alloc(bk, nn * bk->act_elem), *y = bk->alloc(bk, nn * bk->act_elem);
+    upload_random(bk, w, nn, 0, &r);
+    upload_random(bk, x, nn, 1, &r);
+    if (bk->params_changed) bk->params_changed(bk, w, nn);   /* lets a bf16 backend make its weight copy */
+    bk->matmul_fwd(bk, y, x, w, NULL, n, n, n);
+    bk->sync(bk);
+    reps = gpu ? 10 : 3;
+    t0 = now_seconds();
+    for (int i = 0; i < reps; i++) bk->matmul_fwd(bk, y, x, w, NULL, n, n, n);
+    bk->sync(bk);
+    *tflops = 2.0 * nn * n * reps / (now_seconds() - t0) * 1e-12;
+    bk->free(bk, w);
+    bk->free(bk, x);
+    bk->free(bk, y);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -39,6 +93,10 @@ int cmd_bench(int argc, char **argv) {
     uint8_t *img = NULL;
     float *tg = NULL;
     if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
+    double copy_gbs, gemm_tflops;
+    measure_ceilings(bk, &copy_gbs, &gemm_tflops);
+    Backend *inner = bk;
+    if (!(bk = op_timer_wrap(inner))) { bk = inner; snprintf(err, sizeof err, "out of host memory"); goto fail; }
     if (!(m = model_create(bk, c, B, 1, err, sizeof err))) goto fail;
     optim_init(&opt, bk, m);
     model_init(m, c->seed);
@@ -72,6 +130,18 @@ int cmd_bench(int argc, char **argv) {
         bk->sync(bk);
         if (it >= 2) t_eval += now_seconds() - t0;
     }
+    /* two more steps, each op synchronised and timed, for the table */
+    int prof = 2;
+    op_timer_enable(bk, 1);
+    for (int it = 0; it < prof; it++) {
+        Rng dp = rng_stream(c->seed, (uint64_t)(100 + it));
+        model_zero_grads(m);
+        model_forward(m, img, B, 1, &dp);
+        model_loss(m, tg, B, NULL);
+        model_backward(m, B);
+        optim_step(&opt, c, m, lr);
+    }
+    op_timer_enable(bk, 0);
     double fl = model_flops_per_image(m);
     double tr_ips = steps * (double)B / t_train, ev_ips = steps * (double)B / t_eval;
     printf("config      %s (%s, %zu params, %d tokens, %.3f GFLOP/img forward)\n", cli.config_path, c->arch,
@@ -83,6 +153,12 @@ int cmd_bench(int argc, char **argv) {
            fl * ev_ips * 1e-9);
     printf("memory      activations %.1f MiB, params+grads+moments %.1f MiB, peak RSS %.1f MiB\n",
            model_activation_bytes(m) / 1048576.0, model_num_params(m) * 16.0 / 1048576.0, peak_rss_mib());
+    printf("ceilings    copy %.1f GB/s (read + write), %s GEMM %.2f TFLOP/s (%dx%dx%d), measured now\n",
+           copy_gbs, bk->act_elem == 2 ? "bf16" : "fp32", gemm_tflops,
+           strcmp(bk->name, "cpu") ? 8192 : 1024, strcmp(bk->name, "cpu") ? 8192 : 1024,
+           strcmp(bk->name, "cpu") ? 8192 : 1024);
+    printf("\nper-op time of one training step (each op synchronised):\n");
+    op_timer_print(bk, stdout, prof, copy_gbs, gemm_tflops);
     rc = 0;
     goto done;
 fail:

@@ -1,0 +1,229 @@
+/* op_timer.c - per-op timing wrapper; see op_timer.h. Byte counts are the
+ * fewest each op must move: every input read once, every output written once. */
+#include "op_timer.h"
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
+    OP_SILU_BWD, OP_HGRU1_FWD, OP_HGRU1_BWD, OP_LB_FWD, OP_LB_BWD, OP_NORM_U8, OP_PATCH_FWD,
+    OP_PATCH_BWD, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
+    OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_COUNT
+};
+static const char *op_names[OP_COUNT] = {
+    "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
+    "silu_mul_fwd", "silu_mul_bwd", "hgru1_fwd", "hgru1_bwd", "lower_bounds_fwd",
+    "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "meanpool_fwd",
+    "meanpool_bwd", "residual_fwd", "residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
+    "scale", "zero (memset)", "copy (device)", "host->device", "device->host"};
+
+typedef struct {
+    Backend *in;
+    int on;
+    double sec[OP_COUNT], bytes[OP_COUNT], flops[OP_COUNT];
+    long calls[OP_COUNT];
+} Timer;
+
+#define IN(bk) (((Timer *)(bk)->impl)->in)
+
+static double tic(Backend *bk) {
+    Timer *t = bk->impl;
+    if (!t->on) return 0;
+    t->in->sync(t->in);
+    return now_seconds();
+}
+
+static void toc(Backend *bk, int op, double t0, double bytes, double flops) {
+    Timer *t = bk->impl;
+    if (!t->on) return;
+    t->in->sync(t->in);
+    t->sec[op] += now_seconds() - t0;
+    t->bytes[op] += bytes;
+    t->flops[op] += flops;
+    t->calls[op]++;
+}
+
+#define E(bk) ((double)(bk)->act_elem)
+
+static void *t_alloc(Backend *bk, size_t n) { return IN(bk)->alloc(IN(bk), n); }
+static void t_free(Backend *bk, void *p) { IN(bk)->free(IN(bk), p); }
+static void t_sync(Backend *bk) { IN(bk)->sync(IN(bk)); }
+static void t_params_changed(Backend *bk, const float *b, size_t n) {
+    if (IN(bk)->params_changed) IN(bk)->params_changed(IN(bk), b, n);
+}
+static void t_destroy(Backend *bk) {
+    Timer *t = bk->impl;
+    t->in->destroy(t->in);
+    free(t);
+    free(bk);
+}
+static void t_zero(Backend *bk, void *p, size_t n) {
+    double t0 = tic(bk); IN(bk)->zero(IN(bk), p, n); toc(bk, OP_ZERO, t0, (double)n, 0);
+}
+static void t_copy(Backend *bk, void *d, const void *s, size_t n) {
+    double t0 = tic(bk); IN(bk)->copy(IN(bk), d, s, n); toc(bk, OP_COPY, t0, 2.0 * n, 0);
+}
+static void t_to_device(Backend *bk, void *d, const void *s, size_t n) {
+    double t0 = tic(bk); IN(bk)->to_device(IN(bk), d, s, n); toc(bk, OP_H2D, t0, (double)n, 0);
+}
+static void t_to_host(Backend *bk, void *d, const void *s, size_t n) {
+    double t0 = tic(bk); IN(bk)->to_host(IN(bk), d, s, n); toc(bk, OP_D2H, t0, (double)n, 0);
+}
+static void t_matmul_fwd(Backend *bk, float *o, const float *x, const float *w, const float *b, int M, int K, int N) {
+    double t0 = tic(bk);
+    IN(bk)->matmul_fwd(IN(bk), o, x, w, b, M, K, N);
+    toc(bk, OP_MATMUL_FWD, t0, E(bk) * ((double)M * K + (double)N * K + (double)M * N), 2.0 * M * N * K);
+}
+static void t_matmul_bwd(Backend *bk, float *dx, float *dw, float *db, const float *dout, const float *x,
+                         const float *w, int M, int K, int N) {
+    double t0 = tic(bk);
+    IN(bk)->matmul_bwd(IN(bk), dx, dw, db, dout, x, w, M, K, N);
+    double by = E(bk) * (double)M * N + E(bk) * (double)M * K + 8.0 * N * K;
+    if (dx) by += E(bk) * ((double)M * K + (double)N * K);
+    toc(bk, OP_MATMUL_BWD, t0, by, 2.0 * M * N * K * (dx ? 2 : 1));
+}
+static void t_ln_fwd(Backend *bk, float *o, float *mu, float *rs, const float *x, const float *w, const float *b, int M, int C) {
+    double t0 = tic(bk); IN(bk)->layernorm_fwd(IN(bk), o, mu, rs, x, w, b, M, C);
+    toc(bk, OP_LN_FWD, t0, 2 * E(bk) * M * C + 8.0 * M, 0);
+}
+static void t_ln_bwd(Backend *bk, float *dx, float *dw, float *db, const float *dout, const float *x,
+                     const float *w, const float *mu, const float *rs, int M, int C) {
+    double t0 = tic(bk); IN(bk)->layernorm_bwd(IN(bk), dx, dw, db, dout, x, w, mu, rs, M, C);
+    toc(bk, OP_LN_BWD, t0, 4 * E(bk) * M * C + 8.0 * M, 0);
+}
+static void t_rms_fwd(Backend *bk, float *o, float *r, const float *x, int M, int C) {
+    double t0 = tic(bk); IN(bk)->rmsnorm_fwd(IN(bk), o, r, x, M, C); toc(bk, OP_RMS_FWD, t0, 2 * E(bk) * M * C, 0);
+}
+static void t_rms_bwd(Backend *bk, float *dx, const float *dout, const float *x, const float *r, int M, int C) {
+    double t0 = tic(bk); IN(bk)->rmsnorm_bwd(IN(bk), dx, dout, x, r, M, C); toc(bk, OP_RMS_BWD, t0, 3 * E(bk) * M * C, 0);
+}
+static void t_silu_fwd(Backend *bk, float *o, const float *a, int la, const float *b, int lb, int M, int C) {
+    double t0 = tic(bk); IN(bk)->silu_mul_fwd(IN(bk), o, a, la, b, lb, M, C); toc(bk, OP_SILU_FWD, t0, 3 * E(bk) * M * C, 0);
+}
+static void t_silu_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a, int la,
+                       const float *b, int lb, int M, int C) {
+    double t0 = tic(bk); IN(bk)->silu_mul_bwd(IN(bk), da, db, dout, a, la, b, lb, M, C);
+    toc(bk, OP_SILU_BWD, t0, 5 * E(bk) * M * C, 0);
+}
+static void t_hgru1_fwd(Backend *bk, float *o, const float *xc, const float *xl, int ld, const float *tf,
+                        const float *tr, const float *beta, int B, int N, int D) {
+    double t0 = tic(bk); IN(bk)->hgru1_fwd(IN(bk), o, xc, xl, ld, tf, tr, beta, B, N, D);
+    toc(bk, OP_HGRU1_FWD, t0, 5 * E(bk) * B * N * D, 0);
+}
+static void t_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtf, float *dtr, float *dbeta,
+                        const float *dout, const float *xc, const float *xl, int ld, const float *tf,
+                        const float *tr, const float *beta, int B, int N, int D) {
+    double t0 = tic(bk);
+    IN(bk)->hgru1_bwd(IN(bk), dxc, dxl, dtf, dtr, dbeta, dout, xc, xl, ld, tf, tr, beta, B, N, D);
+    toc(bk, OP_HGRU1_BWD, t0, 8 * E(bk) * B * N * D, 0);
+}
+static void t_lb_fwd(Backend *bk, float *beta, const float *g, int L, int D) {
+    double t0 = tic(bk); IN(bk)->lower_bounds_fwd(IN(bk), beta, g, L, D); toc(bk, OP_LB_FWD, t0, 8.0 * L * D, 0);
+}
+static void t_lb_bwd(Backend *bk, float *dg, const float *db, const float *g, int L, int D) {
+    double t0 = tic(bk); IN(bk)->lower_bounds_bwd(IN(bk), dg, db, g, L, D); toc(bk, OP_LB_BWD, t0, 12.0 * L * D, 0);
+}
+static void t_norm_u8(Backend *bk, float *o, const uint8_t *img, const float *mean, const float *std, int B,
+                      int C, int H, int W) {
+    double t0 = tic(bk); IN(bk)->normalize_u8(IN(bk), o, img, mean, std, B, C, H, W);
+    toc(bk, OP_NORM_U8, t0, (1 + E(bk)) * B * C * H * W, 0);
+}
+static void t_patch_fwd(Backend *bk, float *o, const float *img, int B, int C, int H, int W, int p) {
+    double t0 = tic(bk); IN(bk)->patchify_fwd(IN(bk), o, img, B, C, H, W, p);
+    toc(bk, OP_PATCH_FWD, t0, 2 * E(bk) * B * C * H * W, 0);
+}
+static void t_patch_bwd(Backend *bk, float *d, const float *dout, int B, int C, int H, int W, int p) {
+    double t0 = tic(bk); IN(bk)->patchify_bwd(IN(bk), d, dout, B, C, H, W, p);
+    toc(bk, OP_PATCH_BWD, t0, 2 * E(bk) * B * C * H * W, 0);
+}
+static void t_pool_fwd(Backend *bk, float *o, const float *x, int B, int N, int D) {
+    double t0 = tic(bk); IN(bk)->meanpool_fwd(IN(bk), o, x, B, N, D); toc(bk, OP_POOL_FWD, t0, E(bk) * B * D * (N + 1.0), 0);
+}
+static void t_pool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, int D) {
+    double t0 = tic(bk); IN(bk)->meanpool_bwd(IN(bk), dx, dout, B, N, D); toc(bk, OP_POOL_BWD, t0, E(bk) * B * D * (N + 1.0), 0);
+}
+static void t_res_fwd(Backend *bk, float *x, const float *f, const float *s, int B, int S) {
+    double t0 = tic(bk); IN(bk)->residual_fwd(IN(bk), x, f, s, B, S); toc(bk, OP_RES_FWD, t0, 3 * E(bk) * B * S, 0);
+}
+static void t_res_bwd(Backend *bk, float *df, const float *dx, const float *s, int B, int S) {
+    double t0 = tic(bk); IN(bk)->residual_bwd(IN(bk), df, dx, s, B, S); toc(bk, OP_RES_BWD, t0, 2 * E(bk) * B * S, 0);
+}
+static void t_xent_fwd(Backend *bk, float *l, float *p, const float *lg, const float *tg, int B, int C) {
+    double t0 = tic(bk); IN(bk)->xent_fwd(IN(bk), l, p, lg, tg, B, C); toc(bk, OP_XENT_FWD, t0, (E(bk) + 8.0) * B * C, 0);
+}
+static void t_xent_bwd(Backend *bk, float *d, const float *p, const float *tg, float dl, int B, int C) {
+    double t0 = tic(bk); IN(bk)->xent_bwd(IN(bk), d, p, tg, dl, B, C); toc(bk, OP_XENT_BWD, t0, (E(bk) + 8.0) * B * C, 0);
+}
+static void t_sumsq(Backend *bk, float *acc, const float *x, size_t n) {
+    double t0 = tic(bk); IN(bk)->sumsq(IN(bk), acc, x, n); toc(bk, OP_SUMSQ, t0, 4.0 * n, 0);
+}
+static void t_adamw(Backend *bk, float *p, const float *g, float *m, float *v, size_t n, const AdamWArgs *a,
+                    const float *gn) {
+    double t0 = tic(bk); IN(bk)->adamw(IN(bk), p, g, m, v, n, a, gn); toc(bk, OP_ADAMW, t0, 28.0 * n, 0);
+}
+static void t_scale(Backend *bk, float *x, float s, size_t n) {
+    double t0 = tic(bk); IN(bk)->scale(IN(bk), x, s, n); toc(bk, OP_SCALE, t0, 8.0 * n, 0);
+}
+
+Backend *op_timer_wrap(Backend *in) {
+    Backend *bk = calloc(1, sizeof *bk);
+    Timer *t = calloc(1, sizeof *t);
+    if (!bk || !t) { free(bk); free(t); return NULL; }
+    t->in = in;
+    bk->name = in->name;
+    bk->impl = t;
+    bk->act_elem = in->act_elem;
+    bk->alloc = t_alloc; bk->free = t_free; bk->zero = t_zero; bk->to_device = t_to_device;
+    bk->to_host = t_to_host; bk->copy = t_copy; bk->sync = t_sync; bk->destroy = t_destroy;
+    bk->params_changed = t_params_changed;
+    bk->matmul_fwd = t_matmul_fwd; bk->matmul_bwd = t_matmul_bwd;
+    bk->layernorm_fwd = t_ln_fwd; bk->layernorm_bwd = t_ln_bwd;
+    bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;
+    bk->silu_mul_fwd = t_silu_fwd; bk->silu_mul_bwd = t_silu_bwd;
+    bk->hgru1_fwd = t_hgru1_fwd; bk->hgru1_bwd = t_hgru1_bwd;
+    bk->lower_bounds_fwd = t_lb_fwd; bk->lower_bounds_bwd = t_lb_bwd;
+    bk->normalize_u8 = t_norm_u8; bk->patchify_fwd = t_patch_fwd; bk->patchify_bwd = t_patch_bwd;
+    bk->meanpool_fwd = t_pool_fwd; bk->meanpool_bwd = t_pool_bwd;
+    bk->residual_fwd = t_res_fwd; bk->residual_bwd = t_res_bwd;
+    bk->xent_fwd = t_xent_fwd; bk->xent_bwd = t_xent_bwd;
+    bk->sumsq = t_sumsq; bk->adamw = t_adamw; bk->scale = t_scale;
+    return bk;
+}
+
+void op_timer_enable(Backend *bk, int on) { ((Timer *)bk->impl)->on = on; }
+
+void op_timer_reset(Backend *bk) {
+    Timer *t = bk->impl;
+    memset(t->sec, 0, sizeof t->sec);
+    memset(t->bytes, 0, sizeof t->bytes);
+    memset(t->flops, 0, sizeof t->flops);
+    memset(t->calls, 0, sizeof t->calls);
+}
+
+void op_timer_print(Backend *bk, FILE *f, int steps, double copy_gbs, double gemm_tflops) {
+    Timer *t = bk->impl;
+    double total = 0;
+    int order[OP_COUNT];
+    for (int i = 0; i < OP_COUNT; i++) { total += t->sec[i]; order[i] = i; }
+    for (int i = 1; i < OP_COUNT; i++)       /* by time, descending */
+        for (int j = i; j > 0 && t->sec[order[j]] > t->sec[order[j - 1]]; j--) {
+            int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x;
+        }
+    fprintf(f, "%-16s %6s %9s %6s %9s %7s %9s %7s\n", "op", "calls", "ms/step", "share", "GB/s",
+            "%copy", "TFLOP/s", "%gemm");
+    for (int k = 0; k < OP_COUNT; k++) {
+        int i = order[k];
+        if (!t->calls[i]) continue;
+        double s = t->sec[i], gbs = t->bytes[i] / s * 1e-9, tfs = t->flops[i] / s * 1e-12;
+        fprintf(f, "%-16s %6.0f %9.3f %5.1f%% %9.1f %6.1f%%", op_names[i], (double)t->calls[i] / steps,
+                1e3 * s / steps, 100 * s / total, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
+        if (t->flops[i] > 0)
+            fprintf(f, " %9.2f %6.1f%%\n", tfs, gemm_tflops > 0 ? 100 * tfs / gemm_tflops : 0);
+        else
+            fprintf(f, " %9s %7s\n", "-", "-");
+    }
+    fprintf(f, "%-16s %6s %9.3f  (sum of synchronised op times; the unsynchronised step is faster)\n",
+            "total", "", 1e3 * total / steps);
+}
