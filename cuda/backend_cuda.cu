@@ -169,7 +169,14 @@ extern "C" int backend_cuda_available(void) {
     return n > 0;
 }
 
-extern "C" Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
+extern "C" static size_t cuda_mem_in_use(Backend *bk) {
+    (void)bk;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+}
+
+Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -219,6 +226,7 @@ extern "C" Backend *backend_cuda_create(int device, int bf16, char *err, size_t 
     bk->sync = cu_sync;
     bk->destroy = cu_destroy;
     bk->params_changed = cu_params_changed;
+    bk->mem_in_use = cuda_mem_in_use;
     bk->matmul_fwd = cu_matmul_fwd;
     bk->matmul_bwd = cu_matmul_bwd;
     bk->layernorm_fwd = cu_layernorm_fwd;

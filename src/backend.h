@@ -60,6 +60,9 @@ struct Backend {
      * (init, checkpoint load), so a backend that computes with a lower-precision
      * copy of the weights can (re)build it. CPU: no-op. */
     void (*params_changed)(Backend *, const float *base, size_t n);
+    /* Device memory this process holds now, in bytes (CUDA: total - free as the
+     * driver reports it, context included); NULL on the CPU backend. */
+    size_t (*mem_in_use)(Backend *);
 
     /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
      * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */
@@ -163,6 +166,25 @@ struct Backend {
                   const AdamWArgs *args, const float *grad_norm_sq);
     /* x[i] *= s  (used to scale gradients, e.g. distributed averaging) */
     void (*scale)(Backend *, float *x, float s, size_t n);
+
+    /* ---- HGRU2 bidirectional outer-product scan (DESIGN.md section 4) ----
+     * x[M, 3D] (row stride ld >= 3D) is the fused in-projection output, in the
+     * official order [v | q | f]. Per image b, token t, head h (heads of e
+     * channels, D = H*e; c = h*e + i indexes the row of a state, h*e + j its column):
+     *   v_t[j] = SiLU(x[t, h*e+j]),  q_t[i] = sigmoid(x[t, D+h*e+i]),
+     *   lam_t[i] = beta[c] + (1-beta[c]) * sigmoid(x[t, 2D+h*e+i]),  k_t = 1 - lam_t
+     *   S_t = Diag(lam_t) S_{t-1} + k_t v_t^T   (t = 0..N-1, S_{-1} = 0)
+     *   R_t = Diag(lam_t) R_{t+1} + k_t v_t^T   (t = N-1..0, R_N = 0; both include token t)
+     *   out[t, h*e+j] = sum_i q_t[i] (S_t + R_t)[i][j]      (out is [M, D] contiguous)
+     * Gated linear attention (q = output gate, k = 1 - lam, v = input); the
+     * backends may evaluate it recurrently or in chunked matrix form. */
+    void (*hgru2_fwd)(Backend *, float *out, const float *x, int ld, const float *beta,
+                      int B, int N, int D, int e);
+    /* dx (row stride ld, the 3D columns of x's layout) is OVERWRITTEN with the
+     * gradients of the three pre-activations; dbeta[D] ACCUMULATES. Recomputes
+     * the states (nothing saved by fwd). */
+    void (*hgru2_bwd)(Backend *, float *dx, float *dbeta, const float *dout, const float *x,
+                      int ld, const float *beta, int B, int N, int D, int e);
 };
 
 /* Address of element n of an activation tensor. */

@@ -20,6 +20,7 @@
 #endif
 
 #include "backend.h"
+#include "backend_cpu_hgru2.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -1045,5 +1046,6 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->sumsq = cpu_sumsq;
     bk->adamw = cpu_adamw;
     bk->scale = cpu_scale;
+    backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd */
     return bk;
 }

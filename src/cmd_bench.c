@@ -153,6 +153,9 @@ int cmd_bench(int argc, char **argv) {
            fl * ev_ips * 1e-9);
     printf("memory      activations %.1f MiB, params+grads+moments %.1f MiB, peak RSS %.1f MiB\n",
            model_activation_bytes(m) / 1048576.0, model_num_params(m) * 16.0 / 1048576.0, peak_rss_mib());
+    if (bk->mem_in_use)
+        printf("device mem  %.2f GiB in use at the end (the peak: nothing is freed during a step; "
+               "CUDA context included)\n", bk->mem_in_use(bk) / 1073741824.0);
     printf("ceilings    copy %.1f GB/s (read + write), %s GEMM %.2f TFLOP/s (%dx%dx%d), measured now\n",
            copy_gbs, bk->act_elem == 2 ? "bf16" : "fp32", gemm_tflops,
            strcmp(bk->name, "cpu") ? 8192 : 1024, strcmp(bk->name, "cpu") ? 8192 : 1024,

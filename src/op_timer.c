@@ -53,6 +53,7 @@ static void t_sync(Backend *bk) { IN(bk)->sync(IN(bk)); }
 static void t_params_changed(Backend *bk, const float *b, size_t n) {
     if (IN(bk)->params_changed) IN(bk)->params_changed(IN(bk), b, n);
 }
+static size_t t_mem_in_use(Backend *bk) { return IN(bk)->mem_in_use(IN(bk)); }
 static void t_destroy(Backend *bk) {
     Timer *t = bk->impl;
     t->in->destroy(t->in);
@@ -178,6 +179,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->alloc = t_alloc; bk->free = t_free; bk->zero = t_zero; bk->to_device = t_to_device;
     bk->to_host = t_to_host; bk->copy = t_copy; bk->sync = t_sync; bk->destroy = t_destroy;
     bk->params_changed = t_params_changed;
+    bk->mem_in_use = in->mem_in_use ? t_mem_in_use : NULL;
     bk->matmul_fwd = t_matmul_fwd; bk->matmul_bwd = t_matmul_bwd;
     bk->layernorm_fwd = t_ln_fwd; bk->layernorm_bwd = t_ln_bwd;
     bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;

@@ -1,0 +1,254 @@
+/* backend_cpu_hgru2.c - the HGRU2 bidirectional outer-product scan of the
+ * CPU backend (Backend.hgru2_fwd / hgru2_bwd, DESIGN.md section 4), plus
+ * double-precision reference entry points for the tests.
+ *
+ * The kernels (recurrent and chunked gated-linear-attention forms, forward
+ * and backward) are in hgru2_core.inc, instantiated here for float and double.
+ * Work items are (image, head): each gathers its activations to [N][e]
+ * arrays, runs a kernel, and scatters the results. The float ops pick the
+ * form by hgru2_cpu_chunk_size(N, e).
+ *
+ * Determinism: items are independent; the dbeta sums go through a [B][D]
+ * double buffer reduced over images in order afterwards, so results are
+ * bitwise identical for any thread count. Threads: the OpenMP team that
+ * backend_cpu_create set (omp_set_num_threads). Scratch: per-thread buffers
+ * that only grow (no allocation in steady state).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+#include "backend_cpu_hgru2.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Same multi-versioning as backend_cpu.c (AVX2 clone of the hot loops). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(HGRN_NO_CLONES)
+#define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT_KERNEL
+#endif
+
+/* Cephes-style expf as in backend_cpu.c (vectorisable, 1-2 ulp, clamped). */
+static inline float h2_expf(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    float t = x * 1.44269504088896341f;
+    float n = (t + 12582912.0f) - 12582912.0f;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float r2 = r * r;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r2 + r + 1.0f;
+    union { int32_t i; float f; } s;
+    s.i = ((int32_t)n + 127) << 23;
+    return p * s.f;
+}
+
+/* log of a decay in (0, 1]: floored so that lam = 0 (sigmoid underflow) stays finite */
+static inline float h2_logf(float x) { return logf(x > 1e-30f ? x : 1e-30f); }
+static inline double h2_logd(double x) { return log(x > 1e-300 ? x : 1e-300); }
+
+#define R float
+#define SFX _f
+#define EXP(x) h2_expf(x)
+#define LOG(x) h2_logf(x)
+#include "hgru2_core.inc"
+#undef R
+#undef SFX
+#undef EXP
+#undef LOG
+
+#define R double
+#define SFX _d
+#define EXP(x) exp(x)
+#define LOG(x) h2_logd(x)
+#include "hgru2_core.inc"
+#undef R
+#undef SFX
+#undef EXP
+#undef LOG
+
+/* --------------------------------------------------------------- scratch */
+
+/* Per-thread growing buffer (OpenMP threads persist, so it is allocated once). */
+static _Thread_local void *tls_buf;
+static _Thread_local size_t tls_cap;
+
+static void *tls_scratch(size_t bytes) {
+    if (bytes > tls_cap) {
+        free(tls_buf);
+        size_t cap = bytes + bytes / 4 + 4096;
+        tls_buf = aligned_alloc(64, (cap + 63) & ~(size_t)63);
+        if (!tls_buf) {
+            fprintf(stderr, "out of memory allocating %zu bytes of hgru2 scratch\n", cap);
+            exit(1);
+        }
+        tls_cap = cap;
+    }
+    return tls_buf;
+}
+
+/* The calling thread's [B][D] partial sums (separate from tls_buf, which the
+ * calling thread also uses as a worker). */
+static _Thread_local double *tls_part;
+static _Thread_local size_t tls_part_n;
+
+static double *part_scratch(size_t n) {
+    if (n > tls_part_n) {
+        free(tls_part);
+        tls_part = malloc(n * sizeof(double));
+        if (!tls_part) {
+            fprintf(stderr, "out of memory allocating hgru2 partial sums\n");
+            exit(1);
+        }
+        tls_part_n = n;
+    }
+    memset(tls_part, 0, n * sizeof(double));
+    return tls_part;
+}
+
+/* ----------------------------------------------------------- form choice */
+
+/* Measured (2-core x86-64 AVX2 build machine, B 8, N 256, D 192, per call,
+ * fwd / bwd): recurrent e 8: 23 / 32 ms, e 16: 23 / 41, e 32: 34 / 77,
+ * e 64: 43 / 63, e 192: 50 / 61; chunked (C 32) e 16: 103 / 145, e 64:
+ * 177 / 320, e 192: 209 / 442. The chunked form's extra work (2 C e per token
+ * plus the exps of the rescaled blocks) never pays on the CPU at these sizes,
+ * so the float ops run the recurrent form unless HGRN_HGRU2_CHUNK asks for
+ * chunks; the chunked form is what the GPU kernels implement, kept here as
+ * their reference and tested equal to the recurrence. */
+int hgru2_cpu_chunk_size(int N, int e) {
+    const char *s = getenv("HGRN_HGRU2_CHUNK");
+    (void)N;
+    (void)e;
+    if (s && *s) {
+        int c = atoi(s);
+        return c > 0 ? c : 0;
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- float ops */
+
+static void cpu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta,
+                          int B, int N, int D, int e) {
+    (void)bk;
+    if (B <= 0 || N <= 0 || D <= 0 || e <= 0) return;
+    const int H = D / e, items = B * H, C = hgru2_cpu_chunk_size(N, e);
+    const size_t ne = (size_t)N * e;
+    const size_t work = C ? h2_chunk_bi_work_f(N, e, C) : 2 * (size_t)e * e + 2 * (size_t)e;
+#pragma omp parallel
+    {
+        float *w = tls_scratch((6 * ne + work) * sizeof(float));
+        float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *o = g + ne;
+        float *rest = o + ne;
+#pragma omp for schedule(static)
+        for (int it = 0; it < items; it++) {
+            int b = it / H, h = it % H;
+            h2_gather_f(q, k, v, lam, C ? g : NULL, x, ld, beta, b, h, N, D, e);
+            if (C) h2_chunk_fwd_f(o, q, k, v, g, N, e, C, rest);
+            else h2_rec_fwd_f(o, q, k, v, lam, N, e, rest);
+            for (int t = 0; t < N; t++)
+                memcpy(out + ((size_t)b * N + t) * D + (size_t)h * e, o + (size_t)t * e,
+                       (size_t)e * sizeof(float));
+        }
+    }
+}
+
+static void cpu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x,
+                          int ld, const float *beta, int B, int N, int D, int e) {
+    (void)bk;
+    if (B <= 0 || N <= 0 || D <= 0 || e <= 0) return;
+    const int H = D / e, items = B * H, C = hgru2_cpu_chunk_size(N, e);
+    const size_t ne = (size_t)N * e;
+    const size_t work = C ? h2_chunk_bi_work_f(N, e, C) : 2 * (size_t)e * e + 2 * (size_t)e;
+    double *part = part_scratch((size_t)B * D);
+#pragma omp parallel
+    {
+        float *w = tls_scratch((10 * ne + work) * sizeof(float));
+        float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *gd = g + ne;
+        float *dq = gd + ne, *dk = dq + ne, *dv = dk + ne, *dl = dv + ne, *rest = dl + ne;
+#pragma omp for schedule(static)
+        for (int it = 0; it < items; it++) {
+            int b = it / H, h = it % H;
+            h2_gather_f(q, k, v, lam, C ? g : NULL, x, ld, beta, b, h, N, D, e);
+            for (int t = 0; t < N; t++)
+                memcpy(gd + (size_t)t * e, dout + ((size_t)b * N + t) * D + (size_t)h * e,
+                       (size_t)e * sizeof(float));
+            if (C) h2_chunk_bwd_f(dq, dk, dv, dl, q, k, v, g, gd, N, e, C, rest);
+            else h2_rec_bwd_f(dq, dk, dv, dl, q, k, v, lam, gd, N, e, rest);
+            h2_scatter_f(dx, ld, x, beta, dq, dk, dv, dl, b, h, N, D, e,
+                         part + (size_t)b * D + (size_t)h * e);
+        }
+    }
+    for (int c = 0; c < D; c++) {
+        double s = 0;
+        for (int b = 0; b < B; b++) s += part[(size_t)b * D + c];
+        dbeta[c] += (float)s;
+    }
+}
+
+void backend_cpu_hgru2_register(Backend *bk) {
+    bk->hgru2_fwd = cpu_hgru2_fwd;
+    bk->hgru2_bwd = cpu_hgru2_bwd;
+}
+
+/* ------------------------------------------------------ double references */
+
+void hgru2_cpu_ref_fwd(double *out, const double *x, int ld, const double *beta, int B, int N,
+                       int D, int e, int chunk) {
+    const int H = D / e;
+    const size_t ne = (size_t)N * e;
+    size_t work = chunk ? h2_chunk_bi_work_d(N, e, chunk) : 2 * (size_t)e * e + 2 * (size_t)e;
+    double *w = malloc((6 * ne + work) * sizeof(double));
+    if (!w) { fprintf(stderr, "out of memory\n"); exit(1); }
+    double *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *o = g + ne;
+    double *rest = o + ne;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            h2_gather_d(q, k, v, lam, g, x, ld, beta, b, h, N, D, e);
+            if (chunk) h2_chunk_fwd_d(o, q, k, v, g, N, e, chunk, rest);
+            else h2_rec_fwd_d(o, q, k, v, lam, N, e, rest);
+            for (int t = 0; t < N; t++)
+                memcpy(out + ((size_t)b * N + t) * D + (size_t)h * e, o + (size_t)t * e,
+                       (size_t)e * sizeof(double));
+        }
+    free(w);
+}
+
+void hgru2_cpu_ref_bwd(double *dx, double *dbeta, const double *dout, const double *x, int ld,
+                       const double *beta, int B, int N, int D, int e, int chunk) {
+    const int H = D / e;
+    const size_t ne = (size_t)N * e;
+    size_t work = chunk ? h2_chunk_bi_work_d(N, e, chunk) : 2 * (size_t)e * e + 2 * (size_t)e;
+    double *w = malloc((10 * ne + work) * sizeof(double));
+    double *part = calloc((size_t)D, sizeof(double));
+    if (!w || !part) { fprintf(stderr, "out of memory\n"); exit(1); }
+    double *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *gd = g + ne;
+    double *dq = gd + ne, *dk = dq + ne, *dv = dk + ne, *dl = dv + ne, *rest = dl + ne;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            h2_gather_d(q, k, v, lam, g, x, ld, beta, b, h, N, D, e);
+            for (int t = 0; t < N; t++)
+                memcpy(gd + (size_t)t * e, dout + ((size_t)b * N + t) * D + (size_t)h * e,
+                       (size_t)e * sizeof(double));
+            if (chunk) h2_chunk_bwd_d(dq, dk, dv, dl, q, k, v, g, gd, N, e, chunk, rest);
+            else h2_rec_bwd_d(dq, dk, dv, dl, q, k, v, lam, gd, N, e, rest);
+            h2_scatter_d(dx, ld, x, beta, dq, dk, dv, dl, b, h, N, D, e, part + (size_t)h * e);
+        }
+    for (int c = 0; c < D; c++) dbeta[c] += part[c];
+    free(w);
+    free(part);
+}
