@@ -30,7 +30,7 @@ if [ -d "$fm" ]; then
   build-gpu/hgrn train --config configs/fmnist_hgrn1_tiny.cfg --data "$fm" --out "$out/demo" >"$out/demo_train.log" 2>&1
   build-gpu/hgrn eval --ckpt "$out/demo/best.safetensors" --data "$fm" >"$out/demo_eval.log" 2>&1
   end=$(date +%s.%N)
-  echo "GPU demo train+eval: $(echo "$end - $start" | bc) s: $(tail -1 "$out/demo_eval.log")"
+  echo "GPU demo train+eval: $(awk "BEGIN{print $end - $start}") s: $(tail -1 "$out/demo_eval.log")"
 fi
 echo "== summary =="
 for f in "$out"/bench_*.txt; do

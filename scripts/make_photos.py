@@ -15,31 +15,55 @@ import sys
 import numpy as np
 from PIL import Image, ImageEnhance
 
-SOURCES = ["astronaut", "coffee", "chelsea", "rocket", "hubble_deep_field", "immunohistochemistry",
-           "retina", "motorcycle_left", "skin", "lily", "cat", "camera", "moon", "coins", "grass",
-           "gravel", "brick", "eagle"]
+# Colour photographs bundled with scikit-image (no download needed), then a
+# few that newer versions fetch on demand (skipped when that fails: the GPU
+# machine has no network), then grayscale ones only if too few colour ones.
+COLOUR = ["astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field",
+          "retina", "skin", "lily"]
+GRAY = ["camera", "moon", "coins", "grass", "gravel", "brick"]
+
+
+def _call_with_timeout(fn, secs=10):
+    import signal
+
+    def handler(signum, frame):
+        raise TimeoutError()
+    old = signal.signal(signal.SIGALRM, handler)
+    signal.alarm(secs)
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def load_sources():
     from skimage import data
     imgs = []
-    for name in SOURCES:
-        fn = getattr(data, name, None)
-        if fn is None:
-            continue
-        try:
-            a = fn()
-        except Exception:   # needs a download (no network) or is not an image
-            continue
-        a = np.asarray(a)
-        if a.dtype != np.uint8:
-            a = (255 * (a.astype(np.float64) / max(1e-9, float(a.max())))).astype(np.uint8)
-        if a.ndim == 2:
-            a = np.stack([a] * 3, axis=-1)
-        if a.ndim != 3 or a.shape[2] < 3 or min(a.shape[:2]) < 256:
-            continue
-        imgs.append((name, Image.fromarray(np.ascontiguousarray(a[:, :, :3]))))
+    for names in (COLOUR, GRAY):
+        if names is GRAY and len(imgs) >= 3:
+            break
+        for name in names:
+            fn = getattr(data, name, None)
+            if fn is None:
+                continue
+            try:
+                a = _call_with_timeout(fn)
+            except BaseException:   # needs a download (no network), timed out, or not an image
+                continue
+            a = np.asarray(a)
+            if a.dtype != np.uint8:
+                a = (255 * (a.astype(np.float64) / max(1e-9, float(a.max())))).astype(np.uint8)
+            if a.ndim == 2:
+                a = np.stack([a] * 3, axis=-1)
+            if a.ndim != 3 or a.shape[2] < 3 or min(a.shape[:2]) < 256:
+                continue
+            imgs.append((name, Image.fromarray(np.ascontiguousarray(a[:, :, :3]))))
     return imgs
+
+
+BICUBIC = getattr(getattr(Image, "Resampling", Image), "BICUBIC")
+FLIP_LR = getattr(getattr(Image, "Transpose", Image), "FLIP_LEFT_RIGHT")
 
 
 def main():
@@ -66,9 +90,9 @@ def main():
         cw, ch = max(16, int(W * f)), max(16, int(H * f))
         x = int(rng.integers(0, sw - cw + 1))
         y = int(rng.integers(0, sh - ch + 1))
-        p = im.crop((x, y, x + cw, y + ch)).resize((W, H), Image.BICUBIC)
+        p = im.crop((x, y, x + cw, y + ch)).resize((W, H), BICUBIC)
         if rng.random() < 0.5:
-            p = p.transpose(Image.FLIP_LEFT_RIGHT)
+            p = p.transpose(FLIP_LR)
         p = ImageEnhance.Brightness(p).enhance(float(rng.uniform(0.8, 1.2)))
         p = ImageEnhance.Color(p).enhance(float(rng.uniform(0.7, 1.3)))
         d = os.path.join(out, name)
