@@ -177,16 +177,41 @@ static void test_train_transform_determinism(void **state) {
     assert_memory_equal(out[0], out[2], (size_t)N * per);
     /* different samples differ */
     assert_memory_not_equal(out[0], out[0] + per, per);
-    /* eval transform: deterministic and equals image_eval_transform on the full decode */
+    /* eval transform (decodes only the rectangle the centre crop reads):
+     * bit-identical to image_eval_transform on the full decode, for several
+     * sizes and subsamplings, both filters */
     uint8_t *ev = malloc(per), *ref = malloc(per);
     DeitScratch s;
     memset(&s, 0, sizeof s);
-    assert_int_equal(deit_eval_file(t, path, &s, ev, err, sizeof err), 0);
-    Image im;
-    assert_int_equal(image_load(path, 3, &im, err, sizeof err), 0);
-    assert_int_equal(image_eval_transform(&im, 64, 0.875f, RESAMPLE_BICUBIC, ref), 0);
-    assert_memory_equal(ev, ref, per);
-    image_free(&im);
+    int dims[5][2] = {{300, 200}, {500, 375}, {375, 500}, {97, 61}, {640, 64}};
+    for (int d = 0; d < 5; d++) {
+        write_test_jpeg(path, dims[d][0], dims[d][1], 40 + d);
+        for (int f = 0; f < 2; f++) {
+            t->eval_filter = f;
+            assert_int_equal(deit_eval_file(t, path, &s, ev, err, sizeof err), 0);
+            Image im;
+            assert_int_equal(image_load(path, 3, &im, err, sizeof err), 0);
+            assert_int_equal(image_eval_transform(&im, 64, 0.875f, f, ref), 0);
+            assert_memory_equal(ev, ref, per);
+            image_free(&im);
+        }
+    }
+    t->eval_filter = RESAMPLE_BICUBIC;
+    /* one-channel models: the whole recipe on gray */
+    Config gcfg = deit_cfg();
+    gcfg.channels = 1;
+    gcfg.num_mean = gcfg.num_std = 1;
+    DeitTransform *tg = deit_transform_create(&gcfg, err, sizeof err);
+    assert_non_null(tg);
+    uint8_t g1[64 * 64], g2[64 * 64];
+    for (int i = 0; i < 20; i++) {
+        Rng r1 = rng_stream(9, (uint64_t)i), r2 = rng_stream(9, (uint64_t)i);
+        assert_int_equal(deit_train_file(tg, path, &r1, &s, g1, err, sizeof err), 0);
+        assert_int_equal(deit_train_file(tg, path, &r2, &s, g2, err, sizeof err), 0);
+        assert_memory_equal(g1, g2, sizeof g1);
+    }
+    assert_int_equal(deit_eval_file(tg, path, &s, g1, err, sizeof err), 0);
+    deit_transform_destroy(tg);
     deit_scratch_free(&s);
     free(ev);
     free(ref);
@@ -431,6 +456,26 @@ static void test_randaugment_ops(void **state) {
     assert_memory_equal(a, b, W * H * C);
     pil_brightness(b, W, H, C, 0.5f);
     for (int i = 0; i < W * H * C; i++) assert_int_equal(b[i], a[i] / 2);
+    /* sharpness: ImageFilter.SMOOTH (borders kept) blended with the image */
+    for (int t = 0; t < 3; t++) {
+        float f = t == 0 ? 0.3f : t == 1 ? 0.77f : 1.6f;
+        memcpy(b, a, W * H * C);
+        pil_sharpness(b, W, H, C, f, tmp);
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                for (int k = 0; k < C; k++) {
+                    int i = (y * W + x) * C + k, sm = a[i];
+                    if (y > 0 && y < H - 1 && x > 0 && x < W - 1) {
+                        int sum = 0;
+                        for (int dy = -1; dy <= 1; dy++)
+                            for (int dx = -1; dx <= 1; dx++) sum += a[((y + dy) * W + x + dx) * C + k] * (dx || dy ? 1 : 5);
+                        sm = sum / 13;
+                    }
+                    float v = (float)sm + f * (float)(a[i] - sm);
+                    int e = v <= 0 ? 0 : v >= 255 ? 255 : (int)v;
+                    assert_int_equal(b[i], e);
+                }
+    }
     /* affine: identity and an integer translation (fill from the left) */
     double id[6] = {1, 0, 0, 0, 1, 0}, tr[6] = {1, 0, -3, 0, 1, 0};
     for (int bic = 0; bic < 2; bic++) {

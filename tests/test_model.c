@@ -1,4 +1,4 @@
-/* test_model.c - the whole HGRN1-DeiT model on the CPU backend at a tiny size:
+/* test_model.c - the whole HGRN1-DeiT and HGRN2-DeiT models on the CPU backend at a tiny size:
  * hand-written backward against central finite differences of the forward
  * (directional derivatives, per tensor and over all parameters), with drop
  * path active and soft targets; parameter naming and layout facts; the
@@ -28,6 +28,14 @@ static Config tiny_config(float drop_path) {
     return c;
 }
 
+/* The same with the HGRU2 mixer: 2 heads of 3 channels. */
+static Config tiny_config_arch(float drop_path, const char *arch) {
+    Config c = tiny_config(drop_path);
+    snprintf(c.arch, sizeof c.arch, "%s", arch);
+    c.head_size = 3;
+    return c;
+}
+
 typedef struct {
     Backend *bk;
     Model *m;
@@ -42,11 +50,12 @@ static double loss_at(Fixture *f) {
     return model_loss(f->m, f->targets, f->B, NULL);
 }
 
-static void check_gradients(float drop_path) {
+static void check_gradients(float drop_path, const char *arch) {
     char err[256];
     Fixture f = {0};
     f.B = 3;
-    Config c = tiny_config(drop_path);
+    Config c = tiny_config_arch(drop_path, arch);
+    if (!strcmp(arch, "hgrn1")) c = tiny_config(drop_path);
     f.bk = backend_cpu_create(1, err, sizeof err);
     assert_non_null(f.bk);
     f.m = model_create(f.bk, &c, f.B, 1, err, sizeof err);
@@ -130,8 +139,10 @@ static void check_gradients(float drop_path) {
     f.bk->destroy(f.bk);
 }
 
-static void test_grad_no_drop_path(void **s) { (void)s; check_gradients(0.0f); }
-static void test_grad_drop_path(void **s) { (void)s; check_gradients(0.5f); }
+static void test_grad_no_drop_path(void **s) { (void)s; check_gradients(0.0f, "hgrn1"); }
+static void test_grad_drop_path(void **s) { (void)s; check_gradients(0.5f, "hgrn1"); }
+static void test_grad_hgrn2_no_drop_path(void **s) { (void)s; check_gradients(0.0f, "hgrn2"); }
+static void test_grad_hgrn2_drop_path(void **s) { (void)s; check_gradients(0.5f, "hgrn2"); }
 
 /* Parameter layout facts other code relies on: official names, decay group
  * first and contiguous, the fused projections adjacent. */
@@ -159,13 +170,15 @@ static void test_layout(void **s) {
     bk->destroy(bk);
 }
 
-/* Counts the issue names: within 1% of 6.1 M (Tiny) and 23.7 M (Small). */
+/* Counts the issues name: within 1% of 6.1 M (Tiny) and 23.7 M (Small) for
+ * HGRN1; 6.1 M and 23.8 M (HGRN2 paper; this layout: 6.10 M and 23.70 M). */
 static void test_imagenet_param_counts(void **s) {
     (void)s;
     char err[512];
-    const char *files[2] = {"hgrn1_deit_tiny.cfg", "hgrn1_deit_small.cfg"};
-    double want[2] = {6.1e6, 23.7e6};
-    for (int i = 0; i < 2; i++) {
+    const char *files[4] = {"hgrn1_deit_tiny.cfg", "hgrn1_deit_small.cfg", "hgrn2_deit_tiny.cfg",
+                            "hgrn2_deit_small.cfg"};
+    double want[4] = {6.1e6, 23.7e6, 6.1e6, 23.8e6};
+    for (int i = 0; i < 4; i++) {
         Config c;
         config_defaults(&c);
         char path[1024];
@@ -174,6 +187,55 @@ static void test_imagenet_param_counts(void **s) {
         double n = (double)model_count_params(&c);
         if (fabs(n - want[i]) > 0.01 * want[i]) fail_msg("%s: %.0f params, want %.0f +- 1%%", files[i], n, want[i]);
     }
+}
+
+/* HGRN2 layout: official BiHgru2_1d names, in_proj [3D, D] decayed, norm and
+ * biases not, no theta, decay group first; exact tensor set of one layer. */
+static void test_layout_hgrn2(void **s) {
+    (void)s;
+    char err[256];
+    Config c = tiny_config_arch(0, "hgrn2");
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    Model *m = model_create(bk, &c, 2, 1, err, sizeof err);
+    assert_non_null(m);
+    size_t dn = model_decay_numel(m), total = 0;
+    int seen = 0;
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *t = model_tensor(m, i);
+        total += t->numel;
+        assert_true(t->decay ? t->offset + t->numel <= dn : t->offset >= dn);
+        assert_null(strstr(t->name, "theta"));
+        assert_null(strstr(t->name, "input_proj"));
+        if (!strcmp(t->name, "layers.1.token_mixer.in_proj.weight")) {
+            seen |= 1;
+            assert_int_equal(t->shape[0], 3 * c.dim);
+            assert_int_equal(t->shape[1], c.dim);
+            assert_int_equal(t->decay, 1);
+        }
+        if (!strcmp(t->name, "layers.1.token_mixer.in_proj.bias")) seen |= 2;
+        if (!strcmp(t->name, "layers.1.token_mixer.norm.weight")) {
+            seen |= 4;
+            assert_int_equal(t->shape[0], c.dim);
+        }
+        if (!strcmp(t->name, "layers.1.token_mixer.out_proj.weight")) {
+            seen |= 8;
+            assert_int_equal(t->shape[0], c.dim);
+            assert_int_equal(t->shape[1], c.dim);
+        }
+        if (!strcmp(t->name, "lower_bounds")) { seen |= 16; assert_int_equal(t->decay, 0); }
+        if (strstr(t->name, ".bias") || strstr(t->name, "norm.")) assert_int_equal(t->decay, 0);
+    }
+    assert_int_equal(seen, 31);
+    /* 2 embed + per layer (2 token_norm + 6 mixer + 2 feature_norm + 6 GLU) + 2 head + lower bounds */
+    assert_int_equal(model_num_tensors(m), 2 + c.depth * 16 + 2 + 1);
+    assert_int_equal(total, model_num_params(m));
+    assert_int_equal(total, model_count_params(&c));
+    /* a head size that does not divide dim is refused with a message */
+    c.head_size = 4;
+    assert_null(model_create(bk, &c, 2, 1, err, sizeof err));
+    assert_non_null(strstr(err, "head_size"));
+    model_destroy(m);
+    bk->destroy(bk);
 }
 
 /* Training mode and eval mode give the same logits when drop path is off. */
@@ -214,6 +276,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_no_drop_path),
         cmocka_unit_test(test_grad_drop_path),
+        cmocka_unit_test(test_grad_hgrn2_no_drop_path),
+        cmocka_unit_test(test_grad_hgrn2_drop_path),
+        cmocka_unit_test(test_layout_hgrn2),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_imagenet_param_counts),
         cmocka_unit_test(test_eval_matches_train_forward),

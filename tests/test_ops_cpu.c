@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_cpu_hgru2.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -87,6 +88,7 @@ static void test_create_and_memory(void **state) {
     assert_non_null(bk->residual_fwd); assert_non_null(bk->residual_bwd);
     assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
     assert_non_null(bk->adamw); assert_non_null(bk->scale);
+    assert_non_null(bk->hgru2_fwd); assert_non_null(bk->hgru2_bwd);
 
     Rng r;
     rng_seed(&r, 1);
@@ -519,6 +521,223 @@ static void test_hgru1(void **state) {
     run_hgru1(3, 17, 11, 5 * 11 + 3, 52); /* model-like layout with padding */
     run_hgru1(2, 9, 37, 3 * 37 + 5, 53);  /* several channel blocks, ragged last */
     run_hgru1(1, 1, 2, 6, 54);          /* a single token */
+}
+
+/* ------------------------------------------------------------------ HGRU2 */
+
+/* Naive double HGRU2: explicit e x e states, forward then reverse, straight
+ * from DESIGN.md section 4 (x: [M, ld], v | q | f in the first 3D columns). */
+typedef struct {
+    int B, N, D, e, ld;
+    double *x, *be, *wt;
+} H2Ctx;
+
+static void h2_naive(const H2Ctx *c, double *out) {
+    int B = c->B, N = c->N, D = c->D, e = c->e, ld = c->ld, H = D / e;
+    double *Sf = TU_NEW(double, (size_t)N * e * e), *Rr = TU_NEW(double, (size_t)e * e);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            double *S = TU_NEW(double, (size_t)e * e);
+            memset(S, 0, (size_t)e * e * sizeof(double));
+            memset(Rr, 0, (size_t)e * e * sizeof(double));
+            for (int t = 0; t < N; t++) {
+                const double *row = c->x + ((size_t)b * N + t) * ld;
+                for (int i = 0; i < e; i++) {
+                    int ci = h * e + i;
+                    double lam = c->be[ci] + (1 - c->be[ci]) * dsig(row[2 * D + ci]);
+                    for (int j = 0; j < e; j++)
+                        S[i * e + j] = lam * S[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
+                }
+                memcpy(Sf + (size_t)t * e * e, S, (size_t)e * e * sizeof(double));
+            }
+            for (int t = N - 1; t >= 0; t--) {
+                const double *row = c->x + ((size_t)b * N + t) * ld;
+                for (int i = 0; i < e; i++) {
+                    int ci = h * e + i;
+                    double lam = c->be[ci] + (1 - c->be[ci]) * dsig(row[2 * D + ci]);
+                    for (int j = 0; j < e; j++)
+                        Rr[i * e + j] = lam * Rr[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
+                }
+                for (int j = 0; j < e; j++) {
+                    double o = 0;
+                    for (int i = 0; i < e; i++)
+                        o += dsig(row[D + h * e + i]) * (Sf[(size_t)t * e * e + i * e + j] + Rr[i * e + j]);
+                    out[((size_t)b * N + t) * D + h * e + j] = o;
+                }
+            }
+            free(S);
+        }
+    free(Sf);
+    free(Rr);
+}
+
+static double h2_loss(void *p) {
+    H2Ctx *c = p;
+    size_t n = (size_t)c->B * c->N * c->D;
+    double *out = TU_NEW(double, n);
+    h2_naive(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+/* The float op (form chosen by HGRN_HGRU2_CHUNK = chunk, "" = default) against
+ * the naive loop (forward) and its finite differences (backward). */
+static void run_hgru2(int B, int N, int D, int e, int ld, const char *chunk, uint64_t seed) {
+    setenv("HGRN_HGRU2_CHUNK", chunk, 1);
+    Rng r;
+    rng_seed(&r, seed);
+    int M = B * N;
+    size_t nx = (size_t)M * ld, no = (size_t)M * D;
+    float *x = TU_NEW(float, nx), *be = TU_NEW(float, D), *out = TU_NEW(float, no),
+          *wt = TU_NEW(float, no);
+    tu_fill_normal(&r, x, nx, 1.5f);
+    tu_fill_uniform(&r, be, D, 0.0f, 0.95f);
+    tu_fill_normal(&r, wt, no, 1.0f);
+    fill_garbage(&r, out, no);
+    H2Ctx c = {B, N, D, e, ld, tu_to_double(x, nx), tu_to_double(be, D), tu_to_double(wt, no)};
+    double *ref = TU_NEW(double, no);
+    h2_naive(&c, ref);
+    char what[128];
+    snprintf(what, sizeof what, "hgru2_fwd B%d N%d D%d e%d ld%d chunk '%s'", B, N, D, e, ld, chunk);
+    bk->hgru2_fwd(bk, out, x, ld, be, B, N, D, e);
+    TU_ASSERT_REL(what, out, ref, no, FWD_TOL);
+
+    float *dx = TU_NEW(float, nx), *dbe = TU_NEW(float, D);
+    fill_garbage(&r, dx, nx);
+    tu_fill_normal(&r, dbe, D, 1.0f);
+    float *dx0 = tu_copy_float(dx, nx), *dbe0 = tu_copy_float(dbe, D);
+    bk->hgru2_bwd(bk, dx, dbe, wt, x, ld, be, B, N, D, e);
+    double *gx = TU_NEW(double, nx);
+    memset(gx, 0, nx * sizeof(double));
+    for (int m = 0; m < M; m++)   /* only the 3D columns the op reads */
+        tu_fd_grad(h2_loss, &c, c.x + (size_t)m * ld, 3 * (size_t)D, FD_H, gx + (size_t)m * ld);
+    const char *part[3] = {"dv", "dq", "df"};
+    for (int p = 0; p < 3; p++) {
+        double err = tu_rel_err_strided(dx + p * D, gx + p * D, M, D, ld);
+        if (!(err <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
+            print_message("hgru2_bwd %s B%d N%d D%d e%d chunk '%s': %.3g\n", part[p], B, N, D, e,
+                          chunk, err);
+        assert_true(err <= BWD_TOL);
+    }
+    for (int m = 0; m < M; m++)
+        for (int k = 3 * D; k < ld; k++) assert_true(dx[(size_t)m * ld + k] == dx0[(size_t)m * ld + k]);
+    double *g = TU_NEW(double, D);
+    tu_fd_grad(h2_loss, &c, c.be, D, FD_H, g);
+    check_accum("hgru2_bwd dbeta", dbe, dbe0, g, D, BWD_TOL);
+
+    free(x); free(be); free(out); free(wt); free(ref); free(dx); free(dbe); free(dx0);
+    free(dbe0); free(gx); free(g); free(c.x); free(c.be); free(c.wt);
+    unsetenv("HGRN_HGRU2_CHUNK");
+}
+
+static void test_hgru2(void **state) {
+    (void)state;
+    run_hgru2(2, 9, 12, 2, 3 * 12, "", 71);          /* e 2, ld == 3D */
+    run_hgru2(3, 13, 20, 4, 3 * 20 + 5, "", 72);     /* e 4, padded rows */
+    run_hgru2(2, 11, 24, 8, 5 * 24 + 1, "", 73);     /* e 8, model-like stride */
+    run_hgru2(1, 1, 8, 8, 25, "", 74);               /* a single token */
+    /* the float chunked form: chunk 4 (sub-block 4), chunk 32 (two sub-blocks
+     * of 16 and a ragged last chunk) */
+    run_hgru2(2, 13, 16, 4, 3 * 16 + 3, "4", 75);
+    run_hgru2(1, 41, 16, 8, 3 * 16 + 1, "32", 76);
+}
+
+/* Chunked == recurrent in double precision (forward and backward), several
+ * chunk sizes, odd N, and against the naive loop. */
+static void test_hgru2_chunked_equals_recurrent(void **state) {
+    (void)state;
+    struct { int B, N, D, e, C; } cs[] = {
+        {2, 37, 12, 2, 8}, {2, 37, 16, 4, 16}, {1, 70, 16, 8, 32},
+        {1, 100, 16, 16, 64}, {2, 5, 8, 8, 64}, {1, 33, 32, 32, 7},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        int B = cs[ci].B, N = cs[ci].N, D = cs[ci].D, e = cs[ci].e, C = cs[ci].C;
+        int ld = 3 * D + 2, M = B * N;
+        size_t nx = (size_t)M * ld, no = (size_t)M * D;
+        Rng r;
+        rng_seed(&r, 80 + ci);
+        float *xf = TU_NEW(float, nx), *bf = TU_NEW(float, D), *gf = TU_NEW(float, no);
+        tu_fill_normal(&r, xf, nx, 2.0f);
+        tu_fill_uniform(&r, bf, D, 0.0f, 0.95f);
+        tu_fill_normal(&r, gf, no, 1.0f);
+        double *x = tu_to_double(xf, nx), *be = tu_to_double(bf, D), *go = tu_to_double(gf, no);
+        double *o0 = TU_NEW(double, no), *o1 = TU_NEW(double, no), *on = TU_NEW(double, no);
+        hgru2_cpu_ref_fwd(o0, x, ld, be, B, N, D, e, 0);
+        hgru2_cpu_ref_fwd(o1, x, ld, be, B, N, D, e, C);
+        H2Ctx c = {B, N, D, e, ld, x, be, NULL};
+        h2_naive(&c, on);
+        double num = 0, num2 = 0, den = tu_max_abs(o0, no);
+        for (size_t i = 0; i < no; i++) {
+            num = fmax(num, fabs(o1[i] - o0[i]));
+            num2 = fmax(num2, fabs(on[i] - o0[i]));
+        }
+        if (!(num <= 1e-12 * den && num2 <= 1e-12 * den) || getenv("HGRN_TEST_VERBOSE"))
+            print_message("hgru2 fwd N%d e%d C%d: chunked %.3g naive %.3g\n", N, e, C, num / den,
+                          num2 / den);
+        assert_true(num <= 1e-12 * den);
+        assert_true(num2 <= 1e-12 * den);
+        double *d0 = TU_NEW(double, nx), *d1 = TU_NEW(double, nx);
+        double b0[64] = {0}, b1[64] = {0};
+        memset(d0, 0, nx * sizeof(double));
+        memset(d1, 0, nx * sizeof(double));
+        hgru2_cpu_ref_bwd(d0, b0, go, x, ld, be, B, N, D, e, 0);
+        hgru2_cpu_ref_bwd(d1, b1, go, x, ld, be, B, N, D, e, C);
+        num = 0;
+        den = 0;
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < 3 * D; k++) {
+                den = fmax(den, fabs(d0[(size_t)m * ld + k]));
+                num = fmax(num, fabs(d1[(size_t)m * ld + k] - d0[(size_t)m * ld + k]));
+            }
+        double nb = 0, db = tu_max_abs(b0, D);
+        for (int k = 0; k < D; k++) nb = fmax(nb, fabs(b1[k] - b0[k]));
+        if (!(num <= 1e-11 * den && nb <= 1e-11 * db) || getenv("HGRN_TEST_VERBOSE"))
+            print_message("hgru2 bwd N%d e%d C%d: dx %.3g dbeta %.3g\n", N, e, C, num / den,
+                          nb / db);
+        assert_true(num <= 1e-11 * den);
+        assert_true(nb <= 1e-11 * db);
+        free(xf); free(bf); free(gf); free(x); free(be); free(go); free(o0); free(o1); free(on);
+        free(d0); free(d1);
+    }
+}
+
+/* Items are (image, head) and dbeta is reduced over images in order: every
+ * output is bitwise the same for any thread count and on repeated calls. */
+static void test_hgru2_determinism(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 91);
+    int B = 5, N = 29, D = 48, e = 16, ld = 3 * D + 3, M = B * N;
+    size_t nx = (size_t)M * ld, no = (size_t)M * D;
+    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *be = TU_NEW(float, D);
+    tu_fill_normal(&r, x, nx, 1.0f);
+    tu_fill_normal(&r, dout, no, 1.0f);
+    tu_fill_uniform(&r, be, D, 0.0f, 0.9f);
+    int threads[3] = {1, 3, 2};
+    float *out[3], *dx[3], *db[3];
+    for (int k = 0; k < 3; k++) {
+        char err[256];
+        Backend *b = backend_cpu_create(threads[k], err, sizeof err);
+        assert_non_null(b);
+        out[k] = TU_NEW(float, no);
+        dx[k] = TU_NEW(float, nx);
+        db[k] = TU_NEW(float, D);
+        memset(dx[k], 0, nx * sizeof(float));
+        memset(db[k], 0, D * sizeof(float));
+        b->hgru2_fwd(b, out[k], x, ld, be, B, N, D, e);
+        b->hgru2_bwd(b, dx[k], db[k], dout, x, ld, be, B, N, D, e);
+        b->destroy(b);
+    }
+    for (int k = 1; k < 3; k++) {
+        assert_memory_equal(out[0], out[k], no * sizeof(float));
+        assert_memory_equal(dx[0], dx[k], nx * sizeof(float));
+        assert_memory_equal(db[0], db[k], D * sizeof(float));
+    }
+    free(x); free(dout); free(be);
+    for (int k = 0; k < 3; k++) {
+        free(out[k]); free(dx[k]); free(db[k]);
+    }
 }
 
 /* ----------------------------------------------------------- lower bounds */
@@ -1073,6 +1292,9 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_hgru1),
+        cmocka_unit_test(test_hgru2),
+        cmocka_unit_test(test_hgru2_chunked_equals_recurrent),
+        cmocka_unit_test(test_hgru2_determinism),
         cmocka_unit_test(test_lower_bounds),
         cmocka_unit_test(test_normalize_u8),
         cmocka_unit_test(test_patchify),

@@ -186,6 +186,24 @@ static void test_memory(void **state) {
     GB->free(GB, g2);
     free(h);
     free(h2);
+    /* large pageable uploads (staged through pinned memory, asynchronous): the
+     * host buffer is rewritten, then freed, right after each call returns */
+    size_t nl = ((size_t)3 << 20) + 7;
+    uint8_t *l1 = (uint8_t *)GB->alloc(GB, nl), *l2 = (uint8_t *)GB->alloc(GB, nl);
+    uint8_t *hl = TU_NEW(uint8_t, nl), *back = TU_NEW(uint8_t, nl);
+    for (size_t i = 0; i < nl; i++) hl[i] = (uint8_t)(i * 13 + 5);
+    GB->to_device(GB, l1, hl, nl);
+    for (size_t i = 0; i < nl; i++) hl[i] = (uint8_t)(i * 29 + 3);
+    GB->to_device(GB, l2, hl, nl);
+    memset(hl, 0, nl);
+    free(hl);
+    GB->to_host(GB, back, l1, nl);
+    for (size_t i = 0; i < nl; i++) assert_int_equal(back[i], (uint8_t)(i * 13 + 5));
+    GB->to_host(GB, back, l2, nl);
+    for (size_t i = 0; i < nl; i++) assert_int_equal(back[i], (uint8_t)(i * 29 + 3));
+    GB->free(GB, l1);
+    GB->free(GB, l2);
+    free(back);
 }
 
 /* A parameter block on both backends, registered with params_changed. */
@@ -292,6 +310,9 @@ static void test_layernorm(void **state) {
     run_layernorm(77, 193);
     run_layernorm(1030, 384);
     run_layernorm(3, 31);
+    run_layernorm(2051, 192);   /* vectorised kernels (1 vector per lane in bf16) */
+    run_layernorm(65, 512);     /* 2 (bf16) / 4 (fp32) vectors per lane */
+    run_layernorm(9, 1016);     /* bf16 4 vectors per lane, lanes partly idle; fp32 scalar */
 }
 
 static void test_rmsnorm(void **state) {
@@ -319,12 +340,11 @@ static void test_rmsnorm(void **state) {
     for (int i = 0; i < 5; i++) t2_free(ts[i]);
 }
 
-static void test_silu_mul(void **state) {
-    (void)state;
-    int M = 29, C = 47, ld = 2 * C + 3;   /* a = h[:, 0:C], b = h[:, C+1:2C+1] */
+static void run_silu_mul(int M, int C, int ld, int boff) {
+    /* a = h[:, 0:C], b = h[:, boff:boff+C] */
     T2 h = t2_randn((size_t)M * ld, 1, 2.0f);
     float *ac = h.c, *ag = h.g;
-    float *bc = h.c + C + 1, *bg = ACT_AT(GB, h.g, C + 1);
+    float *bc = h.c + boff, *bg = ACT_AT(GB, h.g, boff);
     T2 out = t2_new((size_t)M * C, 1);
     t2_poison(&out);
     CB->silu_mul_fwd(CB, out.c, ac, ld, bc, ld, M, C);
@@ -333,11 +353,18 @@ static void test_silu_mul(void **state) {
     T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
     T2 dh = t2_new((size_t)M * ld, 1);
     t2_poison(&dh);   /* columns outside a and b stay NaN on both */
-    CB->silu_mul_bwd(CB, dh.c, dh.c + C + 1, dout.c, ac, ld, bc, ld, M, C);
-    GB->silu_mul_bwd(GB, dh.g, ACT_AT(GB, dh.g, C + 1), dout.g, ag, ld, bg, ld, M, C);
+    CB->silu_mul_bwd(CB, dh.c, dh.c + boff, dout.c, ac, ld, bc, ld, M, C);
+    GB->silu_mul_bwd(GB, dh.g, ACT_AT(GB, dh.g, boff), dout.g, ag, ld, bg, ld, M, C);
     CHECK(dh, "silu_mul_bwd da, db strided");
     T2 *ts[] = {&h, &out, &dout, &dh};
     for (int i = 0; i < 4; i++) t2_free(ts[i]);
+}
+
+static void test_silu_mul(void **state) {
+    (void)state;
+    run_silu_mul(29, 47, 2 * 47 + 3, 47 + 1);     /* odd sizes: scalar kernels */
+    run_silu_mul(131, 64, 2 * 64 + 16, 64 + 8);   /* vectorised, strided */
+    run_silu_mul(77, 40, 88, 44);                 /* vectorised in fp32, b misaligned in bf16 */
 }
 
 static void run_hgru1(int B, int N, int D) {
@@ -426,9 +453,7 @@ static void test_lower_bounds(void **state) {
     for (int i = 0; i < 4; i++) t2_free(ts[i]);
 }
 
-static void test_normalize_u8(void **state) {
-    (void)state;
-    int B = 2, C = 3, H = 17, W = 23;
+static void run_normalize_u8(int B, int C, int H, int W) {
     size_t n = (size_t)B * C * H * W;
     uint8_t *h = TU_NEW(uint8_t, n);
     for (size_t i = 0; i < n; i++) h[i] = (uint8_t)rng_int(&R, 256);
@@ -440,11 +465,17 @@ static void test_normalize_u8(void **state) {
     t2_poison(&out);
     CB->normalize_u8(CB, out.c, ic, mean, sd, B, C, H, W);
     GB->normalize_u8(GB, out.g, ig, mean, sd, B, C, H, W);
-    CHECK(out, "normalize_u8 2x3x17x23");
+    CHECK(out, "normalize_u8");
     CB->free(CB, ic);
     GB->free(GB, ig);
     t2_free(&out);
     free(h);
+}
+
+static void test_normalize_u8(void **state) {
+    (void)state;
+    run_normalize_u8(2, 3, 17, 23);   /* scalar kernel */
+    run_normalize_u8(3, 3, 16, 24);   /* 8 pixels per thread */
 }
 
 static void run_patchify(int B, int C, int H, int W, int p) {
@@ -473,6 +504,8 @@ static void test_patchify(void **state) {
     run_patchify(2, 3, 28, 21, 7);
     run_patchify(3, 1, 30, 23, 7);   /* edges outside the patch grid */
     run_patchify(1, 3, 224, 224, 14);
+    run_patchify(2, 3, 64, 48, 16);   /* vectorised forward */
+    run_patchify(2, 2, 40, 40, 8);    /* vectorised, one vector per run in bf16 */
 }
 
 static void test_meanpool(void **state) {
@@ -500,15 +533,16 @@ static void test_residual(void **state) {
     float hs[4] = {0.0f, 1.0f / 0.9f, 1.0f / 0.9f, 0.0f};
     T2 sc = t2_new(B, 0);
     t2_set(&sc, hs);
-    for (int withs = 0; withs < 2; withs++) {
+    for (int withs = 0; withs < 4; withs++) {
+        S = withs < 2 ? 1001 : 1024;   /* scalar, then vectorised kernels */
         T2 x = t2_randn((size_t)B * S, 1, 1.0f), f = t2_randn((size_t)B * S, 1, 1.0f);
-        CB->residual_fwd(CB, x.c, f.c, withs ? sc.c : NULL, B, S);
-        GB->residual_fwd(GB, x.g, f.g, withs ? sc.g : NULL, B, S);
-        CHECK(x, withs ? "residual_fwd x += scale f" : "residual_fwd x += f");
+        CB->residual_fwd(CB, x.c, f.c, (withs & 1) ? sc.c : NULL, B, S);
+        GB->residual_fwd(GB, x.g, f.g, (withs & 1) ? sc.g : NULL, B, S);
+        CHECK(x, (withs & 1) ? "residual_fwd x += scale f" : "residual_fwd x += f");
         T2 df = t2_new((size_t)B * S, 1);
         t2_poison(&df);
-        CB->residual_bwd(CB, df.c, x.c, withs ? sc.c : NULL, B, S);
-        GB->residual_bwd(GB, df.g, x.g, withs ? sc.g : NULL, B, S);
+        CB->residual_bwd(CB, df.c, x.c, (withs & 1) ? sc.c : NULL, B, S);
+        GB->residual_bwd(GB, df.g, x.g, (withs & 1) ? sc.g : NULL, B, S);
         CHECK(df, "residual_bwd (=)");
         t2_free(&x);
         t2_free(&f);
@@ -607,14 +641,67 @@ static void test_adamw(void **state) {
     pblock_free(&P);
 }
 
+/* HGRU2: x [M, ld] with v | q | f in the first 3D columns (ld = 3D + 2, so
+ * rows are misaligned), dx poisoned (padding must stay NaN on both), dbeta
+ * accumulates. */
+static void run_hgru2(int B, int N, int D, int e) {
+    char what[96];
+    int ld = 3 * D + 2;
+    size_t M = (size_t)B * N;
+    T2 proj = t2_new(M * ld, 1);
+    {
+        float *hp = TU_NEW(float, M * ld);
+        tu_fill_normal(&R, hp, M * ld, 1.0f);
+        for (size_t m = 0; m < M; m++)   /* forget-gate pre-activations spread wider */
+            for (int j = 0; j < D; j++) hp[m * ld + 2 * D + j] *= 2.5f;
+        for (size_t i = 0; i < M * ld; i++) hp[i] = rb(hp[i]);
+        t2_set(&proj, hp);
+        free(hp);
+    }
+    float *hb = TU_NEW(float, D);
+    for (int j = 0; j < D; j++) hb[j] = 0.9f * (float)rng_uniform(&R);
+    T2 be = t2_new(D, 0);
+    t2_set(&be, hb);
+    free(hb);
+    T2 out = t2_new(M * D, 1);
+    t2_poison(&out);
+    CB->hgru2_fwd(CB, out.c, proj.c, ld, be.c, B, N, D, e);
+    GB->hgru2_fwd(GB, out.g, proj.g, ld, be.g, B, N, D, e);
+    snprintf(what, sizeof what, "hgru2_fwd B%d N%d D%d e%d", B, N, D, e);
+    CHECK(out, what);
+    T2 dout = t2_randn(M * D, 1, 1.0f);
+    T2 dproj = t2_new(M * ld, 1);
+    t2_poison(&dproj);
+    T2 dbe = t2_randn(D, 0, 1.0f);   /* += */
+    CB->hgru2_bwd(CB, dproj.c, dbe.c, dout.c, proj.c, ld, be.c, B, N, D, e);
+    GB->hgru2_bwd(GB, dproj.g, dbe.g, dout.g, proj.g, ld, be.g, B, N, D, e);
+    snprintf(what, sizeof what, "hgru2_bwd dx B%d N%d D%d e%d", B, N, D, e);
+    CHECK(dproj, what);
+    CHECK(dbe, "hgru2_bwd dbeta (+=)");
+    T2 *ts[] = {&proj, &be, &out, &dout, &dproj, &dbe};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+}
+
+static void test_hgru2(void **state) {
+    (void)state;
+    run_hgru2(3, 37, 48, 16);    /* the configs' head size, odd N */
+    run_hgru2(2, 256, 64, 16);   /* the ImageNet sequence length */
+    run_hgru2(2, 53, 40, 8);
+    run_hgru2(2, 29, 12, 4);
+    run_hgru2(1, 45, 64, 32);
+    run_hgru2(3, 1, 32, 16);     /* a single token */
+    run_hgru2(5, 19, 6, 2);      /* idle threads in the last block */
+}
+
 /* ------------------------------------------------------- whole model */
 /* The same model (config, seed, images, soft targets, drop-path masks) on
  * both backends: probabilities, loss and every parameter gradient. */
-static void test_model(void **state) {
-    (void)state;
+static void check_model(const char *arch) {
     char err[256];
     Config c;
     config_defaults(&c);
+    snprintf(c.arch, sizeof c.arch, "%s", arch);
+    c.head_size = 16;   /* hgrn2: 3 heads */
     c.image_size = 32; c.channels = 3; c.patch_size = 4;   /* 64 tokens of 48 values */
     c.dim = 48; c.depth = 3; c.glu_dim = 96; c.num_classes = 10;
     c.drop_path = 0.1f;
@@ -660,8 +747,8 @@ static void test_model(void **state) {
             double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
             if (e > worst) { worst = e; wname = t->name; }
         }
-        printf("  %-5s model step %d: loss cpu %.6f cuda %.6f (rel %.2e), probs rel.err %.3e, "
-               "grads rel.err %.3e (worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", step, lc,
+        printf("  %-5s %s model step %d: loss cpu %.6f cuda %.6f (rel %.2e), probs rel.err %.3e, "
+               "grads rel.err %.3e (worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", arch, step, lc,
                lg, fabs(lc - lg) / fabs(lc), perr, gerr, wname, worst);
         assert_true(fabs(lc - lg) <= mtol * fabs(lc));
         assert_true(perr <= mtol);
@@ -684,6 +771,56 @@ static void test_model(void **state) {
     model_destroy(mg);
     free(img);
     free(tg);
+}
+static void test_model(void **state) { (void)state; check_model("hgrn1"); }
+static void test_model_hgrn2(void **state) { (void)state; check_model("hgrn2"); }
+
+/* HGRN_BENCH_HGRU2=1: the HGRU2 scan at B 256, N 256 (ImageNet tokens), D 192
+ * and 384, several head sizes, fp32 and bf16: ms per call (mean of 20 after
+ * 3 warm-ups) and the GB/s of the bytes it must move (fwd: x 3 reads + out;
+ * bwd: x 3 + dout reads, dx 3 writes), plus the recurrence's FLOP rate. */
+static double now_s(void);
+static void bench_hgru2(void) {
+    int Ds[2] = {192, 384}, es[3] = {8, 16, 32};
+    printf("\n%-6s %-28s %10s %10s %10s %10s\n", "prec", "hgru2 (B 256, N 256)", "fwd ms",
+           "bwd ms", "fwd GB/s", "bwd GB/s");
+    for (int bf = 0; bf < 2; bf++) {
+        char err[256];
+        Backend *bk = backend_cuda_create(0, bf, err, sizeof err);
+        if (!bk) return;
+        for (int di = 0; di < 2; di++)
+            for (int ei = 0; ei < 3; ei++) {
+                int B = 256, N = 256, D = Ds[di], e = es[ei], ld = 3 * D;
+                size_t M = (size_t)B * N, ae = bk->act_elem;
+                void *x = bk->alloc(bk, M * ld * ae), *dx = bk->alloc(bk, M * ld * ae);
+                void *o = bk->alloc(bk, M * D * ae), *go = bk->alloc(bk, M * D * ae);
+                float *be = (float *)bk->alloc(bk, D * 4), *db = (float *)bk->alloc(bk, D * 4);
+                double tf = 0, tb = 0;
+                for (int rep = 0; rep < 23; rep++) {
+                    bk->sync(bk);
+                    double t0 = now_s();
+                    bk->hgru2_fwd(bk, (float *)o, (const float *)x, ld, be, B, N, D, e);
+                    bk->sync(bk);
+                    double t1 = now_s();
+                    bk->hgru2_bwd(bk, (float *)dx, db, (const float *)go, (const float *)x, ld, be,
+                                  B, N, D, e);
+                    bk->sync(bk);
+                    double t2 = now_s();
+                    if (rep >= 3) { tf += t1 - t0; tb += t2 - t1; }
+                }
+                tf /= 20;
+                tb /= 20;
+                double fb = (double)M * D * ae * 4, bb = (double)M * D * ae * 7;
+                char name[64];
+                snprintf(name, sizeof name, "D %d e %d (%d heads)", D, e, D / e);
+                printf("%-6s %-28s %10.4f %10.4f %10.1f %10.1f   fwd %.1f TFLOP/s\n",
+                       bf ? "bf16" : "fp32", name, tf * 1e3, tb * 1e3, fb / tf / 1e9,
+                       bb / tb / 1e9, (double)M * D * e * 8 / tf / 1e12);
+                bk->free(bk, x); bk->free(bk, dx); bk->free(bk, o); bk->free(bk, go);
+                bk->free(bk, be); bk->free(bk, db);
+            }
+        bk->destroy(bk);
+    }
 }
 
 /* ------------------------------------------------------------------ bench */
@@ -904,6 +1041,11 @@ int main(void) {
         printf("no CUDA GPU visible: skipping\n");
         return 77;
     }
+    const char *b2 = getenv("HGRN_BENCH_HGRU2");
+    if (b2 && *b2 && *b2 != '0') {   /* the HGRU2 scan timings only */
+        bench_hgru2();
+        return 0;
+    }
     const char *bo = getenv("HGRN_BENCH_ONLY");   /* timings (and profiling) without the tests */
     if (bo && *bo && *bo != '0') {
         bench();
@@ -913,6 +1055,7 @@ int main(void) {
         cmocka_unit_test(test_memory),     cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
+        cmocka_unit_test(test_hgru2),
         cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),
         cmocka_unit_test(test_patchify),   cmocka_unit_test(test_meanpool),
         cmocka_unit_test(test_residual),   cmocka_unit_test(test_xent),
@@ -920,7 +1063,8 @@ int main(void) {
     };
     int fails = cmocka_run_group_tests_name("cuda_vs_cpu_fp32", tests, setup_fp32, teardown);
     fails += cmocka_run_group_tests_name("cuda_vs_cpu_bf16", tests, setup_bf16, teardown);
-    const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model)};
+    const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model),
+                                        cmocka_unit_test(test_model_hgrn2)};
     fails += cmocka_run_group_tests_name("model_fp32", mtests, setup_fp32, teardown);
     fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],

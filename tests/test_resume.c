@@ -25,7 +25,7 @@ static int run(const char *out, const char *extra) {
              "%s train --config %s/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 2 --out %s/%s "
              "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.2 "
              "--train.batch_size 64 --data.train_limit 512 --data.val_limit 200 --train.epochs 3 "
-             "--train.warmup_epochs 1 --train.log_every 1 %s > %s/%s.log 2>&1",
+             "--train.warmup_epochs 1 --train.log_every 1 --data.crop_padding 2 --data.hflip 0.5 %s > %s/%s.log 2>&1",
              HGRN_BINARY, HGRN_SOURCE_DIR, dir, out, extra, dir, out);
     return system(cmd);
 }
