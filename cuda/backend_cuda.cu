@@ -2,7 +2,9 @@
  * shadows and the op table. Kernels live in the other .cu files of cuda/. */
 #include "common.cuh"
 
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static int g_fail_device = -1;
 
@@ -66,11 +68,107 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, IMPL(bk)->stream));
 }
 
+/* Uploads of pageable host memory >= H2D_STAGE_MIN go through a pinned staging
+ * buffer: H2D_MAX_THREADS host threads each memcpy a slice into it, chunk by
+ * chunk, and queue each chunk's DMA on the backend stream as soon as it is
+ * copied (so the DMA overlaps the remaining memcpys), and the call returns
+ * without waiting for the DMA: the caller's buffer has already been read in full,
+ * so it may be reused or freed at once, and later work on the stream sees the
+ * data. The next staged upload first waits for the previous one's DMA (event).
+ * (Registering the caller's buffer with cudaHostRegister would save the memcpy,
+ * but a cached registration goes stale when the buffer is freed and a new one
+ * is mapped at the same address, as evaluate()'s per-call batch is: the DMA
+ * would then read the old pages.) Small or already pinned sources are copied
+ * directly and synchronised, as before. */
+#define H2D_STAGE_MIN ((size_t)1 << 20)
+#define H2D_MAX_THREADS 8
+#define H2D_SLICE_MIN ((size_t)4 << 20)
+#define H2D_CHUNK ((size_t)1 << 20)
+
+typedef struct {
+    CudaImpl *im;
+    char *dst;
+    char *stage;
+    const char *src;
+    size_t n;
+} H2DSlice;
+
+static void h2d_slice_copy(const H2DSlice *j) {
+    for (size_t off = 0; off < j->n; off += H2D_CHUNK) {
+        size_t len = j->n - off < H2D_CHUNK ? j->n - off : H2D_CHUNK;
+        memcpy(j->stage + off, j->src + off, len);
+        CUDA_CHECK(cudaMemcpyAsync(j->dst + off, j->stage + off, len, cudaMemcpyHostToDevice,
+                                   j->im->stream));
+    }
+}
+
+static void *h2d_worker(void *arg) {
+    H2DSlice *j = (H2DSlice *)arg;
+    CUDA_CHECK(cudaSetDevice(j->im->device));   /* the runtime's current device is per thread */
+    h2d_slice_copy(j);
+    return NULL;
+}
+
 static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) {
     CudaImpl *im = IMPL(bk);
     if (!bytes) return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
-    CUDA_CHECK(cudaStreamSynchronize(im->stream));   /* host buffer reusable at return */
+    int pageable = 0;
+    if (bytes >= H2D_STAGE_MIN) {
+        cudaPointerAttributes at;
+        cudaError_t e = cudaPointerGetAttributes(&at, src);
+        if (e != cudaSuccess) cudaGetLastError();   /* treat as pageable */
+        pageable = e != cudaSuccess || at.type == cudaMemoryTypeUnregistered;
+    }
+    if (!pageable) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
+        CUDA_CHECK(cudaStreamSynchronize(im->stream));   /* host buffer reusable at return */
+        return;
+    }
+    if (im->h2d_pending) {   /* the staging buffer may still be read by the last upload */
+        CUDA_CHECK(cudaEventSynchronize(im->h2d_done));
+        im->h2d_pending = 0;
+    }
+    if (bytes > im->h2d_stage_bytes) {
+        if (im->h2d_stage) CUDA_CHECK(cudaFreeHost(im->h2d_stage));
+        im->h2d_stage = NULL;
+        im->h2d_stage_bytes = 0;
+        cudaError_t e = cudaHostAlloc(&im->h2d_stage, bytes, cudaHostAllocDefault);
+        if (e != cudaSuccess) {   /* no pinned memory: the plain synchronous copy */
+            cudaGetLastError();
+            im->h2d_stage = NULL;
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
+            CUDA_CHECK(cudaStreamSynchronize(im->stream));
+            return;
+        }
+        im->h2d_stage_bytes = bytes;
+    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = (int)(bytes / H2D_SLICE_MIN);
+    if (nt > H2D_MAX_THREADS) nt = H2D_MAX_THREADS;
+    if (ncpu > 0 && nt > ncpu / 2) nt = (int)(ncpu / 2);
+    if (nt < 1) nt = 1;
+    H2DSlice jobs[H2D_MAX_THREADS];
+    pthread_t tid[H2D_MAX_THREADS];
+    int started[H2D_MAX_THREADS] = {0};
+    size_t per = (bytes / (size_t)nt + 4095) & ~(size_t)4095;
+    for (int t = 0; t < nt; t++) {
+        size_t off = (size_t)t * per;
+        size_t len = off >= bytes ? 0 : (bytes - off < per ? bytes - off : per);
+        jobs[t].im = im;
+        jobs[t].dst = (char *)dst + off;
+        jobs[t].stage = (char *)im->h2d_stage + off;
+        jobs[t].src = (const char *)src + off;
+        jobs[t].n = len;
+    }
+    for (int t = 1; t < nt; t++)
+        if (jobs[t].n) started[t] = pthread_create(&tid[t], NULL, h2d_worker, &jobs[t]) == 0;
+    h2d_slice_copy(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else if (jobs[t].n) h2d_slice_copy(&jobs[t]);   /* no thread: copy it here */
+    }
+    CUDA_CHECK(cudaEventRecord(im->h2d_done, im->stream));
+    im->h2d_pending = 1;
 }
 
 static void cu_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
@@ -150,6 +248,8 @@ static void cu_destroy(Backend *bk) {
     CudaImpl *im = IMPL(bk);
     cudaStreamSynchronize(im->stream);
     hgrn_gemm_destroy(im);
+    if (im->h2d_stage) cudaFreeHost(im->h2d_stage);
+    cudaEventDestroy(im->h2d_done);
     for (int i = 0; i < im->nshadows; i++) cudaFree(im->shadows[i].shadow);
     if (im->scratch) cudaFree(im->scratch);
     if (im->wtmp) cudaFree(im->wtmp);
@@ -210,6 +310,7 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     im->bf16 = bf16 ? 1 : 0;
     im->num_sms = prop.multiProcessorCount;
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&im->h2d_done, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasLtCreate(&im->lt));
     im->lt_workspace_bytes = 32u << 20;
     im->lt_workspace = dev_malloc(im, im->lt_workspace_bytes, "cuBLASLt workspace");
@@ -237,6 +338,8 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->silu_mul_bwd = cu_silu_mul_bwd;
     bk->hgru1_fwd = cu_hgru1_fwd;
     bk->hgru1_bwd = cu_hgru1_bwd;
+    bk->hgru2_fwd = cu_hgru2_fwd;
+    bk->hgru2_bwd = cu_hgru2_bwd;
     bk->lower_bounds_fwd = cu_lower_bounds_fwd;
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;
     bk->normalize_u8 = cu_normalize_u8;

@@ -45,6 +45,10 @@ typedef struct {
     size_t wtmp_bytes;
     Shadow shadows[HGRN_MAX_SHADOWS];
     int nshadows;
+    void *h2d_stage;              /* pinned host staging buffer for large uploads */
+    size_t h2d_stage_bytes;
+    cudaEvent_t h2d_done;         /* recorded after the last staged upload */
+    int h2d_pending;              /* h2d_done was recorded and may still be running */
 } CudaImpl;
 
 static inline CudaImpl *IMPL(Backend *bk) { return (CudaImpl *)bk->impl; }
@@ -106,6 +110,35 @@ __device__ __forceinline__ float ldf(const bf16 *p) { return __bfloat162float(*p
 __device__ __forceinline__ void stf(float *p, float v) { *p = v; }
 __device__ __forceinline__ void stf(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
+/* 16-byte vectors of activations: VEC<T> elements (8 bf16 or 4 fp32) moved as
+ * one uint4 / float4, converted to / from fp32. p must be 16-byte aligned. */
+template <typename T> struct VecW { static constexpr int V = 16 / (int)sizeof(T); };
+__device__ __forceinline__ void ldv(const float *p, float *f) {
+    float4 u = *reinterpret_cast<const float4 *>(p);
+    f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
+}
+__device__ __forceinline__ void ldv(const bf16 *p, float *f) {
+    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+}
+__device__ __forceinline__ void stv(float *p, const float *f) {
+    *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+}
+__device__ __forceinline__ void stv(bf16 *p, const float *f) {
+    uint4 u;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -157,6 +190,10 @@ void cu_hgru1_bwd(Backend *, float *dxc, float *dxl, float *dtheta_f, float *dth
                   float *dbeta, const float *dout, const float *xc, const float *xl, int ld,
                   const float *theta_f, const float *theta_r, const float *beta,
                   int B, int N, int D);
+void cu_hgru2_fwd(Backend *, float *out, const float *x, int ld, const float *beta,
+                  int B, int N, int D, int e);
+void cu_hgru2_bwd(Backend *, float *dx, float *dbeta, const float *dout, const float *x, int ld,
+                  const float *beta, int B, int N, int D, int e);
 void cu_lower_bounds_fwd(Backend *, float *beta, const float *gamma, int L, int D);
 void cu_lower_bounds_bwd(Backend *, float *dgamma, const float *dbeta, const float *gamma,
                          int L, int D);
@@ -183,6 +220,8 @@ void cu_f32_to_bf16(CudaImpl *im, bf16 *dst, const float *src, size_t n);
 void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C);
 /* out[c] += sum_g partial[g*C + c], in order of g */
 void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C);
+/* the same over partial rows of stride ldp (>= C) */
+void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C, int ldp);
 /* out[r*C + c] += bias[c] (fp32 bias) */
 void cu_add_bias(CudaImpl *im, float *out, const float *bias, int R, int C);
 

@@ -59,19 +59,85 @@ __global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int r
         partial[(size_t)blockIdx.y * C + c] = t;
     }
 }
-__global__ void k_partials_finish(float *out, const float *partial, int G, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+/* Block (32, PF_Y) per 32 columns: thread (x, y) adds rows y, y+PF_Y, ... of
+ * its column, then row y = 0 adds the PF_Y sums in order (a fixed order for a
+ * given G, so deterministic), and many rows are in flight at once. */
+#define PF_Y 16
+__global__ void k_partials_finish(float *out, const float *partial, int G, int C, int ldp) {
+    __shared__ float sm[PF_Y][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0.0f;
-    for (int g = 0; g < G; g++) s += partial[(size_t)g * C + c];
-    out[c] += s;
+    if (c < C)
+        for (int g = threadIdx.y; g < G; g += PF_Y) s += partial[(size_t)g * ldp + c];
+    sm[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PF_Y; k++) t += sm[k][threadIdx.x];
+        out[c] += t;
+    }
 }
-void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C) {
-    k_partials_finish<<<ceil_div(C, 128), 128, 0, im->stream>>>(out, partial, G, C);
+void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C,
+                           int ldp) {
+    if (G <= 0 || C <= 0) return;
+    k_partials_finish<<<ceil_div(C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, partial, G, C,
+                                                                          ldp);
     LAUNCH_CHECK("k_partials_finish");
 }
+void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C) {
+    cu_partials_finish_ld(im, out, partial, G, C, C);
+}
+/* Vectorised pass 1 (C % VEC == 0, x 16-byte aligned): thread x of a
+ * (32, 8) block owns VEC adjacent columns, 16-byte loads. */
+template <typename T>
+__global__ void k_colsum_partial_vec(float *partial, const T *x, int R, int C, int rpb) {
+    constexpr int V = VecW<T>::V;
+    __shared__ float sm[8][32 * V + 1];
+    int cv = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rpb;
+    int r1 = min(R, r0 + rpb);
+    float s[V];
+#pragma unroll
+    for (int e = 0; e < V; e++) s[e] = 0.0f;
+    if (cv * V < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            float f[V];
+            ldv(x + (size_t)r * C + (size_t)cv * V, f);
+#pragma unroll
+            for (int e = 0; e < V; e++) s[e] += f[e];
+        }
+#pragma unroll
+    for (int e = 0; e < V; e++) sm[threadIdx.y][threadIdx.x * V + e] = s[e];
+    __syncthreads();
+    int tid = threadIdx.y * 32 + threadIdx.x;
+    for (int j = tid; j < 32 * V; j += 256) {
+        int c = blockIdx.x * 32 * V + j;
+        if (c >= C) continue;
+        float t = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) t += sm[k][j];
+        partial[(size_t)blockIdx.y * C + c] = t;
+    }
+}
+
 void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C) {
     if (R <= 0 || C <= 0) return;
+    int V = im->bf16 ? 8 : 4;
+    if (C % V == 0 && aligned16(x)) {
+        /* about 4 blocks per SM in all, each over a tile of rows */
+        unsigned gx = ceil_div((size_t)C / V, 32);
+        int G = (int)((4u * (unsigned)im->num_sms + gx - 1) / gx);
+        int rpb = (int)ceil_div(R, G);
+        if (rpb < 8) rpb = 8;
+        G = (int)ceil_div(R, rpb);
+        float *partial = (float *)hgrn_scratch(im, (size_t)G * C * sizeof(float));
+        ACT_DISPATCH(im, T, k_colsum_partial_vec<T><<<dim3(gx, G), dim3(32, 8), 0, im->stream>>>(
+                                partial, (const T *)x, R, C, rpb));
+        LAUNCH_CHECK("k_colsum_partial_vec");
+        cu_partials_finish(im, out, partial, G, C);
+        return;
+    }
     int rpb = 64;
     if (ceil_div(R, rpb) > CS_MAX_BLOCKS) rpb = (int)ceil_div(R, CS_MAX_BLOCKS);
     int G = (int)ceil_div(R, rpb);
@@ -107,11 +173,69 @@ __global__ void k_silu_mul_bwd(T *da, T *db, const T *dout, const T *a, int lda,
         stf(&db[m * ldb + c], g * silu);
     }
 }
+/* Vectorised forms: one 16-byte vector (VEC elements) of a row per thread and
+ * iteration, 32-bit index arithmetic. Used when C, lda and ldb are multiples
+ * of VEC, the pointers are 16-byte aligned and M*C/VEC fits an int. */
+static unsigned vec_grid(CudaImpl *im, size_t nv) {
+    size_t g = (nv + EW_THREADS - 1) / EW_THREADS;
+    size_t cap = (size_t)im->num_sms * 16;   /* grid-stride beyond 16 blocks per SM */
+    if (g > cap) g = cap;
+    return (unsigned)(g ? g : 1);
+}
+static int vec_ok(CudaImpl *im, size_t n, int C, int lda, int ldb, const void *p0,
+                  const void *p1, const void *p2, const void *p3) {
+    int V = im->bf16 ? 8 : 4;
+    return C % V == 0 && lda % V == 0 && ldb % V == 0 && n / V < (1u << 30) &&
+           aligned16(p0) && aligned16(p1) && aligned16(p2) && (!p3 || aligned16(p3));
+}
+template <typename T>
+__global__ void k_silu_mul_fwd_vec(T *out, const T *a, int lda, const T *b, int ldb, int CV,
+                                   int nv) {
+    constexpr int V = VecW<T>::V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+        int m = i / CV, cv = i - m * CV;
+        float av[V], bv[V], o[V];
+        ldv(a + (size_t)m * lda + cv * V, av);
+        ldv(b + (size_t)m * ldb + cv * V, bv);
+#pragma unroll
+        for (int e = 0; e < V; e++) o[e] = av[e] * sigmoidf_(av[e]) * bv[e];
+        stv(out + (size_t)i * V, o);
+    }
+}
+template <typename T>
+__global__ void k_silu_mul_bwd_vec(T *da, T *db, const T *dout, const T *a, int lda, const T *b,
+                                   int ldb, int CV, int nv) {
+    constexpr int V = VecW<T>::V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+        int m = i / CV, cv = i - m * CV;
+        size_t oa = (size_t)m * lda + cv * V, ob = (size_t)m * ldb + cv * V;
+        float av[V], bv[V], g[V], ra[V], rb[V];
+        ldv(a + oa, av);
+        ldv(b + ob, bv);
+        ldv(dout + (size_t)i * V, g);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            float s = sigmoidf_(av[e]);
+            ra[e] = g[e] * bv[e] * (s * (1.0f + av[e] * (1.0f - s)));
+            rb[e] = g[e] * av[e] * s;
+        }
+        stv(da + oa, ra);
+        stv(db + ob, rb);
+    }
+}
+
 void cu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b, int ldb,
                      int M, int C) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)M * C;
     if (!n) return;
+    if (vec_ok(im, n, C, lda, ldb, out, a, b, NULL)) {
+        int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
+        ACT_DISPATCH(im, T, k_silu_mul_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                                (T *)out, (const T *)a, lda, (const T *)b, ldb, C / V, nv));
+        LAUNCH_CHECK("k_silu_mul_fwd_vec");
+        return;
+    }
     ACT_DISPATCH(im, T, k_silu_mul_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
                             (T *)out, (const T *)a, lda, (const T *)b, ldb, M, C));
     LAUNCH_CHECK("k_silu_mul_fwd");
@@ -121,6 +245,14 @@ void cu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)M * C;
     if (!n) return;
+    if (vec_ok(im, n, C, lda, ldb, da, db, dout, a) && aligned16(b)) {
+        int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
+        ACT_DISPATCH(im, T, k_silu_mul_bwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                                (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b,
+                                ldb, C / V, nv));
+        LAUNCH_CHECK("k_silu_mul_bwd_vec");
+        return;
+    }
     ACT_DISPATCH(im, T, k_silu_mul_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
                             (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b,
                             ldb, M, C));
@@ -187,6 +319,26 @@ __global__ void k_normalize_u8(T *out, const uint8_t *img, NormArgs a, int C, in
         stf(&out[i], (float)img[i] * a.scale[c] + a.shift[c]);
     }
 }
+/* 8 pixels per thread (HW % 8 == 0, img 8-byte and out 16-byte aligned) */
+template <typename T>
+__global__ void k_normalize_u8_vec(T *out, const uint8_t *img, NormArgs a, int C, int HW8,
+                                   int n8) {
+    constexpr int V = VecW<T>::V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+        int c = (i / HW8) % C;
+        uint2 u = *reinterpret_cast<const uint2 *>(img + (size_t)i * 8);
+        float sc = a.scale[c], sh = a.shift[c];
+        float f[8];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            f[e] = (float)((u.x >> (8 * e)) & 0xffu) * sc + sh;
+            f[4 + e] = (float)((u.y >> (8 * e)) & 0xffu) * sc + sh;
+        }
+#pragma unroll
+        for (int k = 0; k < 8 / V; k++) stv(out + (size_t)i * 8 + k * V, f + k * V);
+    }
+}
+
 void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
                      const float *std, int B, int C, int H, int W) {
     CudaImpl *im = IMPL(bk);
@@ -201,6 +353,14 @@ void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *m
     for (int c = 0; c < NORM_MAXC; c++) {
         a.scale[c] = c < C ? 1.0f / (255.0f * std[c]) : 0.0f;
         a.shift[c] = c < C ? -mean[c] / std[c] : 0.0f;
+    }
+    size_t HW = (size_t)H * W;
+    if (HW % 8 == 0 && n / 8 < (1u << 30) && ((uintptr_t)img & 7) == 0 && aligned16(out)) {
+        int n8 = (int)(n / 8);
+        ACT_DISPATCH(im, T, k_normalize_u8_vec<T><<<vec_grid(im, n8), EW_THREADS, 0, im->stream>>>(
+                                (T *)out, img, a, C, (int)(HW / 8), n8));
+        LAUNCH_CHECK("k_normalize_u8_vec");
+        return;
     }
     ACT_DISPATCH(im, T, k_normalize_u8<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
                             (T *)out, img, a, C, H * W, n));
@@ -241,11 +401,44 @@ __global__ void k_patchify_bwd(T *dimg, const T *dout, int C, int H, int W, int 
         }
     }
 }
+/* One thread per (image, patch, patch row p1, channel): p contiguous input
+ * pixels read as 16-byte vectors (p and W multiples of VEC, img aligned), written
+ * with stride C into the patch's feature row. 32-bit indices. */
+template <typename T>
+__global__ void k_patchify_fwd_vec(T *out, const T *img, int C, int H, int W, int p, int Hp,
+                                   int Wp, int nrun) {
+    constexpr int V = VecW<T>::V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nrun; i += gridDim.x * blockDim.x) {
+        int c = i % C, q = i / C;
+        int p1 = q % p;
+        q /= p;
+        int t = q % (Hp * Wp), b = q / (Hp * Wp);
+        int y = (t / Wp) * p + p1, x0 = (t % Wp) * p;
+        const T *src = img + (((size_t)b * C + c) * H + y) * W + x0;
+        T *dst = out + ((size_t)q * p + p1) * (size_t)p * C + c;
+        for (int j = 0; j < p; j += V) {
+            float f[V];
+            ldv(src + j, f);
+#pragma unroll
+            for (int e = 0; e < V; e++) stf(&dst[(size_t)(j + e) * C], f[e]);
+        }
+    }
+}
+
 void cu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W,
                      int p) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * (H / p) * (W / p) * p * p * C;
     if (!n) return;
+    int V = im->bf16 ? 8 : 4;
+    if (p % V == 0 && W % V == 0 && aligned16(img) && n / p < (1u << 30)) {
+        int nrun = (int)(n / p);
+        ACT_DISPATCH(im, T, k_patchify_fwd_vec<T><<<vec_grid(im, nrun), EW_THREADS, 0,
+                                                    im->stream>>>(
+                                (T *)out, (const T *)img, C, H, W, p, H / p, W / p, nrun));
+        LAUNCH_CHECK("k_patchify_fwd_vec");
+        return;
+    }
     ACT_DISPATCH(im, T, k_patchify_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
                             (T *)out, (const T *)img, C, H, W, p, n));
     LAUNCH_CHECK("k_patchify_fwd");
@@ -311,10 +504,43 @@ __global__ void k_residual_bwd(T *df, const T *dx, const float *scale, int S, si
         stf(&df[i], s * ldf(&dx[i]));
     }
 }
+template <typename T>
+__global__ void k_residual_fwd_vec(T *x, const T *f, const float *scale, int SV, int nv) {
+    constexpr int V = VecW<T>::V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+        float s = scale ? scale[i / SV] : 1.0f;
+        float xv[V], fv[V];
+        ldv(x + (size_t)i * V, xv);
+        ldv(f + (size_t)i * V, fv);
+#pragma unroll
+        for (int e = 0; e < V; e++) xv[e] += s * fv[e];
+        stv(x + (size_t)i * V, xv);
+    }
+}
+template <typename T>
+__global__ void k_residual_bwd_vec(T *df, const T *dx, const float *scale, int SV, int nv) {
+    constexpr int V = VecW<T>::V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+        float s = scale ? scale[i / SV] : 1.0f;
+        float v[V];
+        ldv(dx + (size_t)i * V, v);
+#pragma unroll
+        for (int e = 0; e < V; e++) v[e] *= s;
+        stv(df + (size_t)i * V, v);
+    }
+}
+
 void cu_residual_fwd(Backend *bk, float *x, const float *f, const float *scale, int B, int S) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * S;
     if (!n) return;
+    if (vec_ok(im, n, S, 0, 0, x, f, x, NULL)) {
+        int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
+        ACT_DISPATCH(im, T, k_residual_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                                (T *)x, (const T *)f, scale, S / V, nv));
+        LAUNCH_CHECK("k_residual_fwd_vec");
+        return;
+    }
     ACT_DISPATCH(im, T, k_residual_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
                             (T *)x, (const T *)f, scale, S, n));
     LAUNCH_CHECK("k_residual_fwd");
@@ -323,6 +549,13 @@ void cu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * S;
     if (!n) return;
+    if (vec_ok(im, n, S, 0, 0, df, dx, df, NULL)) {
+        int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
+        ACT_DISPATCH(im, T, k_residual_bwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                                (T *)df, (const T *)dx, scale, S / V, nv));
+        LAUNCH_CHECK("k_residual_bwd_vec");
+        return;
+    }
     ACT_DISPATCH(im, T, k_residual_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
                             (T *)df, (const T *)dx, scale, S, n));
     LAUNCH_CHECK("k_residual_bwd");

@@ -27,6 +27,10 @@
  * chunks in shared memory and over the batch by a second small kernel, in a
  * fixed order (no atomics: deterministic).
  *
+ * Chunk transfers use A = (prod of the chunk's lambdas) e^{i n theta}, with
+ * e^{i TT theta} from a double sincos per channel: one real multiply per token
+ * and recurrence-independent, instead of a complex product per recurrence.
+ *
  * TT (tokens per thread) is a template parameter picked from N so that the
  * chunk count P = ceil(N/TT) <= 32. */
 #include "common.cuh"
@@ -46,13 +50,6 @@ __device__ __forceinline__ cpx cadd(cpx a, cpx b) { return mk(a.re + b.re, a.im 
 __device__ __forceinline__ cpx cscale(cpx a, float s) { return mk(a.re * s, a.im * s); }
 /* A * h + x */
 __device__ __forceinline__ cpx cfma(cpx A, cpx h, cpx x) { return cadd(cmul(A, h), x); }
-
-__device__ __forceinline__ void unit_phase(float th, cpx *w) {
-    double s, c;
-    sincos((double)th, &s, &c);   /* once per thread: exact for any theta */
-    w->re = (float)c;
-    w->im = (float)s;
-}
 
 __device__ __forceinline__ float silu_(float x) { return x * sigmoidf_(x); }
 
@@ -93,21 +90,40 @@ __device__ __forceinline__ void exchange_carries(float4 (*agg)[CH][HG_MAXP + 1],
     }
 }
 
-/* Per-channel constants, computed once per block by warp 0: lane l < CH
- * takes theta_f of channel l, lane CH + l theta_r (one double sincos per lane,
- * in parallel, while the other warps' loads are in flight). */
-template <int CH>
+/* Per-channel constants, computed once per block by the first 4*CH threads:
+ * wsh[0, CH) = e^{i theta_f}, [CH, 2CH) = e^{i theta_r}, [2CH, 3CH) =
+ * e^{i TT theta_f}, [3CH, 4CH) = e^{i TT theta_r} (one double sincos each, in
+ * parallel, while the other warps' loads are in flight; TT theta is exact in
+ * double since TT is a power of two). The TT-th powers give a whole chunk's
+ * transfer as (product of the lambdas) e^{i TT theta}: one real multiply per
+ * token instead of a complex product per recurrence. */
+template <int CH, int TT>
 __device__ __forceinline__ void channel_consts(float2 *wsh, float *cbeta, int bj0, int D,
                                                const float *theta_f, const float *theta_r,
                                                const float *beta) {
-    const int t = threadIdx.x;
-    if (t < 2 * CH) {
-        const int c = t % CH, j = bj0 + c;
-        cpx w = mk(1, 0);
-        if (j < D) unit_phase(t < CH ? theta_f[j] : theta_r[j], &w);
-        wsh[t] = make_float2(w.re, w.im);   /* [0, CH): e^{i theta_f}, [CH, 2CH): e^{i theta_r} */
+    for (int t = threadIdx.x; t < 4 * CH; t += blockDim.x) {
+        const int c = t % CH, j = bj0 + c, kind = t / CH;
+        double w_re = 1.0, w_im = 0.0;
+        if (j < D) {
+            double th = (double)((kind & 1) ? theta_r[j] : theta_f[j]);
+            if (kind >= 2) th *= (double)TT;
+            sincos(th, &w_im, &w_re);
+        }
+        wsh[t] = make_float2((float)w_re, (float)w_im);
         if (t < CH) cbeta[c] = j < D ? beta[j] : 0.0f;
     }
+}
+
+/* w^n for the chunk of n tokens: the block's e^{i TT theta} when full, else
+ * (the last, partial chunk) n products. */
+template <int TT>
+__device__ __forceinline__ cpx chunk_power(cpx w, float2 wtt, int n) {
+    if (n == TT) return mk(wtt.x, wtt.y);
+    cpx r = mk(1, 0);
+#pragma unroll
+    for (int i = 0; i < TT; i++)
+        if (i < n) r = cmul(r, w);
+    return r;
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -117,7 +133,7 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
             const float *__restrict__ theta_f, const float *__restrict__ theta_r,
             const float *__restrict__ beta, int N, int D) {
     __shared__ float4 agg[2][CH][HG_MAXP + 1];
-    __shared__ float2 wsh[2 * CH];
+    __shared__ float2 wsh[4 * CH];
     __shared__ float cbeta[CH];
     const int ch = threadIdx.x % CH, k = threadIdx.x / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
@@ -135,7 +151,7 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
             lam[i] = ldf(xl + (row0 + i) * ld + j);
             x[i] = mk(ldf(pc), ldf(pc + 1));
         }
-    channel_consts<CH>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
+    channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
     __syncthreads();
     const cpx wf = mk(wsh[ch].x, wsh[ch].y), wr = mk(wsh[CH + ch].x, wsh[CH + ch].y);
     const float bet = cbeta[ch];
@@ -150,22 +166,20 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
         }
     }
 
-    /* pass 1: chunk transfers from a zero state */
-    cpx hl = mk(0, 0), Af = mk(1, 0), rl = mk(0, 0), Ar = mk(1, 0);
+    /* pass 1: chunk transfers from a zero state; A = (prod lambda) w^n */
+    cpx hl = mk(0, 0), rl = mk(0, 0);
+    float L = 1.0f;
 #pragma unroll
     for (int i = 0; i < TT; i++)
         if (i < n) {
-            cpx a = cscale(wf, lam[i]);
-            hl = cfma(a, hl, x[i]);
-            Af = cmul(a, Af);
+            hl = cfma(cscale(wf, lam[i]), hl, x[i]);
+            L *= lam[i];
         }
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--)
-        if (i < n) {
-            cpx a = cscale(wr, lam[i]);
-            rl = cfma(a, rl, x[i]);
-            Ar = cmul(a, Ar);
-        }
+        if (i < n) rl = cfma(cscale(wr, lam[i]), rl, x[i]);
+    const cpx Af = cscale(chunk_power<TT>(wf, wsh[2 * CH + ch], n), L);
+    const cpx Ar = cscale(chunk_power<TT>(wr, wsh[3 * CH + ch], n), L);
     agg[0][ch][k] = make_float4(Af.re, Af.im, hl.re, hl.im);
     agg[1][ch][k] = make_float4(Ar.re, Ar.im, rl.re, rl.im);
     __syncthreads();
@@ -199,7 +213,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             int ld, const float *__restrict__ theta_f, const float *__restrict__ theta_r,
             const float *__restrict__ beta, int B, int N, int D) {
     __shared__ float4 agg[4][CH][HG_MAXP + 1];
-    __shared__ float2 wsh[2 * CH];
+    __shared__ float2 wsh[4 * CH];
     __shared__ float cbeta[CH];
     const int ch = threadIdx.x % CH, k = threadIdx.x / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
@@ -219,7 +233,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             c[i] = mk(ldf(pc), ldf(pc + 1));
             g[i] = mk(ldf(pg), ldf(pg + D));
         }
-    channel_consts<CH>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
+    channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
     __syncthreads();
     const cpx wf = mk(wsh[ch].x, wsh[ch].y), wr = mk(wsh[CH + ch].x, wsh[CH + ch].y);
     const float bet = cbeta[ch];
@@ -235,29 +249,32 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
     }
 #define LAM(i) (bet + (1.0f - bet) * sg[i])
 
-    /* pass 1: four chunk transfers from zero carries */
-    cpx hl = mk(0, 0), Ah = mk(1, 0), pl = mk(0, 0), Ap = mk(1, 0);
+    /* pass 1: four chunk transfers from zero carries; the multipliers are
+     * L w^n (L = prod lambda) and their conjugates */
+    cpx hl = mk(0, 0), pl = mk(0, 0);
+    float L = 1.0f;
 #pragma unroll
     for (int i = 0; i < TT; i++)
         if (i < n) {
             float lam = LAM(i);
             cpx a = cscale(wf, lam), ac = mk(wr.re * lam, -wr.im * lam);   /* conj(a') */
             hl = cfma(a, hl, cscale(c[i], 1.0f - lam));
-            Ah = cmul(a, Ah);
             pl = cmul(ac, cadd(pl, g[i]));
-            Ap = cmul(ac, Ap);
+            L *= lam;
         }
-    cpx rl = mk(0, 0), Ar = mk(1, 0), ql = mk(0, 0), Aq = mk(1, 0);
+    cpx rl = mk(0, 0), ql = mk(0, 0);
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--)
         if (i < n) {
             float lam = LAM(i);
             cpx a = cscale(wr, lam), ac = mk(wf.re * lam, -wf.im * lam);   /* conj(a) */
             rl = cfma(a, rl, cscale(c[i], 1.0f - lam));
-            Ar = cmul(a, Ar);
             ql = cmul(ac, cadd(ql, g[i]));
-            Aq = cmul(ac, Aq);
         }
+    const cpx wfn = chunk_power<TT>(wf, wsh[2 * CH + ch], n);
+    const cpx wrn = chunk_power<TT>(wr, wsh[3 * CH + ch], n);
+    const cpx Ah = cscale(wfn, L), Ar = cscale(wrn, L);
+    const cpx Ap = mk(wrn.re * L, -wrn.im * L), Aq = mk(wfn.re * L, -wfn.im * L);
     agg[0][ch][k] = make_float4(Ah.re, Ah.im, hl.re, hl.im);
     agg[1][ch][k] = make_float4(Ap.re, Ap.im, pl.re, pl.im);
     agg[2][ch][k] = make_float4(Ar.re, Ar.im, rl.re, rl.im);
@@ -315,7 +332,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
         }
 #undef LAM
 
-    /* per-channel parameter sums: over chunks here, over images in k_hgru1_params */
+    /* per-channel parameter sums: over chunks here, over images by k_partials_finish */
     __syncthreads();
     float *red = (float *)agg;   /* [P][CH][3] */
     red[(k * CH + ch) * 3 + 0] = dthf;
@@ -333,21 +350,6 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
         part[(1 * (size_t)B + b) * D + j] = a1;
         part[(2 * (size_t)B + b) * D + j] = a2;
     }
-}
-
-__global__ void k_hgru1_params(float *dthf, float *dthr, float *dbeta, const float *part, int B,
-                               int D) {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= D) return;
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
-    for (int b = 0; b < B; b++) {
-        a0 += part[(0 * (size_t)B + b) * D + j];
-        a1 += part[(1 * (size_t)B + b) * D + j];
-        a2 += part[(2 * (size_t)B + b) * D + j];
-    }
-    if (dthf) dthf[j] += a0;
-    if (dthr) dthr[j] += a1;
-    if (dbeta) dbeta[j] += a2;
 }
 
 /* ------------------------------------------------------------------- host */
@@ -443,7 +445,8 @@ void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *d
     ACT_DISPATCH(im, T, launch_bwd<T>(im, (T *)dxc, (T *)dxl, part, (const T *)dout,
                                       (const T *)xc, (const T *)xl, ld, theta_f, theta_r, beta,
                                       B, N, D));
-    k_hgru1_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dtheta_f, dtheta_r, dbeta, part, B,
-                                                             D);
-    LAUNCH_CHECK("k_hgru1_params");
+    /* over images, in a fixed order (k_partials_finish: many rows in flight) */
+    if (dtheta_f) cu_partials_finish(im, dtheta_f, part, B, D);
+    if (dtheta_r) cu_partials_finish(im, dtheta_r, part + (size_t)B * D, B, D);
+    if (dbeta) cu_partials_finish(im, dbeta, part + (size_t)2 * B * D, B, D);
 }

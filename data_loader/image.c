@@ -575,6 +575,37 @@ int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int
 
 /* ---------------------------------------------------------------- eval transform */
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+/* 16 RGB pixels (48 bytes) -> 16 bytes in each of three planes. */
+__attribute__((target("ssse3"))) static size_t rgb_planar_ssse3(const uint8_t *src, size_t n, uint8_t *d0,
+                                                                 uint8_t *d1, uint8_t *d2) {
+    size_t i = 0;
+    /* for plane k, byte j of the output comes from src byte 3j + k of the 48 */
+    const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i r1 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14, -1, -1, -1, -1, -1);
+    const __m128i r2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 4, 7, 10, 13);
+    const __m128i g0 = _mm_setr_epi8(1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i g1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1);
+    const __m128i g2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 2, 5, 8, 11, 14);
+    const __m128i b0 = _mm_setr_epi8(2, 5, 8, 11, 14, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i b1 = _mm_setr_epi8(-1, -1, -1, -1, -1, 1, 4, 7, 10, 13, -1, -1, -1, -1, -1, -1);
+    const __m128i b2 = _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 3, 6, 9, 12, 15);
+    for (; i + 16 <= n; i += 16) {
+        const __m128i *p = (const __m128i *)(const void *)(src + 3 * i);
+        __m128i a = _mm_loadu_si128(p), b = _mm_loadu_si128(p + 1), c = _mm_loadu_si128(p + 2);
+        _mm_storeu_si128((__m128i *)(void *)(d0 + i),
+                         _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(b, r1)), _mm_shuffle_epi8(c, r2)));
+        _mm_storeu_si128((__m128i *)(void *)(d1 + i),
+                         _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(b, g1)), _mm_shuffle_epi8(c, g2)));
+        _mm_storeu_si128((__m128i *)(void *)(d2 + i),
+                         _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(b, b1)), _mm_shuffle_epi8(c, b2)));
+    }
+    return i;
+}
+#define HAVE_RGB_PLANAR_SSSE3 1
+#endif
+
 void image_hwc_to_chw(const uint8_t *src, int w, int h, int c, uint8_t *dst) {
     size_t plane = (size_t)w * h;
     if (c == 1) {
@@ -583,7 +614,13 @@ void image_hwc_to_chw(const uint8_t *src, int w, int h, int c, uint8_t *dst) {
     }
     if (c == 3) {
         uint8_t *d0 = dst, *d1 = dst + plane, *d2 = dst + 2 * plane;
-        for (size_t i = 0; i < plane; i++) {
+        size_t i = 0;
+#ifdef HAVE_RGB_PLANAR_SSSE3
+        static _Atomic int has_ssse3 = -1;
+        if (has_ssse3 < 0) has_ssse3 = __builtin_cpu_supports("ssse3") ? 1 : 0;
+        if (has_ssse3) i = rgb_planar_ssse3(src, plane, d0, d1, d2);
+#endif
+        for (; i < plane; i++) {
             d0[i] = src[3 * i];
             d1[i] = src[3 * i + 1];
             d2[i] = src[3 * i + 2];
@@ -608,26 +645,30 @@ static void center_axis(int n, int size, int *dst, int *src, int *cnt) {
     }
 }
 
-int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size,
-                            float crop_pct, int filter, uint8_t *out, int hwc, void *scratch) {
-    if (!px || !out || w <= 0 || h <= 0 || c <= 0 || size <= 0 || !(crop_pct > 0)) return -1;
+void image_eval_geometry(int w, int h, int size, float crop_pct, ImageEvalGeom *g) {
     /* timm: scale_size = floor(img_size / crop_pct); torchvision Resize(int)
      * keeps the aspect: long = int(short_new * long / short). */
     int S = (int)floor((double)size / (double)crop_pct);
     if (S < 1) S = 1;
-    int nw, nh;
     if (w <= h) {
-        nw = S;
-        nh = (int)((double)((long long)S * h) / (double)w);
+        g->nw = S;
+        g->nh = (int)((double)((long long)S * h) / (double)w);
     } else {
-        nh = S;
-        nw = (int)((double)((long long)S * w) / (double)h);
+        g->nh = S;
+        g->nw = (int)((double)((long long)S * w) / (double)h);
     }
-    if (nw < 1) nw = 1;
-    if (nh < 1) nh = 1;
-    int dx, sx, cx, dy, sy, cy;
-    center_axis(nw, size, &dx, &sx, &cx);
-    center_axis(nh, size, &dy, &sy, &cy);
+    if (g->nw < 1) g->nw = 1;
+    if (g->nh < 1) g->nh = 1;
+    center_axis(g->nw, size, &g->dx, &g->sx, &g->cx);
+    center_axis(g->nh, size, &g->dy, &g->sy, &g->cy);
+}
+
+int image_eval_transform_sub(const uint8_t *px, int rx, int ry, int rw, int rh, size_t stride, int w, int h, int c,
+                             int size, float crop_pct, int filter, uint8_t *out, int hwc, void *scratch) {
+    if (!px || !out || w <= 0 || h <= 0 || c <= 0 || size <= 0 || !(crop_pct > 0)) return -1;
+    ImageEvalGeom g;
+    image_eval_geometry(w, h, size, crop_pct, &g);
+    int dx = g.dx, sx = g.sx, cx = g.cx, dy = g.dy, sy = g.sy, cy = g.cy;
     size_t npx = (size_t)size * size * c;
     int pad = cx < size || cy < size;
     uint8_t *tmp = NULL, *hw;
@@ -638,7 +679,8 @@ int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t strid
         if (!tmp) return -1;
         hw = tmp;
     }
-    if (resize_u8(px, w, h, c, stride, NULL, nw, nh, sx, sy, cx, cy, filter, hw, (ResizeScratch *)scratch)) {
+    if (resize_u8_sub(px, rx, ry, rw, rh, stride, w, h, c, NULL, g.nw, g.nh, sx, sy, cx, cy, filter, hw,
+                      (ResizeScratch *)scratch)) {
         free(tmp);
         return -1;
     }
@@ -658,6 +700,11 @@ int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t strid
     }
     free(tmp);
     return 0;
+}
+
+int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size,
+                            float crop_pct, int filter, uint8_t *out, int hwc, void *scratch) {
+    return image_eval_transform_sub(px, 0, 0, w, h, stride, w, h, c, size, crop_pct, filter, out, hwc, scratch);
 }
 
 int image_eval_transform(const Image *im, int size, float crop_pct, int filter, uint8_t *out) {

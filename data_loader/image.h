@@ -102,6 +102,20 @@ int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int
 int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size,
                             float crop_pct, int filter, uint8_t *out, int hwc, void *s);
 
+/* Geometry of the evaluation transform for a w x h image: the resized size
+ * nw x nh and, per axis, the window of it that the centre crop keeps (source
+ * offset s*, count c*) and where it lands in the output (d*, > 0 only when
+ * the resized image is smaller than the crop and gets zero padding). */
+typedef struct { int nw, nh, sx, sy, cx, cy, dx, dy; } ImageEvalGeom;
+void image_eval_geometry(int w, int h, int size, float crop_pct, ImageEvalGeom *g);
+
+/* The eval transform from a sub-rectangle (rx, ry, rw, rh) of a w x h image
+ * (px points at its pixel (rx, ry)): bit-identical to the whole-image
+ * version when the rectangle covers what the crop reads (see
+ * resize_source_rect); -1 otherwise. */
+int image_eval_transform_sub(const uint8_t *px, int rx, int ry, int rw, int rh, size_t stride, int w, int h, int c,
+                             int size, float crop_pct, int filter, uint8_t *out, int hwc, void *scratch);
+
 /* Convert between interleaved HWC and planar CHW. */
 void image_hwc_to_chw(const uint8_t *src, int w, int h, int c, uint8_t *dst);
 

@@ -376,7 +376,9 @@ static int produce(Loader *l, Batch *out) {
         if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
         l->err[0] = '\0';
         int failed = 0;
-#pragma omp parallel for schedule(static) reduction(| : failed) if (m > 1)
+        /* dynamic: per-image cost varies a lot (decode size, RandAugment op);
+         * results do not depend on the schedule (per-sample RNG streams) */
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
         for (int k = 0; k < m; k++) {
             int pos = first + k * l->world;
             l->status[k] = load_slot(l, k, pos, out->images + (size_t)k * l->out_bytes,

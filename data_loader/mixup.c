@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 double rng_gamma(Rng *r, double a) {
     if (a <= 0) return 0;
@@ -73,6 +76,40 @@ void mixup_targets(const Mixup *m, const int *labels, int n, double lam, float *
     }
 }
 
+/* a = round(l a + l1 b), b = round(l b + l1 a) from the old values. */
+static void mix_pair(uint8_t *a, uint8_t *b, size_t per, float l, float l1) {
+    size_t j = 0;
+#ifdef __SSE2__
+    const __m128i z = _mm_setzero_si128();
+    const __m128 vl = _mm_set1_ps(l), vl1 = _mm_set1_ps(l1), half = _mm_set1_ps(0.5f);
+    for (; j + 16 <= per; j += 16) {
+        __m128i va = _mm_loadu_si128((const __m128i *)(const void *)(a + j));
+        __m128i vb = _mm_loadu_si128((const __m128i *)(const void *)(b + j));
+        __m128i ra[4], rb[4];
+        __m128i alo = _mm_unpacklo_epi8(va, z), ahi = _mm_unpackhi_epi8(va, z);
+        __m128i blo = _mm_unpacklo_epi8(vb, z), bhi = _mm_unpackhi_epi8(vb, z);
+        __m128i aw[4] = {_mm_unpacklo_epi16(alo, z), _mm_unpackhi_epi16(alo, z), _mm_unpacklo_epi16(ahi, z),
+                         _mm_unpackhi_epi16(ahi, z)};
+        __m128i bw[4] = {_mm_unpacklo_epi16(blo, z), _mm_unpackhi_epi16(blo, z), _mm_unpacklo_epi16(bhi, z),
+                         _mm_unpackhi_epi16(bhi, z)};
+        for (int q = 0; q < 4; q++) {
+            __m128 fa = _mm_cvtepi32_ps(aw[q]), fb = _mm_cvtepi32_ps(bw[q]);
+            ra[q] = _mm_cvttps_epi32(_mm_add_ps(_mm_add_ps(_mm_mul_ps(vl, fa), _mm_mul_ps(vl1, fb)), half));
+            rb[q] = _mm_cvttps_epi32(_mm_add_ps(_mm_add_ps(_mm_mul_ps(vl, fb), _mm_mul_ps(vl1, fa)), half));
+        }
+        _mm_storeu_si128((__m128i *)(void *)(a + j),
+                         _mm_packus_epi16(_mm_packs_epi32(ra[0], ra[1]), _mm_packs_epi32(ra[2], ra[3])));
+        _mm_storeu_si128((__m128i *)(void *)(b + j),
+                         _mm_packus_epi16(_mm_packs_epi32(rb[0], rb[1]), _mm_packs_epi32(rb[2], rb[3])));
+    }
+#endif
+    for (; j < per; j++) {
+        float va = a[j], vb = b[j];
+        a[j] = (uint8_t)(l * va + l1 * vb + 0.5f);
+        b[j] = (uint8_t)(l * vb + l1 * va + 0.5f);
+    }
+}
+
 MixupResult mixup_apply(const Mixup *m, uint8_t *images, int n, int c, int h, int w, const int *labels,
                         float *targets, Rng *r) {
     MixupResult res = mixup_sample(m, h, w, r);
@@ -90,15 +127,15 @@ MixupResult mixup_apply(const Mixup *m, uint8_t *images, int n, int c, int h, in
                             pb[x] = t;
                         }
                     }
-            } else {
-                /* x[i] = lam x[i] + (1-lam) x[n-1-i], both from the old values */
-                float l = (float)res.lam, l1 = 1.0f - l;
-                for (size_t j = 0; j < per; j++) {
-                    float va = a[j], vb = b[j];
-                    a[j] = (uint8_t)(l * va + l1 * vb + 0.5f);
-                    b[j] = (uint8_t)(l * vb + l1 * va + 0.5f);
-                }
             }
+        }
+        if (!res.cutmix) {
+            /* x[i] = lam x[i] + (1-lam) x[n-1-i], both from the old values;
+             * a whole batch is tens of MB: threads over the pairs */
+            float l = (float)res.lam, l1 = 1.0f - l;
+#pragma omp parallel for schedule(static) if ((size_t)n * per > ((size_t)1 << 22))
+            for (int i = 0; i < n / 2; i++)
+                mix_pair(images + (size_t)i * per, images + (size_t)(n - 1 - i) * per, per, l, l1);
         }
     }
     if (targets) mixup_targets(m, labels, n, res.lam, targets);

@@ -144,7 +144,20 @@ void pil_sharpness(uint8_t *img, int w, int h, int c, float f, uint8_t *tmp) {
         for (int y = 1; y < h - 1; y++) {
             const uint8_t *a = img + (size_t)(y - 1) * stride, *b = a + stride, *d = b + stride;
             uint8_t *o = tmp + (size_t)y * stride;
-            for (int x = c; x < (int)stride - c; x++) {
+            int x = c;
+#ifdef __SSE2__
+            const __m128i z = _mm_setzero_si128(), five = _mm_set1_epi16(5), inv13 = _mm_set1_epi16((short)5042);
+            for (; x + 8 <= (int)stride - c; x += 8) {
+#define LD(p) _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(p)), z)
+                __m128i sum = _mm_add_epi16(_mm_add_epi16(LD(a + x - c), LD(a + x)), _mm_add_epi16(LD(a + x + c), LD(b + x - c)));
+                sum = _mm_add_epi16(sum, _mm_add_epi16(_mm_mullo_epi16(LD(b + x), five), LD(b + x + c)));
+                sum = _mm_add_epi16(sum, _mm_add_epi16(_mm_add_epi16(LD(d + x - c), LD(d + x)), LD(d + x + c)));
+#undef LD
+                __m128i q = _mm_mulhi_epu16(sum, inv13);
+                _mm_storel_epi64((__m128i *)(void *)(o + x), _mm_packus_epi16(q, q));
+            }
+#endif
+            for (; x < (int)stride - c; x++) {
                 unsigned sum = (unsigned)a[x - c] + a[x] + a[x + c] + b[x - c] + 5u * b[x] + b[x + c] + d[x - c] +
                                d[x] + d[x + c];
                 o[x] = (uint8_t)((sum * 5042u) >> 16);   /* == sum / 13 for sum <= 3315 */
@@ -153,7 +166,22 @@ void pil_sharpness(uint8_t *img, int w, int h, int c, float f, uint8_t *tmp) {
     }
     size_t n = stride * h;
     if (f >= 0.0f && f <= 1.0f) {
-        for (size_t i = 0; i < n; i++) img[i] = (uint8_t)((float)tmp[i] + f * (float)((int)img[i] - (int)tmp[i]));
+        size_t i = 0;
+#ifdef __SSE2__
+        const __m128i z = _mm_setzero_si128();
+        const __m128 vf = _mm_set1_ps(f);
+        for (; i + 8 <= n; i += 8) {
+            __m128i dv = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(tmp + i)), z);
+            __m128i vv = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(img + i)), z);
+            __m128 d0 = _mm_cvtepi32_ps(_mm_unpacklo_epi16(dv, z)), d1 = _mm_cvtepi32_ps(_mm_unpackhi_epi16(dv, z));
+            __m128 v0 = _mm_cvtepi32_ps(_mm_unpacklo_epi16(vv, z)), v1 = _mm_cvtepi32_ps(_mm_unpackhi_epi16(vv, z));
+            __m128i r0 = _mm_cvttps_epi32(_mm_add_ps(d0, _mm_mul_ps(vf, _mm_sub_ps(v0, d0))));
+            __m128i r1 = _mm_cvttps_epi32(_mm_add_ps(d1, _mm_mul_ps(vf, _mm_sub_ps(v1, d1))));
+            __m128i r = _mm_packs_epi32(r0, r1);
+            _mm_storel_epi64((__m128i *)(void *)(img + i), _mm_packus_epi16(r, r));
+        }
+#endif
+        for (; i < n; i++) img[i] = (uint8_t)((float)tmp[i] + f * (float)((int)img[i] - (int)tmp[i]));
     } else {
         for (size_t i = 0; i < n; i++) img[i] = blend1(tmp[i], img[i], f);
     }
@@ -272,9 +300,19 @@ static void affine_rows(const uint8_t *in, uint8_t *out, int w, int h, int c, co
 }
 
 static void transpose_px(const uint8_t *in, uint8_t *out, int w, int h, int c) {
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++)
-            for (int k = 0; k < c; k++) out[((size_t)x * h + y) * c + k] = in[((size_t)y * w + x) * c + k];
+    enum { B = 16 };   /* blocks keep both sides in cache */
+    for (int y0 = 0; y0 < h; y0 += B)
+        for (int x0 = 0; x0 < w; x0 += B) {
+            int y1 = y0 + B < h ? y0 + B : h, x1 = x0 + B < w ? x0 + B : w;
+            if (c == 3) {
+                for (int y = y0; y < y1; y++)
+                    for (int x = x0; x < x1; x++) memcpy(out + ((size_t)x * h + y) * 3, in + ((size_t)y * w + x) * 3, 3);
+            } else {
+                for (int y = y0; y < y1; y++)
+                    for (int x = x0; x < x1; x++)
+                        for (int k = 0; k < c; k++) out[((size_t)x * h + y) * c + k] = in[((size_t)y * w + x) * c + k];
+            }
+        }
 }
 
 /* Columns shifted vertically (shear_y, translate_y): m = (1, 0, 0, a, 1, b):

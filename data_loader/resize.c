@@ -70,7 +70,7 @@ static int grow(void **p, size_t *cap, size_t need) {
 
 void resize_scratch_free(ResizeScratch *s) {
     if (!s) return;
-    free(s->kx); free(s->ky); free(s->bx); free(s->by); free(s->tmp); free(s->rowf);
+    free(s->kx); free(s->ky); free(s->bx); free(s->by); free(s->tmp); free(s->rowf); free(s->kxp);
     memset(s, 0, sizeof *s);
 }
 
@@ -142,41 +142,123 @@ static void to_float(const uint8_t *src, int n, float *dst) {
 }
 
 #ifdef HAVE_AVX2_DISPATCH
-/* AVX2 + FMA horizontal pass for RGB, four rows at a time: a 256-bit
- * register holds one pixel (RGB + pad) of two rows. Returns rows done. */
-AVX2_FN static int pass_h_avx2(const uint8_t *src, size_t stride, int nrows, int ow, int ksize, const float *kk,
-                               const int *bounds, uint8_t *dst, size_t dstride, float *rowf, int xlo, int xhi,
-                               size_t fl) {
-    const __m256 half = _mm256_set1_ps(0.5f);
+/* Level 2 horizontal pass in 14-bit fixed point (as Pillow-SIMD): int16
+ * coefficient pairs, pmaddwd on pixel pairs gathered with pshufb, exact
+ * integer sums, so every row and tail gives the same bits. kp: per output
+ * pixel npairs int32 holding (k[2j], k[2j+1]) as int16. */
+#define IPREC 14
+
+static void make_pairs(const float *kk, int ow, int ksize, int32_t *kp, int npairs) {
+    for (int x = 0; x < ow; x++)
+        for (int j = 0; j < npairs; j++) {
+            float a = kk[(size_t)x * ksize + 2 * j];
+            float b = 2 * j + 1 < ksize ? kk[(size_t)x * ksize + 2 * j + 1] : 0.0f;
+            int qa = (int)lrintf(a * (1 << IPREC)), qb = (int)lrintf(b * (1 << IPREC));
+            qa = qa < -32768 ? -32768 : qa > 32767 ? 32767 : qa;
+            qb = qb < -32768 ? -32768 : qb > 32767 ? 32767 : qb;
+            kp[(size_t)x * npairs + j] = (int32_t)((uint32_t)(uint16_t)qa | ((uint32_t)(uint16_t)qb << 16));
+        }
+}
+
+static inline uint8_t clipq(int32_t acc) {
+    acc >>= IPREC;
+    return (uint8_t)(acc < 0 ? 0 : acc > 255 ? 255 : acc);
+}
+
+static void pass_h_int_rows(const uint8_t *src, size_t stride, int y0, int nrows, int c, int ow, const int32_t *kp,
+                            int npairs, const int *bounds, uint8_t *dst, size_t dstride) {
+    for (int y = y0; y < nrows; y++) {
+        const uint8_t *row = src + (size_t)y * stride;
+        uint8_t *out = dst + (size_t)y * dstride;
+        for (int x = 0; x < ow; x++) {
+            const int32_t *k = kp + (size_t)x * npairs;
+            int n = bounds[2 * x + 1];
+            const uint8_t *p = row + (size_t)bounds[2 * x] * c;
+            for (int ch = 0; ch < c; ch++) {
+                int32_t acc = 1 << (IPREC - 1);
+                for (int i = 0; i < n; i++) {
+                    uint32_t pr = (uint32_t)k[i >> 1];
+                    int16_t w = (int16_t)(i & 1 ? pr >> 16 : pr & 0xFFFF);
+                    acc += (int32_t)p[(size_t)i * c + ch] * w;
+                }
+                out[(size_t)x * c + ch] = clipq(acc);
+            }
+        }
+    }
+}
+
+/* RGB, four rows at a time; leaves the last source row to the scalar path
+ * (8-byte loads may read a few bytes past a row's end: they stay inside the
+ * next row). Returns rows done. */
+AVX2_FN static int pass_h_int_rgb(const uint8_t *src, size_t stride, int nrows, int ow, const int32_t *kp, int npairs,
+                                  const int *bounds, uint8_t *dst, size_t dstride) {
+    const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m128i rnd = _mm_set1_epi32(1 << (IPREC - 1));
     int y = 0;
-    for (; y + 4 <= nrows; y += 4) {
-        for (int r = 0; r < 4; r++)
-            to_float(src + (size_t)(y + r) * stride + (size_t)xlo * 3, (xhi - xlo) * 3, rowf + r * fl);
+    for (; y + 4 <= nrows - 1; y += 4) {
+        const uint8_t *r0 = src + (size_t)y * stride, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
         uint8_t *o0 = dst + (size_t)y * dstride, *o1 = o0 + dstride, *o2 = o1 + dstride, *o3 = o2 + dstride;
         for (int x = 0; x < ow; x++) {
-            const float *k = kk + (size_t)x * ksize;
-            const float *p = rowf + (size_t)(bounds[2 * x] - xlo) * 3;
-            int n = bounds[2 * x + 1];
-            __m256 a01 = _mm256_setzero_ps(), a23 = a01;
-            for (int i = 0; i < n; i++) {
-                __m256 w = _mm256_set1_ps(k[i]);
-                const float *q = p + 3 * i;
-                a01 = _mm256_fmadd_ps(_mm256_loadu2_m128(q + fl, q), w, a01);
-                a23 = _mm256_fmadd_ps(_mm256_loadu2_m128(q + 3 * fl, q + 2 * fl), w, a23);
+            const int32_t *k = kp + (size_t)x * npairs;
+            int np = (bounds[2 * x + 1] + 1) >> 1;
+            size_t off = (size_t)bounds[2 * x] * 3;
+            __m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
+            for (int j = 0; j < np; j++, off += 6) {
+                __m128i w = _mm_set1_epi32(k[j]);
+#define TAP(acc, r) acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)((r) + off)), shuf), w))
+                TAP(a0, r0);
+                TAP(a1, r1);
+                TAP(a2, r2);
+                TAP(a3, r3);
+#undef TAP
             }
-            __m256i i01 = _mm256_cvttps_epi32(_mm256_add_ps(a01, half));
-            __m256i i23 = _mm256_cvttps_epi32(_mm256_add_ps(a23, half));
-            __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(i01, i23), _mm256_setzero_si256());
-            /* bytes: lane 0 = row0 RGBx, row2 RGBx; lane 1 = row1 RGBx, row3 RGBx */
-            uint8_t b[32];
-            _mm256_storeu_si256((__m256i *)(void *)b, v);
+            __m128i v01 = _mm_packs_epi32(_mm_srai_epi32(a0, IPREC), _mm_srai_epi32(a1, IPREC));
+            __m128i v23 = _mm_packs_epi32(_mm_srai_epi32(a2, IPREC), _mm_srai_epi32(a3, IPREC));
+            __m128i v = _mm_packus_epi16(v01, v23);
+            uint8_t b[16];
+            _mm_storeu_si128((__m128i *)(void *)b, v);
             memcpy(o0 + 3 * x, b, 3);
-            memcpy(o2 + 3 * x, b + 4, 3);
-            memcpy(o1 + 3 * x, b + 16, 3);
-            memcpy(o3 + 3 * x, b + 20, 3);
+            memcpy(o1 + 3 * x, b + 4, 3);
+            memcpy(o2 + 3 * x, b + 8, 3);
+            memcpy(o3 + 3 * x, b + 12, 3);
         }
     }
     return y;
+}
+
+/* One RGB row (same arithmetic as pass_h_int_rgb). The caller guarantees 8
+ * readable bytes past the last tap pixel. */
+AVX2_FN static void pass_h_int_rgb_row(const uint8_t *r0, int ow, const int32_t *kp, int npairs, const int *bounds,
+                                       uint8_t *o0) {
+    const __m128i shuf = _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m128i rnd = _mm_set1_epi32(1 << (IPREC - 1));
+    for (int x = 0; x < ow; x++) {
+        const int32_t *k = kp + (size_t)x * npairs;
+        int np = (bounds[2 * x + 1] + 1) >> 1;
+        size_t off = (size_t)bounds[2 * x] * 3;
+        __m128i a0 = rnd;
+        for (int j = 0; j < np; j++, off += 6)
+            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(r0 + off)), shuf),
+                                                  _mm_set1_epi32(k[j])));
+        __m128i v = _mm_packs_epi32(_mm_srai_epi32(a0, IPREC), a0);
+        v = _mm_packus_epi16(v, v);
+        uint32_t u = (uint32_t)_mm_cvtsi128_si32(v);
+        o0[3 * x] = (uint8_t)u;
+        o0[3 * x + 1] = (uint8_t)(u >> 8);
+        o0[3 * x + 2] = (uint8_t)(u >> 16);
+    }
+}
+
+/* Scalar tail of the AVX2 vertical pass, with fused multiply-adds in the
+ * same order as the vector lanes, so that an output value does not depend on
+ * whether it fell in a vector block or a tail (windows stay bit-identical). */
+AVX2_FN static void pass_v_fma_tail(const uint8_t *base, size_t stride, int x0, int len, int n, const float *k,
+                                    uint8_t *out) {
+    for (int x = x0; x < len; x++) {
+        float acc = 0.0f;
+        for (int i = 0; i < n; i++) acc = fmaf((float)base[(size_t)i * stride + x], k[i], acc);
+        out[x] = round8(acc);
+    }
 }
 
 /* AVX2 + FMA vertical pass of one output row, 32 bytes at a time. Returns
@@ -210,12 +292,28 @@ AVX2_FN static int pass_v_avx2(const uint8_t *base, size_t stride, int len, int 
  * bounds/coefficients. rowf: (xhi - xlo) * c + 4 floats. */
 static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, int ksize,
                    const float *kk, const int *bounds, uint8_t *dst, size_t dstride, float *rowf, int xlo,
-                   int xhi) {
+                   int xhi, const int32_t *kp) {
     size_t fl = (size_t)(xhi - xlo) * c + 8;   /* floats per converted row */
     int y = 0;
 #ifdef HAVE_AVX2_DISPATCH
-    if (c == 3 && simd_level >= 2)
-        y = pass_h_avx2(src, stride, nrows, ow, ksize, kk, bounds, dst, dstride, rowf, xlo, xhi, fl);
+    if (simd_level >= 2 && kp) {
+        int npairs = (ksize + 1) / 2;
+        if (c == 3) {
+            y = pass_h_int_rgb(src, stride, nrows, ow, kp, npairs, bounds, dst, dstride);
+            for (; y < nrows - 1; y++)
+                pass_h_int_rgb_row(src + (size_t)y * stride, ow, kp, npairs, bounds, dst + (size_t)y * dstride);
+            if (y < nrows) {
+                /* the last row: through a copy with slack for the 8-byte loads */
+                size_t used = (size_t)xhi * 3;
+                memcpy(rowf, src + (size_t)y * stride, used);
+                memset((uint8_t *)rowf + used, 0, 16);
+                pass_h_int_rgb_row((const uint8_t *)rowf, ow, kp, npairs, bounds, dst + (size_t)y * dstride);
+            }
+            return;
+        }
+        pass_h_int_rows(src, stride, y, nrows, c, ow, kp, npairs, bounds, dst, dstride);
+        return;
+    }
 #endif
 #ifdef HAVE_SSE2
     if (c == 3 && simd_level >= 1) {
@@ -280,7 +378,11 @@ static void pass_v(const uint8_t *src, size_t stride, int len, int oh, int ksize
         uint8_t *out = dst + (size_t)y * dstride;
         int x = 0;
 #ifdef HAVE_AVX2_DISPATCH
-        if (simd_level >= 2) x = pass_v_avx2(base, stride, len, n, k, out);
+        if (simd_level >= 2) {
+            x = pass_v_avx2(base, stride, len, n, k, out);
+            pass_v_fma_tail(base, stride, x, len, n, k, out);
+            continue;
+        }
 #endif
 #ifdef HAVE_SSE2
         const __m128i z = _mm_setzero_si128();
@@ -310,11 +412,54 @@ static void pass_v(const uint8_t *src, size_t stride, int len, int oh, int ksize
     }
 }
 
+static void src_range(int in_size, double in0, double in1, int out_size, int o0, int on, int filter, int *lo,
+                      int *hi) {
+    double scale = (in1 - in0) / out_size, fs = scale < 1.0 ? 1.0 : scale;
+    double support = (filter == RESAMPLE_BICUBIC ? 2.0 : 1.0) * fs;
+    *lo = in_size;
+    *hi = 0;
+    for (int xx = o0; xx < o0 + on; xx++) {
+        double center = in0 + (xx + 0.5) * scale;
+        int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
+        if (xmin < 0) xmin = 0;
+        if (xmax > in_size) xmax = in_size;
+        if (xmax <= xmin) continue;
+        if (xmin < *lo) *lo = xmin;
+        if (xmax > *hi) *hi = xmax;
+    }
+    if (*hi <= *lo) {
+        *lo = 0;
+        *hi = in_size;
+    }
+}
+
+void resize_source_rect(int w, int h, const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh,
+                        int filter, int rect[4]) {
+    double b[4] = {0, 0, w, h};
+    if (box) memcpy(b, box, sizeof b);
+    int need_h = out_w != w || b[0] != 0 || b[2] != w;
+    int need_v = out_h != h || b[1] != 0 || b[3] != h;
+    int x0 = ox, x1 = ox + ow, y0 = oy, y1 = oy + oh;
+    if (need_h) src_range(w, b[0], b[2], out_w, ox, ow, filter, &x0, &x1);
+    if (need_v) src_range(h, b[1], b[3], out_h, oy, oh, filter, &y0, &y1);
+    rect[0] = x0;
+    rect[1] = y0;
+    rect[2] = x1 - x0;
+    rect[3] = y1 - y0;
+}
+
 int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box,
               int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
               uint8_t *dst, ResizeScratch *s) {
+    return resize_u8_sub(src, 0, 0, w, h, stride, w, h, c, box, out_w, out_h, ox, oy, ow, oh, filter, dst, s);
+}
+
+int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t stride, int w, int h, int c,
+                  const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
+                  uint8_t *dst, ResizeScratch *s) {
     if (!src || !dst || w <= 0 || h <= 0 || c <= 0 || c > 4 || out_w <= 0 || out_h <= 0 ||
-        ow <= 0 || oh <= 0 || ox < 0 || oy < 0 || ox + ow > out_w || oy + oh > out_h)
+        ow <= 0 || oh <= 0 || ox < 0 || oy < 0 || ox + ow > out_w || oy + oh > out_h ||
+        rx < 0 || ry < 0 || rw <= 0 || rh <= 0 || rx + rw > w || ry + rh > h)
         return -1;
     double b[4] = {0, 0, w, h};
     if (box) memcpy(b, box, sizeof b);
@@ -332,8 +477,30 @@ int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const doub
         goto done;
     if (need_v && (kv = coeffs(h, b[1], b[3], out_h, oy, oh, filter, &s->ky, &s->ky_cap, &s->by, &s->by_cap)) < 0)
         goto done;
+    /* move the bounds into the available sub-rectangle (all taps must lie in it) */
+    if (need_h) {
+        for (int x = 0; x < ow; x++) {
+            if (s->bx[2 * x + 1] > 0 && (s->bx[2 * x] < rx || s->bx[2 * x] + s->bx[2 * x + 1] > rx + rw)) goto done;
+            s->bx[2 * x] -= rx;
+            if (s->bx[2 * x] < 0) s->bx[2 * x] = 0;
+        }
+    } else if (ox < rx || ox + ow > rx + rw) {
+        goto done;
+    }
+    if (need_v) {
+        for (int y = 0; y < oh; y++) {
+            if (s->by[2 * y + 1] > 0 && (s->by[2 * y] < ry || s->by[2 * y] + s->by[2 * y + 1] > ry + rh)) goto done;
+            s->by[2 * y] -= ry;
+            if (s->by[2 * y] < 0) s->by[2 * y] = 0;
+        }
+    } else if (oy < ry || oy + oh > ry + rh) {
+        goto done;
+    }
+    ox -= need_h ? 0 : rx;
+    oy -= need_v ? 0 : ry;
     size_t rowlen = (size_t)ow * c;
     int xlo = 0, xhi = 0;
+    const int32_t *kp = NULL;
     if (need_h) {
         xlo = s->bx[0];
         xhi = s->bx[0] + s->bx[1];
@@ -342,7 +509,14 @@ int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const doub
             if (s->bx[2 * x] + s->bx[2 * x + 1] > xhi) xhi = s->bx[2 * x] + s->bx[2 * x + 1];
         }
         if (xhi <= xlo) xhi = xlo + 1;
-        if (grow((void **)&s->rowf, &s->rowf_cap, ((size_t)(xhi - xlo) * c + 8) * 4 * sizeof(float))) goto done;
+        size_t need = ((size_t)(xhi - xlo) * c + 8) * 4 * sizeof(float), need2 = (size_t)xhi * c + 64;
+        if (grow((void **)&s->rowf, &s->rowf_cap, need > need2 ? need : need2)) goto done;
+        if (simd_level >= 2) {
+            int npairs = (kh + 1) / 2;
+            if (grow((void **)&s->kxp, &s->kxp_cap, (size_t)ow * npairs * sizeof(int32_t))) goto done;
+            make_pairs(s->kx, ow, kh, s->kxp, npairs);
+            kp = s->kxp;
+        }
     }
     if (need_h && need_v) {
         int yfirst = s->by[0], ylast = s->by[0] + s->by[1];
@@ -354,11 +528,11 @@ int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const doub
         int nrows = ylast - yfirst;
         if (grow((void **)&s->tmp, &s->tmp_cap, rowlen * nrows)) goto done;
         pass_h(src + (size_t)yfirst * stride, stride, nrows, c, ow, kh, s->kx, s->bx, s->tmp, rowlen, s->rowf,
-               xlo, xhi);
+               xlo, xhi, kp);
         for (int y = 0; y < oh; y++) s->by[2 * y] -= yfirst;
         pass_v(s->tmp, rowlen, (int)rowlen, oh, kv, s->ky, s->by, dst, rowlen);
     } else if (need_h) {
-        pass_h(src + (size_t)oy * stride, stride, oh, c, ow, kh, s->kx, s->bx, dst, rowlen, s->rowf, xlo, xhi);
+        pass_h(src + (size_t)oy * stride, stride, oh, c, ow, kh, s->kx, s->bx, dst, rowlen, s->rowf, xlo, xhi, kp);
     } else if (need_v) {
         pass_v(src + (size_t)ox * c, stride, (int)rowlen, oh, kv, s->ky, s->by, dst, rowlen);
     } else {

@@ -25,7 +25,8 @@ typedef struct {
     int *bx, *by;
     uint8_t *tmp;
     float *rowf;
-    size_t kx_cap, ky_cap, bx_cap, by_cap, tmp_cap, rowf_cap;
+    int32_t *kxp;
+    size_t kx_cap, ky_cap, bx_cap, by_cap, tmp_cap, rowf_cap, kxp_cap;
 } ResizeScratch;
 
 void resize_scratch_free(ResizeScratch *s);
@@ -45,5 +46,20 @@ int resize_set_simd(int level);
 int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box,
               int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
               uint8_t *dst, ResizeScratch *s);
+
+/* The same on a sub-rectangle: src points at pixel (rx, ry) of a w x h
+ * image of which only [rx, rx+rw) x [ry, ry+rh) is available (e.g. a cropped
+ * decode); box and the output are in the full image's terms. Fails (-1)
+ * when an output of the window needs a pixel outside the rectangle; with
+ * the rectangle from resize_source_rect the result is bit-identical to
+ * resizing the whole image. */
+int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t stride, int w, int h, int c,
+                  const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
+                  uint8_t *dst, ResizeScratch *s);
+
+/* The source pixels (x, y, width, height) that the window [ox, ox+ow) x
+ * [oy, oy+oh) of a resize_u8 call reads. */
+void resize_source_rect(int w, int h, const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh,
+                        int filter, int rect[4]);
 
 #endif

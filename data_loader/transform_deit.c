@@ -114,6 +114,18 @@ static void train_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, 
 }
 
 static void hflip_hwc(uint8_t *img, int w, int h, int c) {
+    if (c == 3) {
+        for (int y = 0; y < h; y++) {
+            uint8_t *row = img + (size_t)y * w * 3;
+            for (int a = 0, b = w - 1; a < b; a++, b--) {
+                uint8_t t[3];
+                memcpy(t, row + 3 * a, 3);
+                memcpy(row + 3 * a, row + 3 * b, 3);
+                memcpy(row + 3 * b, t, 3);
+            }
+        }
+        return;
+    }
     for (int y = 0; y < h; y++) {
         uint8_t *row = img + (size_t)y * w * c;
         for (int a = 0, b = w - 1; a < b; a++, b--)
@@ -164,6 +176,25 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
     return 0;
 }
 
+typedef struct {
+    const DeitTransform *t;
+} EvalCtx;
+
+/* Decode only what the centre crop reads: the source rectangle of the
+ * resize window (exact: the result is bit-identical to the full decode). */
+static void eval_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
+    const DeitTransform *t = ((EvalCtx *)ctx)->t;
+    ImageEvalGeom g;
+    image_eval_geometry(w, h, t->size, t->crop_pct, &g);
+    int r[4];
+    resize_source_rect(w, h, NULL, g.nw, g.nh, g.sx, g.sy, g.cx, g.cy, t->eval_filter, r);
+    crop->x = r[0];
+    crop->y = r[1];
+    crop->w = r[2];
+    crop->h = r[3];
+    *min_w = *min_h = 0;   /* full resolution: no DCT scaling */
+}
+
 int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name,
                   DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
     int S = t->size, C = t->channels;
@@ -173,15 +204,16 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
     }
     double t0 = s->timing ? now_s() : 0, t1;
     ImageRegion reg;
-    if (image_decode_region(data, len, name, C, NULL, NULL, 0, &s->pix, &reg, err, errlen)) return -1;
+    EvalCtx ctx = {t};
+    if (image_decode_region(data, len, name, C, eval_crop_fn, &ctx, 0, &s->pix, &reg, err, errlen)) return -1;
     s->last_scale = 8;
     if (s->timing) {
         t1 = now_s();
         s->t[DEIT_T_DECODE] += t1 - t0;
         t0 = t1;
     }
-    if (image_eval_transform_px(reg.im.px, reg.im.w, reg.im.h, C, reg.stride, S, t->crop_pct, t->eval_filter,
-                                s->hwc, 1, &s->rs)) {
+    if (image_eval_transform_sub(reg.im.px, reg.crop.x, reg.crop.y, reg.im.w, reg.im.h, reg.stride, reg.full_w,
+                                 reg.full_h, C, S, t->crop_pct, t->eval_filter, s->hwc, 1, &s->rs)) {
         snprintf(err, errlen, "%s: resize failed", name);
         return -1;
     }

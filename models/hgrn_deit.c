@@ -1,6 +1,7 @@
 /* hgrn_deit.c - the DeiT-style backbone (DESIGN.md section 4): patchify ->
- * Linear -> L blocks (pre-norm HGRU1 mixer and GLU, each behind per-sample
- * drop path) -> mean over tokens -> SimpleRMSNorm -> Linear head.
+ * Linear -> L blocks (pre-norm token mixer and GLU, each behind per-sample
+ * drop path) -> mean over tokens -> SimpleRMSNorm -> Linear head. The token
+ * mixer is HGRU1 (model.arch = hgrn1) or HGRU2 (hgrn2, heads of model.head_size).
  * Lower bounds: beta_k = sum_{i<k} softmax(lower_bounds)_i over layers. */
 #include "model.h"
 #include "layers.h"
@@ -14,6 +15,7 @@ struct Model {
     Backend *bk;
     int Bmax, training;
     int S, C, p, N, P, D, L, H, K;
+    int hgrn2, e;                 /* arch hgrn2, and its head size */
     float drop_path;
     float norm_mean[4], norm_std[4];   /* input normalisation (host values) */
 
@@ -26,6 +28,7 @@ struct Model {
     float *embed_w, *embed_b, *head_w, *head_b, *gamma;
     float *g_embed_w, *g_embed_b, *g_head_w, *g_head_b, *g_gamma;
     MixerParams *mp, *mg;
+    Mixer2Params *m2p, *m2g;      /* hgrn2 */
     GluParams *gp, *gg;
 
     /* activations */
@@ -35,6 +38,7 @@ struct Model {
     float *img, *patches;
     float **xs;                   /* 2L+1 residual-stream states [M,D] */
     MixerActs *ma;
+    Mixer2Acts *m2a;              /* hgrn2 */
     GluActs *ga;
     float *branch;                /* [M,D] branch output before the residual add */
     float *pooled, *normed, *rms, *logits, *probs, *loss, *targets;
@@ -44,6 +48,7 @@ struct Model {
     int use_scales;               /* last forward applied drop path */
     /* backward scratch */
     MixerScratch ms;
+    Mixer2Scratch m2s;            /* hgrn2 */
     GluScratch gs;
     float *dres, *dbranch, *dpooled, *dnormed, *dlogits;
 };
@@ -84,23 +89,33 @@ static void add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64
 static int build_tensors(const Config *c, ParamInfo *out) {
     TensorList tl = {out, 0};
     int D = c->dim, H = c->glu_dim, P = c->patch_size * c->patch_size * c->channels;
+    int hgrn2 = !strcmp(c->arch, "hgrn2");
     add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, P, 0, "to_patch_embedding.1.weight");
     add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "to_patch_embedding.1.bias");
     for (int l = 0; l < c->depth; l++) {
         add(&tl, 0, INIT_ONE, 1, D, 0, 0, "layers.%d.token_norm.weight", l);
         add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_norm.bias", l);
-        add(&tl, 1, INIT_TRUNC_NORMAL, 2, 2 * D, D, 0, "layers.%d.token_mixer.input_proj.weight", l);
-        add(&tl, 1, INIT_TRUNC_NORMAL, 2, 2 * D, D, 0, "layers.%d.token_mixer.gate.weight", l);
-        add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, D, 0, "layers.%d.token_mixer.lambda_proj.weight", l);
-        add(&tl, 0, INIT_ZERO, 1, 2 * D, 0, 0, "layers.%d.token_mixer.input_proj.bias", l);
-        add(&tl, 0, INIT_ZERO, 1, 2 * D, 0, 0, "layers.%d.token_mixer.gate.bias", l);
-        add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_mixer.lambda_proj.bias", l);
-        add(&tl, 1, INIT_THETA, 3, 1, 1, D, "layers.%d.token_mixer.theta_forward", l);
-        add(&tl, 1, INIT_THETA, 3, 1, 1, D, "layers.%d.token_mixer.theta_reverse", l);
-        add(&tl, 0, INIT_ONE, 1, 2 * D, 0, 0, "layers.%d.token_mixer.norm.weight", l);
-        add(&tl, 0, INIT_ZERO, 1, 2 * D, 0, 0, "layers.%d.token_mixer.norm.bias", l);
-        add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, 2 * D, 0, "layers.%d.token_mixer.out_proj.weight", l);
-        add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_mixer.out_proj.bias", l);
+        if (hgrn2) {   /* official BiHgru2_1d: in_proj (d -> 3d: v | q | f), norm, out_proj */
+            add(&tl, 1, INIT_TRUNC_NORMAL, 2, 3 * D, D, 0, "layers.%d.token_mixer.in_proj.weight", l);
+            add(&tl, 0, INIT_ZERO, 1, 3 * D, 0, 0, "layers.%d.token_mixer.in_proj.bias", l);
+            add(&tl, 0, INIT_ONE, 1, D, 0, 0, "layers.%d.token_mixer.norm.weight", l);
+            add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_mixer.norm.bias", l);
+            add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, D, 0, "layers.%d.token_mixer.out_proj.weight", l);
+            add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_mixer.out_proj.bias", l);
+        } else {
+            add(&tl, 1, INIT_TRUNC_NORMAL, 2, 2 * D, D, 0, "layers.%d.token_mixer.input_proj.weight", l);
+            add(&tl, 1, INIT_TRUNC_NORMAL, 2, 2 * D, D, 0, "layers.%d.token_mixer.gate.weight", l);
+            add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, D, 0, "layers.%d.token_mixer.lambda_proj.weight", l);
+            add(&tl, 0, INIT_ZERO, 1, 2 * D, 0, 0, "layers.%d.token_mixer.input_proj.bias", l);
+            add(&tl, 0, INIT_ZERO, 1, 2 * D, 0, 0, "layers.%d.token_mixer.gate.bias", l);
+            add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_mixer.lambda_proj.bias", l);
+            add(&tl, 1, INIT_THETA, 3, 1, 1, D, "layers.%d.token_mixer.theta_forward", l);
+            add(&tl, 1, INIT_THETA, 3, 1, 1, D, "layers.%d.token_mixer.theta_reverse", l);
+            add(&tl, 0, INIT_ONE, 1, 2 * D, 0, 0, "layers.%d.token_mixer.norm.weight", l);
+            add(&tl, 0, INIT_ZERO, 1, 2 * D, 0, 0, "layers.%d.token_mixer.norm.bias", l);
+            add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, 2 * D, 0, "layers.%d.token_mixer.out_proj.weight", l);
+            add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.token_mixer.out_proj.bias", l);
+        }
         add(&tl, 0, INIT_ONE, 1, D, 0, 0, "layers.%d.feature_norm.weight", l);
         add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "layers.%d.feature_norm.bias", l);
         add(&tl, 1, INIT_TRUNC_NORMAL, 2, H, D, 0, "layers.%d.feature_mixer.l1.weight", l);
@@ -167,32 +182,45 @@ static float *find(Model *m, float *base, const char *fmt, int l) {
     abort();
 }
 
-static void bind_params(Model *m, float *base, MixerParams *mp, GluParams *gp, float **embed_w,
-                        float **embed_b, float **head_w, float **head_b, float **gamma) {
+static void bind_params(Model *m, float *base, MixerParams *mp, Mixer2Params *m2p, GluParams *gp,
+                        float **embed_w, float **embed_b, float **head_w, float **head_b,
+                        float **gamma) {
     *embed_w = find(m, base, "to_patch_embedding.1.weight", 0);
     *embed_b = find(m, base, "to_patch_embedding.1.bias", 0);
     *head_w = find(m, base, "head.1.weight", 0);
     *head_b = find(m, base, "head.1.bias", 0);
     *gamma = find(m, base, "lower_bounds", 0);
     for (int l = 0; l < m->L; l++) {
-        MixerParams *x = &mp[l];
-        x->ln_w = find(m, base, "layers.%d.token_norm.weight", l);
-        x->ln_b = find(m, base, "layers.%d.token_norm.bias", l);
-        x->proj_w = find(m, base, "layers.%d.token_mixer.input_proj.weight", l);
-        x->proj_b = find(m, base, "layers.%d.token_mixer.input_proj.bias", l);
-        x->theta_f = find(m, base, "layers.%d.token_mixer.theta_forward", l);
-        x->theta_r = find(m, base, "layers.%d.token_mixer.theta_reverse", l);
-        x->norm_w = find(m, base, "layers.%d.token_mixer.norm.weight", l);
-        x->norm_b = find(m, base, "layers.%d.token_mixer.norm.bias", l);
-        x->out_w = find(m, base, "layers.%d.token_mixer.out_proj.weight", l);
-        x->out_b = find(m, base, "layers.%d.token_mixer.out_proj.bias", l);
-        /* the fused projection relies on adjacency: check it once */
-        size_t D = (size_t)m->D;
-        if (find(m, base, "layers.%d.token_mixer.gate.weight", l) != x->proj_w + 2 * D * D ||
-            find(m, base, "layers.%d.token_mixer.lambda_proj.weight", l) != x->proj_w + 4 * D * D ||
-            find(m, base, "layers.%d.token_mixer.lambda_proj.bias", l) != x->proj_b + 4 * D) {
-            fprintf(stderr, "internal error: fused mixer projection is not contiguous\n");
-            abort();
+        if (m->hgrn2) {
+            Mixer2Params *x = &m2p[l];
+            x->ln_w = find(m, base, "layers.%d.token_norm.weight", l);
+            x->ln_b = find(m, base, "layers.%d.token_norm.bias", l);
+            x->proj_w = find(m, base, "layers.%d.token_mixer.in_proj.weight", l);
+            x->proj_b = find(m, base, "layers.%d.token_mixer.in_proj.bias", l);
+            x->norm_w = find(m, base, "layers.%d.token_mixer.norm.weight", l);
+            x->norm_b = find(m, base, "layers.%d.token_mixer.norm.bias", l);
+            x->out_w = find(m, base, "layers.%d.token_mixer.out_proj.weight", l);
+            x->out_b = find(m, base, "layers.%d.token_mixer.out_proj.bias", l);
+        } else {
+            MixerParams *x = &mp[l];
+            x->ln_w = find(m, base, "layers.%d.token_norm.weight", l);
+            x->ln_b = find(m, base, "layers.%d.token_norm.bias", l);
+            x->proj_w = find(m, base, "layers.%d.token_mixer.input_proj.weight", l);
+            x->proj_b = find(m, base, "layers.%d.token_mixer.input_proj.bias", l);
+            x->theta_f = find(m, base, "layers.%d.token_mixer.theta_forward", l);
+            x->theta_r = find(m, base, "layers.%d.token_mixer.theta_reverse", l);
+            x->norm_w = find(m, base, "layers.%d.token_mixer.norm.weight", l);
+            x->norm_b = find(m, base, "layers.%d.token_mixer.norm.bias", l);
+            x->out_w = find(m, base, "layers.%d.token_mixer.out_proj.weight", l);
+            x->out_b = find(m, base, "layers.%d.token_mixer.out_proj.bias", l);
+            /* the fused projection relies on adjacency: check it once */
+            size_t D = (size_t)m->D;
+            if (find(m, base, "layers.%d.token_mixer.gate.weight", l) != x->proj_w + 2 * D * D ||
+                find(m, base, "layers.%d.token_mixer.lambda_proj.weight", l) != x->proj_w + 4 * D * D ||
+                find(m, base, "layers.%d.token_mixer.lambda_proj.bias", l) != x->proj_b + 4 * D) {
+                fprintf(stderr, "internal error: fused mixer projection is not contiguous\n");
+                abort();
+            }
         }
         GluParams *y = &gp[l];
         y->ln_w = find(m, base, "layers.%d.feature_norm.weight", l);
@@ -201,7 +229,7 @@ static void bind_params(Model *m, float *base, MixerParams *mp, GluParams *gp, f
         y->b12 = find(m, base, "layers.%d.feature_mixer.l1.bias", l);
         y->w3 = find(m, base, "layers.%d.feature_mixer.l3.weight", l);
         y->b3 = find(m, base, "layers.%d.feature_mixer.l3.bias", l);
-        if (find(m, base, "layers.%d.feature_mixer.l2.weight", l) != y->w12 + (size_t)m->H * D ||
+        if (find(m, base, "layers.%d.feature_mixer.l2.weight", l) != y->w12 + (size_t)m->H * m->D ||
             find(m, base, "layers.%d.feature_mixer.l2.bias", l) != y->b12 + m->H) {
             fprintf(stderr, "internal error: fused GLU projection is not contiguous\n");
             abort();
@@ -219,7 +247,8 @@ static void layout_acts(Model *m, Arena *a) {
     m->patches = take_act(a, bk, (size_t)M * m->P);
     for (int i = 0; i < 2 * m->L + 1; i++) m->xs[i] = take_act(a, bk, (size_t)M * D);
     for (int l = 0; l < m->L; l++) {
-        mixer_layout(a, bk, &m->ma[l], M, D);
+        if (m->hgrn2) mixer2_layout(a, bk, &m->m2a[l], M, D);
+        else mixer_layout(a, bk, &m->ma[l], M, D);
         glu_layout(a, bk, &m->ga[l], M, D, m->H);
     }
     m->branch = take_act(a, bk, (size_t)M * D);
@@ -234,7 +263,8 @@ static void layout_acts(Model *m, Arena *a) {
     m->scales = take_f32(a, (size_t)m->L * 2 * B);
     if (m->training) {
         m->dbeta = take_f32(a, (size_t)m->L * D);
-        mixer_scratch_layout(a, bk, &m->ms, M, D);
+        if (m->hgrn2) mixer2_scratch_layout(a, bk, &m->m2s, M, D);
+        else mixer_scratch_layout(a, bk, &m->ms, M, D);
         glu_scratch_layout(a, bk, &m->gs, M, D, m->H);
         m->dres = take_act(a, bk, (size_t)M * D);
         m->dbranch = take_act(a, bk, (size_t)M * D);
@@ -246,8 +276,14 @@ static void layout_acts(Model *m, Arena *a) {
 
 Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
                     char *err, size_t errlen) {
-    if (strcmp(c->arch, "hgrn1") != 0) {
-        snprintf(err, errlen, "model.arch = %s is not supported by this build (supported: hgrn1)", c->arch);
+    int hgrn2 = !strcmp(c->arch, "hgrn2");
+    if (strcmp(c->arch, "hgrn1") != 0 && !hgrn2) {
+        snprintf(err, errlen, "model.arch = %s is not supported by this build (supported: hgrn1, hgrn2)", c->arch);
+        return NULL;
+    }
+    if (hgrn2 && (c->head_size <= 0 || c->dim % c->head_size != 0)) {
+        snprintf(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (needed by arch hgrn2)",
+                 c->dim, c->head_size);
         return NULL;
     }
     if (c->image_size % c->patch_size != 0) {
@@ -264,6 +300,8 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     m->N = (m->S / m->p) * (m->S / m->p);
     m->P = m->p * m->p * m->C;
     m->D = c->dim; m->L = c->depth; m->H = c->glu_dim; m->K = c->num_classes;
+    m->hgrn2 = hgrn2;
+    m->e = c->head_size;
     m->drop_path = c->drop_path;
     for (int i = 0; i < 4; i++) {
         m->norm_mean[i] = i < c->num_mean ? c->mean[i] : 0.0f;
@@ -278,10 +316,13 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     m->gg = calloc((size_t)m->L, sizeof *m->gg);
     m->xs = calloc((size_t)(2 * m->L + 1), sizeof *m->xs);
     m->ma = calloc((size_t)m->L, sizeof *m->ma);
+    m->m2p = calloc((size_t)m->L, sizeof *m->m2p);
+    m->m2g = calloc((size_t)m->L, sizeof *m->m2g);
+    m->m2a = calloc((size_t)m->L, sizeof *m->m2a);
     m->ga = calloc((size_t)m->L, sizeof *m->ga);
     m->host_scales = calloc((size_t)m->L * 2 * max_batch, sizeof(float));
     if (!m->tensors || !m->mp || !m->mg || !m->gp || !m->gg || !m->xs || !m->ma || !m->ga ||
-        !m->host_scales) {
+        !m->host_scales || !m->m2p || !m->m2g || !m->m2a) {
         snprintf(err, errlen, "out of host memory creating the model");
         model_destroy(m);
         return NULL;
@@ -293,10 +334,10 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     m->param_mem = bk->alloc(bk, m->nparams * sizeof(float) * (training ? 2 : 1));
     m->params = m->param_mem;
     m->grads = training ? m->param_mem + m->nparams : NULL;
-    bind_params(m, m->params, m->mp, m->gp, &m->embed_w, &m->embed_b, &m->head_w, &m->head_b,
+    bind_params(m, m->params, m->mp, m->m2p, m->gp, &m->embed_w, &m->embed_b, &m->head_w, &m->head_b,
                 &m->gamma);
     if (training)
-        bind_params(m, m->grads, m->mg, m->gg, &m->g_embed_w, &m->g_embed_b, &m->g_head_w,
+        bind_params(m, m->grads, m->mg, m->m2g, m->gg, &m->g_embed_w, &m->g_embed_b, &m->g_head_w,
                     &m->g_head_b, &m->g_gamma);
 
     Arena a = {0};
@@ -314,6 +355,7 @@ void model_destroy(Model *m) {
     if (m->act_mem) m->bk->free(m->bk, m->act_mem);
     free(m->tensors); free(m->mp); free(m->mg); free(m->gp); free(m->gg);
     free(m->xs); free(m->ma); free(m->ga); free(m->host_scales);
+    free(m->m2p); free(m->m2g); free(m->m2a);
     free(m);
 }
 
@@ -333,7 +375,10 @@ ModelShape model_shape(const Model *m) {
 
 double model_flops_per_image(const Model *m) {
     double N = m->N, D = m->D, H = m->H;
-    double per_token = m->P * D + m->L * (5 * D * D + 2 * D * D + 2 * H * D + H * D);
+    /* hgrn2: in/out projections 3D^2 + D^2, and the recurrent scan's 2 directions
+     * x (state update + read-out) x e^2 per head = 4 e D multiply-adds */
+    double mixer = m->hgrn2 ? 4 * D * D + 4.0 * m->e * D : 5 * D * D + 2 * D * D;
+    double per_token = m->P * D + m->L * (mixer + 2 * H * D + H * D);
     return 2.0 * (N * per_token + D * m->K);
 }
 
@@ -404,7 +449,11 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
     size_t xbytes = (size_t)M * D * bk->act_elem;
     for (int l = 0; l < m->L; l++) {
         float *x = m->xs[2 * l], *y = m->xs[2 * l + 1], *z = m->xs[2 * l + 2];
-        mixer_forward(bk, &m->mp[l], &m->ma[l], x, m->beta + (size_t)l * D, m->branch, B, N, D);
+        if (m->hgrn2)
+            mixer2_forward(bk, &m->m2p[l], &m->m2a[l], x, m->beta + (size_t)l * D, m->branch, B,
+                           N, D, m->e);
+        else
+            mixer_forward(bk, &m->mp[l], &m->ma[l], x, m->beta + (size_t)l * D, m->branch, B, N, D);
         bk->copy(bk, y, x, xbytes);
         bk->residual_fwd(bk, y, m->branch, layer_scale(m, l, 0, B), B, N * D);
         glu_forward(bk, &m->gp[l], &m->ga[l], y, m->branch, M, D, m->H);
@@ -468,8 +517,13 @@ void model_backward(Model *m, int B) {
         glu_backward(bk, &m->gp[l], &m->gg[l], &m->ga[l], &m->gs, y, m->dbranch, m->dres, M, D, m->H);
         /* y = x + s0 * mixer(x): dres becomes dL/dx */
         bk->residual_bwd(bk, m->dbranch, m->dres, layer_scale(m, l, 0, B), B, N * D);
-        mixer_backward(bk, &m->mp[l], &m->mg[l], &m->ma[l], &m->ms, x, m->beta + (size_t)l * D,
-                       m->dbeta + (size_t)l * D, m->dbranch, m->dres, B, N, D);
+        if (m->hgrn2)
+            mixer2_backward(bk, &m->m2p[l], &m->m2g[l], &m->m2a[l], &m->m2s, x,
+                            m->beta + (size_t)l * D, m->dbeta + (size_t)l * D, m->dbranch,
+                            m->dres, B, N, D, m->e);
+        else
+            mixer_backward(bk, &m->mp[l], &m->mg[l], &m->ma[l], &m->ms, x, m->beta + (size_t)l * D,
+                           m->dbeta + (size_t)l * D, m->dbranch, m->dres, B, N, D);
     }
     bk->lower_bounds_bwd(bk, m->g_gamma, m->dbeta, m->gamma, m->L, D);
     /* the images need no gradient: only the embedding's weights */

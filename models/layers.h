@@ -41,6 +41,38 @@ void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, con
                     MixerScratch *s, const float *x, const float *beta, float *dbeta,
                     const float *dout, float *dx, int B, int N, int D);
 
+/* ---- HGRU2 token mixer: x -> out_proj(LN_D(HGRU2(in_proj(LN(x))))) ----
+ * (official BiHgru2_1d: in_proj d -> 3d as [v | q | f], norm, out_proj) */
+typedef struct {
+    float *ln_w, *ln_b;        /* token_norm [D] */
+    float *proj_w, *proj_b;    /* in_proj [3D, D], [3D] */
+    float *norm_w, *norm_b;    /* token_mixer.norm [D] */
+    float *out_w, *out_b;      /* out_proj [D, D], [D] */
+} Mixer2Params;
+
+typedef struct {               /* saved for backward, one set per layer */
+    float *ln, *ln_mean, *ln_rstd;  /* [M,D], [M], [M] */
+    float *proj;                    /* [M,3D]: v | q | f pre-activations */
+    float *o;                       /* [M,D] scan output */
+    float *no, *no_mean, *no_rstd;  /* LayerNorm_D(o) */
+} Mixer2Acts;
+
+typedef struct {               /* backward scratch, shared by all layers */
+    float *dproj;                   /* [M,3D] */
+    float *dno, *dout_scan;         /* [M,D] */
+    float *dln;                     /* [M,D] */
+} Mixer2Scratch;
+
+void mixer2_layout(Arena *a, const Backend *bk, Mixer2Acts *acts, int M, int D);
+void mixer2_scratch_layout(Arena *a, const Backend *bk, Mixer2Scratch *s, int M, int D);
+/* out[M,D] = branch output for x[M,D]; beta[D] this layer's lower bound; e the head size. */
+void mixer2_forward(Backend *bk, const Mixer2Params *p, Mixer2Acts *a, const float *x,
+                    const float *beta, float *out, int B, int N, int D, int e);
+/* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate. */
+void mixer2_backward(Backend *bk, const Mixer2Params *p, const Mixer2Params *g,
+                     const Mixer2Acts *a, Mixer2Scratch *s, const float *x, const float *beta,
+                     float *dbeta, const float *dout, float *dx, int B, int N, int D, int e);
+
 /* ---- GLU channel mixer: x -> l3(SiLU(l1(LN(x))) * l2(LN(x))) ---- */
 typedef struct {
     float *ln_w, *ln_b;        /* feature_norm [D] */

@@ -50,6 +50,11 @@ struct Backend {
     void *(*alloc)(Backend *, size_t bytes);     /* zero-filled; aborts with a message on failure */
     void (*free)(Backend *, void *p);
     void (*zero)(Backend *, void *p, size_t bytes);
+    /* Host -> device. The host buffer may be reused or freed as soon as the call
+     * returns; the copy may still be in flight (the CUDA backend stages large
+     * pageable buffers through pinned memory and returns before the DMA ends),
+     * but every later op on the backend sees the data, and to_host / sync wait
+     * for it. Nothing stays registered or pinned against the caller's memory. */
     void (*to_device)(Backend *, void *dst, const void *host_src, size_t bytes);
     void (*to_host)(Backend *, void *host_dst, const void *src, size_t bytes);
     void (*copy)(Backend *, void *dst, const void *src, size_t bytes);

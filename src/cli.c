@@ -1,5 +1,6 @@
 /* cli.c - shared command-line handling; see cli.h. */
 #include "cli.h"
+#include "fsutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,12 +128,36 @@ Backend *cli_backend(const Cli *cli, char *err, size_t errlen) {
     return backend_cpu_create(cli->cfg.threads, err, errlen);
 }
 
+/* A split directory: ROOT/train or ROOT/val when they exist (val falls back
+ * to ROOT/test), else ROOT itself (so --data /data/imagenet/val works too). */
+static void split_dir(const char *root, const char *split, char *out, size_t len) {
+    const char *names[2] = {split, !strcmp(split, "val") ? "test" : NULL};
+    for (int i = 0; i < 2 && names[i]; i++) {
+        snprintf(out, len, "%s/%s", root, names[i]);
+        if (dir_exists(out)) return;
+    }
+    snprintf(out, len, "%s", root);
+}
+
 Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errlen) {
     if (!c->path[0]) {
         snprintf(err, errlen, "no dataset path: set data.path in the config or pass --data DIR");
         return NULL;
     }
     if (!strcmp(c->dataset, "fmnist")) return dataset_fmnist_open(c->path, split, err, errlen);
+    if (!strcmp(c->dataset, "cifar10"))
+        return dataset_cifar10_open(c->path, !strcmp(split, "train") ? "train" : "test", c->channels == 1,
+                                    err, errlen);
+    if (!strcmp(c->dataset, "imagefolder")) {
+        char dir[1024];
+        if (!strcmp(split, "val") && c->val_labels[0]) {
+            split_dir(c->path, "val", dir, sizeof dir);
+            return dataset_imagenet_val_open(dir, c->val_labels, c->class_names[0] ? c->class_names : NULL,
+                                             c->channels, err, errlen);
+        }
+        split_dir(c->path, split, dir, sizeof dir);
+        return dataset_imagefolder_open(dir, c->channels, err, errlen);
+    }
     snprintf(err, errlen, "data.dataset = %s is not available in this build", c->dataset);
     return NULL;
 }

@@ -98,6 +98,7 @@ static const Key KEYS[] = {
     KF("data", mixup_switch_prob, 0, 1, 0, 0, "0.5", "probability of CutMix instead of Mixup when both are on"),
     KI("data", repeated_aug, 1, 64, "3", "repeated augmentation count (1 = off)"),
     KS("data", class_names, NULL, "", "file with one class name per line (\"\" = the dataset's own)"),
+    KS("data", val_labels, NULL, "", "labels file for ImageNet's flat validation directory (\"\" = val/ is an ImageFolder)"),
 };
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
 

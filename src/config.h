@@ -62,6 +62,7 @@ typedef struct {
     float mixup, cutmix, mixup_prob, mixup_switch_prob;
     int repeated_aug;       /* RASampler repeats (1 = off) */
     char class_names[CFG_STR]; /* file with one class name per line ("" = dataset's own) */
+    char val_labels[CFG_STR];  /* ImageNet's flat val dir: labels file ("" = val/ is an ImageFolder) */
 } Config;
 
 /* Fill every field with its default. */

@@ -9,6 +9,10 @@ int cmd_classify(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
+int bench_data_main(int argc, char **argv);   /* data_loader/bench_data.c */
+
+/* bench_data_main parses its argv from index 1, as a main() would */
+static int cmd_bench_data(int argc, char **argv) { return bench_data_main(argc + 1, argv - 1); }
 
 static const struct {
     const char *name;
@@ -20,6 +24,7 @@ static const struct {
     {"classify", cmd_classify, "top-5 classes of image files (--ckpt FILE IMAGE...)"},
     {"info", cmd_info, "parameter count and tensor table of a config (--config FILE)"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE)"},
+    {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
     {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree (prepare fmnist OUT)"},
 };
 

@@ -10,14 +10,16 @@ enum {
     OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
     OP_SILU_BWD, OP_HGRU1_FWD, OP_HGRU1_BWD, OP_LB_FWD, OP_LB_BWD, OP_NORM_U8, OP_PATCH_FWD,
     OP_PATCH_BWD, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
-    OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_COUNT
+    OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_HGRU2_FWD, OP_HGRU2_BWD,
+    OP_COUNT
 };
 static const char *op_names[OP_COUNT] = {
     "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
     "silu_mul_fwd", "silu_mul_bwd", "hgru1_fwd", "hgru1_bwd", "lower_bounds_fwd",
     "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "meanpool_fwd",
     "meanpool_bwd", "residual_fwd", "residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
-    "scale", "zero (memset)", "copy (device)", "host->device", "device->host"};
+    "scale", "zero (memset)", "copy (device)", "host->device", "device->host", "hgru2_fwd",
+    "hgru2_bwd"};
 
 typedef struct {
     Backend *in;
@@ -120,6 +122,19 @@ static void t_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtf, float *
     IN(bk)->hgru1_bwd(IN(bk), dxc, dxl, dtf, dtr, dbeta, dout, xc, xl, ld, tf, tr, beta, B, N, D);
     toc(bk, OP_HGRU1_BWD, t0, 8 * E(bk) * B * N * D, 0);
 }
+/* hgru2: fwd reads x (3D) and writes out (D); bwd reads x and dout, writes dx.
+ * FLOPs: the recurrence's 2 directions x 2 e^2 multiply-adds per head and token
+ * (8 e D per token forward; the backward does about 3 times that). */
+static void t_hgru2_fwd(Backend *bk, float *o, const float *x, int ld, const float *beta, int B,
+                        int N, int D, int e) {
+    double t0 = tic(bk); IN(bk)->hgru2_fwd(IN(bk), o, x, ld, beta, B, N, D, e);
+    toc(bk, OP_HGRU2_FWD, t0, 4 * E(bk) * B * N * D, 8.0 * e * B * N * D);
+}
+static void t_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x,
+                        int ld, const float *beta, int B, int N, int D, int e) {
+    double t0 = tic(bk); IN(bk)->hgru2_bwd(IN(bk), dx, dbeta, dout, x, ld, beta, B, N, D, e);
+    toc(bk, OP_HGRU2_BWD, t0, 7 * E(bk) * B * N * D, 24.0 * e * B * N * D);
+}
 static void t_lb_fwd(Backend *bk, float *beta, const float *g, int L, int D) {
     double t0 = tic(bk); IN(bk)->lower_bounds_fwd(IN(bk), beta, g, L, D); toc(bk, OP_LB_FWD, t0, 8.0 * L * D, 0);
 }
@@ -185,6 +200,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;
     bk->silu_mul_fwd = t_silu_fwd; bk->silu_mul_bwd = t_silu_bwd;
     bk->hgru1_fwd = t_hgru1_fwd; bk->hgru1_bwd = t_hgru1_bwd;
+    bk->hgru2_fwd = t_hgru2_fwd; bk->hgru2_bwd = t_hgru2_bwd;
     bk->lower_bounds_fwd = t_lb_fwd; bk->lower_bounds_bwd = t_lb_bwd;
     bk->normalize_u8 = t_norm_u8; bk->patchify_fwd = t_patch_fwd; bk->patchify_bwd = t_patch_bwd;
     bk->meanpool_fwd = t_pool_fwd; bk->meanpool_bwd = t_pool_bwd;

@@ -61,7 +61,6 @@ int cmd_train(int argc, char **argv) {
     Loader *tl = NULL, *vl = NULL;
     Model *m = NULL;
     Optim opt = {0};
-    Batch *batch = NULL;
     char **classes = NULL;
     FILE *metrics = NULL;
 
@@ -75,13 +74,12 @@ int cmd_train(int argc, char **argv) {
     if (!(classes = load_class_names(c, tr, err, sizeof err))) goto fail;
     if (!(tl = loader_create(tr, c, 1, 0, 1, err, sizeof err))) goto fail;
     if (!(vl = loader_create(va, c, 0, 0, 1, err, sizeof err))) goto fail;
+    /* worker-side batches ahead of the step: decoding overlaps compute */
+    if (loader_start_prefetch(tl, 3, err, sizeof err) < 0) goto fail;
+    if (loader_start_prefetch(vl, 2, err, sizeof err) < 0) goto fail;
     if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
     if (!(m = model_create(bk, c, c->batch_size, 1, err, sizeof err))) goto fail;
     optim_init(&opt, bk, m);
-    if (!(batch = batch_alloc(c, c->batch_size, c->num_classes))) {
-        snprintf(err, sizeof err, "out of host memory for a batch of %d", c->batch_size);
-        goto fail;
-    }
 
     if (mkdir_p(out, err, sizeof err) < 0) goto fail;   /* only once the inputs are known good */
     TrainState ts = {0, 0, 0, -1.0f};
@@ -139,7 +137,8 @@ int cmd_train(int argc, char **argv) {
     for (int epoch = ts.epoch; epoch < c->epochs && !stop; epoch++) {
         loader_set_epoch(tl, epoch, ts.batch);
         int got;
-        while (!stop && (got = loader_next(tl, batch)) == 1) {
+        const Batch *batch;
+        while (!stop && (got = loader_next_ref(tl, &batch)) == 1) {
             double e = epoch + (double)ts.batch / spe;
             double lr = lr_at(c, e);
             Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts.step);
@@ -187,6 +186,9 @@ int cmd_train(int argc, char **argv) {
             if (c->max_steps > 0 && ts.step >= c->max_steps) stop = 1;
         }
         if (tty) fprintf(stderr, "\n");
+        if (loader_bad_samples(tl) > 0)
+            fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n",
+                    epoch + 1, loader_bad_samples(tl));
         if (!stop && got < 0) { snprintf(err, sizeof err, "%s", loader_error(tl)); goto fail; }
         if (stop && ts.batch < spe) { mid_epoch = 1; break; }  /* position saved below */
         ts.epoch = epoch + 1;
@@ -219,7 +221,6 @@ fail:
     rc = 1;
 done:
     if (metrics) fclose(metrics);
-    batch_free(batch);
     optim_free(&opt);
     model_destroy(m);
     if (classes) free_class_names(classes, c->num_classes);

@@ -677,7 +677,12 @@ static void run_hgru2(int B, int N, int D, int e) {
     GB->hgru2_bwd(GB, dproj.g, dbe.g, dout.g, proj.g, ld, be.g, B, N, D, e);
     snprintf(what, sizeof what, "hgru2_bwd dx B%d N%d D%d e%d", B, N, D, e);
     CHECK(dproj, what);
-    CHECK(dbe, "hgru2_bwd dbeta (+=)");
+    /* dbeta sums B*N decay gradients that both backends get through the
+     * q dq - k dk identity (running sums with cancellation, fp32 rounding of
+     * about N eps of the summands, different orders on the two backends):
+     * 1.9e-5 was measured at B 3, N 37 on an H200, so fp32 gets 1e-4 here; the
+     * CPU op itself is within 5e-6 of finite differences (test_ops_cpu). */
+    t2_check(&dbe, "hgru2_bwd dbeta (+=)", BF ? TOL : 1e-4);
     T2 *ts[] = {&proj, &be, &out, &dout, &dproj, &dbe};
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
 }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `hgrn info` prints the parameter counts the Foundation issue names: within
+# 1 % of 6.1 M (hgrn1_deit_tiny) and 23.7 M (hgrn1_deit_small), and a tensor
+# table with the official PyTorch names.
+# usage: test_info.sh HGRN_BINARY SOURCE_DIR
+set -u
+hgrn=$1; src=$2; fails=0; passed=0
+check() {  # check CONFIG WANT
+  local out n before=$fails
+  out=$("$hgrn" info --config "$src/configs/$1") || { echo "FAIL $1: exit $?"; fails=$((fails + 1)); return; }
+  n=$(printf '%s\n' "$out" | awk '/^params: /{print $2}')
+  if awk -v n="$n" -v w="$2" 'BEGIN{d=n-w; if (d<0) d=-d; exit !(n>0 && d<=0.01*w)}'; then
+    echo "ok   $1: params: $n (want $2 +- 1%)"
+  else
+    echo "FAIL $1: params: '$n', want $2 +- 1%"; fails=$((fails + 1))
+  fi
+  for name in to_patch_embedding.1.weight layers.11.token_mixer.input_proj.weight \
+              layers.0.token_mixer.theta_forward layers.3.feature_mixer.l3.bias head.1.weight lower_bounds; do
+    printf '%s\n' "$out" | grep -q "^$name " || { echo "FAIL $1: no tensor $name in the table"; fails=$((fails + 1)); }
+  done
+  [ $fails -eq $before ] && passed=$((passed + 1))
+}
+check hgrn1_deit_tiny.cfg 6100000
+check hgrn1_deit_small.cfg 23700000
+echo "$passed passed, $fails failed"
+[ $fails -eq 0 ]
