@@ -12,7 +12,7 @@
  * double buffer reduced over images in order afterwards, so results are
  * bitwise identical for any thread count. Threads: the OpenMP team that
  * backend_cpu_create set (omp_set_num_threads). Scratch: per-thread buffers
- * that only grow (no allocation in steady state).
+ * (thread-specific data) that only grow (no allocation in steady state).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,41 +83,75 @@ static inline double h2_logd(double x) { return log(x > 1e-300 ? x : 1e-300); }
 
 /* --------------------------------------------------------------- scratch */
 
-/* Per-thread growing buffer (OpenMP threads persist, so it is allocated once). */
-static _Thread_local void *tls_buf;
-static _Thread_local size_t tls_cap;
+/* Per-thread growing buffers (OpenMP threads persist, so they are allocated
+ * once), held in POSIX thread-specific data so that a thread that ends (a
+ * team that shrinks) frees its own. work: the kernels' scratch; part: the
+ * calling thread's [B][D] dbeta partials. */
+typedef struct {
+    void *work;
+    size_t work_cap;
+    double *part;
+    size_t part_n;
+} H2Buf;
+
+static pthread_key_t h2_key;
+static pthread_once_t h2_once = PTHREAD_ONCE_INIT;
+
+static void h2_buf_free(void *p) {
+    H2Buf *b = p;
+    if (!b) return;
+    free(b->work);
+    free(b->part);
+    free(b);
+}
+static void h2_key_init(void) {
+    if (pthread_key_create(&h2_key, h2_buf_free) != 0) {
+        fprintf(stderr, "hgru2: pthread_key_create failed\n");
+        exit(1);
+    }
+}
+
+static H2Buf *h2_buf(void) {
+    pthread_once(&h2_once, h2_key_init);
+    H2Buf *b = pthread_getspecific(h2_key);
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b || pthread_setspecific(h2_key, b) != 0) {
+            fprintf(stderr, "out of memory allocating hgru2 scratch\n");
+            exit(1);
+        }
+    }
+    return b;
+}
 
 static void *tls_scratch(size_t bytes) {
-    if (bytes > tls_cap) {
-        free(tls_buf);
+    H2Buf *b = h2_buf();
+    if (bytes > b->work_cap) {
+        free(b->work);
         size_t cap = bytes + bytes / 4 + 4096;
-        tls_buf = aligned_alloc(64, (cap + 63) & ~(size_t)63);
-        if (!tls_buf) {
+        b->work = aligned_alloc(64, (cap + 63) & ~(size_t)63);
+        if (!b->work) {
             fprintf(stderr, "out of memory allocating %zu bytes of hgru2 scratch\n", cap);
             exit(1);
         }
-        tls_cap = cap;
+        b->work_cap = cap;
     }
-    return tls_buf;
+    return b->work;
 }
 
-/* The calling thread's [B][D] partial sums (separate from tls_buf, which the
- * calling thread also uses as a worker). */
-static _Thread_local double *tls_part;
-static _Thread_local size_t tls_part_n;
-
 static double *part_scratch(size_t n) {
-    if (n > tls_part_n) {
-        free(tls_part);
-        tls_part = malloc(n * sizeof(double));
-        if (!tls_part) {
+    H2Buf *b = h2_buf();
+    if (n > b->part_n) {
+        free(b->part);
+        b->part = malloc(n * sizeof(double));
+        if (!b->part) {
             fprintf(stderr, "out of memory allocating hgru2 partial sums\n");
             exit(1);
         }
-        tls_part_n = n;
+        b->part_n = n;
     }
-    memset(tls_part, 0, n * sizeof(double));
-    return tls_part;
+    memset(b->part, 0, n * sizeof(double));
+    return b->part;
 }
 
 /* ----------------------------------------------------------- form choice */

@@ -11,6 +11,15 @@ int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int bench_data_main(int argc, char **argv);   /* data_loader/bench_data.c */
 
+#include "backend.h"
+
+/* `hgrn device`: the device commands use when --device is not given. */
+static int cmd_device(int argc, char **argv) {
+    (void)argc; (void)argv;
+    puts(backend_cuda_available() ? "cuda" : "cpu");
+    return 0;
+}
+
 /* bench_data_main parses its argv from index 1, as a main() would */
 static int cmd_bench_data(int argc, char **argv) { return bench_data_main(argc + 1, argv - 1); }
 
@@ -25,6 +34,7 @@ static const struct {
     {"info", cmd_info, "parameter count and tensor table of a config (--config FILE)"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE)"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
+    {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
     {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree (prepare fmnist OUT)"},
 };
 
