@@ -22,7 +22,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <jpeglib.h>
 
 int bench_data_main(int argc, char **argv);
 
@@ -139,30 +138,11 @@ static int synth(const char *out, int n, int W, int H) {
             }
         char path[4096];
         snprintf(path, sizeof path, "%s/synth_%05d.jpg", out, i);
-        FILE *f = fopen(path, "wb");
-        if (!f) {
-            fprintf(stderr, "bench-data: %s: %s\n", path, strerror(errno));
+        char err[512];
+        if (image_write_jpeg(path, px, W, H, 3, 90, err, sizeof err) < 0) {
+            fprintf(stderr, "bench-data: %s\n", err);
             return 1;
         }
-        struct jpeg_compress_struct ci;
-        struct jpeg_error_mgr je;
-        ci.err = jpeg_std_error(&je);
-        jpeg_create_compress(&ci);
-        jpeg_stdio_dest(&ci, f);
-        ci.image_width = (JDIMENSION)W;
-        ci.image_height = (JDIMENSION)H;
-        ci.input_components = 3;
-        ci.in_color_space = JCS_RGB;
-        jpeg_set_defaults(&ci);
-        jpeg_set_quality(&ci, 90, TRUE);
-        jpeg_start_compress(&ci, TRUE);
-        while (ci.next_scanline < ci.image_height) {
-            JSAMPROW row = px + (size_t)ci.next_scanline * W * 3;
-            jpeg_write_scanlines(&ci, &row, 1);
-        }
-        jpeg_finish_compress(&ci);
-        jpeg_destroy_compress(&ci);
-        fclose(f);
     }
     for (int k = 0; k < 3; k++) free(pl[k]);
     free(px);

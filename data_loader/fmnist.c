@@ -6,6 +6,7 @@
  * Everything is read and validated at open time (magic numbers, dimensions,
  * counts, label range, truncation, trailing garbage) and kept in memory as
  * uint8 (1 x rows x cols per sample), so get() is a memcpy and thread-safe. */
+#include "errmsg.h"
 #include "dataset.h"
 
 #include <errno.h>
@@ -33,13 +34,6 @@ typedef struct {
     char *names[FMNIST_CLASSES];
 } Fmnist;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- a reader for gzip or plain files ----
  * zlib's inflate directly rather than gzread: gzread reports a clean end of

@@ -1,6 +1,7 @@
 /* jpeg_write.c - image_write_jpeg: baseline JPEG through libjpeg(-turbo).
  * libjpeg reports errors by calling error_exit, which must not return: we
  * longjmp back, close and remove the partial file, and name the path. */
+#include "errmsg.h"
 #include "image.h"
 
 #include <errno.h>
@@ -31,13 +32,6 @@ static void jw_output_message(j_common_ptr cinfo) {
     (*cinfo->err->format_message)(cinfo, e->msg);
 }
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* The libjpeg calls; errors longjmp out of here to image_write_jpeg. */
 static void encode(struct jpeg_compress_struct *cinfo, FILE *f, const uint8_t *px, int w, int h,

@@ -8,6 +8,7 @@
  *                      transform into the batch; all randomness from
  *                      sample_rng(position).
  * then compacts (eval) and writes the targets. */
+#include "errmsg.h"
 #include "loader.h"
 
 #include <pthread.h>
@@ -70,13 +71,6 @@ struct Loader {
     char err[1024];
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- one sample ---- */
 

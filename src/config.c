@@ -3,6 +3,7 @@
  * Every key is described once in KEYS[] (section, name, type, place in
  * Config, inclusive/exclusive range or choice list, default, help); defaults,
  * parsing, range checks, the writer and --help output all come from it. */
+#include "errmsg.h"
 #include "config.h"
 #include "fsutil.h"
 
@@ -105,14 +106,6 @@ static const Key KEYS[] = {
 static const char *const SECTIONS[] = {"model", "train", "data"};
 #define NSECTIONS 3
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const Key *find_key(const char *section, const char *name)
 {
@@ -180,27 +173,27 @@ static int parse_float(const Key *k, const char *full, const char *text, double 
     char rng[64];
     fmt_range(k, rng, sizeof rng);
     if (!*text) {
-        seterr(msg, ml, "%s = '' is not a number (empty value)", full);
+        set_err(msg, ml, "%s = '' is not a number (empty value)", full);
         return -1;
     }
     errno = 0;
     char *end;
     double v = strtod(text, &end);
     if (end == text || *end) {
-        seterr(msg, ml, "%s = '" VALFMT "' is not a number", full, VALARG(text));
+        set_err(msg, ml, "%s = '" VALFMT "' is not a number", full, VALARG(text));
         return -1;
     }
     if (isnan(v)) {
-        seterr(msg, ml, "%s = '" VALFMT "' is not a number", full, VALARG(text));
+        set_err(msg, ml, "%s = '" VALFMT "' is not a number", full, VALARG(text));
         return -1;
     }
     if (isinf(v) || (errno == ERANGE && fabs(v) > 1) || fabs(v) > FLT_MAX) {
-        seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+        set_err(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
         return -1;
     }
     /* ERANGE with a tiny value (underflow) is taken as the rounded value. */
     if (!in_range(k, v) || !in_range(k, (double)(float)v)) {
-        seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+        set_err(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
         return -1;
     }
     *out = v;
@@ -219,18 +212,18 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
     switch (k->type) {
     case T_INT: {
         if (!*text) {
-            seterr(msg, ml, "%s = '' is not an integer (empty value)", full);
+            set_err(msg, ml, "%s = '' is not an integer (empty value)", full);
             return -1;
         }
         errno = 0;
         char *end;
         long long v = strtoll(text, &end, 10);
         if (end == text || *end || is_blank(*text)) {
-            seterr(msg, ml, "%s = '" VALFMT "' is not an integer", full, VALARG(text));
+            set_err(msg, ml, "%s = '" VALFMT "' is not an integer", full, VALARG(text));
             return -1;
         }
         if (errno == ERANGE || !in_range(k, (double)v)) {
-            seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+            set_err(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
             return -1;
         }
         *(int *)(void *)field = (int)v;
@@ -238,24 +231,24 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
     }
     case T_U64: {
         if (!*text) {
-            seterr(msg, ml, "%s = '' is not an integer (empty value)", full);
+            set_err(msg, ml, "%s = '' is not an integer (empty value)", full);
             return -1;
         }
         const char *q = text;
         if (*q == '+') q++;
         if (*q < '0' || *q > '9') {
-            seterr(msg, ml, "%s = '" VALFMT "' is not a non-negative integer", full, VALARG(text));
+            set_err(msg, ml, "%s = '" VALFMT "' is not a non-negative integer", full, VALARG(text));
             return -1;
         }
         errno = 0;
         char *end;
         unsigned long long v = strtoull(q, &end, 10);
         if (*end) {
-            seterr(msg, ml, "%s = '" VALFMT "' is not a non-negative integer", full, VALARG(text));
+            set_err(msg, ml, "%s = '" VALFMT "' is not a non-negative integer", full, VALARG(text));
             return -1;
         }
         if (errno == ERANGE) {
-            seterr(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
+            set_err(msg, ml, "%s = " VALFMT " is out of range %s", full, VALARG(text), rng);
             return -1;
         }
         *(unsigned long long *)(void *)field = v;
@@ -270,7 +263,7 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
     case T_STR: {
         size_t n = strlen(text);
         if (n >= k->size) {
-            seterr(msg, ml, "%s: value is %zu bytes long, at most %zu allowed", full, n, k->size - 1);
+            set_err(msg, ml, "%s: value is %zu bytes long, at most %zu allowed", full, n, k->size - 1);
             return -1;
         }
         if (k->choices) {
@@ -290,7 +283,7 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
                     else ch[j++] = *p;
                 }
                 ch[j] = 0;
-                seterr(msg, ml, "%s = '" VALFMT "' is not one of: %s", full, VALARG(text), ch);
+                set_err(msg, ml, "%s = '" VALFMT "' is not one of: %s", full, VALARG(text), ch);
                 return -1;
             }
         }
@@ -302,7 +295,7 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
         int nv = 0;
         char buf[512];
         if (strlen(text) >= sizeof buf) {
-            seterr(msg, ml, "%s: value is too long", full);
+            set_err(msg, ml, "%s: value is too long", full);
             return -1;
         }
         strcpy(buf, text);
@@ -312,16 +305,16 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
             if (comma) *comma = 0;
             char *item = trim(p);
             if (nv == (int)k->size) {
-                seterr(msg, ml, "%s = '" VALFMT "' has more than %d values", full, VALARG(text), (int)k->size);
+                set_err(msg, ml, "%s = '" VALFMT "' has more than %d values", full, VALARG(text), (int)k->size);
                 return -1;
             }
             double v;
             char m2[256];
             if (parse_float(k, full, item, &v, m2, sizeof m2)) {
                 if (strchr(text, ','))
-                    seterr(msg, ml, "%s (in '" VALFMT "')", m2, VALARG(text));
+                    set_err(msg, ml, "%s (in '" VALFMT "')", m2, VALARG(text));
                 else
-                    seterr(msg, ml, "%s", m2);
+                    set_err(msg, ml, "%s", m2);
                 return -1;
             }
             vals[nv++] = (float)v;
@@ -354,19 +347,19 @@ static void unknown_key_msg(const char *section, const char *name, char *msg, si
 {
     const Key *other = find_key_any_section(name);
     if (other && section)
-        seterr(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
+        set_err(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
     else if (other)
-        seterr(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
+        set_err(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
     else if (section)
-        seterr(msg, ml, "unknown key '%.40s.%.60s'", section, name);
+        set_err(msg, ml, "unknown key '%.40s.%.60s'", section, name);
     else
-        seterr(msg, ml, "unknown key '%.60s' (keys are written section.key, e.g. train.lr)", name);
+        set_err(msg, ml, "unknown key '%.60s' (keys are written section.key, e.g. train.lr)", name);
 }
 
 int config_set(Config *c, const char *full_key, const char *value, char *err, size_t errlen)
 {
     if (!full_key || !value) {
-        seterr(err, errlen, "config_set: missing key or value");
+        set_err(err, errlen, "config_set: missing key or value");
         return -1;
     }
     const char *dot = strchr(full_key, '.');
@@ -378,7 +371,7 @@ int config_set(Config *c, const char *full_key, const char *value, char *err, si
         k = find_key(section, dot + 1);
         if (!k) {
             if (!is_section(section))
-                seterr(err, errlen, "unknown key '%.100s' (no section [%.40s]; sections are model, train, data)",
+                set_err(err, errlen, "unknown key '%.100s' (no section [%.40s]; sections are model, train, data)",
                        full_key, section);
             else
                 unknown_key_msg(section, dot + 1, err, errlen);
@@ -418,7 +411,7 @@ static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *
         char *o = v, *p = v + 1;
         for (;;) {
             if (!*p) {
-                seterr(msg, ml, "%s: unterminated quoted string", full);
+                set_err(msg, ml, "%s: unterminated quoted string", full);
                 return NULL;
             }
             if (*p == '"') break;
@@ -431,7 +424,7 @@ static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *
                 case 't': *o++ = '\t'; break;
                 case 'r': *o++ = '\r'; break;
                 default:
-                    seterr(msg, ml, "%s: unknown escape '\\%c' in quoted string (use \\\\ for a backslash)",
+                    set_err(msg, ml, "%s: unknown escape '\\%c' in quoted string (use \\\\ for a backslash)",
                            full, *p ? *p : '?');
                     return NULL;
                 }
@@ -444,7 +437,7 @@ static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *
         *o = 0;
         while (is_blank(*rest)) rest++;
         if (*rest && *rest != '#' && *rest != ';') {
-            seterr(msg, ml, "%s: unexpected text after the closing quote", full);
+            set_err(msg, ml, "%s: unexpected text after the closing quote", full);
             return NULL;
         }
         *quoted = 1;
@@ -483,7 +476,7 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
         const char *nl = memchr(start, '\n', len - pos);
         size_t ll = nl ? (size_t)(nl - start) : len - pos;
         if (memchr(start, 0, ll)) {
-            seterr(err, errlen, "%s:%d: NUL byte in line (not a text file?)", origin, lineno);
+            set_err(err, errlen, "%s:%d: NUL byte in line (not a text file?)", origin, lineno);
             rc = -1;
             break;
         }
@@ -491,7 +484,7 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
             size_t nc = ll + 1 < 256 ? 256 : ll + 1;
             char *nb = realloc(line, nc);
             if (!nb) {
-                seterr(err, errlen, "%s:%d: out of memory", origin, lineno);
+                set_err(err, errlen, "%s:%d: out of memory", origin, lineno);
                 rc = -1;
                 break;
             }
@@ -509,21 +502,21 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
         if (*s == '[') {
             char *close = strchr(s, ']');
             if (!close) {
-                seterr(err, errlen, "%s:%d: malformed section header '%.60s' (missing ']')", origin, lineno, s);
+                set_err(err, errlen, "%s:%d: malformed section header '%.60s' (missing ']')", origin, lineno, s);
                 rc = -1;
                 break;
             }
             char *after = close + 1;
             while (is_blank(*after)) after++;
             if (*after && *after != '#' && *after != ';') {
-                seterr(err, errlen, "%s:%d: unexpected text after section header '%.60s'", origin, lineno, s);
+                set_err(err, errlen, "%s:%d: unexpected text after section header '%.60s'", origin, lineno, s);
                 rc = -1;
                 break;
             }
             *close = 0;
             char *name = trim(s + 1);
             if (!is_section(name)) {
-                seterr(err, errlen, "%s:%d: unknown section [%.60s] (sections are model, train, data)",
+                set_err(err, errlen, "%s:%d: unknown section [%.60s] (sections are model, train, data)",
                        origin, lineno, name);
                 rc = -1;
                 break;
@@ -535,31 +528,31 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
 
         char *eq = strchr(s, '=');
         if (!eq) {
-            seterr(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
+            set_err(err, errlen, "%s:%d: expected 'key = value', got '%.60s'", origin, lineno, s);
             rc = -1;
             break;
         }
         *eq = 0;
         char *key = trim(s);
         if (!*key) {
-            seterr(err, errlen, "%s:%d: missing key before '='", origin, lineno);
+            set_err(err, errlen, "%s:%d: missing key before '='", origin, lineno);
             rc = -1;
             break;
         }
         if (!have_section) {
             const Key *other = find_key_any_section(key);
             if (other)
-                seterr(err, errlen, "%s:%d: key '%.60s' is outside any section (it belongs under [%s])",
+                set_err(err, errlen, "%s:%d: key '%.60s' is outside any section (it belongs under [%s])",
                        origin, lineno, key, other->section);
             else
-                seterr(err, errlen, "%s:%d: key '%.60s' is outside any section (and unknown)", origin, lineno, key);
+                set_err(err, errlen, "%s:%d: key '%.60s' is outside any section (and unknown)", origin, lineno, key);
             rc = -1;
             break;
         }
         const Key *k = find_key(section, key);
         if (!k) {
             unknown_key_msg(section, key, msg, sizeof msg);
-            seterr(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            set_err(err, errlen, "%s:%d: %s", origin, lineno, msg);
             rc = -1;
             break;
         }
@@ -567,7 +560,7 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
         char full[64];
         snprintf(full, sizeof full, "%s.%s", k->section, k->name);
         if (seen[ki]) {
-            seterr(err, errlen, "%s:%d: %s is set twice (first on line %d)", origin, lineno, full, seen[ki]);
+            set_err(err, errlen, "%s:%d: %s is set twice (first on line %d)", origin, lineno, full, seen[ki]);
             rc = -1;
             break;
         }
@@ -575,18 +568,18 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
         int quoted;
         char *val = file_value(eq + 1, &quoted, msg, sizeof msg, full);
         if (!val) {
-            seterr(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            set_err(err, errlen, "%s:%d: %s", origin, lineno, msg);
             rc = -1;
             break;
         }
         if (quoted && k->type != T_STR) {
-            seterr(err, errlen, "%s:%d: %s = \"" VALFMT "\": a number must not be quoted", origin, lineno,
+            set_err(err, errlen, "%s:%d: %s = \"" VALFMT "\": a number must not be quoted", origin, lineno,
                    full, VALARG(val));
             rc = -1;
             break;
         }
         if (set_value(&tmp, k, val, msg, sizeof msg) != 0) {
-            seterr(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            set_err(err, errlen, "%s:%d: %s", origin, lineno, msg);
             rc = -1;
             break;
         }
@@ -609,7 +602,7 @@ int config_load(Config *c, const char *path, char *err, size_t errlen)
 int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen)
 {
     if (!text) {
-        seterr(err, errlen, "%s: no config text", origin ? origin : "(config)");
+        set_err(err, errlen, "%s: no config text", origin ? origin : "(config)");
         return -1;
     }
     return load_text(c, text, strlen(text), origin ? origin : "(config)", err, errlen);
@@ -626,7 +619,7 @@ static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
     case T_INT: {
         int v = *(const int *)(const void *)field;
         if (!in_range(k, v)) {
-            seterr(err, errlen, "%s = %d is out of range %s", full, v, rng);
+            set_err(err, errlen, "%s = %d is out of range %s", full, v, rng);
             return -1;
         }
         return 0;
@@ -636,20 +629,20 @@ static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
     case T_FLOAT: {
         float v = *(const float *)(const void *)field;
         if (!isfinite(v) || !in_range(k, v)) {
-            seterr(err, errlen, "%s = %g is out of range %s", full, (double)v, rng);
+            set_err(err, errlen, "%s = %g is out of range %s", full, (double)v, rng);
             return -1;
         }
         return 0;
     }
     case T_STR: {
         if (!memchr(field, 0, k->size)) {
-            seterr(err, errlen, "%s: value is not terminated", full);
+            set_err(err, errlen, "%s: value is not terminated", full);
             return -1;
         }
         Config scratch;
         char msg[256];
         if (k->choices && set_value(&scratch, k, field, msg, sizeof msg) != 0) {
-            seterr(err, errlen, "%s", msg);
+            set_err(err, errlen, "%s", msg);
             return -1;
         }
         return 0;
@@ -657,13 +650,13 @@ static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
     case T_FLIST: {
         int n = *(const int *)(const void *)((const char *)c + k->count_off);
         if (n < 1 || n > (int)k->size) {
-            seterr(err, errlen, "%s has %d values, expected 1 to %d", full, n, (int)k->size);
+            set_err(err, errlen, "%s has %d values, expected 1 to %d", full, n, (int)k->size);
             return -1;
         }
         for (int i = 0; i < n; i++) {
             float v = ((const float *)(const void *)field)[i];
             if (!isfinite(v) || !in_range(k, v)) {
-                seterr(err, errlen, "%s value %d = %g is out of range %s", full, i + 1, (double)v, rng);
+                set_err(err, errlen, "%s value %d = %g is out of range %s", full, i + 1, (double)v, rng);
                 return -1;
             }
         }
@@ -678,31 +671,31 @@ int config_validate(const Config *c, char *err, size_t errlen)
     for (int i = 0; i < NKEYS; i++)
         if (check_field(c, &KEYS[i], err, errlen) != 0) return -1;
     if (c->image_size % c->patch_size != 0) {
-        seterr(err, errlen, "model.image_size = %d is not a multiple of model.patch_size = %d",
+        set_err(err, errlen, "model.image_size = %d is not a multiple of model.patch_size = %d",
                c->image_size, c->patch_size);
         return -1;
     }
     if (c->num_mean != c->channels) {
-        seterr(err, errlen, "data.mean has %d value%s but model.channels = %d", c->num_mean,
+        set_err(err, errlen, "data.mean has %d value%s but model.channels = %d", c->num_mean,
                c->num_mean == 1 ? "" : "s", c->channels);
         return -1;
     }
     if (c->num_std != c->channels) {
-        seterr(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
+        set_err(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
                c->num_std == 1 ? "" : "s", c->channels);
         return -1;
     }
     if (strcmp(c->arch, "hgrn2") == 0 && c->dim % c->head_size != 0) {
-        seterr(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (needed by arch hgrn2)",
+        set_err(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (needed by arch hgrn2)",
                c->dim, c->head_size);
         return -1;
     }
     if (c->min_lr > c->lr) {
-        seterr(err, errlen, "train.min_lr = %g is larger than train.lr = %g", (double)c->min_lr, (double)c->lr);
+        set_err(err, errlen, "train.min_lr = %g is larger than train.lr = %g", (double)c->min_lr, (double)c->lr);
         return -1;
     }
     if (c->warmup_epochs > (float)c->epochs) {
-        seterr(err, errlen, "train.warmup_epochs = %g is longer than train.epochs = %d",
+        set_err(err, errlen, "train.warmup_epochs = %g is longer than train.epochs = %d",
                (double)c->warmup_epochs, c->epochs);
         return -1;
     }

@@ -1,4 +1,5 @@
 /* fsutil.c - atomic writes, mkdir -p, whole-file reads. See fsutil.h. */
+#include "errmsg.h"
 #include "fsutil.h"
 
 #include <errno.h>
@@ -22,14 +23,6 @@
 #define O_DIRECTORY 0
 #endif
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Write all of buf, retrying on EINTR and short writes. */
 static int write_all(int fd, const void *buf, size_t len)
@@ -74,27 +67,27 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
                       int nchunks, char *err, size_t errlen)
 {
     if (!path || !*path) {
-        seterr(err, errlen, "write_file_atomic: empty path");
+        set_err(err, errlen, "write_file_atomic: empty path");
         return -1;
     }
     if (nchunks < 0 || (nchunks > 0 && (!chunks || !lens))) {
-        seterr(err, errlen, "%s: invalid chunk list", path);
+        set_err(err, errlen, "%s: invalid chunk list", path);
         return -1;
     }
     for (int i = 0; i < nchunks; i++)
         if (lens[i] > 0 && !chunks[i]) {
-            seterr(err, errlen, "%s: chunk %d has %zu bytes but no data", path, i, lens[i]);
+            set_err(err, errlen, "%s: chunk %d has %zu bytes but no data", path, i, lens[i]);
             return -1;
         }
     size_t plen = strlen(path);
     if (path[plen - 1] == '/') {
-        seterr(err, errlen, "%s: is a directory name, not a file name", path);
+        set_err(err, errlen, "%s: is a directory name, not a file name", path);
         return -1;
     }
     size_t tlen = plen + 32;
     char *tmp = malloc(tlen);
     if (!tmp) {
-        seterr(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
     snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
@@ -108,7 +101,7 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
             errno = EEXIST;
     }
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot create temporary file %s (%s)", path, tmp, strerror(errno));
+        set_err(err, errlen, "%s: cannot create temporary file %s (%s)", path, tmp, strerror(errno));
         free(tmp);
         return -1;
     }
@@ -127,7 +120,7 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
         int e = errno;
         if (fd >= 0) close(fd);
         unlink(tmp);   /* best effort: the failure being reported is the first one */
-        seterr(err, errlen, "%s: %s (%s)", path, what, strerror(e));
+        set_err(err, errlen, "%s: %s (%s)", path, what, strerror(e));
         free(tmp);
         return -1;
     }
@@ -136,24 +129,24 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
     /* Make the rename itself durable. */
     char *dir = dir_of(path);
     if (!dir) {
-        seterr(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        seterr(err, errlen, "%s: written, but cannot open directory %s to fsync it (%s)",
+        set_err(err, errlen, "%s: written, but cannot open directory %s to fsync it (%s)",
                path, dir, strerror(errno));
         free(dir);
         return -1;
     }
     int rc = 0;
     if (fsync_retry(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
-        seterr(err, errlen, "%s: written, but fsync of directory %s failed (%s)",
+        set_err(err, errlen, "%s: written, but fsync of directory %s failed (%s)",
                path, dir, strerror(errno));
         rc = -1;
     }
     if (close(dfd) != 0 && rc == 0) {
-        seterr(err, errlen, "%s: written, but closing directory %s failed (%s)",
+        set_err(err, errlen, "%s: written, but closing directory %s failed (%s)",
                path, dir, strerror(errno));
         rc = -1;
     }
@@ -164,12 +157,12 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
 int mkdir_p(const char *path, char *err, size_t errlen)
 {
     if (!path || !*path) {
-        seterr(err, errlen, "mkdir: empty path");
+        set_err(err, errlen, "mkdir: empty path");
         return -1;
     }
     char *p = strdup(path);
     if (!p) {
-        seterr(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
     size_t n = strlen(p);
@@ -190,14 +183,14 @@ int mkdir_p(const char *path, char *err, size_t errlen)
                  * mkdir gave (EACCES on a read-only parent, for example). */
                 if (stat(p, &st) == 0) {
                     if (!S_ISDIR(st.st_mode)) {
-                        seterr(err, errlen, "%s: %s exists and is not a directory", path, p);
+                        set_err(err, errlen, "%s: %s exists and is not a directory", path, p);
                         free(p);
                         return -1;
                     }
                     goto next;
                 }
             }
-            seterr(err, errlen, "%s: cannot create directory %s (%s)", path, p, strerror(e));
+            set_err(err, errlen, "%s: cannot create directory %s (%s)", path, p, strerror(e));
             free(p);
             return -1;
         }
@@ -216,30 +209,30 @@ int read_file(const char *path, void **buf, size_t *len, char *err, size_t errle
     int fd;
     do fd = open(path, O_RDONLY | O_CLOEXEC); while (fd < 0 && errno == EINTR);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        set_err(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        seterr(err, errlen, "%s: cannot stat (%s)", path, strerror(errno));
+        set_err(err, errlen, "%s: cannot stat (%s)", path, strerror(errno));
         close(fd);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
-        seterr(err, errlen, "%s: is a directory, not a file", path);
+        set_err(err, errlen, "%s: is a directory, not a file", path);
         close(fd);
         return -1;
     }
     /* Size hint from fstat (0 for pipes etc.); the loop reads until EOF. */
     size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
     if (S_ISREG(st.st_mode) && (uint64_t)st.st_size >= (uint64_t)SIZE_MAX / 2) {
-        seterr(err, errlen, "%s: file too large (%lld bytes)", path, (long long)st.st_size);
+        set_err(err, errlen, "%s: file too large (%lld bytes)", path, (long long)st.st_size);
         close(fd);
         return -1;
     }
     unsigned char *b = malloc(cap);
     if (!b) {
-        seterr(err, errlen, "%s: out of memory for %zu bytes", path, cap);
+        set_err(err, errlen, "%s: out of memory for %zu bytes", path, cap);
         close(fd);
         return -1;
     }
@@ -247,7 +240,7 @@ int read_file(const char *path, void **buf, size_t *len, char *err, size_t errle
     for (;;) {
         if (n + 1 >= cap) {
             if (cap > SIZE_MAX / 4) {
-                seterr(err, errlen, "%s: file too large", path);
+                set_err(err, errlen, "%s: file too large", path);
                 free(b);
                 close(fd);
                 return -1;
@@ -255,7 +248,7 @@ int read_file(const char *path, void **buf, size_t *len, char *err, size_t errle
             size_t nc = cap * 2;
             unsigned char *nb = realloc(b, nc);
             if (!nb) {
-                seterr(err, errlen, "%s: out of memory for %zu bytes", path, nc);
+                set_err(err, errlen, "%s: out of memory for %zu bytes", path, nc);
                 free(b);
                 close(fd);
                 return -1;
@@ -268,7 +261,7 @@ int read_file(const char *path, void **buf, size_t *len, char *err, size_t errle
         ssize_t r = read(fd, b + n, want);
         if (r < 0) {
             if (errno == EINTR) continue;
-            seterr(err, errlen, "%s: read failed (%s)", path, strerror(errno));
+            set_err(err, errlen, "%s: read failed (%s)", path, strerror(errno));
             free(b);
             close(fd);
             return -1;
@@ -277,7 +270,7 @@ int read_file(const char *path, void **buf, size_t *len, char *err, size_t errle
         n += (size_t)r;
     }
     if (close(fd) != 0) {
-        seterr(err, errlen, "%s: close failed (%s)", path, strerror(errno));
+        set_err(err, errlen, "%s: close failed (%s)", path, strerror(errno));
         free(b);
         return -1;
     }

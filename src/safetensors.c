@@ -1,5 +1,6 @@
 /* safetensors.c - safetensors reader/writer with a small JSON reader and
  * writer of its own (no dependency). See safetensors.h for the format. */
+#include "errmsg.h"
 #include "safetensors.h"
 #include "fsutil.h"
 
@@ -55,14 +56,6 @@ int64_t st_numel(const StTensor *t)
     return numel_of(t->ndim, t->shape);
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Length of the valid UTF-8 prefix of s[0..n) (== n when all valid). Rejects
  * overlong forms, surrogates and code points beyond U+10FFFF. */
@@ -551,12 +544,12 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
         StTensor *t = &st->t[i];
         uint64_t b = offs[i][0], e = offs[i][1];
         if (e < b) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin",
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin",
                    file, NAMEARG(t->name), (unsigned long long)b, (unsigned long long)e);
             return -1;
         }
         if (e > dlen) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end beyond the %llu bytes of data (file truncated?)",
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end beyond the %llu bytes of data (file truncated?)",
                    file, NAMEARG(t->name), (unsigned long long)b, (unsigned long long)e,
                    (unsigned long long)dlen);
             return -1;
@@ -566,11 +559,11 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
         char sh[128];
         fmt_shape(sh, sizeof sh, t);
         if (ne < 0 || (uint64_t)ne > UINT64_MAX / es) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': shape %s is too large", file, NAMEARG(t->name), sh);
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': shape %s is too large", file, NAMEARG(t->name), sh);
             return -1;
         }
         if ((uint64_t)ne * es != e - b) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
                    file, NAMEARG(t->name), sh, t->dtype, (unsigned long long)((uint64_t)ne * es),
                    (unsigned long long)b, (unsigned long long)e, (unsigned long long)(e - b));
             return -1;
@@ -584,7 +577,7 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
     OffIdx *oi = malloc((size_t)(n + 1) * sizeof *oi);
     st->by_name = malloc((size_t)(n + 1) * sizeof *st->by_name);
     if (!ni || !oi || !st->by_name) {
-        seterr(err, errlen, "%s: out of memory", file);
+        set_err(err, errlen, "%s: out of memory", file);
         rc = -1;
     }
     /* Duplicated names; the sorted order serves st_find. */
@@ -594,7 +587,7 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
         for (int i = 0; i < n; i++) st->by_name[i] = ni[i].idx;
         for (int i = 1; i < n && !rc; i++)
             if (strcmp(ni[i].name, ni[i - 1].name) == 0) {
-                seterr(err, errlen, "%s: tensor '" NAMEFMT "' appears twice in the header", file,
+                set_err(err, errlen, "%s: tensor '" NAMEFMT "' appears twice in the header", file,
                        NAMEARG(ni[i].name));
                 rc = -1;
             }
@@ -605,7 +598,7 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
         qsort(ni, (size_t)st->nmeta, sizeof *ni, cmp_nameidx);
         for (int i = 1; i < st->nmeta && !rc; i++)
             if (strcmp(ni[i].name, ni[i - 1].name) == 0) {
-                seterr(err, errlen, "%s: metadata key '" NAMEFMT "' appears twice in the header", file,
+                set_err(err, errlen, "%s: metadata key '" NAMEFMT "' appears twice in the header", file,
                        NAMEARG(ni[i].name));
                 rc = -1;
             }
@@ -620,19 +613,19 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
             const char *name = st->t[oi[k].idx].name;
             if (b < prev_end) {
                 const OffIdx *q = &oi[k - 1];
-                seterr(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] overlap tensor '" NAMEFMT "' [%llu, %llu]",
+                set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] overlap tensor '" NAMEFMT "' [%llu, %llu]",
                        file, NAMEARG(name), (unsigned long long)b, (unsigned long long)e,
                        NAMEARG(st->t[q->idx].name), (unsigned long long)q->b, (unsigned long long)q->e);
                 rc = -1;
             } else if (b > prev_end) {
-                seterr(err, errlen, "%s: data bytes [%llu, %llu) belong to no tensor (a hole before tensor '" NAMEFMT "')",
+                set_err(err, errlen, "%s: data bytes [%llu, %llu) belong to no tensor (a hole before tensor '" NAMEFMT "')",
                        file, (unsigned long long)prev_end, (unsigned long long)b, NAMEARG(name));
                 rc = -1;
             }
             prev_end = e;
         }
         if (!rc && prev_end != dlen) {
-            seterr(err, errlen, "%s: %llu bytes of data after the last tensor, which ends at data offset %llu",
+            set_err(err, errlen, "%s: %llu bytes of data after the last tensor, which ends at data offset %llu",
                    file, (unsigned long long)(dlen - prev_end), (unsigned long long)prev_end);
             rc = -1;
         }
@@ -646,7 +639,7 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
 static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, char *err, size_t errlen)
 {
     if (len < 8) {
-        seterr(err, errlen, "%s: file is %zu bytes, shorter than the 8-byte header length (truncated or not a safetensors file)",
+        set_err(err, errlen, "%s: file is %zu bytes, shorter than the 8-byte header length (truncated or not a safetensors file)",
                file, len);
         free(buf);
         return NULL;
@@ -654,32 +647,32 @@ static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, c
     uint64_t hn = 0;
     for (int i = 7; i >= 0; i--) hn = (hn << 8) | buf[i];
     if (hn > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header length %llu is absurd (more than %llu bytes; not a safetensors file?)",
+        set_err(err, errlen, "%s: header length %llu is absurd (more than %llu bytes; not a safetensors file?)",
                file, (unsigned long long)hn, (unsigned long long)ST_MAX_HEADER);
         free(buf);
         return NULL;
     }
     if (hn > len - 8) {
-        seterr(err, errlen, "%s: header length %llu goes beyond the end of the %zu-byte file (file truncated?)",
+        set_err(err, errlen, "%s: header length %llu goes beyond the end of the %zu-byte file (file truncated?)",
                file, (unsigned long long)hn, len);
         free(buf);
         return NULL;
     }
     if (hn < 2) {
-        seterr(err, errlen, "%s: header length %llu is too small for a JSON object", file, (unsigned long long)hn);
+        set_err(err, errlen, "%s: header length %llu is too small for a JSON object", file, (unsigned long long)hn);
         free(buf);
         return NULL;
     }
     size_t bad = utf8_valid_prefix(buf + 8, (size_t)hn);
     if (bad != hn) {
-        seterr(err, errlen, "%s: header is not valid UTF-8 at header byte %zu (file offset %zu)", file, bad, bad + 8);
+        set_err(err, errlen, "%s: header is not valid UTF-8 at header byte %zu (file offset %zu)", file, bad, bad + 8);
         free(buf);
         return NULL;
     }
 
     SafeTensors *st = calloc(1, sizeof *st);
     if (!st) {
-        seterr(err, errlen, "%s: out of memory", file);
+        set_err(err, errlen, "%s: out of memory", file);
         free(buf);
         return NULL;
     }
@@ -689,7 +682,7 @@ static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, c
     st->arena = malloc(st->arena_cap);
     Parser p = {file, buf + 8, (size_t)hn, 0, st, err, errlen, NULL};
     if (!st->arena) {
-        seterr(err, errlen, "%s: out of memory", file);
+        set_err(err, errlen, "%s: out of memory", file);
         st_close(st);
         return NULL;
     }
@@ -717,7 +710,7 @@ SafeTensors *st_open_mem(const void *bytes, size_t len, const char *name, char *
 {
     unsigned char *b = malloc(len + 1);
     if (!b) {
-        seterr(err, errlen, "%s: out of memory", name);
+        set_err(err, errlen, "%s: out of memory", name);
         return NULL;
     }
     if (len) memcpy(b, bytes, len);
@@ -840,33 +833,33 @@ int st_write(const char *path, const StTensor *tensors, int n,
              char *err, size_t errlen)
 {
     if (n < 0 || nmeta < 0 || (n > 0 && !tensors) || (nmeta > 0 && (!meta_keys || !meta_vals))) {
-        seterr(err, errlen, "%s: st_write: invalid arguments", path);
+        set_err(err, errlen, "%s: st_write: invalid arguments", path);
         return -1;
     }
     /* Check everything before writing anything. */
     for (int i = 0; i < n; i++) {
         const StTensor *t = &tensors[i];
         if (!t->name) {
-            seterr(err, errlen, "%s: tensor #%d has no name", path, i);
+            set_err(err, errlen, "%s: tensor #%d has no name", path, i);
             return -1;
         }
         size_t nl = strlen(t->name);
         if (utf8_valid_prefix((const unsigned char *)t->name, nl) != nl) {
-            seterr(err, errlen, "%s: tensor name '" NAMEFMT "' is not valid UTF-8", path, NAMEARG(t->name));
+            set_err(err, errlen, "%s: tensor name '" NAMEFMT "' is not valid UTF-8", path, NAMEARG(t->name));
             return -1;
         }
         if (strcmp(t->name, "__metadata__") == 0) {
-            seterr(err, errlen, "%s: '__metadata__' cannot be a tensor name", path);
+            set_err(err, errlen, "%s: '__metadata__' cannot be a tensor name", path);
             return -1;
         }
         size_t es = st_dtype_size(t->dtype);
         if (!es) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'", path, NAMEARG(t->name),
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'", path, NAMEARG(t->name),
                    t->dtype ? t->dtype : "(null)");
             return -1;
         }
         if (t->ndim < 0 || t->ndim > ST_MAX_DIMS) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': ndim %d outside [0, %d]", path, NAMEARG(t->name),
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': ndim %d outside [0, %d]", path, NAMEARG(t->name),
                    t->ndim, ST_MAX_DIMS);
             return -1;
         }
@@ -874,32 +867,32 @@ int st_write(const char *path, const StTensor *tensors, int n,
         char sh[128];
         fmt_shape(sh, sizeof sh, t);
         if (ne < 0 || (uint64_t)ne > SIZE_MAX / es) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': invalid shape %s", path, NAMEARG(t->name), sh);
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': invalid shape %s", path, NAMEARG(t->name), sh);
             return -1;
         }
         if ((size_t)ne * es != t->nbytes) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': shape %s of %s needs %zu bytes, %zu given", path,
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': shape %s of %s needs %zu bytes, %zu given", path,
                    NAMEARG(t->name), sh, t->dtype, (size_t)ne * es, t->nbytes);
             return -1;
         }
         if (t->nbytes && !t->data) {
-            seterr(err, errlen, "%s: tensor '" NAMEFMT "': no data", path, NAMEARG(t->name));
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': no data", path, NAMEARG(t->name));
             return -1;
         }
     }
     for (int i = 0; i < nmeta; i++) {
         if (!meta_keys[i] || !meta_vals[i]) {
-            seterr(err, errlen, "%s: metadata #%d has a NULL key or value", path, i);
+            set_err(err, errlen, "%s: metadata #%d has a NULL key or value", path, i);
             return -1;
         }
         size_t kl = strlen(meta_keys[i]), vl = strlen(meta_vals[i]);
         if (utf8_valid_prefix((const unsigned char *)meta_keys[i], kl) != kl) {
-            seterr(err, errlen, "%s: metadata key '" NAMEFMT "' is not valid UTF-8", path, NAMEARG(meta_keys[i]));
+            set_err(err, errlen, "%s: metadata key '" NAMEFMT "' is not valid UTF-8", path, NAMEARG(meta_keys[i]));
             return -1;
         }
         size_t bad = utf8_valid_prefix((const unsigned char *)meta_vals[i], vl);
         if (bad != vl) {
-            seterr(err, errlen, "%s: metadata '" NAMEFMT "': value is not valid UTF-8 at byte %zu", path,
+            set_err(err, errlen, "%s: metadata '" NAMEFMT "': value is not valid UTF-8 at byte %zu", path,
                    NAMEARG(meta_keys[i]), bad);
             return -1;
         }
@@ -908,20 +901,20 @@ int st_write(const char *path, const StTensor *tensors, int n,
         int m = n > nmeta ? n : nmeta;
         const char **v = malloc((size_t)(m + 1) * sizeof *v);
         if (!v) {
-            seterr(err, errlen, "%s: out of memory", path);
+            set_err(err, errlen, "%s: out of memory", path);
             return -1;
         }
         for (int i = 0; i < n; i++) v[i] = tensors[i].name;
         const char *d = find_dup(v, n);
         if (d) {
-            seterr(err, errlen, "%s: tensor name '" NAMEFMT "' given twice", path, NAMEARG(d));
+            set_err(err, errlen, "%s: tensor name '" NAMEFMT "' given twice", path, NAMEARG(d));
             free(v);
             return -1;
         }
         for (int i = 0; i < nmeta; i++) v[i] = meta_keys[i];
         d = find_dup(v, nmeta);
         if (d) {
-            seterr(err, errlen, "%s: metadata key '" NAMEFMT "' given twice", path, NAMEARG(d));
+            set_err(err, errlen, "%s: metadata key '" NAMEFMT "' given twice", path, NAMEARG(d));
             free(v);
             return -1;
         }
@@ -966,11 +959,11 @@ int st_write(const char *path, const StTensor *tensors, int n,
     while (!h.oom && h.n % 8) buf_puts(&h, " ");
     if (h.oom) {
         free(h.s);
-        seterr(err, errlen, "%s: out of memory building the header", path);
+        set_err(err, errlen, "%s: out of memory building the header", path);
         return -1;
     }
     if (h.n > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header would be %zu bytes, more than the %llu allowed", path, h.n,
+        set_err(err, errlen, "%s: header would be %zu bytes, more than the %llu allowed", path, h.n,
                (unsigned long long)ST_MAX_HEADER);
         free(h.s);
         return -1;
@@ -984,7 +977,7 @@ int st_write(const char *path, const StTensor *tensors, int n,
         free(chunks);
         free(lens);
         free(h.s);
-        seterr(err, errlen, "%s: out of memory", path);
+        set_err(err, errlen, "%s: out of memory", path);
         return -1;
     }
     int k = 0;
