@@ -45,6 +45,8 @@ struct Model {
     float *beta, *dbeta;          /* [L,D] fp32 */
     float *scales;                /* [L,2,B] drop-path scales (device) */
     float *host_scales;
+    float *host_loss;             /* [Bmax] per-sample losses, downloaded each step */
+    float *host_uniform;          /* [Bmax, K] uniform targets for probabilities-only forwards */
     int use_scales;               /* last forward applied drop path */
     /* backward scratch */
     MixerScratch ms;
@@ -321,6 +323,8 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     m->m2a = calloc((size_t)m->L, sizeof *m->m2a);
     m->ga = calloc((size_t)m->L, sizeof *m->ga);
     m->host_scales = calloc((size_t)m->L * 2 * max_batch, sizeof(float));
+    m->host_loss = calloc((size_t)max_batch, sizeof(float));
+    m->host_uniform = calloc((size_t)max_batch * m->K, sizeof(float));
     if (!m->tensors || !m->mp || !m->mg || !m->gp || !m->gg || !m->xs || !m->ma || !m->ga ||
         !m->host_scales || !m->m2p || !m->m2g || !m->m2a) {
         snprintf(err, errlen, "out of host memory creating the model");
@@ -354,7 +358,8 @@ void model_destroy(Model *m) {
     if (m->param_mem) m->bk->free(m->bk, m->param_mem);
     if (m->act_mem) m->bk->free(m->bk, m->act_mem);
     free(m->tensors); free(m->mp); free(m->mg); free(m->gp); free(m->gg);
-    free(m->xs); free(m->ma); free(m->ga); free(m->host_scales);
+    free(m->xs); free(m->ma); free(m->ga); free(m->host_scales); free(m->host_loss);
+    free(m->host_uniform);
     free(m->m2p); free(m->m2g); free(m->m2a);
     free(m);
 }
@@ -470,24 +475,17 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
 float model_loss(Model *m, const float *targets, int B, float *per_sample_loss) {
     Backend *bk = m->bk;
     size_t tbytes = (size_t)B * m->K * sizeof(float);
-    if (targets) {
-        bk->to_device(bk, m->targets, targets, tbytes);
-    } else {
+    if (!targets) {
         /* probabilities only (classify): any valid target distribution will do */
-        float *u = malloc(tbytes);
-        if (!u) { fprintf(stderr, "out of host memory\n"); exit(1); }
-        for (size_t i = 0; i < (size_t)B * m->K; i++) u[i] = 1.0f / (float)m->K;
-        bk->to_device(bk, m->targets, u, tbytes);
-        free(u);
+        for (size_t i = 0; i < (size_t)B * m->K; i++) m->host_uniform[i] = 1.0f / (float)m->K;
+        targets = m->host_uniform;
     }
+    bk->to_device(bk, m->targets, targets, tbytes);
     bk->xent_fwd(bk, m->loss, m->probs, m->logits, m->targets, B, m->K);
-    float stack[256], *l = B <= 256 ? stack : malloc((size_t)B * sizeof(float));
-    if (!l) { fprintf(stderr, "out of host memory\n"); exit(1); }
-    bk->to_host(bk, l, m->loss, (size_t)B * sizeof(float));
+    bk->to_host(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
     double sum = 0.0;
-    for (int b = 0; b < B; b++) sum += l[b];
-    if (per_sample_loss) memcpy(per_sample_loss, l, (size_t)B * sizeof(float));
-    if (l != stack) free(l);
+    for (int b = 0; b < B; b++) sum += m->host_loss[b];
+    if (per_sample_loss) memcpy(per_sample_loss, m->host_loss, (size_t)B * sizeof(float));
     return (float)(sum / B);
 }
 
