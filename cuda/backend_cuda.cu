@@ -78,9 +78,11 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
  * (Registering the caller's buffer with cudaHostRegister would save the memcpy,
  * but a cached registration goes stale when the buffer is freed and a new one
  * is mapped at the same address, as evaluate()'s per-call batch is: the DMA
- * would then read the old pages.) Small or already pinned sources are copied
+ * would then read the old pages.) Small, very large (> H2D_STAGE_MAX: the
+ * bench's one-off 512 MiB upload) or already pinned sources are copied
  * directly and synchronised, as before. */
 #define H2D_STAGE_MIN ((size_t)1 << 20)
+#define H2D_STAGE_MAX ((size_t)128 << 20)   /* larger (rare, one-off) uploads: direct */
 #define H2D_MAX_THREADS 8
 #define H2D_SLICE_MIN ((size_t)4 << 20)
 #define H2D_CHUNK ((size_t)1 << 20)
@@ -113,7 +115,7 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
     CudaImpl *im = IMPL(bk);
     if (!bytes) return;
     int pageable = 0;
-    if (bytes >= H2D_STAGE_MIN) {
+    if (bytes >= H2D_STAGE_MIN && bytes <= H2D_STAGE_MAX) {
         cudaPointerAttributes at;
         cudaError_t e = cudaPointerGetAttributes(&at, src);
         if (e != cudaSuccess) cudaGetLastError();   /* treat as pageable */

@@ -218,10 +218,13 @@ void cu_scale(Backend *, float *x, float s, size_t n);
 void cu_f32_to_bf16(CudaImpl *im, bf16 *dst, const float *src, size_t n);
 /* Column sums: out[c] += sum_r x[r*C + c], x of the activation type; deterministic. */
 void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C);
-/* out[c] += sum_g partial[g*C + c], in order of g */
+/* out[c] += sum_g partial[g*C + c], in a fixed order (deterministic) */
 void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C);
 /* the same over partial rows of stride ldp (>= C) */
 void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C, int ldp);
+/* partial rows [G][2C]: out0[c] += column c, out1[c] += column C + c (either may be NULL) */
+void cu_partials_finish2(CudaImpl *im, float *out0, float *out1, const float *partial, int G,
+                         int C);
 /* out[r*C + c] += bias[c] (fp32 bias) */
 void cu_add_bias(CudaImpl *im, float *out, const float *bias, int R, int C);
 

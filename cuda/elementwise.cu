@@ -63,7 +63,8 @@ __global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int r
  * its column, then row y = 0 adds the PF_Y sums in order (a fixed order for a
  * given G, so deterministic), and many rows are in flight at once. */
 #define PF_Y 16
-__global__ void k_partials_finish(float *out, const float *partial, int G, int C, int ldp) {
+__global__ void k_partials_finish(float *out0, float *out1, int C0, const float *partial, int G,
+                                  int C, int ldp) {
     __shared__ float sm[PF_Y][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0.0f;
@@ -75,14 +76,26 @@ __global__ void k_partials_finish(float *out, const float *partial, int G, int C
         float t = 0.0f;
 #pragma unroll
         for (int k = 0; k < PF_Y; k++) t += sm[k][threadIdx.x];
-        out[c] += t;
+        float *out = c < C0 ? out0 + c : (out1 ? out1 + (c - C0) : NULL);
+        if (out) *out += t;
     }
 }
 void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C,
                            int ldp) {
     if (G <= 0 || C <= 0) return;
-    k_partials_finish<<<ceil_div(C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, partial, G, C,
-                                                                          ldp);
+    k_partials_finish<<<ceil_div(C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, NULL, C, partial,
+                                                                          G, C, ldp);
+    LAUNCH_CHECK("k_partials_finish");
+}
+void cu_partials_finish2(CudaImpl *im, float *out0, float *out1, const float *partial, int G,
+                         int C) {
+    if (G <= 0 || C <= 0 || (!out0 && !out1)) return;
+    if (!out0) {
+        cu_partials_finish_ld(im, out1, partial + C, G, C, 2 * C);
+        return;
+    }
+    k_partials_finish<<<ceil_div(2 * C, 32), dim3(32, PF_Y), 0, im->stream>>>(
+        out0, out1, C, partial, G, 2 * C, 2 * C);
     LAUNCH_CHECK("k_partials_finish");
 }
 void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C) {

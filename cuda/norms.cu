@@ -281,8 +281,7 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
             k_layernorm_bwd_vec<T, KV><<<G, 32 * LNV_WARPS, sm, im->stream>>>(
                 (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb)));
         LAUNCH_CHECK("k_layernorm_bwd_vec");
-        if (dw) cu_partials_finish_ld(im, dw, part, G, C, 2 * C);
-        if (db) cu_partials_finish_ld(im, db, part + C, G, C, 2 * C);
+        cu_partials_finish2(im, dw, db, part, G, C);
         return;
     }
     size_t smem = (size_t)2 * LNB_WARPS * C * sizeof(float);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `hgrn info` prints the parameter counts the Foundation issue names: within
-# 1 % of 6.1 M (hgrn1_deit_tiny) and 23.7 M (hgrn1_deit_small), and a tensor
-# table with the official PyTorch names.
+# 1 % of 6.1 M (hgrn1_deit_tiny) and 23.7 M (hgrn1_deit_small), 6.1 M and
+# 23.8 M for hgrn2_deit_tiny/small, and a tensor table with the official PyTorch names.
 # usage: test_info.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$1; src=$2; fails=0; passed=0
@@ -14,13 +14,17 @@ check() {  # check CONFIG WANT
   else
     echo "FAIL $1: params: '$n', want $2 +- 1%"; fails=$((fails + 1))
   fi
-  for name in to_patch_embedding.1.weight layers.11.token_mixer.input_proj.weight \
-              layers.0.token_mixer.theta_forward layers.3.feature_mixer.l3.bias head.1.weight lower_bounds; do
+  local mixer="layers.11.token_mixer.input_proj.weight layers.0.token_mixer.theta_forward"
+  case $1 in hgrn2*) mixer="layers.11.token_mixer.in_proj.weight layers.0.token_mixer.out_proj.weight layers.5.token_mixer.norm.bias";; esac
+  for name in to_patch_embedding.1.weight $mixer layers.3.feature_mixer.l3.bias head.1.weight lower_bounds; do
     printf '%s\n' "$out" | grep -q "^$name " || { echo "FAIL $1: no tensor $name in the table"; fails=$((fails + 1)); }
   done
   [ $fails -eq $before ] && passed=$((passed + 1))
 }
 check hgrn1_deit_tiny.cfg 6100000
 check hgrn1_deit_small.cfg 23700000
+# HGRN2 (issue 5): the paper's 6.1 M and 23.8 M (this layout: 6,098,344 and 23,697,256)
+check hgrn2_deit_tiny.cfg 6100000
+check hgrn2_deit_small.cfg 23800000
 echo "$passed passed, $fails failed"
 [ $fails -eq 0 ]
