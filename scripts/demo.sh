@@ -28,6 +28,7 @@ $hgrn eval --ckpt "$out/best.safetensors" --device "$device" "$@"
 end=$(date +%s)
 echo "train + eval wall-clock: $((end - start)) s"
 # one test image, a JPEG file of the tree, classified from that file
-img=$(ls "$tree"/val/9_Ankle_boot/*.jpg | head -n 1)
+imgs=("$tree"/val/9_Ankle_boot/*.jpg)   # (not ls | head: SIGPIPE under pipefail)
+img=${imgs[0]}
 echo "classifying $img (true class: Ankle boot)"
 $hgrn classify --ckpt "$out/best.safetensors" --device "$device" "$img" "$@"

@@ -98,6 +98,14 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
     }
     if (cli->help) return 0;
     if (cli->config_path[0] && config_load(&cli->cfg, cli->config_path, err, errlen) < 0) return -1;
+    /* commands that read a checkpoint apply the overrides to its stored config instead */
+    if (takes(flags, "ckpt")) {
+        for (int i = 0; i < cli->nov; i++) {
+            Config scratch = cli->cfg;   /* still catch malformed values before any work */
+            if (config_set(&scratch, cli->ov_key[i], cli->ov_val[i], err, errlen) < 0) return -1;
+        }
+        return 0;
+    }
     return cli_apply_overrides(cli, err, errlen);
 }
 

@@ -29,7 +29,9 @@ typedef struct {
 /* Parse argv (after the subcommand). Flags this command takes are listed in
  * `flags` ("config", "device", "precision", "threads", "out", "ckpt", "resume",
  * "batch", "steps", "data"); any --section.key is an override. Returns 0 or -1
- * with a message. Loads --config over the defaults and applies overrides. */
+ * with a message. Loads --config over the defaults and applies and validates
+ * the overrides, except for commands that take --ckpt: they apply them with
+ * cli_apply_overrides to the checkpoint's stored config. */
 int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen);
 /* Apply the overrides again (after cfg was replaced, e.g. by a checkpoint's config). */
 int cli_apply_overrides(Cli *cli, char *err, size_t errlen);

@@ -310,7 +310,7 @@ static void test_layernorm(void **state) {
     run_layernorm(77, 193);
     run_layernorm(1030, 384);
     run_layernorm(3, 31);
-    run_layernorm(2051, 192);   /* vectorised kernels (1 vector per lane in bf16) */
+    run_layernorm(2051, 192);   /* vectorised backward (and fp32 forward); 1 vector per lane in bf16 */
     run_layernorm(65, 512);     /* 2 (bf16) / 4 (fp32) vectors per lane */
     run_layernorm(9, 1016);     /* bf16 4 vectors per lane, lanes partly idle; fp32 scalar */
 }
