@@ -589,13 +589,34 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
     return rc;
 }
 
+/* A file named in a config file (data.class_names, data.val_labels) is
+ * looked up next to that config file first, so configs work from any
+ * directory; a name that is not there keeps its meaning relative to the
+ * working directory. */
+static void resolve_beside(char *field, size_t cap, const char *before, const char *cfg_path)
+{
+    if (!field[0] || field[0] == '/' || !strcmp(field, before)) return;
+    const char *slash = strrchr(cfg_path, '/');
+    if (!slash) return;
+    char cand[CFG_STR * 2];
+    snprintf(cand, sizeof cand, "%.*s/%s", (int)(slash - cfg_path), cfg_path, field);
+    if (file_exists(cand) && strlen(cand) < cap) strcpy(field, cand);
+}
+
 int config_load(Config *c, const char *path, char *err, size_t errlen)
 {
     void *buf;
     size_t len;
     if (read_file(path, &buf, &len, err, errlen) != 0) return -1;
+    char names_before[CFG_STR], labels_before[CFG_STR];
+    strcpy(names_before, c->class_names);
+    strcpy(labels_before, c->val_labels);
     int rc = load_text(c, buf, len, path, err, errlen);
     free(buf);
+    if (rc == 0) {
+        resolve_beside(c->class_names, sizeof c->class_names, names_before, path);
+        resolve_beside(c->val_labels, sizeof c->val_labels, labels_before, path);
+    }
     return rc;
 }
 

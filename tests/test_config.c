@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "fsutil.h"
 
 #ifndef HGRN_SOURCE_DIR
 #define HGRN_SOURCE_DIR "."
@@ -173,6 +174,11 @@ static void test_shipped_configs(void **state)
     assert_string_equal(c.auto_augment, "");
     assert_int_equal(c.repeated_aug, 1);
     assert_true(c.mixup == 0.0f && c.cutmix == 0.0f && c.reprob == 0.0f);
+    /* a file named in a config is found beside the config, whatever the working directory */
+    char want[1024];
+    snprintf(want, sizeof want, "%s/configs/fmnist_classes.txt", HGRN_SOURCE_DIR);
+    assert_string_equal(c.class_names, want);
+    assert_true(file_exists(c.class_names));
 
     const int dims[2] = {192, 384};
     const char *names[2] = {"hgrn1_deit_tiny.cfg", "hgrn1_deit_small.cfg"};
