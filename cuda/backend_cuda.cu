@@ -245,10 +245,48 @@ static void cu_params_changed(Backend *bk, const float *base, size_t n) {
     cu_f32_to_bf16(im, s->shadow, base, n);
 }
 
+/* ---- page-locked host memory and uploads that overlap compute ---- */
+static void *cu_host_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "hgrn: cudaHostAlloc of %zu bytes of page-locked host memory failed: %s\n",
+                bytes, cudaGetErrorString(e));
+        exit(1);
+    }
+    return p;
+}
+
+static void cu_host_free(void *p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
+static void cu_to_device_async(Backend *bk, void *dst, const void *src, size_t bytes) {
+    CudaImpl *im = IMPL(bk);
+    if (!bytes) return;
+    cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, src);
+    if (e != cudaSuccess) cudaGetLastError();
+    if (e != cudaSuccess || at.type != cudaMemoryTypeHost) {   /* pageable: nothing to overlap */
+        cu_to_device(bk, dst, src, bytes);
+        return;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->copy_stream));
+}
+
+static void cu_copy_fence(Backend *bk) {
+    CudaImpl *im = IMPL(bk);
+    CUDA_CHECK(cudaEventRecord(im->copy_done, im->copy_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(im->stream, im->copy_done, 0));
+}
+
 static void cu_destroy(Backend *bk) {
     if (!bk) return;
     CudaImpl *im = IMPL(bk);
     cudaStreamSynchronize(im->stream);
+    cudaStreamSynchronize(im->copy_stream);
+    cudaStreamDestroy(im->copy_stream);
+    cudaEventDestroy(im->copy_done);
     hgrn_gemm_destroy(im);
     if (im->h2d_stage) cudaFreeHost(im->h2d_stage);
     cudaEventDestroy(im->h2d_done);
@@ -313,6 +351,8 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     im->num_sms = prop.multiProcessorCount;
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&im->h2d_done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&im->copy_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&im->copy_done, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasLtCreate(&im->lt));
     im->lt_workspace_bytes = 32u << 20;
     im->lt_workspace = dev_malloc(im, im->lt_workspace_bytes, "cuBLASLt workspace");
@@ -330,6 +370,10 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->destroy = cu_destroy;
     bk->params_changed = cu_params_changed;
     bk->mem_in_use = cuda_mem_in_use;
+    bk->host_alloc = cu_host_alloc;
+    bk->host_free = cu_host_free;
+    bk->to_device_async = cu_to_device_async;
+    bk->copy_fence = cu_copy_fence;
     bk->matmul_fwd = cu_matmul_fwd;
     bk->matmul_bwd = cu_matmul_bwd;
     bk->layernorm_fwd = cu_layernorm_fwd;

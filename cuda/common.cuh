@@ -49,6 +49,8 @@ typedef struct {
     size_t h2d_stage_bytes;
     cudaEvent_t h2d_done;         /* recorded after the last staged upload */
     int h2d_pending;              /* h2d_done was recorded and may still be running */
+    cudaStream_t copy_stream;     /* to_device_async: uploads that overlap compute */
+    cudaEvent_t copy_done;        /* recorded on copy_stream by copy_fence */
 } CudaImpl;
 
 static inline CudaImpl *IMPL(Backend *bk) { return (CudaImpl *)bk->impl; }

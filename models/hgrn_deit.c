@@ -34,7 +34,9 @@ struct Model {
     /* activations */
     char *act_mem;
     size_t act_bytes;
-    uint8_t *img_u8;
+    uint8_t *img_u8[2];           /* double buffer: one staged while the other is in use */
+    int staged_slot, staged_B;    /* model_stage_images: which buffer holds the next batch */
+    int next_slot;
     float *img, *patches;
     float **xs;                   /* 2L+1 residual-stream states [M,D] */
     MixerActs *ma;
@@ -244,7 +246,7 @@ static void bind_params(Model *m, float *base, MixerParams *mp, Mixer2Params *m2
 static void layout_acts(Model *m, Arena *a) {
     Backend *bk = m->bk;
     int B = m->Bmax, M = B * m->N, D = m->D, K = m->K;
-    m->img_u8 = arena_take(a, (size_t)B * m->C * m->S * m->S);
+    for (int i = 0; i < 2; i++) m->img_u8[i] = arena_take(a, (size_t)B * m->C * m->S * m->S);
     m->img = take_act(a, bk, (size_t)B * m->C * m->S * m->S);
     m->patches = take_act(a, bk, (size_t)M * m->P);
     for (int i = 0; i < 2 * m->L + 1; i++) m->xs[i] = take_act(a, bk, (size_t)M * D);
@@ -344,6 +346,7 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
         bind_params(m, m->grads, m->mg, m->m2g, m->gg, &m->g_embed_w, &m->g_embed_b, &m->g_head_w,
                     &m->g_head_b, &m->g_gamma);
 
+    m->staged_slot = -1;
     Arena a = {0};
     layout_acts(m, &a);               /* count */
     m->act_bytes = a.used;
@@ -440,12 +443,33 @@ static const float *layer_scale(Model *m, int l, int br, int B) {
     return m->use_scales ? m->scales + ((size_t)l * 2 + br) * B : NULL;
 }
 
+void model_stage_images(Model *m, const uint8_t *images, int B) {
+    int slot = m->next_slot;
+    m->bk->to_device_async(m->bk, m->img_u8[slot], images, (size_t)B * m->C * m->S * m->S);
+    m->staged_slot = slot;
+    m->staged_B = B;
+    m->next_slot ^= 1;
+}
+
 void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng) {
     Backend *bk = m->bk;
     int N = m->N, D = m->D, M = B * N;
     size_t img_bytes = (size_t)B * m->C * m->S * m->S;
-    bk->to_device(bk, m->img_u8, images, img_bytes);
-    bk->normalize_u8(bk, m->img, m->img_u8, m->norm_mean, m->norm_std, B, m->C, m->S, m->S);
+    const uint8_t *dev_img;
+    bk->copy_fence(bk);               /* staged uploads land before anything reads them */
+    if (images) {
+        bk->to_device(bk, m->img_u8[0], images, img_bytes);
+        dev_img = m->img_u8[0];
+        m->next_slot = 1;
+    } else {
+        if (m->staged_slot < 0 || m->staged_B != B) {
+            fprintf(stderr, "internal error: model_forward without images needs model_stage_images(%d)\n", B);
+            abort();
+        }
+        dev_img = m->img_u8[m->staged_slot];
+        m->staged_slot = -1;
+    }
+    bk->normalize_u8(bk, m->img, dev_img, m->norm_mean, m->norm_std, B, m->C, m->S, m->S);
     bk->patchify_fwd(bk, m->patches, m->img, B, m->C, m->S, m->S, m->p);
     bk->matmul_fwd(bk, m->xs[0], m->patches, m->embed_w, m->embed_b, M, m->P, D);
     bk->lower_bounds_fwd(bk, m->beta, m->gamma, m->L, D);

@@ -57,6 +57,11 @@ void model_params_changed(Model *m);
  * [B, classes], returns the mean loss, and leaves probabilities readable with
  * model_probs. targets may be NULL (no loss, probabilities only: classify). */
 void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng);
+/* Start uploading the next batch's images without waiting (it overlaps the
+ * device work already queued, e.g. the current step's backward); a later
+ * model_forward(m, NULL, B, ...) consumes them. images must stay untouched
+ * until that forward has been queued and the next host sync has passed. */
+void model_stage_images(Model *m, const uint8_t *images, int B);
 float model_loss(Model *m, const float *targets, int B, float *per_sample_loss);
 void model_probs(Model *m, float *host_probs, int B);
 /* Backward of the mean loss of the last forward + model_loss. Gradients are

@@ -68,6 +68,19 @@ struct Backend {
     /* Device memory this process holds now, in bytes (CUDA: total - free as the
      * driver reports it, context included); NULL on the CPU backend. */
     size_t (*mem_in_use)(Backend *);
+    /* Host memory for buffers uploaded every step (the loader's ring of
+     * batches): page-locked (cudaHostAlloc) on CUDA so that uploads from it
+     * run asynchronously; NULL on the CPU backend (plain malloc serves).
+     * Context-free on purpose: they are handed to the loader as they are. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    /* Upload without waiting, overlapping the device work already queued
+     * (CUDA: on a separate copy stream when src is page-locked; otherwise
+     * the same as to_device). src must stay untouched, and dst unread,
+     * until copy_fence has been called and the work after it has run. */
+    void (*to_device_async)(Backend *, void *dst, const void *host_src, size_t bytes);
+    /* Make every device op queued from now on wait for the async uploads so far. */
+    void (*copy_fence)(Backend *);
 
     /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
      * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */

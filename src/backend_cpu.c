@@ -71,6 +71,11 @@ static void cpu_memcpy(Backend *bk, void *dst, const void *src, size_t bytes) {
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 static void cpu_sync(Backend *bk) { (void)bk; }
+/* No copy engine to overlap with: the async upload is the plain copy. */
+static void cpu_to_device_async(Backend *bk, void *dst, const void *src, size_t bytes) {
+    cpu_memcpy(bk, dst, src, bytes);
+}
+static void cpu_copy_fence(Backend *bk) { (void)bk; }
 static void cpu_params_changed(Backend *bk, const float *base, size_t n) {
     (void)bk;
     (void)base;
@@ -1020,6 +1025,8 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->to_host = cpu_memcpy;
     bk->copy = cpu_memcpy;
     bk->sync = cpu_sync;
+    bk->to_device_async = cpu_to_device_async;
+    bk->copy_fence = cpu_copy_fence;
     bk->destroy = cpu_destroy;
     bk->params_changed = cpu_params_changed;
     bk->matmul_fwd = cpu_matmul_fwd;

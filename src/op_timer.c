@@ -74,6 +74,10 @@ static void t_to_device(Backend *bk, void *d, const void *s, size_t n) {
 static void t_to_host(Backend *bk, void *d, const void *s, size_t n) {
     double t0 = tic(bk); IN(bk)->to_host(IN(bk), d, s, n); toc(bk, OP_D2H, t0, (double)n, 0);
 }
+static void t_to_device_async(Backend *bk, void *d, const void *s, size_t n) {
+    double t0 = tic(bk); IN(bk)->to_device_async(IN(bk), d, s, n); toc(bk, OP_H2D, t0, (double)n, 0);
+}
+static void t_copy_fence(Backend *bk) { IN(bk)->copy_fence(IN(bk)); }
 static void t_matmul_fwd(Backend *bk, float *o, const float *x, const float *w, const float *b, int M, int K, int N) {
     double t0 = tic(bk);
     IN(bk)->matmul_fwd(IN(bk), o, x, w, b, M, K, N);
@@ -195,6 +199,10 @@ Backend *op_timer_wrap(Backend *in) {
     bk->to_host = t_to_host; bk->copy = t_copy; bk->sync = t_sync; bk->destroy = t_destroy;
     bk->params_changed = t_params_changed;
     bk->mem_in_use = in->mem_in_use ? t_mem_in_use : NULL;
+    bk->host_alloc = in->host_alloc;
+    bk->host_free = in->host_free;
+    bk->to_device_async = t_to_device_async;
+    bk->copy_fence = t_copy_fence;
     bk->matmul_fwd = t_matmul_fwd; bk->matmul_bwd = t_matmul_bwd;
     bk->layernorm_fwd = t_ln_fwd; bk->layernorm_bwd = t_ln_bwd;
     bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;

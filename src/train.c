@@ -74,10 +74,12 @@ int cmd_train(int argc, char **argv) {
     if (!(classes = load_class_names(c, tr, err, sizeof err))) goto fail;
     if (!(tl = loader_create(tr, c, 1, 0, 1, err, sizeof err))) goto fail;
     if (!(vl = loader_create(va, c, 0, 0, 1, err, sizeof err))) goto fail;
-    /* worker-side batches ahead of the step: decoding overlaps compute */
+    if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
+    /* worker-side batches ahead of the step, in page-locked memory on a GPU
+     * so that their upload overlaps the previous step's backward */
+    if (bk->host_alloc) loader_set_host_allocator(tl, bk->host_alloc, bk->host_free);
     if (loader_start_prefetch(tl, 3, err, sizeof err) < 0) goto fail;
     if (loader_start_prefetch(vl, 2, err, sizeof err) < 0) goto fail;
-    if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
     if (!(m = model_create(bk, c, c->batch_size, 1, err, sizeof err))) goto fail;
     optim_init(&opt, bk, m);
 
@@ -136,27 +138,32 @@ int cmd_train(int argc, char **argv) {
     int stop = 0, mid_epoch = 0;
     for (int epoch = ts.epoch; epoch < c->epochs && !stop; epoch++) {
         loader_set_epoch(tl, epoch, ts.batch);
-        int got;
-        const Batch *batch;
-        while (!stop && (got = loader_next_ref(tl, &batch)) == 1) {
+        const Batch *batch = NULL;
+        int got = loader_next_ref(tl, &batch);
+        if (got == 1) model_stage_images(m, batch->images, batch->n);
+        while (!stop && got == 1) {
+            int n = batch->n;
             double e = epoch + (double)ts.batch / spe;
             double lr = lr_at(c, e);
             Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts.step);
             model_zero_grads(m);
-            model_forward(m, batch->images, batch->n, 1, &dp);
-            float loss = model_loss(m, batch->targets, batch->n, NULL);
+            model_forward(m, NULL, n, 1, &dp);
+            float loss = model_loss(m, batch->targets, n, NULL);   /* synchronises: batch is free after */
             if (!isfinite(loss)) {
                 snprintf(err, sizeof err, "loss is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; "
                          "the last good checkpoint is %s/last.safetensors", isnan(loss) ? "NaN" : "infinite",
                          ts.step, epoch, ts.batch, lr, out);
                 goto fail;
             }
-            model_backward(m, batch->n);
+            /* the next batch's upload overlaps this step's backward */
+            if (c->max_steps > 0 && ts.step + 1 >= c->max_steps) got = 0;
+            else if ((got = loader_next_ref(tl, &batch)) == 1) model_stage_images(m, batch->images, batch->n);
+            model_backward(m, n);
             float gn = optim_step(&opt, c, m, lr);
             ts.step++;
             ts.batch++;
             steps_this_run++;
-            imgs_since_log += batch->n;
+            imgs_since_log += n;
             loss_since_log += loss;
             nsince++;
             double now = now_seconds();
