@@ -149,10 +149,13 @@ int cmd_train(int argc, char **argv) {
             model_zero_grads(m);
             model_forward(m, NULL, n, 1, &dp);
             float loss = model_loss(m, batch->targets, n, NULL);   /* synchronises: batch is free after */
-            if (!isfinite(loss)) {
-                snprintf(err, sizeof err, "loss is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; "
-                         "the last good checkpoint is %s/last.safetensors", isnan(loss) ? "NaN" : "infinite",
-                         ts.step, epoch, ts.batch, lr, out);
+            if (!isfinite(loss)) {   /* stop before the bad step touches weights or checkpoints */
+                char last[1024];
+                snprintf(last, sizeof last, "%s/last.safetensors", out);
+                snprintf(err, sizeof err, "loss is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; %s%.600s",
+                         isnan(loss) ? "NaN" : "infinite", ts.step, epoch, ts.batch, lr,
+                         file_exists(last) ? "the last good checkpoint is " : "no checkpoint was written yet",
+                         file_exists(last) ? last : "");
                 goto fail;
             }
             /* the next batch's upload overlaps this step's backward */
