@@ -10,6 +10,7 @@ secs="${1:-30}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${OUT:-$root/build/fuzz}"
 mkdir -p "$out/corpus" "$out/crashes"
+out="$(cd "$out" && pwd)"   # absolute: the run below changes directory
 
 if ! command -v clang >/dev/null 2>&1; then
     echo "fuzz.sh: installing clang" >&2
