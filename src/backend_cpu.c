@@ -19,6 +19,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "cpu_math.h"
 #include "backend.h"
 #include "backend_cpu_hgru2.h"
 
@@ -134,33 +135,6 @@ static float *sscratch(Backend *bk, size_t n) {
 }
 
 /* ------------------------------------------------------------ math helpers */
-
-/* exp(x) for float, vectorisable inside `omp simd` loops (glibc's expf is not
- * without -ffast-math). Cephes expf: round-to-nearest range reduction with a
- * two-part ln2, degree-6 polynomial, scale by 2^n through the exponent bits.
- * Relative error about 1-2 ulp. x is clamped to [-87, 88] so 2^n stays a
- * normal float: exp saturates at ~1.6e38 and ~1.6e-38 instead of inf / 0,
- * which only matters inside sigmoid/SiLU where the difference is invisible. */
-static inline float exp_f(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    /* n = round(x / ln2) via the 1.5*2^23 trick (exact for |t| < 2^22). */
-    float t = x * 1.44269504088896341f;
-    float n = (t + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float r2 = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
-    union { int32_t i; float f; } s;
-    s.i = ((int32_t)n + 127) << 23;
-    return p * s.f;
-}
 
 static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 

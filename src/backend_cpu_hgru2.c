@@ -18,6 +18,7 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "cpu_math.h"
 #include "backend_cpu_hgru2.h"
 
 #include <math.h>
@@ -36,26 +37,6 @@
 #define HOT_KERNEL
 #endif
 
-/* Cephes-style expf as in backend_cpu.c (vectorisable, 1-2 ulp, clamped). */
-static inline float h2_expf(float x) {
-    x = x < -87.0f ? -87.0f : x;
-    x = x > 88.0f ? 88.0f : x;
-    float t = x * 1.44269504088896341f;
-    float n = (t + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float r2 = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
-    union { int32_t i; float f; } s;
-    s.i = ((int32_t)n + 127) << 23;
-    return p * s.f;
-}
 
 /* log of a decay in (0, 1]: floored so that lam = 0 (sigmoid underflow) stays finite */
 static inline float h2_logf(float x) { return logf(x > 1e-30f ? x : 1e-30f); }
@@ -63,7 +44,7 @@ static inline double h2_logd(double x) { return log(x > 1e-300 ? x : 1e-300); }
 
 #define R float
 #define SFX _f
-#define EXP(x) h2_expf(x)
+#define EXP(x) exp_f(x)
 #define LOG(x) h2_logf(x)
 #include "hgru2_core.inc"
 #undef R
