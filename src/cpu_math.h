@@ -16,6 +16,7 @@ static inline float exp_f(float x) {
     /* n = round(x / ln2) via the 1.5*2^23 trick (exact for |t| < 2^22). */
     float t = x * 1.44269504088896341f;
     float n = (t + 12582912.0f) - 12582912.0f;
+    n = n == n ? n : 0.0f;   /* NaN in: keep the int conversion below defined (r stays NaN) */
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float r2 = r * r;
@@ -26,8 +27,10 @@ static inline float exp_f(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r2 + r + 1.0f;
-    union { int32_t i; float f; } s;
-    s.i = ((int32_t)n + 127) << 23;
+    /* 2^n through the exponent bits; the shift is done unsigned so that a NaN
+     * input (n meaningless) is no undefined behaviour: p is NaN and wins */
+    union { uint32_t u; float f; } s;
+    s.u = (uint32_t)((int32_t)n + 127) << 23;
     return p * s.f;
 }
 
