@@ -220,6 +220,9 @@ int cmd_train(int argc, char **argv) {
             }
         }
         if (save_last(out, m, &opt, c, classes, &ts, err, sizeof err) < 0) goto fail;
+        /* training img/s covers training only: restart its clock after eval and saving */
+        t_log = now_seconds();
+        imgs_since_log = 0;
     }
     if (mid_epoch && save_last(out, m, &opt, c, classes, &ts, err, sizeof err) < 0) goto fail;
     fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%%; checkpoints in %s/\n", ts.step,
