@@ -149,6 +149,17 @@ static void j_emit(j_common_ptr c, int level) {
     }
 }
 
+/* A decompressor whose errors longjmp to jerr->jb and whose corrupt-data
+ * warnings are recorded (the caller still does its own setjmp). */
+static void init_decompress(struct jpeg_decompress_struct *cinfo, JErr *jerr) {
+    memset(cinfo, 0, sizeof *cinfo);
+    cinfo->err = jpeg_std_error(&jerr->pub);
+    jerr->pub.error_exit = j_error_exit;
+    jerr->pub.emit_message = j_emit;
+    jerr->truncated = 0;
+    jerr->msg[0] = 0;
+}
+
 static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
 static int is_png(const uint8_t *d, size_t n) {
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
@@ -185,12 +196,7 @@ static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int wa
     }
     struct jpeg_decompress_struct cinfo;
     JErr jerr;
-    memset(&cinfo, 0, sizeof cinfo);
-    cinfo.err = jpeg_std_error(&jerr.pub);
-    jerr.pub.error_exit = j_error_exit;
-    jerr.pub.emit_message = j_emit;
-    jerr.truncated = 0;
-    jerr.msg[0] = 0;
+    init_decompress(&cinfo, &jerr);
     if (setjmp(jerr.jb)) {
         char m[JMSG_LENGTH_MAX + 32];
         snprintf(m, sizeof m, "corrupt JPEG: %s", jerr.msg);
@@ -467,11 +473,7 @@ int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, in
     }
     struct jpeg_decompress_struct cinfo;
     JErr jerr;
-    memset(&cinfo, 0, sizeof cinfo);
-    cinfo.err = jpeg_std_error(&jerr.pub);
-    jerr.pub.error_exit = j_error_exit;
-    jerr.pub.emit_message = j_emit;
-    jerr.truncated = 0;
+    init_decompress(&cinfo, &jerr);
     if (setjmp(jerr.jb)) {
         char m[JMSG_LENGTH_MAX + 32];
         snprintf(m, sizeof m, "corrupt JPEG: %s", jerr.msg);

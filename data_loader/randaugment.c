@@ -1,6 +1,7 @@
 /* randaugment.c - timm's RandAugment (rand_augment_transform with
  * _RAND_INCREASING_TRANSFORMS) and the PIL primitives it is built from. */
 #include "randaugment.h"
+#include "resize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -217,24 +218,6 @@ size_t pil_affine_work_size(int w, int h, int c) {
 
 static float *align_f(void *p) { return (float *)(((uintptr_t)p + 15) & ~(uintptr_t)15); }
 
-/* uint8 -> float for n values, plus 8 zeros after. */
-static void row_to_float(const uint8_t *src, int n, float *dst) {
-    int i = 0;
-#ifdef __SSE2__
-    const __m128i z = _mm_setzero_si128();
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
-        __m128i lo = _mm_unpacklo_epi8(v, z), hi = _mm_unpackhi_epi8(v, z);
-        _mm_storeu_ps(dst + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)));
-        _mm_storeu_ps(dst + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)));
-        _mm_storeu_ps(dst + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)));
-        _mm_storeu_ps(dst + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)));
-    }
-#endif
-    for (; i < n; i++) dst[i] = (float)src[i];
-    for (int k = 0; k < 8; k++) dst[n + k] = 0.0f;
-}
-
 /* Rows shifted horizontally (shear_x, translate_x): m = (1, a, b, 0, 1, 0).
  * Each row has one fractional offset, so one set of weights; the interior
  * (all taps inside the row) is a 4-tap filter over the row's bytes. */
@@ -256,7 +239,7 @@ static void affine_rows(const uint8_t *in, uint8_t *out, int w, int h, int c, co
         if (xb > w) xb = w;
         if (xb < xa) xb = xa;
         if (!exact && xb > xa) {
-            row_to_float(row, (int)stride, rowf);
+            resize_row_to_float(row, (int)stride, rowf, 8);
             int j = xa * c, je = xb * c;
             const float *q0 = rowf + (off - 1) * c, *q1 = rowf + off * c, *q2 = rowf + (off + 1) * c,
                         *q3 = rowf + (off + 2) * c;

@@ -123,8 +123,7 @@ static inline uint8_t round8(float v) {
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(int)v;
 }
 
-/* uint8 -> float for n values (dst has room for 4 more, zeroed). */
-static void to_float(const uint8_t *src, int n, float *dst) {
+void resize_row_to_float(const uint8_t *src, int n, float *dst, int zero_tail) {
     int i = 0;
 #ifdef HAVE_SSE2
     const __m128i z = _mm_setzero_si128();
@@ -138,7 +137,7 @@ static void to_float(const uint8_t *src, int n, float *dst) {
     }
 #endif
     for (; i < n; i++) dst[i] = (float)src[i];
-    for (int k = 0; k < 4; k++) dst[n + k] = 0.0f;
+    for (int k = 0; k < zero_tail; k++) dst[n + k] = 0.0f;
 }
 
 #ifdef HAVE_AVX2_DISPATCH
@@ -321,7 +320,7 @@ static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, 
         const __m128 half = _mm_set1_ps(0.5f);
         for (; y + 4 <= nrows; y += 4) {
             for (int r = 0; r < 4; r++)
-                to_float(src + (size_t)(y + r) * stride + (size_t)xlo * 3, (xhi - xlo) * 3, rowf + r * fl);
+                resize_row_to_float(src + (size_t)(y + r) * stride + (size_t)xlo * 3, (xhi - xlo) * 3, rowf + r * fl, 4);
             uint8_t *o0 = dst + (size_t)y * dstride, *o1 = o0 + dstride, *o2 = o1 + dstride, *o3 = o2 + dstride;
             for (int x = 0; x < ow; x++) {
                 const float *k = kk + (size_t)x * ksize;
@@ -354,7 +353,7 @@ static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, 
     for (; y < nrows; y++) {
         const uint8_t *row = src + (size_t)y * stride;
         uint8_t *out = dst + (size_t)y * dstride;
-        to_float(row + (size_t)xlo * c, (xhi - xlo) * c, rowf);
+        resize_row_to_float(row + (size_t)xlo * c, (xhi - xlo) * c, rowf, 4);
         for (int x = 0; x < ow; x++) {
             const float *k = kk + (size_t)x * ksize;
             int n = bounds[2 * x + 1];

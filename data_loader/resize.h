@@ -62,4 +62,8 @@ int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t str
 void resize_source_rect(int w, int h, const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh,
                         int filter, int rect[4]);
 
+/* uint8 -> float for n values (SSE2 where available), then zero_tail zeros
+ * after them (dst must have room): the row loader of the separable filters. */
+void resize_row_to_float(const uint8_t *src, int n, float *dst, int zero_tail);
+
 #endif

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jpeglib.h>
 
 #include "config.h"
 #include "image.h"
@@ -102,27 +101,8 @@ static void write_test_jpeg(const char *path, int W, int H, uint64_t seed) {
                 double v = 128 + 100 * sin(x * 0.03 * (k + 1) + y * 0.02) + 20 * (rng_uniform(&r) - 0.5);
                 px[((size_t)y * W + x) * 3 + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
-    struct jpeg_compress_struct ci;
-    struct jpeg_error_mgr je;
-    ci.err = jpeg_std_error(&je);
-    jpeg_create_compress(&ci);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    jpeg_stdio_dest(&ci, f);
-    ci.image_width = (JDIMENSION)W;
-    ci.image_height = (JDIMENSION)H;
-    ci.input_components = 3;
-    ci.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, 90, TRUE);
-    jpeg_start_compress(&ci, TRUE);
-    while (ci.next_scanline < ci.image_height) {
-        JSAMPROW row = px + (size_t)ci.next_scanline * W * 3;
-        jpeg_write_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
-    fclose(f);
+    char err[256];
+    if (image_write_jpeg(path, px, W, H, 3, 90, err, sizeof err) != 0) fail_msg("%s", err);
     free(px);
 }
 

@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <jpeglib.h>
 
 #include "config.h"
 #include "dataset.h"
@@ -34,27 +33,8 @@ static char root[256];
 static void write_jpeg(const char *path, int W, int H, int shade) {
     uint8_t *px = malloc((size_t)W * H * 3);
     for (int i = 0; i < W * H * 3; i++) px[i] = (uint8_t)(shade + (i % 7));
-    struct jpeg_compress_struct ci;
-    struct jpeg_error_mgr je;
-    ci.err = jpeg_std_error(&je);
-    jpeg_create_compress(&ci);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    jpeg_stdio_dest(&ci, f);
-    ci.image_width = (JDIMENSION)W;
-    ci.image_height = (JDIMENSION)H;
-    ci.input_components = 3;
-    ci.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&ci);
-    jpeg_set_quality(&ci, 90, TRUE);
-    jpeg_start_compress(&ci, TRUE);
-    while (ci.next_scanline < ci.image_height) {
-        JSAMPROW row = px + (size_t)ci.next_scanline * W * 3;
-        jpeg_write_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_compress(&ci);
-    jpeg_destroy_compress(&ci);
-    fclose(f);
+    char err[256];
+    if (image_write_jpeg(path, px, W, H, 3, 90, err, sizeof err) != 0) fail_msg("%s", err);
     free(px);
 }
 
