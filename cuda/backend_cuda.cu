@@ -121,6 +121,17 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
         if (e != cudaSuccess) cudaGetLastError();   /* treat as pageable */
         pageable = e != cudaSuccess || at.type == cudaMemoryTypeUnregistered;
     }
+    if (im->capturing) {   /* recorded: the graph reads src each time it runs */
+        cudaPointerAttributes at;
+        cudaError_t e = cudaPointerGetAttributes(&at, src);
+        if (e != cudaSuccess || at.type != cudaMemoryTypeHost) {
+            fprintf(stderr, "hgrn: CUDA graph capture on device %d: an upload of %zu bytes comes from "
+                    "pageable host memory; it must come from host_alloc memory\n", im->device, bytes);
+            exit(1);
+        }
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
+        return;
+    }
     if (!pageable) {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
         CUDA_CHECK(cudaStreamSynchronize(im->stream));   /* host buffer reusable at return */
@@ -176,8 +187,18 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
 static void cu_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
     CudaImpl *im = IMPL(bk);
     if (!bytes) return;
+    if (im->capturing) {
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: a synchronous download (to_host) "
+                "cannot be recorded; use to_host_async\n", im->device);
+        exit(1);
+    }
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
     CUDA_CHECK(cudaStreamSynchronize(im->stream));
+}
+
+static void cu_to_host_async(Backend *bk, void *dst, const void *src, size_t bytes) {
+    if (bytes)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, IMPL(bk)->stream));
 }
 
 static void cu_copy(Backend *bk, void *dst, const void *src, size_t bytes) {
@@ -189,6 +210,7 @@ static void cu_sync(Backend *bk) { CUDA_CHECK(cudaStreamSynchronize(IMPL(bk)->st
 
 void *hgrn_scratch(CudaImpl *im, size_t bytes) {
     if (bytes > im->scratch_bytes) {
+        HGRN_NO_GROWTH_WHILE_CAPTURING(im, "scratch space");
         size_t nb = bytes + bytes / 4 + (1u << 20);
         if (im->scratch) CUDA_CHECK(cudaFree(im->scratch));   /* synchronizes */
         im->scratch = dev_malloc(im, nb, "backend scratch space");
@@ -211,6 +233,7 @@ const bf16 *hgrn_weight_bf16(CudaImpl *im, const float *w, size_t n, int slot) {
     /* not in a registered block: convert into a temporary (two slots) */
     size_t half = (n * sizeof(bf16) + 255) & ~(size_t)255;
     if (2 * half > im->wtmp_bytes) {
+        HGRN_NO_GROWTH_WHILE_CAPTURING(im, "the temporary bf16 weight buffer");
         if (im->wtmp) CUDA_CHECK(cudaFree(im->wtmp));
         im->wtmp_bytes = 2 * half;
         im->wtmp = dev_malloc(im, im->wtmp_bytes, "temporary bf16 weights");
@@ -220,13 +243,27 @@ const bf16 *hgrn_weight_bf16(CudaImpl *im, const float *w, size_t n, int slot) {
     return dst;
 }
 
+static void drop_graphs(CudaImpl *im) {
+    for (int i = 0; i < HGRN_GRAPH_SLOTS; i++)
+        if (im->graphs[i]) {
+            CUDA_CHECK(cudaGraphExecDestroy(im->graphs[i]));
+            im->graphs[i] = NULL;
+        }
+}
+
 static void cu_params_changed(Backend *bk, const float *base, size_t n) {
     CudaImpl *im = IMPL(bk);
     if (!im->bf16 || !base || !n) return;
+    if (im->capturing) {
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: params_changed while recording\n",
+                im->device);
+        exit(1);
+    }
     Shadow *s = NULL;
     for (int i = 0; i < im->nshadows; i++)
         if (im->shadows[i].base == base) s = &im->shadows[i];
     if (s && s->n != n) {
+        drop_graphs(im);   /* they point at the shadow being freed */
         CUDA_CHECK(cudaFree(s->shadow));
         s->shadow = NULL;
     }
@@ -276,8 +313,52 @@ static void cu_to_device_async(Backend *bk, void *dst, const void *src, size_t b
 
 static void cu_copy_fence(Backend *bk) {
     CudaImpl *im = IMPL(bk);
+    if (im->capturing) return;   /* graph_launch fences before each replay */
     CUDA_CHECK(cudaEventRecord(im->copy_done, im->copy_stream));
     CUDA_CHECK(cudaStreamWaitEvent(im->stream, im->copy_done, 0));
+}
+
+static void cu_copy_wait(Backend *bk) {
+    CUDA_CHECK(cudaEventSynchronize(IMPL(bk)->copy_done));
+}
+
+/* ---- whole-step capture: one stream, recorded once per slot, replayed ---- */
+static void cu_graph_begin(Backend *bk) {
+    CudaImpl *im = IMPL(bk);
+    if (im->capturing) {
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: graph_begin while recording\n",
+                im->device);
+        exit(1);
+    }
+    /* thread-local: the loader's threads make no CUDA calls, but nothing on
+     * other threads should be able to invalidate the recording */
+    CUDA_CHECK(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal));
+    im->capturing = 1;
+}
+
+static void cu_graph_end(Backend *bk, int slot) {
+    CudaImpl *im = IMPL(bk);
+    if (!im->capturing || slot < 0 || slot >= HGRN_GRAPH_SLOTS) {
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: graph_end(%d) without graph_begin "
+                "or slot out of range\n", im->device, slot);
+        exit(1);
+    }
+    cudaGraph_t g = NULL;
+    im->capturing = 0;
+    CUDA_CHECK(cudaStreamEndCapture(im->stream, &g));
+    if (im->graphs[slot]) CUDA_CHECK(cudaGraphExecDestroy(im->graphs[slot]));
+    im->graphs[slot] = NULL;
+    CUDA_CHECK(cudaGraphInstantiate(&im->graphs[slot], g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    CUDA_CHECK(cudaGraphUpload(im->graphs[slot], im->stream));
+}
+
+static int cu_graph_launch(Backend *bk, int slot) {
+    CudaImpl *im = IMPL(bk);
+    if (slot < 0 || slot >= HGRN_GRAPH_SLOTS || !im->graphs[slot]) return -1;
+    cu_copy_fence(bk);
+    CUDA_CHECK(cudaGraphLaunch(im->graphs[slot], im->stream));
+    return 0;
 }
 
 static void cu_destroy(Backend *bk) {
@@ -285,6 +366,8 @@ static void cu_destroy(Backend *bk) {
     CudaImpl *im = IMPL(bk);
     cudaStreamSynchronize(im->stream);
     cudaStreamSynchronize(im->copy_stream);
+    for (int i = 0; i < HGRN_GRAPH_SLOTS; i++)
+        if (im->graphs[i]) cudaGraphExecDestroy(im->graphs[i]);
     cudaStreamDestroy(im->copy_stream);
     cudaEventDestroy(im->copy_done);
     hgrn_gemm_destroy(im);
@@ -374,6 +457,11 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->host_free = cu_host_free;
     bk->to_device_async = cu_to_device_async;
     bk->copy_fence = cu_copy_fence;
+    bk->copy_wait = cu_copy_wait;
+    bk->to_host_async = cu_to_host_async;
+    bk->graph_begin = cu_graph_begin;
+    bk->graph_end = cu_graph_end;
+    bk->graph_launch = cu_graph_launch;
     bk->matmul_fwd = cu_matmul_fwd;
     bk->matmul_bwd = cu_matmul_bwd;
     bk->layernorm_fwd = cu_layernorm_fwd;

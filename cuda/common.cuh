@@ -51,7 +51,21 @@ typedef struct {
     int h2d_pending;              /* h2d_done was recorded and may still be running */
     cudaStream_t copy_stream;     /* to_device_async: uploads that overlap compute */
     cudaEvent_t copy_done;        /* recorded on copy_stream by copy_fence */
+    int capturing;                /* between graph_begin and graph_end */
+    cudaGraphExec_t graphs[HGRN_GRAPH_SLOTS];   /* recorded steps (NULL: none) */
 } CudaImpl;
+
+/* Growing a buffer would free memory a recorded graph may point at (and
+ * cudaFree cannot run while recording): the shapes must have run eagerly first. */
+#define HGRN_NO_GROWTH_WHILE_CAPTURING(im, what)                                \
+    do {                                                                        \
+        if ((im)->capturing) {                                                  \
+            fprintf(stderr, "hgrn: CUDA graph capture on device %d: %s must grow "   \
+                    "while recording; run one eager step of the same shapes first\n", \
+                    (im)->device, what);                                        \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
 
 static inline CudaImpl *IMPL(Backend *bk) { return (CudaImpl *)bk->impl; }
 
@@ -206,7 +220,8 @@ void cu_patchify_bwd(Backend *, float *dimg, const float *dout, int B, int C, in
                      int p);
 void cu_meanpool_fwd(Backend *, float *out, const float *x, int B, int N, int D);
 void cu_meanpool_bwd(Backend *, float *dx, const float *dout, int B, int N, int D);
-void cu_residual_fwd(Backend *, float *x, const float *f, const float *scale, int B, int S);
+void cu_residual_fwd(Backend *, float *out, const float *x, const float *f, const float *scale,
+                     int B, int S);
 void cu_residual_bwd(Backend *, float *df, const float *dx, const float *scale, int B, int S);
 void cu_xent_fwd(Backend *, float *loss, float *probs, const float *logits,
                  const float *targets, int B, int C);

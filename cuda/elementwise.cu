@@ -504,10 +504,10 @@ void cu_meanpool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, in
 
 /* ---- residual with per-sample drop-path scale ---- */
 template <typename T>
-__global__ void k_residual_fwd(T *x, const T *f, const float *scale, int S, size_t n) {
+__global__ void k_residual_fwd(T *out, const T *x, const T *f, const float *scale, int S, size_t n) {
     GRID_STRIDE(i, n) {
         float s = scale ? scale[i / S] : 1.0f;
-        stf(&x[i], ldf(&x[i]) + s * ldf(&f[i]));
+        stf(&out[i], ldf(&x[i]) + s * ldf(&f[i]));
     }
 }
 template <typename T>
@@ -518,7 +518,8 @@ __global__ void k_residual_bwd(T *df, const T *dx, const float *scale, int S, si
     }
 }
 template <typename T>
-__global__ void k_residual_fwd_vec(T *x, const T *f, const float *scale, int SV, int nv) {
+__global__ void k_residual_fwd_vec(T *out, const T *x, const T *f, const float *scale, int SV,
+                                   int nv) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
         float s = scale ? scale[i / SV] : 1.0f;
@@ -527,7 +528,7 @@ __global__ void k_residual_fwd_vec(T *x, const T *f, const float *scale, int SV,
         ldv(f + (size_t)i * V, fv);
 #pragma unroll
         for (int e = 0; e < V; e++) xv[e] += s * fv[e];
-        stv(x + (size_t)i * V, xv);
+        stv(out + (size_t)i * V, xv);
     }
 }
 template <typename T>
@@ -543,19 +544,20 @@ __global__ void k_residual_bwd_vec(T *df, const T *dx, const float *scale, int S
     }
 }
 
-void cu_residual_fwd(Backend *bk, float *x, const float *f, const float *scale, int B, int S) {
+void cu_residual_fwd(Backend *bk, float *out, const float *x, const float *f, const float *scale,
+                     int B, int S) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * S;
     if (!n) return;
-    if (vec_ok(im, n, S, 0, 0, x, f, x, NULL)) {
+    if (vec_ok(im, n, S, 0, 0, x, f, out, NULL)) {
         int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
         ACT_DISPATCH(im, T, k_residual_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
-                                (T *)x, (const T *)f, scale, S / V, nv));
+                                (T *)out, (const T *)x, (const T *)f, scale, S / V, nv));
         LAUNCH_CHECK("k_residual_fwd_vec");
         return;
     }
     ACT_DISPATCH(im, T, k_residual_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)x, (const T *)f, scale, S, n));
+                            (T *)out, (const T *)x, (const T *)f, scale, S, n));
     LAUNCH_CHECK("k_residual_fwd");
 }
 void cu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale, int B, int S) {

@@ -128,13 +128,22 @@ void cu_sumsq(Backend *bk, float *acc, const float *x, size_t n) {
 
 /* ---- AdamW (decoupled weight decay, PyTorch semantics) with global-norm clip ---- */
 struct AdamConst {
-    float b1, b2, eps, decay, step_size, sbc2, max_norm;
+    float b1, b2, eps, decay, step_size, sbc2, max_norm, wd;
 };
-/* PyTorch's form: p *= 1 - lr wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
+/* PyTorch's form: p *= 1 - lr wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
+ * sched (optional, device {lr, bc1, bc2}) overrides the step-dependent
+ * constants, so a recorded graph takes the current learning rate. */
 __global__ void k_adamw(float *p, const float *g, float *m, float *v, bf16 *shadow, size_t n,
-                        AdamConst a, const float *gns) {
+                        AdamConst a, const float *gns, const float *sched) {
     float clip = 1.0f;
+    /* NaN/Inf gradient: the step is skipped (bit test: immune to fast-math folding) */
+    if (gns && (__float_as_uint(*gns) & 0x7f800000u) == 0x7f800000u) return;
     if (a.max_norm > 0.0f && gns) clip = fminf(1.0f, a.max_norm / (sqrtf(*gns) + 1e-6f));
+    if (sched) {
+        a.step_size = sched[0] / sched[1];
+        a.sbc2 = sqrtf(sched[2]);
+        a.decay = 1.0f - sched[0] * a.wd;
+    }
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         float gi = g[i] * clip;
@@ -163,6 +172,7 @@ void cu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, 
     a.step_size = args->lr / bc1;
     a.sbc2 = sqrtf(bc2);
     a.max_norm = args->max_grad_norm;
+    a.wd = args->weight_decay;
     bf16 *shadow = NULL;
     if (im->bf16) {
         const bf16 *s = hgrn_find_shadow(im, param);
@@ -176,6 +186,6 @@ void cu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, 
     }
     unsigned g = ceil_div(n, 256);
     if (g > 4096) g = 4096;
-    k_adamw<<<g, 256, 0, im->stream>>>(param, grad, m, v, shadow, n, a, grad_norm_sq);
+    k_adamw<<<g, 256, 0, im->stream>>>(param, grad, m, v, shadow, n, a, grad_norm_sq, args->sched);
     LAUNCH_CHECK("k_adamw");
 }

@@ -46,9 +46,12 @@ struct Model {
     float *pooled, *normed, *rms, *logits, *probs, *loss, *targets;
     float *beta, *dbeta;          /* [L,D] fp32 */
     float *scales;                /* [L,2,B] drop-path scales (device) */
-    float *host_scales;
+    /* host buffers uploaded or downloaded every step: page-locked where the
+     * backend has host_alloc, so a recorded step (CUDA graph) can read and
+     * write them each time it runs */
+    float *host_scales;           /* [L,2,Bmax] drop-path scales */
     float *host_loss;             /* [Bmax] per-sample losses, downloaded each step */
-    float *host_uniform;          /* [Bmax, K] uniform targets for probabilities-only forwards */
+    float *host_targets;          /* [Bmax, K] targets of the current step */
     int use_scales;               /* last forward applied drop path */
     /* backward scratch */
     MixerScratch ms;
@@ -278,6 +281,19 @@ static void layout_acts(Model *m, Arena *a) {
     }
 }
 
+/* Zero-filled host memory, page-locked when the backend offers it. */
+static void *host_buf(Backend *bk, size_t bytes) {
+    if (!bk->host_alloc) return calloc(1, bytes);
+    void *p = bk->host_alloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+static void host_buf_free(Backend *bk, void *p) {
+    if (!p) return;
+    if (bk->host_free) bk->host_free(p);
+    else free(p);
+}
+
 Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
                     char *err, size_t errlen) {
     int hgrn2 = !strcmp(c->arch, "hgrn2");
@@ -324,11 +340,11 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     m->m2g = calloc((size_t)m->L, sizeof *m->m2g);
     m->m2a = calloc((size_t)m->L, sizeof *m->m2a);
     m->ga = calloc((size_t)m->L, sizeof *m->ga);
-    m->host_scales = calloc((size_t)m->L * 2 * max_batch, sizeof(float));
-    m->host_loss = calloc((size_t)max_batch, sizeof(float));
-    m->host_uniform = calloc((size_t)max_batch * m->K, sizeof(float));
+    m->host_scales = host_buf(bk, (size_t)m->L * 2 * max_batch * sizeof(float));
+    m->host_loss = host_buf(bk, (size_t)max_batch * sizeof(float));
+    m->host_targets = host_buf(bk, (size_t)max_batch * m->K * sizeof(float));
     if (!m->tensors || !m->mp || !m->mg || !m->gp || !m->gg || !m->xs || !m->ma || !m->ga ||
-        !m->host_scales || !m->m2p || !m->m2g || !m->m2a) {
+        !m->host_scales || !m->host_loss || !m->host_targets || !m->m2p || !m->m2g || !m->m2a) {
         snprintf(err, errlen, "out of host memory creating the model");
         model_destroy(m);
         return NULL;
@@ -361,8 +377,10 @@ void model_destroy(Model *m) {
     if (m->param_mem) m->bk->free(m->bk, m->param_mem);
     if (m->act_mem) m->bk->free(m->bk, m->act_mem);
     free(m->tensors); free(m->mp); free(m->mg); free(m->gp); free(m->gg);
-    free(m->xs); free(m->ma); free(m->ga); free(m->host_scales); free(m->host_loss);
-    free(m->host_uniform);
+    free(m->xs); free(m->ma); free(m->ga);
+    host_buf_free(m->bk, m->host_scales);
+    host_buf_free(m->bk, m->host_loss);
+    host_buf_free(m->bk, m->host_targets);
     free(m->m2p); free(m->m2g); free(m->m2a);
     free(m);
 }
@@ -422,8 +440,9 @@ void model_params_changed(Model *m) {
 
 /* --------------------------------------------------------------- forward */
 
-/* Per-sample drop-path scales for both branches of every layer; the rate
- * grows linearly over depth as timm's torch.linspace(0, drop_path, depth). */
+/* Per-sample drop-path scales for both branches of every layer, drawn into
+ * host_scales (uploaded by the forward); the rate grows linearly over depth
+ * as timm's torch.linspace(0, drop_path, depth). */
 static int draw_drop_path(Model *m, int B, Rng *r) {
     if (m->drop_path <= 0.0f || !r) return 0;
     for (int l = 0; l < m->L; l++) {
@@ -435,7 +454,6 @@ static int draw_drop_path(Model *m, int B, Rng *r) {
                 m->host_scales[((size_t)l * 2 + br) * B + b] = u < keep ? 1.0f / keep : 0.0f;
             }
     }
-    m->bk->to_device(m->bk, m->scales, m->host_scales, (size_t)m->L * 2 * B * sizeof(float));
     return 1;
 }
 
@@ -451,31 +469,40 @@ void model_stage_images(Model *m, const uint8_t *images, int B) {
     m->next_slot ^= 1;
 }
 
+int model_take_staged(Model *m, int B) {
+    if (m->staged_slot < 0 || m->staged_B != B) {
+        fprintf(stderr, "internal error: a forward without images needs model_stage_images(%d)\n", B);
+        abort();
+    }
+    int slot = m->staged_slot;
+    m->staged_slot = -1;
+    return slot;
+}
+
 void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng) {
+    m->use_scales = train ? draw_drop_path(m, B, dp_rng) : 0;
+    if (images) {
+        m->bk->copy_fence(m->bk);     /* a staged upload into slot 0 must not land after this one */
+        m->bk->to_device(m->bk, m->img_u8[0], images, (size_t)B * m->C * m->S * m->S);
+        m->next_slot = 1;
+        model_forward_slot(m, 0, B);
+    } else {
+        model_forward_slot(m, model_take_staged(m, B), B);
+    }
+}
+
+void model_forward_slot(Model *m, int slot, int B) {
     Backend *bk = m->bk;
     int N = m->N, D = m->D, M = B * N;
-    size_t img_bytes = (size_t)B * m->C * m->S * m->S;
-    const uint8_t *dev_img;
+    const uint8_t *dev_img = m->img_u8[slot];
     bk->copy_fence(bk);               /* staged uploads land before anything reads them */
-    if (images) {
-        bk->to_device(bk, m->img_u8[0], images, img_bytes);
-        dev_img = m->img_u8[0];
-        m->next_slot = 1;
-    } else {
-        if (m->staged_slot < 0 || m->staged_B != B) {
-            fprintf(stderr, "internal error: model_forward without images needs model_stage_images(%d)\n", B);
-            abort();
-        }
-        dev_img = m->img_u8[m->staged_slot];
-        m->staged_slot = -1;
-    }
+    if (m->use_scales)
+        bk->to_device(bk, m->scales, m->host_scales, (size_t)m->L * 2 * B * sizeof(float));
     bk->normalize_u8(bk, m->img, dev_img, m->norm_mean, m->norm_std, B, m->C, m->S, m->S);
     bk->patchify_fwd(bk, m->patches, m->img, B, m->C, m->S, m->S, m->p);
     bk->matmul_fwd(bk, m->xs[0], m->patches, m->embed_w, m->embed_b, M, m->P, D);
     bk->lower_bounds_fwd(bk, m->beta, m->gamma, m->L, D);
-    m->use_scales = train ? draw_drop_path(m, B, dp_rng) : 0;
 
-    size_t xbytes = (size_t)M * D * bk->act_elem;
     for (int l = 0; l < m->L; l++) {
         float *x = m->xs[2 * l], *y = m->xs[2 * l + 1], *z = m->xs[2 * l + 2];
         if (m->hgrn2)
@@ -483,11 +510,9 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
                            N, D, m->e);
         else
             mixer_forward(bk, &m->mp[l], &m->ma[l], x, m->beta + (size_t)l * D, m->branch, B, N, D);
-        bk->copy(bk, y, x, xbytes);
-        bk->residual_fwd(bk, y, m->branch, layer_scale(m, l, 0, B), B, N * D);
+        bk->residual_fwd(bk, y, x, m->branch, layer_scale(m, l, 0, B), B, N * D);
         glu_forward(bk, &m->gp[l], &m->ga[l], y, m->branch, M, D, m->H);
-        bk->copy(bk, z, y, xbytes);
-        bk->residual_fwd(bk, z, m->branch, layer_scale(m, l, 1, B), B, N * D);
+        bk->residual_fwd(bk, z, y, m->branch, layer_scale(m, l, 1, B), B, N * D);
     }
     bk->meanpool_fwd(bk, m->pooled, m->xs[2 * m->L], B, N, D);
     bk->rmsnorm_fwd(bk, m->normed, m->rms, m->pooled, B, D);
@@ -496,21 +521,41 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
 
 /* ------------------------------------------------------------------ loss */
 
-float model_loss(Model *m, const float *targets, int B, float *per_sample_loss) {
+void model_set_targets(Model *m, const float *targets, int B) {
+    size_t n = (size_t)B * m->K;
+    if (targets) memcpy(m->host_targets, targets, n * sizeof(float));
+    else   /* probabilities only (classify): any valid target distribution will do */
+        for (size_t i = 0; i < n; i++) m->host_targets[i] = 1.0f / (float)m->K;
+}
+
+void model_set_drop_path(Model *m, int B, Rng *dp_rng) {
+    m->use_scales = draw_drop_path(m, B, dp_rng);
+}
+
+void model_loss_device(Model *m, int B) {
     Backend *bk = m->bk;
-    size_t tbytes = (size_t)B * m->K * sizeof(float);
-    if (!targets) {
-        /* probabilities only (classify): any valid target distribution will do */
-        for (size_t i = 0; i < (size_t)B * m->K; i++) m->host_uniform[i] = 1.0f / (float)m->K;
-        targets = m->host_uniform;
-    }
-    bk->to_device(bk, m->targets, targets, tbytes);
+    bk->to_device(bk, m->targets, m->host_targets, (size_t)B * m->K * sizeof(float));
     bk->xent_fwd(bk, m->loss, m->probs, m->logits, m->targets, B, m->K);
-    bk->to_host(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
+    if (bk->to_host_async) bk->to_host_async(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
+    else bk->to_host(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
+}
+
+float model_loss_value(const Model *m, int B, float *per_sample_loss) {
     double sum = 0.0;
     for (int b = 0; b < B; b++) sum += m->host_loss[b];
     if (per_sample_loss) memcpy(per_sample_loss, m->host_loss, (size_t)B * sizeof(float));
     return (float)(sum / B);
+}
+
+float model_loss(Model *m, const float *targets, int B, float *per_sample_loss) {
+    model_set_targets(m, targets, B);
+    model_loss_device(m, B);
+    m->bk->sync(m->bk);
+    return model_loss_value(m, B, per_sample_loss);
+}
+
+void model_upload_wait(Model *m) {
+    if (m->bk->copy_wait) m->bk->copy_wait(m->bk);
 }
 
 void model_probs(Model *m, float *host_probs, int B) {

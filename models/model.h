@@ -63,6 +63,28 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
  * until that forward has been queued and the next host sync has passed. */
 void model_stage_images(Model *m, const uint8_t *images, int B);
 float model_loss(Model *m, const float *targets, int B, float *per_sample_loss);
+/* Block until the images of the forwards queued so far have been uploaded, so
+ * the host buffers given to model_stage_images may be reused (the loader's
+ * ring slot released) while the device is still computing on them. */
+void model_upload_wait(Model *m);
+
+/* The same forward and loss split into host-side inputs and device work, for a
+ * training step that is recorded once and replayed (src/step.c): the device
+ * parts issue no waits and read their host inputs from page-locked buffers
+ * that the set_* calls fill before each run.
+ *   model_set_drop_path: draw this step's drop-path scales (training);
+ *   model_take_staged: the input slot holding the batch model_stage_images
+ *     staged (marks it consumed, as a forward without images does);
+ *   model_forward_slot: the forward on that slot (drop path as last drawn);
+ *   model_set_targets / model_loss_device: upload targets, cross-entropy, and
+ *     start downloading the per-sample losses;
+ *   model_loss_value: their mean once the device has been synchronised. */
+void model_set_drop_path(Model *m, int B, Rng *dp_rng);
+int model_take_staged(Model *m, int B);
+void model_forward_slot(Model *m, int slot, int B);
+void model_set_targets(Model *m, const float *targets, int B);
+void model_loss_device(Model *m, int B);
+float model_loss_value(const Model *m, int B, float *per_sample_loss);
 void model_probs(Model *m, float *host_probs, int B);
 /* Backward of the mean loss of the last forward + model_loss. Gradients are
  * ACCUMULATED into model_grads: zero them with model_zero_grads first. */

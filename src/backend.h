@@ -33,12 +33,18 @@ extern "C" {
 
 typedef struct Backend Backend;
 
+#define HGRN_GRAPH_SLOTS 4
+
 /* AdamW hyper-parameters for one update of one tensor. */
 typedef struct {
     float lr, beta1, beta2, eps;
     float weight_decay;   /* decoupled: p -= lr*wd*p (0 for the no-decay group) */
     int step;             /* 1-based step count, for bias correction */
     float max_grad_norm;  /* global-norm clip threshold; <= 0 disables clipping */
+    /* Optional device array {lr, 1 - beta1^step, 1 - beta2^step}: when set it
+     * replaces lr and step, so a recorded graph can run with a new learning
+     * rate and step count (the caller uploads them before each step). */
+    const float *sched;
 } AdamWArgs;
 
 struct Backend {
@@ -81,6 +87,27 @@ struct Backend {
     void (*to_device_async)(Backend *, void *dst, const void *host_src, size_t bytes);
     /* Make every device op queued from now on wait for the async uploads so far. */
     void (*copy_fence)(Backend *);
+    /* Block the host until the uploads fenced by the last copy_fence have
+     * landed, so their host buffers may be reused (NULL: nothing to wait for). */
+    void (*copy_wait)(Backend *);
+    /* Device -> page-locked host memory without waiting: dst is valid after the
+     * next sync. NULL on the CPU backend (to_host serves). */
+    void (*to_host_async)(Backend *, void *host_dst, const void *src, size_t bytes);
+
+    /* ---- whole-step capture (CUDA graphs); all NULL where unsupported ----
+     * graph_begin starts recording: the ops issued until graph_end(slot) are
+     * stored in graph `slot` (0 .. HGRN_GRAPH_SLOTS-1) instead of running.
+     * While recording nothing may wait for the device: uploads must come from
+     * host_alloc memory (it is read each time the graph runs, so the caller
+     * refills it before each launch), downloads use to_host_async, copy_fence
+     * is deferred to graph_launch, and scratch space must already be large
+     * enough (record after one eager step of the same shapes). graph_launch
+     * fences the async uploads, then queues the recorded ops; it returns 0, or
+     * -1 when the slot holds no graph (never recorded, or dropped because
+     * params_changed reallocated what the graph points at). */
+    void (*graph_begin)(Backend *);
+    void (*graph_end)(Backend *, int slot);
+    int (*graph_launch)(Backend *, int slot);
 
     /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
      * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */
@@ -158,9 +185,11 @@ struct Backend {
     void (*meanpool_bwd)(Backend *, float *dx /* = */, const float *dout, int B, int N, int D);
 
     /* ---- residual with per-sample drop path ----
-     * x[b, :S] += scale[b] * f[b, :S]; scale is a device array of B floats
-     * (0 or 1/(1-p) when training with drop path), or NULL for scale 1. */
-    void (*residual_fwd)(Backend *, float *x, const float *f, const float *scale, int B, int S);
+     * out[b, :S] = x[b, :S] + scale[b] * f[b, :S]; scale is a device array of B
+     * floats (0 or 1/(1-p) when training with drop path), or NULL for scale 1.
+     * out may be x (in place); out of place it saves the model a copy of x. */
+    void (*residual_fwd)(Backend *, float *out, const float *x, const float *f, const float *scale,
+                         int B, int S);
     /* df[b,:] = scale[b] * dx[b,:] (overwrite) */
     void (*residual_bwd)(Backend *, float *df, const float *dx, const float *scale, int B, int S);
 
@@ -179,7 +208,10 @@ struct Backend {
      * *acc += sum x[i]^2 (acc is one device float; accumulate in double inside) */
     void (*sumsq)(Backend *, float *acc, const float *x, size_t n);
     /* AdamW on one tensor. grad_norm_sq is a device float holding the global
-     * squared gradient norm; the update uses g * min(1, max_norm / (sqrt(gn)+1e-6)). */
+     * squared gradient norm; the update uses g * min(1, max_norm / (sqrt(gn)+1e-6)).
+     * A non-finite grad_norm_sq (a NaN or Inf gradient anywhere) leaves param, m
+     * and v untouched: the step is skipped on the device, so a bad step inside a
+     * recorded graph cannot damage the weights before the host sees the loss. */
     void (*adamw)(Backend *, float *param, const float *grad, float *m, float *v, size_t n,
                   const AdamWArgs *args, const float *grad_norm_sq);
     /* x[i] *= s  (used to scale gradients, e.g. distributed averaging) */

@@ -847,20 +847,22 @@ static void cpu_meanpool_bwd(Backend *bk, float *dx, const float *dout, int B, i
 
 /* ---------------------------------------------------------------- residual */
 
-static void cpu_residual_fwd(Backend *bk, float *x, const float *f, const float *scale, int B,
-                             int S) {
+static void cpu_residual_fwd(Backend *bk, float *out, const float *x, const float *f,
+                             const float *scale, int B, int S) {
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int b = 0; b < B; b++) {
         float s = scale ? scale[b] : 1.0f;
-        float *restrict xr = x + (size_t)b * S;
+        float *o = out + (size_t)b * S;              /* may alias xr: no restrict */
+        const float *xr = x + (size_t)b * S;
         const float *restrict fr = f + (size_t)b * S;
-        if (s == 0.0f) continue;
-        if (s == 1.0f) {
+        if (s == 0.0f) {
+            if (o != xr) memcpy(o, xr, (size_t)S * sizeof(float));
+        } else if (s == 1.0f) {
 #pragma omp simd
-            for (int i = 0; i < S; i++) xr[i] += fr[i];
+            for (int i = 0; i < S; i++) o[i] = xr[i] + fr[i];
         } else {
 #pragma omp simd
-            for (int i = 0; i < S; i++) xr[i] += s * fr[i];
+            for (int i = 0; i < S; i++) o[i] = xr[i] + s * fr[i];
         }
     }
 }
@@ -943,6 +945,7 @@ static void cpu_sumsq(Backend *bk, float *acc, const float *x, size_t n) {
 static void cpu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, size_t n,
                       const AdamWArgs *a, const float *grad_norm_sq) {
     float clip = 1.0f;
+    if (grad_norm_sq && !isfinite(*grad_norm_sq)) return;   /* a NaN/Inf gradient: skip the step */
     if (a->max_grad_norm > 0.0f && grad_norm_sq) {
         float c = a->max_grad_norm / (sqrtf(*grad_norm_sq) + 1e-6f);
         clip = c < 1.0f ? c : 1.0f;
@@ -950,6 +953,11 @@ static void cpu_adamw(Backend *bk, float *param, const float *grad, float *m, fl
     float b1 = a->beta1, b2 = a->beta2, lr = a->lr, eps = a->eps;
     float bc1 = 1.0f - powf(b1, (float)a->step);
     float bc2 = 1.0f - powf(b2, (float)a->step);
+    if (a->sched) {   /* the optimizer's per-step values, in "device" memory (host here) */
+        lr = a->sched[0];
+        bc1 = a->sched[1];
+        bc2 = a->sched[2];
+    }
     float step_size = lr / bc1, sbc2 = sqrtf(bc2);
     float decay = 1.0f - lr * a->weight_decay;
 #pragma omp parallel for schedule(static) num_threads(NT(bk))

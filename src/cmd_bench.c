@@ -5,6 +5,7 @@
 #include "model.h"
 #include "optim.h"
 #include "schedule.h"
+#include "step.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,9 @@ int cmd_bench(int argc, char **argv) {
     optim_init(&opt, bk, m);
     model_init(m, c->seed);
     size_t per = (size_t)c->channels * c->image_size * c->image_size;
-    img = malloc(per * B);
+    /* page-locked like the loader's ring (when the backend has it), so uploads
+     * run on the copy stream and overlap compute exactly as in `hgrn train` */
+    img = bk->host_alloc ? bk->host_alloc(per * B) : malloc(per * B);
     tg = calloc((size_t)B * c->num_classes, sizeof(float));
     if (!img || !tg) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
     Rng r;
@@ -112,20 +115,26 @@ int cmd_bench(int argc, char **argv) {
     double lr = peak_lr(c);
     double t_train = 0, t_eval = 0;
     float loss = 0;
+    /* The trainer's loop (src/train.c): the step is queued whole (recorded as a
+     * CUDA graph after the first warm-up step unless train.cuda_graph = 0),
+     * and the next batch's upload is queued while it runs. */
+    Stepper st;
+    step_init(&st, m, &opt, c, c->cuda_graph);
+    model_stage_images(m, img, B);
     for (int it = 0; it < steps + 2; it++) {     /* two warm-up steps */
         double t0 = now_seconds();
         Rng dp = rng_stream(c->seed, (uint64_t)it);
-        model_zero_grads(m);
-        model_forward(m, img, B, 1, &dp);
-        loss = model_loss(m, tg, B, NULL);
-        model_backward(m, B);
-        optim_step(&opt, c, m, lr);
-        bk->sync(bk);
+        step_launch(&st, tg, B, lr, &dp);
+        model_upload_wait(m);
+        model_stage_images(m, img, B);
+        step_finish(&st, &loss, NULL);
         if (it >= 2) t_train += now_seconds() - t0;
     }
-    for (int it = 0; it < steps + 2; it++) {
+    long replays = st.replays;
+    for (int it = 0; it < steps + 2; it++) {     /* evaluate()'s order: the next upload overlaps this forward */
         double t0 = now_seconds();
-        model_forward(m, img, B, 0, NULL);
+        model_forward(m, NULL, B, 0, NULL);
+        model_stage_images(m, img, B);
         model_loss(m, tg, B, NULL);
         bk->sync(bk);
         if (it >= 2) t_eval += now_seconds() - t0;
@@ -136,8 +145,9 @@ int cmd_bench(int argc, char **argv) {
     for (int it = 0; it < prof; it++) {
         Rng dp = rng_stream(c->seed, (uint64_t)(100 + it));
         model_zero_grads(m);
-        model_forward(m, img, B, 1, &dp);
+        model_forward(m, NULL, B, 1, &dp);
         model_loss(m, tg, B, NULL);
+        model_stage_images(m, img, B);
         model_backward(m, B);
         optim_step(&opt, c, m, lr);
     }
@@ -149,6 +159,9 @@ int cmd_bench(int argc, char **argv) {
     printf("device      %s, batch %d, %d timed steps after 2 warm-up (last loss %.4f)\n", bk->name, B, steps, loss);
     printf("train       %10.1f img/s  %8.2f ms/step  %7.1f GFLOP/s (3x forward FLOPs)\n", tr_ips,
            1e3 * t_train / steps, 3 * fl * tr_ips * 1e-9);
+    printf("train step  %s\n", st.graphs ? (replays >= steps ? "CUDA graph: every timed step was one replay"
+                                                            : "CUDA graph: some timed steps ran eagerly")
+                                        : "launched op by op (no graphs on this backend, or train.cuda_graph = 0)");
     printf("eval        %10.1f img/s  %8.2f ms/batch %7.1f GFLOP/s\n", ev_ips, 1e3 * t_eval / steps,
            fl * ev_ips * 1e-9);
     printf("memory      activations %.1f MiB, params+grads+moments %.1f MiB, peak RSS %.1f MiB\n",
@@ -167,7 +180,8 @@ int cmd_bench(int argc, char **argv) {
 fail:
     fprintf(stderr, "hgrn bench: %s\n", err);
 done:
-    free(img);
+    if (img && bk && bk->host_free) bk->host_free(img);
+    else free(img);
     free(tg);
     optim_free(&opt);
     model_destroy(m);

@@ -76,6 +76,7 @@ static const Key KEYS[] = {
     KI("train", max_steps, 0, INT_MAX, "0", "stop after this many optimizer steps (0 = run all epochs)"),
     KI("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
     KI("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
+    KI("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
 
     /* [data] */
     KS("data", dataset, "fmnist|imagefolder|cifar10", "imagefolder", "dataset format"),

@@ -42,6 +42,7 @@ typedef struct {
     int max_steps;          /* stop after this many steps (0 = run all epochs) */
     int threads;            /* CPU threads (0 = all cores) */
     int log_every;          /* steps between metrics lines */
+    int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
 
     /* [data] */
     char dataset[32];       /* "fmnist", "imagefolder", "cifar10" */

@@ -21,13 +21,13 @@ void top_k(const float *p, int n, int k, int *idx) {
 int evaluate(Model *m, Loader *ld, const Config *c, EvalResult *r, int show_progress,
              char *err, size_t errlen) {
     int K = c->num_classes, B = model_max_batch(m);
-    Batch *b = batch_alloc(c, B, K);
     float *onehot = calloc((size_t)B * K, sizeof(float));
     float *probs = malloc((size_t)B * K * sizeof(float));
     float *losses = malloc((size_t)B * sizeof(float));
-    if (!b || !onehot || !probs || !losses) {
+    int *labels = malloc((size_t)B * sizeof(int));
+    if (!onehot || !probs || !losses || !labels) {
         snprintf(err, errlen, "out of host memory for evaluation");
-        batch_free(b); free(onehot); free(probs); free(losses);
+        free(onehot); free(probs); free(losses); free(labels);
         return -1;
     }
     memset(r, 0, sizeof *r);
@@ -35,19 +35,26 @@ int evaluate(Model *m, Loader *ld, const Config *c, EvalResult *r, int show_prog
     long c1 = 0, c5 = 0;
     int nb = loader_batches_per_epoch(ld), bi = 0, rc = 0, tty = show_progress && isatty(2);
     loader_set_epoch(ld, 0, 0);
-    int got;
-    while ((got = loader_next(ld, b)) == 1) {
+    /* Batches come by reference from the loader's (page-locked) ring and are
+     * staged one ahead: the next batch uploads while this one's forward runs. */
+    const Batch *b = NULL;
+    int got = loader_next_ref(ld, &b);
+    if (got == 1) model_stage_images(m, b->images, b->n);
+    while (got == 1) {
         int n = b->n;
+        memcpy(labels, b->labels, (size_t)n * sizeof(int));
         memset(onehot, 0, (size_t)n * K * sizeof(float));
-        for (int i = 0; i < n; i++) onehot[(size_t)i * K + b->labels[i]] = 1.0f;
-        model_forward(m, b->images, n, 0, NULL);
+        for (int i = 0; i < n; i++) onehot[(size_t)i * K + labels[i]] = 1.0f;
+        model_forward(m, NULL, n, 0, NULL);
+        model_upload_wait(m);                 /* b's ring slot may be reused from here */
+        if ((got = loader_next_ref(ld, &b)) == 1) model_stage_images(m, b->images, b->n);
         model_loss(m, onehot, n, losses);
         model_probs(m, probs, n);
         for (int i = 0; i < n; i++) {
             int idx[5], k5 = K < 5 ? K : 5;
             top_k(probs + (size_t)i * K, K, k5, idx);
-            c1 += idx[0] == b->labels[i];
-            for (int j = 0; j < k5; j++) c5 += idx[j] == b->labels[i];
+            c1 += idx[0] == labels[i];
+            for (int j = 0; j < k5; j++) c5 += idx[j] == labels[i];
             loss_sum += losses[i];
         }
         r->count += n;
@@ -67,6 +74,6 @@ int evaluate(Model *m, Loader *ld, const Config *c, EvalResult *r, int show_prog
         r->loss = loss_sum / r->count;
     }
     r->seconds = now_seconds() - t0;
-    batch_free(b); free(onehot); free(probs); free(losses);
+    free(onehot); free(probs); free(losses); free(labels);
     return rc;
 }

@@ -78,6 +78,12 @@ static void t_to_device_async(Backend *bk, void *d, const void *s, size_t n) {
     double t0 = tic(bk); IN(bk)->to_device_async(IN(bk), d, s, n); toc(bk, OP_H2D, t0, (double)n, 0);
 }
 static void t_copy_fence(Backend *bk) { IN(bk)->copy_fence(IN(bk)); }
+/* passed through untimed (recording must not be timed: timing synchronises) */
+static void t_copy_wait(Backend *bk) { IN(bk)->copy_wait(IN(bk)); }
+static void t_to_host_async(Backend *bk, void *d, const void *s, size_t n) { IN(bk)->to_host_async(IN(bk), d, s, n); }
+static void t_graph_begin(Backend *bk) { IN(bk)->graph_begin(IN(bk)); }
+static void t_graph_end(Backend *bk, int slot) { IN(bk)->graph_end(IN(bk), slot); }
+static int t_graph_launch(Backend *bk, int slot) { return IN(bk)->graph_launch(IN(bk), slot); }
 static void t_matmul_fwd(Backend *bk, float *o, const float *x, const float *w, const float *b, int M, int K, int N) {
     double t0 = tic(bk);
     IN(bk)->matmul_fwd(IN(bk), o, x, w, b, M, K, N);
@@ -164,8 +170,8 @@ static void t_pool_fwd(Backend *bk, float *o, const float *x, int B, int N, int 
 static void t_pool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, int D) {
     double t0 = tic(bk); IN(bk)->meanpool_bwd(IN(bk), dx, dout, B, N, D); toc(bk, OP_POOL_BWD, t0, E(bk) * B * D * (N + 1.0), 0);
 }
-static void t_res_fwd(Backend *bk, float *x, const float *f, const float *s, int B, int S) {
-    double t0 = tic(bk); IN(bk)->residual_fwd(IN(bk), x, f, s, B, S); toc(bk, OP_RES_FWD, t0, 3 * E(bk) * B * S, 0);
+static void t_res_fwd(Backend *bk, float *o, const float *x, const float *f, const float *s, int B, int S) {
+    double t0 = tic(bk); IN(bk)->residual_fwd(IN(bk), o, x, f, s, B, S); toc(bk, OP_RES_FWD, t0, 3 * E(bk) * B * S, 0);
 }
 static void t_res_bwd(Backend *bk, float *df, const float *dx, const float *s, int B, int S) {
     double t0 = tic(bk); IN(bk)->residual_bwd(IN(bk), df, dx, s, B, S); toc(bk, OP_RES_BWD, t0, 2 * E(bk) * B * S, 0);
@@ -203,6 +209,11 @@ Backend *op_timer_wrap(Backend *in) {
     bk->host_free = in->host_free;
     bk->to_device_async = t_to_device_async;
     bk->copy_fence = t_copy_fence;
+    bk->copy_wait = in->copy_wait ? t_copy_wait : NULL;
+    bk->to_host_async = in->to_host_async ? t_to_host_async : NULL;
+    bk->graph_begin = in->graph_begin ? t_graph_begin : NULL;
+    bk->graph_end = in->graph_end ? t_graph_end : NULL;
+    bk->graph_launch = in->graph_launch ? t_graph_launch : NULL;
     bk->matmul_fwd = t_matmul_fwd; bk->matmul_bwd = t_matmul_bwd;
     bk->layernorm_fwd = t_ln_fwd; bk->layernorm_bwd = t_ln_bwd;
     bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;

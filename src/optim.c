@@ -1,5 +1,6 @@
 #include "optim.h"
 #include <math.h>
+#include <stdlib.h>
 
 int optim_init(Optim *o, Backend *bk, Model *model) {
     o->bk = bk;
@@ -8,27 +9,51 @@ int optim_init(Optim *o, Backend *bk, Model *model) {
     o->m = bk->alloc(bk, 2 * o->n * sizeof(float) + 256);
     o->v = o->m + o->n;
     o->gnorm_sq = o->v + o->n;
+    o->sched = o->gnorm_sq + 4;
+    /* host side of the per-step values: page-locked where the backend has it,
+     * so a recorded step reads the current ones each time it runs */
+    o->host = bk->host_alloc ? bk->host_alloc(8 * sizeof(float)) : calloc(8, sizeof(float));
     o->step = 0;
     return 0;
 }
 
 void optim_free(Optim *o) {
     if (o->m) o->bk->free(o->bk, o->m);
-    o->m = o->v = o->gnorm_sq = NULL;
+    if (o->host) {
+        if (o->bk->host_free) o->bk->host_free(o->host);
+        else free(o->host);
+    }
+    o->m = o->v = o->gnorm_sq = o->sched = o->host = NULL;
 }
 
-float optim_step(Optim *o, const Config *c, Model *model, double lr) {
+void optim_prepare(Optim *o, const Config *c, double lr) {
+    o->step++;
+    o->host[0] = (float)lr;
+    o->host[1] = (float)(1.0 - pow((double)c->beta1, o->step));   /* bias corrections */
+    o->host[2] = (float)(1.0 - pow((double)c->beta2, o->step));
+}
+
+void optim_step_device(Optim *o, const Config *c, Model *model) {
     Backend *bk = o->bk;
     float *p = model_params(model), *g = model_grads(model);
+    bk->to_device(bk, o->sched, o->host, 3 * sizeof(float));
     bk->zero(bk, o->gnorm_sq, sizeof(float));
     bk->sumsq(bk, o->gnorm_sq, g, o->n);
-    o->step++;
-    AdamWArgs a = {(float)lr, c->beta1, c->beta2, c->eps, c->weight_decay, o->step, c->clip_grad};
+    /* lr and step come from sched; the fields here are the constant ones */
+    AdamWArgs a = {0.0f, c->beta1, c->beta2, c->eps, c->weight_decay, 1, c->clip_grad, o->sched};
     bk->adamw(bk, p, g, o->m, o->v, o->decay_n, &a, o->gnorm_sq);
     a.weight_decay = 0.0f;
     bk->adamw(bk, p + o->decay_n, g + o->decay_n, o->m + o->decay_n, o->v + o->decay_n,
               o->n - o->decay_n, &a, o->gnorm_sq);
-    float gn2;
-    bk->to_host(bk, &gn2, o->gnorm_sq, sizeof(float));
-    return sqrtf(gn2);
+    if (bk->to_host_async) bk->to_host_async(bk, o->host + 4, o->gnorm_sq, sizeof(float));
+    else bk->to_host(bk, o->host + 4, o->gnorm_sq, sizeof(float));
+}
+
+float optim_grad_norm(const Optim *o) { return sqrtf(o->host[4]); }
+
+float optim_step(Optim *o, const Config *c, Model *model, double lr) {
+    optim_prepare(o, c, lr);
+    optim_step_device(o, c, model);
+    o->bk->sync(o->bk);
+    return optim_grad_norm(o);
 }

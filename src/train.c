@@ -12,6 +12,7 @@
 #include "model.h"
 #include "optim.h"
 #include "schedule.h"
+#include "step.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -82,6 +83,8 @@ int cmd_train(int argc, char **argv) {
     if (loader_start_prefetch(vl, 2, err, sizeof err) < 0) goto fail;
     if (!(m = model_create(bk, c, c->batch_size, 1, err, sizeof err))) goto fail;
     optim_init(&opt, bk, m);
+    Stepper st;
+    step_init(&st, m, &opt, c, c->cuda_graph);
 
     if (mkdir_p(out, err, sizeof err) < 0) goto fail;   /* only once the inputs are known good */
     TrainState ts = {0, 0, 0, -1.0f};
@@ -146,23 +149,26 @@ int cmd_train(int argc, char **argv) {
             double e = epoch + (double)ts.batch / spe;
             double lr = lr_at(c, e);
             Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts.step);
-            model_zero_grads(m);
-            model_forward(m, NULL, n, 1, &dp);
-            float loss = model_loss(m, batch->targets, n, NULL);   /* synchronises: batch is free after */
-            if (!isfinite(loss)) {   /* stop before the bad step touches weights or checkpoints */
+            step_launch(&st, batch->targets, n, lr, &dp);   /* the whole step, queued */
+            /* while it runs: once this batch's images have landed its ring slot
+             * is released, and the next batch is fetched and its upload queued */
+            model_upload_wait(m);
+            if (c->max_steps > 0 && ts.step + 1 >= c->max_steps) got = 0;
+            else if ((got = loader_next_ref(tl, &batch)) == 1) model_stage_images(m, batch->images, batch->n);
+            float loss, gn;
+            step_finish(&st, &loss, &gn);
+            if (!isfinite(loss) || !isfinite(gn)) {
+                /* a NaN/Inf gradient made the optimizer skip the update on the
+                 * device; stop before anything is saved from this state */
                 char last[1024];
                 snprintf(last, sizeof last, "%s/last.safetensors", out);
-                snprintf(err, sizeof err, "loss is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; %s%.600s",
-                         isnan(loss) ? "NaN" : "infinite", ts.step, epoch, ts.batch, lr,
+                snprintf(err, sizeof err, "%s is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; %s%.600s",
+                         isfinite(loss) ? "the gradient norm" : "loss",
+                         isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite", ts.step, epoch, ts.batch, lr,
                          file_exists(last) ? "the last good checkpoint is " : "no checkpoint was written yet",
                          file_exists(last) ? last : "");
                 goto fail;
             }
-            /* the next batch's upload overlaps this step's backward */
-            if (c->max_steps > 0 && ts.step + 1 >= c->max_steps) got = 0;
-            else if ((got = loader_next_ref(tl, &batch)) == 1) model_stage_images(m, batch->images, batch->n);
-            model_backward(m, n);
-            float gn = optim_step(&opt, c, m, lr);
             ts.step++;
             ts.batch++;
             steps_this_run++;

@@ -974,8 +974,13 @@ static void run_residual(int with_scale, uint64_t seed) {
                 tu_to_double(wt, n)};
     double *ref = TU_NEW(double, n), *g = TU_NEW(double, n);
     res_ref(&c, ref);
-    bk->residual_fwd(bk, x, f, with_scale ? scale : NULL, B, S);
-    TU_ASSERT_REL("residual_fwd", x, ref, n, FWD_TOL);
+    float *o = TU_NEW(float, n);
+    fill_garbage(&r, o, n);
+    bk->residual_fwd(bk, o, x, f, with_scale ? scale : NULL, B, S);   /* out of place */
+    TU_ASSERT_REL("residual_fwd out = x + s f", o, ref, n, FWD_TOL);
+    free(o);
+    bk->residual_fwd(bk, x, x, f, with_scale ? scale : NULL, B, S);   /* in place */
+    TU_ASSERT_REL("residual_fwd x += s f", x, ref, n, FWD_TOL);
     bk->residual_bwd(bk, df, wt, with_scale ? scale : NULL, B, S);
     tu_fd_grad(res_loss, &c, c.f, n, FD_H, g);
     TU_ASSERT_REL("residual_bwd", df, g, n, BWD_TOL);
@@ -1159,6 +1164,49 @@ static void test_adamw(void **state) {
     run_adamw(0.05f, 2, 145);
 }
 
+/* sched = {lr, 1-b1^t, 1-b2^t} stands in for lr and step (a recorded step
+ * reads them from device memory); a non-finite gradient norm skips the update. */
+static void test_adamw_sched_and_skip(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 147);
+    size_t n = 333;
+    float *p[2], *m[2], *v[2], *g = TU_NEW(float, n);
+    tu_fill_normal(&r, g, n, 1.0f);
+    for (int k = 0; k < 2; k++) {
+        p[k] = TU_NEW(float, n); m[k] = TU_NEW(float, n); v[k] = TU_NEW(float, n);
+    }
+    Rng r2 = r;
+    tu_fill_normal(&r, p[0], n, 1.0f); tu_fill_normal(&r2, p[1], n, 1.0f);
+    tu_fill_normal(&r, m[0], n, 0.1f); tu_fill_normal(&r2, m[1], n, 0.1f);
+    tu_fill_uniform(&r, v[0], n, 0.01f, 1.0f); tu_fill_uniform(&r2, v[1], n, 0.01f, 1.0f);
+    float gn = 49.0f;   /* clipping active at max norm 5 */
+    int step = 7;
+    float sched[3] = {3e-3f, 1.0f - powf(0.9f, (float)step), 1.0f - powf(0.999f, (float)step)};
+    AdamWArgs a = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.05f,
+                   .step = step, .max_grad_norm = 5.0f};
+    bk->adamw(bk, p[0], g, m[0], v[0], n, &a, &gn);
+    AdamWArgs as = a;
+    as.lr = 99.0f;      /* must be ignored in favour of sched */
+    as.step = 1;
+    as.sched = sched;
+    bk->adamw(bk, p[1], g, m[1], v[1], n, &as, &gn);
+    assert_memory_equal(p[0], p[1], n * sizeof(float));
+    assert_memory_equal(m[0], m[1], n * sizeof(float));
+    assert_memory_equal(v[0], v[1], n * sizeof(float));
+    float *keep = TU_NEW(float, n);
+    memcpy(keep, p[0], n * sizeof(float));
+    float bad[2] = {NAN, INFINITY};
+    for (int k = 0; k < 2; k++) {
+        bk->adamw(bk, p[0], g, m[0], v[0], n, &a, &bad[k]);
+        assert_memory_equal(p[0], keep, n * sizeof(float));
+        assert_memory_equal(m[0], m[1], n * sizeof(float));
+    }
+    for (int k = 0; k < 2; k++) { free(p[k]); free(m[k]); free(v[k]); }
+    free(g);
+    free(keep);
+}
+
 /* ------------------------------------------------------------ determinism */
 
 static void test_determinism(void **state) {
@@ -1304,6 +1352,7 @@ int main(void) {
         cmocka_unit_test(test_sumsq),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_adamw_sched_and_skip),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_thread_count),
     };

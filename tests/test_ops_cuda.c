@@ -575,8 +575,15 @@ static void test_residual(void **state) {
     for (int withs = 0; withs < 4; withs++) {
         S = withs < 2 ? 1001 : 1024;   /* scalar, then vectorised kernels */
         T2 x = t2_randn((size_t)B * S, 1, 1.0f), f = t2_randn((size_t)B * S, 1, 1.0f);
-        CB->residual_fwd(CB, x.c, f.c, (withs & 1) ? sc.c : NULL, B, S);
-        GB->residual_fwd(GB, x.g, f.g, (withs & 1) ? sc.g : NULL, B, S);
+        /* out of place first (out = x + s f; the model's form), then in place */
+        T2 o = t2_new((size_t)B * S, 1);
+        t2_poison(&o);
+        CB->residual_fwd(CB, o.c, x.c, f.c, (withs & 1) ? sc.c : NULL, B, S);
+        GB->residual_fwd(GB, o.g, x.g, f.g, (withs & 1) ? sc.g : NULL, B, S);
+        CHECK(o, (withs & 1) ? "residual_fwd out = x + scale f" : "residual_fwd out = x + f");
+        t2_free(&o);
+        CB->residual_fwd(CB, x.c, x.c, f.c, (withs & 1) ? sc.c : NULL, B, S);
+        GB->residual_fwd(GB, x.g, x.g, f.g, (withs & 1) ? sc.g : NULL, B, S);
         CHECK(x, (withs & 1) ? "residual_fwd x += scale f" : "residual_fwd x += f");
         T2 df = t2_new((size_t)B * S, 1);
         t2_poison(&df);
@@ -659,17 +666,42 @@ static void test_adamw(void **state) {
     T2 gns = t2_new(1, 0);
     t2_set(&gns, &gn);
     for (int step = 3; step <= 4; step++) {
-        AdamWArgs a = {2e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, step, 5.0f};
+        AdamWArgs a = {2e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, step, 5.0f, NULL};
         CB->adamw(CB, P.t.c + off, g.c, m.c, v.c, nw, &a, gns.c);
         GB->adamw(GB, P.t.g + off, g.g, m.g, v.g, nw, &a, gns.g);
     }
     t2_check(&P.t, "adamw params (2 steps, clipped)", 1e-5);
     t2_check(&m, "adamw m", 1e-5);
     t2_check(&v, "adamw v", 1e-5);
-    AdamWArgs a0 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 0.0f};
+    AdamWArgs a0 = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, 0.0f, NULL};
     CB->adamw(CB, P.t.c + off, g.c, m.c, v.c, nw, &a0, NULL);
     GB->adamw(GB, P.t.g + off, g.g, m.g, v.g, nw, &a0, NULL);
     t2_check(&P.t, "adamw params (no clip, no decay)", 1e-5);
+    /* lr and bias corrections from a device array (what a recorded step reads) */
+    float hs[3] = {5e-3f, 1.0f - powf(0.9f, 9.0f), 1.0f - powf(0.999f, 9.0f)};
+    T2 sch = t2_new(3, 0);
+    t2_set(&sch, hs);
+    AdamWArgs as = {77.0f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f, NULL};   /* lr, step ignored */
+    as.sched = sch.c;
+    CB->adamw(CB, P.t.c + off, g.c, m.c, v.c, nw, &as, gns.c);
+    as.sched = sch.g;
+    GB->adamw(GB, P.t.g + off, g.g, m.g, v.g, nw, &as, gns.g);
+    t2_check(&P.t, "adamw params (lr, step from sched)", 1e-5);
+    t2_check(&m, "adamw m (sched)", 1e-5);
+    /* a NaN gradient norm: the GPU update is skipped, params and moments kept */
+    float nanv = NAN;
+    T2 bad = t2_new(1, 0);
+    t2_set(&bad, &nanv);
+    size_t pb = (off + nw + 7) * sizeof(float);
+    float *before = TU_NEW(float, off + nw + 7), *after = TU_NEW(float, off + nw + 7);
+    GB->to_host(GB, before, P.t.g, pb);
+    GB->adamw(GB, P.t.g + off, g.g, m.g, v.g, nw, &a0, bad.g);
+    GB->to_host(GB, after, P.t.g, pb);
+    assert_memory_equal(before, after, pb);
+    free(before);
+    free(after);
+    t2_free(&bad);
+    t2_free(&sch);
     T2 inp = t2_randn((size_t)M * K, 1, 1.0f), out = t2_new((size_t)M * N, 1);
     t2_poison(&out);
     CB->matmul_fwd(CB, out.c, inp.c, P.t.c + off, NULL, M, K, N);
@@ -804,7 +836,7 @@ static void check_model(const char *arch) {
         float *mm_g = (float *)GB->alloc(GB, nbytes), *vv_g = (float *)GB->alloc(GB, nbytes);
         CB->sumsq(CB, gn, model_grads(mc), np);
         GB->sumsq(GB, gng, model_grads(mg), np);
-        AdamWArgs a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f};
+        AdamWArgs a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f, NULL};
         CB->adamw(CB, model_params(mc), model_grads(mc), mm_c, vv_c, np, &a, gn);
         GB->adamw(GB, model_params(mg), model_grads(mg), mm_g, vv_g, np, &a, gng);
         CB->free(CB, gn); GB->free(GB, gng);

@@ -3,7 +3,11 @@
  * 30 AdamW steps on each backend; per-step losses agree within 1e-3
  * (relative) in fp32 and 5e-2 in bf16. The distance between the final weights
  * is printed (AdamW turns sign flips of near-zero gradients into full-size
- * steps, so it is reported rather than bounded). Exits 77 without a GPU. */
+ * steps, so it is reported rather than bounded). The GPU run is made twice:
+ * op by op, and through src/step.c with the step recorded as a CUDA graph and
+ * replayed; the two must agree bit for bit (losses, gradient norms, final
+ * weights), since a graph replays exactly the kernels it recorded.
+ * Exits 77 without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +21,7 @@
 #include "config.h"
 #include "model.h"
 #include "optim.h"
+#include "step.h"
 #include "test_util.h"
 
 #define STEPS 30
@@ -33,10 +38,12 @@ static Config tiny(void) {
     return c;
 }
 
-/* Runs STEPS training steps; losses[STEPS] and the final weights out. */
-static void train(Backend *bk, float *losses, float **weights, size_t *np) {
+/* Runs STEPS training steps; losses[STEPS], grad norms and the final weights
+ * out. graphs: through the Stepper with CUDA-graph replay (else op by op). */
+static void train(Backend *bk, int graphs, float *losses, float *gnorms, float **weights, size_t *np) {
     char err[256];
     Config c = tiny();
+    Stepper st;
     Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
     if (!m) fail_msg("%s", err);
     Optim o;
@@ -45,7 +52,8 @@ static void train(Backend *bk, float *losses, float **weights, size_t *np) {
     Rng data;
     rng_seed(&data, 5);
     size_t per = (size_t)c.channels * c.image_size * c.image_size;
-    uint8_t *img = TU_NEW(uint8_t, per * BATCH);
+    uint8_t *img = bk->host_alloc ? bk->host_alloc(per * BATCH) : TU_NEW(uint8_t, per * BATCH);
+    if (graphs) step_init(&st, m, &o, &c, 1);
     float *tg = TU_NEW(float, BATCH * c.num_classes);
     for (int s = 0; s < STEPS; s++) {
         /* class-dependent images so the loss really falls */
@@ -57,16 +65,29 @@ static void train(Backend *bk, float *losses, float **weights, size_t *np) {
                 img[b * per + i] = (uint8_t)((i * (y + 3) * 37 + rng_int(&data, 64)) & 255);
         }
         Rng dp = rng_stream(3, (uint64_t)s);
-        model_zero_grads(m);
-        model_forward(m, img, BATCH, 1, &dp);
-        losses[s] = model_loss(m, tg, BATCH, NULL);
-        model_backward(m, BATCH);
-        optim_step(&o, &c, m, 2e-3);
+        double lr = 2e-3 * (1.0 - 0.02 * s);   /* a changing lr: the graph must take the new one */
+        if (graphs) {
+            model_stage_images(m, img, BATCH);
+            step_launch(&st, tg, BATCH, lr, &dp);
+            model_upload_wait(m);
+            step_finish(&st, &losses[s], &gnorms[s]);
+        } else {
+            model_zero_grads(m);
+            model_forward(m, img, BATCH, 1, &dp);
+            losses[s] = model_loss(m, tg, BATCH, NULL);
+            model_backward(m, BATCH);
+            gnorms[s] = optim_step(&o, &c, m, lr);
+        }
+    }
+    if (graphs) {
+        printf("%s: %ld of %d steps replayed from a CUDA graph\n", bk->name, st.replays, STEPS);
+        if (st.graphs) assert_int_equal(st.replays, STEPS - 1);   /* all but the first */
     }
     *np = model_num_params(m);
     *weights = TU_NEW(float, *np);
     bk->to_host(bk, *weights, model_params(m), *np * sizeof(float));
-    free(img);
+    if (bk->host_free) bk->host_free(img);
+    else free(img);
     free(tg);
     optim_free(&o);
     model_destroy(m);
@@ -76,11 +97,19 @@ static void compare(int bf16, double tol) {
     char err[256];
     Backend *cpu = backend_cpu_create(2, err, sizeof err), *gpu = backend_cuda_create(0, bf16, err, sizeof err);
     if (!cpu || !gpu) fail_msg("%s", err);
-    float lc[STEPS], lg[STEPS], *wc, *wg;
-    size_t nc, ng;
-    train(cpu, lc, &wc, &nc);
-    train(gpu, lg, &wg, &ng);
+    float lc[STEPS], lg[STEPS], lr[STEPS], gc[STEPS], gg[STEPS], gr[STEPS], *wc, *wg, *wr;
+    size_t nc, ng, nr;
+    train(cpu, 0, lc, gc, &wc, &nc);
+    train(gpu, 0, lg, gg, &wg, &ng);
+    train(gpu, 1, lr, gr, &wr, &nr);   /* recorded and replayed */
     assert_int_equal(nc, ng);
+    assert_int_equal(ng, nr);
+    for (int s = 0; s < STEPS; s++)
+        if (memcmp(&lg[s], &lr[s], sizeof(float)) || memcmp(&gg[s], &gr[s], sizeof(float)))
+            fail_msg("%s step %d: graph replay loss %.9g / grad norm %.9g vs op by op %.9g / %.9g",
+                     bf16 ? "bf16" : "fp32", s, lr[s], gr[s], lg[s], gg[s]);
+    assert_memory_equal(wg, wr, ng * sizeof(float));
+    free(wr);
     for (int s = 0; s < STEPS; s++) {
         if (!isfinite(lg[s]) || fabs(lg[s] - lc[s]) > tol * fabs(lc[s]))
             fail_msg("%s step %d: GPU loss %.6f vs CPU %.6f", bf16 ? "bf16" : "fp32", s, lg[s], lc[s]);

@@ -1,0 +1,34 @@
+/* step.h - one training step (zero grads, forward, loss, backward, AdamW) on
+ * the batch staged with model_stage_images, queued without waiting. On a
+ * backend with graphs (CUDA) the step is recorded once per input slot after
+ * one eager step and replayed from then on: a few hundred kernel launches
+ * become one, and the host is free while the device works. */
+#ifndef HGRN_STEP_H
+#define HGRN_STEP_H
+
+#include "config.h"
+#include "model.h"
+#include "optim.h"
+
+typedef struct {
+    Model *m;
+    Optim *o;
+    const Config *c;
+    int graphs;       /* record and replay (backend supports it and it was asked for) */
+    int graph_B;      /* the batch size the graphs hold; other sizes run eagerly */
+    int eager_done;   /* eager steps so far: recording waits for one */
+    int B;            /* batch of the step in flight */
+    long replays;     /* steps run from a graph (for reporting) */
+} Stepper;
+
+/* use_graphs: 0 never, 1 when the backend can. */
+void step_init(Stepper *s, Model *m, Optim *o, const Config *c, int use_graphs);
+/* Queue one step on the staged batch of B images with soft targets[B, K]
+ * (host), learning rate lr and drop-path randomness dp. Returns at once; the
+ * staged images' host buffer is still being read until model_upload_wait. */
+void step_launch(Stepper *s, const float *targets, int B, double lr, Rng *dp);
+/* Wait for the step in flight; its mean loss and gradient norm (before
+ * clipping). A NaN/Inf gradient made the optimizer skip the update. */
+void step_finish(Stepper *s, float *loss, float *grad_norm);
+
+#endif
