@@ -478,6 +478,7 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;
     bk->normalize_u8 = cu_normalize_u8;
     bk->patchify_fwd = cu_patchify_fwd;
+    bk->patchify_u8 = cu_patchify_u8;
     bk->patchify_bwd = cu_patchify_bwd;
     bk->meanpool_fwd = cu_meanpool_fwd;
     bk->meanpool_bwd = cu_meanpool_bwd;

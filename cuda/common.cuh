@@ -216,6 +216,8 @@ void cu_lower_bounds_bwd(Backend *, float *dgamma, const float *dbeta, const flo
 void cu_normalize_u8(Backend *, float *out, const uint8_t *img, const float *mean,
                      const float *std, int B, int C, int H, int W);
 void cu_patchify_fwd(Backend *, float *out, const float *img, int B, int C, int H, int W, int p);
+void cu_patchify_u8(Backend *, float *out, const uint8_t *img, const float *mean, const float *std,
+                    int B, int C, int H, int W, int p);
 void cu_patchify_bwd(Backend *, float *dimg, const float *dout, int B, int C, int H, int W,
                      int p);
 void cu_meanpool_fwd(Backend *, float *out, const float *x, int B, int N, int D);

@@ -456,6 +456,47 @@ void cu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, in
                             (T *)out, (const T *)img, C, H, W, p, n));
     LAUNCH_CHECK("k_patchify_fwd");
 }
+/* normalize_u8 + patchify_fwd: one thread per (image, patch, patch row p1,
+ * channel) reads its p contiguous bytes and writes them normalised with
+ * stride C into the patch's feature row (the layout of k_patchify_fwd_vec).
+ * Reads 1 byte and writes act_elem bytes per pixel: the normalised full-size
+ * image (written, then read again by patchify) is never made. */
+template <typename T>
+__global__ void k_patchify_u8(T *out, const uint8_t *img, NormArgs a, int C, int H, int W, int p,
+                              int Hp, int Wp, int nrun) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nrun; i += gridDim.x * blockDim.x) {
+        int c = i % C, q = i / C;
+        int p1 = q % p;
+        q /= p;
+        int t = q % (Hp * Wp), b = q / (Hp * Wp);
+        int y = (t / Wp) * p + p1, x0 = (t % Wp) * p;
+        const uint8_t *src = img + (((size_t)b * C + c) * H + y) * W + x0;
+        T *dst = out + ((size_t)q * p + p1) * (size_t)p * C + c;
+        float sc = a.scale[c], sh = a.shift[c];
+        for (int j = 0; j < p; j++) stf(&dst[(size_t)j * C], (float)src[j] * sc + sh);
+    }
+}
+void cu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
+                    const float *std, int B, int C, int H, int W, int p) {
+    CudaImpl *im = IMPL(bk);
+    size_t n = (size_t)B * (H / p) * (W / p) * p * p * C;
+    if (!n) return;
+    if (C > NORM_MAXC || n / p >= (1u << 31)) {
+        fprintf(stderr, "hgrn: patchify_u8: %d channels, %zu values (the CUDA backend handles up to %d "
+                "channels and 2^31 patch rows)\n", C, n, NORM_MAXC);
+        exit(1);
+    }
+    NormArgs a;
+    for (int c = 0; c < NORM_MAXC; c++) {
+        a.scale[c] = c < C ? 1.0f / (255.0f * std[c]) : 0.0f;
+        a.shift[c] = c < C ? -mean[c] / std[c] : 0.0f;
+    }
+    int nrun = (int)(n / p);
+    ACT_DISPATCH(im, T, k_patchify_u8<T><<<vec_grid(im, nrun), EW_THREADS, 0, im->stream>>>(
+                            (T *)out, img, a, C, H, W, p, H / p, W / p, nrun));
+    LAUNCH_CHECK("k_patchify_u8");
+}
+
 void cu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B, int C, int H, int W,
                      int p) {
     CudaImpl *im = IMPL(bk);

@@ -37,7 +37,7 @@ struct Model {
     uint8_t *img_u8[2];           /* double buffer: one staged while the other is in use */
     int staged_slot, staged_B;    /* model_stage_images: which buffer holds the next batch */
     int next_slot;
-    float *img, *patches;
+    float *patches;
     float **xs;                   /* 2L+1 residual-stream states [M,D] */
     MixerActs *ma;
     Mixer2Acts *m2a;              /* hgrn2 */
@@ -250,7 +250,6 @@ static void layout_acts(Model *m, Arena *a) {
     Backend *bk = m->bk;
     int B = m->Bmax, M = B * m->N, D = m->D, K = m->K;
     for (int i = 0; i < 2; i++) m->img_u8[i] = arena_take(a, (size_t)B * m->C * m->S * m->S);
-    m->img = take_act(a, bk, (size_t)B * m->C * m->S * m->S);
     m->patches = take_act(a, bk, (size_t)M * m->P);
     for (int i = 0; i < 2 * m->L + 1; i++) m->xs[i] = take_act(a, bk, (size_t)M * D);
     for (int l = 0; l < m->L; l++) {
@@ -498,8 +497,7 @@ void model_forward_slot(Model *m, int slot, int B) {
     bk->copy_fence(bk);               /* staged uploads land before anything reads them */
     if (m->use_scales)
         bk->to_device(bk, m->scales, m->host_scales, (size_t)m->L * 2 * B * sizeof(float));
-    bk->normalize_u8(bk, m->img, dev_img, m->norm_mean, m->norm_std, B, m->C, m->S, m->S);
-    bk->patchify_fwd(bk, m->patches, m->img, B, m->C, m->S, m->S, m->p);
+    bk->patchify_u8(bk, m->patches, dev_img, m->norm_mean, m->norm_std, B, m->C, m->S, m->S, m->p);
     bk->matmul_fwd(bk, m->xs[0], m->patches, m->embed_w, m->embed_b, M, m->P, D);
     bk->lower_bounds_fwd(bk, m->beta, m->gamma, m->L, D);
 

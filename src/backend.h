@@ -180,6 +180,11 @@ struct Backend {
     void (*patchify_fwd)(Backend *, float *out, const float *img, int B, int C, int H, int W, int p);
     void (*patchify_bwd)(Backend *, float *dimg /* = */, const float *dout,
                          int B, int C, int H, int W, int p);
+    /* normalize_u8 and patchify_fwd in one pass, uint8 NCHW -> out[B, (H/p)*(W/p), p*p*C]
+     * (the model's input path: no normalised full-size image in between).
+     * mean/std are HOST arrays of C floats. */
+    void (*patchify_u8)(Backend *, float *out, const uint8_t *img, const float *mean,
+                        const float *std, int B, int C, int H, int W, int p);
     /* out[B,D] = mean over N of x[B,N,D] */
     void (*meanpool_fwd)(Backend *, float *out, const float *x, int B, int N, int D);
     void (*meanpool_bwd)(Backend *, float *dx /* = */, const float *dout, int B, int N, int D);

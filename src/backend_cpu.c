@@ -778,6 +778,29 @@ static void cpu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const 
     }
 }
 
+/* patchify_fwd of normalize_u8's output, without the full-size image */
+static void cpu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
+                            const float *std, int B, int C, int H, int W, int p) {
+    int Hp = H / p, Wp = W / p;
+    size_t T = (size_t)Hp * Wp, F = (size_t)p * p * C;
+#pragma omp parallel for schedule(static) num_threads(NT(bk))
+    for (int bh = 0; bh < B * Hp; bh++) {
+        int b = bh / Hp, hh = bh % Hp;
+        for (int ww = 0; ww < Wp; ww++) {
+            float *restrict o = out + ((size_t)b * T + (size_t)hh * Wp + ww) * F;
+            for (int c = 0; c < C; c++) {
+                float sc = 1.0f / (255.0f * std[c]), off = mean[c] / std[c];
+                for (int p1 = 0; p1 < p; p1++) {
+                    const uint8_t *restrict src =
+                        img + (((size_t)b * C + c) * H + (size_t)hh * p + p1) * W + (size_t)ww * p;
+                    for (int p2 = 0; p2 < p; p2++)
+                        o[((size_t)p1 * p + p2) * C + c] = (float)src[p2] * sc - off;
+                }
+            }
+        }
+    }
+}
+
 /* out[b, hh*Wp + ww, (p1*p + p2)*C + c] = img[b, c, hh*p + p1, ww*p + p2] */
 static void cpu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W,
                              int p) {
@@ -1025,6 +1048,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->lower_bounds_bwd = cpu_lower_bounds_bwd;
     bk->normalize_u8 = cpu_normalize_u8;
     bk->patchify_fwd = cpu_patchify_fwd;
+    bk->patchify_u8 = cpu_patchify_u8;
     bk->patchify_bwd = cpu_patchify_bwd;
     bk->meanpool_fwd = cpu_meanpool_fwd;
     bk->meanpool_bwd = cpu_meanpool_bwd;

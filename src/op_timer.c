@@ -9,14 +9,14 @@
 enum {
     OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
     OP_SILU_BWD, OP_HGRU1_FWD, OP_HGRU1_BWD, OP_LB_FWD, OP_LB_BWD, OP_NORM_U8, OP_PATCH_FWD,
-    OP_PATCH_BWD, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
+    OP_PATCH_BWD, OP_PATCH_U8, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
     OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_HGRU2_FWD, OP_HGRU2_BWD,
     OP_COUNT
 };
 static const char *op_names[OP_COUNT] = {
     "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
     "silu_mul_fwd", "silu_mul_bwd", "hgru1_fwd", "hgru1_bwd", "lower_bounds_fwd",
-    "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "meanpool_fwd",
+    "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "patchify_u8", "meanpool_fwd",
     "meanpool_bwd", "residual_fwd", "residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
     "scale", "zero (memset)", "copy (device)", "host->device", "device->host", "hgru2_fwd",
     "hgru2_bwd"};
@@ -160,6 +160,11 @@ static void t_patch_fwd(Backend *bk, float *o, const float *img, int B, int C, i
     double t0 = tic(bk); IN(bk)->patchify_fwd(IN(bk), o, img, B, C, H, W, p);
     toc(bk, OP_PATCH_FWD, t0, 2 * E(bk) * B * C * H * W, 0);
 }
+static void t_patch_u8(Backend *bk, float *o, const uint8_t *img, const float *mean, const float *std,
+                       int B, int C, int H, int W, int p) {
+    double t0 = tic(bk); IN(bk)->patchify_u8(IN(bk), o, img, mean, std, B, C, H, W, p);
+    toc(bk, OP_PATCH_U8, t0, (1 + E(bk)) * B * C * H * W, 0);
+}
 static void t_patch_bwd(Backend *bk, float *d, const float *dout, int B, int C, int H, int W, int p) {
     double t0 = tic(bk); IN(bk)->patchify_bwd(IN(bk), d, dout, B, C, H, W, p);
     toc(bk, OP_PATCH_BWD, t0, 2 * E(bk) * B * C * H * W, 0);
@@ -222,6 +227,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->hgru2_fwd = t_hgru2_fwd; bk->hgru2_bwd = t_hgru2_bwd;
     bk->lower_bounds_fwd = t_lb_fwd; bk->lower_bounds_bwd = t_lb_bwd;
     bk->normalize_u8 = t_norm_u8; bk->patchify_fwd = t_patch_fwd; bk->patchify_bwd = t_patch_bwd;
+    bk->patchify_u8 = t_patch_u8;
     bk->meanpool_fwd = t_pool_fwd; bk->meanpool_bwd = t_pool_bwd;
     bk->residual_fwd = t_res_fwd; bk->residual_bwd = t_res_bwd;
     bk->xent_fwd = t_xent_fwd; bk->xent_bwd = t_xent_bwd;

@@ -84,6 +84,7 @@ static void test_create_and_memory(void **state) {
     assert_non_null(bk->hgru1_bwd); assert_non_null(bk->lower_bounds_fwd);
     assert_non_null(bk->lower_bounds_bwd); assert_non_null(bk->normalize_u8);
     assert_non_null(bk->patchify_fwd); assert_non_null(bk->patchify_bwd);
+    assert_non_null(bk->patchify_u8);
     assert_non_null(bk->meanpool_fwd); assert_non_null(bk->meanpool_bwd);
     assert_non_null(bk->residual_fwd); assert_non_null(bk->residual_bwd);
     assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
@@ -885,6 +886,36 @@ static void test_patchify(void **state) {
     run_patchify(1, 3, 5, 5, 1, 84);
 }
 
+/* patchify_u8 = patchify_fwd of normalize_u8, against the double reference
+ * (normalise in double, then the scatter-side patch map) */
+static void run_patchify_u8(int B, int C, int H, int W, int p, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t ni = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
+    uint8_t *img = TU_NEW(uint8_t, ni);
+    for (size_t i = 0; i < ni; i++) img[i] = (uint8_t)rng_int(&r, 256);
+    float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    double *norm = TU_NEW(double, ni), *ref = TU_NEW(double, no);
+    for (size_t i = 0; i < ni; i++) {
+        int c = (int)((i / ((size_t)H * W)) % C);
+        norm[i] = (img[i] / 255.0 - mean[c]) / std[c];
+    }
+    PatchCtx pc = {B, C, H, W, p, norm, NULL};
+    patch_ref(&pc, ref);
+    float *out = TU_NEW(float, no);
+    fill_garbage(&r, out, no);
+    bk->patchify_u8(bk, out, img, mean, std, B, C, H, W, p);
+    TU_ASSERT_REL("patchify_u8", out, ref, no, FWD_TOL);
+    free(img); free(norm); free(ref); free(out);
+}
+
+static void test_patchify_u8(void **state) {
+    (void)state;
+    run_patchify_u8(2, 3, 28, 21, 7, 85);
+    run_patchify_u8(2, 1, 28, 28, 4, 86);   /* Fashion-MNIST */
+    run_patchify_u8(1, 3, 30, 23, 7, 87);   /* edges outside the patch grid */
+}
+
 typedef struct {
     int B, N, D;
     double *x, *wt;
@@ -1353,6 +1384,7 @@ int main(void) {
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_adamw_sched_and_skip),
+        cmocka_unit_test(test_patchify_u8),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_thread_count),
     };

@@ -547,6 +547,35 @@ static void test_patchify(void **state) {
     run_patchify(2, 2, 40, 40, 8);    /* vectorised, one vector per run in bf16 */
 }
 
+static void run_patchify_u8(int B, int C, int H, int W, int p) {
+    char what[96];
+    size_t n = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
+    uint8_t *h = TU_NEW(uint8_t, n);
+    for (size_t i = 0; i < n; i++) h[i] = (uint8_t)rng_int(&R, 256);
+    uint8_t *ic = (uint8_t *)CB->alloc(CB, n), *ig = (uint8_t *)GB->alloc(GB, n);
+    CB->to_device(CB, ic, h, n);
+    GB->to_device(GB, ig, h, n);
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    T2 out = t2_new(no, 1);
+    t2_poison(&out);
+    CB->patchify_u8(CB, out.c, ic, mean, sd, B, C, H, W, p);
+    GB->patchify_u8(GB, out.g, ig, mean, sd, B, C, H, W, p);
+    snprintf(what, sizeof what, "patchify_u8 %dx%dx%dx%d p%d", B, C, H, W, p);
+    CHECK(out, what);
+    CB->free(CB, ic);
+    GB->free(GB, ig);
+    t2_free(&out);
+    free(h);
+}
+
+static void test_patchify_u8(void **state) {
+    (void)state;
+    run_patchify_u8(2, 3, 28, 21, 7);
+    run_patchify_u8(3, 1, 30, 23, 7);    /* edges outside the patch grid */
+    run_patchify_u8(2, 3, 224, 224, 14); /* the ImageNet configs */
+    run_patchify_u8(1, 3, 64, 48, 16);
+}
+
 static void test_meanpool(void **state) {
     (void)state;
     int B = 3, N = 49, D = 37;
@@ -1134,6 +1163,7 @@ int main(void) {
         cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
         cmocka_unit_test(test_hgru2),
         cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),
+        cmocka_unit_test(test_patchify_u8),
         cmocka_unit_test(test_patchify),   cmocka_unit_test(test_meanpool),
         cmocka_unit_test(test_residual),   cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
