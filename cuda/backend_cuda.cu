@@ -466,6 +466,8 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->matmul_bwd = cu_matmul_bwd;
     bk->layernorm_fwd = cu_layernorm_fwd;
     bk->layernorm_bwd = cu_layernorm_bwd;
+    bk->ln_gate_fwd = cu_ln_gate_fwd;
+    bk->ln_gate_bwd = cu_ln_gate_bwd;
     bk->rmsnorm_fwd = cu_rmsnorm_fwd;
     bk->rmsnorm_bwd = cu_rmsnorm_bwd;
     bk->silu_mul_fwd = cu_silu_mul_fwd;

@@ -192,6 +192,11 @@ void cu_layernorm_fwd(Backend *, float *out, float *mean, float *rstd, const flo
 void cu_layernorm_bwd(Backend *, float *dinp, float *dw, float *db, const float *dout,
                       const float *inp, const float *w, const float *mean, const float *rstd,
                       int M, int C);
+void cu_ln_gate_fwd(Backend *, float *z, float *mean, float *rstd, const float *f, const float *w,
+                    const float *b, const float *gate, int ldg, int M, int C);
+void cu_ln_gate_bwd(Backend *, float *df, float *dgate, float *dw, float *db, const float *dz,
+                    const float *f, const float *w, const float *b, const float *gate, int ldg,
+                    const float *mean, const float *rstd, int M, int C);
 void cu_rmsnorm_fwd(Backend *, float *out, float *rms, const float *inp, int M, int C);
 void cu_rmsnorm_bwd(Backend *, float *dinp, const float *dout, const float *inp,
                     const float *rms, int M, int C);

@@ -10,7 +10,6 @@ void mixer_layout(Arena *a, const Backend *bk, MixerActs *s, int M, int D) {
     s->ln_rstd = take_f32(a, M);
     s->proj = take_act(a, bk, (size_t)M * 5 * D);
     s->f = take_act(a, bk, (size_t)M * 2 * D);
-    s->nf = take_act(a, bk, (size_t)M * 2 * D);
     s->nf_mean = take_f32(a, M);
     s->nf_rstd = take_f32(a, M);
     s->z = take_act(a, bk, (size_t)M * 2 * D);
@@ -19,7 +18,6 @@ void mixer_layout(Arena *a, const Backend *bk, MixerActs *s, int M, int D) {
 void mixer_scratch_layout(Arena *a, const Backend *bk, MixerScratch *s, int M, int D) {
     s->dproj = take_act(a, bk, (size_t)M * 5 * D);
     s->df = take_act(a, bk, (size_t)M * 2 * D);
-    s->dnf = take_act(a, bk, (size_t)M * 2 * D);
     s->dz = take_act(a, bk, (size_t)M * 2 * D);
     s->dln = take_act(a, bk, (size_t)M * D);
 }
@@ -31,8 +29,9 @@ void mixer_forward(Backend *bk, const MixerParams *p, MixerActs *a, const float 
     bk->matmul_fwd(bk, a->proj, a->ln, p->proj_w, p->proj_b, M, D, D5);
     bk->hgru1_fwd(bk, a->f, a->proj, ACT_AT(bk, a->proj, 4 * D), D5,
                   p->theta_f, p->theta_r, beta, B, N, D);
-    bk->layernorm_fwd(bk, a->nf, a->nf_mean, a->nf_rstd, a->f, p->norm_w, p->norm_b, M, D2);
-    bk->silu_mul_fwd(bk, a->z, ACT_AT(bk, a->proj, D2), D5, a->nf, D2, M, D2);
+    /* z = SiLU(gate) * LayerNorm_2D(f), one pass (LN(f) is never stored) */
+    bk->ln_gate_fwd(bk, a->z, a->nf_mean, a->nf_rstd, a->f, p->norm_w, p->norm_b,
+                    ACT_AT(bk, a->proj, D2), D5, M, D2);
     bk->matmul_fwd(bk, out, a->z, p->out_w, p->out_b, M, D2, D);
 }
 
@@ -41,12 +40,10 @@ void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, con
                     const float *dout, float *dx, int B, int N, int D) {
     int M = B * N, D2 = 2 * D, D5 = 5 * D;
     bk->matmul_bwd(bk, s->dz, g->out_w, g->out_b, dout, a->z, p->out_w, M, D2, D);
-    /* gate branch: d(gate pre-act) lands in its columns of dproj */
-    bk->silu_mul_bwd(bk, ACT_AT(bk, s->dproj, D2), s->dnf, s->dz,
-                     ACT_AT(bk, a->proj, D2), D5, a->nf, D2, M, D2);
-    bk->zero(bk, s->df, (size_t)M * D2 * bk->act_elem);   /* layernorm_bwd accumulates */
-    bk->layernorm_bwd(bk, s->df, g->norm_w, g->norm_b, s->dnf, a->f, p->norm_w,
-                      a->nf_mean, a->nf_rstd, M, D2);
+    /* gate and norm: d(gate pre-act) lands in its columns of dproj, df is overwritten */
+    bk->ln_gate_bwd(bk, s->df, ACT_AT(bk, s->dproj, D2), g->norm_w, g->norm_b, s->dz, a->f,
+                    p->norm_w, p->norm_b, ACT_AT(bk, a->proj, D2), D5, a->nf_mean, a->nf_rstd,
+                    M, D2);
     /* scan: fills the input-pair and lambda columns of dproj */
     bk->hgru1_bwd(bk, s->dproj, ACT_AT(bk, s->dproj, 4 * D), g->theta_f, g->theta_r, dbeta,
                   s->df, a->proj, ACT_AT(bk, a->proj, 4 * D), D5,

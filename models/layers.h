@@ -21,13 +21,13 @@ typedef struct {               /* saved for backward, one set per layer */
     float *ln, *ln_mean, *ln_rstd;  /* [M,D], [M], [M] */
     float *proj;                    /* [M,5D]: c pre-act (2D, interleaved) | gate pre-act (2D) | lambda pre-act (D) */
     float *f;                       /* [M,2D] scan output [Re H | Im H] */
-    float *nf, *nf_mean, *nf_rstd;  /* LayerNorm_2D(f) */
+    float *nf_mean, *nf_rstd;       /* LayerNorm_2D(f) statistics (ln_gate) */
     float *z;                       /* [M,2D] nf * SiLU(gate) */
 } MixerActs;
 
 typedef struct {               /* backward scratch, shared by all layers */
     float *dproj;                   /* [M,5D] */
-    float *df, *dnf, *dz;           /* [M,2D] */
+    float *df, *dz;                 /* [M,2D] */
     float *dln;                     /* [M,D] */
 } MixerScratch;
 

@@ -134,6 +134,17 @@ struct Backend {
     void (*rmsnorm_bwd)(Backend *, float *dinp, const float *dout, const float *inp,
                         const float *rms, int M, int C);          /* dinp = ... */
 
+    /* ---- LayerNorm then SiLU output gate, fused (the HGRU1 mixer's tail) ----
+     * z[m,c] = SiLU(gate[m*ldg+c]) * (LayerNorm(f)[m,c] as layernorm_fwd with w, b);
+     * f and z are [M,C] contiguous; mean[M], rstd[M] saved for backward. The
+     * normalised f is never stored: the backward recomputes it. */
+    void (*ln_gate_fwd)(Backend *, float *z, float *mean, float *rstd, const float *f,
+                        const float *w, const float *b, const float *gate, int ldg, int M, int C);
+    /* df = ... and dgate[m*ldg+c] = ... (overwrite); dw += ..., db += ... */
+    void (*ln_gate_bwd)(Backend *, float *df, float *dgate, float *dw, float *db, const float *dz,
+                        const float *f, const float *w, const float *b, const float *gate, int ldg,
+                        const float *mean, const float *rstd, int M, int C);
+
     /* ---- gates ----
      * out[m,c] = SiLU(a[m*lda+c]) * b[m*ldb+c], out is [M,C] contiguous.
      * Serves the GLU (a = l1 output, b = l2 output) and the HGRU1 output gate. */

@@ -314,6 +314,72 @@ static void cpu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, co
     }
 }
 
+/* LayerNorm + SiLU gate: layernorm_fwd into z, then z *= SiLU(gate) */
+static void cpu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float *f,
+                            const float *w, const float *b, const float *gate, int ldg, int M,
+                            int C) {
+    cpu_layernorm_fwd(bk, z, mean, rstd, f, w, b, M, C);
+#pragma omp parallel for schedule(static) num_threads(NT(bk))
+    for (int m = 0; m < M; m++) {
+        float *restrict o = z + (size_t)m * C;
+        const float *restrict g = gate + (size_t)m * ldg;
+        for (int c = 0; c < C; c++) o[c] *= g[c] * sigmoid_f(g[c]);
+    }
+}
+
+/* With n = LN(f) recomputed and s = sigmoid(gate): dgate = dz n s (1 + gate (1 - s)),
+ * dn = dz gate s, then LayerNorm backward of dn (df overwritten, dw/db summed
+ * per thread and added in thread order). */
+static void cpu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db,
+                            const float *dz, const float *f, const float *w, const float *b,
+                            const float *gate, int ldg, const float *mean, const float *rstd,
+                            int M, int C) {
+    if (M <= 0 || C <= 0) return;
+    int nt = NT(bk);
+    size_t stride;
+    float *part = fscratch(bk, 3 * (size_t)C, &stride);   /* [dw | db | dn row] per thread */
+    memset(part, 0, stride * (size_t)nt * sizeof(float));
+#pragma omp parallel num_threads(nt)
+    {
+        float *restrict pdw = part + stride * (size_t)omp_get_thread_num();
+        float *restrict pdb = pdw + C;
+        float *restrict dn = pdb + C;
+#pragma omp for schedule(static)
+        for (int m = 0; m < M; m++) {
+            const float *restrict x = f + (size_t)m * C;
+            const float *restrict g = dz + (size_t)m * C;
+            const float *restrict gt = gate + (size_t)m * ldg;
+            float *restrict dg = dgate + (size_t)m * ldg;
+            float *restrict dx = df + (size_t)m * C;
+            float mu = mean[m], rs = rstd[m];
+            float sg = 0.0f, sgx = 0.0f;
+            for (int c = 0; c < C; c++) {
+                float xh = (x[c] - mu) * rs;
+                float s = sigmoid_f(gt[c]);
+                dg[c] = g[c] * (xh * w[c] + b[c]) * s * (1.0f + gt[c] * (1.0f - s));
+                dn[c] = g[c] * gt[c] * s;
+                float dxh = dn[c] * w[c];
+                sg += dxh;
+                sgx += dxh * xh;
+                pdw[c] += dn[c] * xh;
+                pdb[c] += dn[c];
+            }
+            float mg = sg / (float)C, mgx = sgx / (float)C;
+            for (int c = 0; c < C; c++) {
+                float xh = (x[c] - mu) * rs;
+                dx[c] = rs * (dn[c] * w[c] - mg - xh * mgx);
+            }
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        const float *p = part + stride * (size_t)t;
+        for (int c = 0; c < C; c++) {
+            dw[c] += p[c];
+            db[c] += p[C + c];
+        }
+    }
+}
+
 #define RMS_EPS 1e-8f
 
 static void cpu_rmsnorm_fwd(Backend *bk, float *out, float *rms, const float *inp, int M, int C) {
@@ -1038,6 +1104,8 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->matmul_bwd = cpu_matmul_bwd;
     bk->layernorm_fwd = cpu_layernorm_fwd;
     bk->layernorm_bwd = cpu_layernorm_bwd;
+    bk->ln_gate_fwd = cpu_ln_gate_fwd;
+    bk->ln_gate_bwd = cpu_ln_gate_bwd;
     bk->rmsnorm_fwd = cpu_rmsnorm_fwd;
     bk->rmsnorm_bwd = cpu_rmsnorm_bwd;
     bk->silu_mul_fwd = cpu_silu_mul_fwd;

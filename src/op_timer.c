@@ -7,14 +7,14 @@
 #include <string.h>
 
 enum {
-    OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
+    OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_LNG_FWD, OP_LNG_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
     OP_SILU_BWD, OP_HGRU1_FWD, OP_HGRU1_BWD, OP_LB_FWD, OP_LB_BWD, OP_NORM_U8, OP_PATCH_FWD,
     OP_PATCH_BWD, OP_PATCH_U8, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
     OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_HGRU2_FWD, OP_HGRU2_BWD,
     OP_COUNT
 };
 static const char *op_names[OP_COUNT] = {
-    "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
+    "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "ln_gate_fwd", "ln_gate_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
     "silu_mul_fwd", "silu_mul_bwd", "hgru1_fwd", "hgru1_bwd", "lower_bounds_fwd",
     "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "patchify_u8", "meanpool_fwd",
     "meanpool_bwd", "residual_fwd", "residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
@@ -105,6 +105,17 @@ static void t_ln_bwd(Backend *bk, float *dx, float *dw, float *db, const float *
                      const float *w, const float *mu, const float *rs, int M, int C) {
     double t0 = tic(bk); IN(bk)->layernorm_bwd(IN(bk), dx, dw, db, dout, x, w, mu, rs, M, C);
     toc(bk, OP_LN_BWD, t0, 4 * E(bk) * M * C + 8.0 * M, 0);
+}
+static void t_lng_fwd(Backend *bk, float *z, float *mu, float *rs, const float *f, const float *w,
+                      const float *b, const float *g, int ldg, int M, int C) {
+    double t0 = tic(bk); IN(bk)->ln_gate_fwd(IN(bk), z, mu, rs, f, w, b, g, ldg, M, C);
+    toc(bk, OP_LNG_FWD, t0, 3 * E(bk) * M * C + 8.0 * M, 0);
+}
+static void t_lng_bwd(Backend *bk, float *df, float *dg, float *dw, float *db, const float *dz,
+                      const float *f, const float *w, const float *b, const float *g, int ldg,
+                      const float *mu, const float *rs, int M, int C) {
+    double t0 = tic(bk); IN(bk)->ln_gate_bwd(IN(bk), df, dg, dw, db, dz, f, w, b, g, ldg, mu, rs, M, C);
+    toc(bk, OP_LNG_BWD, t0, 5 * E(bk) * M * C + 8.0 * M, 0);
 }
 static void t_rms_fwd(Backend *bk, float *o, float *r, const float *x, int M, int C) {
     double t0 = tic(bk); IN(bk)->rmsnorm_fwd(IN(bk), o, r, x, M, C); toc(bk, OP_RMS_FWD, t0, 2 * E(bk) * M * C, 0);
@@ -221,6 +232,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->graph_launch = in->graph_launch ? t_graph_launch : NULL;
     bk->matmul_fwd = t_matmul_fwd; bk->matmul_bwd = t_matmul_bwd;
     bk->layernorm_fwd = t_ln_fwd; bk->layernorm_bwd = t_ln_bwd;
+    bk->ln_gate_fwd = t_lng_fwd; bk->ln_gate_bwd = t_lng_bwd;
     bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;
     bk->silu_mul_fwd = t_silu_fwd; bk->silu_mul_bwd = t_silu_bwd;
     bk->hgru1_fwd = t_hgru1_fwd; bk->hgru1_bwd = t_hgru1_bwd;

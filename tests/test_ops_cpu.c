@@ -404,6 +404,66 @@ static void run_silu_mul(int M, int C, int lda, int ldb, uint64_t seed) {
     free(ga); free(gb); free(c.a); free(c.b); free(c.wt);
 }
 
+/* ln_gate is layernorm then silu_mul(gate, .), fused: against the composition
+ * of the two (each checked against double loops and finite differences above) */
+static void run_ln_gate(int M, int C, int ldg, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t n = (size_t)M * C, ng = (size_t)M * ldg;
+    float *f = TU_NEW(float, n), *w = TU_NEW(float, C), *b = TU_NEW(float, C),
+          *gate = TU_NEW(float, ng), *dz = TU_NEW(float, n);
+    tu_fill_normal(&r, f, n, 1.5f);
+    tu_fill_normal(&r, w, C, 1.0f);
+    tu_fill_normal(&r, b, C, 1.0f);
+    tu_fill_normal(&r, gate, ng, 2.0f);
+    tu_fill_normal(&r, dz, n, 1.0f);
+    /* reference: nf = LN(f); z = SiLU(gate) * nf; backward through both */
+    float *nf = TU_NEW(float, n), *zr = TU_NEW(float, n), *mu = TU_NEW(float, M), *rs = TU_NEW(float, M);
+    float *dgr = TU_NEW(float, ng), *dnf = TU_NEW(float, n), *dfr = TU_NEW(float, n);
+    float *dwr = TU_NEW(float, C), *dbr = TU_NEW(float, C);
+    bk->layernorm_fwd(bk, nf, mu, rs, f, w, b, M, C);
+    bk->silu_mul_fwd(bk, zr, gate, ldg, nf, C, M, C);
+    memset(dgr, 0, ng * sizeof(float));
+    bk->silu_mul_bwd(bk, dgr, dnf, dz, gate, ldg, nf, C, M, C);
+    memset(dfr, 0, n * sizeof(float));
+    memset(dwr, 0, C * sizeof(float));
+    memset(dbr, 0, C * sizeof(float));
+    bk->layernorm_bwd(bk, dfr, dwr, dbr, dnf, f, w, mu, rs, M, C);
+    /* fused */
+    float *z = TU_NEW(float, n), *mu2 = TU_NEW(float, M), *rs2 = TU_NEW(float, M);
+    float *dg = TU_NEW(float, ng), *df = TU_NEW(float, n), *dw = TU_NEW(float, C), *db = TU_NEW(float, C);
+    fill_garbage(&r, z, n);
+    bk->ln_gate_fwd(bk, z, mu2, rs2, f, w, b, gate, ldg, M, C);
+    double *dref = TU_NEW(double, ng > n ? ng : n);
+#define AS_D(src, cnt) do { for (size_t i_ = 0; i_ < (cnt); i_++) dref[i_] = (src)[i_]; } while (0)
+    AS_D(zr, n);
+    TU_ASSERT_REL("ln_gate_fwd z", z, dref, n, FWD_TOL);
+    AS_D(rs, (size_t)M);
+    TU_ASSERT_REL("ln_gate_fwd rstd", rs2, dref, (size_t)M, FWD_TOL);
+    memset(dg, 0, ng * sizeof(float));   /* columns outside the gate stay 0 in both */
+    fill_garbage(&r, df, n);
+    for (int c = 0; c < C; c++) { dw[c] = 0.5f; db[c] = -0.25f; dwr[c] += 0.5f; dbr[c] -= 0.25f; }   /* += */
+    bk->ln_gate_bwd(bk, df, dg, dw, db, dz, f, w, b, gate, ldg, mu2, rs2, M, C);
+    AS_D(dgr, ng);
+    TU_ASSERT_REL("ln_gate_bwd dgate", dg, dref, ng, FWD_TOL);
+    AS_D(dfr, n);
+    TU_ASSERT_REL("ln_gate_bwd df", df, dref, n, FWD_TOL);
+    AS_D(dwr, (size_t)C);
+    TU_ASSERT_REL("ln_gate_bwd dw (+=)", dw, dref, (size_t)C, FWD_TOL);
+    AS_D(dbr, (size_t)C);
+    TU_ASSERT_REL("ln_gate_bwd db (+=)", db, dref, (size_t)C, FWD_TOL);
+#undef AS_D
+    float *ptrs[] = {f, w, b, gate, dz, nf, zr, mu, rs, dgr, dnf, dfr, dwr, dbr, z, mu2, rs2, dg, df, dw, db};
+    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) free(ptrs[i]);
+    free(dref);
+}
+
+static void test_ln_gate(void **state) {
+    (void)state;
+    run_ln_gate(7, 24, 60, 121);    /* gate inside a wider row, as in the mixer (ld 5D) */
+    run_ln_gate(13, 37, 37, 122);   /* odd width */
+}
+
 static void test_silu_mul(void **state) {
     (void)state;
     run_silu_mul(7, 13, 13, 13, 41);
@@ -1384,6 +1444,7 @@ int main(void) {
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_adamw_sched_and_skip),
+        cmocka_unit_test(test_ln_gate),
         cmocka_unit_test(test_patchify_u8),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_thread_count),

@@ -354,6 +354,54 @@ static void test_layernorm(void **state) {
     run_layernorm(9, 1016);     /* bf16 4 vectors per lane, lanes partly idle; fp32 scalar */
 }
 
+/* ln_gate: the gate sits inside a wider row (ld) at offset goff, as the mixer's
+ * in-projection output does; dgate's other columns must stay untouched (NaN) */
+static void run_ln_gate(int M, int C, int ld, int goff) {
+    char what[96];
+    T2 f = t2_randn((size_t)M * C, 1, 1.5f), w = t2_randn(C, 0, 1.0f), b = t2_randn(C, 0, 1.0f);
+    T2 h = t2_randn((size_t)M * ld, 1, 2.0f);
+    float *gc = h.c + goff, *gg = ACT_AT(GB, h.g, goff);
+    T2 z = t2_new((size_t)M * C, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
+    t2_poison(&z);
+    CB->ln_gate_fwd(CB, z.c, mean.c, rstd.c, f.c, w.c, b.c, gc, ld, M, C);
+    GB->ln_gate_fwd(GB, z.g, mean.g, rstd.g, f.g, w.g, b.g, gg, ld, M, C);
+    snprintf(what, sizeof what, "ln_gate_fwd z %dx%d ld %d", M, C, ld);
+    CHECK(z, what);
+    CHECK(rstd, "ln_gate_fwd rstd");
+    /* the backward from the same statistics on both */
+    float *hm = TU_NEW(float, M), *hr = TU_NEW(float, M);
+    CB->to_host(CB, hm, mean.c, M * 4);
+    CB->to_host(CB, hr, rstd.c, M * 4);
+    t2_set(&mean, hm);
+    t2_set(&rstd, hr);
+    T2 dz = t2_randn((size_t)M * C, 1, 1.0f), df = t2_new((size_t)M * C, 1), dh = t2_new((size_t)M * ld, 1);
+    T2 dw = t2_randn(C, 0, 1.0f), db = t2_randn(C, 0, 1.0f);
+    t2_poison(&df);
+    t2_poison(&dh);
+    CB->ln_gate_bwd(CB, df.c, dh.c + goff, dw.c, db.c, dz.c, f.c, w.c, b.c, gc, ld, mean.c, rstd.c, M, C);
+    GB->ln_gate_bwd(GB, df.g, ACT_AT(GB, dh.g, goff), dw.g, db.g, dz.g, f.g, w.g, b.g, gg, ld, mean.g,
+                    rstd.g, M, C);
+    snprintf(what, sizeof what, "ln_gate_bwd df (=) %dx%d", M, C);
+    CHECK(df, what);
+    CHECK(dh, "ln_gate_bwd dgate (=, strided)");
+    CHECK(dw, "ln_gate_bwd dw (+=)");
+    CHECK(db, "ln_gate_bwd db (+=)");
+    free(hm);
+    free(hr);
+    T2 *ts[] = {&f, &w, &b, &h, &z, &mean, &rstd, &dz, &df, &dh, &dw, &db};
+    for (int i = 0; i < 12; i++) t2_free(ts[i]);
+}
+
+static void test_ln_gate(void **state) {
+    (void)state;
+    run_ln_gate(300, 384, 5 * 192, 2 * 192);    /* Tiny's mixer: groups of 4, 3 per lane */
+    run_ln_gate(77, 768, 5 * 384, 2 * 384);     /* Small's */
+    run_ln_gate(1029, 128, 5 * 64, 2 * 64);     /* 1 group per lane, many blocks */
+    run_ln_gate(33, 150, 5 * 75, 2 * 75);       /* odd stride: scalar path */
+    run_ln_gate(9, 40, 101, 3);                 /* misaligned gate: scalar path, idle lanes */
+    run_ln_gate(5, 1536, 1540, 4);              /* wide rows (HGRN1-Base width) */
+}
+
 static void test_rmsnorm(void **state) {
     (void)state;
     int M = 33, C = 191;
@@ -1161,7 +1209,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),     cmocka_unit_test(test_async_upload),
         cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_ln_gate),
+        cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
         cmocka_unit_test(test_hgru2),
         cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),

@@ -1,0 +1,265 @@
+/* norm_gate.cu - LayerNorm followed by the SiLU output gate, fused
+ * (Backend.ln_gate_fwd / ln_gate_bwd; the tail of the HGRU1 mixer:
+ * z = SiLU(gate) * LayerNorm(f) over the 2D scan outputs).
+ *
+ * Unfused, the mixer wrote LN(f) to memory, read it back in the gate
+ * multiply, read it again in the backward's gate derivative, and the backward
+ * went through a zeroed dLN(f) buffer: four extra passes over an [M, 2D]
+ * tensor per layer and step. Here the normalised row lives only in registers.
+ *
+ * Work split (both kernels): one warp per row, the row held in registers. A
+ * lane owns KV groups of G consecutive columns, group k at column
+ * (lane + 32 k) G: G = 4 (8-byte bf16 / 16-byte fp32 loads) when the widths,
+ * leading dimensions and pointers allow it, else G = 1. Forward: mean, then
+ * variance from the register copy (two-pass, as layernorm_fwd), eps 1e-5.
+ * Backward: per row, with s = sigmoid(gate), n = xhat w + b:
+ *   dgate = dz n s (1 + gate (1 - s)),  dn = dz gate s,
+ *   df = rstd (dn w - mean(dn w) - xhat mean(dn w xhat));
+ * dw += dn xhat, db += dn are kept per lane across the block's rows, added
+ * warp by warp in a fixed order into one partial row per block, and the
+ * blocks' partials are summed in order by k_partials_finish (deterministic,
+ * no atomics).
+ */
+#include "common.cuh"
+
+#define LG_WARPS 8
+
+/* G consecutive activations <-> floats */
+template <int G> __device__ __forceinline__ void ldg_(const float *p, float *f) {
+    if constexpr (G == 4) {
+        float4 u = *reinterpret_cast<const float4 *>(p);
+        f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
+    } else {
+        f[0] = *p;
+    }
+}
+template <int G> __device__ __forceinline__ void ldg_(const bf16 *p, float *f) {
+    if constexpr (G == 4) {
+        uint2 u = *reinterpret_cast<const uint2 *>(p);
+        float2 a = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u.x));
+        float2 b = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u.y));
+        f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
+    } else {
+        f[0] = __bfloat162float(*p);
+    }
+}
+template <int G> __device__ __forceinline__ void stg_(float *p, const float *f) {
+    if constexpr (G == 4) *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+    else *p = f[0];
+}
+template <int G> __device__ __forceinline__ void stg_(bf16 *p, const float *f) {
+    if constexpr (G == 4) {
+        __nv_bfloat162 a = __floats2bfloat162_rn(f[0], f[1]), b = __floats2bfloat162_rn(f[2], f[3]);
+        uint2 u;
+        u.x = *reinterpret_cast<unsigned *>(&a);
+        u.y = *reinterpret_cast<unsigned *>(&b);
+        *reinterpret_cast<uint2 *>(p) = u;
+    } else {
+        *p = __float2bfloat16_rn(f[0]);
+    }
+}
+
+template <typename T, int G, int KV>
+__global__ void __launch_bounds__(32 * LG_WARPS)
+k_ln_gate_fwd(T *__restrict__ z, float *__restrict__ mean, float *__restrict__ rstd,
+              const T *__restrict__ f, const float *__restrict__ w, const float *__restrict__ b,
+              const T *__restrict__ gate, int ldg, int M, int C) {
+    const int lane = threadIdx.x % 32;
+    for (int row = blockIdx.x * LG_WARPS + threadIdx.x / 32; row < M; row += gridDim.x * LG_WARPS) {
+        const T *x = f + (size_t)row * C;
+        float xv[KV][G];
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            int c0 = (lane + 32 * k) * G;
+            if (c0 < C) {
+                ldg_<G>(x + c0, xv[k]);
+#pragma unroll
+                for (int e = 0; e < G; e++) s += xv[k][e];
+            }
+        }
+        const float mu = warp_sum(s) / (float)C;
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KV; k++)
+            if ((lane + 32 * k) * G < C)
+#pragma unroll
+                for (int e = 0; e < G; e++) {
+                    float d = xv[k][e] - mu;
+                    v += d * d;
+                }
+        const float rs = 1.0f / sqrtf(warp_sum(v) / (float)C + 1e-5f);
+        const T *gr = gate + (size_t)row * ldg;
+        T *zr = z + (size_t)row * C;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            int c0 = (lane + 32 * k) * G;
+            if (c0 < C) {
+                float g[G], o[G];
+                ldg_<G>(gr + c0, g);
+#pragma unroll
+                for (int e = 0; e < G; e++)
+                    o[e] = g[e] * sigmoidf_(g[e]) * ((xv[k][e] - mu) * rs * w[c0 + e] + b[c0 + e]);
+                stg_<G>(zr + c0, o);
+            }
+        }
+        if (lane == 0) {
+            mean[row] = mu;
+            rstd[row] = rs;
+        }
+    }
+}
+
+template <typename T, int G, int KV>
+__global__ void __launch_bounds__(32 * LG_WARPS)
+k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ part,
+              const T *__restrict__ dz, const T *__restrict__ f, const float *__restrict__ w,
+              const float *__restrict__ b, const T *__restrict__ gate, int ldg,
+              const float *__restrict__ mean, const float *__restrict__ rstd, int M, int C,
+              int rpb) {
+    extern __shared__ float acc[];   /* [2C]: this block's dw | db */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float adw[KV][G], adb[KV][G];
+#pragma unroll
+    for (int k = 0; k < KV; k++)
+#pragma unroll
+        for (int e = 0; e < G; e++) adw[k][e] = adb[k][e] = 0.0f;
+    const int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
+    for (int row = r0 + warp; row < r1; row += LG_WARPS) {
+        const float mu = mean[row], rs = rstd[row];
+        const T *x = f + (size_t)row * C, *gz = dz + (size_t)row * C, *gr = gate + (size_t)row * ldg;
+        T *dgr = dgate + (size_t)row * ldg;
+        float xh[KV][G], dxh[KV][G];
+        float s1 = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            int c0 = (lane + 32 * k) * G;
+            if (c0 < C) {
+                float g[G], d[G], dg[G];
+                ldg_<G>(x + c0, xh[k]);
+                ldg_<G>(gz + c0, d);
+                ldg_<G>(gr + c0, g);
+#pragma unroll
+                for (int e = 0; e < G; e++) {
+                    float xn = (xh[k][e] - mu) * rs, wv = w[c0 + e];
+                    float sg = sigmoidf_(g[e]);
+                    dg[e] = d[e] * (xn * wv + b[c0 + e]) * sg * (1.0f + g[e] * (1.0f - sg));
+                    float dn = d[e] * g[e] * sg;
+                    xh[k][e] = xn;
+                    dxh[k][e] = dn * wv;
+                    s1 += dxh[k][e];
+                    s2 += dxh[k][e] * xn;
+                    adw[k][e] += dn * xn;
+                    adb[k][e] += dn;
+                }
+                stg_<G>(dgr + c0, dg);
+            }
+        }
+        s1 = warp_sum(s1) / (float)C;
+        s2 = warp_sum(s2) / (float)C;
+        T *dr = df + (size_t)row * C;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            int c0 = (lane + 32 * k) * G;
+            if (c0 < C) {
+                float o[G];
+#pragma unroll
+                for (int e = 0; e < G; e++) o[e] = rs * (dxh[k][e] - s1 - xh[k][e] * s2);
+                stg_<G>(dr + c0, o);
+            }
+        }
+    }
+    /* the block's partial row: warps add in order 0..7 (fixed, deterministic) */
+    for (int wp = 0; wp < LG_WARPS; wp++) {
+        if (warp == wp) {
+#pragma unroll
+            for (int k = 0; k < KV; k++) {
+                int c0 = (lane + 32 * k) * G;
+                if (c0 < C)
+#pragma unroll
+                    for (int e = 0; e < G; e++) {
+                        acc[c0 + e] = (wp ? acc[c0 + e] : 0.0f) + adw[k][e];
+                        acc[C + c0 + e] = (wp ? acc[C + c0 + e] : 0.0f) + adb[k][e];
+                    }
+            }
+        }
+        __syncthreads();
+    }
+    float *p = part + (size_t)blockIdx.x * 2 * C;
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) p[c] = acc[c];
+}
+
+/* Vector groups of 4 need every row start and the gate's leading dimension
+ * to keep 4-element alignment. */
+static int use_g4(CudaImpl *im, int C, int ldg, const void *a, const void *b, const void *c,
+                  const void *d) {
+    size_t al = 4 * (im->bf16 ? 2 : 4);
+    return C % 4 == 0 && ldg % 4 == 0 && (uintptr_t)a % al == 0 && (uintptr_t)b % al == 0 &&
+           (uintptr_t)c % al == 0 && (!d || (uintptr_t)d % al == 0);
+}
+
+/* Calls F(G, KV) for the smallest supported KV with 32 * KV * G >= C. */
+#define LG_DISPATCH(C, g4, F)                                                   \
+    do {                                                                        \
+        int per_ = ((C) + 31) / 32;                                             \
+        if (g4) {                                                               \
+            int kv_ = (per_ + 3) / 4;                                           \
+            if (kv_ <= 1) F(4, 1); else if (kv_ <= 2) F(4, 2);                  \
+            else if (kv_ <= 3) F(4, 3); else if (kv_ <= 4) F(4, 4);             \
+            else if (kv_ <= 6) F(4, 6); else if (kv_ <= 8) F(4, 8);             \
+            else if (kv_ <= 12) F(4, 12); else F(4, 16);                        \
+        } else {                                                                \
+            if (per_ <= 4) F(1, 4); else if (per_ <= 8) F(1, 8);                \
+            else if (per_ <= 16) F(1, 16); else F(1, 32);                       \
+        }                                                                       \
+    } while (0)
+
+static void check_width(CudaImpl *im, int C, int g4, const char *op) {
+    int max = g4 ? 2048 : 1024;
+    if (C > max) {
+        fprintf(stderr, "hgrn: %s on device %d: width %d is above the fused kernel's %d "
+                "(%s)\n", op, im->device, C, max,
+                g4 ? "" : "1024 unless the width and gate stride are multiples of 4");
+        exit(1);
+    }
+}
+
+void cu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float *f,
+                    const float *w, const float *b, const float *gate, int ldg, int M, int C) {
+    CudaImpl *im = IMPL(bk);
+    if (M <= 0 || C <= 0) return;
+    int g4 = use_g4(im, C, ldg, z, f, gate, NULL);
+    check_width(im, C, g4, "ln_gate_fwd");
+    unsigned grid = ceil_div(M, LG_WARPS);
+    if (grid > (unsigned)im->num_sms * 16) grid = (unsigned)im->num_sms * 16;
+#define LG_FWD(G_, KV_)                                                         \
+    ACT_DISPATCH(im, T, k_ln_gate_fwd<T, G_, KV_><<<grid, 32 * LG_WARPS, 0, im->stream>>>(   \
+                            (T *)z, mean, rstd, (const T *)f, w, b, (const T *)gate, ldg, M, C))
+    LG_DISPATCH(C, g4, LG_FWD);
+#undef LG_FWD
+    LAUNCH_CHECK("k_ln_gate_fwd");
+}
+
+void cu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db, const float *dz,
+                    const float *f, const float *w, const float *b, const float *gate, int ldg,
+                    const float *mean, const float *rstd, int M, int C) {
+    CudaImpl *im = IMPL(bk);
+    if (M <= 0 || C <= 0) return;
+    int g4 = use_g4(im, C, ldg, df, dz, f, gate) && (uintptr_t)dgate % (4 * (im->bf16 ? 2 : 4)) == 0;
+    check_width(im, C, g4, "ln_gate_bwd");
+    /* about 4 blocks per SM, each a contiguous tile of rows */
+    int G = im->num_sms * 4;
+    if (G > (M + LG_WARPS - 1) / LG_WARPS) G = (M + LG_WARPS - 1) / LG_WARPS;
+    int rpb = (int)ceil_div(M, G);
+    G = (int)ceil_div(M, rpb);
+    float *part = (float *)hgrn_scratch(im, (size_t)G * 2 * C * sizeof(float));
+    size_t smem = (size_t)2 * C * sizeof(float);
+#define LG_BWD(G_, KV_)                                                         \
+    ACT_DISPATCH(im, T, k_ln_gate_bwd<T, G_, KV_><<<G, 32 * LG_WARPS, smem, im->stream>>>(   \
+                            (T *)df, (T *)dgate, part, (const T *)dz, (const T *)f, w, b,         \
+                            (const T *)gate, ldg, mean, rstd, M, C, rpb))
+    LG_DISPATCH(C, g4, LG_BWD);
+#undef LG_BWD
+    LAUNCH_CHECK("k_ln_gate_bwd");
+    cu_partials_finish2(im, dw, db, part, G, C);
+}
