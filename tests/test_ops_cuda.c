@@ -1234,14 +1234,15 @@ int main(void) {
         cmocka_unit_test(test_residual),   cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
     };
-    /* HGRN_TEST_FILTER=substring: only the op tests whose name contains it
+    /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained in it
+     * ("test_layernorm,test_matmul")
      * (the model tests then skipped), e.g. for a short sanitizer pass */
     const char *flt = getenv("HGRN_TEST_FILTER");
     if (flt && *flt) {
         struct CMUnitTest sel[sizeof tests / sizeof tests[0]];
         size_t ns = 0;
         for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
-            if (strstr(tests[i].name, flt)) sel[ns++] = tests[i];
+            if (strstr(tests[i].name, flt) || strstr(flt, tests[i].name)) sel[ns++] = tests[i];
         int f = _cmocka_run_group_tests("cuda_vs_cpu_fp32", sel, ns, setup_fp32, teardown);
         f += _cmocka_run_group_tests("cuda_vs_cpu_bf16", sel, ns, setup_bf16, teardown);
         printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
