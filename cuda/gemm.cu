@@ -3,8 +3,25 @@
  * One handle and one 32 MiB workspace per backend (created in
  * backend_cuda.cu). Each distinct call shape (transposes, sizes, leading
  * dimensions, element types, beta, epilogue and the pointers' alignments)
- * gets a plan: descriptors plus the heuristic's first algorithm, built once
- * and cached. Compute type is CUBLAS_COMPUTE_32F everywhere: in the fp32 path
+ * gets a plan: descriptors plus one algorithm, built once and cached. For
+ * products that overwrite their output (beta 0: the forward and the input
+ * gradient) the algorithm is chosen by timing: the heuristic's first
+ * GEMM_TUNE_N candidates (split-K configurations other than the heuristic's
+ * first left out, see below) each run a few times on the plan's first real
+ * operands and the fastest is kept; HGRN_GEMM_TUNE=0 keeps the heuristic's
+ * first, as before. Each candidate is a fixed cuBLASLt configuration and gives
+ * the same bits on every call, so a plan is deterministic; but the choice rests
+ * on timings and CAN DIFFER between runs and machines (results then differ in
+ * the last bits, within the algorithms' rounding): set HGRN_GEMM_TUNE=0 for
+ * bitwise-reproducible runs across processes. Accumulating products (beta 1:
+ * the weight gradient, k = batch x tokens) keep the heuristic's first: timing
+ * them would need the output saved and restored, their measured gains were
+ * 0-3 %, and split-K variants of the heuristic's algorithms (SPLITK_NUM 2..32
+ * with the COMPUTE_TYPE / INPLACE reductions, accepted by
+ * cublasLtMatmulAlgoCheck) gave a WRONG bf16 weight gradient on an H200
+ * (rel. err 3.4e-2 against the CPU at 4099x40x48, beta 1; cause not found),
+ * 2026-11-21, so they are not used.
+ * Compute type is CUBLAS_COMPUTE_32F everywhere: in the fp32 path
  * that means true fp32 (no TF32); in the bf16 path bf16 operands with fp32
  * accumulation. The bias is added in the epilogue (CUBLASLT_EPILOGUE_BIAS)
  * when its pointer is 16-byte aligned, else by a small kernel. Shapes for
@@ -43,6 +60,69 @@ void hgrn_gemm_destroy(CudaImpl *im) {
     free(im->plans);
     im->plans = NULL;
     im->nplans = 0;
+}
+
+#define GEMM_TUNE_N 16      /* heuristic candidates timed per plan */
+
+static int gemm_tune_on(void) {
+    const char *e = getenv("HGRN_GEMM_TUNE");
+    return !(e && *e == '0');
+}
+static int gemm_verbose(void) {   /* HGRN_GEMM_VERBOSE=1: print each timed choice */
+    const char *e = getenv("HGRN_GEMM_VERBOSE");
+    return e && *e && *e != '0';
+}
+
+/* Time each candidate on the plan's real operands (1 warm-up + 3 timed runs,
+ * CUDA events on the backend's stream) and return the index of the fastest,
+ * -1 if none ran. Only for beta 0 (the output is overwritten by the caller's
+ * product right after). A candidate that cuBLASLt refuses is skipped. */
+static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *cand, int nc,
+                     const void *A, const void *B, void *D, float *best_ms, float *first_ms) {
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    float alpha = 1.0f, beta = 0.0f;
+    int best = -1;
+    float bt = 1e30f;
+    *first_ms = -1.0f;
+    for (int i = 0; i < nc; i++) {
+        cublasStatus_t st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb,
+                                           &beta, D, plan->ld, D, plan->ld, &cand[i],
+                                           im->lt_workspace, im->lt_workspace_bytes, im->stream);
+        if (st != CUBLAS_STATUS_SUCCESS) continue;
+        CUDA_CHECK(cudaEventRecord(e0, im->stream));
+        for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; r++)
+            st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb, &beta, D,
+                                plan->ld, D, plan->ld, &cand[i], im->lt_workspace,
+                                im->lt_workspace_bytes, im->stream);
+        CUDA_CHECK(cudaEventRecord(e1, im->stream));
+        CUDA_CHECK(cudaEventSynchronize(e1));
+        if (st != CUBLAS_STATUS_SUCCESS) continue;
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= 3.0f;
+        if (i == 0) *first_ms = ms;
+        if (ms < bt) {
+            bt = ms;
+            best = i;
+        }
+    }
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
+    *best_ms = bt;
+    return best;
+}
+
+/* the split-K count of an algorithm configuration (1 when unreadable) */
+static int algo_splitk(const cublasLtMatmulAlgo_t *a) {
+    int32_t sk = 1;
+    size_t wr = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk,
+                                             &wr) != CUBLAS_STATUS_SUCCESS)
+        return 1;
+    return sk;
 }
 
 static cublasHandle_t g_blas;   /* fallback handle, created on first use */
@@ -107,16 +187,31 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
-        cublasLtMatmulHeuristicResult_t res;
+        int tune = beta == 0.0f && gemm_tune_on();
+        cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_N];
         int found = 0;
         cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb,
-                                                           plan->ld, plan->ld, pref, 1, &res,
-                                                           &found);
+                                                           plan->ld, plan->ld, pref,
+                                                           tune ? GEMM_TUNE_N : 1, res, &found);
         if (hs != CUBLAS_STATUS_SUCCESS) found = 0;   /* e.g. NOT_SUPPORTED: fall back */
         cublasLtMatmulPreferenceDestroy(pref);
         plan->fallback = found < 1;
-        if (found >= 1) plan->algo = res.algo;
+        if (found >= 1) plan->algo = res[0].algo;
         im->nplans++;
+        if (tune && found > 1) {
+            /* the heuristic's first as before, plus its other non-split-K candidates */
+            cublasLtMatmulAlgo_t cand[GEMM_TUNE_N];
+            int nc = 0;
+            for (int i = 0; i < found; i++)
+                if (i == 0 || algo_splitk(&res[i].algo) <= 1) cand[nc++] = res[i].algo;
+            float best_ms = 0.0f, first_ms = 0.0f;
+            int b = gemm_pick(im, plan, cand, nc, A, B, D, &best_ms, &first_ms);
+            if (b >= 0) plan->algo = cand[b];
+            if (gemm_verbose())
+                printf("gemm plan m%d n%d k%d ta%d tb%d bias%d: %d of %d candidates timed, "
+                       "heuristic #0 %.4f ms, chose #%d %.4f ms\n",
+                       m, n, k, transa, transb, bias != NULL, nc, found, first_ms, b, best_ms);
+        }
     }
     float alpha = 1.0f;
     if (plan->fallback) {

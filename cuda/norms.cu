@@ -1,11 +1,11 @@
 /* norms.cu - LayerNorm and SimpleRMSNorm, forward and backward.
- * One warp per row; statistics and reductions in fp32. LayerNorm has
- * vectorised kernels (16-byte loads, the row held in registers) for widths that
- * are a multiple of the vector and at most 128 vectors; other widths take the
- * scalar kernels. LayerNorm's weight and
- * bias gradients are reduced without atomics: each block accumulates its rows
- * in shared memory, writes one partial row, and a second kernel adds the
- * partials in a fixed order (deterministic). */
+ * LayerNorm: widths that are a multiple of the 16-byte vector (and at most
+ * 32*LN_MAX_KV vectors, 16-byte aligned rows) take the register-row kernels
+ * below (k_layernorm_{fwd,bwd}_rows: G lanes per row, several rows per warp,
+ * next rows prefetched); other widths take the scalar kernels (one warp per
+ * row). Statistics and reductions in fp32. LayerNorm's weight and bias
+ * gradients are reduced without atomics: each block writes one partial row and
+ * a second kernel adds the partials in a fixed order (deterministic). */
 #include "common.cuh"
 
 #define LN_EPS 1e-5f
@@ -87,178 +87,374 @@ __global__ void k_layernorm_bwd(T *dinp, float *pdw, float *pdb, const T *dout, 
     }
 }
 
-/* ---- vectorised LayerNorm (C % VEC == 0, 16-byte aligned rows, C <= 32*KV*VEC) ----
- * One warp per row; lane l owns the 16-byte vectors l, l+32, ... (at most KV),
- * so a row is read once into registers and written once. */
-template <typename T, int KV>
-__global__ void __launch_bounds__(256) k_layernorm_fwd_vec(T *out, float *mean, float *rstd,
-                                                           const T *inp, const float *w,
-                                                           const float *b, int M, int C) {
-    constexpr int V = VecW<T>::V;
-    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
-    int lane = threadIdx.x % 32;
-    if (row >= M) return;
-    int CV = C / V;
-    const T *x = inp + (size_t)row * C;
-    float xv[KV][V];
-    float s = 0.0f;
+/* ---- LayerNorm over register-resident rows (the fast path) ----
+ *
+ * Layout: a row is cut into 16-byte vectors (8 bf16 or 4 fp32 columns; CV = C/V
+ * of them) and handled by a segment of G lanes (G = 8, 16 or 32), lane g of the
+ * segment owning vectors g, g + G, ..., g + G*(KV-1); a warp therefore works on
+ * R = 32/G rows at once. G and KV are picked per width so that few lanes idle:
+ * widths 192 and 384 are 24/48 (bf16) and 48/96 (fp32) vectors, i.e. G*KV = CV
+ * exactly with KV = 3 and G = 8, 16, 32. Every load and store is a full 16-byte
+ * vector and each of a warp's load instructions covers R whole 128-byte lines.
+ *
+ * Blocks of LN_WARPS warps, one wave of them (occupancy x SMs); block b owns a
+ * contiguous tile of rows and its warps take R-row groups in turn. The next
+ * group's vectors are loaded before the current group's reductions run (two
+ * groups in flight per warp), and the per-column w / b (forward) or w and the
+ * dw/db sums (backward) live in registers for the whole tile, loaded once per
+ * warp with float4 loads. Why the older vectorised forward was slower than the
+ * scalar kernel in bf16: it read w[c] and b[c] per element with 4-byte loads
+ * whose addresses are 32 bytes apart across the lanes (8 columns per lane), 16
+ * such loads per row each touching 8 cache lines, for 24 active lanes and one
+ * row per warp: the L1/LSU, not DRAM, was the limit.
+ *
+ * Statistics are exact two-pass (mean, then the variance of the register row),
+ * reductions in fp32 with segment shuffles (xor offsets < G stay inside the
+ * segment). Deterministic: fixed row -> lane assignment and fixed reduction
+ * trees; the backward's dw/db leave each block as one partial row [dw | db]
+ * that cu_partials_finish2 adds over the blocks in a fixed order. */
+#define LN_WARPS 4
+#define LN_THREADS (32 * LN_WARPS)
+#define LN_MAX_KV 4
+
+__device__ __forceinline__ void unpack16(const float *, uint4 u, float *f) {
+    f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+}
+__device__ __forceinline__ void unpack16(const bf16 *, uint4 u, float *f) {
+    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x;
+        f[2 * i + 1] = t.y;
+    }
+}
+__device__ __forceinline__ uint4 pack16(const float *, const float *f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+}
+__device__ __forceinline__ uint4 pack16(const bf16 *, const float *f) {
+    uint4 u;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    return u;
+}
+
+template <int G> __device__ __forceinline__ float seg_sum(float v) {
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* per-column parameter (w or b) of the lane's vectors into registers; dflt where
+ * p is NULL or the vector is past the row; float4 loads when p is 16-byte aligned */
+template <int G, int KV, int V>
+__device__ __forceinline__ void ln_cols(float (&r)[KV][V], const float *p, float dflt, int gl,
+                                        int CV) {
+    bool a16 = ((uintptr_t)p & 15) == 0;
 #pragma unroll
     for (int k = 0; k < KV; k++) {
-        int v = lane + 32 * k;
-        if (v < CV) {
-            ldv(x + (size_t)v * V, xv[k]);
+        int v = gl + G * k;
+        if (!p || v >= CV) {
 #pragma unroll
-            for (int e = 0; e < V; e++) s += xv[k][e];
-        }
-    }
-    float mu = warp_sum(s) / (float)C;
-    float var = 0.0f;
+            for (int e = 0; e < V; e++) r[k][e] = dflt;
+        } else if (a16) {
 #pragma unroll
-    for (int k = 0; k < KV; k++)
-        if (lane + 32 * k < CV)
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                float d = xv[k][e] - mu;
-                var += d * d;
+            for (int q = 0; q < V / 4; q++) {
+                float4 f = __ldg(reinterpret_cast<const float4 *>(p + (size_t)v * V) + q);
+                r[k][4 * q] = f.x; r[k][4 * q + 1] = f.y;
+                r[k][4 * q + 2] = f.z; r[k][4 * q + 3] = f.w;
             }
-    float rs = rsqrtf(warp_sum(var) / (float)C + LN_EPS);
-    T *o = out + (size_t)row * C;
+        } else {
 #pragma unroll
-    for (int k = 0; k < KV; k++) {
-        int v = lane + 32 * k;
-        if (v < CV) {
-            float y[V];
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                int c = v * V + e;
-                y[e] = (xv[k][e] - mu) * rs;
-                if (w) y[e] *= w[c];
-                if (b) y[e] += b[c];
-            }
-            stv(o + (size_t)v * V, y);
+            for (int e = 0; e < V; e++) r[k][e] = __ldg(p + (size_t)v * V + e);
         }
-    }
-    if (lane == 0) {
-        if (mean) mean[row] = mu;
-        if (rstd) rstd[row] = rs;
     }
 }
 
-/* Backward: block g owns rows [g*rpb, (g+1)*rpb), its 8 warps take every 8th
- * row; each lane keeps its columns' dw/db sums in registers, the block adds
- * its warps in order into part[g] = [dw(C) | db(C)], and a second pass adds
- * the blocks in a fixed order (deterministic, no atomics). */
-#define LNV_WARPS 8
-template <typename T, int KV>
-__global__ void __launch_bounds__(32 * LNV_WARPS) k_layernorm_bwd_vec(
+/* the lane's vectors of row `row` (zeros when row >= r1 or past the row end) */
+template <int G, int KV, typename T>
+__device__ __forceinline__ void ln_row_ld(uint4 (&u)[KV], const T *base, int row, int r1, int C,
+                                          int gl, int CV) {
+    constexpr int V = VecW<T>::V;
+#pragma unroll
+    for (int k = 0; k < KV; k++) {
+        int v = gl + G * k;
+        u[k] = make_uint4(0, 0, 0, 0);
+        if (row < r1 && v < CV)
+            u[k] = *reinterpret_cast<const uint4 *>(base + (size_t)row * C + (size_t)v * V);
+    }
+}
+
+template <typename T, int G, int KV>
+__global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
+    T *out, float *mean, float *rstd, const T *inp, const float *w, const float *b, int M,
+    int C, int rpb) {
+    constexpr int V = VecW<T>::V, R = 32 / G;
+    const T *tag = nullptr;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int gl = lane % G, slot = lane / G;
+    int CV = C / V;
+    float wr[KV][V], br[KV][V];
+    ln_cols<G, KV, V>(wr, w, 1.0f, gl, CV);
+    ln_cols<G, KV, V>(br, b, 0.0f, gl, CV);
+    int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
+    const int step = LN_WARPS * R;
+    float inv_c = 1.0f / (float)C;
+    uint4 cur[KV];
+    ln_row_ld<G, KV>(cur, inp, r0 + warp * R + slot, r1, C, gl, CV);
+    for (int g0 = r0 + warp * R; g0 < r1; g0 += step) {   /* warp-uniform */
+        int row = g0 + slot;
+        uint4 nxt[KV];
+        ln_row_ld<G, KV>(nxt, inp, row + step, r1, C, gl, CV);   /* in flight meanwhile */
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KV; k++) {
+            float f[V];
+            unpack16(tag, cur[k], f);   /* zeros past the row: add nothing */
+#pragma unroll
+            for (int e = 0; e < V; e++) s += f[e];
+        }
+        float mu = seg_sum<G>(s) * inv_c;
+        float var = 0.0f;
+#pragma unroll
+        for (int k = 0; k < KV; k++)
+            if (gl + G * k < CV) {
+                float f[V];
+                unpack16(tag, cur[k], f);
+#pragma unroll
+                for (int e = 0; e < V; e++) {
+                    float d = f[e] - mu;
+                    var += d * d;
+                }
+            }
+        float rs = rsqrtf(seg_sum<G>(var) * inv_c + LN_EPS);
+        if (row < r1) {
+#pragma unroll
+            for (int k = 0; k < KV; k++) {
+                int v = gl + G * k;
+                if (v < CV) {
+                    float f[V];
+                    unpack16(tag, cur[k], f);
+#pragma unroll
+                    for (int e = 0; e < V; e++) f[e] = (f[e] - mu) * rs * wr[k][e] + br[k][e];
+                    *reinterpret_cast<uint4 *>(out + (size_t)row * C + (size_t)v * V) =
+                        pack16(tag, f);
+                }
+            }
+            if (gl == 0) {
+                if (mean) mean[row] = mu;
+                if (rstd) rstd[row] = rs;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < KV; k++) cur[k] = nxt[k];
+    }
+}
+
+/* Backward (dinp +=): per row xn = (x - mu) rs, dxh = g w,
+ * dinp += rs (dxh - mean(dxh) - xn mean(dxh xn)); dw += g xn, db += g kept per
+ * lane in registers, summed over the warp's row slots by shuffles, over the
+ * block's warps in shared memory (warp order), written as part[block] = [dw|db]. */
+template <typename T, int G, int KV>
+__global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
     T *dinp, float *part, const T *dout, const T *inp, const float *w, const float *mean,
     const float *rstd, int M, int C, int rpb) {
-    constexpr int V = VecW<T>::V;
-    extern __shared__ float sm[];   /* [LNV_WARPS][C] */
+    constexpr int V = VecW<T>::V, R = 32 / G;
+    extern __shared__ float sm[];   /* [2][LN_WARPS][C] */
+    const T *tag = nullptr;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int gl = lane % G, slot = lane / G;
     int CV = C / V;
     float wr[KV][V], adw[KV][V], adb[KV][V];
+    ln_cols<G, KV, V>(wr, w, 1.0f, gl, CV);
 #pragma unroll
     for (int k = 0; k < KV; k++)
 #pragma unroll
-        for (int e = 0; e < V; e++) {
-            int v = lane + 32 * k;
-            adw[k][e] = adb[k][e] = 0.0f;
-            wr[k][e] = v < CV ? (w ? w[v * V + e] : 1.0f) : 0.0f;
-        }
+        for (int e = 0; e < V; e++) adw[k][e] = adb[k][e] = 0.0f;
     int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
-    for (int row = r0 + warp; row < r1; row += LNV_WARPS) {
-        const T *x = inp + (size_t)row * C;
-        const T *g = dout + (size_t)row * C;
-        T *d = dinp + (size_t)row * C;
-        float mu = mean[row], rs = rstd[row];
-        float xh[KV][V], gv[KV][V], dv[KV][V];
+    const int step = LN_WARPS * R;
+    float inv_c = 1.0f / (float)C;
+    uint4 cx[KV], cg[KV], cd[KV];
+    float cmu = 0.0f, crs = 0.0f;
+    {
+        int row = r0 + warp * R + slot;
+        ln_row_ld<G, KV>(cx, inp, row, r1, C, gl, CV);
+        ln_row_ld<G, KV>(cg, dout, row, r1, C, gl, CV);
+        ln_row_ld<G, KV>(cd, (const T *)dinp, row, r1, C, gl, CV);
+        if (row < r1) { cmu = mean[row]; crs = rstd[row]; }
+    }
+    for (int g0 = r0 + warp * R; g0 < r1; g0 += step) {   /* warp-uniform */
+        int row = g0 + slot;
+        /* the next group's rows, in flight during this group's work */
+        uint4 nx[KV], ng[KV], nd[KV];
+        float nmu = 0.0f, nrs = 0.0f;
+        ln_row_ld<G, KV>(nx, inp, row + step, r1, C, gl, CV);
+        ln_row_ld<G, KV>(ng, dout, row + step, r1, C, gl, CV);
+        ln_row_ld<G, KV>(nd, (const T *)dinp, row + step, r1, C, gl, CV);
+        if (row + step < r1) { nmu = mean[row + step]; nrs = rstd[row + step]; }
         float s1 = 0.0f, s2 = 0.0f;
+        if (row < r1) {
 #pragma unroll
-        for (int k = 0; k < KV; k++) {
-            int v = lane + 32 * k;
-            if (v < CV) {
-                ldv(x + (size_t)v * V, xh[k]);
-                ldv(g + (size_t)v * V, gv[k]);
-                ldv(d + (size_t)v * V, dv[k]);
+            for (int k = 0; k < KV; k++)
+                if (gl + G * k < CV) {
+                    float xf[V], gf[V];
+                    unpack16(tag, cx[k], xf);
+                    unpack16(tag, cg[k], gf);
 #pragma unroll
-                for (int e = 0; e < V; e++) {
-                    float xn = (xh[k][e] - mu) * rs;
-                    xh[k][e] = xn;
-                    float dxh = gv[k][e] * wr[k][e];
-                    s1 += dxh;
-                    s2 += dxh * xn;
-                    adw[k][e] += gv[k][e] * xn;
-                    adb[k][e] += gv[k][e];
+                    for (int e = 0; e < V; e++) {
+                        float xn = (xf[e] - cmu) * crs;
+                        float dxh = gf[e] * wr[k][e];
+                        s1 += dxh;
+                        s2 += dxh * xn;
+                        adw[k][e] += gf[e] * xn;
+                        adb[k][e] += gf[e];
+                    }
+                }
+        }
+        s1 = seg_sum<G>(s1) * inv_c;
+        s2 = seg_sum<G>(s2) * inv_c;
+        if (row < r1) {
+#pragma unroll
+            for (int k = 0; k < KV; k++) {
+                int v = gl + G * k;
+                if (v < CV) {
+                    float xf[V], gf[V], df[V];
+                    unpack16(tag, cx[k], xf);
+                    unpack16(tag, cg[k], gf);
+                    unpack16(tag, cd[k], df);
+#pragma unroll
+                    for (int e = 0; e < V; e++) {
+                        float xn = (xf[e] - cmu) * crs;
+                        df[e] += crs * (gf[e] * wr[k][e] - s1 - xn * s2);
+                    }
+                    *reinterpret_cast<uint4 *>(dinp + (size_t)row * C + (size_t)v * V) =
+                        pack16(tag, df);
                 }
             }
         }
-        s1 = warp_sum(s1) / (float)C;
-        s2 = warp_sum(s2) / (float)C;
 #pragma unroll
         for (int k = 0; k < KV; k++) {
-            int v = lane + 32 * k;
-            if (v < CV) {
-#pragma unroll
-                for (int e = 0; e < V; e++)
-                    dv[k][e] += rs * (gv[k][e] * wr[k][e] - s1 - xh[k][e] * s2);
-                stv(d + (size_t)v * V, dv[k]);
-            }
+            cx[k] = nx[k];
+            cg[k] = ng[k];
+            cd[k] = nd[k];
         }
+        cmu = nmu;
+        crs = nrs;
     }
-    float *p = part + (size_t)blockIdx.x * 2 * C;
-    for (int pass = 0; pass < 2; pass++) {
+    /* the warp's R row slots (lanes g, g+G, ...) -> lane g, fixed tree */
+#pragma unroll
+    for (int k = 0; k < KV; k++)
+#pragma unroll
+        for (int e = 0; e < V; e++)
+#pragma unroll
+            for (int o = G; o < 32; o <<= 1) {
+                adw[k][e] += __shfl_xor_sync(0xffffffffu, adw[k][e], o);
+                adb[k][e] += __shfl_xor_sync(0xffffffffu, adb[k][e], o);
+            }
+    if (slot == 0)
 #pragma unroll
         for (int k = 0; k < KV; k++) {
-            int v = lane + 32 * k;
+            int v = gl + G * k;
             if (v < CV)
 #pragma unroll
-                for (int e = 0; e < V; e++)
-                    sm[(size_t)warp * C + v * V + e] = pass ? adb[k][e] : adw[k][e];
+                for (int e = 0; e < V; e++) {
+                    sm[(size_t)warp * C + v * V + e] = adw[k][e];
+                    sm[(size_t)(LN_WARPS + warp) * C + v * V + e] = adb[k][e];
+                }
         }
-        __syncthreads();
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            float a = 0.0f;
+    __syncthreads();
+    float *p = part + (size_t)blockIdx.x * 2 * C;
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+        int pass = c >= C, cc = c - pass * C;
+        float a = 0.0f;
 #pragma unroll
-            for (int k = 0; k < LNV_WARPS; k++) a += sm[(size_t)k * C + c];
-            p[(size_t)pass * C + c] = a;
-        }
-        __syncthreads();
+        for (int k = 0; k < LN_WARPS; k++) a += sm[(size_t)(pass * LN_WARPS + k) * C + cc];
+        p[c] = a;
     }
 }
 
-/* KV (16-byte vectors per lane) for a vectorised row of C, 0 when the scalar
- * kernels must run (C not a multiple of the vector, a misaligned row, or C wider
- * than 4 vectors per lane). */
-static int ln_kv(int C, int elem, const void *a, const void *b, const void *c) {
-    int V = 16 / elem;
-    if (C % V || !aligned16(a) || !aligned16(b) || (c && !aligned16(c))) return 0;
-    int CV = C / V;
-    return CV <= 32 ? 1 : CV <= 64 ? 2 : CV <= 128 ? 4 : 0;
+/* (G, KV) for a width of CV 16-byte vectors: the fewest idle vector slots
+ * (G*KV - CV), then the fewest vectors per lane; 0 when CV > 32*LN_MAX_KV. */
+static int ln_shape(int CV, int *G, int *KV) {
+    int best = -1;
+    for (int kv = 1; kv <= LN_MAX_KV; kv++)
+        for (int g = 8; g <= 32; g *= 2) {
+            int waste = g * kv - CV;
+            if (waste < 0 || (best >= 0 && waste >= best)) continue;
+            best = waste;
+            *G = g;
+            *KV = kv;
+        }
+    return best >= 0;
 }
 
-#define KV_DISPATCH(kv, KV, ...)                                               \
-    do {                                                                        \
-        if ((kv) == 1) { constexpr int KV = 1; __VA_ARGS__; }                   \
-        else if ((kv) == 2) { constexpr int KV = 2; __VA_ARGS__; }              \
-        else { constexpr int KV = 4; __VA_ARGS__; }                             \
+/* the vectorised path applies: C a multiple of the vector, the activation
+ * pointers 16-byte aligned (then every row is), at most 32*LN_MAX_KV vectors */
+static int ln_vec_ok(int C, int elem, const void *a, const void *b, const void *c, int *G,
+                     int *KV) {
+    int V = 16 / elem;
+    if (C % V || !aligned16(a) || !aligned16(b) || (c && !aligned16(c))) return 0;
+    return ln_shape(C / V, G, KV);
+}
+
+#define LN_DISPATCH(g, kv, G, KV, ...)                                                  \
+    do {                                                                                 \
+        if ((g) == 8) {                                                                  \
+            constexpr int G = 8;                                                         \
+            LN_DISPATCH_KV(kv, KV, __VA_ARGS__);                                         \
+        } else if ((g) == 16) {                                                          \
+            constexpr int G = 16;                                                        \
+            LN_DISPATCH_KV(kv, KV, __VA_ARGS__);                                         \
+        } else {                                                                         \
+            constexpr int G = 32;                                                        \
+            LN_DISPATCH_KV(kv, KV, __VA_ARGS__);                                         \
+        }                                                                                \
     } while (0)
+#define LN_DISPATCH_KV(kv, KV, ...)                                                      \
+    do {                                                                                 \
+        if ((kv) == 1) { constexpr int KV = 1; __VA_ARGS__; }                            \
+        else if ((kv) == 2) { constexpr int KV = 2; __VA_ARGS__; }                       \
+        else if ((kv) == 3) { constexpr int KV = 3; __VA_ARGS__; }                       \
+        else { constexpr int KV = 4; __VA_ARGS__; }                                      \
+    } while (0)
+
+/* HGRN_LN_SCALAR=1: the scalar kernels for every width (comparisons, debugging) */
+static int ln_force_scalar(void) {
+    const char *e = getenv("HGRN_LN_SCALAR");
+    return e && *e && *e != '0';
+}
+
+/* One wave: blocks = resident blocks per SM x SMs, each a tile of rpb rows
+ * (a multiple of the R rows a warp takes at once). */
+static void ln_grid(CudaImpl *im, const void *kernel, size_t smem, int M, int G, int *nblk,
+                    int *rpb) {
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, LN_THREADS, smem));
+    if (per_sm < 1) per_sm = 1;
+    int R = 32 / G;
+    int nb = per_sm * im->num_sms;
+    int r = (int)ceil_div(M, nb);
+    r = (r + R - 1) / R * R;
+    *rpb = r;
+    *nblk = (int)ceil_div(M, r);
+}
 
 void cu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp,
                       const float *w, const float *b, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
-    /* The vectorised forward only in fp32: in bf16 (8 columns per lane, so the
-     * per-column w/b loads of a warp touch 8x the cache lines) it measured
-     * slower than the scalar kernel on an H200 (Tiny 1.89 vs 1.63 ms, Small 3.27
-     * vs 2.14 ms per step); fp32 Tiny 1.60 vs 1.89 ms. */
-    int kv = bk->act_elem == 4 ? ln_kv(C, 4, out, inp, NULL) : 0;
-    if (kv) {
-        ACT_DISPATCH(im, T, KV_DISPATCH(kv, KV,
-            k_layernorm_fwd_vec<T, KV><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
-                                        im->stream>>>((T *)out, mean, rstd, (const T *)inp, w, b,
-                                                      M, C)));
-        LAUNCH_CHECK("k_layernorm_fwd_vec");
+    int G = 0, KV = 0;
+    if (!ln_force_scalar() && ln_vec_ok(C, (int)bk->act_elem, out, inp, NULL, &G, &KV)) {
+        ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
+            int nb, rpb;
+            ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_>, 0, M, G_, &nb, &rpb);
+            k_layernorm_fwd_rows<T, G_, KV_><<<nb, LN_THREADS, 0, im->stream>>>(
+                (T *)out, mean, rstd, (const T *)inp, w, b, M, C, rpb);
+        }));
+        LAUNCH_CHECK("k_layernorm_fwd_rows");
         return;
     }
     ACT_DISPATCH(im, T, k_layernorm_fwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
@@ -272,20 +468,18 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
                       int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
-    int kv = ln_kv(C, (int)bk->act_elem, dinp, dout, inp);
-    if (kv) {
-        /* about 4 blocks of 8 warps per SM, each over a contiguous tile of rows */
-        int G = 4 * im->num_sms;
-        int rpb = (int)ceil_div(M, G);
-        if (rpb < LNV_WARPS) rpb = LNV_WARPS;
-        G = (int)ceil_div(M, rpb);
-        float *part = (float *)hgrn_scratch(im, (size_t)2 * G * C * sizeof(float));
-        size_t sm = (size_t)LNV_WARPS * C * sizeof(float);
-        ACT_DISPATCH(im, T, KV_DISPATCH(kv, KV,
-            k_layernorm_bwd_vec<T, KV><<<G, 32 * LNV_WARPS, sm, im->stream>>>(
-                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb)));
-        LAUNCH_CHECK("k_layernorm_bwd_vec");
-        cu_partials_finish2(im, dw, db, part, G, C);
+    int LG = 0, LKV = 0;
+    if (!ln_force_scalar() && ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
+        size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);   /* <= 32 KiB (C <= 1024) */
+        int nb = 0, rpb = 0;
+        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_, {
+            ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G_, KV_>, smem, M, G_, &nb, &rpb);
+            float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
+            k_layernorm_bwd_rows<T, G_, KV_><<<nb, LN_THREADS, smem, im->stream>>>(
+                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb);
+            LAUNCH_CHECK("k_layernorm_bwd_rows");
+            cu_partials_finish2(im, dw, db, part, nb, C);
+        }));
         return;
     }
     size_t smem = (size_t)2 * LNB_WARPS * C * sizeof(float);
