@@ -187,7 +187,8 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
-        int tune = beta == 0.0f && gemm_tune_on();
+        /* never while recording a graph: timing waits on the stream */
+        int tune = beta == 0.0f && gemm_tune_on() && !im->capturing;
         cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_N];
         int found = 0;
         cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb,

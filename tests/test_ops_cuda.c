@@ -1329,8 +1329,6 @@ int main(void) {
         bench();
         return 0;
     }
-    const char *flt = getenv("HGRN_TEST_FILTER");   /* e.g. "test_hgru*" (for compute-sanitizer runs) */
-    if (flt && *flt) cmocka_set_test_filter(flt);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),     cmocka_unit_test(test_async_upload),
         cmocka_unit_test(test_matmul),
