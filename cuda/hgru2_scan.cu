@@ -263,12 +263,30 @@ static void h2_launch_bwd(CudaImpl *im, T *dx, float *part, float4 *scr, const T
     LAUNCH_CHECK("k_hgru2_bwd");
 }
 
+/* The chunked tensor-core form (hgru2_chunk.cu) for the head sizes it covers,
+ * unless HGRN_HGRU2=recurrent (the benchmark's and the tests' switch to time
+ * and check the recurrent kernels on the same shapes). */
+int hc_supported(int e);
+void hc_hgru2_fwd(CudaImpl *im, float *out, float *scr, const float *x, int ld,
+                  const float *beta, int B, int N, int D, int e);
+void hc_hgru2_bwd(CudaImpl *im, float *dx, float *part, float *s0, float2 *s1, const float *dout,
+                  const float *x, int ld, const float *beta, int B, int N, int D, int e);
+
+static int h2_use_chunked(int e) {
+    const char *m = getenv("HGRN_HGRU2");
+    return hc_supported(e) && !(m && strcmp(m, "recurrent") == 0);
+}
+
 void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
                   int N, int D, int e) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
     float *scr = (float *)hgrn_scratch(im, (size_t)2 * B * N * D * sizeof(float));
+    if (h2_use_chunked(e)) {
+        hc_hgru2_fwd(im, out, scr, x, ld, beta, B, N, D, e);
+        return;
+    }
     ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, scr, (const T *)x, ld, beta, B, N, D, e));
 }
 
@@ -282,6 +300,14 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     char *base = (char *)hgrn_scratch(im, part_off + (size_t)B * D * sizeof(float));
     float4 *scr = (float4 *)base;
     float *part = (float *)(base + part_off);
+    if (h2_use_chunked(e)) {   /* scratch: s0 M D floats, s1 M D float2 (fits in scr) */
+        const size_t md = (size_t)B * N * D;
+        hc_hgru2_bwd(im, dx, part, (float *)base, (float2 *)(base + md * sizeof(float)), dout, x,
+                     ld, beta, B, N, D, e);
+        k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
+        LAUNCH_CHECK("k_hgru2_params");
+        return;
+    }
     ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, scr, (const T *)dout, (const T *)x,
                                          ld, beta, B, N, D, e));
     k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
