@@ -183,8 +183,9 @@ static size_t hc_smem_bytes(bool bwd) {
     return 2 * sizeof(HcWarp<OpT, E>) + (bwd ? sizeof(HcBlock<E>) : (size_t)E * sizeof(float));
 }
 
-/* Activations of the chunk in the warp's local order. get(r, i, xv, xq, xf, do)
- * reads the raw values of real row r (< nvalid) and channel i. Lane layout
+/* Activations of the chunk in the warp's local order. get(m, r, i, xv, xq, xf,
+ * do) gives the raw values of the lane's element m: real row r (< nvalid),
+ * channel i. Lane layout
  * (also the roles'): channel i = lane % E, tokens tau = lane / E + (32/E) m;
  * the cumulative log-decay runs in registers (E 16: the two half-warps hold
  * the even and the odd tokens of a channel and swap them by shuffle). */
@@ -203,7 +204,7 @@ __device__ __forceinline__ bool hc_build(HcWarp<OpT, E> &w, int lane, int dir, i
         q[m] = k[m] = g[m] = 0.0f;
         if (r < nvalid) {
             float xv, xq, xf;
-            get(r, i, xv, xq, xf, d);
+            get(m, r, i, xv, xq, xf, d);
             const float l = bt[i] + (1.0f - bt[i]) * sigmoidf_(xf);
             q[m] = sigmoidf_(xq);
             k[m] = 1.0f - l;
@@ -351,17 +352,35 @@ k_hc_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, 
     hc_zero_state(w, lane);
     __syncthreads();
     float *so = scr + (size_t)dir * M * D;
+    /* the lane's raw inputs of the next chunk, loaded while this one computes */
+    constexpr int R = HC_C * E / 32, ST = 32 / E;
+    float px[3][R];
+    auto fetch = [&](int ci) {
+        const int c0 = (dir ? nc - 1 - ci : ci) * HC_C, nvalid = min(HC_C, N - c0);
+        const T *xb = x + ((size_t)b * N + c0) * ld + h * E + lane % E;
+#pragma unroll
+        for (int m = 0; m < R; m++) {
+            const int tau = lane / E + ST * m, r = dir ? HC_C - 1 - tau : tau;
+            px[0][m] = px[1][m] = px[2][m] = 0.0f;
+            if (r < nvalid) {
+                const T *p = xb + (size_t)r * ld;
+                px[0][m] = ldf(p);
+                px[1][m] = ldf(p + D);
+                px[2][m] = ldf(p + 2 * D);
+            }
+        }
+    };
+    fetch(0);
     for (int ci = 0; ci < nc; ci++) {
         const int c0 = (dir ? nc - 1 - ci : ci) * HC_C, nvalid = min(HC_C, N - c0);
-        const T *xb = x + ((size_t)b * N + c0) * ld + h * E;
         const bool fact = hc_build<OpT, E>(w, lane, dir, nvalid, bt, span_max,
-                         [&](int r, int i, float &xv, float &xq, float &xf, float &d) {
-                             const T *p = xb + (size_t)r * ld + i;
-                             xv = ldf(p);
-                             xq = ldf(p + D);
-                             xf = ldf(p + 2 * D);
+                         [&](int m, int, int, float &xv, float &xq, float &xf, float &d) {
+                             xv = px[0][m];
+                             xq = px[1][m];
+                             xf = px[2][m];
                              d = 0.0f;
                          });
+        if (ci + 1 < nc) fetch(ci + 1);
         if (fact) hc_diag_mma(w, lane, &w.u.c.dA[0][0]);
         else hc_diag(w, lane);
         /* o = Qe S_in + A V */
@@ -491,32 +510,50 @@ k_hc_bwd(T *__restrict__ dx, float *__restrict__ part, float *__restrict__ s0,
     float run = 0.0f;                          /* decay sum of channel lane (lane < E) */
     float db = 0.0f;                           /* dbeta partial of channel tid % E */
 
-    for (int sweep = 0; sweep < 2; sweep++) {
-        /* sweep 0: real time up (warp 0 state, warp 1 adjoint); 1: down (swapped) */
+    /* iteration it: sweep it / nc (0: real time up, warp 0 state, warp 1
+     * adjoint; 1: down, roles swapped), chunk it % nc of the sweep's order;
+     * the next iteration's inputs are loaded into registers while this one
+     * computes (thread: elements tid + 64 j of the chunk, row-major [16][E]) */
+    constexpr int PF = HC_C * E / HC_THREADS;
+    float pv[4][PF];
+    auto fetch = [&](int it) {
+        const int ci = it % nc, c0 = (it >= nc ? nc - 1 - ci : ci) * HC_C;
+        const int nvalid = min(HC_C, N - c0);
+        const size_t row0 = (size_t)b * N + c0;
+#pragma unroll
+        for (int j = 0; j < PF; j++) {
+            const int p = tid + HC_THREADS * j, r = p / E, i = p % E;
+            pv[0][j] = pv[1][j] = pv[2][j] = pv[3][j] = 0.0f;
+            if (r < nvalid) {
+                const T *xr = x + (row0 + r) * ld + h * E + i;
+                pv[0][j] = ldf(xr);
+                pv[1][j] = ldf(xr + D);
+                pv[2][j] = ldf(xr + 2 * D);
+                pv[3][j] = ldf(dout + (row0 + r) * D + h * E + i);
+            }
+        }
+    };
+    fetch(0);
+    for (int it = 0; it < 2 * nc; it++) {
+        const int sweep = it / nc, ci = it % nc;
         const bool state_role = (dir == 0) == (sweep == 0);
-        hc_zero_state(w, lane);
-        for (int ci = 0; ci < nc; ci++) {
+        if (ci == 0) hc_zero_state(w, lane);
+        {
             const int c0 = (sweep ? nc - 1 - ci : ci) * HC_C, nvalid = min(HC_C, N - c0);
             const size_t row0 = (size_t)b * N + c0;
             __syncthreads();   /* the previous chunk's readers of bl and cb are done */
-            for (int p = tid; p < HC_C * E; p += HC_THREADS) {
-                const int r = p / E, i = p % E;
-                float xv = 0.0f, xq = 0.0f, xf = 0.0f, d = 0.0f;
-                if (r < nvalid) {
-                    const T *xr = x + (row0 + r) * ld + h * E + i;
-                    xv = ldf(xr);
-                    xq = ldf(xr + D);
-                    xf = ldf(xr + 2 * D);
-                    d = ldf(dout + (row0 + r) * D + h * E + i);
-                }
-                bl.xv[r][i] = xv;
-                bl.xq[r][i] = xq;
-                bl.xf[r][i] = xf;
-                bl.dO[r][i] = d;
+#pragma unroll
+            for (int j = 0; j < PF; j++) {
+                const int p = tid + HC_THREADS * j, r = p / E, i = p % E;
+                bl.xv[r][i] = pv[0][j];
+                bl.xq[r][i] = pv[1][j];
+                bl.xf[r][i] = pv[2][j];
+                bl.dO[r][i] = pv[3][j];
             }
             __syncthreads();
+            if (it + 1 < 2 * nc) fetch(it + 1);
             const bool fact = hc_build<OpT, E>(w, lane, dir, nvalid, bl.beta, span_max,
-                             [&](int r, int i, float &xv, float &xq, float &xf, float &d) {
+                             [&](int, int r, int i, float &xv, float &xq, float &xf, float &d) {
                                  xv = bl.xv[r][i];
                                  xq = bl.xq[r][i];
                                  xf = bl.xf[r][i];
@@ -612,6 +649,9 @@ static float hc_span_max(void) {
 template <typename K> static void hc_smem_attr(K kern, size_t bytes) {
     if (bytes > 48 * 1024)
         CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    /* shared memory, not L1, is what limits the blocks per SM here */
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
 }
 
 template <typename T, typename OpT, int E>

@@ -750,27 +750,36 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
 
 static void run_hgru2(int B, int N, int D, int e) { run_hgru2_x(B, N, D, e, 0); }
 
-/* e 16 and 32 take the chunked kernels (hgru2_chunk.cu, chunks of 16 tokens)
- * in both precisions, the other head sizes the recurrent ones;
- * HGRN_HGRU2=recurrent forces the recurrent kernels, HGRN_HGRU2=elementwise
- * the chunked ones without the factorised diagonal blocks (both checked here
- * too; the hard cases take the element-wise path in their fast-decay chunks). */
-static void test_hgru2(void **state) {
-    (void)state;
-    run_hgru2(3, 37, 48, 16);    /* the configs' head size, odd N (2 full chunks + 5) */
+/* Kernel choice (cuda/hgru2_scan.cu): by default the chunked backward at
+ * e 16 and recurrent kernels elsewhere; HGRN_HGRU2=chunked forces the chunked
+ * kernels (hgru2_chunk.cu, e 16 and 32, chunks of 16 tokens) for both passes,
+ * =elementwise the same without the factorised diagonal blocks, =recurrent
+ * the recurrent ones. The chunked cases: odd N (not multiples of 16), N below
+ * one chunk, exactly one chunk, N 256, several heads and images, e 16 and 32,
+ * and decays down to ~1e-10 (the hard cases take the element-wise path in
+ * their fast-decaying chunks). */
+static void hgru2_chunk_cases(void) {
+    run_hgru2(3, 37, 48, 16);    /* 2 full chunks + 5 */
     run_hgru2(2, 256, 64, 16);   /* the ImageNet sequence length */
     run_hgru2(2, 9, 32, 16);     /* N below one chunk */
     run_hgru2(1, 16, 16, 16);    /* exactly one chunk, one head */
+    run_hgru2(3, 1, 32, 16);     /* a single token */
     run_hgru2(3, 53, 96, 32);    /* e 32, odd N, 3 heads */
     run_hgru2(2, 256, 64, 32);
     run_hgru2(1, 45, 64, 32);
-    run_hgru2(3, 1, 32, 16);     /* a single token */
     run_hgru2_x(2, 71, 48, 16, 1);   /* decays down to ~1e-10, beta 0 */
     run_hgru2_x(1, 40, 64, 32, 1);
+}
+
+static void test_hgru2(void **state) {
+    (void)state;
+    hgru2_chunk_cases();         /* default kernel choice */
     run_hgru2(2, 53, 40, 8);
     run_hgru2(2, 29, 12, 4);
     run_hgru2(5, 19, 6, 2);      /* idle threads in the last block */
-    setenv("HGRN_HGRU2", "elementwise", 1);   /* chunked, no factorised diagonal blocks */
+    setenv("HGRN_HGRU2", "chunked", 1);
+    hgru2_chunk_cases();
+    setenv("HGRN_HGRU2", "elementwise", 1);
     run_hgru2(3, 37, 48, 16);
     run_hgru2(2, 256, 64, 32);
     setenv("HGRN_HGRU2", "recurrent", 1);
@@ -863,8 +872,8 @@ static void test_model(void **state) { (void)state; check_model("hgrn1"); }
 static void test_model_hgrn2(void **state) { (void)state; check_model("hgrn2"); }
 
 /* HGRN_BENCH_HGRU2=1: the HGRU2 scan at B 256, N 256 (ImageNet tokens), D 192
- * and 384, several head sizes, fp32 and bf16, chunked (hgru2_chunk.cu, e 16
- * and 32) and recurrent (HGRN_HGRU2=recurrent) kernels: ms per call (mean of
+ * and 384, several head sizes, fp32 and bf16, chunked (HGRN_HGRU2=chunked:
+ * hgru2_chunk.cu, e 16 and 32) and recurrent (HGRN_HGRU2=recurrent) kernels: ms per call (mean of
  * 20 after 3 warm-ups), the GB/s of the bytes the op must move (fwd: x 3 reads
  * + out; bwd: x 3 + dout reads, dx 3 writes) and, for the chunked kernels,
  * the TFLOP/s of their matrix products (per chunk of 16 and direction: fwd
@@ -896,8 +905,7 @@ static void bench_hgru2(void) {
                     int B = 256, N = 256, D = Ds[di], e = es[ei], ld = 3 * D;
                     int has_chunk = e == 16 || e == 32;
                     if (chunked && !has_chunk) continue;
-                    if (chunked) unsetenv("HGRN_HGRU2");
-                    else setenv("HGRN_HGRU2", "recurrent", 1);
+                    setenv("HGRN_HGRU2", chunked ? "chunked" : "recurrent", 1);
                     size_t M = (size_t)B * N, ae = bk->act_elem;
                     void *x = bk->alloc(bk, M * ld * ae), *dx = bk->alloc(bk, M * ld * ae);
                     void *o = bk->alloc(bk, M * D * ae), *go = bk->alloc(bk, M * D * ae);
