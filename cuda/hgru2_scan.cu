@@ -36,6 +36,8 @@
  */
 #include "common.cuh"
 
+#include <string.h>
+
 #define H2_THREADS 128
 #define H2_TT 16
 
@@ -263,12 +265,38 @@ static void h2_launch_bwd(CudaImpl *im, T *dx, float *part, float4 *scr, const T
     LAUNCH_CHECK("k_hgru2_bwd");
 }
 
+/* Which kernels run. The chunked tensor-core form (hgru2_chunk.cu, e 16 and
+ * 32) only where it measured faster (H200, B 256, N 256, D 192 / 384, both
+ * precisions; docs/notes_hgru2.md): the backward at e 16 (bf16 1.17 vs 2.97
+ * ms at D 192, fp32 2.85 vs 3.15). The recurrent forward is faster at every
+ * measured shape (bf16 D 192 e 16: 0.30 vs 0.57 ms), and at e 32 the
+ * recurrent backward (1.92 vs 2.30 ms). HGRN_HGRU2=chunked forces the
+ * chunked kernels wherever they exist, =elementwise too but without the
+ * factorised diagonal blocks, =recurrent the recurrent ones (tests, bench). */
+int hc_supported(int e);
+void hc_hgru2_fwd(CudaImpl *im, float *out, float *scr, const float *x, int ld,
+                  const float *beta, int B, int N, int D, int e);
+void hc_hgru2_bwd(CudaImpl *im, float *dx, float *part, float *s0, float2 *s1, const float *dout,
+                  const float *x, int ld, const float *beta, int B, int N, int D, int e);
+
+static int h2_use_chunked(int e, int bwd) {
+    if (!hc_supported(e)) return 0;
+    const char *m = getenv("HGRN_HGRU2");
+    if (m && (strcmp(m, "chunked") == 0 || strcmp(m, "elementwise") == 0)) return 1;
+    if (m && strcmp(m, "recurrent") == 0) return 0;
+    return bwd && e == 16;
+}
+
 void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
                   int N, int D, int e) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
     float *scr = (float *)hgrn_scratch(im, (size_t)2 * B * N * D * sizeof(float));
+    if (h2_use_chunked(e, 0)) {
+        hc_hgru2_fwd(im, out, scr, x, ld, beta, B, N, D, e);
+        return;
+    }
     ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, scr, (const T *)x, ld, beta, B, N, D, e));
 }
 
@@ -282,6 +310,14 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     char *base = (char *)hgrn_scratch(im, part_off + (size_t)B * D * sizeof(float));
     float4 *scr = (float4 *)base;
     float *part = (float *)(base + part_off);
+    if (h2_use_chunked(e, 1)) {   /* scratch: s0 M D floats, s1 M D float2 (fits in scr) */
+        const size_t md = (size_t)B * N * D;
+        hc_hgru2_bwd(im, dx, part, (float *)base, (float2 *)(base + md * sizeof(float)), dout, x,
+                     ld, beta, B, N, D, e);
+        k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
+        LAUNCH_CHECK("k_hgru2_params");
+        return;
+    }
     ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, scr, (const T *)dout, (const T *)x,
                                          ld, beta, B, N, D, e));
     k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
