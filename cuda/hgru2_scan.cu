@@ -130,7 +130,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float4 *__restrict__ s
         float Sr[E], Qc[E];   /* phase A: state row; phase B: adjoint row (Sr) and column (Qc) */
 #pragma unroll
         for (int i = 0; i < E; i++) Sr[i] = Qc[i] = 0.0f;
-        double run = 0.0;   /* the identity's two terms nearly cancel: sum in double */
+        float run = 0.0f;
         for (int base = 0; base < N; base += H2_TT) {
 #pragma unroll
             for (int u = 0; u < H2_TT; u++) {
@@ -178,8 +178,8 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float4 *__restrict__ s
                         }
                         if (valid) {
                             const float dq = sd[z].x;
-                            run += (double)(qr * dq) - (double)((1.0f - lr) * dk);
-                            sd[z] = make_float4(dq, dk, dv, (float)run);
+                            run += qr * dq - (1.0f - lr) * dk;
+                            sd[z] = make_float4(dq, dk, dv, run);
                         }
                     }
                 }
@@ -189,7 +189,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float4 *__restrict__ s
     }
     __syncthreads();
     /* combine both directions; thread (dir, r) takes tokens of parity dir */
-    double db = 0.0;
+    float db = 0.0f;
     if (valid)
         for (int t = dir; t < N; t += 2) {
             const size_t row = (size_t)b * N + t, z = row * D + c;
@@ -203,9 +203,9 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float4 *__restrict__ s
             stf(dr, dv * sv * (1.0f + xv * (1.0f - sv)));
             stf(dr + D, dq * sq * (1.0f - sq));
             stf(dr + 2 * D, (1.0f - bt) * (1.0f - sf) * (dl * (sf / lam) - dk * sf));
-            db += (double)((dl / lam - dk) * (1.0f - sf));
+            db += (dl / lam - dk) * (1.0f - sf);
         }
-    red[pl][dir][r] = (float)db;
+    red[pl][dir][r] = db;
     __syncthreads();
     if (valid && dir == 0) part[(size_t)b * D + c] = red[pl][0][r] + red[pl][1][r];
 }
@@ -213,9 +213,9 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float4 *__restrict__ s
 __global__ void k_hgru2_params(float *dbeta, const float *part, int B, int D) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
-    double a = 0.0;
+    float a = 0.0f;
     for (int b = 0; b < B; b++) a += part[(size_t)b * D + j];
-    dbeta[j] += (float)a;
+    dbeta[j] += a;
 }
 
 /* ------------------------------------------------------------------- host */
