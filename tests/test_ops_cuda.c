@@ -11,7 +11,8 @@
  * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
  * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
  * bandwidth against a measured device-to-device copy, the LRA shape, and the
- * model's GEMMs. */
+ * model's GEMMs (HGRN_BENCH_NOGEMM=1: the scan alone). HGRN_TEST_FILTER=pattern
+ * runs only the matching tests (cmocka_set_test_filter), e.g. test_hgru1. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -459,16 +460,20 @@ static void run_hgru1(int B, int N, int D) {
 
 static void test_hgru1(void **state) {
     (void)state;
-    const char *chs[2] = {"16", "8"};   /* channels per block of the CUDA kernels */
+    /* channels per block of the CUDA kernels: the default (8, or 4 above 64
+     * chunks) and 4 forced; 8 tokens per thread up to N 1024, then 16 */
+    const char *chs[2] = {"8", "4"};
     for (int v = 0; v < 2; v++) {
         setenv("HGRN_SCAN_CH", chs[v], 1);
         printf("  (HGRN_SCAN_CH=%s)\n", chs[v]);
-        run_hgru1(3, 37, 21);    /* TT 4, odd everything */
-        run_hgru1(2, 256, 40);   /* TT 8: the ImageNet shape's path */
+        run_hgru1(3, 37, 21);    /* partial last chunk, odd everything */
+        run_hgru1(2, 256, 40);   /* the ImageNet shape's path: 32 chunks */
         run_hgru1(2, 196, 19);
-        run_hgru1(2, 301, 17);   /* TT 16 */
-        run_hgru1(1, 700, 16);   /* TT 32 */
-        run_hgru1(1, 1500, 9);   /* TT 64 */
+        run_hgru1(2, 301, 17);
+        run_hgru1(1, 512, 11);   /* 64 chunks: the largest CH 8 block */
+        run_hgru1(1, 700, 16);   /* 88 chunks: CH 4 */
+        run_hgru1(1, 1024, 6);   /* the LRA length: 128 chunks */
+        run_hgru1(1, 1500, 9);   /* 16 tokens per thread */
         run_hgru1(4, 1, 5);      /* a single token */
     }
     unsetenv("HGRN_SCAN_CH");
@@ -967,7 +972,7 @@ static void bench(void) {
         }
         int shapes[3][3] = {{256, 256, 192}, {256, 256, 192}, {8, 1024, 64}};
         for (int si = 0; si < 3; si++) {
-            setenv("HGRN_SCAN_CH", si == 1 ? "8" : "16", 1);
+            setenv("HGRN_SCAN_CH", si == 1 ? "4" : "8", 1);   /* the default, then 4 forced */
             ScanBench s;
             memset(&s, 0, sizeof s);
             s.bk = bk;
@@ -994,7 +999,7 @@ static void bench(void) {
             double tb = time_it(bk, scan_bwd_fn, &s, 20);
             double bf_ = (double)M * s.D * 5 * e, bb = (double)M * s.D * 8 * e;
             char name[64];
-            const char *chn = si == 1 ? " ch8" : "";
+            const char *chn = si == 1 ? " ch4" : "";
             snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
             printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bf_ / 1e6,
                    bf_ / tf / 1e9, 100 * bf_ / tf / 1e9 / copy_gbs);
@@ -1013,6 +1018,11 @@ static void bench(void) {
             bk->free(bk, s.dpar);
         }
         unsetenv("HGRN_SCAN_CH");
+        const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan timings alone */
+        if (ng && *ng && *ng != '0') {
+            bk->destroy(bk);
+            continue;
+        }
         /* the Tiny model's GEMMs at batch 256 (M = 65536 tokens) */
         int gs[4][3] = {{65536, 192, 960}, {65536, 384, 192}, {65536, 192, 768}, {65536, 384, 192}};
         const char *gn[4] = {"in-proj 192->960", "out-proj 384->192", "GLU w12 192->768",
@@ -1095,6 +1105,8 @@ int main(void) {
         bench();
         return 0;
     }
+    const char *flt = getenv("HGRN_TEST_FILTER");   /* e.g. test_hgru1 (cmocka pattern) */
+    if (flt && *flt) cmocka_set_test_filter(flt);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),     cmocka_unit_test(test_async_upload),
         cmocka_unit_test(test_matmul),
