@@ -342,7 +342,8 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 /* Tokens per thread TT, channels per block CH and chunks per block P (whole
  * warps: a multiple of 32/CH). TT 8 up to N = 1024 (P <= 128), 16 up to
  * 2048; CH 8 while CH*P <= 512, else 4 (the LRA shape N = 1024: 128 chunks x
- * 4 channels, B*D/4 blocks). HGRN_SCAN_CH=4 forces 4 (the tests run both). */
+ * 4 channels, B*D/4 blocks). HGRN_SCAN_CH=4 forces 4 and HGRN_SCAN_TT=4/8/16
+ * forces TT where P stays <= 128 (the tests and timings run them). */
 typedef struct { int TT, CH, P; } ScanShape;
 static ScanShape scan_shape(int N) {
     ScanShape s;
@@ -352,6 +353,11 @@ static ScanShape scan_shape(int N) {
         exit(1);
     }
     s.TT = N <= 8 * (HG_MAXT / 4) ? 8 : 16;
+    const char *et = getenv("HGRN_SCAN_TT");   /* 4, 8 or 16 forced, where it fits */
+    if (et) {
+        const int tt = atoi(et);
+        if ((tt == 4 || tt == 8 || tt == 16) && N <= tt * (HG_MAXT / 4)) s.TT = tt;
+    }
     int P = (N + s.TT - 1) / s.TT;
     const char *e = getenv("HGRN_SCAN_CH");
     s.CH = (8 * P <= HG_MAXT && !(e && atoi(e) == 4)) ? 8 : 4;
@@ -365,10 +371,12 @@ static void launch_fwd_ch(CudaImpl *im, ScanShape s, T *out, const T *xc, const 
                           const float *tf, const float *tr, const float *beta, int B, int N,
                           int D) {
     dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
-    if (s.TT == 8)
-        k_hgru1_fwd<T, 8, CH><<<grid, block, 0, im->stream>>>(out, xc, xl, ld, tf, tr, beta, N, D);
-    else
-        k_hgru1_fwd<T, 16, CH><<<grid, block, 0, im->stream>>>(out, xc, xl, ld, tf, tr, beta, N, D);
+    switch (s.TT) {
+#define CASE(tt) case tt: k_hgru1_fwd<T, tt, CH><<<grid, block, 0, im->stream>>>(               \
+                              out, xc, xl, ld, tf, tr, beta, N, D); break;
+        CASE(4) CASE(8) CASE(16)
+#undef CASE
+    }
     LAUNCH_CHECK("k_hgru1_fwd");
 }
 
@@ -377,12 +385,12 @@ static void launch_bwd_ch(CudaImpl *im, ScanShape s, T *dxc, T *dxl, float *part
                           const T *xc, const T *xl, int ld, const float *tf, const float *tr,
                           const float *beta, int B, int N, int D) {
     dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
-    if (s.TT == 8)
-        k_hgru1_bwd<T, 8, CH><<<grid, block, 0, im->stream>>>(dxc, dxl, part, dout, xc, xl, ld,
-                                                              tf, tr, beta, B, N, D);
-    else
-        k_hgru1_bwd<T, 16, CH><<<grid, block, 0, im->stream>>>(dxc, dxl, part, dout, xc, xl, ld,
-                                                               tf, tr, beta, B, N, D);
+    switch (s.TT) {
+#define CASE(tt) case tt: k_hgru1_bwd<T, tt, CH><<<grid, block, 0, im->stream>>>(               \
+                              dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D); break;
+        CASE(4) CASE(8) CASE(16)
+#undef CASE
+    }
     LAUNCH_CHECK("k_hgru1_bwd");
 }
 

@@ -462,10 +462,11 @@ static void test_hgru1(void **state) {
     (void)state;
     /* channels per block of the CUDA kernels: the default (8, or 4 above 64
      * chunks) and 4 forced; 8 tokens per thread up to N 1024, then 16 */
-    const char *chs[2] = {"8", "4"};
-    for (int v = 0; v < 2; v++) {
+    const char *chs[3] = {"8", "4", "8"}, *tts[3] = {"0", "0", "4"};
+    for (int v = 0; v < 3; v++) {
         setenv("HGRN_SCAN_CH", chs[v], 1);
-        printf("  (HGRN_SCAN_CH=%s)\n", chs[v]);
+        setenv("HGRN_SCAN_TT", tts[v], 1);   /* 0: the default; 4 where it fits */
+        printf("  (HGRN_SCAN_CH=%s HGRN_SCAN_TT=%s)\n", chs[v], tts[v]);
         run_hgru1(3, 37, 21);    /* partial last chunk, odd everything */
         run_hgru1(2, 256, 40);   /* the ImageNet shape's path: 32 chunks */
         run_hgru1(2, 196, 19);
@@ -477,6 +478,7 @@ static void test_hgru1(void **state) {
         run_hgru1(4, 1, 5);      /* a single token */
     }
     unsetenv("HGRN_SCAN_CH");
+    unsetenv("HGRN_SCAN_TT");
 }
 
 static void test_lower_bounds(void **state) {
@@ -970,9 +972,14 @@ static void bench(void) {
             bk->free(bk, c.src);
             bk->free(bk, c.dst);
         }
-        int shapes[3][3] = {{256, 256, 192}, {256, 256, 192}, {8, 1024, 64}};
-        for (int si = 0; si < 3; si++) {
-            setenv("HGRN_SCAN_CH", si == 1 ? "4" : "8", 1);   /* the default, then 4 forced */
+        /* the default kernel shape, then CH 4, TT 4 and TT 16 forced; the LRA shape */
+        int shapes[5][3] = {{256, 256, 192}, {256, 256, 192}, {256, 256, 192}, {256, 256, 192},
+                            {8, 1024, 64}};
+        const char *vch[5] = {"8", "4", "8", "8", "8"}, *vtt[5] = {"0", "0", "4", "16", "0"};
+        const char *vname[5] = {"", " ch4", " tt4", " tt16", ""};
+        for (int si = 0; si < 5; si++) {
+            setenv("HGRN_SCAN_CH", vch[si], 1);
+            setenv("HGRN_SCAN_TT", vtt[si], 1);
             ScanBench s;
             memset(&s, 0, sizeof s);
             s.bk = bk;
@@ -999,7 +1006,7 @@ static void bench(void) {
             double tb = time_it(bk, scan_bwd_fn, &s, 20);
             double bf_ = (double)M * s.D * 5 * e, bb = (double)M * s.D * 8 * e;
             char name[64];
-            const char *chn = si == 1 ? " ch4" : "";
+            const char *chn = vname[si];
             snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
             printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bf_ / 1e6,
                    bf_ / tf / 1e9, 100 * bf_ / tf / 1e9 / copy_gbs);
@@ -1018,6 +1025,7 @@ static void bench(void) {
             bk->free(bk, s.dpar);
         }
         unsetenv("HGRN_SCAN_CH");
+        unsetenv("HGRN_SCAN_TT");
         const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan timings alone */
         if (ng && *ng && *ng != '0') {
             bk->destroy(bk);
