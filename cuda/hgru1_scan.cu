@@ -91,17 +91,18 @@ __device__ __forceinline__ void channel_consts(float2 *wsh, float *cbeta, int bj
     }
 }
 
-/* Carries across chunks, in place. tr[rec][tid] holds chunk (tid / CH)'s
- * local state s of recurrence rec for channel tid % CH (from a zero state),
- * Lsh[tid] the chunk's product of lambdas. Lane (rec, c) of the first warp
- * walks the P chunks in its direction (recurrences [0, NREC/2) forward, the
- * rest reverse), replaces each chunk's s by its carry-in and updates
+/* Carries across chunks. tr[rec][tid] holds chunk (tid / CH)'s local state s
+ * of recurrence rec for channel tid % CH (from a zero state), Lsh[tid] the
+ * chunk's product of lambdas. Lane (rec, c) of the first warp walks the P
+ * chunks in its direction (recurrences [0, NREC/2) forward, the rest
+ * reverse), writes each chunk's carry-in to cin[rec][tid] and updates
  * state = L (W state) + s with W = e^{i TT theta} of that recurrence: for
  * NREC 2 (forward kernel) h: w_f^TT, r: w_r^TT; for NREC 4 h: w_f^TT,
- * dr: conj(w_r^TT), r: w_r^TT, dh: conj(w_f^TT). Four chunks' values are
- * loaded ahead of their part of the chain. */
+ * dr: conj(w_r^TT), r: w_r^TT, dh: conj(w_f^TT). The loads do not depend on
+ * the chain, so the unrolled loop keeps them ahead of it. */
 template <int NREC, int CH>
-__device__ __forceinline__ void chunk_carries(float2 (*tr)[HG_MAXT], const float *Lsh,
+__device__ __forceinline__ void chunk_carries(const float2 (*tr)[HG_MAXT],
+                                              float2 (*cin)[HG_MAXT], const float *Lsh,
                                               const float2 *wsh, int P) {
     const int tid = threadIdx.x;
     if (tid >= NREC * CH) return;
@@ -115,38 +116,42 @@ __device__ __forceinline__ void chunk_carries(float2 (*tr)[HG_MAXT], const float
     }
     const cpx W = mk(wt.x, wt.y);
     cpx st = mk(0.0f, 0.0f);
-    for (int u0 = 0; u0 < P; u0 += 4) {
-        float2 s[4];
-        float Lv[4];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int u = u0 + q, idx = (fwd ? u : P - 1 - u) * CH + c;
-            if (u < P) {
-                s[q] = tr[rec][idx];
-                Lv[q] = Lsh[idx];
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const int u = u0 + q, idx = (fwd ? u : P - 1 - u) * CH + c;
-            if (u < P) {
-                tr[rec][idx] = make_float2(st.re, st.im);
-                st = sfma(Lv[q], cmul(W, st), mk(s[q].x, s[q].y));
-            }
-        }
+#pragma unroll 8
+    for (int u = 0; u < P; u++) {
+        const int idx = (fwd ? u : P - 1 - u) * CH + c;
+        const float2 s = tr[rec][idx];
+        const float L = Lsh[idx];
+        cin[rec][idx] = make_float2(st.re, st.im);
+        st = sfma(L, cmul(W, st), mk(s.x, s.y));
     }
 }
 
 /* ------------------------------------------------------------------ forward */
-/* One chunk, from its raw inputs in registers (lam = xl, x = xc pair; zeros
- * past the chunk's n real tokens) to its outputs: activations, pass 1,
- * carries (two block barriers), pass 2 and the stores to o (the chunk's first
- * output row, row stride 2D). Called by every thread of the block. */
 template <typename T, int TT, int CH>
-__device__ __forceinline__ void fwd_chunk(float (&lam)[TT], cpx (&x)[TT], int n, T *o, int D,
-                                          const float2 *wsh, const float *cbeta,
-                                          float2 (*tr)[HG_MAXT], float *Lsh, int P) {
-    const int tid = threadIdx.x, ch = tid % CH;
+__global__ void __launch_bounds__(HG_MAXT, 1)
+k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
+            const float *__restrict__ theta_f, const float *__restrict__ theta_r,
+            const float *__restrict__ beta, int N, int D) {
+    __shared__ float2 tr[2][HG_MAXT], cin[2][HG_MAXT];
+    __shared__ float Lsh[HG_MAXT];
+    __shared__ float2 wsh[4 * CH];
+    __shared__ float cbeta[CH];
+    const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
+    const int j = blockIdx.x * CH + ch;
+    const int t0 = k * TT;
+    const int n = j < D ? max(0, min(TT, N - t0)) : 0;
+    const size_t row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
+    const T *pc = xc + row0 * ld + 2 * j, *pl = xl + row0 * ld + j;
+
+    float lam[TT];
+    cpx x[TT];
+#pragma unroll
+    for (int i = 0; i < TT; i++) {   /* raw loads first, all in flight; padding reads 0 */
+        lam[i] = i < n ? ldf(pl + i * ld) : 0.0f;
+        x[i] = i < n ? mk(ldf(pc + i * ld), ldf(pc + i * ld + 1)) : mk(0.0f, 0.0f);
+    }
+    channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
+    __syncthreads();
     const cpx wf = mk(wsh[ch].x, wsh[ch].y), wr = mk(wsh[CH + ch].x, wsh[CH + ch].y);
     const float bet = cbeta[ch], omb = 1.0f - bet;
 #pragma unroll
@@ -172,9 +177,9 @@ __device__ __forceinline__ void fwd_chunk(float (&lam)[TT], cpx (&x)[TT], int n,
     tr[1][tid] = make_float2(rl.re, rl.im);
     Lsh[tid] = L;
     __syncthreads();
-    chunk_carries<2, CH>(tr, Lsh, wsh, P);
+    chunk_carries<2, CH>(tr, cin, Lsh, wsh, P);
     __syncthreads();
-    cpx h = mk(tr[0][tid].x, tr[0][tid].y), r = mk(tr[1][tid].x, tr[1][tid].y);
+    cpx h = mk(cin[0][tid].x, cin[0][tid].y), r = mk(cin[1][tid].x, cin[1][tid].y);
 
     /* pass 2: rescan from the carries; H = h + r */
     cpx hs[TT];
@@ -183,6 +188,7 @@ __device__ __forceinline__ void fwd_chunk(float (&lam)[TT], cpx (&x)[TT], int n,
         h = sfma(lam[i], cmul(wf, h), x[i]);
         hs[i] = h;
     }
+    T *o = out + row0 * 2 * D + j;
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--) {
         r = sfma(lam[i], cmul(wr, r), x[i]);
@@ -193,47 +199,36 @@ __device__ __forceinline__ void fwd_chunk(float (&lam)[TT], cpx (&x)[TT], int n,
     }
 }
 
-/* Direct kernel (any N <= 2048, any strides): one block per (image, channel
- * group); each thread loads its own chunk from global memory. */
+/* ----------------------------------------------------------------- backward */
 template <typename T, int TT, int CH>
 __global__ void __launch_bounds__(HG_MAXT, 1)
-k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
-            const float *__restrict__ theta_f, const float *__restrict__ theta_r,
-            const float *__restrict__ beta, int N, int D) {
-    __shared__ float2 tr[2][HG_MAXT];
+k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
+            const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
+            int ld, const float *__restrict__ theta_f, const float *__restrict__ theta_r,
+            const float *__restrict__ beta, int B, int N, int D) {
+    __shared__ float2 tr[4][HG_MAXT], cin[4][HG_MAXT];
     __shared__ float Lsh[HG_MAXT];
     __shared__ float2 wsh[4 * CH];
     __shared__ float cbeta[CH];
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
+    const size_t b = blockIdx.y;
     const int t0 = k * TT;
     const int n = j < D ? max(0, min(TT, N - t0)) : 0;
-    const size_t row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
+    const size_t row0 = b * N + min(t0, N - 1);
     const T *pc = xc + row0 * ld + 2 * j, *pl = xl + row0 * ld + j;
+    const T *pg = dout + row0 * 2 * D + j;
 
-    float lam[TT];
-    cpx x[TT];
+    float sg[TT];   /* sigmoid of the gate pre-activation */
+    cpx c[TT], ds[TT], g[TT];   /* SiLU(xc), SiLU'(xc), dout */
 #pragma unroll
-    for (int i = 0; i < TT; i++) {   /* raw loads first, all in flight; padding reads 0 */
-        lam[i] = i < n ? ldf(pl + i * ld) : 0.0f;
-        x[i] = i < n ? mk(ldf(pc + i * ld), ldf(pc + i * ld + 1)) : mk(0.0f, 0.0f);
+    for (int i = 0; i < TT; i++) {   /* padding reads 0 */
+        sg[i] = i < n ? ldf(pl + i * ld) : 0.0f;
+        c[i] = i < n ? mk(ldf(pc + i * ld), ldf(pc + i * ld + 1)) : mk(0.0f, 0.0f);
+        g[i] = i < n ? mk(ldf(pg + i * 2 * D), ldf(pg + i * 2 * D + D)) : mk(0.0f, 0.0f);
     }
     channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
     __syncthreads();
-    fwd_chunk<T, TT, CH>(lam, x, n, out + row0 * 2 * D + j, D, wsh, cbeta, tr, Lsh, P);
-}
-
-/* ----------------------------------------------------------------- backward */
-/* One chunk of the backward from its raw inputs (sg = xl, c = xc pair, g =
- * dout pair; zeros past n): writes dxc (oc, row stride ld, re/im adjacent)
- * and dxl (ol), returns the chunk's sums for theta_f, theta_r, beta in acc. */
-template <typename T, int TT, int CH>
-__device__ __forceinline__ void bwd_chunk(float (&sg)[TT], cpx (&c)[TT], cpx (&g)[TT], int n,
-                                          T *oc, T *ol, int ld, const float2 *wsh,
-                                          const float *cbeta, float2 (*tr)[HG_MAXT], float *Lsh,
-                                          int P, float (&acc)[3]) {
-    const int tid = threadIdx.x, ch = tid % CH;
-    cpx ds[TT];   /* SiLU'(xc) */
     const cpx wf = mk(wsh[ch].x, wsh[ch].y), wr = mk(wsh[CH + ch].x, wsh[CH + ch].y);
     const cpx wfc = mk(wf.re, -wf.im), wrc = mk(wr.re, -wr.im);
     const float bet = cbeta[ch], omb = 1.0f - bet;
@@ -278,10 +273,10 @@ __device__ __forceinline__ void bwd_chunk(float (&sg)[TT], cpx (&c)[TT], cpx (&g
     tr[3][tid] = make_float2(ql.re, ql.im);
     Lsh[tid] = L;
     __syncthreads();
-    chunk_carries<4, CH>(tr, Lsh, wsh, P);
+    chunk_carries<4, CH>(tr, cin, Lsh, wsh, P);
     __syncthreads();
-    cpx h = mk(tr[0][tid].x, tr[0][tid].y), p = mk(tr[1][tid].x, tr[1][tid].y);
-    cpx r = mk(tr[2][tid].x, tr[2][tid].y), q = mk(tr[3][tid].x, tr[3][tid].y);
+    cpx h = mk(cin[0][tid].x, cin[0][tid].y), p = mk(cin[1][tid].x, cin[1][tid].y);
+    cpx r = mk(cin[2][tid].x, cin[2][tid].y), q = mk(cin[3][tid].x, cin[3][tid].y);
 
     /* pass 2, forward: keep hw_t = e^{i theta_f} h_{t-1} and dr_t */
     cpx hw[TT], dr[TT];
@@ -296,6 +291,7 @@ __device__ __forceinline__ void bwd_chunk(float (&sg)[TT], cpx (&c)[TT], cpx (&g
     }
     /* pass 2, backward: rw = e^{i theta_r} r_{t+1}, dh_t, and the gradients */
     float dthf = 0.0f, dthr = 0.0f, dbet = 0.0f;
+    T *oc = dxc + row0 * ld + 2 * j, *ol = dxl + row0 * ld + j;
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--) {
         const float s = sg[i], lam = LAM(i), om = OML(i);
@@ -321,245 +317,33 @@ __device__ __forceinline__ void bwd_chunk(float (&sg)[TT], cpx (&c)[TT], cpx (&g
 #undef LAM
 #undef OML
 #undef XIN
-    acc[0] = dthf;
-    acc[1] = dthr;
-    acc[2] = dbet;
-}
 
-/* Per-channel parameter sums over the block's chunks, in a fixed order: the
- * 32/CH chunks of a channel in a warp by an xor-shuffle tree, then the warps
- * in order by the first CH threads, which write part[r][b][j]. red holds
- * [warps][3][CH] floats. One block barrier. */
-template <int CH>
-__device__ __forceinline__ void param_sums(float (&acc)[3], float *red, float *part, size_t B,
-                                           size_t b, int j0, int D) {
-    const int tid = threadIdx.x, lane = tid % 32, w = tid / 32, nw = blockDim.x / 32;
-#pragma unroll
-    for (int r = 0; r < 3; r++)
-#pragma unroll
-        for (int o = CH; o < 32; o <<= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    if (lane < CH)
-#pragma unroll
-        for (int r = 0; r < 3; r++) red[(w * 3 + r) * CH + lane] = acc[r];
+    /* per-channel parameter sums: over chunks here, over images by k_partials_finish */
     __syncthreads();
-    if (tid < CH && j0 + tid < D) {
+    float *red = (float *)tr;   /* [3][HG_MAXT] */
+    red[0 * HG_MAXT + tid] = dthf;
+    red[1 * HG_MAXT + tid] = dthr;
+    red[2 * HG_MAXT + tid] = dbet;
+    __syncthreads();
+    if (k == 0 && j < D) {
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
-#pragma unroll 4
-        for (int u = 0; u < nw; u++) {
-            a0 += red[(u * 3 + 0) * CH + tid];
-            a1 += red[(u * 3 + 1) * CH + tid];
-            a2 += red[(u * 3 + 2) * CH + tid];
+        for (int u = 0; u < P; u++) {
+            a0 += red[0 * HG_MAXT + u * CH + ch];
+            a1 += red[1 * HG_MAXT + u * CH + ch];
+            a2 += red[2 * HG_MAXT + u * CH + ch];
         }
-        part[(0 * B + b) * D + j0 + tid] = a0;
-        part[(1 * B + b) * D + j0 + tid] = a1;
-        part[(2 * B + b) * D + j0 + tid] = a2;
-    }
-}
-
-template <typename T, int TT, int CH>
-__global__ void __launch_bounds__(HG_MAXT, 1)
-k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
-            const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
-            int ld, const float *__restrict__ theta_f, const float *__restrict__ theta_r,
-            const float *__restrict__ beta, int B, int N, int D) {
-    __shared__ float2 tr[4][HG_MAXT];
-    __shared__ float Lsh[HG_MAXT];
-    __shared__ float red[HG_MAXT / 32 * 3 * CH];
-    __shared__ float2 wsh[4 * CH];
-    __shared__ float cbeta[CH];
-    const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
-    const int j = blockIdx.x * CH + ch;
-    const size_t b = blockIdx.y;
-    const int t0 = k * TT;
-    const int n = j < D ? max(0, min(TT, N - t0)) : 0;
-    const size_t row0 = b * N + min(t0, N - 1);
-    const T *pc = xc + row0 * ld + 2 * j, *pl = xl + row0 * ld + j;
-    const T *pg = dout + row0 * 2 * D + j;
-
-    float sg[TT];
-    cpx c[TT], g[TT];
-#pragma unroll
-    for (int i = 0; i < TT; i++) {   /* padding reads 0 */
-        sg[i] = i < n ? ldf(pl + i * ld) : 0.0f;
-        c[i] = i < n ? mk(ldf(pc + i * ld), ldf(pc + i * ld + 1)) : mk(0.0f, 0.0f);
-        g[i] = i < n ? mk(ldf(pg + i * 2 * D), ldf(pg + i * 2 * D + D)) : mk(0.0f, 0.0f);
-    }
-    channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
-    __syncthreads();
-    float acc[3];
-    bwd_chunk<T, TT, CH>(sg, c, g, n, dxc + row0 * ld + 2 * j, dxl + row0 * ld + j, ld, wsh,
-                         cbeta, tr, Lsh, P, acc);
-    param_sums<CH>(acc, red, part, B, b, blockIdx.x * CH, D);
-}
-
-/* ------------------------------------------------ staged (pipelined) kernels
- * For the common aligned case (D % 8 == 0, ld and the pointers 16-byte
- * aligned, N <= 512): TT 8, CH 8, and each block loops over images b =
- * blockIdx.y, + gridDim.y, ... (about as many blocks as fit on the GPU).
- * An image's [N x CH] input tile is copied to shared memory with 16-byte
- * cp.async while the previous image is computed (double buffer), so loads no
- * longer stall the block, and the per-token reads are LDS at constant
- * offsets (no 64-bit address arithmetic per token and array).
- * Tile layout per row: xc [2 CH] | xl [CH] (| dout re [CH] | dout im [CH]),
- * ROWB bytes; chunks of TT rows are CSB = TT ROWB + 2 CH sizeof(T) bytes
- * apart, the pad shifting the 4 chunks a warp reads by 8 (16 in fp32) banks. */
-__device__ __forceinline__ void cp_async16(void *sdst, const void *gsrc) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(sdst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gsrc) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait1() {
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
-template <typename T, int NARR>   /* NARR 2: xc, xl; 4: + dout re, im */
-struct StageGeom {
-    static constexpr int CH = 8, TT = 8;
-    static constexpr int XCB = 2 * CH * (int)sizeof(T), XLB = CH * (int)sizeof(T);
-    static constexpr int ROWB = XCB + XLB + (NARR == 4 ? 2 * XLB : 0);
-    static constexpr int CSB = TT * ROWB + XCB;
-    __host__ __device__ static size_t tile_bytes(int P) { return (size_t)P * CSB; }
-};
-
-/* Issue the cp.async copies of image b's tile into buf: thread t < N copies
- * row t (N <= TT * P = blockDim.x), its PIECES 16-byte pieces at constant
- * offsets. */
-template <typename T, int NARR>
-__device__ __forceinline__ void stage_tile(char *buf, const T *xc, const T *xl, const T *dout,
-                                           int ld, size_t b, int N, int D, int j0) {
-    typedef StageGeom<T, NARR> G;
-    const int t = threadIdx.x;
-    if (t >= N) return;
-    const size_t row = b * N + t;
-    char *dst = buf + (t / G::TT) * G::CSB + (t % G::TT) * G::ROWB;
-    const char *sc = (const char *)(xc + row * ld + 2 * j0);
-    const char *sl = (const char *)(xl + row * ld + j0);
-#pragma unroll
-    for (int pc = 0; pc < G::XCB / 16; pc++) cp_async16(dst + pc * 16, sc + pc * 16);
-#pragma unroll
-    for (int pc = 0; pc < G::XLB / 16; pc++) cp_async16(dst + G::XCB + pc * 16, sl + pc * 16);
-    if (NARR == 4) {
-        const char *sg = (const char *)(dout + row * 2 * D + j0);
-        const char *sgi = (const char *)(dout + row * 2 * D + D + j0);
-#pragma unroll
-        for (int pc = 0; pc < G::XLB / 16; pc++) {
-            cp_async16(dst + G::XCB + G::XLB + pc * 16, sg + pc * 16);
-            cp_async16(dst + G::XCB + 2 * G::XLB + pc * 16, sgi + pc * 16);
-        }
-    }
-}
-
-/* a pair of T at p (4- or 8-byte aligned shared memory) */
-__device__ __forceinline__ cpx lds2(const float *p) {
-    const float2 v = *reinterpret_cast<const float2 *>(p);
-    return mk(v.x, v.y);
-}
-__device__ __forceinline__ cpx lds2(const bf16 *p) {
-    const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p));
-    return mk(v.x, v.y);
-}
-
-/* grid: (D / 8, G images at a time), block 8 * P threads; dynamic shared
- * memory 2 tiles */
-template <typename T>
-__global__ void __launch_bounds__(HG_MAXT, 2)
-k_hgru1_fwd_staged(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl,
-                   int ld, const float *__restrict__ theta_f, const float *__restrict__ theta_r,
-                   const float *__restrict__ beta, int B, int N, int D) {
-    typedef StageGeom<T, 2> G;
-    constexpr int CH = G::CH, TT = G::TT;
-    extern __shared__ __align__(16) char stile[];
-    __shared__ float2 tr[2][HG_MAXT];
-    __shared__ float Lsh[HG_MAXT];
-    __shared__ float2 wsh[4 * CH];
-    __shared__ float cbeta[CH];
-    const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
-    const int j0 = blockIdx.x * CH, j = j0 + ch;
-    const int t0 = k * TT, n = max(0, min(TT, N - t0));
-    const size_t tile = G::tile_bytes(P);
-    size_t b = blockIdx.y;
-    stage_tile<T, 2>(stile, xc, xl, (const T *)0, ld, b, N, D, j0);
-    cp_async_commit();
-    channel_consts<CH, TT>(wsh, cbeta, j0, D, theta_f, theta_r, beta);
-    for (int it = 0; b < (size_t)B; it++, b += gridDim.y) {
-        if (b + gridDim.y < (size_t)B)
-            stage_tile<T, 2>(stile + ((it + 1) & 1) * tile, xc, xl, (const T *)0, ld,
-                             b + gridDim.y, N, D, j0);
-        cp_async_commit();   /* possibly empty: keeps wait_group 1 exact */
-        cp_async_wait1();
-        __syncthreads();     /* the tile of image b is in place for every thread */
-        const char *sp = stile + (it & 1) * tile + k * G::CSB;
-        float lam[TT];
-        cpx x[TT];
-#pragma unroll
-        for (int i = 0; i < TT; i++) {
-            const T *row = (const T *)(sp + i * G::ROWB);
-            lam[i] = i < n ? ldf(row + 2 * CH + ch) : 0.0f;
-            x[i] = i < n ? lds2(row + 2 * ch) : mk(0.0f, 0.0f);
-        }
-        /* fwd_chunk's first barrier also ends every read of this buffer
-         * before the next iteration's copies into it are issued */
-        fwd_chunk<T, TT, CH>(lam, x, n, out + (b * N + min(t0, N - 1)) * 2 * D + j, D, wsh,
-                             cbeta, tr, Lsh, P);
-    }
-}
-
-template <typename T>
-__global__ void __launch_bounds__(HG_MAXT, 1)
-k_hgru1_bwd_staged(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
-                   const T *__restrict__ dout, const T *__restrict__ xc,
-                   const T *__restrict__ xl, int ld, const float *__restrict__ theta_f,
-                   const float *__restrict__ theta_r, const float *__restrict__ beta, int B,
-                   int N, int D) {
-    typedef StageGeom<T, 4> G;
-    constexpr int CH = G::CH, TT = G::TT;
-    extern __shared__ __align__(16) char stile[];
-    __shared__ float2 tr[4][HG_MAXT];
-    __shared__ float Lsh[HG_MAXT];
-    __shared__ float red[HG_MAXT / 32 * 3 * CH];
-    __shared__ float2 wsh[4 * CH];
-    __shared__ float cbeta[CH];
-    const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
-    const int j0 = blockIdx.x * CH, j = j0 + ch;
-    const int t0 = k * TT, n = max(0, min(TT, N - t0));
-    const size_t tile = G::tile_bytes(P);
-    size_t b = blockIdx.y;
-    stage_tile<T, 4>(stile, xc, xl, dout, ld, b, N, D, j0);
-    cp_async_commit();
-    channel_consts<CH, TT>(wsh, cbeta, j0, D, theta_f, theta_r, beta);
-    for (int it = 0; b < (size_t)B; it++, b += gridDim.y) {
-        if (b + gridDim.y < (size_t)B)
-            stage_tile<T, 4>(stile + ((it + 1) & 1) * tile, xc, xl, dout, ld, b + gridDim.y, N,
-                             D, j0);
-        cp_async_commit();
-        cp_async_wait1();
-        __syncthreads();
-        const char *sp = stile + (it & 1) * tile + k * G::CSB;
-        float sg[TT];
-        cpx c[TT], g[TT];
-#pragma unroll
-        for (int i = 0; i < TT; i++) {
-            const T *row = (const T *)(sp + i * G::ROWB);
-            sg[i] = i < n ? ldf(row + 2 * CH + ch) : 0.0f;
-            c[i] = i < n ? lds2(row + 2 * ch) : mk(0.0f, 0.0f);
-            g[i] = i < n ? mk(ldf(row + 3 * CH + ch), ldf(row + 4 * CH + ch)) : mk(0.0f, 0.0f);
-        }
-        const size_t row0 = b * N + min(t0, N - 1);
-        float acc[3];
-        bwd_chunk<T, TT, CH>(sg, c, g, n, dxc + row0 * ld + 2 * j, dxl + row0 * ld + j, ld, wsh,
-                             cbeta, tr, Lsh, P, acc);
-        param_sums<CH>(acc, red, part, B, b, j0, D);
+        part[(0 * (size_t)B + b) * D + j] = a0;
+        part[(1 * (size_t)B + b) * D + j] = a1;
+        part[(2 * (size_t)B + b) * D + j] = a2;
     }
 }
 
 /* ------------------------------------------------------------------- host */
-/* Direct kernels: tokens per thread TT, channels per block CH and chunks per
- * block P (whole warps: a multiple of 32/CH). TT 8 up to N = 1024 (P <=
- * 128), 16 up to 2048; CH 8 while CH*P <= 512, else 4 (the LRA shape N =
- * 1024: 128 chunks x 4 channels, B*D/4 blocks). HGRN_SCAN_CH=4 forces 4 and
- * HGRN_SCAN_TT=8/16 forces TT where P stays <= 128 (tests and timings). */
+/* Tokens per thread TT, channels per block CH and chunks per block P (whole
+ * warps: a multiple of 32/CH). TT 8 up to N = 1024 (P <= 128), 16 up to
+ * 2048; CH 8 while CH*P <= 512, else 4 (the LRA shape N = 1024: 128 chunks x
+ * 4 channels, B*D/4 blocks). HGRN_SCAN_CH=4 forces 4 and HGRN_SCAN_TT=4/8/16
+ * forces TT where P stays <= 128 (the tests and timings run them). */
 typedef struct { int TT, CH, P; } ScanShape;
 static ScanShape scan_shape(int N) {
     ScanShape s;
@@ -569,10 +353,10 @@ static ScanShape scan_shape(int N) {
         exit(1);
     }
     s.TT = N <= 8 * (HG_MAXT / 4) ? 8 : 16;
-    const char *et = getenv("HGRN_SCAN_TT");
+    const char *et = getenv("HGRN_SCAN_TT");   /* 4, 8 or 16 forced, where it fits */
     if (et) {
         const int tt = atoi(et);
-        if ((tt == 8 || tt == 16) && N <= tt * (HG_MAXT / 4)) s.TT = tt;
+        if ((tt == 4 || tt == 8 || tt == 16) && N <= tt * (HG_MAXT / 4)) s.TT = tt;
     }
     int P = (N + s.TT - 1) / s.TT;
     const char *e = getenv("HGRN_SCAN_CH");
@@ -582,91 +366,51 @@ static ScanShape scan_shape(int N) {
     return s;
 }
 
-/* The staged kernels take N <= 512 with D % 8 == 0, 16-byte row strides and
- * 16-byte aligned tensors (the model's in-projection views: ld = 5D); the
- * rest, and HGRN_SCAN_STAGED=0 or a forced HGRN_SCAN_CH / HGRN_SCAN_TT, go
- * to the direct kernels. */
-static int scan_staged_ok(int N, int D, int ld, size_t elem, const void *const *ptrs, int np) {
-    const char *e = getenv("HGRN_SCAN_STAGED");
-    if (e && atoi(e) == 0) return 0;
-    const char *ec = getenv("HGRN_SCAN_CH"), *et = getenv("HGRN_SCAN_TT");
-    if ((ec && atoi(ec) == 4) || (et && atoi(et) == 16)) return 0;
-    if (N > 8 * (HG_MAXT / 8) || D % 8 || ((size_t)ld * elem) % 16) return 0;
-    for (int i = 0; i < np; i++)
-        if (!aligned16(ptrs[i])) return 0;
-    return 1;
+template <typename T, int CH>
+static void launch_fwd_ch(CudaImpl *im, ScanShape s, T *out, const T *xc, const T *xl, int ld,
+                          const float *tf, const float *tr, const float *beta, int B, int N,
+                          int D) {
+    dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
+    switch (s.TT) {
+#define CASE(tt) case tt: k_hgru1_fwd<T, tt, CH><<<grid, block, 0, im->stream>>>(               \
+                              out, xc, xl, ld, tf, tr, beta, N, D); break;
+        CASE(4) CASE(8) CASE(16)
+#undef CASE
+    }
+    LAUNCH_CHECK("k_hgru1_fwd");
 }
 
-/* grid (D/8, G): G images in flight, about as many blocks as fit on the GPU.
- * The shared-memory opt-in and the occupancy query are cached per kernel
- * (the last device, tile size and block size). */
-template <typename K>
-static dim3 staged_grid(CudaImpl *im, K kernel, int threads, size_t smem, int B, int D) {
-    static int c_dev = -1, c_threads = 0, c_nb = 0;
-    static size_t c_smem = 0;
-    if (c_dev != im->device || c_smem != smem || c_threads != threads) {
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)smem));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&c_nb, kernel, threads, smem));
-        c_dev = im->device;
-        c_smem = smem;
-        c_threads = threads;
+template <typename T, int CH>
+static void launch_bwd_ch(CudaImpl *im, ScanShape s, T *dxc, T *dxl, float *part, const T *dout,
+                          const T *xc, const T *xl, int ld, const float *tf, const float *tr,
+                          const float *beta, int B, int N, int D) {
+    dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
+    switch (s.TT) {
+#define CASE(tt) case tt: k_hgru1_bwd<T, tt, CH><<<grid, block, 0, im->stream>>>(               \
+                              dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D); break;
+        CASE(4) CASE(8) CASE(16)
+#undef CASE
     }
-    const int nb = c_nb;
-    const int groups = D / 8;
-    int G = (max(nb, 1) * im->num_sms + groups - 1) / groups;
-    const char *e = getenv("HGRN_SCAN_G");   /* at most this many (tests: several images a block) */
-    if (e && atoi(e) > 0) G = min(G, atoi(e));
-    return dim3(groups, min(max(G, 1), B));
+    LAUNCH_CHECK("k_hgru1_bwd");
 }
 
 template <typename T>
 static void launch_fwd(CudaImpl *im, T *out, const T *xc, const T *xl, int ld, const float *tf,
                        const float *tr, const float *beta, int B, int N, int D) {
-    const void *ptrs[3] = {out, xc, xl};
-    if (scan_staged_ok(N, D, ld, sizeof(T), ptrs, 3)) {
-        const int P = ((N + 7) / 8 + 3) / 4 * 4;
-        const size_t smem = 2 * StageGeom<T, 2>::tile_bytes(P);
-        dim3 grid = staged_grid(im, k_hgru1_fwd_staged<T>, 8 * P, smem, B, D);
-        k_hgru1_fwd_staged<T><<<grid, 8 * P, smem, im->stream>>>(out, xc, xl, ld, tf, tr, beta,
-                                                                 B, N, D);
-        LAUNCH_CHECK("k_hgru1_fwd_staged");
-        return;
-    }
     ScanShape s = scan_shape(N);
-    dim3 grid(ceil_div(D, s.CH), B), block(s.CH * s.P);
-#define CASE(tt, ch)                                                                         \
-    if (s.TT == tt && s.CH == ch)                                                            \
-        k_hgru1_fwd<T, tt, ch><<<grid, block, 0, im->stream>>>(out, xc, xl, ld, tf, tr, beta, \
-                                                               N, D);
-    CASE(8, 8) CASE(8, 4) CASE(16, 8) CASE(16, 4)
-#undef CASE
-    LAUNCH_CHECK("k_hgru1_fwd");
+    if (s.CH == 8) launch_fwd_ch<T, 8>(im, s, out, xc, xl, ld, tf, tr, beta, B, N, D);
+    else launch_fwd_ch<T, 4>(im, s, out, xc, xl, ld, tf, tr, beta, B, N, D);
 }
 
 template <typename T>
 static void launch_bwd(CudaImpl *im, T *dxc, T *dxl, float *part, const T *dout, const T *xc,
                        const T *xl, int ld, const float *tf, const float *tr, const float *beta,
                        int B, int N, int D) {
-    const void *ptrs[5] = {dxc, dxl, dout, xc, xl};
-    if (scan_staged_ok(N, D, ld, sizeof(T), ptrs, 5)) {
-        const int P = ((N + 7) / 8 + 3) / 4 * 4;
-        const size_t smem = 2 * StageGeom<T, 4>::tile_bytes(P);
-        dim3 grid = staged_grid(im, k_hgru1_bwd_staged<T>, 8 * P, smem, B, D);
-        k_hgru1_bwd_staged<T><<<grid, 8 * P, smem, im->stream>>>(dxc, dxl, part, dout, xc, xl,
-                                                                 ld, tf, tr, beta, B, N, D);
-        LAUNCH_CHECK("k_hgru1_bwd_staged");
-        return;
-    }
     ScanShape s = scan_shape(N);
-    dim3 grid(ceil_div(D, s.CH), B), block(s.CH * s.P);
-#define CASE(tt, ch)                                                                          \
-    if (s.TT == tt && s.CH == ch)                                                             \
-        k_hgru1_bwd<T, tt, ch><<<grid, block, 0, im->stream>>>(dxc, dxl, part, dout, xc, xl, ld, \
-                                                               tf, tr, beta, B, N, D);
-    CASE(8, 8) CASE(8, 4) CASE(16, 8) CASE(16, 4)
-#undef CASE
-    LAUNCH_CHECK("k_hgru1_bwd");
+    if (s.CH == 8)
+        launch_bwd_ch<T, 8>(im, s, dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D);
+    else
+        launch_bwd_ch<T, 4>(im, s, dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D);
 }
 
 void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld,

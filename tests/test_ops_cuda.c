@@ -408,7 +408,7 @@ static void test_silu_mul(void **state) {
 }
 
 /* ld and xl_off: the row stride of the projection and where xl starts in it
- * (odd: the direct kernels; ld 5D, xl_off 2D with D % 8 == 0: the staged ones) */
+ * (run_hgru1: odd, misaligned views; the model's layout is ld 5D, xl_off 2D) */
 static void run_hgru1_at(int B, int N, int D, int ld, int xl_off) {
     char what[96];
     size_t M = (size_t)B * N;
@@ -465,7 +465,7 @@ static void test_hgru1(void **state) {
     (void)state;
     /* channels per block of the CUDA kernels: the default (8, or 4 above 64
      * chunks) and 4 forced; 8 tokens per thread up to N 1024, then 16 */
-    const char *chs[3] = {"8", "4", "8"}, *tts[3] = {"0", "0", "16"};
+    const char *chs[3] = {"8", "4", "8"}, *tts[3] = {"0", "0", "4"};
     for (int v = 0; v < 3; v++) {
         setenv("HGRN_SCAN_CH", chs[v], 1);
         setenv("HGRN_SCAN_TT", tts[v], 1);   /* 0: the default; 4 where it fits */
@@ -482,20 +482,10 @@ static void test_hgru1(void **state) {
     }
     unsetenv("HGRN_SCAN_CH");
     unsetenv("HGRN_SCAN_TT");
-    /* aligned views (the model's layout): the staged kernels, one image per
-     * block, then at most 2 blocks along the batch (several images a block) */
-    const char *gs[2] = {"0", "2"};
-    for (int v = 0; v < 2; v++) {
-        setenv("HGRN_SCAN_G", gs[v], 1);
-        printf("  (aligned, HGRN_SCAN_G=%s)\n", gs[v]);
-        run_hgru1_at(2, 256, 40, 5 * 40, 2 * 40);
-        run_hgru1_at(3, 37, 16, 5 * 16, 2 * 16);
-        run_hgru1_at(5, 196, 24, 5 * 24, 2 * 24);
-        run_hgru1_at(3, 300, 16, 5 * 16, 4 * 16);
-        run_hgru1_at(1, 512, 8, 5 * 8, 2 * 8);
-        run_hgru1_at(4, 1, 8, 5 * 8, 2 * 8);
-    }
-    unsetenv("HGRN_SCAN_G");
+    /* aligned views, the model's layout (ld 5D, xl right after xc) */
+    run_hgru1_at(2, 256, 40, 5 * 40, 2 * 40);
+    run_hgru1_at(3, 37, 16, 5 * 16, 2 * 16);
+    run_hgru1_at(5, 196, 24, 5 * 24, 2 * 24);
 }
 
 static void test_lower_bounds(void **state) {
@@ -990,16 +980,13 @@ static void bench(void) {
             bk->free(bk, c.dst);
         }
         /* the default kernel shape, then CH 4, TT 4 and TT 16 forced; the LRA shape */
-        /* the default (staged) kernels, then the direct ones (CH 8, CH 4, TT 16); LRA */
         int shapes[5][3] = {{256, 256, 192}, {256, 256, 192}, {256, 256, 192}, {256, 256, 192},
                             {8, 1024, 64}};
-        const char *vch[5] = {"8", "8", "4", "8", "8"}, *vtt[5] = {"0", "0", "0", "16", "0"};
-        const char *vst[5] = {"1", "0", "1", "1", "1"};
-        const char *vname[5] = {"", " direct", " ch4", " tt16", ""};
+        const char *vch[5] = {"8", "4", "8", "8", "8"}, *vtt[5] = {"0", "0", "4", "16", "0"};
+        const char *vname[5] = {"", " ch4", " tt4", " tt16", ""};
         for (int si = 0; si < 5; si++) {
             setenv("HGRN_SCAN_CH", vch[si], 1);
             setenv("HGRN_SCAN_TT", vtt[si], 1);
-            setenv("HGRN_SCAN_STAGED", vst[si], 1);
             ScanBench s;
             memset(&s, 0, sizeof s);
             s.bk = bk;
@@ -1046,7 +1033,6 @@ static void bench(void) {
         }
         unsetenv("HGRN_SCAN_CH");
         unsetenv("HGRN_SCAN_TT");
-        unsetenv("HGRN_SCAN_STAGED");
         const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan timings alone */
         if (ng && *ng && *ng != '0') {
             bk->destroy(bk);
