@@ -8,7 +8,9 @@
 # Falls back to a direct nvcc/cc build of cuda/*.cu + the test + the CPU
 # backend when the CMake build of the whole tree fails (other parts of the
 # tree being mid-edit). SANITIZE=1 also runs compute-sanitizer memcheck and
-# racecheck on the tests (without the timings).
+# racecheck on the tests (without the timings). HGRN_TEST_FILTER=test_hgru1 (passed
+# through the environment) limits the tests and sanitizer runs to the HGRU1
+# scan; HGRN_BENCH_NOGEMM=1 leaves the GEMMs out of the timing table.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=${1:-$root/build-gpu}

@@ -15,7 +15,8 @@
  * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
  * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
  * bandwidth against a measured device-to-device copy, the LRA shape, and the
- * model's GEMMs. */
+ * model's GEMMs (HGRN_BENCH_NOGEMM=1: the scan alone). HGRN_TEST_FILTER=pattern
+ * runs only the matching tests (cmocka_set_test_filter), e.g. test_hgru1. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -517,9 +518,10 @@ static void test_silu_mul(void **state) {
     run_silu_mul(77, 40, 88, 44);                 /* vectorised in fp32, b misaligned in bf16 */
 }
 
-static void run_hgru1(int B, int N, int D) {
+/* ld and xl_off: the row stride of the projection and where xl starts in it
+ * (run_hgru1: odd, misaligned views; the model's layout is ld 5D, xl_off 2D) */
+static void run_hgru1_at(int B, int N, int D, int ld, int xl_off) {
     char what[96];
-    int ld = 5 * D + 2, xl_off = 4 * D + 1;
     size_t M = (size_t)B * N;
     T2 proj = t2_new(M * ld, 1);
     {
@@ -568,21 +570,33 @@ static void run_hgru1(int B, int N, int D) {
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
 }
 
+static void run_hgru1(int B, int N, int D) { run_hgru1_at(B, N, D, 5 * D + 2, 4 * D + 1); }
+
 static void test_hgru1(void **state) {
     (void)state;
-    const char *chs[2] = {"16", "8"};   /* channels per block of the CUDA kernels */
-    for (int v = 0; v < 2; v++) {
+    /* channels per block of the CUDA kernels: the default (8, or 4 above 64
+     * chunks) and 4 forced; 8 tokens per thread up to N 1024, then 16 */
+    const char *chs[3] = {"8", "4", "8"}, *tts[3] = {"0", "0", "4"};
+    for (int v = 0; v < 3; v++) {
         setenv("HGRN_SCAN_CH", chs[v], 1);
-        printf("  (HGRN_SCAN_CH=%s)\n", chs[v]);
-        run_hgru1(3, 37, 21);    /* TT 4, odd everything */
-        run_hgru1(2, 256, 40);   /* TT 8: the ImageNet shape's path */
+        setenv("HGRN_SCAN_TT", tts[v], 1);   /* 0: the default; 4 where it fits */
+        printf("  (HGRN_SCAN_CH=%s HGRN_SCAN_TT=%s)\n", chs[v], tts[v]);
+        run_hgru1(3, 37, 21);    /* partial last chunk, odd everything */
+        run_hgru1(2, 256, 40);   /* the ImageNet shape's path: 32 chunks */
         run_hgru1(2, 196, 19);
-        run_hgru1(2, 301, 17);   /* TT 16 */
-        run_hgru1(1, 700, 16);   /* TT 32 */
-        run_hgru1(1, 1500, 9);   /* TT 64 */
+        run_hgru1(2, 301, 17);
+        run_hgru1(1, 512, 11);   /* 64 chunks: the largest CH 8 block */
+        run_hgru1(1, 700, 16);   /* 88 chunks: CH 4 */
+        run_hgru1(1, 1024, 6);   /* the LRA length: 128 chunks */
+        run_hgru1(1, 1500, 9);   /* 16 tokens per thread */
         run_hgru1(4, 1, 5);      /* a single token */
     }
     unsetenv("HGRN_SCAN_CH");
+    unsetenv("HGRN_SCAN_TT");
+    /* aligned views, the model's layout (ld 5D, xl right after xc) */
+    run_hgru1_at(2, 256, 40, 5 * 40, 2 * 40);
+    run_hgru1_at(3, 37, 16, 5 * 16, 2 * 16);
+    run_hgru1_at(5, 196, 24, 5 * 24, 2 * 24);
 }
 
 static void test_lower_bounds(void **state) {
@@ -1240,10 +1254,15 @@ static void bench(void) {
             bk->free(bk, c.src);
             bk->free(bk, c.dst);
         }
-        int shapes[3][3] = {{256, 256, 192}, {256, 256, 192}, {8, 1024, 64}};
+        /* the default kernel shape, then CH 4, TT 4 and TT 16 forced; the LRA shape */
+        int shapes[5][3] = {{256, 256, 192}, {256, 256, 192}, {256, 256, 192}, {256, 256, 192},
+                            {8, 1024, 64}};
+        const char *vch[5] = {"8", "4", "8", "8", "8"}, *vtt[5] = {"0", "0", "4", "16", "0"};
+        const char *vname[5] = {"", " ch4", " tt4", " tt16", ""};
         const char *nos = getenv("HGRN_BENCH_NOSCAN");
-        for (int si = 0; si < 3 && !(nos && *nos && *nos != '0'); si++) {
-            setenv("HGRN_SCAN_CH", si == 1 ? "8" : "16", 1);
+        for (int si = 0; si < 5 && !(nos && *nos && *nos != '0'); si++) {
+            setenv("HGRN_SCAN_CH", vch[si], 1);
+            setenv("HGRN_SCAN_TT", vtt[si], 1);
             ScanBench s;
             memset(&s, 0, sizeof s);
             s.bk = bk;
@@ -1270,7 +1289,7 @@ static void bench(void) {
             double tb = time_it(bk, scan_bwd_fn, &s, 20);
             double bf_ = (double)M * s.D * 5 * e, bb = (double)M * s.D * 8 * e;
             char name[64];
-            const char *chn = si == 1 ? " ch8" : "";
+            const char *chn = vname[si];
             snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
             printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bf_ / 1e6,
                    bf_ / tf / 1e9, 100 * bf_ / tf / 1e9 / copy_gbs);
@@ -1289,6 +1308,7 @@ static void bench(void) {
             bk->free(bk, s.dpar);
         }
         unsetenv("HGRN_SCAN_CH");
+        unsetenv("HGRN_SCAN_TT");
         /* LayerNorm at the models' shapes (M = 65536 tokens; Tiny 192, Small 384):
          * the register-row kernels, then the scalar ones (HGRN_LN_SCALAR=1) */
         for (int ci = 0; ci < 2; ci++)
@@ -1326,6 +1346,8 @@ static void bench(void) {
                 for (int i = 0; i < 8; i++) bk->free(bk, ps[i]);
             }
         bk->destroy(bk);
+        const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan (and LayerNorm) timings alone */
+        if (ng && *ng && *ng != '0') continue;
         /* the models' GEMMs at batch 256 (M = 65536 tokens), Tiny then Small, with
          * the heuristic's first algorithm (HGRN_GEMM_TUNE=0) and the timed choice;
          * each setting on a fresh backend (plans are cached per backend) */
