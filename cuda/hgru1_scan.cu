@@ -51,12 +51,6 @@ __device__ __forceinline__ cpx cadd(cpx a, cpx b) { return mk(a.re + b.re, a.im 
 __device__ __forceinline__ cpx sfma(float lam, cpx v, cpx x) {
     return mk(fmaf(lam, v.re, x.re), fmaf(lam, v.im, x.im));
 }
-/* lam w v + x, the recurrence step, with (lam w) formed off the dependent
- * chain: two dependent FMAs per step on v instead of three (w v, then lam . + x) */
-__device__ __forceinline__ cpx lwfma(float lam, cpx w, cpx v, cpx x) {
-    const float a = lam * w.re, b = lam * w.im;
-    return mk(fmaf(a, v.re, fmaf(-b, v.im, x.re)), fmaf(a, v.im, fmaf(b, v.re, x.im)));
-}
 
 /* SiLU of the complex input's parts. The bf16 path takes the sigmoid from one
  * tanh.approx (sigma(x) = 1/2 + tanh(x/2)/2; absolute error ~2^-11, below the
@@ -128,7 +122,7 @@ __device__ __forceinline__ void chunk_carries(const float2 (*tr)[HG_MAXT],
         const float2 s = tr[rec][idx];
         const float L = Lsh[idx];
         cin[rec][idx] = make_float2(st.re, st.im);
-        st = lwfma(L, W, st, mk(s.x, s.y));
+        st = sfma(L, cmul(W, st), mk(s.x, s.y));
     }
 }
 
@@ -174,11 +168,11 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     float L = 1.0f;
 #pragma unroll
     for (int i = 0; i < TT; i++) {
-        hl = lwfma(lam[i], wf, hl, x[i]);
+        hl = sfma(lam[i], cmul(wf, hl), x[i]);
         L *= lam[i];
     }
 #pragma unroll
-    for (int i = TT - 1; i >= 0; i--) rl = lwfma(lam[i], wr, rl, x[i]);
+    for (int i = TT - 1; i >= 0; i--) rl = sfma(lam[i], cmul(wr, rl), x[i]);
     tr[0][tid] = make_float2(hl.re, hl.im);
     tr[1][tid] = make_float2(rl.re, rl.im);
     Lsh[tid] = L;
@@ -191,13 +185,13 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     cpx hs[TT];
 #pragma unroll
     for (int i = 0; i < TT; i++) {
-        h = lwfma(lam[i], wf, h, x[i]);
+        h = sfma(lam[i], cmul(wf, h), x[i]);
         hs[i] = h;
     }
     T *o = out + row0 * 2 * D + j;
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--) {
-        r = lwfma(lam[i], wr, r, x[i]);
+        r = sfma(lam[i], cmul(wr, r), x[i]);
         if (i < n) {
             stf(o + i * 2 * D, hs[i].re + r.re);
             stf(o + i * 2 * D + D, hs[i].im + r.im);
@@ -258,7 +252,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 #pragma unroll
     for (int i = 0; i < TT; i++) {
         const float lam = LAM(i), om = OML(i);
-        hl = lwfma(lam, wf, hl, XIN(i, om));
+        hl = sfma(lam, cmul(wf, hl), XIN(i, om));
         const cpx d = cadd(pl_, g[i]);
         pl_ = cmul(wrc, d);
         pl_ = mk(lam * pl_.re, lam * pl_.im);
@@ -268,7 +262,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--) {
         const float lam = LAM(i), om = OML(i);
-        rl = lwfma(lam, wr, rl, XIN(i, om));
+        rl = sfma(lam, cmul(wr, rl), XIN(i, om));
         const cpx d = cadd(ql, g[i]);
         ql = cmul(wfc, d);
         ql = mk(lam * ql.re, lam * ql.im);
