@@ -33,10 +33,12 @@ for cfg in ${CONFIGS:-hgrn1_deit_tiny hgrn1_deit_small hgrn2_deit_tiny hgrn2_dei
   [ "${FP32:-0}" = 1 ] && build-gpu/hgrn bench --config configs/$cfg.cfg --batch 256 --steps 10 --precision fp32 \
     >"$out/bench_${cfg}_fp32.txt" 2>&1
 done
-if [ -d "$fm" ]; then
+if [ -d "$fm" ]; then   # the GPU demo: scripts/demo.sh's GPU recipe, from the JPEG tree
+  build-gpu/hgrn prepare fmnist "$out/fm_tree" --data "$fm" >"$out/demo_prepare.log" 2>&1
   start=$(date +%s.%N)
-  build-gpu/hgrn train --config configs/fmnist_hgrn1_tiny.cfg --data "$fm" --out "$out/demo" >"$out/demo_train.log" 2>&1
-  build-gpu/hgrn eval --ckpt "$out/demo/best.safetensors" --data "$fm" >"$out/demo_eval.log" 2>&1
+  build-gpu/hgrn train --config configs/fmnist_hgrn1_tiny.cfg --data.dataset imagefolder --data "$out/fm_tree" \
+    --out "$out/demo" --device cuda --train.epochs 20 --data.crop_padding 2 --data.hflip 0.5 >"$out/demo_train.log" 2>&1
+  build-gpu/hgrn eval --ckpt "$out/demo/best.safetensors" --device cuda >"$out/demo_eval.log" 2>&1
   end=$(date +%s.%N)
   echo "GPU demo train+eval: $(awk "BEGIN{print $end - $start}") s: $(tail -1 "$out/demo_eval.log")"
 fi
