@@ -325,6 +325,20 @@ void cu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta, const f
 /* ---- uint8 NCHW -> normalised activations ---- */
 #define NORM_MAXC 16
 struct NormArgs { float scale[NORM_MAXC], shift[NORM_MAXC]; };
+/* (x/255 - mean) / std as x * scale + shift, per channel (C <= NORM_MAXC) */
+static NormArgs norm_args(const char *op, const float *mean, const float *std, int C) {
+    if (C > NORM_MAXC) {
+        fprintf(stderr, "hgrn: %s: %d channels (the CUDA backend handles up to %d)\n", op, C,
+                NORM_MAXC);
+        exit(1);
+    }
+    NormArgs a;
+    for (int c = 0; c < NORM_MAXC; c++) {
+        a.scale[c] = c < C ? 1.0f / (255.0f * std[c]) : 0.0f;
+        a.shift[c] = c < C ? -mean[c] / std[c] : 0.0f;
+    }
+    return a;
+}
 template <typename T>
 __global__ void k_normalize_u8(T *out, const uint8_t *img, NormArgs a, int C, int HW, size_t n) {
     GRID_STRIDE(i, n) {
@@ -357,16 +371,7 @@ void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *m
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * C * H * W;
     if (!n) return;
-    if (C > NORM_MAXC) {
-        fprintf(stderr, "hgrn: normalize_u8: %d channels (the CUDA backend handles up to %d)\n", C,
-                NORM_MAXC);
-        exit(1);
-    }
-    NormArgs a;
-    for (int c = 0; c < NORM_MAXC; c++) {
-        a.scale[c] = c < C ? 1.0f / (255.0f * std[c]) : 0.0f;
-        a.shift[c] = c < C ? -mean[c] / std[c] : 0.0f;
-    }
+    NormArgs a = norm_args("normalize_u8", mean, std, C);
     size_t HW = (size_t)H * W;
     if (HW % 8 == 0 && n / 8 < (1u << 30) && ((uintptr_t)img & 7) == 0 && aligned16(out)) {
         int n8 = (int)(n / 8);
@@ -414,21 +419,34 @@ __global__ void k_patchify_bwd(T *dimg, const T *dout, int C, int H, int W, int 
         }
     }
 }
-/* One thread per (image, patch, patch row p1, channel): p contiguous input
- * pixels read as 16-byte vectors (p and W multiples of VEC, img aligned), written
- * with stride C into the patch's feature row. 32-bit indices. */
+/* Run i of the patchify layout, one per (image, patch, patch row p1, channel):
+ * its p input pixels start at element *src of the [B,C,H,W] image and go, with
+ * stride C, to element *dst of the [B, Hp*Wp, p*p*C] output; *c is the channel. */
+__device__ __forceinline__ void patch_run(int i, int C, int H, int W, int p, int Hp, int Wp,
+                                          size_t *src, size_t *dst, int *c) {
+    *c = i % C;
+    int q = i / C;
+    int p1 = q % p;
+    q /= p;
+    int t = q % (Hp * Wp), b = q / (Hp * Wp);
+    int y = (t / Wp) * p + p1, x0 = (t % Wp) * p;
+    *src = (((size_t)b * C + *c) * H + y) * W + x0;
+    *dst = ((size_t)q * p + p1) * (size_t)p * C + *c;
+}
+
+/* One thread per run (patch_run): p contiguous input pixels read as 16-byte
+ * vectors (p and W multiples of VEC, img aligned), written with stride C into
+ * the patch's feature row. 32-bit indices. */
 template <typename T>
 __global__ void k_patchify_fwd_vec(T *out, const T *img, int C, int H, int W, int p, int Hp,
                                    int Wp, int nrun) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nrun; i += gridDim.x * blockDim.x) {
-        int c = i % C, q = i / C;
-        int p1 = q % p;
-        q /= p;
-        int t = q % (Hp * Wp), b = q / (Hp * Wp);
-        int y = (t / Wp) * p + p1, x0 = (t % Wp) * p;
-        const T *src = img + (((size_t)b * C + c) * H + y) * W + x0;
-        T *dst = out + ((size_t)q * p + p1) * (size_t)p * C + c;
+        size_t so, dof;
+        int c;
+        patch_run(i, C, H, W, p, Hp, Wp, &so, &dof, &c);
+        const T *src = img + so;
+        T *dst = out + dof;
         for (int j = 0; j < p; j += V) {
             float f[V];
             ldv(src + j, f);
@@ -465,13 +483,11 @@ template <typename T>
 __global__ void k_patchify_u8(T *out, const uint8_t *img, NormArgs a, int C, int H, int W, int p,
                               int Hp, int Wp, int nrun) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nrun; i += gridDim.x * blockDim.x) {
-        int c = i % C, q = i / C;
-        int p1 = q % p;
-        q /= p;
-        int t = q % (Hp * Wp), b = q / (Hp * Wp);
-        int y = (t / Wp) * p + p1, x0 = (t % Wp) * p;
-        const uint8_t *src = img + (((size_t)b * C + c) * H + y) * W + x0;
-        T *dst = out + ((size_t)q * p + p1) * (size_t)p * C + c;
+        size_t so, dof;
+        int c;
+        patch_run(i, C, H, W, p, Hp, Wp, &so, &dof, &c);
+        const uint8_t *src = img + so;
+        T *dst = out + dof;
         float sc = a.scale[c], sh = a.shift[c];
         for (int j = 0; j < p; j++) stf(&dst[(size_t)j * C], (float)src[j] * sc + sh);
     }
@@ -481,16 +497,11 @@ void cu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *me
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * (H / p) * (W / p) * p * p * C;
     if (!n) return;
-    if (C > NORM_MAXC || n / p >= (1u << 31)) {
-        fprintf(stderr, "hgrn: patchify_u8: %d channels, %zu values (the CUDA backend handles up to %d "
-                "channels and 2^31 patch rows)\n", C, n, NORM_MAXC);
+    if (n / p >= (1u << 31)) {
+        fprintf(stderr, "hgrn: patchify_u8: %zu values (the CUDA kernel handles 2^31 patch rows)\n", n);
         exit(1);
     }
-    NormArgs a;
-    for (int c = 0; c < NORM_MAXC; c++) {
-        a.scale[c] = c < C ? 1.0f / (255.0f * std[c]) : 0.0f;
-        a.shift[c] = c < C ? -mean[c] / std[c] : 0.0f;
-    }
+    NormArgs a = norm_args("patchify_u8", mean, std, C);
     int nrun = (int)(n / p);
     ACT_DISPATCH(im, T, k_patchify_u8<T><<<vec_grid(im, nrun), EW_THREADS, 0, im->stream>>>(
                             (T *)out, img, a, C, H, W, p, H / p, W / p, nrun));

@@ -33,7 +33,7 @@ template <int G> __device__ __forceinline__ void ldg_(const float *p, float *f) 
         float4 u = *reinterpret_cast<const float4 *>(p);
         f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
     } else {
-        f[0] = *p;
+        f[0] = ldf(p);
     }
 }
 template <int G> __device__ __forceinline__ void ldg_(const bf16 *p, float *f) {
@@ -43,12 +43,12 @@ template <int G> __device__ __forceinline__ void ldg_(const bf16 *p, float *f) {
         float2 b = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u.y));
         f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
     } else {
-        f[0] = __bfloat162float(*p);
+        f[0] = ldf(p);
     }
 }
 template <int G> __device__ __forceinline__ void stg_(float *p, const float *f) {
     if constexpr (G == 4) *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
-    else *p = f[0];
+    else stf(p, f[0]);
 }
 template <int G> __device__ __forceinline__ void stg_(bf16 *p, const float *f) {
     if constexpr (G == 4) {
@@ -58,7 +58,7 @@ template <int G> __device__ __forceinline__ void stg_(bf16 *p, const float *f) {
         u.y = *reinterpret_cast<unsigned *>(&b);
         *reinterpret_cast<uint2 *>(p) = u;
     } else {
-        *p = __float2bfloat16_rn(f[0]);
+        stf(p, f[0]);
     }
 }
 

@@ -46,8 +46,8 @@ struct Model {
     float *pooled, *normed, *rms, *logits, *probs, *loss, *targets;
     float *beta, *dbeta;          /* [L,D] fp32 */
     float *scales;                /* [L,2,B] drop-path scales (device) */
-    /* host buffers uploaded or downloaded every step: page-locked where the
-     * backend has host_alloc, so a recorded step (CUDA graph) can read and
+    /* host buffers uploaded or downloaded every step, from host_alloc:
+     * page-locked on CUDA, so a recorded step (CUDA graph) can read and
      * write them each time it runs */
     float *host_scales;           /* [L,2,Bmax] drop-path scales */
     float *host_loss;             /* [Bmax] per-sample losses, downloaded each step */
@@ -280,17 +280,14 @@ static void layout_acts(Model *m, Arena *a) {
     }
 }
 
-/* Zero-filled host memory, page-locked when the backend offers it. */
+/* Zero-filled host memory from the backend (page-locked on CUDA). */
 static void *host_buf(Backend *bk, size_t bytes) {
-    if (!bk->host_alloc) return calloc(1, bytes);
     void *p = bk->host_alloc(bytes);
     memset(p, 0, bytes);
     return p;
 }
 static void host_buf_free(Backend *bk, void *p) {
-    if (!p) return;
-    if (bk->host_free) bk->host_free(p);
-    else free(p);
+    if (p) bk->host_free(p);
 }
 
 Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
@@ -534,8 +531,7 @@ void model_loss_device(Model *m, int B) {
     Backend *bk = m->bk;
     bk->to_device(bk, m->targets, m->host_targets, (size_t)B * m->K * sizeof(float));
     bk->xent_fwd(bk, m->loss, m->probs, m->logits, m->targets, B, m->K);
-    if (bk->to_host_async) bk->to_host_async(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
-    else bk->to_host(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
+    bk->to_host_async(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
 }
 
 float model_loss_value(const Model *m, int B, float *per_sample_loss) {
@@ -553,7 +549,7 @@ float model_loss(Model *m, const float *targets, int B, float *per_sample_loss) 
 }
 
 void model_upload_wait(Model *m) {
-    if (m->bk->copy_wait) m->bk->copy_wait(m->bk);
+    m->bk->copy_wait(m->bk);
 }
 
 void model_probs(Model *m, float *host_probs, int B) {

@@ -76,8 +76,9 @@ struct Backend {
     size_t (*mem_in_use)(Backend *);
     /* Host memory for buffers uploaded every step (the loader's ring of
      * batches): page-locked (cudaHostAlloc) on CUDA so that uploads from it
-     * run asynchronously; NULL on the CPU backend (plain malloc serves).
-     * Context-free on purpose: they are handed to the loader as they are. */
+     * run asynchronously; plain zeroed heap memory on the CPU backend. Exits
+     * with a message when out of memory. Context-free on purpose: they are
+     * handed to the loader as they are. */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
     /* Upload without waiting, overlapping the device work already queued
@@ -88,10 +89,10 @@ struct Backend {
     /* Make every device op queued from now on wait for the async uploads so far. */
     void (*copy_fence)(Backend *);
     /* Block the host until the uploads fenced by the last copy_fence have
-     * landed, so their host buffers may be reused (NULL: nothing to wait for). */
+     * landed, so their host buffers may be reused (CPU: nothing to wait for). */
     void (*copy_wait)(Backend *);
     /* Device -> page-locked host memory without waiting: dst is valid after the
-     * next sync. NULL on the CPU backend (to_host serves). */
+     * next sync (CPU: at once). */
     void (*to_host_async)(Backend *, void *host_dst, const void *src, size_t bytes);
 
     /* ---- whole-step capture (CUDA graphs); all NULL where unsupported ----

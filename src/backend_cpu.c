@@ -77,6 +77,17 @@ static void cpu_to_device_async(Backend *bk, void *dst, const void *src, size_t 
     cpu_memcpy(bk, dst, src, bytes);
 }
 static void cpu_copy_fence(Backend *bk) { (void)bk; }
+static void cpu_copy_wait(Backend *bk) { (void)bk; }
+/* Nothing to pin on the CPU: host buffers are plain heap memory. */
+static void *cpu_host_alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "hgrn: out of host memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+static void cpu_host_free(void *p) { free(p); }
 static void cpu_params_changed(Backend *bk, const float *base, size_t n) {
     (void)bk;
     (void)base;
@@ -1098,6 +1109,10 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->sync = cpu_sync;
     bk->to_device_async = cpu_to_device_async;
     bk->copy_fence = cpu_copy_fence;
+    bk->copy_wait = cpu_copy_wait;
+    bk->host_alloc = cpu_host_alloc;
+    bk->host_free = cpu_host_free;
+    bk->to_host_async = cpu_memcpy;   /* already there when the call returns */
     bk->destroy = cpu_destroy;
     bk->params_changed = cpu_params_changed;
     bk->matmul_fwd = cpu_matmul_fwd;

@@ -104,7 +104,7 @@ int cmd_bench(int argc, char **argv) {
     size_t per = (size_t)c->channels * c->image_size * c->image_size;
     /* page-locked like the loader's ring (when the backend has it), so uploads
      * run on the copy stream and overlap compute exactly as in `hgrn train` */
-    img = bk->host_alloc ? bk->host_alloc(per * B) : malloc(per * B);
+    img = bk->host_alloc(per * B);
     tg = calloc((size_t)B * c->num_classes, sizeof(float));
     if (!img || !tg) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
     Rng r;
@@ -180,8 +180,7 @@ int cmd_bench(int argc, char **argv) {
 fail:
     fprintf(stderr, "hgrn bench: %s\n", err);
 done:
-    if (img && bk && bk->host_free) bk->host_free(img);
-    else free(img);
+    if (img) bk->host_free(img);
     free(tg);
     optim_free(&opt);
     model_destroy(m);

@@ -225,8 +225,8 @@ Backend *op_timer_wrap(Backend *in) {
     bk->host_free = in->host_free;
     bk->to_device_async = t_to_device_async;
     bk->copy_fence = t_copy_fence;
-    bk->copy_wait = in->copy_wait ? t_copy_wait : NULL;
-    bk->to_host_async = in->to_host_async ? t_to_host_async : NULL;
+    bk->copy_wait = t_copy_wait;
+    bk->to_host_async = t_to_host_async;
     bk->graph_begin = in->graph_begin ? t_graph_begin : NULL;
     bk->graph_end = in->graph_end ? t_graph_end : NULL;
     bk->graph_launch = in->graph_launch ? t_graph_launch : NULL;

@@ -10,19 +10,16 @@ int optim_init(Optim *o, Backend *bk, Model *model) {
     o->v = o->m + o->n;
     o->gnorm_sq = o->v + o->n;
     o->sched = o->gnorm_sq + 4;
-    /* host side of the per-step values: page-locked where the backend has it,
-     * so a recorded step reads the current ones each time it runs */
-    o->host = bk->host_alloc ? bk->host_alloc(8 * sizeof(float)) : calloc(8, sizeof(float));
+    /* host side of the per-step values: page-locked on CUDA, so a recorded
+     * step reads the current ones each time it runs */
+    o->host = bk->host_alloc(8 * sizeof(float));
     o->step = 0;
     return 0;
 }
 
 void optim_free(Optim *o) {
     if (o->m) o->bk->free(o->bk, o->m);
-    if (o->host) {
-        if (o->bk->host_free) o->bk->host_free(o->host);
-        else free(o->host);
-    }
+    if (o->host) o->bk->host_free(o->host);
     o->m = o->v = o->gnorm_sq = o->sched = o->host = NULL;
 }
 
@@ -45,8 +42,7 @@ void optim_step_device(Optim *o, const Config *c, Model *model) {
     a.weight_decay = 0.0f;
     bk->adamw(bk, p + o->decay_n, g + o->decay_n, o->m + o->decay_n, o->v + o->decay_n,
               o->n - o->decay_n, &a, o->gnorm_sq);
-    if (bk->to_host_async) bk->to_host_async(bk, o->host + 4, o->gnorm_sq, sizeof(float));
-    else bk->to_host(bk, o->host + 4, o->gnorm_sq, sizeof(float));
+    bk->to_host_async(bk, o->host + 4, o->gnorm_sq, sizeof(float));
 }
 
 float optim_grad_norm(const Optim *o) { return sqrtf(o->host[4]); }

@@ -78,7 +78,7 @@ int cmd_train(int argc, char **argv) {
     if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
     /* worker-side batches ahead of the step, in page-locked memory on a GPU
      * so that their upload overlaps the previous step's backward */
-    if (bk->host_alloc) loader_set_host_allocator(tl, bk->host_alloc, bk->host_free);
+    loader_set_host_allocator(tl, bk->host_alloc, bk->host_free);
     if (loader_start_prefetch(tl, 3, err, sizeof err) < 0) goto fail;
     if (loader_start_prefetch(vl, 2, err, sizeof err) < 0) goto fail;
     if (!(m = model_create(bk, c, c->batch_size, 1, err, sizeof err))) goto fail;

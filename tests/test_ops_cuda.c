@@ -617,23 +617,33 @@ static void test_lower_bounds(void **state) {
     for (int i = 0; i < 4; i++) t2_free(ts[i]);
 }
 
-static void run_normalize_u8(int B, int C, int H, int W) {
-    size_t n = (size_t)B * C * H * W;
+/* The same n random uint8 pixels on both backends (free with free_u8). */
+static void random_u8(size_t n, uint8_t **ic, uint8_t **ig) {
     uint8_t *h = TU_NEW(uint8_t, n);
     for (size_t i = 0; i < n; i++) h[i] = (uint8_t)rng_int(&R, 256);
-    uint8_t *ic = (uint8_t *)CB->alloc(CB, n), *ig = (uint8_t *)GB->alloc(GB, n);
-    CB->to_device(CB, ic, h, n);
-    GB->to_device(GB, ig, h, n);
+    *ic = (uint8_t *)CB->alloc(CB, n);
+    *ig = (uint8_t *)GB->alloc(GB, n);
+    CB->to_device(CB, *ic, h, n);
+    GB->to_device(GB, *ig, h, n);
+    free(h);
+}
+static void free_u8(uint8_t *ic, uint8_t *ig) {
+    CB->free(CB, ic);
+    GB->free(GB, ig);
+}
+
+static void run_normalize_u8(int B, int C, int H, int W) {
+    size_t n = (size_t)B * C * H * W;
+    uint8_t *ic, *ig;
+    random_u8(n, &ic, &ig);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
     T2 out = t2_new(n, 1);
     t2_poison(&out);
     CB->normalize_u8(CB, out.c, ic, mean, sd, B, C, H, W);
     GB->normalize_u8(GB, out.g, ig, mean, sd, B, C, H, W);
     CHECK(out, "normalize_u8");
-    CB->free(CB, ic);
-    GB->free(GB, ig);
+    free_u8(ic, ig);
     t2_free(&out);
-    free(h);
 }
 
 static void test_normalize_u8(void **state) {
@@ -675,11 +685,8 @@ static void test_patchify(void **state) {
 static void run_patchify_u8(int B, int C, int H, int W, int p) {
     char what[96];
     size_t n = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
-    uint8_t *h = TU_NEW(uint8_t, n);
-    for (size_t i = 0; i < n; i++) h[i] = (uint8_t)rng_int(&R, 256);
-    uint8_t *ic = (uint8_t *)CB->alloc(CB, n), *ig = (uint8_t *)GB->alloc(GB, n);
-    CB->to_device(CB, ic, h, n);
-    GB->to_device(GB, ig, h, n);
+    uint8_t *ic, *ig;
+    random_u8(n, &ic, &ig);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
     T2 out = t2_new(no, 1);
     t2_poison(&out);
@@ -687,10 +694,8 @@ static void run_patchify_u8(int B, int C, int H, int W, int p) {
     GB->patchify_u8(GB, out.g, ig, mean, sd, B, C, H, W, p);
     snprintf(what, sizeof what, "patchify_u8 %dx%dx%dx%d p%d", B, C, H, W, p);
     CHECK(out, what);
-    CB->free(CB, ic);
-    GB->free(GB, ig);
+    free_u8(ic, ig);
     t2_free(&out);
-    free(h);
 }
 
 static void test_patchify_u8(void **state) {

@@ -52,7 +52,7 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
     Rng data;
     rng_seed(&data, 5);
     size_t per = (size_t)c.channels * c.image_size * c.image_size;
-    uint8_t *img = bk->host_alloc ? bk->host_alloc(per * BATCH) : TU_NEW(uint8_t, per * BATCH);
+    uint8_t *img = bk->host_alloc(per * BATCH);
     if (graphs) step_init(&st, m, &o, &c, 1);
     float *tg = TU_NEW(float, BATCH * c.num_classes);
     for (int s = 0; s < STEPS; s++) {
@@ -86,8 +86,7 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
     *np = model_num_params(m);
     *weights = TU_NEW(float, *np);
     bk->to_host(bk, *weights, model_params(m), *np * sizeof(float));
-    if (bk->host_free) bk->host_free(img);
-    else free(img);
+    bk->host_free(img);
     free(tg);
     optim_free(&o);
     model_destroy(m);
