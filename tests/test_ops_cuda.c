@@ -1073,6 +1073,19 @@ static void bench_up_act(Backend *bk, void *dst, const float *h, size_t n) {
         bk->to_device(bk, dst, h, n * 4);
     }
 }
+/* HGRN_BENCH_HGRU2_ONLY="prec,D,e,path" (e.g. "bf16,384,16,rec"; any field may
+ * be "*") keeps only the matching rows, for profiling one shape. */
+static int bench_hgru2_keep(int bf, int D, int e, int chunked) {
+    const char *f = getenv("HGRN_BENCH_HGRU2_ONLY");
+    if (!f || !*f) return 1;
+    char p[16] = "*", d[16] = "*", ee[16] = "*", pa[16] = "*";
+    if (sscanf(f, "%15[^,],%15[^,],%15[^,],%15s", p, d, ee, pa) < 1) return 1;
+    if (strcmp(p, "*") && strcmp(p, bf ? "bf16" : "fp32")) return 0;
+    if (strcmp(d, "*") && atoi(d) != D) return 0;
+    if (strcmp(ee, "*") && atoi(ee) != e) return 0;
+    if (strcmp(pa, "*") && strcmp(pa, chunked ? "chunk" : "rec")) return 0;
+    return 1;
+}
 static void bench_hgru2(void) {
     int Ds[2] = {192, 384}, es[3] = {8, 16, 32};
     printf("\n%-6s %-24s %-5s %9s %9s %9s %9s %9s %9s\n", "prec", "hgru2 (B 256, N 256)", "path",
@@ -1087,6 +1100,7 @@ static void bench_hgru2(void) {
                     int B = 256, N = 256, D = Ds[di], e = es[ei], ld = 3 * D;
                     int has_chunk = e == 16 || e == 32;
                     if (chunked && !has_chunk) continue;
+                    if (!bench_hgru2_keep(bf, D, e, chunked)) continue;
                     setenv("HGRN_HGRU2", chunked ? "chunked" : "recurrent", 1);
                     size_t M = (size_t)B * N, ae = bk->act_elem;
                     void *x = bk->alloc(bk, M * ld * ae), *dx = bk->alloc(bk, M * ld * ae);
