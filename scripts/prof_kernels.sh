@@ -7,7 +7,9 @@
 # EXE is a built test_ops_cuda. Profiles, in its timing mode: the HGRU1 scan
 # (bf16, B 256, N 256, D 192) forward and backward, and the HGRU2 scan (bf16,
 # B 256, N 256, D 384, e 16) recurrent forward and chunked backward. Extra
-# jobs: PROF_JOBS="name|ENV=..|kernel-regex;..." (replaces the list).
+# jobs: PROF_JOBS="name|ENV=..|kernel-regex|launches-to-skip;..." (replaces
+# the list; the HGRU1 timings run fp32 first, 5 shapes x 63 launches, so the
+# bf16 default shape starts at launch 315).
 set -uo pipefail
 exe=$1
 logs=${2:-${OUT:-/tmp}}
@@ -17,11 +19,11 @@ mets=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,s
 for s in long_scoreboard barrier short_scoreboard wait math_pipe_throttle lg_throttle mio_throttle not_selected no_instruction membar dispatch_stall; do
     mets=$mets,${st}_${s}_per_issue_active.ratio
 done
-jobs=${PROF_JOBS:-"hgru1_fwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_fwd;hgru1_bwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_bwd;hgru2_fwd_rec|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,rec|k_hgru2_fwd;hgru2_bwd_chunk|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,chunk|k_hc_bwd"}
+jobs=${PROF_JOBS:-"hgru1_fwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_fwd|320;hgru1_bwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_bwd|320;hgru2_fwd_rec|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,rec|k_hgru2_fwd|2;hgru2_bwd_chunk|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,chunk|k_hc_bwd|2"}
 IFS=';' read -ra list <<<"$jobs"
 for j in "${list[@]}"; do
-    IFS='|' read -r name envs kern <<<"$j"
-    env $envs timeout 200 ncu --clock-control none -k "regex:$kern" -s 2 -c 1 --metrics "$mets" \
+    IFS='|' read -r name envs kern skip <<<"$j"
+    env $envs timeout 200 ncu --clock-control none -k "regex:$kern" -s "${skip:-2}" -c 1 --metrics "$mets" \
         "$exe" >"$logs/ncu_$name.log" 2>&1
     echo "== $name ($kern): rc=$?"
     grep -E "^ +(gpu__|dram__|smsp__|sm__|launch__|l1tex__)" "$logs/ncu_$name.log" |
