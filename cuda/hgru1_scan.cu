@@ -14,7 +14,7 @@
  * directions and keeps the chunk's transfer: state_out = A state_in + s with
  * A = (prod of the chunk's lambdas) e^{i TT theta}; (2) the transfers go to
  * shared memory and one lane per (recurrence, channel) runs the chunk
- * recurrence serially over the P chunks (loads independent of the chain, 3
+ * recurrence serially over the P chunks (loads independent of the chain, 2
  * dependent FMAs per chunk), writing each chunk's carry-in; (3) each thread
  * rescans its chunk from the true carries, the forward states kept in
  * registers, the reverse states added on the way back, and writes
@@ -28,6 +28,16 @@
  * gradients of the pre-activations and the per-channel sums for theta_f,
  * theta_r and beta. Those sums are reduced over chunks in shared memory and
  * over the batch by k_partials_finish, in a fixed order (no atomics).
+ *
+ * The per-channel rotations e^{i theta}, e^{i TT theta} come from a small
+ * kernel launched just before (k_hgru1_consts, double sincos): computed in
+ * the block, every warp waited for them at a barrier. The (re, im) pairs of
+ * xc and dxc are single 4- or 8-byte accesses where aligned (template V).
+ * Those two changes took the H200 timing at B 256, N 256, D 192 from bf16
+ * 0.083 + 0.184 to 0.077 + 0.160 ms (fp32 0.085 + 0.181 to 0.082 + 0.179);
+ * splitting the carry walk over 4 lanes per recurrence (shuffle combine)
+ * and recomputing SiLU in pass 2 to fit 3 backward blocks per SM were
+ * measured slower (docs/CUDA.md).
  *
  * Why the chunk transfer is L w^TT for every chunk: only the last real chunk
  * can be shorter than TT, and its multiplier is only ever applied to the
@@ -52,6 +62,25 @@ __device__ __forceinline__ cpx sfma(float lam, cpx v, cpx x) {
     return mk(fmaf(lam, v.re, x.re), fmaf(lam, v.im, x.im));
 }
 
+/* The (re, im) pair of a token's xc / dxc: one access when V (the pair is
+ * aligned to its size: even ld, aligned base), else two. */
+template <bool V> __device__ __forceinline__ cpx ld2(const float *p) {
+    if (V) { const float2 v = *(const float2 *)p; return mk(v.x, v.y); }
+    return mk(p[0], p[1]);
+}
+template <bool V> __device__ __forceinline__ cpx ld2(const bf16 *p) {
+    if (V) { const float2 v = __bfloat1622float2(*(const __nv_bfloat162 *)p); return mk(v.x, v.y); }
+    return mk(__bfloat162float(p[0]), __bfloat162float(p[1]));
+}
+template <bool V> __device__ __forceinline__ void st2(float *p, float a, float b) {
+    if (V) *(float2 *)p = make_float2(a, b);
+    else { p[0] = a; p[1] = b; }
+}
+template <bool V> __device__ __forceinline__ void st2(bf16 *p, float a, float b) {
+    if (V) *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
+    else { p[0] = __float2bfloat16_rn(a); p[1] = __float2bfloat16_rn(b); }
+}
+
 /* SiLU of the complex input's parts. The bf16 path takes the sigmoid from one
  * tanh.approx (sigma(x) = 1/2 + tanh(x/2)/2; absolute error ~2^-11, below the
  * bf16 rounding of the stored inputs and outputs, and not compounded: c
@@ -69,26 +98,23 @@ template <> __device__ __forceinline__ float act_sig<bf16>(float x) {
     return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f);
 }
 
-/* Per-channel constants, computed once per block by the first 4*CH threads:
- * wsh[0, CH) = e^{i theta_f}, [CH, 2CH) = e^{i theta_r}, [2CH, 3CH) =
- * e^{i TT theta_f}, [3CH, 4CH) = e^{i TT theta_r} (one double sincos each, in
- * parallel, while the loads are in flight; TT theta is exact in double since
- * TT is a power of two), cbeta[c] = beta. */
-template <int CH, int TT>
-__device__ __forceinline__ void channel_consts(float2 *wsh, float *cbeta, int bj0, int D,
-                                               const float *theta_f, const float *theta_r,
-                                               const float *beta) {
-    for (int t = threadIdx.x; t < 4 * CH; t += blockDim.x) {
-        const int c = t % CH, j = bj0 + c, kind = t / CH;
-        double w_re = 1.0, w_im = 0.0;
-        if (j < D) {
-            double th = (double)((kind & 1) ? theta_r[j] : theta_f[j]);
-            if (kind >= 2) th *= (double)TT;
-            sincos(th, &w_im, &w_re);
-        }
-        wsh[t] = make_float2((float)w_re, (float)w_im);
-        if (t < CH) cbeta[c] = j < D ? beta[j] : 0.0f;
-    }
+/* Per-channel constants, computed once per call by k_hgru1_consts before
+ * the scan kernels, so that no block waits at a barrier for them: wc[2j] =
+ * (e^{i theta_f}, e^{i theta_r}), wc[2j+1] = (e^{i TT theta_f}, e^{i TT
+ * theta_r}), each a double sincos (TT theta is exact in double, TT being a
+ * power of two). */
+__global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *theta_r, int TT,
+                               int D) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    const double tf = (double)theta_f[j], tr = (double)theta_r[j];
+    double s0, c0, s1, c1, s2, c2, s3, c3;
+    sincos(tf, &s0, &c0);
+    sincos(tr, &s1, &c1);
+    sincos(tf * TT, &s2, &c2);
+    sincos(tr * TT, &s3, &c3);
+    wc[2 * j] = make_float4((float)c0, (float)s0, (float)c1, (float)s1);
+    wc[2 * j + 1] = make_float4((float)c2, (float)s2, (float)c3, (float)s3);
 }
 
 /* Carries across chunks. tr[rec][tid] holds chunk (tid / CH)'s local state s
@@ -96,25 +122,25 @@ __device__ __forceinline__ void channel_consts(float2 *wsh, float *cbeta, int bj
  * chunk's product of lambdas. Lane (rec, c) of the first warp walks the P
  * chunks in its direction (recurrences [0, NREC/2) forward, the rest
  * reverse), writes each chunk's carry-in to cin[rec][tid] and updates
- * state = L (W state) + s with W = e^{i TT theta} of that recurrence: for
+ * state = (L W) state + s with W = e^{i TT theta} of that recurrence: for
  * NREC 2 (forward kernel) h: w_f^TT, r: w_r^TT; for NREC 4 h: w_f^TT,
  * dr: conj(w_r^TT), r: w_r^TT, dh: conj(w_f^TT). The loads do not depend on
  * the chain, so the unrolled loop keeps them ahead of it. */
 template <int NREC, int CH>
 __device__ __forceinline__ void chunk_carries(const float2 (*tr)[HG_MAXT],
                                               float2 (*cin)[HG_MAXT], const float *Lsh,
-                                              const float2 *wsh, int P) {
+                                              const float4 *wc, int D, int P) {
     const int tid = threadIdx.x;
     if (tid >= NREC * CH) return;
-    const int rec = tid / CH, c = tid % CH;
+    const int rec = tid / CH, c = tid % CH, jc = blockIdx.x * CH + c;
     const bool fwd = rec < NREC / 2;
+    const float4 w4 = jc < D ? wc[2 * jc + 1] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
     float2 wt;
-    if (NREC == 2) wt = wsh[(rec == 0 ? 2 : 3) * CH + c];
+    if (NREC == 2) wt = rec == 0 ? make_float2(w4.x, w4.y) : make_float2(w4.z, w4.w);
     else {
-        wt = wsh[((rec == 0 || rec == 3) ? 2 : 3) * CH + c];
+        wt = (rec == 0 || rec == 3) ? make_float2(w4.x, w4.y) : make_float2(w4.z, w4.w);
         if (rec & 1) wt.y = -wt.y;
     }
-    const cpx W = mk(wt.x, wt.y);
     cpx st = mk(0.0f, 0.0f);
 #pragma unroll 8
     for (int u = 0; u < P; u++) {
@@ -122,20 +148,20 @@ __device__ __forceinline__ void chunk_carries(const float2 (*tr)[HG_MAXT],
         const float2 s = tr[rec][idx];
         const float L = Lsh[idx];
         cin[rec][idx] = make_float2(st.re, st.im);
-        st = sfma(L, cmul(W, st), mk(s.x, s.y));
+        /* a = L W off the chain: two dependent FMAs per chunk */
+        const cpx a = mk(L * wt.x, L * wt.y);
+        st = mk(fmaf(a.re, st.re, fmaf(-a.im, st.im, s.x)),
+                fmaf(a.re, st.im, fmaf(a.im, st.re, s.y)));
     }
 }
 
 /* ------------------------------------------------------------------ forward */
-template <typename T, int TT, int CH>
-__global__ void __launch_bounds__(HG_MAXT, 1)
+template <typename T, int TT, int CH, int MAXT, bool V>
+__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : 1))
 k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
-            const float *__restrict__ theta_f, const float *__restrict__ theta_r,
-            const float *__restrict__ beta, int N, int D) {
+            const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D) {
     __shared__ float2 tr[2][HG_MAXT], cin[2][HG_MAXT];
     __shared__ float Lsh[HG_MAXT];
-    __shared__ float2 wsh[4 * CH];
-    __shared__ float cbeta[CH];
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
     const int t0 = k * TT;
@@ -148,12 +174,11 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
 #pragma unroll
     for (int i = 0; i < TT; i++) {   /* raw loads first, all in flight; padding reads 0 */
         lam[i] = i < n ? ldf(pl + i * ld) : 0.0f;
-        x[i] = i < n ? mk(ldf(pc + i * ld), ldf(pc + i * ld + 1)) : mk(0.0f, 0.0f);
+        x[i] = i < n ? ld2<V>(pc + i * ld) : mk(0.0f, 0.0f);
     }
-    channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
-    __syncthreads();
-    const cpx wf = mk(wsh[ch].x, wsh[ch].y), wr = mk(wsh[CH + ch].x, wsh[CH + ch].y);
-    const float bet = cbeta[ch], omb = 1.0f - bet;
+    const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
+    const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
+    const float bet = j < D ? beta[j] : 0.0f, omb = 1.0f - bet;
 #pragma unroll
     for (int i = 0; i < TT; i++) {
         const float e = __expf(-lam[i]), s = 1.0f / (1.0f + e), u = omb * s;
@@ -177,7 +202,7 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     tr[1][tid] = make_float2(rl.re, rl.im);
     Lsh[tid] = L;
     __syncthreads();
-    chunk_carries<2, CH>(tr, cin, Lsh, wsh, P);
+    chunk_carries<2, CH>(tr, cin, Lsh, wc, D, P);
     __syncthreads();
     cpx h = mk(cin[0][tid].x, cin[0][tid].y), r = mk(cin[1][tid].x, cin[1][tid].y);
 
@@ -200,16 +225,14 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
 }
 
 /* ----------------------------------------------------------------- backward */
-template <typename T, int TT, int CH>
+template <typename T, int TT, int CH, bool V>
 __global__ void __launch_bounds__(HG_MAXT, 1)
 k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
-            int ld, const float *__restrict__ theta_f, const float *__restrict__ theta_r,
-            const float *__restrict__ beta, int B, int N, int D) {
+            int ld, const float4 *__restrict__ wc, const float *__restrict__ beta, int B, int N,
+            int D) {
     __shared__ float2 tr[4][HG_MAXT], cin[4][HG_MAXT];
     __shared__ float Lsh[HG_MAXT];
-    __shared__ float2 wsh[4 * CH];
-    __shared__ float cbeta[CH];
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
     const size_t b = blockIdx.y;
@@ -224,14 +247,13 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 #pragma unroll
     for (int i = 0; i < TT; i++) {   /* padding reads 0 */
         sg[i] = i < n ? ldf(pl + i * ld) : 0.0f;
-        c[i] = i < n ? mk(ldf(pc + i * ld), ldf(pc + i * ld + 1)) : mk(0.0f, 0.0f);
+        c[i] = i < n ? ld2<V>(pc + i * ld) : mk(0.0f, 0.0f);
         g[i] = i < n ? mk(ldf(pg + i * 2 * D), ldf(pg + i * 2 * D + D)) : mk(0.0f, 0.0f);
     }
-    channel_consts<CH, TT>(wsh, cbeta, blockIdx.x * CH, D, theta_f, theta_r, beta);
-    __syncthreads();
-    const cpx wf = mk(wsh[ch].x, wsh[ch].y), wr = mk(wsh[CH + ch].x, wsh[CH + ch].y);
+    const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
+    const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
     const cpx wfc = mk(wf.re, -wf.im), wrc = mk(wr.re, -wr.im);
-    const float bet = cbeta[ch], omb = 1.0f - bet;
+    const float bet = j < D ? beta[j] : 0.0f, omb = 1.0f - bet;
 #pragma unroll
     for (int i = 0; i < TT; i++) {
         sg[i] = sigmoidf_(sg[i]);
@@ -273,7 +295,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
     tr[3][tid] = make_float2(ql.re, ql.im);
     Lsh[tid] = L;
     __syncthreads();
-    chunk_carries<4, CH>(tr, cin, Lsh, wsh, P);
+    chunk_carries<4, CH>(tr, cin, Lsh, wc, D, P);
     __syncthreads();
     cpx h = mk(cin[0][tid].x, cin[0][tid].y), p = mk(cin[1][tid].x, cin[1][tid].y);
     cpx r = mk(cin[2][tid].x, cin[2][tid].y), q = mk(cin[3][tid].x, cin[3][tid].y);
@@ -309,8 +331,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
         const float oms = 1.0f - s;
         dbet = fmaf(dlam, oms, dbet);
         if (i < n) {
-            stf(oc + i * ld, om * dx.re * ds[i].re);
-            stf(oc + i * ld + 1, om * dx.im * ds[i].im);
+            st2<V>(oc + i * ld, om * dx.re * ds[i].re, om * dx.im * ds[i].im);
             stf(ol + i * ld, dlam * (omb * s * oms));
         }
     }
@@ -366,14 +387,29 @@ static ScanShape scan_shape(int N) {
     return s;
 }
 
+/* Whether every token's (re, im) pair at p + row * ld + 2 j can be one
+ * aligned access; HGRN_SCAN_VEC=0 turns the paired accesses off (timings). */
+template <typename T> static bool pair_aligned(const T *p, int ld) {
+    const char *e = getenv("HGRN_SCAN_VEC");
+    if (e && atoi(e) == 0) return false;
+    return ld % 2 == 0 && (uintptr_t)p % (2 * sizeof(T)) == 0;
+}
+
 template <typename T, int CH>
 static void launch_fwd_ch(CudaImpl *im, ScanShape s, T *out, const T *xc, const T *xl, int ld,
-                          const float *tf, const float *tr, const float *beta, int B, int N,
-                          int D) {
+                          const float4 *wc, const float *beta, int B, int N, int D) {
     dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
+    const bool small = CH * s.P <= 256;   /* then 4 blocks per SM (<= 64 registers) */
+    const bool vec = pair_aligned(xc, ld);
     switch (s.TT) {
-#define CASE(tt) case tt: k_hgru1_fwd<T, tt, CH><<<grid, block, 0, im->stream>>>(               \
-                              out, xc, xl, ld, tf, tr, beta, N, D); break;
+#define CASE(tt) case tt:                                                                      \
+        if (small && vec) k_hgru1_fwd<T, tt, CH, 256, true><<<grid, block, 0, im->stream>>>(   \
+                       out, xc, xl, ld, wc, beta, N, D);                                       \
+        else if (small) k_hgru1_fwd<T, tt, CH, 256, false><<<grid, block, 0, im->stream>>>(    \
+                       out, xc, xl, ld, wc, beta, N, D);                                       \
+        else k_hgru1_fwd<T, tt, CH, HG_MAXT, false><<<grid, block, 0, im->stream>>>(           \
+                 out, xc, xl, ld, wc, beta, N, D);                                             \
+        break;
         CASE(4) CASE(8) CASE(16)
 #undef CASE
     }
@@ -382,35 +418,49 @@ static void launch_fwd_ch(CudaImpl *im, ScanShape s, T *out, const T *xc, const 
 
 template <typename T, int CH>
 static void launch_bwd_ch(CudaImpl *im, ScanShape s, T *dxc, T *dxl, float *part, const T *dout,
-                          const T *xc, const T *xl, int ld, const float *tf, const float *tr,
-                          const float *beta, int B, int N, int D) {
+                          const T *xc, const T *xl, int ld, const float4 *wc, const float *beta,
+                          int B, int N, int D) {
     dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
+    const bool vec = pair_aligned(xc, ld) && pair_aligned(dxc, ld);
     switch (s.TT) {
-#define CASE(tt) case tt: k_hgru1_bwd<T, tt, CH><<<grid, block, 0, im->stream>>>(               \
-                              dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D); break;
+#define CASE(tt) case tt:                                                                      \
+        if (vec) k_hgru1_bwd<T, tt, CH, true><<<grid, block, 0, im->stream>>>(                 \
+                     dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);                     \
+        else k_hgru1_bwd<T, tt, CH, false><<<grid, block, 0, im->stream>>>(                    \
+                 dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);                         \
+        break;
         CASE(4) CASE(8) CASE(16)
 #undef CASE
     }
     LAUNCH_CHECK("k_hgru1_bwd");
 }
 
-template <typename T>
-static void launch_fwd(CudaImpl *im, T *out, const T *xc, const T *xl, int ld, const float *tf,
-                       const float *tr, const float *beta, int B, int N, int D) {
-    ScanShape s = scan_shape(N);
-    if (s.CH == 8) launch_fwd_ch<T, 8>(im, s, out, xc, xl, ld, tf, tr, beta, B, N, D);
-    else launch_fwd_ch<T, 4>(im, s, out, xc, xl, ld, tf, tr, beta, B, N, D);
+/* The per-channel rotations for the chunk length of this shape (s.TT) */
+static void launch_consts(CudaImpl *im, ScanShape s, float4 *wc, const float *theta_f,
+                          const float *theta_r, int D) {
+    k_hgru1_consts<<<ceil_div(D, 128), 128, 0, im->stream>>>(wc, theta_f, theta_r, s.TT, D);
+    LAUNCH_CHECK("k_hgru1_consts");
 }
 
 template <typename T>
-static void launch_bwd(CudaImpl *im, T *dxc, T *dxl, float *part, const T *dout, const T *xc,
-                       const T *xl, int ld, const float *tf, const float *tr, const float *beta,
-                       int B, int N, int D) {
+static void launch_fwd(CudaImpl *im, float4 *wc, T *out, const T *xc, const T *xl, int ld,
+                       const float *tf, const float *tr, const float *beta, int B, int N, int D) {
     ScanShape s = scan_shape(N);
+    launch_consts(im, s, wc, tf, tr, D);
+    if (s.CH == 8) launch_fwd_ch<T, 8>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
+    else launch_fwd_ch<T, 4>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
+}
+
+template <typename T>
+static void launch_bwd(CudaImpl *im, float4 *wc, T *dxc, T *dxl, float *part, const T *dout,
+                       const T *xc, const T *xl, int ld, const float *tf, const float *tr,
+                       const float *beta, int B, int N, int D) {
+    ScanShape s = scan_shape(N);
+    launch_consts(im, s, wc, tf, tr, D);
     if (s.CH == 8)
-        launch_bwd_ch<T, 8>(im, s, dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D);
+        launch_bwd_ch<T, 8>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
     else
-        launch_bwd_ch<T, 4>(im, s, dxc, dxl, part, dout, xc, xl, ld, tf, tr, beta, B, N, D);
+        launch_bwd_ch<T, 4>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
 }
 
 void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld,
@@ -419,7 +469,8 @@ void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     if (B > 65535) { fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B); exit(1); }
-    ACT_DISPATCH(im, T, launch_fwd<T>(im, (T *)out, (const T *)xc, (const T *)xl, ld, theta_f,
+    float4 *wc = (float4 *)hgrn_scratch(im, (size_t)D * 2 * sizeof(float4));
+    ACT_DISPATCH(im, T, launch_fwd<T>(im, wc, (T *)out, (const T *)xc, (const T *)xl, ld, theta_f,
                                       theta_r, beta, B, N, D));
 }
 
@@ -430,8 +481,11 @@ void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *d
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     if (B > 65535) { fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B); exit(1); }
-    float *part = (float *)hgrn_scratch(im, (size_t)3 * B * D * sizeof(float));
-    ACT_DISPATCH(im, T, launch_bwd<T>(im, (T *)dxc, (T *)dxl, part, (const T *)dout,
+    const size_t part_bytes = ((size_t)3 * B * D * sizeof(float) + 255) & ~(size_t)255;
+    char *scr = (char *)hgrn_scratch(im, part_bytes + (size_t)D * 2 * sizeof(float4));
+    float *part = (float *)scr;
+    float4 *wc = (float4 *)(scr + part_bytes);
+    ACT_DISPATCH(im, T, launch_bwd<T>(im, wc, (T *)dxc, (T *)dxl, part, (const T *)dout,
                                       (const T *)xc, (const T *)xl, ld, theta_f, theta_r, beta,
                                       B, N, D));
     /* over images, in a fixed order (k_partials_finish: many rows in flight) */
