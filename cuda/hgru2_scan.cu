@@ -49,6 +49,8 @@
 #define H2B_THREADS 64    /* backward: warp 0 forward direction, warp 1 reverse */
 
 __device__ __forceinline__ float h2_silu(float x) { return x * sigmoidf_(x); }
+__device__ __forceinline__ float h2_f(float v) { return v; }
+__device__ __forceinline__ float h2_f(bf16 v) { return __bfloat162float(v); }
 
 /* a[0..E) = p[0..E) (shared memory; 16-byte aligned when E >= 4) */
 template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const float *p) {
@@ -89,16 +91,16 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
     float S[E];
 #pragma unroll
     for (int i = 0; i < E; i++) S[i] = 0.0f;
-    float raw[3][TT];   /* the next tile's v, q, f pre-activations */
+    T raw[3][TT];   /* the next tile's v, q, f pre-activations (raw: converted when staged) */
     auto fetch = [&](int base) {
 #pragma unroll
         for (int u = 0; u < TT; u++) {
-            raw[0][u] = raw[1][u] = raw[2][u] = 0.0f;
+            raw[0][u] = raw[1][u] = raw[2][u] = (T)0.0f;
             if (base + u < N) {
                 const T *row = x + ((size_t)b * N + tok(base + u)) * ld + c;
-                raw[0][u] = ldf(row);
-                raw[1][u] = ldf(row + D);
-                raw[2][u] = ldf(row + 2 * D);
+                raw[0][u] = row[0];
+                raw[1][u] = row[D];
+                raw[2][u] = row[2 * D];
             }
         }
     };
@@ -108,9 +110,9 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
         __syncthreads();   /* the previous tile's readers of my are done */
 #pragma unroll
         for (int u = 0; u < TT; u++) {
-            my[u][0][r] = bt + (1.0f - bt) * sigmoidf_(raw[2][u]);
-            my[u][1][r] = sigmoidf_(raw[1][u]);
-            vr[u] = h2_silu(raw[0][u]);
+            my[u][0][r] = bt + (1.0f - bt) * sigmoidf_(h2_f(raw[2][u]));
+            my[u][1][r] = sigmoidf_(h2_f(raw[1][u]));
+            vr[u] = h2_silu(h2_f(raw[0][u]));
             /* the other direction's o, parked in an earlier tile */
             const int s = base + u;
             po[u] = 0.0f;
@@ -157,13 +159,14 @@ __global__ void __launch_bounds__(H2B_THREADS)
 k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const T *__restrict__ dout, const T *__restrict__ x, int ld,
             const float *__restrict__ beta, int B, int N, int D) {
-    constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2;
+    constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2, EH = (E + 1) / 2;
     /* the tile, [token in sweep order][slot = lane]: role inputs (lam, k, q, v, do),
-     * activation derivatives, up-sweep results; down-sweep role outputs */
+     * activation derivatives, up-sweep results; role outputs */
     __shared__ __align__(16) float tl[TT][32], tk[TT][32], tq[TT][32], tv[TT][32], to[TT][32];
     __shared__ float tsf[TT][32], tgv[TT][32], tgq[TT][32];
     __shared__ float tdqf[TT][32], tdkr[TT][32], tdvr[TT][32];
-    __shared__ float rf[3][TT][32], rr[2][TT][32];   /* fwd (dk, dv, dl), rev (dq, dl) */
+    __shared__ float rf[2][TT][32], rr[2][TT][32];   /* adjoint (dk, dl_f), state (dq, dl_r) */
+    __shared__ float pdv[2][TT][32];                 /* the two warps' halves of dv */
     __shared__ double red[32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane / E, r = lane % E;
     const int H = D / E;
@@ -174,40 +177,51 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
     const float bt = beta[c];
     const int nt = (N + TT - 1) / TT;
     /* tile it: sweep it / nt (0: t up, 1: t down), step s = base + u, token
-     * t(s); thread (w, lane) loads and combines tokens u = w + 2m of slot lane */
+     * t(s); thread (w, lane) loads, stores and combines tokens u = w + 2m of
+     * slot lane */
     auto tok = [&](int sweep, int s) { return sweep ? N - 1 - s : s; };
-    float pr[7][MM];   /* next tile: xv, xq, xf, do; down sweep: dq_f, dk_r, dv_r */
+    /* the next tile, raw (converted when staged, so the loads stay in flight
+     * while this tile computes): xv, xq, xf, do; down sweep: dq_f, dk_r, dv_r */
+    T px[4][MM];
+    float ps[3][MM];
     auto fetch = [&](int it) {
         const int sweep = it >= nt, base = (it - sweep * nt) * TT;
 #pragma unroll
         for (int m = 0; m < MM; m++) {
             const int s = base + w + 2 * m;
 #pragma unroll
-            for (int a = 0; a < 7; a++) pr[a][m] = 0.0f;
+            for (int a = 0; a < 4; a++) px[a][m] = (T)0.0f;
+            ps[0][m] = ps[1][m] = ps[2][m] = 0.0f;
             if (s < N) {
                 const size_t row = (size_t)b * N + tok(sweep, s), z = row * D + c;
                 const T *xr = x + row * ld + c;
-                pr[0][m] = ldf(xr);
-                pr[1][m] = ldf(xr + D);
-                pr[2][m] = ldf(xr + 2 * D);
-                pr[3][m] = ldf(dout + z);
+                px[0][m] = xr[0];
+                px[1][m] = xr[D];
+                px[2][m] = xr[2 * D];
+                px[3][m] = dout[z];
                 if (sweep) {
-                    pr[4][m] = s0[z];
+                    ps[0][m] = s0[z];
                     const float2 kv = s1[z];
-                    pr[5][m] = kv.x;
-                    pr[6][m] = kv.y;
+                    ps[1][m] = kv.x;
+                    ps[2][m] = kv.y;
                 }
             }
         }
     };
-    float X[E], Y[E];   /* state row r, or adjoint row r (X) and column r (Y) */
+    /* X: state row r or adjoint row r; Y: this warp's half (i in [off, off + E/2))
+     * of the adjoint's column r, so both warps do the same work per token */
+    const int off = w ? E / 2 : 0;
+    const bool colw = E > 1 || w == 1;   /* E 1: warp 1 has the whole column */
+    float X[E], Y[EH];
     double run = 0.0, db = 0.0;
     fetch(0);
     for (int it = 0; it < 2 * nt; it++) {
         const int sweep = it >= nt, base = (it - sweep * nt) * TT, nu = min(TT, N - base);
         if (it == 0 || it == nt) {
 #pragma unroll
-            for (int j = 0; j < E; j++) X[j] = Y[j] = 0.0f;
+            for (int j = 0; j < E; j++) X[j] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < EH; j++) Y[j] = 0.0f;
             run = 0.0;
         }
         __syncthreads();   /* the previous tile's readers are done */
@@ -216,9 +230,9 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const int u = w + 2 * m;
             float l = 1.0f, sq = 0.0f, sf = 0.0f, v = 0.0f, gv = 0.0f;
             if (u < nu) {
-                const float xv = pr[0][m], sv = sigmoidf_(xv);
-                sq = sigmoidf_(pr[1][m]);
-                sf = sigmoidf_(pr[2][m]);
+                const float xv = h2_f(px[0][m]), sv = sigmoidf_(xv);
+                sq = sigmoidf_(h2_f(px[1][m]));
+                sf = sigmoidf_(h2_f(px[2][m]));
                 l = bt + (1.0f - bt) * sf;
                 v = xv * sv;
                 gv = sv * (1.0f + xv * (1.0f - sv));
@@ -227,13 +241,13 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             tk[u][lane] = 1.0f - l;
             tq[u][lane] = sq;
             tv[u][lane] = v;
-            to[u][lane] = pr[3][m];
+            to[u][lane] = h2_f(px[3][m]);
             tsf[u][lane] = sf;
             tgv[u][lane] = gv;
             tgq[u][lane] = sq * (1.0f - sq);
-            tdqf[u][lane] = pr[4][m];
-            tdkr[u][lane] = pr[5][m];
-            tdvr[u][lane] = pr[6][m];
+            tdqf[u][lane] = ps[0][m];
+            tdkr[u][lane] = ps[1][m];
+            tdvr[u][lane] = ps[2][m];
         }
         __syncthreads();
         /* the up sweep's last tile stores what the down sweep's first loads */
@@ -241,11 +255,28 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
         const bool state = (w == 0) == (sweep == 0);
 #pragma unroll 2
         for (int u = 0; u < nu; u++) {
-            const size_t z = ((size_t)b * N + tok(sweep, base + u)) * D + c;
-            const float lr = tl[u][lane], qr = tq[u][lane], kr = tk[u][lane];
+            const float lr = tl[u][lane], qr = tq[u][lane], kr = tk[u][lane], dor = to[u][lane];
             float Vv[E], Ov[E];
             h2_ldvec<E>(Vv, &tv[u][p * E]);
             h2_ldvec<E>(Ov, &to[u][p * E]);
+            {   /* the adjoint's column r, this warp's half: dS[i][r] += q_i do_r,
+                 * dv_r += k_i dS[i][r], then dS[i][r] *= lam_i */
+                float Qh[EH], Lh[EH], Kh[EH];
+                h2_ldvec<EH>(Qh, &tq[u][p * E + off]);
+                h2_ldvec<EH>(Lh, &tl[u][p * E + off]);
+                h2_ldvec<EH>(Kh, &tk[u][p * E + off]);
+                float v0 = 0.0f, v1 = 0.0f;
+                if (colw) {
+#pragma unroll
+                    for (int j = 0; j < EH; j++) {
+                        const float cc = fmaf(Qh[j], dor, Y[j]);
+                        if (j & 1) v1 = fmaf(Kh[j], cc, v1);
+                        else v0 = fmaf(Kh[j], cc, v0);
+                        Y[j] = cc * Lh[j];
+                    }
+                }
+                pdv[w][u][lane] = v0 + v1;
+            }
             if (state) {   /* S[r][:] at t; dq_r = S[r][:] . do */
                 float d0 = 0.0f, d1 = 0.0f;
 #pragma unroll
@@ -256,50 +287,44 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 }
                 const float dq = d0 + d1;
                 if (sweep == 0) {
-                    if (valid) s0[z] = dq;
+                    if (valid) s0[((size_t)b * N + tok(0, base + u)) * D + c] = dq;
                 } else {   /* reverse: dl = -(exclusive suffix sum) */
                     rr[0][u][lane] = dq;
                     rr[1][u][lane] = (float)-run;
                     run += (double)(qr * dq - kr * tdkr[u][lane]);
                 }
-            } else {   /* dS at t: row r (dk_r), column r (dv_r); then decays by lam_t */
-                float Qv[E], Lv[E], Kv[E];
-                h2_ldvec<E>(Qv, &tq[u][p * E]);
-                h2_ldvec<E>(Lv, &tl[u][p * E]);
-                h2_ldvec<E>(Kv, &tk[u][p * E]);
-                const float dor = to[u][lane];
-                float k0 = 0.0f, k1 = 0.0f, v0 = 0.0f, v1 = 0.0f;
+            } else {   /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
+                float k0 = 0.0f, k1 = 0.0f;
 #pragma unroll
                 for (int j = 0; j < E; j++) {
                     const float a = fmaf(qr, Ov[j], X[j]);
-                    const float cc = fmaf(Qv[j], dor, Y[j]);
-                    if (j & 1) {
-                        k1 = fmaf(a, Vv[j], k1);
-                        v1 = fmaf(Kv[j], cc, v1);
-                    } else {
-                        k0 = fmaf(a, Vv[j], k0);
-                        v0 = fmaf(Kv[j], cc, v0);
-                    }
+                    if (j & 1) k1 = fmaf(a, Vv[j], k1);
+                    else k0 = fmaf(a, Vv[j], k0);
                     X[j] = a * lr;
-                    Y[j] = cc * Lv[j];
                 }
-                const float dk = k0 + k1, dv = v0 + v1;
-                if (sweep == 0) {
-                    if (valid) s1[z] = make_float2(dk, dv);
-                } else {   /* forward: dl = inclusive suffix sum */
+                const float dk = k0 + k1;
+                rf[0][u][lane] = dk;
+                if (sweep) {   /* forward: dl = inclusive suffix sum */
                     run += (double)(qr * tdqf[u][lane] - kr * dk);
-                    rf[0][u][lane] = dk;
-                    rf[1][u][lane] = dv;
-                    rf[2][u][lane] = (float)run;
+                    rf[1][u][lane] = (float)run;
                 }
             }
         }
-        if (it + 1 == nt) {
-            __syncthreads();
-            fetch(it + 1);
-        }
-        if (sweep == 0) continue;
         __syncthreads();
+        if (sweep == 0) {   /* the reverse adjoint's (dk, dv) -> scratch */
+#pragma unroll
+            for (int m = 0; m < MM; m++) {
+                const int u = w + 2 * m;
+                if (u < nu && valid)
+                    s1[((size_t)b * N + tok(0, base + u)) * D + c] =
+                        make_float2(rf[0][u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
+            }
+            if (it + 1 == nt) {
+                __syncthreads();
+                fetch(it + 1);
+            }
+            continue;
+        }
         /* both directions of the tile -> dx, dbeta partial */
 #pragma unroll
         for (int m = 0; m < MM; m++) {
@@ -307,7 +332,8 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             if (u >= nu || !valid) continue;
             const size_t row = (size_t)b * N + tok(1, base + u);
             const float dq = tdqf[u][lane] + rr[0][u][lane], dk = rf[0][u][lane] + tdkr[u][lane];
-            const float dv = rf[1][u][lane] + tdvr[u][lane], dl = rf[2][u][lane] + rr[1][u][lane];
+            const float dv = (pdv[0][u][lane] + pdv[1][u][lane]) + tdvr[u][lane];
+            const float dl = rf[1][u][lane] + rr[1][u][lane];
             const float lam = tl[u][lane], sf = tsf[u][lane];
             T *dr = dx + row * ld + c;
             stf(dr, dv * tgv[u][lane]);
