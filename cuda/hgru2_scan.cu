@@ -1,213 +1,360 @@
 /* hgru2_scan.cu - the bidirectional HGRU2 outer-product scan (DESIGN.md
  * section 4; Backend.hgru2_fwd / hgru2_bwd), recurrent form, fp32 and bf16.
  *
- * Work decomposition: a "pair" is one (image b, head h); it gets 2E threads,
- * E for the forward direction and E for the reverse one (E = head size, a
- * power of two <= 32, so a pair's groups never straddle warps except at
- * E = 32, where each group is one warp). Thread (dir, r) of a pair owns
- * index r of the head: a column of the state in the forward kernel, a row
- * and a column of the state / adjoint in the backward kernel. The e-vectors
- * every thread of a group needs at a token (lambda, q, v, dout) are computed
- * once, one element per thread, for a tile of TT tokens at a time and staged
- * in shared memory; the recurrences then read them as broadcasts.
+ * Per (image b, head h) ("pair") and direction, the state S (E x E, E = head
+ * size, a power of two <= 32) steps token by token:
+ *   S[i][j] = lam_i (S[i][j] - v_j) + v_j      (= lam S + (1-lam) v)
+ *   o_j     = sum_i q_i S[i][j]
+ * A lane keeps one row or column of S in registers; the e-vectors every lane
+ * of a pair needs at a token (lambda, q, v, dout, ...) are computed once, one
+ * element per thread, for a tile of tokens and staged in shared memory, read
+ * back as broadcasts. The next tile's global loads are issued before the
+ * current tile computes (their latency was the forward's main stall).
  *
- * Forward, per token in the group's direction (thread = column j):
- *   S[i] = lam_i (S[i] - v_j) + v_j           (= lam S + (1-lam) v)
- *   o_j  = sum_i q_i S[i]
- * Each direction writes its o to fp32 scratch [2][M][D]; after a block
- * barrier the pair's 2E threads add the two and store out.
+ * Forward: 2E threads per pair, E per direction (thread = column j of that
+ * direction's S; a pair never straddles warps except at E = 32, one warp per
+ * direction). Token t gets o_f + o_r: whichever direction reaches t first
+ * (forward: 2s < N-1 at step s, reverse: 2s <= N-1, the middle token of an
+ * odd N counting as the reverse's) parks its o in fp32 scratch [M][D], the
+ * other adds it when it gets there and stores out, so each token crosses the
+ * scratch once (the kernel used to park both directions, [2][M][D]).
  *
- * Backward, two phases per direction (processing order: forward t up,
- * reverse t down, and the opposite for phase B):
- *   A: the state row r: S[j] = lam_r (S[j] - v_j) + v_j; dq_r = sum_j S[j] do_j
- *      (stored to the scratch slot of that token);
- *   B: the adjoint row r, Q[j] += q_r do_j, dk_r = sum_j Q[j] v_j, Q[j] *= lam_r;
- *      the adjoint column r, Qc[i] += q_i do_r, dv_r = sum_i (1-lam_i) Qc[i],
- *      Qc[i] *= lam_i; and the decay gradient by the gated-linear-attention
- *      identity dl = running sum, in phase-B order, of q_r dq_r - k_r dk_r
- *      (inclusive: the suffix sum for the forward direction, the prefix sum
- *      for the reverse one).
- *   Each direction writes (dq, dk, dv, dl) for its tokens as a float4 into
- *   scratch [2][M][D]; after a block barrier the pair combines the two
- *   directions per token, applies the activation derivatives (SiLU', sigmoid',
- *   the lower bound: d lam = dl / lam - dk), writes dx and the per-(image,
- *   channel) dbeta partials, which k_hgru2_params reduces over images in a
- *   fixed order (deterministic, no atomics).
+ * Backward: one block of two warps per 32/E pairs; warp 0 is the forward
+ * direction, warp 1 the reverse one; lane = (pair, index r). Each direction
+ * has a state walk (dq = S do, in the state's time order) and an adjoint walk
+ * (dS, in the opposite order: row r gives dk_r = sum_j dS[r][j] v_j, a copy of
+ * column r gives dv_r = sum_i k_i dS[i][r]). The forward direction's state
+ * and the reverse direction's adjoint both run with t up, the other two with
+ * t down, so the block makes two sweeps and both warps sit at the same token.
+ * The adjoint's column copy is split between the warps (half each; the dv
+ * halves add in shared memory), so each warp does a row and half a column per
+ * token whichever role it has:
+ *   up:   warp 0 state -> dq_f, warp 1 adjoint -> dk_r, dv_r (fp32 scratch,
+ *         12 bytes per element);
+ *   down: warp 0 adjoint -> dk_f, dv_f, warp 1 state -> dq_r; with the saved
+ *         values each warp runs its decay gradient by the gated-linear-
+ *         attention identity in the same pass (forward: dl = inclusive suffix
+ *         sum of q dq - k dk; reverse: minus the exclusive suffix sum, its
+ *         prefix sum since the total is 0), summed in double (the sums cancel
+ *         along the sequence; with fp32 activations the state and adjoint
+ *         are double too); then all 64 threads combine the tile's two
+ *         directions, apply SiLU', sigmoid' and the lower bound, write dx and
+ *         keep per-(image, channel) dbeta partials, which k_hgru2_params
+ *         reduces over images in a fixed order (deterministic, no atomics).
+ * No per-token global load is consumed right after it is issued.
  */
 #include "common.cuh"
 
 #include <string.h>
+#include <type_traits>
 
 #define H2_THREADS 128
-#define H2_TT 16
+#define H2_TT 8           /* forward tile (tokens) */
+#define H2B_TT 8          /* backward tile */
+#define H2B_THREADS 64    /* backward: warp 0 forward direction, warp 1 reverse */
 
 __device__ __forceinline__ float h2_silu(float x) { return x * sigmoidf_(x); }
+__device__ __forceinline__ float h2_f(float v) { return v; }
+__device__ __forceinline__ float h2_f(bf16 v) { return __bfloat162float(v); }
+
+/* a[0..E) = p[0..E) (shared memory; 16-byte aligned when E >= 4) */
+template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const float *p) {
+    if (E % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < E / 4; j++) {
+            const float4 f = reinterpret_cast<const float4 *>(p)[j];
+            a[4 * j] = f.x;
+            a[4 * j + 1] = f.y;
+            a[4 * j + 2] = f.z;
+            a[4 * j + 3] = f.w;
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < E; j++) a[j] = p[j];
+    }
+}
 
 /* ------------------------------------------------------------------ forward */
 template <typename T, int E>
 __global__ void __launch_bounds__(H2_THREADS)
 k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, int ld,
             const float *__restrict__ beta, int B, int N, int D) {
-    constexpr int PAIRS = H2_THREADS / (2 * E);
-    __shared__ __align__(16) float sm[PAIRS * 2][H2_TT][2][E];   /* lam, q */
+    constexpr int PAIRS = H2_THREADS / (2 * E), TT = H2_TT;
+    __shared__ __align__(16) float sm[PAIRS * 2][TT][2][E];   /* lam, q */
     const int tid = threadIdx.x, pl = tid / (2 * E), dir = (tid / E) & 1, r = tid % E;
     const int H = D / E;
     int pair = blockIdx.x * PAIRS + pl;
     const bool valid = pair < B * H;
     if (!valid) pair = B * H - 1;   /* idle threads shadow a real pair, store nothing */
-    const int b = pair / H, h = pair % H, c = h * E + r;
-    const size_t M = (size_t)B * N;
+    const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
     float (*my)[2][E] = sm[pl * 2 + dir];
+    /* step s: token t = s (forward) or N-1-s; parks o when it reaches t first */
+    auto tok = [&](int s) { return dir == 0 ? s : N - 1 - s; };
+    auto parks = [&](int s) { return dir == 0 ? 2 * s < N - 1 : 2 * s <= N - 1; };
+    auto zof = [&](int s) { return ((size_t)b * N + tok(s)) * D + c; };
     float S[E];
 #pragma unroll
     for (int i = 0; i < E; i++) S[i] = 0.0f;
-
-    for (int base = 0; base < N; base += H2_TT) {
-        float vr[H2_TT];
+    T raw[3][TT];   /* the next tile's v, q, f pre-activations (raw: converted when staged) */
+    auto fetch = [&](int base) {
 #pragma unroll
-        for (int u = 0; u < H2_TT; u++) {
-            const int s = base + u;
-            if (s < N) {
-                const int t = dir == 0 ? s : N - 1 - s;
-                const T *row = x + ((size_t)b * N + t) * ld + c;
-                float xv = ldf(row), xq = ldf(row + D), xf = ldf(row + 2 * D);
-                my[u][0][r] = bt + (1.0f - bt) * sigmoidf_(xf);
-                my[u][1][r] = sigmoidf_(xq);
-                vr[u] = h2_silu(xv);
+        for (int u = 0; u < TT; u++) {
+            raw[0][u] = raw[1][u] = raw[2][u] = (T)0.0f;
+            if (base + u < N) {
+                const T *row = x + ((size_t)b * N + tok(base + u)) * ld + c;
+                raw[0][u] = row[0];
+                raw[1][u] = row[D];
+                raw[2][u] = row[2 * D];
             }
         }
-        __syncwarp();
+    };
+    fetch(0);
+    for (int base = 0; base < N; base += TT) {
+        float vr[TT], po[TT];
+        __syncthreads();   /* the previous tile's readers of my are done */
 #pragma unroll
-        for (int u = 0; u < H2_TT; u++) {
+        for (int u = 0; u < TT; u++) {
+            my[u][0][r] = bt + (1.0f - bt) * sigmoidf_(h2_f(raw[2][u]));
+            my[u][1][r] = sigmoidf_(h2_f(raw[1][u]));
+            vr[u] = h2_silu(h2_f(raw[0][u]));
+            /* the other direction's o, parked in an earlier tile */
             const int s = base + u;
-            if (s < N) {
-                const float v = vr[u];
-                float o = 0.0f;
+            po[u] = 0.0f;
+            if (s < N && !parks(s) && N - 1 - s < base && valid) po[u] = scr[zof(s)];
+        }
+        __syncwarp();
+        if (base + TT < N) fetch(base + TT);
+        float ov[TT];
 #pragma unroll
-                for (int i = 0; i < E; i++) {
-                    S[i] = fmaf(my[u][0][i], S[i] - v, v);
-                    o = fmaf(my[u][1][i], S[i], o);
+        for (int u = 0; u < TT; u++) {
+            const float v = vr[u];
+            float o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+            for (int i = 0; i < E; i += 2) {
+                S[i] = fmaf(my[u][0][i], S[i] - v, v);
+                o0 = fmaf(my[u][1][i], S[i], o0);
+                if (i + 1 < E) {
+                    S[i + 1] = fmaf(my[u][0][i + 1], S[i + 1] - v, v);
+                    o1 = fmaf(my[u][1][i + 1], S[i + 1], o1);
                 }
-                const int t = dir == 0 ? s : N - 1 - s;
-                if (valid) scr[((size_t)dir * M + (size_t)b * N + t) * D + c] = o;
+            }
+            ov[u] = o0 + o1;
+        }
+#pragma unroll
+        for (int u = 0; u < TT; u++) {
+            const int s = base + u;
+            if (s < N && parks(s) && valid) scr[zof(s)] = ov[u];
+        }
+        __syncthreads();   /* parked in this tile (the middle of the sequence) -> visible */
+#pragma unroll
+        for (int u = 0; u < TT; u++) {
+            const int s = base + u;
+            if (s < N && !parks(s) && valid) {
+                const float p = N - 1 - s < base ? po[u] : scr[zof(s)];
+                stf(out + zof(s), ov[u] + p);
             }
         }
-        __syncwarp();
     }
-    __syncthreads();
-    if (valid)
-        for (int t = dir; t < N; t += 2) {
-            const size_t z = ((size_t)b * N + t) * D + c;
-            stf(out + z, scr[z] + scr[M * D + z]);
-        }
 }
 
 /* ----------------------------------------------------------------- backward */
 template <typename T, int E>
-__global__ void __launch_bounds__(H2_THREADS)
-k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float4 *__restrict__ scr,
+__global__ void __launch_bounds__(H2B_THREADS)
+k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const T *__restrict__ dout, const T *__restrict__ x, int ld,
             const float *__restrict__ beta, int B, int N, int D) {
-    constexpr int PAIRS = H2_THREADS / (2 * E);
-    /* per group and token: lam, q, v, do */
-    __shared__ __align__(16) float sm[PAIRS * 2][H2_TT][4][E];
-    __shared__ float red[PAIRS][2][E];
-    const int tid = threadIdx.x, pl = tid / (2 * E), dir = (tid / E) & 1, r = tid % E;
+    constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2, EH = (E + 1) / 2;
+    /* the tile, [token in sweep order][slot = lane]: role inputs (lam, k, q, v, do),
+     * activation derivatives, up-sweep results; role outputs */
+    __shared__ __align__(16) float tl[TT][32], tk[TT][32], tq[TT][32], tv[TT][32], to[TT][32];
+    __shared__ float tsf[TT][32], tgv[TT][32], tgq[TT][32];
+    __shared__ float tdqf[TT][32], tdkr[TT][32], tdvr[TT][32];
+    __shared__ float rf[2][TT][32], rr[2][TT][32];   /* adjoint (dk, dl_f), state (dq, dl_r) */
+    __shared__ float pdv[2][TT][32];                 /* the two warps' halves of dv */
+    __shared__ double red[32];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane / E, r = lane % E;
     const int H = D / E;
-    int pair = blockIdx.x * PAIRS + pl;
+    int pair = blockIdx.x * PR + p;
     const bool valid = pair < B * H;
-    if (!valid) pair = B * H - 1;
-    const int b = pair / H, h = pair % H, c = h * E + r;
-    const size_t M = (size_t)B * N;
+    if (!valid) pair = B * H - 1;   /* idle lanes shadow a real pair, store nothing */
+    const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
-    float (*my)[4][E] = sm[pl * 2 + dir];
-    float4 *sd = scr + (size_t)dir * M * D;
-
-    for (int phase = 0; phase < 2; phase++) {
-        /* processing order: phase A forward dir t up, reverse t down; phase B the opposite */
-        const bool up = (dir == 0) == (phase == 0);
-        float Sr[E], Qc[E];   /* phase A: state row; phase B: adjoint row (Sr) and column (Qc) */
+    const int nt = (N + TT - 1) / TT;
+    /* tile it: sweep it / nt (0: t up, 1: t down), step s = base + u, token
+     * t(s); thread (w, lane) loads, stores and combines tokens u = w + 2m of
+     * slot lane */
+    auto tok = [&](int sweep, int s) { return sweep ? N - 1 - s : s; };
+    /* the next tile, raw (converted when staged, so the loads stay in flight
+     * while this tile computes): xv, xq, xf, do; down sweep: dq_f, dk_r, dv_r */
+    T px[4][MM];
+    float ps[3][MM];
+    auto fetch = [&](int it) {
+        const int sweep = it >= nt, base = (it - sweep * nt) * TT;
 #pragma unroll
-        for (int i = 0; i < E; i++) Sr[i] = Qc[i] = 0.0f;
-        float run = 0.0f;
-        for (int base = 0; base < N; base += H2_TT) {
+        for (int m = 0; m < MM; m++) {
+            const int s = base + w + 2 * m;
 #pragma unroll
-            for (int u = 0; u < H2_TT; u++) {
-                const int s = base + u;
-                if (s < N) {
-                    const int t = up ? s : N - 1 - s;
-                    const size_t row = (size_t)b * N + t;
-                    const T *xr = x + row * ld + c;
-                    float xv = ldf(xr), xq = ldf(xr + D), xf = ldf(xr + 2 * D);
-                    my[u][0][r] = bt + (1.0f - bt) * sigmoidf_(xf);
-                    my[u][1][r] = sigmoidf_(xq);
-                    my[u][2][r] = h2_silu(xv);
-                    my[u][3][r] = ldf(dout + row * D + c);
+            for (int a = 0; a < 4; a++) px[a][m] = (T)0.0f;
+            ps[0][m] = ps[1][m] = ps[2][m] = 0.0f;
+            if (s < N) {
+                const size_t row = (size_t)b * N + tok(sweep, s), z = row * D + c;
+                const T *xr = x + row * ld + c;
+                px[0][m] = xr[0];
+                px[1][m] = xr[D];
+                px[2][m] = xr[2 * D];
+                px[3][m] = dout[z];
+                if (sweep) {
+                    ps[0][m] = s0[z];
+                    const float2 kv = s1[z];
+                    ps[1][m] = kv.x;
+                    ps[2][m] = kv.y;
                 }
             }
-            __syncwarp();
+        }
+    };
+    /* X: state row r or adjoint row r; Y: this warp's half (i in [off, off + E/2))
+     * of the adjoint's column r, so both warps do the same work per token */
+    const int off = w ? E / 2 : 0;
+    const bool colw = E > 1 || w == 1;   /* E 1: warp 1 has the whole column */
+    /* fp32 activations: the state and adjoint in double. Float states, rounded
+     * at each of N steps, put ~1e-4 (N 256, e 16) into dbeta through the
+     * identity's cancellation (the 1e-5 path compares it at 1e-4); bf16 keeps
+     * float, far inside its 2e-2. */
+    typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type A;
+    A X[E], Y[EH];
+    double run = 0.0, db = 0.0;
+    fetch(0);
+    for (int it = 0; it < 2 * nt; it++) {
+        const int sweep = it >= nt, base = (it - sweep * nt) * TT, nu = min(TT, N - base);
+        if (it == 0 || it == nt) {
 #pragma unroll
-            for (int u = 0; u < H2_TT; u++) {
-                const int s = base + u;
-                if (s < N) {
-                    const int t = up ? s : N - 1 - s;
-                    const size_t z = ((size_t)b * N + t) * D + c;
-                    const float lr = my[u][0][r];
-                    if (phase == 0) {
-                        float dq = 0.0f;
+            for (int j = 0; j < E; j++) X[j] = 0.0f;
 #pragma unroll
-                        for (int j = 0; j < E; j++) {
-                            const float v = my[u][2][j];
-                            Sr[j] = fmaf(lr, Sr[j] - v, v);
-                            dq = fmaf(Sr[j], my[u][3][j], dq);
-                        }
-                        if (valid) sd[z].x = dq;
-                    } else {
-                        const float qr = my[u][1][r], dor = my[u][3][r];
-                        float dk = 0.0f, dv = 0.0f;
+            for (int j = 0; j < EH; j++) Y[j] = 0.0f;
+            run = 0.0;
+        }
+        __syncthreads();   /* the previous tile's readers are done */
 #pragma unroll
-                        for (int j = 0; j < E; j++) {
-                            const float q = fmaf(qr, my[u][3][j], Sr[j]);
-                            dk = fmaf(q, my[u][2][j], dk);
-                            Sr[j] = q * lr;
-                            const float l = my[u][0][j];
-                            const float qc = fmaf(my[u][1][j], dor, Qc[j]);
-                            dv = fmaf(1.0f - l, qc, dv);
-                            Qc[j] = qc * l;
-                        }
-                        if (valid) {
-                            const float dq = sd[z].x;
-                            run += qr * dq - (1.0f - lr) * dk;
-                            sd[z] = make_float4(dq, dk, dv, run);
-                        }
+        for (int m = 0; m < MM; m++) {
+            const int u = w + 2 * m;
+            float l = 1.0f, sq = 0.0f, sf = 0.0f, v = 0.0f, gv = 0.0f;
+            if (u < nu) {
+                const float xv = h2_f(px[0][m]), sv = sigmoidf_(xv);
+                sq = sigmoidf_(h2_f(px[1][m]));
+                sf = sigmoidf_(h2_f(px[2][m]));
+                l = bt + (1.0f - bt) * sf;
+                v = xv * sv;
+                gv = sv * (1.0f + xv * (1.0f - sv));
+            }
+            tl[u][lane] = l;
+            tk[u][lane] = 1.0f - l;
+            tq[u][lane] = sq;
+            tv[u][lane] = v;
+            to[u][lane] = h2_f(px[3][m]);
+            tsf[u][lane] = sf;
+            tgv[u][lane] = gv;
+            tgq[u][lane] = sq * (1.0f - sq);
+            tdqf[u][lane] = ps[0][m];
+            tdkr[u][lane] = ps[1][m];
+            tdvr[u][lane] = ps[2][m];
+        }
+        __syncthreads();
+        /* the up sweep's last tile stores what the down sweep's first loads */
+        if (it + 1 < 2 * nt && it + 1 != nt) fetch(it + 1);
+        const bool state = (w == 0) == (sweep == 0);
+#pragma unroll 2
+        for (int u = 0; u < nu; u++) {
+            const float lr = tl[u][lane], qr = tq[u][lane], kr = tk[u][lane], dor = to[u][lane];
+            float Vv[E], Ov[E];
+            h2_ldvec<E>(Vv, &tv[u][p * E]);
+            h2_ldvec<E>(Ov, &to[u][p * E]);
+            {   /* the adjoint's column r, this warp's half: dS[i][r] += q_i do_r,
+                 * dv_r += k_i dS[i][r], then dS[i][r] *= lam_i */
+                float Qh[EH], Lh[EH], Kh[EH];
+                h2_ldvec<EH>(Qh, &tq[u][p * E + off]);
+                h2_ldvec<EH>(Lh, &tl[u][p * E + off]);
+                h2_ldvec<EH>(Kh, &tk[u][p * E + off]);
+                A v0 = 0.0f, v1 = 0.0f;
+                if (colw) {
+#pragma unroll
+                    for (int j = 0; j < EH; j++) {
+                        const A cc = fma((A)Qh[j], (A)dor, Y[j]);
+                        if (j & 1) v1 = fma((A)Kh[j], cc, v1);
+                        else v0 = fma((A)Kh[j], cc, v0);
+                        Y[j] = cc * (A)Lh[j];
                     }
                 }
+                pdv[w][u][lane] = (float)(v0 + v1);
             }
-            __syncwarp();
+            if (state) {   /* S[r][:] at t; dq_r = S[r][:] . do */
+                A d0 = 0.0f, d1 = 0.0f;
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    X[j] = fma((A)lr, X[j] - (A)Vv[j], (A)Vv[j]);
+                    if (j & 1) d1 = fma(X[j], (A)Ov[j], d1);
+                    else d0 = fma(X[j], (A)Ov[j], d0);
+                }
+                const A dq = d0 + d1;
+                if (sweep == 0) {
+                    if (valid) s0[((size_t)b * N + tok(0, base + u)) * D + c] = (float)dq;
+                } else {   /* reverse: dl = -(exclusive suffix sum) */
+                    rr[0][u][lane] = (float)dq;
+                    rr[1][u][lane] = (float)-run;
+                    run += (double)qr * (double)dq - (double)kr * (double)tdkr[u][lane];
+                }
+            } else {   /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
+                A k0 = 0.0f, k1 = 0.0f;
+#pragma unroll
+                for (int j = 0; j < E; j++) {
+                    const A a = fma((A)qr, (A)Ov[j], X[j]);
+                    if (j & 1) k1 = fma(a, (A)Vv[j], k1);
+                    else k0 = fma(a, (A)Vv[j], k0);
+                    X[j] = a * (A)lr;
+                }
+                const A dk = k0 + k1;
+                rf[0][u][lane] = (float)dk;
+                if (sweep) {   /* forward: dl = inclusive suffix sum */
+                    run += (double)qr * (double)tdqf[u][lane] - (double)kr * (double)dk;
+                    rf[1][u][lane] = (float)run;
+                }
+            }
+        }
+        __syncthreads();
+        if (sweep == 0) {   /* the reverse adjoint's (dk, dv) -> scratch */
+#pragma unroll
+            for (int m = 0; m < MM; m++) {
+                const int u = w + 2 * m;
+                if (u < nu && valid)
+                    s1[((size_t)b * N + tok(0, base + u)) * D + c] =
+                        make_float2(rf[0][u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
+            }
+            if (it + 1 == nt) {
+                __syncthreads();
+                fetch(it + 1);
+            }
+            continue;
+        }
+        /* both directions of the tile -> dx, dbeta partial */
+#pragma unroll
+        for (int m = 0; m < MM; m++) {
+            const int u = w + 2 * m;
+            if (u >= nu || !valid) continue;
+            const size_t row = (size_t)b * N + tok(1, base + u);
+            const float dq = tdqf[u][lane] + rr[0][u][lane], dk = rf[0][u][lane] + tdkr[u][lane];
+            const float dv = (pdv[0][u][lane] + pdv[1][u][lane]) + tdvr[u][lane];
+            const float dl = rf[1][u][lane] + rr[1][u][lane];
+            const float lam = tl[u][lane], sf = tsf[u][lane];
+            T *dr = dx + row * ld + c;
+            stf(dr, dv * tgv[u][lane]);
+            stf(dr + D, dq * tgq[u][lane]);
+            stf(dr + 2 * D, (1.0f - bt) * (1.0f - sf) * (dl * (sf / lam) - dk * sf));
+            db += (double)((dl / lam - dk) * (1.0f - sf));
         }
     }
+    if (w == 1) red[lane] = db;
     __syncthreads();
-    /* combine both directions; thread (dir, r) takes tokens of parity dir */
-    float db = 0.0f;
-    if (valid)
-        for (int t = dir; t < N; t += 2) {
-            const size_t row = (size_t)b * N + t, z = row * D + c;
-            const float4 g0 = scr[z], g1 = scr[M * D + z];
-            const float dq = g0.x + g1.x, dk = g0.y + g1.y, dv = g0.z + g1.z, dl = g0.w + g1.w;
-            const T *xr = x + row * ld + c;
-            const float xv = ldf(xr), xq = ldf(xr + D), xf = ldf(xr + 2 * D);
-            const float sv = sigmoidf_(xv), sq = sigmoidf_(xq), sf = sigmoidf_(xf);
-            const float lam = bt + (1.0f - bt) * sf;
-            T *dr = dx + row * ld + c;
-            stf(dr, dv * sv * (1.0f + xv * (1.0f - sv)));
-            stf(dr + D, dq * sq * (1.0f - sq));
-            stf(dr + 2 * D, (1.0f - bt) * (1.0f - sf) * (dl * (sf / lam) - dk * sf));
-            db += (dl / lam - dk) * (1.0f - sf);
-        }
-    red[pl][dir][r] = db;
-    __syncthreads();
-    if (valid && dir == 0) part[(size_t)b * D + c] = red[pl][0][r] + red[pl][1][r];
+    if (w == 0 && valid) part[(size_t)b * D + c] = (float)(db + red[lane]);
 }
 
 __global__ void k_hgru2_params(float *dbeta, const float *part, int B, int D) {
@@ -254,23 +401,22 @@ static void h2_launch_fwd(CudaImpl *im, T *out, float *scr, const T *x, int ld, 
 }
 
 template <typename T>
-static void h2_launch_bwd(CudaImpl *im, T *dx, float *part, float4 *scr, const T *dout,
+static void h2_launch_bwd(CudaImpl *im, T *dx, float *part, float *s0, float2 *s1, const T *dout,
                           const T *x, int ld, const float *beta, int B, int N, int D, int e) {
     const int pairs = B * (D / e);
     H2_SWITCH_E(e, {
-        constexpr int PAIRS = H2_THREADS / (2 * E);
-        k_hgru2_bwd<T, E><<<ceil_div(pairs, PAIRS), H2_THREADS, 0, im->stream>>>(
-            dx, part, scr, dout, x, ld, beta, B, N, D);
+        k_hgru2_bwd<T, E><<<ceil_div(pairs, 32 / E), H2B_THREADS, 0, im->stream>>>(
+            dx, part, s0, s1, dout, x, ld, beta, B, N, D);
     });
     LAUNCH_CHECK("k_hgru2_bwd");
 }
 
-/* Which kernels run. The chunked tensor-core form (hgru2_chunk.cu, e 16 and
- * 32) only where it measured faster (H200, B 256, N 256, D 192 / 384, both
- * precisions; docs/notes_hgru2.md): the backward at e 16 (bf16 1.17 vs 2.97
- * ms at D 192, fp32 2.85 vs 3.15). The recurrent forward is faster at every
- * measured shape (bf16 D 192 e 16: 0.30 vs 0.57 ms), and at e 32 the
- * recurrent backward (1.92 vs 2.30 ms). HGRN_HGRU2=chunked forces the
+/* Which kernels run. The recurrent kernels above everywhere by default:
+ * they measured faster than the chunked tensor-core form (hgru2_chunk.cu,
+ * e 16 and 32) at every measured shape (H200, B 256, N 256, D 192 / 384,
+ * both precisions; docs/notes_hgru2.md): bf16 D 384 e 16 fwd 0.40 vs 1.14 ms,
+ * bwd 0.93 vs 2.38; fp32 (double state) bwd 2.10 vs 5.68; e 32 bwd bf16
+ * 2.32 vs 4.66, fp32 3.88 vs 12.75. HGRN_HGRU2=chunked forces the
  * chunked kernels wherever they exist, =elementwise too but without the
  * factorised diagonal blocks, =recurrent the recurrent ones (tests, bench). */
 int hc_supported(int e);
@@ -283,8 +429,8 @@ static int h2_use_chunked(int e, int bwd) {
     if (!hc_supported(e)) return 0;
     const char *m = getenv("HGRN_HGRU2");
     if (m && (strcmp(m, "chunked") == 0 || strcmp(m, "elementwise") == 0)) return 1;
-    if (m && strcmp(m, "recurrent") == 0) return 0;
-    return bwd && e == 16;
+    (void)bwd;
+    return 0;
 }
 
 void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
@@ -292,11 +438,13 @@ void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    float *scr = (float *)hgrn_scratch(im, (size_t)2 * B * N * D * sizeof(float));
-    if (h2_use_chunked(e, 0)) {
+    const size_t md = (size_t)B * N * D;
+    if (h2_use_chunked(e, 0)) {   /* scratch: both directions' o, [2][M][D] */
+        float *scr = (float *)hgrn_scratch(im, 2 * md * sizeof(float));
         hc_hgru2_fwd(im, out, scr, x, ld, beta, B, N, D, e);
         return;
     }
+    float *scr = (float *)hgrn_scratch(im, md * sizeof(float));   /* one parked o per token */
     ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, scr, (const T *)x, ld, beta, B, N, D, e));
 }
 
@@ -305,21 +453,18 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    const size_t scr_bytes = (size_t)2 * B * N * D * sizeof(float4);
-    const size_t part_off = (scr_bytes + 255) & ~(size_t)255;
+    /* scratch (both paths): s0 M D floats, s1 M D float2, then the dbeta partials */
+    const size_t md = (size_t)B * N * D;
+    const size_t s1_off = (md * sizeof(float) + 255) & ~(size_t)255;
+    const size_t part_off = (s1_off + md * sizeof(float2) + 255) & ~(size_t)255;
     char *base = (char *)hgrn_scratch(im, part_off + (size_t)B * D * sizeof(float));
-    float4 *scr = (float4 *)base;
-    float *part = (float *)(base + part_off);
-    if (h2_use_chunked(e, 1)) {   /* scratch: s0 M D floats, s1 M D float2 (fits in scr) */
-        const size_t md = (size_t)B * N * D;
-        hc_hgru2_bwd(im, dx, part, (float *)base, (float2 *)(base + md * sizeof(float)), dout, x,
-                     ld, beta, B, N, D, e);
-        k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
-        LAUNCH_CHECK("k_hgru2_params");
-        return;
-    }
-    ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, scr, (const T *)dout, (const T *)x,
-                                         ld, beta, B, N, D, e));
+    float *s0 = (float *)base, *part = (float *)(base + part_off);
+    float2 *s1 = (float2 *)(base + s1_off);
+    if (h2_use_chunked(e, 1))
+        hc_hgru2_bwd(im, dx, part, s0, s1, dout, x, ld, beta, B, N, D, e);
+    else
+        ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, s0, s1, (const T *)dout,
+                                             (const T *)x, ld, beta, B, N, D, e));
     k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
     LAUNCH_CHECK("k_hgru2_params");
 }
