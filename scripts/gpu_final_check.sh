@@ -1,0 +1,12 @@
+source .offline-deps/unpack.sh >/dev/null; ln -sfn /tmp/offline-deps/usr/share/datasets /usr/share/datasets
+t0=$(date +%s)
+(cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build-gpu -j16 >$OUT/build.log 2>&1) || { tail -30 $OUT/build.log; exit 1; }
+echo "build $(( $(date +%s)-t0 ))s"
+for c in hgrn1_deit_tiny hgrn1_deit_small hgrn2_deit_tiny hgrn2_deit_small; do
+  timeout 90 build-gpu/hgrn bench --config configs/$c.cfg --device cuda --batch 256 --steps 20 > $OUT/bench_$c.txt 2>&1
+  echo "$c rc=$? $(grep -E '^train  ' $OUT/bench_$c.txt | head -1 | awk '{print $2, $3}') eval $(grep -E '^eval' $OUT/bench_$c.txt | awk '{print $2}') $(grep -E '^device mem' $OUT/bench_$c.txt | awk '{print $3, $4}')"
+done
+echo "benches done $(( $(date +%s)-t0 ))s"
+(cd build-gpu && timeout 240 ctest -j4 --timeout 230 > $OUT/ctest.log 2>&1); echo "ctest rc=$?"; tail -25 $OUT/ctest.log | grep -E "tests passed|Failed|\*\*\*|Not Run|Skipped|sec$" | head -25
+HGRN_TEST_HGRU2_DEFAULT_ONLY=1 HGRN_TEST_FILTER=test_hgru2 timeout 70 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_hgru2.log 2>&1; echo "memcheck hgru2 rc=$? $(grep -m1 'ERROR SUMMARY' $OUT/san_hgru2.log)"
+echo "total $(( $(date +%s)-t0 ))s"
