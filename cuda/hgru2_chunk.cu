@@ -46,7 +46,7 @@
  * exclusive suffix sum, since the full sum is zero); then the block combines
  * the two directions, applies the activation derivatives and writes dx and
  * per-(image, channel) dbeta partials (summed over images in fixed order by
- * k_hgru2_params: deterministic, no atomics).
+ * k_partials_finish: deterministic, no atomics).
  */
 #include "common.cuh"
 

@@ -39,7 +39,7 @@
  *         along the sequence; with fp32 activations the state and adjoint
  *         are double too); then all 64 threads combine the tile's two
  *         directions, apply SiLU', sigmoid' and the lower bound, write dx and
- *         keep per-(image, channel) dbeta partials, which k_hgru2_params
+ *         keep per-(image, channel) dbeta partials, which k_partials_finish
  *         reduces over images in a fixed order (deterministic, no atomics).
  * No per-token global load is consumed right after it is issued.
  */
@@ -357,14 +357,6 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
     if (w == 0 && valid) part[(size_t)b * D + c] = (float)(db + red[lane]);
 }
 
-__global__ void k_hgru2_params(float *dbeta, const float *part, int B, int D) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= D) return;
-    float a = 0.0f;
-    for (int b = 0; b < B; b++) a += part[(size_t)b * D + j];
-    dbeta[j] += a;
-}
-
 /* ------------------------------------------------------------------- host */
 static void h2_check(int D, int e) {
     if (e != 1 && e != 2 && e != 4 && e != 8 && e != 16 && e != 32) {
@@ -425,12 +417,10 @@ void hc_hgru2_fwd(CudaImpl *im, float *out, float *scr, const float *x, int ld,
 void hc_hgru2_bwd(CudaImpl *im, float *dx, float *part, float *s0, float2 *s1, const float *dout,
                   const float *x, int ld, const float *beta, int B, int N, int D, int e);
 
-static int h2_use_chunked(int e, int bwd) {
+static int h2_use_chunked(int e) {
     if (!hc_supported(e)) return 0;
     const char *m = getenv("HGRN_HGRU2");
-    if (m && (strcmp(m, "chunked") == 0 || strcmp(m, "elementwise") == 0)) return 1;
-    (void)bwd;
-    return 0;
+    return m && (strcmp(m, "chunked") == 0 || strcmp(m, "elementwise") == 0);
 }
 
 void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
@@ -439,7 +429,7 @@ void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
     const size_t md = (size_t)B * N * D;
-    if (h2_use_chunked(e, 0)) {   /* scratch: both directions' o, [2][M][D] */
+    if (h2_use_chunked(e)) {   /* scratch: both directions' o, [2][M][D] */
         float *scr = (float *)hgrn_scratch(im, 2 * md * sizeof(float));
         hc_hgru2_fwd(im, out, scr, x, ld, beta, B, N, D, e);
         return;
@@ -460,11 +450,10 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     char *base = (char *)hgrn_scratch(im, part_off + (size_t)B * D * sizeof(float));
     float *s0 = (float *)base, *part = (float *)(base + part_off);
     float2 *s1 = (float2 *)(base + s1_off);
-    if (h2_use_chunked(e, 1))
+    if (h2_use_chunked(e))
         hc_hgru2_bwd(im, dx, part, s0, s1, dout, x, ld, beta, B, N, D, e);
     else
         ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, s0, s1, (const T *)dout,
                                              (const T *)x, ld, beta, B, N, D, e));
-    k_hgru2_params<<<ceil_div(D, 128), 128, 0, im->stream>>>(dbeta, part, B, D);
-    LAUNCH_CHECK("k_hgru2_params");
+    cu_partials_finish(im, dbeta, part, B, D);   /* over images, in a fixed order */
 }
