@@ -9,7 +9,9 @@
 # B 256, N 256, D 384, e 16) recurrent forward and chunked backward. Extra
 # jobs: PROF_JOBS="name|ENV=..|kernel-regex|launches-to-skip;..." (replaces
 # the list; the HGRU1 timings run fp32 first, 5 shapes x 63 launches, so the
-# bf16 default shape starts at launch 315).
+# bf16 default shape starts at launch 315). Kernel regexes match the mangled
+# names, template arguments included (_Z11k_hgru1_fwdI13__nv_bfloat16Li8ELi8
+# is the bf16 forward with TT 8, CH 8).
 set -uo pipefail
 exe=$1
 logs=${2:-${OUT:-/tmp}}
@@ -23,7 +25,7 @@ jobs=${PROF_JOBS:-"hgru1_fwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_fwd|3
 IFS=';' read -ra list <<<"$jobs"
 for j in "${list[@]}"; do
     IFS='|' read -r name envs kern skip <<<"$j"
-    env $envs timeout 200 ncu --clock-control none -k "regex:$kern" -s "${skip:-2}" -c 1 --metrics "$mets" \
+    env $envs timeout 200 ncu --kernel-name-base mangled --clock-control none -k "regex:$kern" -s "${skip:-2}" -c 1 --metrics "$mets" \
         "$exe" >"$logs/ncu_$name.log" 2>&1
     echo "== $name ($kern): rc=$?"
     grep -E "^ +(gpu__|dram__|smsp__|sm__|launch__|l1tex__)" "$logs/ncu_$name.log" |
