@@ -13,9 +13,10 @@
  * Forward: (1) each thread scans its chunk from a zero state in both
  * directions and keeps the chunk's transfer: state_out = A state_in + s with
  * A = (prod of the chunk's lambdas) e^{i TT theta}; (2) the transfers go to
- * shared memory and one lane per (recurrence, channel) runs the chunk
- * recurrence serially over the P chunks (loads independent of the chain, 2
- * dependent FMAs per chunk), writing each chunk's carry-in; (3) each thread
+ * shared memory, laid out in each recurrence's own direction, with each
+ * chunk's transfer A, and one lane per (recurrence, channel) runs the chunk
+ * recurrence serially over the P chunks (2 dependent FMAs per chunk),
+ * leaving each chunk's carry-in in place; (3) each thread
  * rescans its chunk from the true carries, the forward states kept in
  * registers, the reverse states added on the way back, and writes
  * [Re H | Im H]. No flipped copies, no state in device memory.
@@ -134,42 +135,52 @@ __global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *th
     wc[2 * j + 1] = make_float4((float)c2, (float)s2, (float)c3, (float)s3);
 }
 
-/* Carries across chunks. tr[rec][tid] holds chunk (tid / CH)'s local state s
- * of recurrence rec for channel tid % CH (from a zero state), Lsh[tid] the
- * chunk's product of lambdas. Lane (rec, c) of the first warp walks the P
- * chunks in its direction (recurrences [0, NREC/2) forward, the rest
- * reverse), writes each chunk's carry-in to cin[rec][tid] and updates
- * state = (L W) state + s with W = e^{i TT theta} of that recurrence: for
- * NREC 2 (forward kernel) h: w_f^TT, r: w_r^TT; for NREC 4 h: w_f^TT,
- * dr: conj(w_r^TT), r: w_r^TT, dh: conj(w_f^TT). The loads do not depend on
- * the chain, so the unrolled loop keeps them ahead of it. */
+/* Carries across chunks, in place. tr[rec][u * CH + c] holds the local
+ * state s (from a zero state) of the u-th chunk in recurrence rec's own
+ * direction, A[rec][u * CH + c] that chunk's transfer L W (L the product of
+ * its lambdas, W = e^{i TT theta} of that recurrence: for NREC 2 (forward
+ * kernel) h: w_f^TT, r: w_r^TT; for NREC 4 h: w_f^TT, dr: conj(w_r^TT),
+ * r: w_r^TT, dh: conj(w_f^TT)), both put there by the chunk's owner (chunk k
+ * is u = k forward and u = P - 1 - k for the reverse recurrences, see
+ * walk_pos). Lane (rec, c) of the first warp walks u = 0 .. P-1, state =
+ * A state + s, and leaves each chunk's carry-in in its slot of tr.
+ *
+ * In walk order every access is the lane's base plus an immediate, and A
+ * comes precomputed: 7 instructions a step (two loads, a store, four FMAs)
+ * against ~14 when the walk turned the index around for the reverse
+ * recurrences and formed L W itself. The other warps of the block wait for
+ * the walk at the barrier after it: the top stall in Nsight's source view
+ * (30-35 % of warp samples). Halving the walk's instructions did not shrink
+ * that wait (4.0 cycles per issued instruction before and after; bf16 B 256,
+ * N 256, D 192: 0.0752 -> 0.0745 ms forward, 0.1474 -> 0.1448 backward).
+ * P is a multiple of 4. */
 template <int NREC, int CH>
-__device__ __forceinline__ void chunk_carries(const float2 (*tr)[HG_MAXT],
-                                              float2 (*cin)[HG_MAXT], const float *Lsh,
-                                              const float4 *wc, int D, int P) {
+__device__ __forceinline__ void chunk_carries(float2 (*tr)[HG_MAXT],
+                                              const float2 (*A)[HG_MAXT], int P) {
     const int tid = threadIdx.x;
     if (tid >= NREC * CH) return;
-    const int rec = tid / CH, c = tid % CH, jc = blockIdx.x * CH + c;
-    const bool fwd = rec < NREC / 2;
-    const float4 w4 = jc < D ? wc[2 * jc + 1] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
-    float2 wt;
-    if (NREC == 2) wt = rec == 0 ? make_float2(w4.x, w4.y) : make_float2(w4.z, w4.w);
-    else {
-        wt = (rec == 0 || rec == 3) ? make_float2(w4.x, w4.y) : make_float2(w4.z, w4.w);
-        if (rec & 1) wt.y = -wt.y;
-    }
+    const int rec = tid / CH, c = tid % CH;
+    float2 *ps = &tr[rec][c];
+    const float2 *pa = &A[rec][c];
     cpx st = mk(0.0f, 0.0f);
-#pragma unroll 8
-    for (int u = 0; u < P; u++) {
-        const int idx = (fwd ? u : P - 1 - u) * CH + c;
-        const float2 s = tr[rec][idx];
-        const float L = Lsh[idx];
-        cin[rec][idx] = make_float2(st.re, st.im);
-        /* a = L W off the chain: two dependent FMAs per chunk */
-        const cpx a = mk(L * wt.x, L * wt.y);
-        st = mk(fmaf(a.re, st.re, fmaf(-a.im, st.im, s.x)),
-                fmaf(a.re, st.im, fmaf(a.im, st.re, s.y)));
+#pragma unroll 2
+    for (int u0 = 0; u0 < P; u0 += 4) {
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float2 sv = ps[(u0 + q) * CH], a = pa[(u0 + q) * CH];
+            ps[(u0 + q) * CH] = make_float2(st.re, st.im);
+            st = mk(fmaf(a.x, st.re, fmaf(-a.y, st.im, sv.x)),
+                    fmaf(a.x, st.im, fmaf(a.y, st.re, sv.y)));
+        }
     }
+}
+/* A thread's slot for the walk: its own index forward, mirrored reverse */
+__device__ __forceinline__ int walk_pos(bool fwd, int k, int ch, int CH, int P) {
+    return (fwd ? k : P - 1 - k) * CH + ch;
+}
+/* The per-channel w^TT pair (w_f^TT, w_r^TT) of channel j (padding lanes: 1) */
+__device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
+    return j < D ? wc[2 * j + 1] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -177,8 +188,7 @@ template <typename T, int TT, int CH, int MAXT, bool V>
 __global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : 1))
 k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
             const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D) {
-    __shared__ float2 tr[2][HG_MAXT], cin[2][HG_MAXT];
-    __shared__ float Lsh[HG_MAXT];
+    __shared__ float2 tr[2][HG_MAXT], A[2][HG_MAXT];   /* transfers, then carries */
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
     const int t0 = k * TT;
@@ -216,13 +226,16 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     }
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--) rl = sfma(lam[i], cmul(wr, rl), x[i]);
+    const int pr = walk_pos(false, k, ch, CH, P);
+    const float4 wt = wtt_of(wc, j, D);
     tr[0][tid] = make_float2(hl.re, hl.im);
-    tr[1][tid] = make_float2(rl.re, rl.im);
-    Lsh[tid] = L;
+    tr[1][pr] = make_float2(rl.re, rl.im);
+    A[0][tid] = make_float2(L * wt.x, L * wt.y);
+    A[1][pr] = make_float2(L * wt.z, L * wt.w);
     __syncthreads();
-    chunk_carries<2, CH>(tr, cin, Lsh, wc, D, P);
+    chunk_carries<2, CH>(tr, A, P);
     __syncthreads();
-    cpx h = mk(cin[0][tid].x, cin[0][tid].y), r = mk(cin[1][tid].x, cin[1][tid].y);
+    cpx h = mk(tr[0][tid].x, tr[0][tid].y), r = mk(tr[1][pr].x, tr[1][pr].y);
 
     /* pass 2: rescan from the carries; H = h + r */
     cpx hs[TT];
@@ -249,8 +262,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
             int ld, const float4 *__restrict__ wc, const float *__restrict__ beta, int B, int N,
             int D) {
-    __shared__ float2 tr[4][HG_MAXT], cin[4][HG_MAXT];
-    __shared__ float Lsh[HG_MAXT];
+    __shared__ float2 tr[4][HG_MAXT], A[4][HG_MAXT];   /* transfers, then carries */
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
     const size_t b = blockIdx.y;
@@ -308,16 +320,21 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
         ql = cmul(wfc, d);
         ql = mk(lam * ql.re, lam * ql.im);
     }
+    const int pr = walk_pos(false, k, ch, CH, P);
+    const float4 wt = wtt_of(wc, j, D);
     tr[0][tid] = make_float2(hl.re, hl.im);
     tr[1][tid] = make_float2(pl_.re, pl_.im);
-    tr[2][tid] = make_float2(rl.re, rl.im);
-    tr[3][tid] = make_float2(ql.re, ql.im);
-    Lsh[tid] = L;
+    tr[2][pr] = make_float2(rl.re, rl.im);
+    tr[3][pr] = make_float2(ql.re, ql.im);
+    A[0][tid] = make_float2(L * wt.x, L * wt.y);    /* h: w_f^TT */
+    A[1][tid] = make_float2(L * wt.z, -L * wt.w);   /* dr: conj(w_r^TT) */
+    A[2][pr] = make_float2(L * wt.z, L * wt.w);     /* r: w_r^TT */
+    A[3][pr] = make_float2(L * wt.x, -L * wt.y);    /* dh: conj(w_f^TT) */
     __syncthreads();
-    chunk_carries<4, CH>(tr, cin, Lsh, wc, D, P);
+    chunk_carries<4, CH>(tr, A, P);
     __syncthreads();
-    cpx h = mk(cin[0][tid].x, cin[0][tid].y), p = mk(cin[1][tid].x, cin[1][tid].y);
-    cpx r = mk(cin[2][tid].x, cin[2][tid].y), q = mk(cin[3][tid].x, cin[3][tid].y);
+    cpx h = mk(tr[0][tid].x, tr[0][tid].y), p = mk(tr[1][tid].x, tr[1][tid].y);
+    cpx r = mk(tr[2][pr].x, tr[2][pr].y), q = mk(tr[3][pr].x, tr[3][pr].y);
 
     /* pass 2, forward: keep hw_t = e^{i theta_f} h_{t-1} and dr_t */
     cpx hw[TT], dr[TT];
