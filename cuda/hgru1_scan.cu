@@ -38,7 +38,10 @@
  * 0.083 + 0.184 to 0.077 + 0.160 ms (fp32 0.085 + 0.181 to 0.082 + 0.179);
  * splitting the carry walk over 4 lanes per recurrence (shuffle combine)
  * and recomputing SiLU in pass 2 to fit 3 backward blocks per SM were
- * measured slower (docs/CUDA.md).
+ * measured slower (docs/CUDA.md). One launch for the parameter sums, the
+ * overlap with k_hgru1_consts and the walk's layout took them to 0.074 +
+ * 0.144 (bf16) and 0.080 + 0.159 (fp32); staging rows through shared memory
+ * was slower (docs/CUDA.md, "Fourth pass").
  *
  * Why the chunk transfer is L w^TT for every chunk: only the last real chunk
  * can be shorter than TT, and its multiplier is only ever applied to the
