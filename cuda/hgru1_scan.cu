@@ -151,12 +151,12 @@ __global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *th
  * In walk order every access is the lane's base plus an immediate, and A
  * comes precomputed: 7 instructions a step (two loads, a store, four FMAs)
  * against ~14 when the walk turned the index around for the reverse
- * recurrences and formed L W itself. The other warps of the block wait for
- * the walk at the barrier after it: the top stall in Nsight's source view
- * (30-35 % of warp samples). Halving the walk's instructions did not shrink
- * that wait (4.0 cycles per issued instruction before and after; bf16 B 256,
- * N 256, D 192: 0.0752 -> 0.0745 ms forward, 0.1474 -> 0.1448 backward).
- * P is a multiple of 4. */
+ * recurrences and formed L W itself (bf16 B 256, N 256, D 192: 0.0752 ->
+ * 0.0745 ms forward, 0.1474 -> 0.1448 backward). The other warps wait for the
+ * walk at the barrier after it, the top stall in Nsight's source view, but
+ * a build that skipped the walk ran only 1.5 % faster in the forward (the
+ * wait moved to the loads) and 13 % in the backward (docs/CUDA.md, "Fourth
+ * pass"). P is a multiple of 4. */
 template <int NREC, int CH>
 __device__ __forceinline__ void chunk_carries(float2 (*tr)[HG_MAXT],
                                               const float2 (*A)[HG_MAXT], int P) {
