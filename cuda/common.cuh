@@ -129,12 +129,12 @@ __device__ __forceinline__ void stf(bf16 *p, float v) { *p = __float2bfloat16_rn
 /* 16-byte vectors of activations: VEC<T> elements (8 bf16 or 4 fp32) moved as
  * one uint4 / float4, converted to / from fp32. p must be 16-byte aligned. */
 template <typename T> struct VecW { static constexpr int V = 16 / (int)sizeof(T); };
-__device__ __forceinline__ void ldv(const float *p, float *f) {
-    float4 u = *reinterpret_cast<const float4 *>(p);
-    f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
+/* 16 bytes <-> VEC<T> floats; the first argument only picks the type */
+__device__ __forceinline__ void unpack16(const float *, uint4 u, float *f) {
+    f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
 }
-__device__ __forceinline__ void ldv(const bf16 *p, float *f) {
-    uint4 u = *reinterpret_cast<const uint4 *>(p);
+__device__ __forceinline__ void unpack16(const bf16 *, uint4 u, float *f) {
     const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -143,15 +143,22 @@ __device__ __forceinline__ void ldv(const bf16 *p, float *f) {
         f[2 * i + 1] = t.y;
     }
 }
-__device__ __forceinline__ void stv(float *p, const float *f) {
-    *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+__device__ __forceinline__ uint4 pack16(const float *, const float *f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
 }
-__device__ __forceinline__ void stv(bf16 *p, const float *f) {
+__device__ __forceinline__ uint4 pack16(const bf16 *, const float *f) {
     uint4 u;
     __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
 #pragma unroll
     for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    *reinterpret_cast<uint4 *>(p) = u;
+    return u;
+}
+template <typename T> __device__ __forceinline__ void ldv(const T *p, float *f) {
+    unpack16(p, *reinterpret_cast<const uint4 *>(p), f);
+}
+template <typename T> __device__ __forceinline__ void stv(T *p, const float *f) {
+    *reinterpret_cast<uint4 *>(p) = pack16(p, f);
 }
 static inline int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
@@ -249,6 +256,9 @@ void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G
 /* partial rows [G][2C]: out0[c] += column c, out1[c] += column C + c (either may be NULL) */
 void cu_partials_finish2(CudaImpl *im, float *out0, float *out1, const float *partial, int G,
                          int C);
+/* partial rows [G][3C]: the same with three outputs (any may be NULL) */
+void cu_partials_finish3(CudaImpl *im, float *out0, float *out1, float *out2,
+                         const float *partial, int G, int C);
 /* out[r*C + c] += bias[c] (fp32 bias) */
 void cu_add_bias(CudaImpl *im, float *out, const float *bias, int R, int C);
 

@@ -61,10 +61,13 @@ __global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int r
 }
 /* Block (32, PF_Y) per 32 columns: thread (x, y) adds rows y, y+PF_Y, ... of
  * its column, then row y = 0 adds the PF_Y sums in order (a fixed order for a
- * given G, so deterministic), and many rows are in flight at once. */
+ * given G, so deterministic), and many rows are in flight at once. Column c
+ * goes to out.o[c / out.w] + c % out.w (NULL outputs are skipped), so one
+ * launch finishes up to three side-by-side sums. */
 #define PF_Y 16
-__global__ void k_partials_finish(float *out0, float *out1, int C0, const float *partial, int G,
-                                  int C, int ldp) {
+#define PF_OUTS 3
+typedef struct { float *o[PF_OUTS]; int w; } PfOut;
+__global__ void k_partials_finish(PfOut out, const float *partial, int G, int C, int ldp) {
     __shared__ float sm[PF_Y][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     float s = 0.0f;
@@ -76,27 +79,36 @@ __global__ void k_partials_finish(float *out0, float *out1, int C0, const float 
         float t = 0.0f;
 #pragma unroll
         for (int k = 0; k < PF_Y; k++) t += sm[k][threadIdx.x];
-        float *out = c < C0 ? out0 + c : (out1 ? out1 + (c - C0) : NULL);
-        if (out) *out += t;
+        float *o = out.o[c / out.w];
+        if (o) o[c % out.w] += t;
     }
+}
+/* n (<= PF_OUTS) outputs of C columns each, side by side in rows of stride ldp */
+static void partials_finish_n(CudaImpl *im, float *const *outs, int n, const float *partial,
+                              int G, int C, int ldp) {
+    PfOut out;
+    memset(&out, 0, sizeof out);
+    int any = 0;
+    for (int k = 0; k < n; k++) out.o[k] = outs[k], any |= outs[k] != NULL;
+    out.w = C;
+    if (G <= 0 || C <= 0 || !any) return;
+    k_partials_finish<<<ceil_div(n * C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, partial, G,
+                                                                              n * C, ldp);
+    LAUNCH_CHECK("k_partials_finish");
 }
 void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C,
                            int ldp) {
-    if (G <= 0 || C <= 0) return;
-    k_partials_finish<<<ceil_div(C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, NULL, C, partial,
-                                                                          G, C, ldp);
-    LAUNCH_CHECK("k_partials_finish");
+    partials_finish_n(im, &out, 1, partial, G, C, ldp);
 }
 void cu_partials_finish2(CudaImpl *im, float *out0, float *out1, const float *partial, int G,
                          int C) {
-    if (G <= 0 || C <= 0 || (!out0 && !out1)) return;
-    if (!out0) {
-        cu_partials_finish_ld(im, out1, partial + C, G, C, 2 * C);
-        return;
-    }
-    k_partials_finish<<<ceil_div(2 * C, 32), dim3(32, PF_Y), 0, im->stream>>>(
-        out0, out1, C, partial, G, 2 * C, 2 * C);
-    LAUNCH_CHECK("k_partials_finish");
+    float *outs[2] = {out0, out1};
+    partials_finish_n(im, outs, 2, partial, G, C, 2 * C);
+}
+void cu_partials_finish3(CudaImpl *im, float *out0, float *out1, float *out2,
+                         const float *partial, int G, int C) {
+    float *outs[3] = {out0, out1, out2};
+    partials_finish_n(im, outs, 3, partial, G, C, 3 * C);
 }
 void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, int C) {
     cu_partials_finish_ld(im, out, partial, G, C, C);

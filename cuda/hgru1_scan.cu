@@ -28,7 +28,7 @@
  * e^{i theta_r} r_{t+1} and dh_t, and combines them per token into the
  * gradients of the pre-activations and the per-channel sums for theta_f,
  * theta_r and beta. Those sums are reduced over chunks in shared memory and
- * over the batch by k_hgru1_param_sums, in a fixed order (no atomics).
+ * over the batch by cu_partials_finish3, in a fixed order (no atomics).
  *
  * The per-channel rotations e^{i theta}, e^{i TT theta} come from a small
  * kernel launched just before (k_hgru1_consts, double sincos): computed in
@@ -145,7 +145,7 @@ __global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *th
  * kernel) h: w_f^TT, r: w_r^TT; for NREC 4 h: w_f^TT, dr: conj(w_r^TT),
  * r: w_r^TT, dh: conj(w_f^TT)), both put there by the chunk's owner (chunk k
  * is u = k forward and u = P - 1 - k for the reverse recurrences, see
- * walk_pos). Lane (rec, c) of the first warp walks u = 0 .. P-1, state =
+ * walk_pos_rev). Lane (rec, c) of the first warp walks u = 0 .. P-1, state =
  * A state + s, and leaves each chunk's carry-in in its slot of tr.
  *
  * In walk order every access is the lane's base plus an immediate, and A
@@ -177,9 +177,9 @@ __device__ __forceinline__ void chunk_carries(float2 (*tr)[HG_MAXT],
         }
     }
 }
-/* A thread's slot for the walk: its own index forward, mirrored reverse */
-__device__ __forceinline__ int walk_pos(bool fwd, int k, int ch, int CH, int P) {
-    return (fwd ? k : P - 1 - k) * CH + ch;
+/* A thread's slot for the reverse recurrences' walk (forward ones: tid) */
+__device__ __forceinline__ int walk_pos_rev(int k, int ch, int CH, int P) {
+    return (P - 1 - k) * CH + ch;
 }
 /* The per-channel w^TT pair (w_f^TT, w_r^TT) of channel j (padding lanes: 1) */
 __device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
@@ -229,7 +229,7 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     }
 #pragma unroll
     for (int i = TT - 1; i >= 0; i--) rl = sfma(lam[i], cmul(wr, rl), x[i]);
-    const int pr = walk_pos(false, k, ch, CH, P);
+    const int pr = walk_pos_rev(k, ch, CH, P);
     const float4 wt = wtt_of(wc, j, D);
     tr[0][tid] = make_float2(hl.re, hl.im);
     tr[1][pr] = make_float2(rl.re, rl.im);
@@ -323,7 +323,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
         ql = cmul(wfc, d);
         ql = mk(lam * ql.re, lam * ql.im);
     }
-    const int pr = walk_pos(false, k, ch, CH, P);
+    const int pr = walk_pos_rev(k, ch, CH, P);
     const float4 wt = wtt_of(wc, j, D);
     tr[0][tid] = make_float2(hl.re, hl.im);
     tr[1][tid] = make_float2(pl_.re, pl_.im);
@@ -378,7 +378,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 #undef OML
 #undef XIN
 
-    /* per-channel parameter sums: over chunks here, over images by k_hgru1_param_sums */
+    /* per-channel parameter sums: over chunks here, over images by cu_partials_finish3 */
     __syncthreads();
     float *red = (float *)tr;   /* [3][HG_MAXT] */
     red[0 * HG_MAXT + tid] = dthf;
@@ -392,36 +392,10 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             a1 += red[1 * HG_MAXT + u * CH + ch];
             a2 += red[2 * HG_MAXT + u * CH + ch];
         }
-        part[(0 * (size_t)B + b) * D + j] = a0;
-        part[(1 * (size_t)B + b) * D + j] = a1;
-        part[(2 * (size_t)B + b) * D + j] = a2;
-    }
-}
-
-/* The parameter gradients: part [3][B][D] holds each image's sums for
- * theta_f, theta_r and beta; out_p[j] += the sum over images (NULL outputs
- * skipped), in a fixed order: thread y of column j sums images y, y + 32,
- * ..., then those 32 partials in y order. One launch of 32 x 32 threads per
- * 32 columns and parameter; the three k_partials_finish launches it replaces
- * (6 blocks each at D 192) took ~13 us of the backward's ~160 at B 256. */
-__global__ void k_hgru1_param_sums(float *o0, float *o1, float *o2, const float *part, int B,
-                                   int D) {
-    __shared__ float sm[32][33];
-    const int p = blockIdx.y, j = blockIdx.x * 32 + threadIdx.x;
-    float *out = p == 0 ? o0 : (p == 1 ? o1 : o2);
-    float s = 0.0f;
-    if (out && j < D) {
-        const float *col = part + (size_t)p * B * D + j;
-#pragma unroll 4
-        for (int b = threadIdx.y; b < B; b += 32) s += col[(size_t)b * D];
-    }
-    sm[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && out && j < D) {
-        float t = 0.0f;
-#pragma unroll
-        for (int y = 0; y < 32; y++) t += sm[y][threadIdx.x];
-        out[j] += t;
+        float *row = part + b * 3 * (size_t)D;   /* [B][theta_f | theta_r | beta] */
+        row[j] = a0;
+        row[D + j] = a1;
+        row[2 * D + j] = a2;
     }
 }
 
@@ -578,10 +552,7 @@ void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *d
     ACT_DISPATCH(im, T, launch_bwd<T>(im, wc, (T *)dxc, (T *)dxl, part, (const T *)dout,
                                       (const T *)xc, (const T *)xl, ld, theta_f, theta_r, beta,
                                       B, N, D));
-    /* over images, in a fixed order */
-    if (dtheta_f || dtheta_r || dbeta) {
-        k_hgru1_param_sums<<<dim3(ceil_div(D, 32), 3), dim3(32, 32), 0, im->stream>>>(
-            dtheta_f, dtheta_r, dbeta, part, B, D);
-        LAUNCH_CHECK("k_hgru1_param_sums");
-    }
+    /* over images, in a fixed order, one launch for the three (three launches of
+     * 6 blocks each took ~13 us of the backward at B 256, D 192) */
+    cu_partials_finish3(im, dtheta_f, dtheta_r, dbeta, part, B, D);
 }

@@ -447,6 +447,18 @@ void resize_source_rect(int w, int h, const double *box, int out_w, int out_h, i
     rect[3] = y1 - y0;
 }
 
+/* Tap bounds (start, count) of n outputs, moved from source coordinates into
+ * the sub-range [r0, r0 + rn): -1 (bounds partly moved) if a tap lies outside. */
+static int rebase_taps(int *bnd, int n, int r0, int rn) {
+    for (int i = 0; i < n; i++) {
+        if (bnd[2 * i + 1] > 0 && (bnd[2 * i] < r0 || bnd[2 * i] + bnd[2 * i + 1] > r0 + rn))
+            return -1;
+        bnd[2 * i] -= r0;
+        if (bnd[2 * i] < 0) bnd[2 * i] = 0;
+    }
+    return 0;
+}
+
 int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box,
               int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
               uint8_t *dst, ResizeScratch *s) {
@@ -477,24 +489,8 @@ int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t str
     if (need_v && (kv = coeffs(h, b[1], b[3], out_h, oy, oh, filter, &s->ky, &s->ky_cap, &s->by, &s->by_cap)) < 0)
         goto done;
     /* move the bounds into the available sub-rectangle (all taps must lie in it) */
-    if (need_h) {
-        for (int x = 0; x < ow; x++) {
-            if (s->bx[2 * x + 1] > 0 && (s->bx[2 * x] < rx || s->bx[2 * x] + s->bx[2 * x + 1] > rx + rw)) goto done;
-            s->bx[2 * x] -= rx;
-            if (s->bx[2 * x] < 0) s->bx[2 * x] = 0;
-        }
-    } else if (ox < rx || ox + ow > rx + rw) {
-        goto done;
-    }
-    if (need_v) {
-        for (int y = 0; y < oh; y++) {
-            if (s->by[2 * y + 1] > 0 && (s->by[2 * y] < ry || s->by[2 * y] + s->by[2 * y + 1] > ry + rh)) goto done;
-            s->by[2 * y] -= ry;
-            if (s->by[2 * y] < 0) s->by[2 * y] = 0;
-        }
-    } else if (oy < ry || oy + oh > ry + rh) {
-        goto done;
-    }
+    if (need_h ? rebase_taps(s->bx, ow, rx, rw) : (ox < rx || ox + ow > rx + rw)) goto done;
+    if (need_v ? rebase_taps(s->by, oh, ry, rh) : (oy < ry || oy + oh > ry + rh)) goto done;
     ox -= need_h ? 0 : rx;
     oy -= need_v ? 0 : ry;
     size_t rowlen = (size_t)ow * c;

@@ -280,6 +280,42 @@ static void cpu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd,
     }
 }
 
+/* LayerNorm backward of one row: dx (+)= rs (g w - mean(g w) - xh mean(g w xh)),
+ * with xh = (x - mu) rs; dw += g xh and db += g into this thread's partials.
+ * acc: dx accumulates (layernorm_bwd) or is overwritten (ln_gate_bwd). */
+static inline void ln_row_bwd(float *restrict dx, float *restrict pdw, float *restrict pdb,
+                              const float *restrict x, const float *restrict g,
+                              const float *restrict w, float mu, float rs, int C, int acc) {
+    float sg = 0.0f, sgx = 0.0f;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int c = 0; c < C; c++) {
+        float xh = (x[c] - mu) * rs;
+        float dxh = g[c] * w[c];
+        sg += dxh;
+        sgx += dxh * xh;
+        pdw[c] += g[c] * xh;
+        pdb[c] += g[c];
+    }
+    float mg = sg / (float)C, mgx = sgx / (float)C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) {
+        float xh = (x[c] - mu) * rs;
+        float v = rs * (g[c] * w[c] - mg - xh * mgx);
+        dx[c] = acc ? dx[c] + v : v;
+    }
+}
+/* dw, db += the per-thread partial rows [dw | db ...] (stride apart), in thread order */
+static void add_thread_partials(float *dw, float *db, const float *part, size_t stride, int nt,
+                                int C) {
+    for (int t = 0; t < nt; t++) {
+        const float *p = part + stride * (size_t)t;
+        for (int c = 0; c < C; c++) {
+            dw[c] += p[c];
+            db[c] += p[C + c];
+        }
+    }
+}
+
 static void cpu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout,
                               const float *inp, const float *w, const float *mean,
                               const float *rstd, int M, int C) {
@@ -296,33 +332,10 @@ static void cpu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, co
         for (int m = 0; m < M; m++) {
             const float *restrict x = inp + (size_t)m * C;
             const float *restrict g = dout + (size_t)m * C;
-            float *restrict dx = dinp + (size_t)m * C;
-            float mu = mean[m], rs = rstd[m];
-            float sg = 0.0f, sgx = 0.0f;
-#pragma omp simd reduction(+ : sg, sgx)
-            for (int c = 0; c < C; c++) {
-                float xh = (x[c] - mu) * rs;
-                float dxh = g[c] * w[c];
-                sg += dxh;
-                sgx += dxh * xh;
-                pdw[c] += g[c] * xh;
-                pdb[c] += g[c];
-            }
-            float mg = sg / (float)C, mgx = sgx / (float)C;
-#pragma omp simd
-            for (int c = 0; c < C; c++) {
-                float xh = (x[c] - mu) * rs;
-                dx[c] += rs * (g[c] * w[c] - mg - xh * mgx);
-            }
+            ln_row_bwd(dinp + (size_t)m * C, pdw, pdb, x, g, w, mean[m], rstd[m], C, 1);
         }
     }
-    for (int t = 0; t < nt; t++) {
-        const float *p = part + stride * (size_t)t;
-        for (int c = 0; c < C; c++) {
-            dw[c] += p[c];
-            db[c] += p[C + c];
-        }
-    }
+    add_thread_partials(dw, db, part, stride, nt, C);
 }
 
 /* LayerNorm + SiLU gate: layernorm_fwd into z, then z *= SiLU(gate) */
@@ -361,34 +374,17 @@ static void cpu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, flo
             const float *restrict g = dz + (size_t)m * C;
             const float *restrict gt = gate + (size_t)m * ldg;
             float *restrict dg = dgate + (size_t)m * ldg;
-            float *restrict dx = df + (size_t)m * C;
             float mu = mean[m], rs = rstd[m];
-            float sg = 0.0f, sgx = 0.0f;
             for (int c = 0; c < C; c++) {
                 float xh = (x[c] - mu) * rs;
                 float s = sigmoid_f(gt[c]);
                 dg[c] = g[c] * (xh * w[c] + b[c]) * s * (1.0f + gt[c] * (1.0f - s));
                 dn[c] = g[c] * gt[c] * s;
-                float dxh = dn[c] * w[c];
-                sg += dxh;
-                sgx += dxh * xh;
-                pdw[c] += dn[c] * xh;
-                pdb[c] += dn[c];
             }
-            float mg = sg / (float)C, mgx = sgx / (float)C;
-            for (int c = 0; c < C; c++) {
-                float xh = (x[c] - mu) * rs;
-                dx[c] = rs * (dn[c] * w[c] - mg - xh * mgx);
-            }
+            ln_row_bwd(df + (size_t)m * C, pdw, pdb, x, dn, w, mu, rs, C, 0);
         }
     }
-    for (int t = 0; t < nt; t++) {
-        const float *p = part + stride * (size_t)t;
-        for (int c = 0; c < C; c++) {
-            dw[c] += p[c];
-            db[c] += p[C + c];
-        }
-    }
+    add_thread_partials(dw, db, part, stride, nt, C);
 }
 
 #define RMS_EPS 1e-8f

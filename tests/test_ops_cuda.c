@@ -90,6 +90,14 @@ static void t2_set(T2 *t, const float *h) {
         GB->to_device(GB, t->g, h, t->n * 4);
     }
 }
+/* Both sides take the CPU side's values (the GPU's rounded to its type):
+ * backward tests start from the same saved statistics. */
+static void t2_share_cpu(T2 *t) {
+    float *h = TU_NEW(float, t->n);
+    CB->to_host(CB, h, t->c, t->n * 4);
+    t2_set(t, h);
+    free(h);
+}
 static void t2_get(T2 *t, float *hc, float *hg) {
     CB->to_host(CB, hc, t->c, t->n * 4);
     if (gelem(t) == 2) {
@@ -350,11 +358,8 @@ static void run_layernorm_off(int M, int C, int woff) {
     CHECK(mean, "layernorm_fwd mean");
     CHECK(rstd, "layernorm_fwd rstd");
     /* backward from the same saved statistics (the CPU's) */
-    float *hm = TU_NEW(float, M), *hr = TU_NEW(float, M);
-    CB->to_host(CB, hm, mean.c, M * 4);
-    CB->to_host(CB, hr, rstd.c, M * 4);
-    t2_set(&mean, hm);
-    t2_set(&rstd, hr);
+    t2_share_cpu(&mean);
+    t2_share_cpu(&rstd);
     T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
     T2 dinp = t2_randn((size_t)M * C, 1, 1.0f);   /* += */
     T2 dw = t2_randn(C, 0, 1.0f), db = t2_randn(C, 0, 1.0f);
@@ -389,8 +394,6 @@ static void run_layernorm_off(int M, int C, int woff) {
         GB->free(GB, w0);
         GB->free(GB, b0);
     }
-    free(hm);
-    free(hr);
     T2 *ts[] = {&x, &wbuf, &bbuf, &out, &mean, &rstd, &dout, &dinp, &dw, &db};
     for (int i = 0; i < 10; i++) t2_free(ts[i]);
 }
@@ -434,11 +437,8 @@ static void run_ln_gate(int M, int C, int ld, int goff) {
     CHECK(z, what);
     CHECK(rstd, "ln_gate_fwd rstd");
     /* the backward from the same statistics on both */
-    float *hm = TU_NEW(float, M), *hr = TU_NEW(float, M);
-    CB->to_host(CB, hm, mean.c, M * 4);
-    CB->to_host(CB, hr, rstd.c, M * 4);
-    t2_set(&mean, hm);
-    t2_set(&rstd, hr);
+    t2_share_cpu(&mean);
+    t2_share_cpu(&rstd);
     T2 dz = t2_randn((size_t)M * C, 1, 1.0f), df = t2_new((size_t)M * C, 1), dh = t2_new((size_t)M * ld, 1);
     T2 dw = t2_randn(C, 0, 1.0f), db = t2_randn(C, 0, 1.0f);
     t2_poison(&df);
@@ -451,8 +451,6 @@ static void run_ln_gate(int M, int C, int ld, int goff) {
     CHECK(dh, "ln_gate_bwd dgate (=, strided)");
     CHECK(dw, "ln_gate_bwd dw (+=)");
     CHECK(db, "ln_gate_bwd db (+=)");
-    free(hm);
-    free(hr);
     T2 *ts[] = {&f, &w, &b, &h, &z, &mean, &rstd, &dz, &df, &dh, &dw, &db};
     for (int i = 0; i < 12; i++) t2_free(ts[i]);
 }
@@ -478,10 +476,7 @@ static void test_rmsnorm(void **state) {
     GB->rmsnorm_fwd(GB, out.g, rms.g, x.g, M, C);
     CHECK(out, "rmsnorm_fwd out 33x191");
     CHECK(rms, "rmsnorm_fwd rms");
-    float *hr = TU_NEW(float, M);
-    CB->to_host(CB, hr, rms.c, M * 4);
-    t2_set(&rms, hr);
-    free(hr);
+    t2_share_cpu(&rms);
     T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
     T2 dinp = t2_new((size_t)M * C, 1);
     t2_poison(&dinp);
