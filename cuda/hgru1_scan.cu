@@ -5,10 +5,11 @@
  * it, thread (ch, k) = threadIdx.x (ch = tid % CH, k = tid / CH) owns channel
  * j = group*CH + ch and the chunk of TT consecutive tokens [k*TT, k*TT + TT).
  * Lanes of a warp are CH channels x 32/CH chunks, so every token row is read
- * as CH consecutive elements (32 B in fp32 at CH 8). A chunk's inputs, their
- * activations and (backward) the forward-direction states stay in registers.
- * TT = 8 (16 for N > 1024) and CH = 8 (4 when the chunk count P = N/TT is
- * above 64), so a block has at most 512 threads and 128 registers each.
+ * as CH consecutive elements (32 B in bf16 at CH 16). A chunk's inputs,
+ * their activations and (backward) the forward-direction states stay in
+ * registers. TT = 8 (16 for N > 1024); CH = 16 in the forward up to N 256,
+ * else 8 (4 when the chunk count P = N/TT is above 64; see scan_shape), so a
+ * block has at most 512 threads (and 128 registers each in the backward).
  *
  * Forward: (1) each thread scans its chunk from a zero state in both
  * directions and keeps the chunk's transfer: state_out = A state_in + s with
@@ -157,9 +158,8 @@ __global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *th
  * a build that skipped the walk ran only 1.5 % faster in the forward (the
  * wait moved to the loads) and 13 % in the backward (docs/CUDA.md, "Fourth
  * pass"). P is a multiple of 4. */
-template <int NREC, int CH>
-__device__ __forceinline__ void chunk_carries(float2 (*tr)[HG_MAXT],
-                                              const float2 (*A)[HG_MAXT], int P) {
+template <int NREC, int CH, int S>
+__device__ __forceinline__ void chunk_carries(float2 (*tr)[S], const float2 (*A)[S], int P) {
     const int tid = threadIdx.x;
     if (tid >= NREC * CH) return;
     const int rec = tid / CH, c = tid % CH;
@@ -188,10 +188,10 @@ __device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
 
 /* ------------------------------------------------------------------ forward */
 template <typename T, int TT, int CH, int MAXT, bool V>
-__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : 1))
+__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : TT <= 8 ? 2 : 1))
 k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
             const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D) {
-    __shared__ float2 tr[2][HG_MAXT], A[2][HG_MAXT];   /* transfers, then carries */
+    __shared__ float2 tr[2][MAXT], A[2][MAXT];   /* transfers, then carries */
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
     const int t0 = k * TT;
@@ -236,7 +236,7 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     A[0][tid] = make_float2(L * wt.x, L * wt.y);
     A[1][pr] = make_float2(L * wt.z, L * wt.w);
     __syncthreads();
-    chunk_carries<2, CH>(tr, A, P);
+    chunk_carries<2, CH, MAXT>(tr, A, P);
     __syncthreads();
     cpx h = mk(tr[0][tid].x, tr[0][tid].y), r = mk(tr[1][pr].x, tr[1][pr].y);
 
@@ -259,13 +259,13 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
 }
 
 /* ----------------------------------------------------------------- backward */
-template <typename T, int TT, int CH, bool V>
-__global__ void __launch_bounds__(HG_MAXT, 1)
+template <typename T, int TT, int CH, int MAXT, bool V>
+__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 2 : 1))   /* <= 128 registers */
 k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
             int ld, const float4 *__restrict__ wc, const float *__restrict__ beta, int B, int N,
             int D) {
-    __shared__ float2 tr[4][HG_MAXT], A[4][HG_MAXT];   /* transfers, then carries */
+    __shared__ float2 tr[4][MAXT], A[4][MAXT];   /* transfers, then carries */
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
     const int j = blockIdx.x * CH + ch;
     const size_t b = blockIdx.y;
@@ -334,7 +334,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
     A[2][pr] = make_float2(L * wt.z, L * wt.w);     /* r: w_r^TT */
     A[3][pr] = make_float2(L * wt.x, -L * wt.y);    /* dh: conj(w_f^TT) */
     __syncthreads();
-    chunk_carries<4, CH>(tr, A, P);
+    chunk_carries<4, CH, MAXT>(tr, A, P);
     __syncthreads();
     cpx h = mk(tr[0][tid].x, tr[0][tid].y), p = mk(tr[1][tid].x, tr[1][tid].y);
     cpx r = mk(tr[2][pr].x, tr[2][pr].y), q = mk(tr[3][pr].x, tr[3][pr].y);
@@ -380,17 +380,17 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 
     /* per-channel parameter sums: over chunks here, over images by cu_partials_finish3 */
     __syncthreads();
-    float *red = (float *)tr;   /* [3][HG_MAXT] */
-    red[0 * HG_MAXT + tid] = dthf;
-    red[1 * HG_MAXT + tid] = dthr;
-    red[2 * HG_MAXT + tid] = dbet;
+    float *red = (float *)tr;   /* [3][MAXT] */
+    red[0 * MAXT + tid] = dthf;
+    red[1 * MAXT + tid] = dthr;
+    red[2 * MAXT + tid] = dbet;
     __syncthreads();
     if (k == 0 && j < D) {
         float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
         for (int u = 0; u < P; u++) {
-            a0 += red[0 * HG_MAXT + u * CH + ch];
-            a1 += red[1 * HG_MAXT + u * CH + ch];
-            a2 += red[2 * HG_MAXT + u * CH + ch];
+            a0 += red[0 * MAXT + u * CH + ch];
+            a1 += red[1 * MAXT + u * CH + ch];
+            a2 += red[2 * MAXT + u * CH + ch];
         }
         float *row = part + b * 3 * (size_t)D;   /* [B][theta_f | theta_r | beta] */
         row[j] = a0;
@@ -401,12 +401,19 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 
 /* ------------------------------------------------------------------- host */
 /* Tokens per thread TT, channels per block CH and chunks per block P (whole
- * warps: a multiple of 32/CH). TT 8 up to N = 1024 (P <= 128), 16 up to
- * 2048; CH 8 while CH*P <= 512, else 4 (the LRA shape N = 1024: 128 chunks x
- * 4 channels, B*D/4 blocks). HGRN_SCAN_CH=4 forces 4 and HGRN_SCAN_TT=4/8/16
- * forces TT where P stays <= 128 (the tests and timings run them). */
+ * warps, and a multiple of 4 for the walk). TT 8 up to N = 1024 (P <= 128),
+ * 16 up to 2048. The forward takes CH 16 where 16 P <= 512 (N <= 256 at TT
+ * 8): its warps then read and write whole 32-byte sectors of the bf16 rows
+ * of xl, Re H and Im H, where at CH 8 they used half of each, the other half
+ * being another block's (bf16 B 256, N 256, D 192: 0.0737 -> 0.0656 ms). The
+ * backward keeps CH 8: at CH 16 its blocks of 512 threads at 128 registers
+ * run one per SM, and it measured the same (0.1455 / 0.1450 ms). Otherwise
+ * CH 8 while CH*P <= 512, else 4 (the LRA shape N = 1024: 128 chunks x 4
+ * channels). HGRN_SCAN_CH=4/8/16 forces CH in both where it fits, and
+ * HGRN_SCAN_TT=4/8/16 forces TT where P stays <= 128 (the tests and timings
+ * run them). */
 typedef struct { int TT, CH, P; } ScanShape;
-static ScanShape scan_shape(int N) {
+static ScanShape scan_shape(int N, bool fwd) {
     ScanShape s;
     if (N > 16 * (HG_MAXT / 4)) {
         fprintf(stderr, "hgrn: hgru1 scan: sequence length %d exceeds the CUDA kernel's limit %d\n",
@@ -419,10 +426,12 @@ static ScanShape scan_shape(int N) {
         const int tt = atoi(et);
         if ((tt == 4 || tt == 8 || tt == 16) && N <= tt * (HG_MAXT / 4)) s.TT = tt;
     }
-    int P = (N + s.TT - 1) / s.TT;
+    const int P = (N + s.TT - 1) / s.TT, P4 = (P + 3) / 4 * 4;
     const char *e = getenv("HGRN_SCAN_CH");
-    s.CH = (8 * P <= HG_MAXT && !(e && atoi(e) == 4)) ? 8 : 4;
-    const int per = 32 / s.CH;   /* chunks per warp */
+    const int force = e ? atoi(e) : 0;
+    if ((force == 16 || (fwd && force != 4 && force != 8)) && 16 * P4 <= HG_MAXT) s.CH = 16;
+    else s.CH = (8 * P <= HG_MAXT && force != 4) ? 8 : 4;
+    const int per = s.CH == 16 ? 4 : 32 / s.CH;   /* chunks per warp, at least 4 */
     s.P = (P + per - 1) / per * per;
     return s;
 }
@@ -469,6 +478,9 @@ static void launch_fwd_ch(CudaImpl *im, ScanShape s, T *out, const T *xc, const 
         else if (small)                                                                        \
             launch_after_consts(im, k_hgru1_fwd<T, tt, CH, 256, false>, grid, block, nm, out,  \
                                 xc, xl, ld, wc, beta, N, D);                                   \
+        else if (vec)                                                                          \
+            launch_after_consts(im, k_hgru1_fwd<T, tt, CH, HG_MAXT, true>, grid, block, nm,    \
+                                out, xc, xl, ld, wc, beta, N, D);                              \
         else                                                                                   \
             launch_after_consts(im, k_hgru1_fwd<T, tt, CH, HG_MAXT, false>, grid, block, nm,   \
                                 out, xc, xl, ld, wc, beta, N, D);                              \
@@ -484,15 +496,22 @@ static void launch_bwd_ch(CudaImpl *im, ScanShape s, T *dxc, T *dxl, float *part
                           int B, int N, int D) {
     dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
     const bool vec = pair_aligned(xc, ld) && pair_aligned(dxc, ld);
+    const bool small = CH * s.P <= 256;   /* shared memory sized for 256 threads */
     const char *nm = "kernel launch k_hgru1_bwd";
     switch (s.TT) {
 #define CASE(tt) case tt:                                                                      \
-        if (vec)                                                                               \
-            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, true>, grid, block, nm, dxc, dxl,   \
-                                part, dout, xc, xl, ld, wc, beta, B, N, D);                    \
+        if (small && vec)                                                                      \
+            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, 256, true>, grid, block, nm, dxc,   \
+                                dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);               \
+        else if (small)                                                                        \
+            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, 256, false>, grid, block, nm, dxc,  \
+                                dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);               \
+        else if (vec)                                                                          \
+            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, HG_MAXT, true>, grid, block, nm,    \
+                                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);          \
         else                                                                                   \
-            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, false>, grid, block, nm, dxc, dxl,  \
-                                part, dout, xc, xl, ld, wc, beta, B, N, D);                    \
+            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, HG_MAXT, false>, grid, block, nm,   \
+                                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);          \
         break;
         CASE(4) CASE(8) CASE(16)
 #undef CASE
@@ -509,9 +528,10 @@ static void launch_consts(CudaImpl *im, ScanShape s, float4 *wc, const float *th
 template <typename T>
 static void launch_fwd(CudaImpl *im, float4 *wc, T *out, const T *xc, const T *xl, int ld,
                        const float *tf, const float *tr, const float *beta, int B, int N, int D) {
-    ScanShape s = scan_shape(N);
+    ScanShape s = scan_shape(N, true);
     launch_consts(im, s, wc, tf, tr, D);
-    if (s.CH == 8) launch_fwd_ch<T, 8>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
+    if (s.CH == 16) launch_fwd_ch<T, 16>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
+    else if (s.CH == 8) launch_fwd_ch<T, 8>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
     else launch_fwd_ch<T, 4>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
 }
 
@@ -519,9 +539,11 @@ template <typename T>
 static void launch_bwd(CudaImpl *im, float4 *wc, T *dxc, T *dxl, float *part, const T *dout,
                        const T *xc, const T *xl, int ld, const float *tf, const float *tr,
                        const float *beta, int B, int N, int D) {
-    ScanShape s = scan_shape(N);
+    ScanShape s = scan_shape(N, false);
     launch_consts(im, s, wc, tf, tr, D);
-    if (s.CH == 8)
+    if (s.CH == 16)
+        launch_bwd_ch<T, 16>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
+    else if (s.CH == 8)
         launch_bwd_ch<T, 8>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
     else
         launch_bwd_ch<T, 4>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);

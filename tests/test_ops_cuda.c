@@ -570,10 +570,11 @@ static void run_hgru1(int B, int N, int D) { run_hgru1_at(B, N, D, 5 * D + 2, 4 
 
 static void test_hgru1(void **state) {
     (void)state;
-    /* channels per block of the CUDA kernels: the default (8, or 4 above 64
-     * chunks) and 4 forced; 8 tokens per thread up to N 1024, then 16 */
-    const char *chs[3] = {"8", "4", "8"}, *tts[3] = {"0", "0", "4"};
-    for (int v = 0; v < 3; v++) {
+    /* channels per block of the CUDA kernels: the default (forward 16 up to
+     * N 256, else 8, or 4 above 64 chunks), 4, 8 and 16 forced (in both
+     * kernels where they fit); 8 tokens per thread up to N 1024, then 16 */
+    const char *chs[5] = {"0", "4", "8", "8", "16"}, *tts[5] = {"0", "0", "0", "4", "0"};
+    for (int v = 0; v < 5; v++) {
         setenv("HGRN_SCAN_CH", chs[v], 1);
         setenv("HGRN_SCAN_TT", tts[v], 1);   /* 0: the default; 4 where it fits */
         printf("  (HGRN_SCAN_CH=%s HGRN_SCAN_TT=%s)\n", chs[v], tts[v]);
@@ -1314,13 +1315,14 @@ static void bench(void) {
             bk->free(bk, c.src);
             bk->free(bk, c.dst);
         }
-        /* the default kernel shape, then CH 4, TT 4 and TT 16 forced; the LRA shape */
-        int shapes[5][3] = {{256, 256, 192}, {256, 256, 192}, {256, 256, 192}, {256, 256, 192},
-                            {8, 1024, 64}};
-        const char *vch[5] = {"8", "4", "8", "8", "8"}, *vtt[5] = {"0", "0", "4", "16", "0"};
-        const char *vname[5] = {"", " ch4", " tt4", " tt16", ""};
+        /* the default kernel shapes, then CH 4, 8 and 16, TT 4 and TT 16 forced; the LRA shape */
+        int shapes[7][3] = {{256, 256, 192}, {256, 256, 192}, {256, 256, 192}, {256, 256, 192},
+                            {256, 256, 192}, {256, 256, 192}, {8, 1024, 64}};
+        const char *vch[7] = {"0", "4", "8", "16", "0", "0", "0"};
+        const char *vtt[7] = {"0", "0", "0", "0", "4", "16", "0"};
+        const char *vname[7] = {"", " ch4", " ch8", " ch16", " tt4", " tt16", ""};
         const char *nos = getenv("HGRN_BENCH_NOSCAN");
-        for (int si = 0; si < 5 && !(nos && *nos && *nos != '0'); si++) {
+        for (int si = 0; si < 7 && !(nos && *nos && *nos != '0'); si++) {
             setenv("HGRN_SCAN_CH", vch[si], 1);
             setenv("HGRN_SCAN_TT", vtt[si], 1);
             ScanBench s;
