@@ -8,10 +8,10 @@
 # (bf16, B 256, N 256, D 192) forward and backward, and the HGRU2 scan (bf16,
 # B 256, N 256, D 384, e 16) recurrent forward and chunked backward. Extra
 # jobs: PROF_JOBS="name|ENV=..|kernel-regex|launches-to-skip;..." (replaces
-# the list; the HGRU1 timings run fp32 first, 5 shapes x 63 launches, so the
-# bf16 default shape starts at launch 315). Kernel regexes match the mangled
-# names, template arguments included (_Z11k_hgru1_fwdI13__nv_bfloat16Li8ELi8
-# is the bf16 forward with TT 8, CH 8).
+# the list; the HGRU1 timings run fp32 first, 7 shapes x 63 launches, so the
+# bf16 default shape starts at launch 441). Kernel regexes match the mangled
+# names, template arguments included (_Z11k_hgru1_fwdI13__nv_bfloat16Li8ELi16
+# is the bf16 forward with TT 8, CH 16).
 set -uo pipefail
 exe=$1
 logs=${2:-${OUT:-/tmp}}
@@ -21,7 +21,7 @@ mets=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,s
 for s in long_scoreboard barrier short_scoreboard wait math_pipe_throttle lg_throttle mio_throttle not_selected no_instruction membar dispatch_stall; do
     mets=$mets,${st}_${s}_per_issue_active.ratio
 done
-jobs=${PROF_JOBS:-"hgru1_fwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_fwd|320;hgru1_bwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_bwd|320;hgru2_fwd_rec|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,rec|k_hgru2_fwd|2;hgru2_bwd_chunk|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,chunk|k_hc_bwd|2"}
+jobs=${PROF_JOBS:-"hgru1_fwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_fwd|446;hgru1_bwd|HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1|k_hgru1_bwd|446;hgru2_fwd_rec|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,rec|k_hgru2_fwd|2;hgru2_bwd_chunk|HGRN_BENCH_HGRU2=1 HGRN_BENCH_HGRU2_ONLY=bf16,384,16,chunk|k_hc_bwd|2"}
 IFS=';' read -ra list <<<"$jobs"
 for j in "${list[@]}"; do
     IFS='|' read -r name envs kern skip <<<"$j"
