@@ -42,7 +42,10 @@
  * measured slower (docs/CUDA.md). One launch for the parameter sums, the
  * overlap with k_hgru1_consts and the walk's layout took them to 0.074 +
  * 0.144 (bf16) and 0.080 + 0.159 (fp32); staging rows through shared memory
- * was slower (docs/CUDA.md, "Fourth pass").
+ * was slower (docs/CUDA.md, "Fourth pass"). The forward at CH 16 took bf16 to
+ * 0.0655 + 0.1445; chunk values kept in shared memory (more blocks per SM)
+ * were slower, and each sequence split over a cluster of two blocks (half
+ * the walk) no faster (docs/CUDA.md, "Fifth pass").
  *
  * Why the chunk transfer is L w^TT for every chunk: only the last real chunk
  * can be shorter than TT, and its multiplier is only ever applied to the
