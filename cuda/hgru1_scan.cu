@@ -452,8 +452,7 @@ template <typename T> static bool pair_aligned(const T *p, int ld) {
 template <typename... KArgs, typename... Args>
 static void launch_after_consts(CudaImpl *im, void (*kern)(KArgs...), dim3 grid, dim3 block,
                                 const char *name, Args... args) {
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.stream = im->stream;

@@ -14,8 +14,10 @@
  * precisions, without the model tests (used for the compute-sanitizer passes).
  * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
  * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
- * bandwidth against a measured device-to-device copy, the LRA shape, and the
- * model's GEMMs (HGRN_BENCH_NOGEMM=1: the scan alone). HGRN_TEST_FILTER=pattern
+ * bandwidth against a measured device-to-device copy, the LRA shape,
+ * LayerNorm and ln_gate at the models' widths, and the model's GEMMs
+ * (HGRN_BENCH_NOGEMM=1: without the GEMMs; HGRN_BENCH_NOSCAN=1: without the
+ * scan). HGRN_TEST_FILTER=pattern
  * runs only the matching tests (cmocka_set_test_filter), e.g. test_hgru1. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -1294,6 +1296,26 @@ static void ln_bwd_fn(void *p) {
                          (const float *)l->dy, (const float *)l->x, l->w, (const float *)l->mean,
                          (const float *)l->rstd, l->M, l->C);
 }
+/* ln_gate at the HGRU1 mixer's shapes: f, z, dz, df [M, 2D]; the gate and its
+ * gradient at column 2D of [M, 5D] rows, as in models/hgru1_mixer.c */
+typedef struct {
+    Backend *bk; void *f, *z, *dz, *df, *proj, *dproj, *mean, *rstd, *dw; float *w, *b;
+    int M, C, ld;
+} LgBench;
+static void lg_fwd_fn(void *p) {
+    LgBench *l = (LgBench *)p;
+    l->bk->ln_gate_fwd(l->bk, (float *)l->z, (float *)l->mean, (float *)l->rstd,
+                       (const float *)l->f, l->w, l->b,
+                       (const float *)ACT_AT(l->bk, (float *)l->proj, l->C), l->ld, l->M, l->C);
+}
+static void lg_bwd_fn(void *p) {
+    LgBench *l = (LgBench *)p;
+    l->bk->ln_gate_bwd(l->bk, (float *)l->df, ACT_AT(l->bk, (float *)l->dproj, l->C),
+                       (float *)l->dw, (float *)l->dw + l->C, (const float *)l->dz,
+                       (const float *)l->f, l->w, l->b,
+                       (const float *)ACT_AT(l->bk, (float *)l->proj, l->C), l->ld,
+                       (const float *)l->mean, (const float *)l->rstd, l->M, l->C);
+}
 
 static void bench(void) {
     printf("\n==== timings (median-free: best of 3 averages; host clock around synced loops) ====\n");
@@ -1407,6 +1429,43 @@ static void bench(void) {
                 void *ps[] = {pw, l.x, l.y, l.dy, l.dx, l.mean, l.rstd, l.dw};
                 for (int i = 0; i < 8; i++) bk->free(bk, ps[i]);
             }
+        /* ln_gate (LayerNorm_2D then the SiLU gate) at Tiny's and Small's mixer
+         * shapes; bytes as in the per-op table: fwd f, gate, z; bwd f, dz, gate,
+         * df, dgate; plus 8 B of statistics a row */
+        for (int ci = 0; ci < 2; ci++) {
+            LgBench l;
+            memset(&l, 0, sizeof l);
+            l.bk = bk;
+            l.M = 65536;
+            l.C = ci ? 768 : 384;
+            l.ld = 5 * l.C / 2;
+            size_t e = bk->act_elem, nx = (size_t)l.M * l.C, np = (size_t)l.M * l.ld;
+            float *pw = (float *)gfill(bk, 2 * (size_t)l.C * 4, 0);
+            l.w = pw;
+            l.b = pw + l.C;
+            l.f = gfill(bk, nx * e, 1);
+            l.z = bk->alloc(bk, nx * e);
+            l.dz = gfill(bk, nx * e, 1);
+            l.df = bk->alloc(bk, nx * e);
+            l.proj = gfill(bk, np * e, 1);
+            l.dproj = bk->alloc(bk, np * e);
+            l.mean = bk->alloc(bk, (size_t)l.M * 4);
+            l.rstd = bk->alloc(bk, (size_t)l.M * 4);
+            l.dw = bk->alloc(bk, 2 * (size_t)l.C * 4);
+            lg_fwd_fn(&l);   /* valid statistics for the backward */
+            double tf = time_it(bk, lg_fwd_fn, &l, 20);
+            double tb = time_it(bk, lg_bwd_fn, &l, 20);
+            double bfw = 3.0 * nx * e + 8.0 * l.M, bbw = 5.0 * nx * e + 8.0 * l.M;
+            char name[64];
+            snprintf(name, sizeof name, "ln_gate_fwd %dx%d", l.M, l.C);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bfw / 1e6,
+                   bfw / tf / 1e9, 100 * bfw / tf / 1e9 / copy_gbs);
+            snprintf(name, sizeof name, "ln_gate_bwd %dx%d", l.M, l.C);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tb * 1e3, bbw / 1e6,
+                   bbw / tb / 1e9, 100 * bbw / tb / 1e9 / copy_gbs);
+            void *ps[] = {pw, l.f, l.z, l.dz, l.df, l.proj, l.dproj, l.mean, l.rstd, l.dw};
+            for (int i = 0; i < 10; i++) bk->free(bk, ps[i]);
+        }
         bk->destroy(bk);
         const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan (and LayerNorm) timings alone */
         if (ng && *ng && *ng != '0') continue;
