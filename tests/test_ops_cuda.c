@@ -425,10 +425,16 @@ static void test_layernorm(void **state) {
 }
 
 /* ln_gate: the gate sits inside a wider row (ld) at offset goff, as the mixer's
- * in-projection output does; dgate's other columns must stay untouched (NaN) */
-static void run_ln_gate(int M, int C, int ld, int goff) {
+ * in-projection output does; dgate's other columns must stay untouched (NaN).
+ * w and b start poff floats into their buffers (poff 1: not 16-byte aligned, so
+ * the kernels read them one float at a time). */
+static void run_ln_gate_p(int M, int C, int ld, int goff, int poff) {
     char what[96];
-    T2 f = t2_randn((size_t)M * C, 1, 1.5f), w = t2_randn(C, 0, 1.0f), b = t2_randn(C, 0, 1.0f);
+    T2 f = t2_randn((size_t)M * C, 1, 1.5f), wb = t2_randn(C + poff, 0, 1.0f),
+       bb = t2_randn(C + poff, 0, 1.0f);
+    T2 w = wb, b = bb;   /* views poff floats in */
+    w.c += poff; w.g += poff;
+    b.c += poff; b.g += poff;
     T2 h = t2_randn((size_t)M * ld, 1, 2.0f);
     float *gc = h.c + goff, *gg = ACT_AT(GB, h.g, goff);
     T2 z = t2_new((size_t)M * C, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
@@ -453,9 +459,10 @@ static void run_ln_gate(int M, int C, int ld, int goff) {
     CHECK(dh, "ln_gate_bwd dgate (=, strided)");
     CHECK(dw, "ln_gate_bwd dw (+=)");
     CHECK(db, "ln_gate_bwd db (+=)");
-    T2 *ts[] = {&f, &w, &b, &h, &z, &mean, &rstd, &dz, &df, &dh, &dw, &db};
+    T2 *ts[] = {&f, &wb, &bb, &h, &z, &mean, &rstd, &dz, &df, &dh, &dw, &db};
     for (int i = 0; i < 12; i++) t2_free(ts[i]);
 }
+static void run_ln_gate(int M, int C, int ld, int goff) { run_ln_gate_p(M, C, ld, goff, 0); }
 
 static void test_ln_gate(void **state) {
     (void)state;
@@ -465,6 +472,7 @@ static void test_ln_gate(void **state) {
     run_ln_gate(33, 150, 5 * 75, 2 * 75);       /* odd stride: scalar path */
     run_ln_gate(9, 40, 101, 3);                 /* misaligned gate: scalar path, idle lanes */
     run_ln_gate(5, 1536, 1540, 4);              /* wide rows (HGRN1-Base width) */
+    run_ln_gate_p(70, 384, 5 * 192, 2 * 192, 1);   /* Tiny's, w and b not 16-byte aligned */
 }
 
 static void test_rmsnorm(void **state) {
