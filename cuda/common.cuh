@@ -236,6 +236,9 @@ void cu_meanpool_fwd(Backend *, float *out, const float *x, int B, int N, int D)
 void cu_meanpool_bwd(Backend *, float *dx, const float *dout, int B, int N, int D);
 void cu_residual_fwd(Backend *, float *out, const float *x, const float *f, const float *scale,
                      int B, int S);
+void cu_residual_ln_fwd(Backend *, float *out, float *ln, float *mean, float *rstd,
+                        const float *x, const float *f, const float *scale, const float *w,
+                        const float *b, int B, int N, int D);
 void cu_residual_bwd(Backend *, float *df, const float *dx, const float *scale, int B, int S);
 void cu_xent_fwd(Backend *, float *loss, float *probs, const float *logits,
                  const float *targets, int B, int C);

@@ -163,10 +163,13 @@ __device__ __forceinline__ void ln_row_ld(uint4 (&u)[KV], const T *base, int row
     }
 }
 
-template <typename T, int G, int KV>
+/* RES: the row is first formed as x + scale[row / N] f (the residual add),
+ * rounded to the activation type and stored to res, and the LayerNorm is
+ * taken of the stored values: residual_fwd then layernorm_fwd in one pass. */
+template <typename T, int G, int KV, bool RES>
 __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
     T *out, float *mean, float *rstd, const T *inp, const float *w, const float *b, int M,
-    int C, int rpb) {
+    int C, int rpb, const T *f, const float *scale, T *res, int N) {
     constexpr int V = VecW<T>::V, R = 32 / G;
     const T *tag = nullptr;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -178,12 +181,30 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
     int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
     const int step = LN_WARPS * R;
     float inv_c = 1.0f / (float)C;
-    uint4 cur[KV];
+    uint4 cur[KV], curf[KV];
     ln_row_ld<G, KV>(cur, inp, r0 + warp * R + slot, r1, C, gl, CV);
+    if (RES) ln_row_ld<G, KV>(curf, f, r0 + warp * R + slot, r1, C, gl, CV);
     for (int g0 = r0 + warp * R; g0 < r1; g0 += step) {   /* warp-uniform */
         int row = g0 + slot;
-        uint4 nxt[KV];
+        uint4 nxt[KV], nxtf[KV];
         ln_row_ld<G, KV>(nxt, inp, row + step, r1, C, gl, CV);   /* in flight meanwhile */
+        if (RES) ln_row_ld<G, KV>(nxtf, f, row + step, r1, C, gl, CV);
+        if (RES && row < r1) {
+            const float sc = scale ? scale[row / N] : 1.0f;
+#pragma unroll
+            for (int k = 0; k < KV; k++) {
+                int v = gl + G * k;
+                if (v < CV) {   /* past the row cur stays zero */
+                    float a[V], c[V];
+                    unpack16(tag, cur[k], a);
+                    unpack16(tag, curf[k], c);
+#pragma unroll
+                    for (int e = 0; e < V; e++) a[e] += sc * c[e];
+                    cur[k] = pack16(tag, a);
+                    *reinterpret_cast<uint4 *>(res + (size_t)row * C + (size_t)v * V) = cur[k];
+                }
+            }
+        }
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < KV; k++) {
@@ -225,7 +246,10 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
             }
         }
 #pragma unroll
-        for (int k = 0; k < KV; k++) cur[k] = nxt[k];
+        for (int k = 0; k < KV; k++) {
+            cur[k] = nxt[k];
+            if (RES) curf[k] = nxtf[k];
+        }
     }
 }
 
@@ -425,9 +449,11 @@ void cu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const f
     if (!ln_force_scalar() && ln_vec_ok(C, (int)bk->act_elem, out, inp, NULL, &G, &KV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
             int nb, rpb;
-            ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_>, 0, M, G_, &nb, &rpb);
-            k_layernorm_fwd_rows<T, G_, KV_><<<nb, LN_THREADS, 0, im->stream>>>(
-                (T *)out, mean, rstd, (const T *)inp, w, b, M, C, rpb);
+            ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, false>, 0, M, G_, &nb,
+                    &rpb);
+            k_layernorm_fwd_rows<T, G_, KV_, false><<<nb, LN_THREADS, 0, im->stream>>>(
+                (T *)out, mean, rstd, (const T *)inp, w, b, M, C, rpb, nullptr, nullptr,
+                nullptr, 1);
         }));
         LAUNCH_CHECK("k_layernorm_fwd_rows");
         return;
@@ -436,6 +462,32 @@ void cu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const f
                                              im->stream>>>((T *)out, mean, rstd, (const T *)inp,
                                                            w, b, M, C));
     LAUNCH_CHECK("k_layernorm_fwd");
+}
+
+/* residual_fwd then layernorm_fwd in one pass where the row kernels apply
+ * (the sum is read back from registers, not from memory), else the two ops */
+void cu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *rstd,
+                        const float *x, const float *f, const float *scale, const float *w,
+                        const float *b, int B, int N, int D) {
+    CudaImpl *im = IMPL(bk);
+    const int M = B * N;
+    if (M <= 0 || D <= 0) return;
+    int G = 0, KV = 0;
+    if (!ln_force_scalar() && aligned16(out) &&
+        ln_vec_ok(D, (int)bk->act_elem, ln, x, f, &G, &KV)) {
+        ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
+            int nb, rpb;
+            ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, true>, 0, M, G_, &nb,
+                    &rpb);
+            k_layernorm_fwd_rows<T, G_, KV_, true><<<nb, LN_THREADS, 0, im->stream>>>(
+                (T *)ln, mean, rstd, (const T *)x, w, b, M, D, rpb, (const T *)f, scale,
+                (T *)out, N);
+        }));
+        LAUNCH_CHECK("k_layernorm_fwd_rows (residual)");
+        return;
+    }
+    cu_residual_fwd(bk, out, x, f, scale, B, N * D);
+    cu_layernorm_fwd(bk, ln, mean, rstd, out, w, b, M, D);
 }
 
 void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout,

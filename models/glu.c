@@ -17,8 +17,8 @@ void glu_scratch_layout(Arena *a, const Backend *bk, GluScratch *s, int M, int D
 }
 
 void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, float *out,
-                 int M, int D, int H) {
-    bk->layernorm_fwd(bk, a->ln, a->ln_mean, a->ln_rstd, x, p->ln_w, p->ln_b, M, D);
+                 int M, int D, int H, int normed) {
+    if (!normed) bk->layernorm_fwd(bk, a->ln, a->ln_mean, a->ln_rstd, x, p->ln_w, p->ln_b, M, D);
     bk->matmul_fwd(bk, a->h12, a->ln, p->w12, p->b12, M, D, 2 * H);
     bk->silu_mul_fwd(bk, a->g, a->h12, 2 * H, ACT_AT(bk, a->h12, H), 2 * H, M, H);
     bk->matmul_fwd(bk, out, a->g, p->w3, p->b3, M, H, D);

@@ -498,16 +498,33 @@ void model_forward_slot(Model *m, int slot, int B) {
     bk->matmul_fwd(bk, m->xs[0], m->patches, m->embed_w, m->embed_b, M, m->P, D);
     bk->lower_bounds_fwd(bk, m->beta, m->gamma, m->L, D);
 
+    /* Each residual add also writes the next sublayer's pre-norm (residual_ln_fwd:
+     * the new stream state is normalised from registers, not read back); only
+     * the first mixer normalises its own input and the last add has none. */
     for (int l = 0; l < m->L; l++) {
         float *x = m->xs[2 * l], *y = m->xs[2 * l + 1], *z = m->xs[2 * l + 2];
         if (m->hgrn2)
             mixer2_forward(bk, &m->m2p[l], &m->m2a[l], x, m->beta + (size_t)l * D, m->branch, B,
-                           N, D, m->e);
+                           N, D, m->e, l > 0);
         else
-            mixer_forward(bk, &m->mp[l], &m->ma[l], x, m->beta + (size_t)l * D, m->branch, B, N, D);
-        bk->residual_fwd(bk, y, x, m->branch, layer_scale(m, l, 0, B), B, N * D);
-        glu_forward(bk, &m->gp[l], &m->ga[l], y, m->branch, M, D, m->H);
-        bk->residual_fwd(bk, z, y, m->branch, layer_scale(m, l, 1, B), B, N * D);
+            mixer_forward(bk, &m->mp[l], &m->ma[l], x, m->beta + (size_t)l * D, m->branch, B, N,
+                          D, l > 0);
+        GluActs *ga = &m->ga[l];
+        bk->residual_ln_fwd(bk, y, ga->ln, ga->ln_mean, ga->ln_rstd, x, m->branch,
+                            layer_scale(m, l, 0, B), m->gp[l].ln_w, m->gp[l].ln_b, B, N, D);
+        glu_forward(bk, &m->gp[l], ga, y, m->branch, M, D, m->H, 1);
+        const float *s1 = layer_scale(m, l, 1, B);
+        if (l + 1 == m->L) {
+            bk->residual_fwd(bk, z, y, m->branch, s1, B, N * D);
+        } else if (m->hgrn2) {
+            Mixer2Acts *na = &m->m2a[l + 1];
+            bk->residual_ln_fwd(bk, z, na->ln, na->ln_mean, na->ln_rstd, y, m->branch, s1,
+                                m->m2p[l + 1].ln_w, m->m2p[l + 1].ln_b, B, N, D);
+        } else {
+            MixerActs *na = &m->ma[l + 1];
+            bk->residual_ln_fwd(bk, z, na->ln, na->ln_mean, na->ln_rstd, y, m->branch, s1,
+                                m->mp[l + 1].ln_w, m->mp[l + 1].ln_b, B, N, D);
+        }
     }
     bk->meanpool_fwd(bk, m->pooled, m->xs[2 * m->L], B, N, D);
     bk->rmsnorm_fwd(bk, m->normed, m->rms, m->pooled, B, D);

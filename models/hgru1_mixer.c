@@ -23,9 +23,9 @@ void mixer_scratch_layout(Arena *a, const Backend *bk, MixerScratch *s, int M, i
 }
 
 void mixer_forward(Backend *bk, const MixerParams *p, MixerActs *a, const float *x,
-                   const float *beta, float *out, int B, int N, int D) {
+                   const float *beta, float *out, int B, int N, int D, int normed) {
     int M = B * N, D2 = 2 * D, D5 = 5 * D;
-    bk->layernorm_fwd(bk, a->ln, a->ln_mean, a->ln_rstd, x, p->ln_w, p->ln_b, M, D);
+    if (!normed) bk->layernorm_fwd(bk, a->ln, a->ln_mean, a->ln_rstd, x, p->ln_w, p->ln_b, M, D);
     bk->matmul_fwd(bk, a->proj, a->ln, p->proj_w, p->proj_b, M, D, D5);
     bk->hgru1_fwd(bk, a->f, a->proj, ACT_AT(bk, a->proj, 4 * D), D5,
                   p->theta_f, p->theta_r, beta, B, N, D);

@@ -24,9 +24,9 @@ void mixer2_scratch_layout(Arena *a, const Backend *bk, Mixer2Scratch *s, int M,
 }
 
 void mixer2_forward(Backend *bk, const Mixer2Params *p, Mixer2Acts *a, const float *x,
-                    const float *beta, float *out, int B, int N, int D, int e) {
+                    const float *beta, float *out, int B, int N, int D, int e, int normed) {
     int M = B * N, D3 = 3 * D;
-    bk->layernorm_fwd(bk, a->ln, a->ln_mean, a->ln_rstd, x, p->ln_w, p->ln_b, M, D);
+    if (!normed) bk->layernorm_fwd(bk, a->ln, a->ln_mean, a->ln_rstd, x, p->ln_w, p->ln_b, M, D);
     bk->matmul_fwd(bk, a->proj, a->ln, p->proj_w, p->proj_b, M, D, D3);
     bk->hgru2_fwd(bk, a->o, a->proj, D3, beta, B, N, D, e);
     bk->layernorm_fwd(bk, a->no, a->no_mean, a->no_rstd, a->o, p->norm_w, p->norm_b, M, D);

@@ -33,9 +33,12 @@ typedef struct {               /* backward scratch, shared by all layers */
 
 void mixer_layout(Arena *a, const Backend *bk, MixerActs *acts, int M, int D);
 void mixer_scratch_layout(Arena *a, const Backend *bk, MixerScratch *s, int M, int D);
-/* out[M,D] = branch output for input x[M,D]; beta[D] is this layer's lower bound. */
+/* out[M,D] = branch output for input x[M,D]; beta[D] is this layer's lower bound.
+ * normed: a->ln, ln_mean and ln_rstd already hold the pre-norm of x (the model's
+ * residual_ln_fwd wrote them with the residual add); else it is computed here.
+ * The same for mixer2_forward and glu_forward. */
 void mixer_forward(Backend *bk, const MixerParams *p, MixerActs *a, const float *x,
-                   const float *beta, float *out, int B, int N, int D);
+                   const float *beta, float *out, int B, int N, int D, int normed);
 /* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate. */
 void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, const MixerActs *a,
                     MixerScratch *s, const float *x, const float *beta, float *dbeta,
@@ -67,7 +70,7 @@ void mixer2_layout(Arena *a, const Backend *bk, Mixer2Acts *acts, int M, int D);
 void mixer2_scratch_layout(Arena *a, const Backend *bk, Mixer2Scratch *s, int M, int D);
 /* out[M,D] = branch output for x[M,D]; beta[D] this layer's lower bound; e the head size. */
 void mixer2_forward(Backend *bk, const Mixer2Params *p, Mixer2Acts *a, const float *x,
-                    const float *beta, float *out, int B, int N, int D, int e);
+                    const float *beta, float *out, int B, int N, int D, int e, int normed);
 /* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate. */
 void mixer2_backward(Backend *bk, const Mixer2Params *p, const Mixer2Params *g,
                      const Mixer2Acts *a, Mixer2Scratch *s, const float *x, const float *beta,
@@ -95,7 +98,7 @@ typedef struct {
 void glu_layout(Arena *a, const Backend *bk, GluActs *acts, int M, int D, int H);
 void glu_scratch_layout(Arena *a, const Backend *bk, GluScratch *s, int M, int D, int H);
 void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, float *out,
-                 int M, int D, int H);
+                 int M, int D, int H, int normed);
 void glu_backward(Backend *bk, const GluParams *p, const GluParams *g, const GluActs *a,
                   GluScratch *s, const float *x, const float *dout, float *dx,
                   int M, int D, int H);

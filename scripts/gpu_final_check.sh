@@ -15,11 +15,11 @@ done
 echo "benches done $(( $(date +%s)-t0 ))s"
 (cd build-gpu && timeout 240 ctest -j4 -LE slow --timeout 230 > $OUT/ctest.log 2>&1); echo "ctest rc=$?"; tail -25 $OUT/ctest.log | grep -E "tests passed|Failed|\*\*\*|Not Run|Skipped|sec$" | head -25
 for tool in memcheck racecheck; do
-  HGRN_TEST_FILTER=test_ln_gate timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_lngate_$tool.log 2>&1
-  echo "$tool ln_gate rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_lngate_$tool.log)"
+  HGRN_TEST_FILTER=test_ln_gate,test_residual_ln timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_lngate_$tool.log 2>&1
+  echo "$tool ln_gate+residual_ln rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_lngate_$tool.log)"
   HGRN_TEST_FILTER=test_hgru1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_hgru1_$tool.log 2>&1
   echo "$tool hgru1 rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_hgru1_$tool.log)"
 done
-HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1 build-gpu/test_ops_cuda 2>&1 | grep -E "copy|hgru1|ln_gate" | grep -vE "tt4|tt16|ch4|ch16" > $OUT/scan_bench.txt; cat $OUT/scan_bench.txt
+HGRN_BENCH_ONLY=1 HGRN_BENCH_NOGEMM=1 build-gpu/test_ops_cuda 2>&1 | grep -E "copy|hgru1|ln_gate|residual" | grep -vE "tt4|tt16|ch4|ch16" > $OUT/scan_bench.txt; cat $OUT/scan_bench.txt
 HGRN_TEST_HGRU2_DEFAULT_ONLY=1 HGRN_TEST_FILTER=test_hgru2 timeout 70 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_hgru2.log 2>&1; echo "memcheck hgru2 rc=$? $(grep -m1 'ERROR SUMMARY' $OUT/san_hgru2.log)"
 echo "total $(( $(date +%s)-t0 ))s"

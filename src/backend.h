@@ -209,6 +209,13 @@ struct Backend {
                          int B, int S);
     /* df[b,:] = scale[b] * dx[b,:] (overwrite) */
     void (*residual_bwd)(Backend *, float *df, const float *dx, const float *scale, int B, int S);
+    /* The residual add and the next sublayer's pre-norm in one pass: out as
+     * residual_fwd(out, x, f, scale, B, N * D), then ln, mean, rstd as
+     * layernorm_fwd(ln, mean, rstd, out, w, b, B * N, D) on the out just
+     * stored (the same rounding as the two ops). out must not alias x or f. */
+    void (*residual_ln_fwd)(Backend *, float *out, float *ln, float *mean, float *rstd,
+                            const float *x, const float *f, const float *scale, const float *w,
+                            const float *b, int B, int N, int D);
 
     /* ---- loss ----
      * Softmax cross-entropy against soft targets (label smoothing and mixup are

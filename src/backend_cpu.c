@@ -975,6 +975,14 @@ static void cpu_residual_bwd(Backend *bk, float *df, const float *dx, const floa
     }
 }
 
+/* the reference for the fused op: the two ops in turn */
+static void cpu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *rstd,
+                                const float *x, const float *f, const float *scale,
+                                const float *w, const float *b, int B, int N, int D) {
+    cpu_residual_fwd(bk, out, x, f, scale, B, N * D);
+    cpu_layernorm_fwd(bk, ln, mean, rstd, out, w, b, B * N, D);
+}
+
 /* -------------------------------------------------------------------- loss */
 
 static void cpu_xent_fwd(Backend *bk, float *loss, float *probs, const float *logits,
@@ -1132,6 +1140,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->meanpool_fwd = cpu_meanpool_fwd;
     bk->meanpool_bwd = cpu_meanpool_bwd;
     bk->residual_fwd = cpu_residual_fwd;
+    bk->residual_ln_fwd = cpu_residual_ln_fwd;
     bk->residual_bwd = cpu_residual_bwd;
     bk->xent_fwd = cpu_xent_fwd;
     bk->xent_bwd = cpu_xent_bwd;

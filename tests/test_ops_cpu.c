@@ -87,6 +87,7 @@ static void test_create_and_memory(void **state) {
     assert_non_null(bk->patchify_u8);
     assert_non_null(bk->meanpool_fwd); assert_non_null(bk->meanpool_bwd);
     assert_non_null(bk->residual_fwd); assert_non_null(bk->residual_bwd);
+    assert_non_null(bk->residual_ln_fwd);
     assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
     assert_non_null(bk->adamw); assert_non_null(bk->scale);
     assert_non_null(bk->hgru2_fwd); assert_non_null(bk->hgru2_bwd);
@@ -1079,6 +1080,49 @@ static void run_residual(int with_scale, uint64_t seed) {
     free(c.x0); free(c.f); free(c.wt);
 }
 
+/* residual_ln_fwd against the formulas in double: out = x + s_b f, then the
+ * LayerNorm of out with its statistics */
+static void test_residual_ln(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 103);
+    const int B = 3, N = 5, D = 24;
+    const size_t M = (size_t)B * N, n = M * D;
+    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *w = TU_NEW(float, D),
+          *b = TU_NEW(float, D), *out = TU_NEW(float, n), *ln = TU_NEW(float, n),
+          *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
+    float scale[3] = {0.0f, 1.25f, 1.0f};
+    tu_fill_normal(&r, x, n, 1.0f);
+    tu_fill_normal(&r, f, n, 1.0f);
+    tu_fill_normal(&r, w, D, 1.0f);
+    tu_fill_normal(&r, b, D, 0.5f);
+    fill_garbage(&r, out, n);
+    fill_garbage(&r, ln, n);
+    bk->residual_ln_fwd(bk, out, ln, mean, rstd, x, f, scale, w, b, B, N, D);
+    double *ro = TU_NEW(double, n), *rl = TU_NEW(double, n), *rm = TU_NEW(double, M),
+           *rr = TU_NEW(double, M);
+    for (size_t row = 0; row < M; row++) {
+        const double s = scale[row / N];
+        double mu = 0.0, var = 0.0;
+        for (int d = 0; d < D; d++) {
+            ro[row * D + d] = (double)x[row * D + d] + s * f[row * D + d];
+            mu += ro[row * D + d];
+        }
+        mu /= D;
+        for (int d = 0; d < D; d++) var += (ro[row * D + d] - mu) * (ro[row * D + d] - mu);
+        rm[row] = mu;
+        rr[row] = 1.0 / sqrt(var / D + 1e-5);
+        for (int d = 0; d < D; d++)
+            rl[row * D + d] = (ro[row * D + d] - mu) * rr[row] * w[d] + b[d];
+    }
+    TU_ASSERT_REL("residual_ln_fwd out", out, ro, n, FWD_TOL);
+    TU_ASSERT_REL("residual_ln_fwd ln", ln, rl, n, FWD_TOL);
+    TU_ASSERT_REL("residual_ln_fwd mean", mean, rm, M, FWD_TOL);
+    TU_ASSERT_REL("residual_ln_fwd rstd", rstd, rr, M, FWD_TOL);
+    free(x); free(f); free(w); free(b); free(out); free(ln); free(mean); free(rstd);
+    free(ro); free(rl); free(rm); free(rr);
+}
+
 static void test_residual(void **state) {
     (void)state;
     run_residual(0, 101);
@@ -1439,6 +1483,7 @@ int main(void) {
         cmocka_unit_test(test_patchify),
         cmocka_unit_test(test_meanpool),
         cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_residual_ln),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq),
         cmocka_unit_test(test_scale),

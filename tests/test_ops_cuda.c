@@ -763,6 +763,43 @@ static void test_residual(void **state) {
     t2_free(&sc);
 }
 
+/* residual_ln_fwd: the row kernel with the residual add (vector widths) and the
+ * two-op fallback (bf16 width 100; fp32 width 768 is above the row kernel's) */
+static void run_residual_ln(int B, int N, int D, int withs) {
+    char what[96];
+    size_t M = (size_t)B * N, n = M * D;
+    float *hs = TU_NEW(float, B);
+    for (int b = 0; b < B; b++) hs[b] = b % 3 == 0 ? 0.0f : 1.0f / 0.9f;
+    T2 sc = t2_new(B, 0);
+    t2_set(&sc, hs);
+    free(hs);
+    T2 x = t2_randn(n, 1, 1.0f), f = t2_randn(n, 1, 1.0f), w = t2_randn(D, 0, 1.0f),
+       b = t2_randn(D, 0, 0.5f);
+    T2 o = t2_new(n, 1), ln = t2_new(n, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
+    t2_poison(&o);
+    t2_poison(&ln);
+    CB->residual_ln_fwd(CB, o.c, ln.c, mean.c, rstd.c, x.c, f.c, withs ? sc.c : NULL, w.c, b.c,
+                        B, N, D);
+    GB->residual_ln_fwd(GB, o.g, ln.g, mean.g, rstd.g, x.g, f.g, withs ? sc.g : NULL, w.g, b.g,
+                        B, N, D);
+    snprintf(what, sizeof what, "residual_ln_fwd out %dx%dx%d%s", B, N, D, withs ? " scaled" : "");
+    CHECK(o, what);
+    snprintf(what, sizeof what, "residual_ln_fwd ln %dx%dx%d", B, N, D);
+    CHECK(ln, what);
+    CHECK(mean, "residual_ln_fwd mean");
+    CHECK(rstd, "residual_ln_fwd rstd");
+    T2 *ts[] = {&sc, &x, &f, &w, &b, &o, &ln, &mean, &rstd};
+    for (int i = 0; i < 9; i++) t2_free(ts[i]);
+}
+
+static void test_residual_ln(void **state) {
+    (void)state;
+    run_residual_ln(4, 37, 192, 1);   /* Tiny's width, rows not a multiple of a warp's */
+    run_residual_ln(3, 50, 384, 0);   /* Small's */
+    run_residual_ln(2, 17, 100, 1);   /* bf16: two ops (100 % 8); fp32: 25 vectors */
+    run_residual_ln(2, 11, 768, 1);   /* bf16: 96 vectors; fp32: two ops (192 > 128) */
+}
+
 static void test_xent(void **state) {
     (void)state;
     int B = 7, C = 1003;
@@ -1324,6 +1361,23 @@ static void lg_bwd_fn(void *p) {
                        (const float *)ACT_AT(l->bk, (float *)l->proj, l->C), l->ld,
                        (const float *)l->mean, (const float *)l->rstd, l->M, l->C);
 }
+/* the residual add plus the next pre-norm: two ops, or residual_ln_fwd */
+typedef struct {
+    Backend *bk; void *x, *f, *o, *ln, *mean, *rstd; float *w, *b, *sc; int B, N, D;
+} RlBench;
+static void rl_two_fn(void *p) {
+    RlBench *r = (RlBench *)p;
+    r->bk->residual_fwd(r->bk, (float *)r->o, (const float *)r->x, (const float *)r->f, r->sc,
+                        r->B, r->N * r->D);
+    r->bk->layernorm_fwd(r->bk, (float *)r->ln, (float *)r->mean, (float *)r->rstd,
+                         (const float *)r->o, r->w, r->b, r->B * r->N, r->D);
+}
+static void rl_fused_fn(void *p) {
+    RlBench *r = (RlBench *)p;
+    r->bk->residual_ln_fwd(r->bk, (float *)r->o, (float *)r->ln, (float *)r->mean,
+                           (float *)r->rstd, (const float *)r->x, (const float *)r->f, r->sc,
+                           r->w, r->b, r->B, r->N, r->D);
+}
 
 static void bench(void) {
     printf("\n==== timings (median-free: best of 3 averages; host clock around synced loops) ====\n");
@@ -1474,6 +1528,39 @@ static void bench(void) {
             void *ps[] = {pw, l.f, l.z, l.dz, l.df, l.proj, l.dproj, l.mean, l.rstd, l.dw};
             for (int i = 0; i < 10; i++) bk->free(bk, ps[i]);
         }
+        /* residual add + pre-norm at Tiny's and Small's widths, drop-path scales on:
+         * bytes of the fused op (x, f read; out, ln written; 8 B a row) */
+        for (int ci = 0; ci < 2; ci++) {
+            RlBench r;
+            memset(&r, 0, sizeof r);
+            r.bk = bk;
+            r.B = 256;
+            r.N = 256;
+            r.D = ci ? 384 : 192;
+            size_t e = bk->act_elem, M = (size_t)r.B * r.N, nx = M * r.D;
+            float *pw = (float *)gfill(bk, (2 * (size_t)r.D + r.B) * 4, 0);
+            r.w = pw;
+            r.b = pw + r.D;
+            r.sc = pw + 2 * r.D;   /* random scales: the arithmetic, not the values, is timed */
+            r.x = gfill(bk, nx * e, 1);
+            r.f = gfill(bk, nx * e, 1);
+            r.o = bk->alloc(bk, nx * e);
+            r.ln = bk->alloc(bk, nx * e);
+            r.mean = bk->alloc(bk, M * 4);
+            r.rstd = bk->alloc(bk, M * 4);
+            double t2 = time_it(bk, rl_two_fn, &r, 20);
+            double t1 = time_it(bk, rl_fused_fn, &r, 20);
+            double by = 4.0 * nx * e + 8.0 * M;
+            char name[64];
+            snprintf(name, sizeof name, "residual+layernorm %dx%d", (int)M, r.D);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, t2 * 1e3, by / 1e6,
+                   by / t2 / 1e9, 100 * by / t2 / 1e9 / copy_gbs);
+            snprintf(name, sizeof name, "residual_ln_fwd %dx%d", (int)M, r.D);
+            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, t1 * 1e3, by / 1e6,
+                   by / t1 / 1e9, 100 * by / t1 / 1e9 / copy_gbs);
+            void *ps[] = {pw, r.x, r.f, r.o, r.ln, r.mean, r.rstd};
+            for (int i = 0; i < 7; i++) bk->free(bk, ps[i]);
+        }
         bk->destroy(bk);
         const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan (and LayerNorm) timings alone */
         if (ng && *ng && *ng != '0') continue;
@@ -1590,7 +1677,8 @@ int main(void) {
         cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),
         cmocka_unit_test(test_patchify_u8),
         cmocka_unit_test(test_patchify),   cmocka_unit_test(test_meanpool),
-        cmocka_unit_test(test_residual),   cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_residual),   cmocka_unit_test(test_residual_ln),
+        cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
     };
     /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained in it
