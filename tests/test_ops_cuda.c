@@ -15,7 +15,8 @@
  * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
  * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
  * bandwidth against a measured device-to-device copy, the LRA shape,
- * LayerNorm and ln_gate at the models' widths, and the model's GEMMs
+ * LayerNorm, ln_gate and the residual add with its pre-norm (two ops, and
+ * residual_ln_fwd) at the models' widths, and the model's GEMMs
  * (HGRN_BENCH_NOGEMM=1: without the GEMMs; HGRN_BENCH_NOSCAN=1: without the
  * scan). HGRN_TEST_FILTER=pattern
  * runs only the matching tests (cmocka_set_test_filter), e.g. test_hgru1. */
