@@ -1379,6 +1379,11 @@ static void rl_fused_fn(void *p) {
                            (float *)r->rstd, (const float *)r->x, (const float *)r->f, r->sc,
                            r->w, r->b, r->B, r->N, r->D);
 }
+/* one timing row: seconds t for bytes moved, against the measured copy rate */
+static void bw_row(const char *pn, const char *name, double t, double bytes, double copy_gbs) {
+    printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, t * 1e3, bytes / 1e6,
+           bytes / t / 1e9, 100 * bytes / t / 1e9 / copy_gbs);
+}
 
 static void bench(void) {
     printf("\n==== timings (median-free: best of 3 averages; host clock around synced loops) ====\n");
@@ -1438,15 +1443,11 @@ static void bench(void) {
             char name[64];
             const char *chn = vname[si];
             snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bf_ / 1e6,
-                   bf_ / tf / 1e9, 100 * bf_ / tf / 1e9 / copy_gbs);
+            bw_row(pn, name, tf, bf_, copy_gbs);
             snprintf(name, sizeof name, "hgru1_bwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tb * 1e3, bb / 1e6,
-                   bb / tb / 1e9, 100 * bb / tb / 1e9 / copy_gbs);
+            bw_row(pn, name, tb, bb, copy_gbs);
             snprintf(name, sizeof name, "hgru1 fwd+bwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, (tf + tb) * 1e3,
-                   (bf_ + bb) / 1e6, (bf_ + bb) / (tf + tb) / 1e9,
-                   100 * (bf_ + bb) / (tf + tb) / 1e9 / copy_gbs);
+            bw_row(pn, name, tf + tb, bf_ + bb, copy_gbs);
             bk->free(bk, s.a);
             bk->free(bk, s.c);
             bk->free(bk, s.d);
@@ -1484,11 +1485,9 @@ static void bench(void) {
                 double bfw = 2.0 * nx * e + 8.0 * l.M, bbw = 4.0 * nx * e + 8.0 * l.M;
                 char name[64];
                 snprintf(name, sizeof name, "layernorm_fwd %dx%d%s", l.M, l.C, sc ? " scalar" : "");
-                printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bfw / 1e6,
-                       bfw / tf / 1e9, 100 * bfw / tf / 1e9 / copy_gbs);
+                bw_row(pn, name, tf, bfw, copy_gbs);
                 snprintf(name, sizeof name, "layernorm_bwd %dx%d%s", l.M, l.C, sc ? " scalar" : "");
-                printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tb * 1e3, bbw / 1e6,
-                       bbw / tb / 1e9, 100 * bbw / tb / 1e9 / copy_gbs);
+                bw_row(pn, name, tb, bbw, copy_gbs);
                 void *ps[] = {pw, l.x, l.y, l.dy, l.dx, l.mean, l.rstd, l.dw};
                 for (int i = 0; i < 8; i++) bk->free(bk, ps[i]);
             }
@@ -1521,11 +1520,9 @@ static void bench(void) {
             double bfw = 3.0 * nx * e + 8.0 * l.M, bbw = 5.0 * nx * e + 8.0 * l.M;
             char name[64];
             snprintf(name, sizeof name, "ln_gate_fwd %dx%d", l.M, l.C);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tf * 1e3, bfw / 1e6,
-                   bfw / tf / 1e9, 100 * bfw / tf / 1e9 / copy_gbs);
+            bw_row(pn, name, tf, bfw, copy_gbs);
             snprintf(name, sizeof name, "ln_gate_bwd %dx%d", l.M, l.C);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, tb * 1e3, bbw / 1e6,
-                   bbw / tb / 1e9, 100 * bbw / tb / 1e9 / copy_gbs);
+            bw_row(pn, name, tb, bbw, copy_gbs);
             void *ps[] = {pw, l.f, l.z, l.dz, l.df, l.proj, l.dproj, l.mean, l.rstd, l.dw};
             for (int i = 0; i < 10; i++) bk->free(bk, ps[i]);
         }
@@ -1554,11 +1551,9 @@ static void bench(void) {
             double by = 4.0 * nx * e + 8.0 * M;
             char name[64];
             snprintf(name, sizeof name, "residual+layernorm %dx%d", (int)M, r.D);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, t2 * 1e3, by / 1e6,
-                   by / t2 / 1e9, 100 * by / t2 / 1e9 / copy_gbs);
+            bw_row(pn, name, t2, by, copy_gbs);
             snprintf(name, sizeof name, "residual_ln_fwd %dx%d", (int)M, r.D);
-            printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, t1 * 1e3, by / 1e6,
-                   by / t1 / 1e9, 100 * by / t1 / 1e9 / copy_gbs);
+            bw_row(pn, name, t1, by, copy_gbs);
             void *ps[] = {pw, r.x, r.f, r.o, r.ln, r.mean, r.rstd};
             for (int i = 0; i < 7; i++) bk->free(bk, ps[i]);
         }
