@@ -2,7 +2,7 @@
 # gpu_final_check.sh - on the device machine, from the repository root: build
 # everything, hgrn bench on the four ImageNet configs (bf16, batch 256), ctest
 # without the slow CPU accuracy run (CI runs that), compute-sanitizer memcheck and
-# racecheck on the HGRU1 and ln_gate tests, the HGRU1 scan and ln_gate timings, memcheck on the HGRU2
+# racecheck on the HGRU1, ln_gate and residual_ln tests, their timings, memcheck on the HGRU2
 # tests. Logs to $OUT.
 source .offline-deps/unpack.sh >/dev/null; ln -sfn /tmp/offline-deps/usr/share/datasets /usr/share/datasets
 t0=$(date +%s)
@@ -15,8 +15,8 @@ done
 echo "benches done $(( $(date +%s)-t0 ))s"
 (cd build-gpu && timeout 240 ctest -j4 -LE slow --timeout 230 > $OUT/ctest.log 2>&1); echo "ctest rc=$?"; tail -25 $OUT/ctest.log | grep -E "tests passed|Failed|\*\*\*|Not Run|Skipped|sec$" | head -25
 for tool in memcheck racecheck; do
-  HGRN_TEST_FILTER=test_ln_gate,test_residual_ln timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_lngate_$tool.log 2>&1
-  echo "$tool ln_gate+residual_ln rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_lngate_$tool.log)"
+  HGRN_TEST_FILTER=test_ln_gate,test_residual_ln timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_norms_$tool.log 2>&1
+  echo "$tool ln_gate+residual_ln rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_norms_$tool.log)"
   HGRN_TEST_FILTER=test_hgru1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_hgru1_$tool.log 2>&1
   echo "$tool hgru1 rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_hgru1_$tool.log)"
 done
