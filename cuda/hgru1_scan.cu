@@ -189,6 +189,29 @@ __device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
     return j < D ? wc[2 * j + 1] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
 }
 
+/* A chunk's gate pre-activations l[i] and input pairs x[i] (rows i of pl and
+ * pc, stride ld), all loads in flight at once. Tokens past the chunk's n real
+ * ones re-read its last real row (the callers point padding channels at a
+ * real one), so no load is predicated and the addresses stay simple (the
+ * predicated loads took ~5 address instructions each); their x is then
+ * zeroed (what l is there does not matter: see the note at the top). */
+template <int TT, bool V, typename T>
+__device__ __forceinline__ void load_rows(float *l, cpx *x, const T *pl, const T *pc, int ld,
+                                          int n) {
+    const int last = max(n - 1, 0);
+#pragma unroll
+    for (int i = 0; i < TT; i++) {
+        const int r = min(i, last) * ld;
+        l[i] = ldf(pl + r);
+        x[i] = ld2<V>(pc + r);
+    }
+    if (n < TT) {
+#pragma unroll
+        for (int i = 0; i < TT; i++)
+            if (i >= n) x[i] = mk(0.0f, 0.0f);
+    }
+}
+
 /* ------------------------------------------------------------------ forward */
 template <typename T, int TT, int CH, int MAXT, bool V>
 __global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : TT <= 8 ? 2 : 1))
@@ -200,15 +223,11 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     const int t0 = k * TT;
     const int n = j < D ? max(0, min(TT, N - t0)) : 0;
     const size_t row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
-    const T *pc = xc + row0 * ld + 2 * j, *pl = xl + row0 * ld + j;
+    const T *pc = xc + row0 * ld + 2 * min(j, D - 1), *pl = xl + row0 * ld + min(j, D - 1);
 
     float lam[TT];
     cpx x[TT];
-#pragma unroll
-    for (int i = 0; i < TT; i++) {   /* raw loads first, all in flight; padding reads 0 */
-        lam[i] = i < n ? ldf(pl + i * ld) : 0.0f;
-        x[i] = i < n ? ld2<V>(pc + i * ld) : mk(0.0f, 0.0f);
-    }
+    load_rows<TT, V>(lam, x, pl, pc, ld, n);
     pdl_wait();   /* wc is k_hgru1_consts' */
     const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
@@ -275,16 +294,25 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
     const int t0 = k * TT;
     const int n = j < D ? max(0, min(TT, N - t0)) : 0;
     const size_t row0 = b * N + min(t0, N - 1);
-    const T *pc = xc + row0 * ld + 2 * j, *pl = xl + row0 * ld + j;
-    const T *pg = dout + row0 * 2 * D + j;
+    const int jr = min(j, D - 1);
+    const T *pc = xc + row0 * ld + 2 * jr, *pl = xl + row0 * ld + jr;
+    const T *pg = dout + row0 * 2 * D + jr;
 
     float sg[TT];   /* sigmoid of the gate pre-activation */
     cpx c[TT], ds[TT], g[TT];   /* SiLU(xc), SiLU'(xc), dout */
+    load_rows<TT, V>(sg, c, pl, pc, ld, n);
+    {
+        const int last = max(n - 1, 0);
 #pragma unroll
-    for (int i = 0; i < TT; i++) {   /* padding reads 0 */
-        sg[i] = i < n ? ldf(pl + i * ld) : 0.0f;
-        c[i] = i < n ? ld2<V>(pc + i * ld) : mk(0.0f, 0.0f);
-        g[i] = i < n ? mk(ldf(pg + i * 2 * D), ldf(pg + i * 2 * D + D)) : mk(0.0f, 0.0f);
+        for (int i = 0; i < TT; i++) {
+            const int r = min(i, last) * 2 * D;
+            g[i] = mk(ldf(pg + r), ldf(pg + r + D));
+        }
+        if (n < TT) {
+#pragma unroll
+            for (int i = 0; i < TT; i++)
+                if (i >= n) g[i] = mk(0.0f, 0.0f);
+        }
     }
     pdl_wait();   /* wc is k_hgru1_consts' */
     const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
