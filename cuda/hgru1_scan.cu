@@ -107,10 +107,15 @@ template <> __device__ __forceinline__ float act_sig<bf16>(float x) {
 }
 
 /* Programmatic dependent launch: the scan kernels are launched so that they
- * may start while k_hgru1_consts (the launch just before) still runs; they
- * issue their input loads, then wait for it before reading wc. The consts
- * kernel lets them start at once. Without the launch attribute both are
- * no-ops. */
+ * may start while k_hgru1_consts (the launch just before) still runs, and
+ * wait for it (griddepcontrol.wait) before their first global read: the CUDA
+ * guide promises the predecessor's memory only after the wait. Loads issued
+ * before it (as this file did until the seventh session) made the fp32
+ * training steps nondeterministic on the H200 (test_train_cuda: eager and
+ * graph-replayed steps differed, now and then a NaN); with every read after
+ * the wait the scan times did not change (bf16 0.2030-0.2034 ms against
+ * 0.2017-0.2034, B 256, N 256, D 192). The consts kernel lets them start at
+ * once. Without the launch attribute both are no-ops. */
 __device__ __forceinline__ void pdl_wait() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -227,8 +232,8 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
 
     float lam[TT];
     cpx x[TT];
+    pdl_wait();   /* before any global read (see pdl_wait) */
     load_rows<TT, V>(lam, x, pl, pc, ld, n);
-    pdl_wait();   /* wc is k_hgru1_consts' */
     const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
     const float bet = j < D ? beta[j] : 0.0f, omb = 1.0f - bet;
@@ -300,6 +305,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 
     float sg[TT];   /* sigmoid of the gate pre-activation */
     cpx c[TT], ds[TT], g[TT];   /* SiLU(xc), SiLU'(xc), dout */
+    pdl_wait();   /* before any global read (see pdl_wait) */
     load_rows<TT, V>(sg, c, pl, pc, ld, n);
     {
         const int last = max(n - 1, 0);
@@ -314,7 +320,6 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
                 if (i >= n) g[i] = mk(0.0f, 0.0f);
         }
     }
-    pdl_wait();   /* wc is k_hgru1_consts' */
     const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
     const cpx wfc = mk(wf.re, -wf.im), wrc = mk(wr.re, -wr.im);
