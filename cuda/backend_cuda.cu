@@ -487,6 +487,7 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->residual_fwd = cu_residual_fwd;
     bk->residual_ln_fwd = cu_residual_ln_fwd;
     bk->residual_bwd = cu_residual_bwd;
+    bk->ln_residual_bwd = cu_ln_residual_bwd;
     bk->xent_fwd = cu_xent_fwd;
     bk->xent_bwd = cu_xent_bwd;
     bk->sumsq = cu_sumsq;

@@ -204,6 +204,9 @@ void cu_ln_gate_fwd(Backend *, float *z, float *mean, float *rstd, const float *
 void cu_ln_gate_bwd(Backend *, float *df, float *dgate, float *dw, float *db, const float *dz,
                     const float *f, const float *w, const float *b, const float *gate, int ldg,
                     const float *mean, const float *rstd, int M, int C);
+void cu_ln_residual_bwd(Backend *, float *dinp, float *df, float *dw, float *db,
+                        const float *dout, const float *inp, const float *w, const float *mean,
+                        const float *rstd, const float *scale, int B, int N, int C);
 void cu_rmsnorm_fwd(Backend *, float *out, float *rms, const float *inp, int M, int C);
 void cu_rmsnorm_bwd(Backend *, float *dinp, const float *dout, const float *inp,
                     const float *rms, int M, int C);

@@ -256,11 +256,13 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
 /* Backward (dinp +=): per row xn = (x - mu) rs, dxh = g w,
  * dinp += rs (dxh - mean(dxh) - xn mean(dxh xn)); dw += g xn, db += g kept per
  * lane in registers, summed over the warp's row slots by shuffles, over the
- * block's warps in shared memory (warp order), written as part[block] = [dw|db]. */
-template <typename T, int G, int KV>
+ * block's warps in shared memory (warp order), written as part[block] = [dw|db].
+ * RES: the new dinp row, as stored (rounded), is also written to dnext scaled
+ * by scale[row / N] (1 when scale is NULL): residual_bwd on it, in the same pass. */
+template <typename T, int G, int KV, bool RES>
 __global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
     T *dinp, float *part, const T *dout, const T *inp, const float *w, const float *mean,
-    const float *rstd, int M, int C, int rpb) {
+    const float *rstd, int M, int C, int rpb, T *dnext, const float *scale, int N) {
     constexpr int V = VecW<T>::V, R = 32 / G;
     extern __shared__ float sm[];   /* [2][LN_WARPS][C] */
     const T *tag = nullptr;
@@ -316,6 +318,7 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
         s1 = seg_sum<G>(s1) * inv_c;
         s2 = seg_sum<G>(s2) * inv_c;
         if (row < r1) {
+            const float sc = RES && scale ? scale[row / N] : 1.0f;
 #pragma unroll
             for (int k = 0; k < KV; k++) {
                 int v = gl + G * k;
@@ -329,8 +332,15 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
                         float xn = (xf[e] - cmu) * crs;
                         df[e] += crs * (gf[e] * wr[k][e] - s1 - xn * s2);
                     }
-                    *reinterpret_cast<uint4 *>(dinp + (size_t)row * C + (size_t)v * V) =
-                        pack16(tag, df);
+                    const uint4 pk = pack16(tag, df);
+                    *reinterpret_cast<uint4 *>(dinp + (size_t)row * C + (size_t)v * V) = pk;
+                    if (RES) {
+                        unpack16(tag, pk, df);   /* the values as stored */
+#pragma unroll
+                        for (int e = 0; e < V; e++) df[e] *= sc;
+                        *reinterpret_cast<uint4 *>(dnext + (size_t)row * C + (size_t)v * V) =
+                            pack16(tag, df);
+                    }
                 }
             }
         }
@@ -500,10 +510,12 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
         size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);   /* <= 32 KiB (C <= 1024) */
         int nb = 0, rpb = 0;
         ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_, {
-            ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G_, KV_>, smem, M, G_, &nb, &rpb);
+            ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G_, KV_, false>, smem, M, G_, &nb,
+                    &rpb);
             float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
-            k_layernorm_bwd_rows<T, G_, KV_><<<nb, LN_THREADS, smem, im->stream>>>(
-                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb);
+            k_layernorm_bwd_rows<T, G_, KV_, false><<<nb, LN_THREADS, smem, im->stream>>>(
+                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb,
+                nullptr, nullptr, 1);
             LAUNCH_CHECK("k_layernorm_bwd_rows");
             cu_partials_finish2(im, dw, db, part, nb, C);
         }));
@@ -525,6 +537,35 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
     LAUNCH_CHECK("k_layernorm_bwd");
     if (dw) cu_partials_finish(im, dw, pdw, G, C);
     if (db) cu_partials_finish(im, db, pdb, G, C);
+}
+
+/* layernorm_bwd then residual_bwd in one pass where the row kernels apply
+ * (the scaled copy is taken from registers, not read back), else the two ops */
+void cu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *db,
+                        const float *dout, const float *inp, const float *w, const float *mean,
+                        const float *rstd, const float *scale, int B, int N, int C) {
+    CudaImpl *im = IMPL(bk);
+    const int M = B * N;
+    if (M <= 0 || C <= 0) return;
+    int LG = 0, LKV = 0;
+    if (!ln_force_scalar() && aligned16(df) &&
+        ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
+        size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);
+        int nb = 0, rpb = 0;
+        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_, {
+            ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G_, KV_, true>, smem, M, G_, &nb,
+                    &rpb);
+            float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
+            k_layernorm_bwd_rows<T, G_, KV_, true><<<nb, LN_THREADS, smem, im->stream>>>(
+                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb,
+                (T *)df, scale, N);
+            LAUNCH_CHECK("k_layernorm_bwd_rows (residual)");
+            cu_partials_finish2(im, dw, db, part, nb, C);
+        }));
+        return;
+    }
+    cu_layernorm_bwd(bk, dinp, dw, db, dout, inp, w, mean, rstd, M, C);
+    cu_residual_bwd(bk, df, dinp, scale, B, N * C);
 }
 
 /* ---- SimpleRMSNorm: out = x / (rms + 1e-8), rms = ||x|| / sqrt(C) ---- */

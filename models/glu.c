@@ -25,11 +25,12 @@ void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, fl
 }
 
 void glu_backward(Backend *bk, const GluParams *p, const GluParams *g, const GluActs *a,
-                  GluScratch *s, const float *x, const float *dout, float *dx,
+                  GluScratch *s, const float *x, const float *dout, float *dx, NextGrad nx,
                   int M, int D, int H) {
     bk->matmul_bwd(bk, s->dg, g->w3, g->b3, dout, a->g, p->w3, M, H, D);
     bk->silu_mul_bwd(bk, s->dh12, ACT_AT(bk, s->dh12, H), s->dg,
                      a->h12, 2 * H, ACT_AT(bk, a->h12, H), 2 * H, M, H);
     bk->matmul_bwd(bk, s->dln, g->w12, g->b12, s->dh12, a->ln, p->w12, M, D, 2 * H);
-    bk->layernorm_bwd(bk, dx, g->ln_w, g->ln_b, s->dln, x, p->ln_w, a->ln_mean, a->ln_rstd, M, D);
+    prenorm_backward(bk, dx, nx, g->ln_w, g->ln_b, s->dln, x, p->ln_w, a->ln_mean, a->ln_rstd, M,
+                     D);
 }

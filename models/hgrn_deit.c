@@ -588,20 +588,25 @@ void model_backward(Model *m, int B) {
                    B, D, m->K);
     bk->rmsnorm_bwd(bk, m->dpooled, m->dnormed, m->pooled, m->rms, B, D);
     bk->meanpool_bwd(bk, m->dres, m->dpooled, B, N, D);   /* dres = dL/d xs[2L] */
+    /* z = y + s1 * glu(y): the last GLU's output gradient. Every other branch's
+     * comes with the pre-norm backward of the branch after it (ln_residual_bwd:
+     * dres += ..., dbranch = s * dres in one pass). */
+    bk->residual_bwd(bk, m->dbranch, m->dres, layer_scale(m, m->L - 1, 1, B), B, N * D);
     for (int l = m->L - 1; l >= 0; l--) {
         const float *x = m->xs[2 * l], *y = m->xs[2 * l + 1];
-        /* z = y + s1 * glu(y): dres becomes dL/dy */
-        bk->residual_bwd(bk, m->dbranch, m->dres, layer_scale(m, l, 1, B), B, N * D);
-        glu_backward(bk, &m->gp[l], &m->gg[l], &m->ga[l], &m->gs, y, m->dbranch, m->dres, M, D, m->H);
-        /* y = x + s0 * mixer(x): dres becomes dL/dx */
-        bk->residual_bwd(bk, m->dbranch, m->dres, layer_scale(m, l, 0, B), B, N * D);
+        /* z = y + s1 * glu(y): dres becomes dL/dy, dbranch the mixer's (y = x + s0 * mixer(x)) */
+        NextGrad to_mixer = {m->dbranch, layer_scale(m, l, 0, B), N};
+        glu_backward(bk, &m->gp[l], &m->gg[l], &m->ga[l], &m->gs, y, m->dbranch, m->dres,
+                     to_mixer, M, D, m->H);
+        /* dres becomes dL/dx, dbranch the previous block's GLU's */
+        NextGrad to_glu = {l > 0 ? m->dbranch : NULL, l > 0 ? layer_scale(m, l - 1, 1, B) : NULL, N};
         if (m->hgrn2)
             mixer2_backward(bk, &m->m2p[l], &m->m2g[l], &m->m2a[l], &m->m2s, x,
                             m->beta + (size_t)l * D, m->dbeta + (size_t)l * D, m->dbranch,
-                            m->dres, B, N, D, m->e);
+                            m->dres, to_glu, B, N, D, m->e);
         else
             mixer_backward(bk, &m->mp[l], &m->mg[l], &m->ma[l], &m->ms, x, m->beta + (size_t)l * D,
-                           m->dbeta + (size_t)l * D, m->dbranch, m->dres, B, N, D);
+                           m->dbeta + (size_t)l * D, m->dbranch, m->dres, to_glu, B, N, D);
     }
     bk->lower_bounds_bwd(bk, m->g_gamma, m->dbeta, m->gamma, m->L, D);
     /* the images need no gradient: only the embedding's weights */

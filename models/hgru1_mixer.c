@@ -37,7 +37,7 @@ void mixer_forward(Backend *bk, const MixerParams *p, MixerActs *a, const float 
 
 void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, const MixerActs *a,
                     MixerScratch *s, const float *x, const float *beta, float *dbeta,
-                    const float *dout, float *dx, int B, int N, int D) {
+                    const float *dout, float *dx, NextGrad nx, int B, int N, int D) {
     int M = B * N, D2 = 2 * D, D5 = 5 * D;
     bk->matmul_bwd(bk, s->dz, g->out_w, g->out_b, dout, a->z, p->out_w, M, D2, D);
     /* gate and norm: d(gate pre-act) lands in its columns of dproj, df is overwritten */
@@ -49,5 +49,6 @@ void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, con
                   s->df, a->proj, ACT_AT(bk, a->proj, 4 * D), D5,
                   p->theta_f, p->theta_r, beta, B, N, D);
     bk->matmul_bwd(bk, s->dln, g->proj_w, g->proj_b, s->dproj, a->ln, p->proj_w, M, D, D5);
-    bk->layernorm_bwd(bk, dx, g->ln_w, g->ln_b, s->dln, x, p->ln_w, a->ln_mean, a->ln_rstd, M, D);
+    prenorm_backward(bk, dx, nx, g->ln_w, g->ln_b, s->dln, x, p->ln_w, a->ln_mean, a->ln_rstd, M,
+                     D);
 }

@@ -35,7 +35,8 @@ void mixer2_forward(Backend *bk, const Mixer2Params *p, Mixer2Acts *a, const flo
 
 void mixer2_backward(Backend *bk, const Mixer2Params *p, const Mixer2Params *g,
                      const Mixer2Acts *a, Mixer2Scratch *s, const float *x, const float *beta,
-                     float *dbeta, const float *dout, float *dx, int B, int N, int D, int e) {
+                     float *dbeta, const float *dout, float *dx, NextGrad nx, int B, int N,
+                     int D, int e) {
     int M = B * N, D3 = 3 * D;
     bk->matmul_bwd(bk, s->dno, g->out_w, g->out_b, dout, a->no, p->out_w, M, D, D);
     bk->zero(bk, s->dout_scan, (size_t)M * D * bk->act_elem);   /* layernorm_bwd accumulates */
@@ -43,5 +44,6 @@ void mixer2_backward(Backend *bk, const Mixer2Params *p, const Mixer2Params *g,
                       a->no_mean, a->no_rstd, M, D);
     bk->hgru2_bwd(bk, s->dproj, dbeta, s->dout_scan, a->proj, D3, beta, B, N, D, e);
     bk->matmul_bwd(bk, s->dln, g->proj_w, g->proj_b, s->dproj, a->ln, p->proj_w, M, D, D3);
-    bk->layernorm_bwd(bk, dx, g->ln_w, g->ln_b, s->dln, x, p->ln_w, a->ln_mean, a->ln_rstd, M, D);
+    prenorm_backward(bk, dx, nx, g->ln_w, g->ln_b, s->dln, x, p->ln_w, a->ln_mean, a->ln_rstd, M,
+                     D);
 }

@@ -8,6 +8,16 @@
 #include "arena.h"
 #include "backend.h"
 
+/* What a branch backward's last op, its pre-norm's backward (dx +=), also
+ * writes: the output gradient of the branch before it, df = scale[image] * dx
+ * (the drop-path scaling, residual_bwd), in the same pass (ln_residual_bwd).
+ * df NULL: nothing (the first block's mixer). */
+typedef struct {
+    float *df;
+    const float *scale;   /* [B] or NULL (no drop path) */
+    int N;                /* tokens per image */
+} NextGrad;
+
 /* ---- HGRU1 token mixer: x -> out_proj((LN_2D(HGRU1(proj)) * SiLU(gate))) ---- */
 typedef struct {
     float *ln_w, *ln_b;        /* token_norm [D] */
@@ -39,10 +49,12 @@ void mixer_scratch_layout(Arena *a, const Backend *bk, MixerScratch *s, int M, i
  * The same for mixer2_forward and glu_forward. */
 void mixer_forward(Backend *bk, const MixerParams *p, MixerActs *a, const float *x,
                    const float *beta, float *out, int B, int N, int D, int normed);
-/* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate. */
+/* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate; nx
+ * as above. dout is read by the first op only, so nx.df may be dout. The same
+ * for mixer2_backward and glu_backward. */
 void mixer_backward(Backend *bk, const MixerParams *p, const MixerParams *g, const MixerActs *a,
                     MixerScratch *s, const float *x, const float *beta, float *dbeta,
-                    const float *dout, float *dx, int B, int N, int D);
+                    const float *dout, float *dx, NextGrad nx, int B, int N, int D);
 
 /* ---- HGRU2 token mixer: x -> out_proj(LN_D(HGRU2(in_proj(LN(x))))) ----
  * (official BiHgru2_1d: in_proj d -> 3d as [v | q | f], norm, out_proj) */
@@ -71,10 +83,10 @@ void mixer2_scratch_layout(Arena *a, const Backend *bk, Mixer2Scratch *s, int M,
 /* out[M,D] = branch output for x[M,D]; beta[D] this layer's lower bound; e the head size. */
 void mixer2_forward(Backend *bk, const Mixer2Params *p, Mixer2Acts *a, const float *x,
                     const float *beta, float *out, int B, int N, int D, int e, int normed);
-/* dx += d/dx of <dout, out>; parameter gradients and dbeta[D] accumulate. */
 void mixer2_backward(Backend *bk, const Mixer2Params *p, const Mixer2Params *g,
                      const Mixer2Acts *a, Mixer2Scratch *s, const float *x, const float *beta,
-                     float *dbeta, const float *dout, float *dx, int B, int N, int D, int e);
+                     float *dbeta, const float *dout, float *dx, NextGrad nx, int B, int N,
+                     int D, int e);
 
 /* ---- GLU channel mixer: x -> l3(SiLU(l1(LN(x))) * l2(LN(x))) ---- */
 typedef struct {
@@ -100,8 +112,19 @@ void glu_scratch_layout(Arena *a, const Backend *bk, GluScratch *s, int M, int D
 void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, float *out,
                  int M, int D, int H, int normed);
 void glu_backward(Backend *bk, const GluParams *p, const GluParams *g, const GluActs *a,
-                  GluScratch *s, const float *x, const float *dout, float *dx,
+                  GluScratch *s, const float *x, const float *dout, float *dx, NextGrad nx,
                   int M, int D, int H);
+
+/* A branch's pre-norm backward: dx += LayerNorm'(dln), with nx.df written too */
+static inline void prenorm_backward(Backend *bk, float *dx, NextGrad nx, float *dw, float *db,
+                                    const float *dln, const float *x, const float *w,
+                                    const float *mean, const float *rstd, int M, int D) {
+    if (nx.df)
+        bk->ln_residual_bwd(bk, dx, nx.df, dw, db, dln, x, w, mean, rstd, nx.scale, M / nx.N,
+                            nx.N, D);
+    else
+        bk->layernorm_bwd(bk, dx, dw, db, dln, x, w, mean, rstd, M, D);
+}
 
 /* Activation and fp32 allocations from an arena. */
 static inline float *take_act(Arena *a, const Backend *bk, size_t n) {

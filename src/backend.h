@@ -216,6 +216,15 @@ struct Backend {
     void (*residual_ln_fwd)(Backend *, float *out, float *ln, float *mean, float *rstd,
                             const float *x, const float *f, const float *scale, const float *w,
                             const float *b, int B, int N, int D);
+    /* Its mirror in the backward: a branch's pre-norm backward and the next
+     * branch's drop-path scaling in one pass: layernorm_bwd(dinp, dw, db, dout,
+     * inp, w, mean, rstd, B * N, C), then residual_bwd(df, dinp, scale, B, N * C)
+     * on the dinp just stored (the same rounding as the two ops). df must not
+     * alias dinp, dout or inp. */
+    void (*ln_residual_bwd)(Backend *, float *dinp, float *df, float *dw, float *db,
+                            const float *dout, const float *inp, const float *w,
+                            const float *mean, const float *rstd, const float *scale, int B,
+                            int N, int C);
 
     /* ---- loss ----
      * Softmax cross-entropy against soft targets (label smoothing and mixup are

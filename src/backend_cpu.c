@@ -983,6 +983,14 @@ static void cpu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean,
     cpu_layernorm_fwd(bk, ln, mean, rstd, out, w, b, B * N, D);
 }
 
+static void cpu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *db,
+                                const float *dout, const float *inp, const float *w,
+                                const float *mean, const float *rstd, const float *scale, int B,
+                                int N, int C) {
+    cpu_layernorm_bwd(bk, dinp, dw, db, dout, inp, w, mean, rstd, B * N, C);
+    cpu_residual_bwd(bk, df, dinp, scale, B, N * C);
+}
+
 /* -------------------------------------------------------------------- loss */
 
 static void cpu_xent_fwd(Backend *bk, float *loss, float *probs, const float *logits,
@@ -1142,6 +1150,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->residual_fwd = cpu_residual_fwd;
     bk->residual_ln_fwd = cpu_residual_ln_fwd;
     bk->residual_bwd = cpu_residual_bwd;
+    bk->ln_residual_bwd = cpu_ln_residual_bwd;
     bk->xent_fwd = cpu_xent_fwd;
     bk->xent_bwd = cpu_xent_bwd;
     bk->sumsq = cpu_sumsq;

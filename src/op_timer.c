@@ -9,7 +9,7 @@
 enum {
     OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_LNG_FWD, OP_LNG_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
     OP_SILU_BWD, OP_HGRU1_FWD, OP_HGRU1_BWD, OP_LB_FWD, OP_LB_BWD, OP_NORM_U8, OP_PATCH_FWD,
-    OP_PATCH_BWD, OP_PATCH_U8, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_LN_FWD, OP_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
+    OP_PATCH_BWD, OP_PATCH_U8, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_LN_FWD, OP_RES_BWD, OP_LN_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
     OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_HGRU2_FWD, OP_HGRU2_BWD,
     OP_COUNT
 };
@@ -17,7 +17,7 @@ static const char *op_names[OP_COUNT] = {
     "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "ln_gate_fwd", "ln_gate_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
     "silu_mul_fwd", "silu_mul_bwd", "hgru1_fwd", "hgru1_bwd", "lower_bounds_fwd",
     "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "patchify_u8", "meanpool_fwd",
-    "meanpool_bwd", "residual_fwd", "residual_ln_fwd", "residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
+    "meanpool_bwd", "residual_fwd", "residual_ln_fwd", "residual_bwd", "ln_residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
     "scale", "zero (memset)", "copy (device)", "host->device", "device->host", "hgru2_fwd",
     "hgru2_bwd"};
 
@@ -199,6 +199,14 @@ static void t_res_ln_fwd(Backend *bk, float *o, float *ln, float *mu, float *rs,
 static void t_res_bwd(Backend *bk, float *df, const float *dx, const float *s, int B, int S) {
     double t0 = tic(bk); IN(bk)->residual_bwd(IN(bk), df, dx, s, B, S); toc(bk, OP_RES_BWD, t0, 2 * E(bk) * B * S, 0);
 }
+/* layernorm_bwd's bytes (dout, inp, dinp read and written, 8 B a row) and df written */
+static void t_ln_res_bwd(Backend *bk, float *dx, float *df, float *dw, float *db, const float *dout,
+                         const float *x, const float *w, const float *mu, const float *rs,
+                         const float *s, int B, int N, int C) {
+    double t0 = tic(bk);
+    IN(bk)->ln_residual_bwd(IN(bk), dx, df, dw, db, dout, x, w, mu, rs, s, B, N, C);
+    toc(bk, OP_LN_RES_BWD, t0, 5 * E(bk) * B * N * C + 8.0 * B * N, 0);
+}
 static void t_xent_fwd(Backend *bk, float *l, float *p, const float *lg, const float *tg, int B, int C) {
     double t0 = tic(bk); IN(bk)->xent_fwd(IN(bk), l, p, lg, tg, B, C); toc(bk, OP_XENT_FWD, t0, (E(bk) + 8.0) * B * C, 0);
 }
@@ -250,6 +258,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->meanpool_fwd = t_pool_fwd; bk->meanpool_bwd = t_pool_bwd;
     bk->residual_fwd = t_res_fwd; bk->residual_bwd = t_res_bwd;
     bk->residual_ln_fwd = t_res_ln_fwd;
+    bk->ln_residual_bwd = t_ln_res_bwd;
     bk->xent_fwd = t_xent_fwd; bk->xent_bwd = t_xent_bwd;
     bk->sumsq = t_sumsq; bk->adamw = t_adamw; bk->scale = t_scale;
     return bk;

@@ -88,6 +88,7 @@ static void test_create_and_memory(void **state) {
     assert_non_null(bk->meanpool_fwd); assert_non_null(bk->meanpool_bwd);
     assert_non_null(bk->residual_fwd); assert_non_null(bk->residual_bwd);
     assert_non_null(bk->residual_ln_fwd);
+    assert_non_null(bk->ln_residual_bwd);
     assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
     assert_non_null(bk->adamw); assert_non_null(bk->scale);
     assert_non_null(bk->hgru2_fwd); assert_non_null(bk->hgru2_bwd);
@@ -1123,6 +1124,63 @@ static void test_residual_ln(void **state) {
     free(ro); free(rl); free(rm); free(rr);
 }
 
+/* ln_residual_bwd against the formulas in double: with xn = (x - mu) rs and
+ * gw = dout w, dinp += rs (gw - mean(gw) - xn mean(gw xn)), dw += sum dout xn,
+ * db += sum dout, then df = s_b dinp */
+static void test_ln_residual(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 107);
+    const int B = 3, N = 5, D = 24;
+    const size_t M = (size_t)B * N, n = M * D;
+    float *x = TU_NEW(float, n), *dout = TU_NEW(float, n), *dinp = TU_NEW(float, n),
+          *df = TU_NEW(float, n), *w = TU_NEW(float, D), *dw = TU_NEW(float, D),
+          *db = TU_NEW(float, D), *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
+    float scale[3] = {0.0f, 1.25f, 1.0f};
+    tu_fill_normal(&r, x, n, 1.5f);
+    tu_fill_normal(&r, dout, n, 1.0f);
+    tu_fill_normal(&r, dinp, n, 1.0f);
+    tu_fill_normal(&r, w, D, 1.0f);
+    tu_fill_normal(&r, dw, D, 1.0f);
+    tu_fill_normal(&r, db, D, 1.0f);
+    fill_garbage(&r, df, n);
+    for (size_t row = 0; row < M; row++) {   /* the statistics of x, as the forward saves them */
+        double mu = 0.0, var = 0.0;
+        for (int d = 0; d < D; d++) mu += x[row * D + d];
+        mu /= D;
+        for (int d = 0; d < D; d++) var += (x[row * D + d] - mu) * (x[row * D + d] - mu);
+        mean[row] = (float)mu;
+        rstd[row] = (float)(1.0 / sqrt(var / D + 1e-5));
+    }
+    double *rd = tu_to_double(dinp, n), *rf = TU_NEW(double, n), *rw = tu_to_double(dw, D),
+           *rb = tu_to_double(db, D);
+    bk->ln_residual_bwd(bk, dinp, df, dw, db, dout, x, w, mean, rstd, scale, B, N, D);
+    for (size_t row = 0; row < M; row++) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int d = 0; d < D; d++) {
+            double xn = ((double)x[row * D + d] - mean[row]) * rstd[row];
+            double gw = (double)dout[row * D + d] * w[d];
+            s1 += gw;
+            s2 += gw * xn;
+            rw[d] += dout[row * D + d] * xn;
+            rb[d] += dout[row * D + d];
+        }
+        s1 /= D;
+        s2 /= D;
+        for (int d = 0; d < D; d++) {
+            double xn = ((double)x[row * D + d] - mean[row]) * rstd[row];
+            rd[row * D + d] += rstd[row] * ((double)dout[row * D + d] * w[d] - s1 - xn * s2);
+            rf[row * D + d] = scale[row / N] * rd[row * D + d];
+        }
+    }
+    TU_ASSERT_REL("ln_residual_bwd dinp", dinp, rd, n, FWD_TOL);
+    TU_ASSERT_REL("ln_residual_bwd df", df, rf, n, FWD_TOL);
+    TU_ASSERT_REL("ln_residual_bwd dw", dw, rw, D, FWD_TOL);
+    TU_ASSERT_REL("ln_residual_bwd db", db, rb, D, FWD_TOL);
+    free(x); free(dout); free(dinp); free(df); free(w); free(dw); free(db); free(mean);
+    free(rstd); free(rd); free(rf); free(rw); free(rb);
+}
+
 static void test_residual(void **state) {
     (void)state;
     run_residual(0, 101);
@@ -1484,6 +1542,7 @@ int main(void) {
         cmocka_unit_test(test_meanpool),
         cmocka_unit_test(test_residual),
         cmocka_unit_test(test_residual_ln),
+        cmocka_unit_test(test_ln_residual),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq),
         cmocka_unit_test(test_scale),

@@ -793,6 +793,60 @@ static void run_residual_ln(int B, int N, int D, int withs) {
     for (int i = 0; i < 9; i++) t2_free(ts[i]);
 }
 
+/* ln_residual_bwd: the LayerNorm backward row kernel writing the scaled copy
+ * too (vector widths), and the two-op fallback; df must also equal the
+ * GPU's own residual_bwd of the dinp it stored, bit for bit */
+static void run_ln_residual(int B, int N, int D, int withs) {
+    char what[96];
+    size_t M = (size_t)B * N, n = M * D;
+    float *hs = TU_NEW(float, B);
+    for (int b = 0; b < B; b++) hs[b] = b % 3 == 0 ? 0.0f : 1.0f / 0.9f;
+    T2 sc = t2_new(B, 0);
+    t2_set(&sc, hs);
+    free(hs);
+    T2 x = t2_randn(n, 1, 2.0f), w = t2_randn(D, 0, 1.0f), b = t2_randn(D, 0, 1.0f);
+    T2 out = t2_new(n, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
+    CB->layernorm_fwd(CB, out.c, mean.c, rstd.c, x.c, w.c, b.c, (int)M, D);
+    t2_share_cpu(&mean);
+    t2_share_cpu(&rstd);
+    T2 dout = t2_randn(n, 1, 1.0f), dinp = t2_randn(n, 1, 1.0f);   /* dinp += */
+    T2 dw = t2_randn(D, 0, 1.0f), db = t2_randn(D, 0, 1.0f), df = t2_new(n, 1);
+    t2_poison(&df);
+    const float *sc_c = withs ? sc.c : NULL, *sc_g = withs ? sc.g : NULL;
+    CB->ln_residual_bwd(CB, dinp.c, df.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, sc_c, B, N,
+                        D);
+    GB->ln_residual_bwd(GB, dinp.g, df.g, dw.g, db.g, dout.g, x.g, w.g, mean.g, rstd.g, sc_g, B, N,
+                        D);
+    snprintf(what, sizeof what, "ln_residual_bwd dinp (+=) %dx%dx%d", B, N, D);
+    CHECK(dinp, what);
+    snprintf(what, sizeof what, "ln_residual_bwd df %dx%dx%d%s", B, N, D, withs ? " scaled" : "");
+    CHECK(df, what);
+    CHECK(dw, "ln_residual_bwd dw (+=)");
+    CHECK(db, "ln_residual_bwd db (+=)");
+    {
+        size_t bytes = n * GB->act_elem;
+        void *two = GB->alloc(GB, bytes);
+        GB->residual_bwd(GB, (float *)two, dinp.g, sc_g, B, N * D);
+        unsigned char *h1 = TU_NEW(unsigned char, bytes), *h2 = TU_NEW(unsigned char, bytes);
+        GB->to_host(GB, h1, two, bytes);
+        GB->to_host(GB, h2, df.g, bytes);
+        assert_memory_equal(h1, h2, bytes);
+        free(h1);
+        free(h2);
+        GB->free(GB, two);
+    }
+    T2 *ts[] = {&sc, &x, &w, &b, &out, &mean, &rstd, &dout, &dinp, &dw, &db, &df};
+    for (int i = 0; i < 12; i++) t2_free(ts[i]);
+}
+
+static void test_ln_residual(void **state) {
+    (void)state;
+    run_ln_residual(4, 37, 192, 1);   /* Tiny's width, rows not a multiple of a warp's */
+    run_ln_residual(3, 50, 384, 0);   /* Small's, no drop path */
+    run_ln_residual(2, 17, 100, 1);   /* bf16: two ops (100 % 8); fp32: 25 vectors */
+    run_ln_residual(2, 11, 768, 1);   /* bf16: 96 vectors; fp32: two ops (192 > 128) */
+}
+
 static void test_residual_ln(void **state) {
     (void)state;
     run_residual_ln(4, 37, 192, 1);   /* Tiny's width, rows not a multiple of a warp's */
@@ -1674,6 +1728,7 @@ int main(void) {
         cmocka_unit_test(test_patchify_u8),
         cmocka_unit_test(test_patchify),   cmocka_unit_test(test_meanpool),
         cmocka_unit_test(test_residual),   cmocka_unit_test(test_residual_ln),
+        cmocka_unit_test(test_ln_residual),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
     };
