@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # gpu_final_check.sh - on the device machine, from the repository root: build
 # everything, hgrn bench on the four ImageNet configs (bf16, batch 256), ctest
-# without the slow CPU accuracy run (CI runs that), compute-sanitizer memcheck and
-# racecheck on the HGRU1, ln_gate and residual_ln tests, their timings, memcheck on the HGRU2
-# tests. Logs to $OUT.
+# without the slow CPU accuracy run (CI runs that), test_train_cuda three more
+# times (its eager and graph-replayed steps must agree bit for bit: a race shows
+# there, not always on the first run), compute-sanitizer memcheck and racecheck on
+# the HGRU1, ln_gate, residual_ln and ln_residual tests, their timings, memcheck on
+# the HGRU2 tests. Logs to $OUT.
 source .offline-deps/unpack.sh >/dev/null; ln -sfn /tmp/offline-deps/usr/share/datasets /usr/share/datasets
 t0=$(date +%s)
 (cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build-gpu -j16 >$OUT/build.log 2>&1) || { tail -30 $OUT/build.log; exit 1; }
@@ -14,9 +16,10 @@ for c in hgrn1_deit_tiny hgrn1_deit_small hgrn2_deit_tiny hgrn2_deit_small; do
 done
 echo "benches done $(( $(date +%s)-t0 ))s"
 (cd build-gpu && timeout 240 ctest -j4 -LE slow --timeout 230 > $OUT/ctest.log 2>&1); echo "ctest rc=$?"; tail -25 $OUT/ctest.log | grep -E "tests passed|Failed|\*\*\*|Not Run|Skipped|sec$" | head -25
+for i in 1 2 3; do build-gpu/test_train_cuda > $OUT/train_cuda_$i.log 2>&1; echo "test_train_cuda run $i rc=$?"; done
 for tool in memcheck racecheck; do
-  HGRN_TEST_FILTER=test_ln_gate,test_residual_ln timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_norms_$tool.log 2>&1
-  echo "$tool ln_gate+residual_ln rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_norms_$tool.log)"
+  HGRN_TEST_FILTER=test_ln_gate,test_residual_ln,test_ln_residual timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_norms_$tool.log 2>&1
+  echo "$tool ln_gate+residual_ln+ln_residual rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_norms_$tool.log)"
   HGRN_TEST_FILTER=test_hgru1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_hgru1_$tool.log 2>&1
   echo "$tool hgru1 rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_hgru1_$tool.log)"
 done
