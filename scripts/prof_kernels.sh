@@ -17,7 +17,7 @@ exe=$1
 logs=${2:-${OUT:-/tmp}}
 command -v ncu >/dev/null || { echo "ncu not found"; exit 1; }
 st=smsp__average_warps_issue_stalled
-mets=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_warps,launch__occupancy_limit_blocks,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum
+mets=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_warps,launch__occupancy_limit_blocks,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__throughput.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,lts__t_sectors_srcunit_tex_op_read.sum,dram__bytes_read.sum,dram__bytes_write.sum
 for s in long_scoreboard barrier short_scoreboard wait math_pipe_throttle lg_throttle mio_throttle not_selected no_instruction membar dispatch_stall; do
     mets=$mets,${st}_${s}_per_issue_active.ratio
 done
@@ -28,6 +28,6 @@ for j in "${list[@]}"; do
     env $envs timeout 200 ncu --kernel-name-base mangled --clock-control none -k "regex:$kern" -s "${skip:-2}" -c 1 --metrics "$mets" \
         "$exe" >"$logs/ncu_$name.log" 2>&1
     echo "== $name ($kern): rc=$?"
-    grep -E "^ +(gpu__|dram__|smsp__|sm__|launch__|l1tex__)" "$logs/ncu_$name.log" |
+    grep -E "^ +(gpu__|dram__|smsp__|sm__|launch__|l1tex__|lts__)" "$logs/ncu_$name.log" |
         awk '{v=$NF; n=$1; sub("smsp__average_warps_issue_stalled_","stall_",n); sub("_per_issue_active.ratio","",n); printf "  %-58s %s\n", n, v}'
 done
