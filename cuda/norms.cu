@@ -500,6 +500,24 @@ void cu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *
     cu_layernorm_fwd(bk, ln, mean, rstd, out, w, b, M, D);
 }
 
+/* The backward row kernel for (G, KV), then the dw/db partials' sum; RES
+ * with df (ln_residual_bwd) */
+template <typename T, int G, int KV, bool RES>
+static void ln_bwd_rows(CudaImpl *im, float *dinp, float *df, float *dw, float *db,
+                        const float *dout, const float *inp, const float *w, const float *mean,
+                        const float *rstd, const float *scale, int M, int N, int C) {
+    size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);   /* <= 32 KiB (C <= 1024) */
+    int nb = 0, rpb = 0;
+    ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G, KV, RES>, smem, M, G, &nb, &rpb);
+    float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
+    k_layernorm_bwd_rows<T, G, KV, RES><<<nb, LN_THREADS, smem, im->stream>>>(
+        (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb, (T *)df,
+        scale, N);
+    if (RES) LAUNCH_CHECK("k_layernorm_bwd_rows (residual)");
+    else LAUNCH_CHECK("k_layernorm_bwd_rows");
+    cu_partials_finish2(im, dw, db, part, nb, C);
+}
+
 void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout,
                       const float *inp, const float *w, const float *mean, const float *rstd,
                       int M, int C) {
@@ -507,18 +525,10 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
     if (M <= 0 || C <= 0) return;
     int LG = 0, LKV = 0;
     if (!ln_force_scalar() && ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
-        size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);   /* <= 32 KiB (C <= 1024) */
-        int nb = 0, rpb = 0;
-        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_, {
-            ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G_, KV_, false>, smem, M, G_, &nb,
-                    &rpb);
-            float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
-            k_layernorm_bwd_rows<T, G_, KV_, false><<<nb, LN_THREADS, smem, im->stream>>>(
-                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb,
-                nullptr, nullptr, 1);
-            LAUNCH_CHECK("k_layernorm_bwd_rows");
-            cu_partials_finish2(im, dw, db, part, nb, C);
-        }));
+        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_,
+                                        (ln_bwd_rows<T, G_, KV_, false>(im, dinp, nullptr, dw, db,
+                                                                        dout, inp, w, mean, rstd,
+                                                                        nullptr, M, 1, C))));
         return;
     }
     size_t smem = (size_t)2 * LNB_WARPS * C * sizeof(float);
@@ -550,18 +560,10 @@ void cu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *d
     int LG = 0, LKV = 0;
     if (!ln_force_scalar() && aligned16(df) &&
         ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
-        size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);
-        int nb = 0, rpb = 0;
-        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_, {
-            ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G_, KV_, true>, smem, M, G_, &nb,
-                    &rpb);
-            float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
-            k_layernorm_bwd_rows<T, G_, KV_, true><<<nb, LN_THREADS, smem, im->stream>>>(
-                (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb,
-                (T *)df, scale, N);
-            LAUNCH_CHECK("k_layernorm_bwd_rows (residual)");
-            cu_partials_finish2(im, dw, db, part, nb, C);
-        }));
+        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_,
+                                        (ln_bwd_rows<T, G_, KV_, true>(im, dinp, df, dw, db, dout,
+                                                                       inp, w, mean, rstd, scale,
+                                                                       M, N, C))));
         return;
     }
     cu_layernorm_bwd(bk, dinp, dw, db, dout, inp, w, mean, rstd, M, C);

@@ -764,16 +764,23 @@ static void test_residual(void **state) {
     t2_free(&sc);
 }
 
-/* residual_ln_fwd: the row kernel with the residual add (vector widths) and the
- * two-op fallback (bf16 width 100; fp32 width 768 is above the row kernel's) */
-static void run_residual_ln(int B, int N, int D, int withs) {
-    char what[96];
-    size_t M = (size_t)B * N, n = M * D;
+/* drop-path scales for B images as the model draws them: 0 (dropped) for every
+ * third image, 1 / (1 - 0.1) for the others */
+static T2 drop_scales(int B) {
     float *hs = TU_NEW(float, B);
     for (int b = 0; b < B; b++) hs[b] = b % 3 == 0 ? 0.0f : 1.0f / 0.9f;
     T2 sc = t2_new(B, 0);
     t2_set(&sc, hs);
     free(hs);
+    return sc;
+}
+
+/* residual_ln_fwd: the row kernel with the residual add (vector widths) and the
+ * two-op fallback (bf16 width 100; fp32 width 768 is above the row kernel's) */
+static void run_residual_ln(int B, int N, int D, int withs) {
+    char what[96];
+    size_t M = (size_t)B * N, n = M * D;
+    T2 sc = drop_scales(B);
     T2 x = t2_randn(n, 1, 1.0f), f = t2_randn(n, 1, 1.0f), w = t2_randn(D, 0, 1.0f),
        b = t2_randn(D, 0, 0.5f);
     T2 o = t2_new(n, 1), ln = t2_new(n, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
@@ -799,11 +806,7 @@ static void run_residual_ln(int B, int N, int D, int withs) {
 static void run_ln_residual(int B, int N, int D, int withs) {
     char what[96];
     size_t M = (size_t)B * N, n = M * D;
-    float *hs = TU_NEW(float, B);
-    for (int b = 0; b < B; b++) hs[b] = b % 3 == 0 ? 0.0f : 1.0f / 0.9f;
-    T2 sc = t2_new(B, 0);
-    t2_set(&sc, hs);
-    free(hs);
+    T2 sc = drop_scales(B);
     T2 x = t2_randn(n, 1, 2.0f), w = t2_randn(D, 0, 1.0f), b = t2_randn(D, 0, 1.0f);
     T2 out = t2_new(n, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
     CB->layernorm_fwd(CB, out.c, mean.c, rstd.c, x.c, w.c, b.c, (int)M, D);
