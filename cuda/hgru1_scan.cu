@@ -498,59 +498,54 @@ static void launch_after_consts(CudaImpl *im, void (*kern)(KArgs...), dim3 grid,
     if (e != cudaSuccess) hgrn_cuda_fail(name, cudaGetErrorString(e), __FILE__, __LINE__);
 }
 
+/* One shape's kernels: 256-thread blocks get their own instantiations (4
+ * forward / 2 backward blocks per SM, shared memory sized for 256 threads),
+ * and the paired (re, im) accesses (V) one where the layout allows them. */
+template <typename T, int TT, int CH>
+static void launch_fwd_tt(CudaImpl *im, ScanShape s, T *out, const T *xc, const T *xl, int ld,
+                          const float4 *wc, const float *beta, int B, int N, int D) {
+    const bool small = CH * s.P <= 256, vec = pair_aligned(xc, ld);
+    void (*k)(T *, const T *, const T *, int, const float4 *, const float *, int, int) =
+        small ? (vec ? k_hgru1_fwd<T, TT, CH, 256, true> : k_hgru1_fwd<T, TT, CH, 256, false>)
+              : (vec ? k_hgru1_fwd<T, TT, CH, HG_MAXT, true>
+                     : k_hgru1_fwd<T, TT, CH, HG_MAXT, false>);
+    launch_after_consts(im, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P),
+                        "kernel launch k_hgru1_fwd", out, xc, xl, ld, wc, beta, N, D);
+}
+
+template <typename T, int TT, int CH>
+static void launch_bwd_tt(CudaImpl *im, ScanShape s, T *dxc, T *dxl, float *part, const T *dout,
+                          const T *xc, const T *xl, int ld, const float4 *wc, const float *beta,
+                          int B, int N, int D) {
+    const bool small = CH * s.P <= 256, vec = pair_aligned(xc, ld) && pair_aligned(dxc, ld);
+    void (*k)(T *, T *, float *, const T *, const T *, const T *, int, const float4 *,
+              const float *, int, int, int) =
+        small ? (vec ? k_hgru1_bwd<T, TT, CH, 256, true> : k_hgru1_bwd<T, TT, CH, 256, false>)
+              : (vec ? k_hgru1_bwd<T, TT, CH, HG_MAXT, true>
+                     : k_hgru1_bwd<T, TT, CH, HG_MAXT, false>);
+    launch_after_consts(im, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P),
+                        "kernel launch k_hgru1_bwd", dxc, dxl, part, dout, xc, xl, ld, wc, beta, B,
+                        N, D);
+}
+
 template <typename T, int CH>
 static void launch_fwd_ch(CudaImpl *im, ScanShape s, T *out, const T *xc, const T *xl, int ld,
                           const float4 *wc, const float *beta, int B, int N, int D) {
-    dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
-    const bool small = CH * s.P <= 256;   /* then 4 blocks per SM (<= 64 registers) */
-    const bool vec = pair_aligned(xc, ld);
-    const char *nm = "kernel launch k_hgru1_fwd";
-    switch (s.TT) {
-#define CASE(tt) case tt:                                                                      \
-        if (small && vec)                                                                      \
-            launch_after_consts(im, k_hgru1_fwd<T, tt, CH, 256, true>, grid, block, nm, out,   \
-                                xc, xl, ld, wc, beta, N, D);                                   \
-        else if (small)                                                                        \
-            launch_after_consts(im, k_hgru1_fwd<T, tt, CH, 256, false>, grid, block, nm, out,  \
-                                xc, xl, ld, wc, beta, N, D);                                   \
-        else if (vec)                                                                          \
-            launch_after_consts(im, k_hgru1_fwd<T, tt, CH, HG_MAXT, true>, grid, block, nm,    \
-                                out, xc, xl, ld, wc, beta, N, D);                              \
-        else                                                                                   \
-            launch_after_consts(im, k_hgru1_fwd<T, tt, CH, HG_MAXT, false>, grid, block, nm,   \
-                                out, xc, xl, ld, wc, beta, N, D);                              \
-        break;
-        CASE(4) CASE(8) CASE(16)
-#undef CASE
-    }
+    if (s.TT == 4) launch_fwd_tt<T, 4, CH>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
+    else if (s.TT == 8) launch_fwd_tt<T, 8, CH>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
+    else launch_fwd_tt<T, 16, CH>(im, s, out, xc, xl, ld, wc, beta, B, N, D);
 }
 
 template <typename T, int CH>
 static void launch_bwd_ch(CudaImpl *im, ScanShape s, T *dxc, T *dxl, float *part, const T *dout,
                           const T *xc, const T *xl, int ld, const float4 *wc, const float *beta,
                           int B, int N, int D) {
-    dim3 grid(ceil_div(D, CH), B), block(CH * s.P);
-    const bool vec = pair_aligned(xc, ld) && pair_aligned(dxc, ld);
-    const bool small = CH * s.P <= 256;   /* shared memory sized for 256 threads */
-    const char *nm = "kernel launch k_hgru1_bwd";
-    switch (s.TT) {
-#define CASE(tt) case tt:                                                                      \
-        if (small && vec)                                                                      \
-            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, 256, true>, grid, block, nm, dxc,   \
-                                dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);               \
-        else if (small)                                                                        \
-            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, 256, false>, grid, block, nm, dxc,  \
-                                dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);               \
-        else if (vec)                                                                          \
-            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, HG_MAXT, true>, grid, block, nm,    \
-                                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);          \
-        else                                                                                   \
-            launch_after_consts(im, k_hgru1_bwd<T, tt, CH, HG_MAXT, false>, grid, block, nm,   \
-                                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);          \
-        break;
-        CASE(4) CASE(8) CASE(16)
-#undef CASE
-    }
+    if (s.TT == 4)
+        launch_bwd_tt<T, 4, CH>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
+    else if (s.TT == 8)
+        launch_bwd_tt<T, 8, CH>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
+    else
+        launch_bwd_tt<T, 16, CH>(im, s, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
 }
 
 /* The per-channel rotations for the chunk length of this shape (s.TT) */

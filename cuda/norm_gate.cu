@@ -175,8 +175,10 @@ k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ par
     extern __shared__ float acc[];   /* [LGB_WARPS][2C]: each warp's dw | db */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float *adw = acc + (size_t)warp * 2 * C, *adb = adw + C;
-    for (int c = lane; c < 2 * C; c += 32) adw[c] = 0.0f;
-    __syncwarp();   /* zeroed by stride-32 lanes, accumulated by the column owners */
+    if constexpr (!RA) {   /* RA: each lane stores its own columns once, at the end */
+        for (int c = lane; c < 2 * C; c += 32) adw[c] = 0.0f;
+        __syncwarp();   /* zeroed by stride-32 lanes, accumulated by the column owners */
+    }
     const int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
     Raw cx[KV] = {}, cd[KV] = {}, cg[KV] = {};   /* the current row's f, dz, gate */
     float rdw[RA ? KV : 1][G] = {}, rdb[RA ? KV : 1][G] = {};
