@@ -12,12 +12,11 @@
  * current tile computes (their latency was the forward's main stall).
  *
  * Forward: 2E threads per pair, E per direction (thread = column j of that
- * direction's S; a pair never straddles warps except at E = 32, one warp per
- * direction). Token t gets o_f + o_r: whichever direction reaches t first
- * (forward: 2s < N-1 at step s, reverse: 2s <= N-1, the middle token of an
- * odd N counting as the reverse's) parks its o in fp32 scratch [M][D], the
- * other adds it when it gets there and stores out, so each token crosses the
- * scratch once (the kernel used to park both directions, [2][M][D]).
+ * direction's S), the two directions in different warps. Token t gets
+ * o_f + o_r: whichever direction reaches t first (forward: 2s < N-1 at step
+ * s, reverse: 2s <= N-1, the middle token of an odd N counting as the
+ * reverse's) parks its o in fp32 scratch [M][D], the other adds it when it
+ * gets there and stores out, so each token crosses the scratch once.
  *
  * Backward: one block of two warps per 32/E pairs; warp 0 is the forward
  * direction, warp 1 the reverse one; lane = (pair, index r). Each direction
@@ -75,84 +74,126 @@ template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const f
 }
 
 /* ------------------------------------------------------------------ forward */
+/* Warps 0-1 run the forward direction, 2-3 the reverse one, so every branch
+ * on the direction is uniform in a warp; lane group (pair pl, column r).
+ * Each (pair, direction) stages its tile of the (lambda, q) e-vectors in its
+ * own slab of shared memory, read back only by its own E lanes (one warp:
+ * __syncwarp orders them); a slab is TT 2E + E floats, so the 32/E pairs
+ * of a warp start E banks apart: their staging stores and their float4
+ * broadcasts use different banks (a 16-byte pad left the stores 2-way
+ * conflicted at E 16).
+ * Step s is token s (forward) or N-1-s; a thread's rows are reached by a
+ * signed stride from its first one. The o of steps s < npark is parked in
+ * scr, that of the later steps is added to the partner's parked one: the
+ * tiles before the middle one (mid) only park, the ones after only add
+ * (their partner values, parked before mid's barrier, are read while the
+ * tile is staged), the middle one parks, waits at the block's one barrier,
+ * then adds. (The previous layout, a pair's two directions in one warp,
+ * ran 268 M warp instructions at bf16 B 256, N 256, D 384, e 16, half of
+ * them address and predicate work, with 2-way bank conflicts on every
+ * broadcast and two block barriers per tile: 0.39 ms.) */
 template <typename T, int E>
 __global__ void __launch_bounds__(H2_THREADS)
 k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, int ld,
             const float *__restrict__ beta, int B, int N, int D) {
-    constexpr int PAIRS = H2_THREADS / (2 * E), TT = H2_TT;
-    __shared__ __align__(16) float sm[PAIRS * 2][TT][2][E];   /* lam, q */
-    const int tid = threadIdx.x, pl = tid / (2 * E), dir = (tid / E) & 1, r = tid % E;
+    constexpr int HALF = H2_THREADS / 2, PAIRS = HALF / E, TT = H2_TT;
+    constexpr int SLAB = TT * 2 * E + (E < 32 ? E : 0);   /* = E mod 32 (E < 32) */
+    __shared__ __align__(16) float sm[2 * PAIRS * SLAB];
+    const int tid = threadIdx.x, dir = tid / HALF, pl = (tid % HALF) / E, r = tid % E;
     const int H = D / E;
     int pair = blockIdx.x * PAIRS + pl;
     const bool valid = pair < B * H;
     if (!valid) pair = B * H - 1;   /* idle threads shadow a real pair, store nothing */
     const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
-    float (*my)[2][E] = sm[pl * 2 + dir];
-    /* step s: token t = s (forward) or N-1-s; parks o when it reaches t first */
-    auto tok = [&](int s) { return dir == 0 ? s : N - 1 - s; };
-    auto parks = [&](int s) { return dir == 0 ? 2 * s < N - 1 : 2 * s <= N - 1; };
-    auto zof = [&](int s) { return ((size_t)b * N + tok(s)) * D + c; };
+    float *my = sm + (dir * PAIRS + pl) * SLAB;   /* [TT][lambda E | q E] */
+    const int sld = dir ? -ld : ld, sD = dir ? -D : D;
+    const size_t row0 = (size_t)b * N + (dir ? N - 1 : 0);
+    const T *xs = x + row0 * ld + c;   /* step 0's v; q at +D, f at +2D */
+    float *ps = scr + row0 * D + c;
+    T *po_ = out + row0 * D + c;
+    const int npark = dir ? (N + 1) / 2 : N / 2, mid = (N / 2) / TT;
     float S[E];
 #pragma unroll
     for (int i = 0; i < E; i++) S[i] = 0.0f;
-    T raw[3][TT];   /* the next tile's v, q, f pre-activations (raw: converted when staged) */
-    auto fetch = [&](int base) {
+    T raw[3][TT];   /* the next tile's v, q, f pre-activations (converted when staged) */
+    auto fetch = [&](int base) {   /* steps past the end re-read the last (never stored) */
+        const int last = N - 1 - base;
 #pragma unroll
         for (int u = 0; u < TT; u++) {
-            raw[0][u] = raw[1][u] = raw[2][u] = (T)0.0f;
-            if (base + u < N) {
-                const T *row = x + ((size_t)b * N + tok(base + u)) * ld + c;
-                raw[0][u] = row[0];
-                raw[1][u] = row[D];
-                raw[2][u] = row[2 * D];
-            }
+            const T *row = xs + (base + min(u, last)) * sld;
+            raw[0][u] = row[0];
+            raw[1][u] = row[D];
+            raw[2][u] = row[2 * D];
         }
     };
     fetch(0);
-    for (int base = 0; base < N; base += TT) {
-        float vr[TT], po[TT];
-        __syncthreads();   /* the previous tile's readers of my are done */
+    const int ntile = (N + TT - 1) / TT;
+    for (int it = 0; it < ntile; it++) {
+        const int base = it * TT;
+        float vr[TT], pv[TT];
+        __syncwarp();   /* the previous tile's readers of my are done */
 #pragma unroll
         for (int u = 0; u < TT; u++) {
-            my[u][0][r] = bt + (1.0f - bt) * sigmoidf_(h2_f(raw[2][u]));
-            my[u][1][r] = sigmoidf_(h2_f(raw[1][u]));
+            my[u * 2 * E + r] = bt + (1.0f - bt) * sigmoidf_(h2_f(raw[2][u]));
+            my[u * 2 * E + E + r] = sigmoidf_(h2_f(raw[1][u]));
             vr[u] = h2_silu(h2_f(raw[0][u]));
-            /* the other direction's o, parked in an earlier tile */
-            const int s = base + u;
-            po[u] = 0.0f;
-            if (s < N && !parks(s) && N - 1 - s < base && valid) po[u] = scr[zof(s)];
+            /* past mid every step adds a value parked before mid's barrier */
+            pv[u] = it > mid ? ps[min(base + u, N - 1) * sD] : 0.0f;
         }
         __syncwarp();
         if (base + TT < N) fetch(base + TT);
         float ov[TT];
 #pragma unroll
         for (int u = 0; u < TT; u++) {
-            const float v = vr[u];
+            const float v = vr[u], *lq = my + u * 2 * E;
             float o0 = 0.0f, o1 = 0.0f;
+            if (E % 4 == 0) {
 #pragma unroll
-            for (int i = 0; i < E; i += 2) {
-                S[i] = fmaf(my[u][0][i], S[i] - v, v);
-                o0 = fmaf(my[u][1][i], S[i], o0);
-                if (i + 1 < E) {
-                    S[i + 1] = fmaf(my[u][0][i + 1], S[i + 1] - v, v);
-                    o1 = fmaf(my[u][1][i + 1], S[i + 1], o1);
+                for (int i = 0; i < E; i += 4) {
+                    const float4 l4 = *(const float4 *)(lq + i), q4 = *(const float4 *)(lq + E + i);
+                    S[i] = fmaf(l4.x, S[i] - v, v);
+                    o0 = fmaf(q4.x, S[i], o0);
+                    S[i + 1] = fmaf(l4.y, S[i + 1] - v, v);
+                    o1 = fmaf(q4.y, S[i + 1], o1);
+                    S[i + 2] = fmaf(l4.z, S[i + 2] - v, v);
+                    o0 = fmaf(q4.z, S[i + 2], o0);
+                    S[i + 3] = fmaf(l4.w, S[i + 3] - v, v);
+                    o1 = fmaf(q4.w, S[i + 3], o1);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < E; i += 2) {
+                    S[i] = fmaf(lq[i], S[i] - v, v);
+                    o0 = fmaf(lq[E + i], S[i], o0);
+                    if (i + 1 < E) {
+                        S[i + 1] = fmaf(lq[i + 1], S[i + 1] - v, v);
+                        o1 = fmaf(lq[E + i + 1], S[i + 1], o1);
+                    }
                 }
             }
             ov[u] = o0 + o1;
         }
+        if (it < mid) {   /* every step parks */
+            if (valid) {
 #pragma unroll
-        for (int u = 0; u < TT; u++) {
-            const int s = base + u;
-            if (s < N && parks(s) && valid) scr[zof(s)] = ov[u];
-        }
-        __syncthreads();   /* parked in this tile (the middle of the sequence) -> visible */
+                for (int u = 0; u < TT; u++) ps[(base + u) * sD] = ov[u];
+            }
+        } else if (it > mid) {   /* every step adds */
+            if (valid) {
 #pragma unroll
-        for (int u = 0; u < TT; u++) {
-            const int s = base + u;
-            if (s < N && !parks(s) && valid) {
-                const float p = N - 1 - s < base ? po[u] : scr[zof(s)];
-                stf(out + zof(s), ov[u] + p);
+                for (int u = 0; u < TT; u++)
+                    if (base + u < N) stf(po_ + (base + u) * sD, ov[u] + pv[u]);
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < TT; u++)
+                if (base + u < npark && valid) ps[(base + u) * sD] = ov[u];
+            __syncthreads();   /* every park (this tile's and earlier) -> visible */
+#pragma unroll
+            for (int u = 0; u < TT; u++) {
+                const int s = base + u;
+                if (s >= npark && s < N && valid) stf(po_ + s * sD, ov[u] + ps[s * sD]);
             }
         }
     }
