@@ -226,31 +226,36 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * t(s); thread (w, lane) loads, stores and combines tokens u = w + 2m of
      * slot lane */
     auto tok = [&](int sweep, int s) { return sweep ? N - 1 - s : s; };
+    /* image b's rows at column c: token t's is base + t * stride (int offsets
+     * within one image). Built once: the 64-bit row arithmetic per access
+     * took ~35 instructions a token. */
+    const size_t brow = (size_t)b * N;
+    const T *xb = x + brow * ld + c, *gb = dout + brow * D + c;
+    float *s0b = s0 + brow * D + c;
+    float2 *s1b = s1 + brow * D + c;
+    T *dxb = dx + brow * ld + c;
     /* the next tile, raw (converted when staged, so the loads stay in flight
-     * while this tile computes): xv, xq, xf, do; down sweep: dq_f, dk_r, dv_r */
+     * while this tile computes): xv, xq, xf, do; down sweep: dq_f, dk_r, dv_r.
+     * Steps past the end re-read the last token; staging zeroes them. */
     T px[4][MM];
     float ps[3][MM];
     auto fetch = [&](int it) {
         const int sweep = it >= nt, base = (it - sweep * nt) * TT;
 #pragma unroll
         for (int m = 0; m < MM; m++) {
-            const int s = base + w + 2 * m;
-#pragma unroll
-            for (int a = 0; a < 4; a++) px[a][m] = (T)0.0f;
-            ps[0][m] = ps[1][m] = ps[2][m] = 0.0f;
-            if (s < N) {
-                const size_t row = (size_t)b * N + tok(sweep, s), z = row * D + c;
-                const T *xr = x + row * ld + c;
-                px[0][m] = xr[0];
-                px[1][m] = xr[D];
-                px[2][m] = xr[2 * D];
-                px[3][m] = dout[z];
-                if (sweep) {
-                    ps[0][m] = s0[z];
-                    const float2 kv = s1[z];
-                    ps[1][m] = kv.x;
-                    ps[2][m] = kv.y;
-                }
+            const int t = tok(sweep, min(base + w + 2 * m, N - 1));
+            const T *xr = xb + t * ld;
+            px[0][m] = xr[0];
+            px[1][m] = xr[D];
+            px[2][m] = xr[2 * D];
+            px[3][m] = gb[t * D];
+            if (sweep) {
+                ps[0][m] = s0b[t * D];
+                const float2 kv = s1b[t * D];
+                ps[1][m] = kv.x;
+                ps[2][m] = kv.y;
+            } else {
+                ps[0][m] = ps[1][m] = ps[2][m] = 0.0f;
             }
         }
     };
@@ -279,8 +284,9 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
 #pragma unroll
         for (int m = 0; m < MM; m++) {
             const int u = w + 2 * m;
+            const bool real = u < nu;   /* padding: lam 1, k = q = v = do = 0 */
             float l = 1.0f, sq = 0.0f, sf = 0.0f, v = 0.0f, gv = 0.0f;
-            if (u < nu) {
+            if (real) {
                 const float xv = h2_f(px[0][m]), sv = sigmoidf_(xv);
                 sq = sigmoidf_(h2_f(px[1][m]));
                 sf = sigmoidf_(h2_f(px[2][m]));
@@ -292,13 +298,13 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             tk[u][lane] = 1.0f - l;
             tq[u][lane] = sq;
             tv[u][lane] = v;
-            to[u][lane] = h2_f(px[3][m]);
+            to[u][lane] = real ? h2_f(px[3][m]) : 0.0f;
             tsf[u][lane] = sf;
             tgv[u][lane] = gv;
             tgq[u][lane] = sq * (1.0f - sq);
-            tdqf[u][lane] = ps[0][m];
-            tdkr[u][lane] = ps[1][m];
-            tdvr[u][lane] = ps[2][m];
+            tdqf[u][lane] = real ? ps[0][m] : 0.0f;
+            tdkr[u][lane] = real ? ps[1][m] : 0.0f;
+            tdvr[u][lane] = real ? ps[2][m] : 0.0f;
         }
         __syncthreads();
         /* the up sweep's last tile stores what the down sweep's first loads */
@@ -338,7 +344,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 }
                 const A dq = d0 + d1;
                 if (sweep == 0) {
-                    if (valid) s0[((size_t)b * N + tok(0, base + u)) * D + c] = (float)dq;
+                    if (valid) s0b[(base + u) * D] = (float)dq;
                 } else {   /* reverse: dl = -(exclusive suffix sum) */
                     rr[0][u][lane] = (float)dq;
                     rr[1][u][lane] = (float)-run;
@@ -367,7 +373,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             for (int m = 0; m < MM; m++) {
                 const int u = w + 2 * m;
                 if (u < nu && valid)
-                    s1[((size_t)b * N + tok(0, base + u)) * D + c] =
+                    s1b[(base + u) * D] =
                         make_float2(rf[0][u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
             }
             if (it + 1 == nt) {
@@ -381,16 +387,16 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
         for (int m = 0; m < MM; m++) {
             const int u = w + 2 * m;
             if (u >= nu || !valid) continue;
-            const size_t row = (size_t)b * N + tok(1, base + u);
             const float dq = tdqf[u][lane] + rr[0][u][lane], dk = rf[0][u][lane] + tdkr[u][lane];
             const float dv = (pdv[0][u][lane] + pdv[1][u][lane]) + tdvr[u][lane];
             const float dl = rf[1][u][lane] + rr[1][u][lane];
             const float lam = tl[u][lane], sf = tsf[u][lane];
-            T *dr = dx + row * ld + c;
+            T *dr = dxb + tok(1, base + u) * ld;
             stf(dr, dv * tgv[u][lane]);
             stf(dr + D, dq * tgq[u][lane]);
-            stf(dr + 2 * D, (1.0f - bt) * (1.0f - sf) * (dl * (sf / lam) - dk * sf));
-            db += (double)((dl / lam - dk) * (1.0f - sf));
+            const float il = 1.0f / lam;   /* one division, not two */
+            stf(dr + 2 * D, (1.0f - bt) * (1.0f - sf) * (dl * (sf * il) - dk * sf));
+            db += (double)((dl * il - dk) * (1.0f - sf));
         }
     }
     if (w == 1) red[lane] = db;
