@@ -34,9 +34,9 @@
  *         values each warp runs its decay gradient by the gated-linear-
  *         attention identity in the same pass (forward: dl = inclusive suffix
  *         sum of q dq - k dk; reverse: minus the exclusive suffix sum, its
- *         prefix sum since the total is 0), summed in double (the sums cancel
- *         along the sequence; with fp32 activations the state and adjoint
- *         are double too); then all 64 threads combine the tile's two
+ *         prefix sum since the total is 0); with fp32 activations those
+ *         sums, the state and the adjoint are double (the sums cancel along
+ *         the sequence); then all 64 threads combine the tile's two
  *         directions, apply SiLU', sigmoid' and the lower bound, write dx and
  *         keep per-(image, channel) dbeta partials, which k_partials_finish
  *         reduces over images in a fixed order (deterministic, no atomics).
@@ -206,13 +206,24 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const T *__restrict__ dout, const T *__restrict__ x, int ld,
             const float *__restrict__ beta, int B, int N, int D) {
     constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2, EH = (E + 1) / 2;
-    /* the tile, [token in sweep order][slot = lane]: role inputs (lam, k, q, v, do),
-     * activation derivatives, up-sweep results; role outputs */
-    __shared__ __align__(16) float tl[TT][32], tk[TT][32], tq[TT][32], tv[TT][32], to[TT][32];
-    __shared__ float tsf[TT][32], tgv[TT][32], tgq[TT][32];
-    __shared__ float tdqf[TT][32], tdkr[TT][32], tdvr[TT][32];
-    __shared__ float rf[2][TT][32], rr[2][TT][32];   /* adjoint (dk, dl_f), state (dq, dl_r) */
-    __shared__ float pdv[2][TT][32];                 /* the two warps' halves of dv */
+    /* the tile, [token in sweep order][slot = lane], in one object so that
+     * every array is an immediate offset from one address (as separate
+     * __shared__ arrays each access formed its own base: ~20 instructions a
+     * staged token): role inputs (lam, k, q, v, do), activation derivatives,
+     * up-sweep results; role outputs: adjoint (dk, dl_f), state (dq, dl_r);
+     * the two warps' halves of dv */
+    struct Tile {
+        float l[TT][32], k[TT][32], q[TT][32], v[TT][32], o[TT][32];
+        float sf[TT][32], gv[TT][32], gq[TT][32];
+        float dqf[TT][32], dkr[TT][32], dvr[TT][32];
+        float rf[2][TT][32], rr[2][TT][32], pdv[2][TT][32];
+    };
+    __shared__ __align__(16) Tile sh;
+    float (&tl)[TT][32] = sh.l, (&tk)[TT][32] = sh.k, (&tq)[TT][32] = sh.q;
+    float (&tv)[TT][32] = sh.v, (&to)[TT][32] = sh.o, (&tsf)[TT][32] = sh.sf;
+    float (&tgv)[TT][32] = sh.gv, (&tgq)[TT][32] = sh.gq, (&tdqf)[TT][32] = sh.dqf;
+    float (&tdkr)[TT][32] = sh.dkr, (&tdvr)[TT][32] = sh.dvr;
+    float (&rf)[2][TT][32] = sh.rf, (&rr)[2][TT][32] = sh.rr, (&pdv)[2][TT][32] = sh.pdv;
     __shared__ double red[32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane / E, r = lane % E;
     const int H = D / E;
@@ -269,7 +280,13 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * float, far inside its 2e-2. */
     typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type A;
     A X[E], Y[EH];
-    double run = 0.0, db = 0.0;
+    /* the identity's running sum: double with fp32 activations (the 1e-4
+     * dbeta check at N 256), float in bf16, where its rounding (~1e-7 of the
+     * sum) is far below the inputs' and the double conversions cost ~15
+     * instructions a token */
+    typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type R;
+    R run = 0.0f;
+    double db = 0.0;
     fetch(0);
     for (int it = 0; it < 2 * nt; it++) {
         const int sweep = it >= nt, base = (it - sweep * nt) * TT, nu = min(TT, N - base);
@@ -278,7 +295,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             for (int j = 0; j < E; j++) X[j] = 0.0f;
 #pragma unroll
             for (int j = 0; j < EH; j++) Y[j] = 0.0f;
-            run = 0.0;
+            run = 0.0f;
         }
         __syncthreads();   /* the previous tile's readers are done */
 #pragma unroll
@@ -348,7 +365,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 } else {   /* reverse: dl = -(exclusive suffix sum) */
                     rr[0][u][lane] = (float)dq;
                     rr[1][u][lane] = (float)-run;
-                    run += (double)qr * (double)dq - (double)kr * (double)tdkr[u][lane];
+                    run += (R)qr * (R)dq - (R)kr * (R)tdkr[u][lane];
                 }
             } else {   /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
                 A k0 = 0.0f, k1 = 0.0f;
@@ -362,7 +379,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 const A dk = k0 + k1;
                 rf[0][u][lane] = (float)dk;
                 if (sweep) {   /* forward: dl = inclusive suffix sum */
-                    run += (double)qr * (double)tdqf[u][lane] - (double)kr * (double)dk;
+                    run += (R)qr * (R)tdqf[u][lane] - (R)kr * (R)dk;
                     rf[1][u][lane] = (float)run;
                 }
             }
