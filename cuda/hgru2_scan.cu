@@ -316,12 +316,14 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             tq[u][lane] = sq;
             tv[u][lane] = v;
             to[u][lane] = real ? h2_f(px[3][m]) : 0.0f;
-            tsf[u][lane] = sf;
-            tgv[u][lane] = gv;
-            tgq[u][lane] = sq * (1.0f - sq);
-            tdqf[u][lane] = real ? ps[0][m] : 0.0f;
-            tdkr[u][lane] = real ? ps[1][m] : 0.0f;
-            tdvr[u][lane] = real ? ps[2][m] : 0.0f;
+            if (sweep) {   /* read only by the down sweep (its running sums, the combine) */
+                tsf[u][lane] = sf;
+                tgv[u][lane] = gv;
+                tgq[u][lane] = sq * (1.0f - sq);
+                tdqf[u][lane] = real ? ps[0][m] : 0.0f;
+                tdkr[u][lane] = real ? ps[1][m] : 0.0f;
+                tdvr[u][lane] = real ? ps[2][m] : 0.0f;
+            }
         }
         __syncthreads();
         /* the up sweep's last tile stores what the down sweep's first loads */
