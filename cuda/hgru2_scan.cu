@@ -274,18 +274,14 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * of the adjoint's column r, so both warps do the same work per token */
     const int off = w ? E / 2 : 0;
     const bool colw = E > 1 || w == 1;   /* E 1: warp 1 has the whole column */
-    /* fp32 activations: the state and adjoint in double. Float states, rounded
-     * at each of N steps, put ~1e-4 (N 256, e 16) into dbeta through the
-     * identity's cancellation (the 1e-5 path compares it at 1e-4); bf16 keeps
-     * float, far inside its 2e-2. */
+    /* fp32 activations: the state, the adjoint and the identity's running sum
+     * in double. Float states, rounded at each of N steps, put ~1e-4 (N 256,
+     * e 16) into dbeta through the identity's cancellation (the 1e-5 path
+     * compares it at 1e-4). bf16 keeps all three float, far inside its 2e-2
+     * (a double running sum cost ~15 instructions a token in conversions and
+     * left the bf16 dbeta error where it was). */
     typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type A;
-    A X[E], Y[EH];
-    /* the identity's running sum: double with fp32 activations (the 1e-4
-     * dbeta check at N 256), float in bf16, where its rounding (~1e-7 of the
-     * sum) is far below the inputs' and the double conversions cost ~15
-     * instructions a token */
-    typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type R;
-    R run = 0.0f;
+    A X[E], Y[EH], run = 0.0f;
     double db = 0.0;
     fetch(0);
     for (int it = 0; it < 2 * nt; it++) {
@@ -367,7 +363,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 } else {   /* reverse: dl = -(exclusive suffix sum) */
                     rr[0][u][lane] = (float)dq;
                     rr[1][u][lane] = (float)-run;
-                    run += (R)qr * (R)dq - (R)kr * (R)tdkr[u][lane];
+                    run += (A)qr * (A)dq - (A)kr * (A)tdkr[u][lane];
                 }
             } else {   /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
                 A k0 = 0.0f, k1 = 0.0f;
@@ -381,7 +377,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 const A dk = k0 + k1;
                 rf[0][u][lane] = (float)dk;
                 if (sweep) {   /* forward: dl = inclusive suffix sum */
-                    run += (R)qr * (R)tdqf[u][lane] - (R)kr * (R)dk;
+                    run += (A)qr * (A)tdqf[u][lane] - (A)kr * (A)dk;
                     rf[1][u][lane] = (float)run;
                 }
             }
