@@ -194,6 +194,15 @@ __device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
     return j < D ? wc[2 * j + 1] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
 }
 
+/* v[i] = 0 for the tokens i >= n past a chunk's real ones */
+template <int TT> __device__ __forceinline__ void zero_past(cpx *v, int n) {
+    if (n < TT) {
+#pragma unroll
+        for (int i = 0; i < TT; i++)
+            if (i >= n) v[i] = mk(0.0f, 0.0f);
+    }
+}
+
 /* A chunk's gate pre-activations l[i] and input pairs x[i] (rows i of pl and
  * pc, stride ld), all loads in flight at once. Tokens past the chunk's n real
  * ones re-read its last real row (the callers point padding channels at a
@@ -210,11 +219,7 @@ __device__ __forceinline__ void load_rows(float *l, cpx *x, const T *pl, const T
         l[i] = ldf(pl + r);
         x[i] = ld2<V>(pc + r);
     }
-    if (n < TT) {
-#pragma unroll
-        for (int i = 0; i < TT; i++)
-            if (i >= n) x[i] = mk(0.0f, 0.0f);
-    }
+    zero_past<TT>(x, n);
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -314,11 +319,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             const int r = min(i, last) * 2 * D;
             g[i] = mk(ldf(pg + r), ldf(pg + r + D));
         }
-        if (n < TT) {
-#pragma unroll
-            for (int i = 0; i < TT; i++)
-                if (i >= n) g[i] = mk(0.0f, 0.0f);
-        }
+        zero_past<TT>(g, n);
     }
     const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);

@@ -146,30 +146,18 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
         float ov[TT];
 #pragma unroll
         for (int u = 0; u < TT; u++) {
-            const float v = vr[u], *lq = my + u * 2 * E;
+            const float v = vr[u];
+            float L[E], Q[E];   /* broadcasts: float4 where E allows */
+            h2_ldvec<E>(L, my + u * 2 * E);
+            h2_ldvec<E>(Q, my + u * 2 * E + E);
             float o0 = 0.0f, o1 = 0.0f;
-            if (E % 4 == 0) {
 #pragma unroll
-                for (int i = 0; i < E; i += 4) {
-                    const float4 l4 = *(const float4 *)(lq + i), q4 = *(const float4 *)(lq + E + i);
-                    S[i] = fmaf(l4.x, S[i] - v, v);
-                    o0 = fmaf(q4.x, S[i], o0);
-                    S[i + 1] = fmaf(l4.y, S[i + 1] - v, v);
-                    o1 = fmaf(q4.y, S[i + 1], o1);
-                    S[i + 2] = fmaf(l4.z, S[i + 2] - v, v);
-                    o0 = fmaf(q4.z, S[i + 2], o0);
-                    S[i + 3] = fmaf(l4.w, S[i + 3] - v, v);
-                    o1 = fmaf(q4.w, S[i + 3], o1);
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < E; i += 2) {
-                    S[i] = fmaf(lq[i], S[i] - v, v);
-                    o0 = fmaf(lq[E + i], S[i], o0);
-                    if (i + 1 < E) {
-                        S[i + 1] = fmaf(lq[i + 1], S[i + 1] - v, v);
-                        o1 = fmaf(lq[E + i + 1], S[i + 1], o1);
-                    }
+            for (int i = 0; i < E; i += 2) {
+                S[i] = fmaf(L[i], S[i] - v, v);
+                o0 = fmaf(Q[i], S[i], o0);
+                if (i + 1 < E) {
+                    S[i + 1] = fmaf(L[i + 1], S[i + 1] - v, v);
+                    o1 = fmaf(Q[i + 1], S[i + 1], o1);
                 }
             }
             ov[u] = o0 + o1;
