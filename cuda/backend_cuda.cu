@@ -24,14 +24,25 @@ extern "C" void hgrn_cuda_fail(const char *what, const char *detail, const char 
 
 /* ---- memory ---- */
 
-static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
+/* cudaMalloc, or NULL when the device lacks the memory (then *avail and
+ * *total: its free and total bytes); any other failure aborts */
+static void *dev_try_malloc(CudaImpl *im, size_t bytes, size_t *avail, size_t *total) {
+    (void)im;
     void *p = NULL;
-    if (bytes == 0) bytes = 1;
-    cudaError_t e = cudaMalloc(&p, bytes);
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) {
-        size_t fr = 0, tot = 0;
-        cudaGetLastError();
-        cudaMemGetInfo(&fr, &tot);
+        cudaGetLastError();   /* clears the error this call left */
+        CUDA_CHECK(cudaMemGetInfo(avail, total));
+        return NULL;
+    }
+    if (e != cudaSuccess) hgrn_cuda_fail("cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
+    return p;
+}
+
+static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
+    size_t fr = 0, tot = 0;
+    void *p = dev_try_malloc(im, bytes, &fr, &tot);
+    if (!p) {
         fprintf(stderr,
                 "hgrn: out of GPU memory on device %d: cudaMalloc of %zu bytes (%.2f GiB) for %s "
                 "failed with %.2f GiB free of %.2f GiB; a smaller batch size may fit "
@@ -40,7 +51,6 @@ static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
                 tot / 1073741824.0);
         exit(1);
     }
-    if (e != cudaSuccess) hgrn_cuda_fail("cudaMalloc", cudaGetErrorString(e), __FILE__, __LINE__);
     return p;
 }
 
@@ -48,6 +58,14 @@ static void *cu_alloc(Backend *bk, size_t bytes) {
     CudaImpl *im = IMPL(bk);
     void *p = dev_malloc(im, bytes, "a tensor");
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, im->stream));
+    return p;
+}
+
+static void *cu_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
+    CudaImpl *im = IMPL(bk);
+    size_t tot = 0;
+    void *p = dev_try_malloc(im, bytes, avail, &tot);
+    if (p) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, im->stream));
     return p;
 }
 
@@ -444,6 +462,7 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->impl = im;
     bk->act_elem = im->bf16 ? 2 : 4;
     bk->alloc = cu_alloc;
+    bk->try_alloc = cu_try_alloc;
     bk->free = cu_free;
     bk->zero = cu_zero;
     bk->to_device = cu_to_device;

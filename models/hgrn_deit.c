@@ -280,6 +280,59 @@ static void layout_acts(Model *m, Arena *a) {
     }
 }
 
+/* Activation bytes at batch b (counted only; the pointers it leaves are
+ * overwritten by the real layout or never used) */
+static size_t act_bytes_at(Model *m, int b) {
+    const int keep = m->Bmax;
+    m->Bmax = b;
+    Arena a = {0};
+    layout_acts(m, &a);
+    m->Bmax = keep;
+    return a.used;
+}
+
+/* Device bytes a run at batch b needs: the activations, and what it
+ * allocates afterwards: the optimizer's moments (training), a bf16 copy of the
+ * weights, the backend's scratch (at most two fp32 values per token and
+ * channel, the HGRU2 forward's parked outputs, with its 1.25 growth margin)
+ * and a CUDA graph, with 256 MiB to spare. */
+static size_t run_bytes_at(Model *m, int b) {
+    return act_bytes_at(m, b) + m->nparams * (m->training ? 10 : 2) +
+           (size_t)10 * b * m->N * m->D + ((size_t)256 << 20);
+}
+
+/* The activations did not fit: say what they needed, what was free and the
+ * largest batch whose run_bytes_at fits (a binary search: counting a layout
+ * costs nothing). */
+static void activations_oom(Model *m, size_t avail, char *err, size_t errlen) {
+    const double GiB = 1073741824.0;
+    int n = snprintf(err, errlen,
+                     "out of %s memory: the activations for batch %d need %zu bytes (%.2f GiB), "
+                     "%.2f GiB were free; ",
+                     m->bk->name, m->Bmax, m->act_bytes, m->act_bytes / GiB, avail / GiB);
+    if (n < 0 || (size_t)n >= errlen) return;
+    if (avail == 0) {
+        const double per = m->Bmax > 1 ? (double)(m->act_bytes - act_bytes_at(m, 1)) / (m->Bmax - 1)
+                                       : (double)m->act_bytes;
+        snprintf(err + n, errlen - n, "a smaller batch may fit (%.1f MiB of activations an image)",
+                 per / 1048576.0);
+        return;
+    }
+    int lo = 0, hi = m->Bmax - 1;   /* the largest b in [lo, hi] that fits; 0: none */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (run_bytes_at(m, mid) <= avail) lo = mid;
+        else hi = mid - 1;
+    }
+    if (lo < 1)
+        snprintf(err + n, errlen - n, "not even batch 1 fits (a run at batch 1 needs %.2f GiB)",
+                 run_bytes_at(m, 1) / GiB);
+    else
+        snprintf(err + n, errlen - n,
+                 "batch %d should fit (--batch %d; for hgrn train --train.batch_size %d)", lo, lo,
+                 lo);
+}
+
 /* Zero-filled host memory from the backend (page-locked on CUDA). */
 static void *host_buf(Backend *bk, size_t bytes) {
     void *p = bk->host_alloc(bytes);
@@ -362,7 +415,12 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     Arena a = {0};
     layout_acts(m, &a);               /* count */
     m->act_bytes = a.used;
-    m->act_mem = bk->alloc(bk, m->act_bytes);
+    size_t avail = 0;
+    if (!(m->act_mem = bk->try_alloc(bk, m->act_bytes, &avail))) {
+        activations_oom(m, avail, err, errlen);
+        model_destroy(m);
+        return NULL;
+    }
     a = (Arena){.base = m->act_mem, .cap = m->act_bytes};
     layout_acts(m, &a);               /* assign */
     return m;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_final_check.sh - on the device machine, from the repository root: build
-# everything, hgrn bench on the four ImageNet configs (bf16, batch 256), ctest
+# everything, hgrn bench on the four ImageNet configs (bf16, batch 256), an
+# out-of-memory batch and the batch its message suggests, ctest
 # without the slow CPU accuracy run (CI runs that), test_train_cuda three more
 # times (its eager and graph-replayed steps must agree bit for bit: a race shows
 # there, not always on the first run), compute-sanitizer memcheck and racecheck on
@@ -15,6 +16,14 @@ for c in hgrn1_deit_tiny hgrn1_deit_small hgrn2_deit_tiny hgrn2_deit_small; do
   echo "$c rc=$? $(grep -E '^train  ' $OUT/bench_$c.txt | head -1 | awk '{print $2, $3}') eval $(grep -E '^eval' $OUT/bench_$c.txt | awk '{print $2}') $(grep -E '^device mem' $OUT/bench_$c.txt | awk '{print $3, $4}')"
 done
 echo "benches done $(( $(date +%s)-t0 ))s"
+# out of device memory: the message names the bytes and suggests a batch; that batch must run
+oom=$(timeout 90 build-gpu/hgrn bench --config configs/hgrn1_deit_tiny.cfg --device cuda --batch 60000 --steps 1 2>&1); orc=$?
+fit=$(echo "$oom" | sed -n 's/.*; batch \([0-9]*\) should fit.*/\1/p')
+echo "oom batch 60000 rc=$orc: $(echo "$oom" | tail -1)"
+if [ -n "$fit" ]; then
+  timeout 240 build-gpu/hgrn bench --config configs/hgrn1_deit_tiny.cfg --device cuda --batch $fit --steps 2 > $OUT/bench_oom_fit.txt 2>&1
+  echo "suggested batch $fit rc=$? $(grep -E '^train  ' $OUT/bench_oom_fit.txt | awk '{print $2, $3}') $(grep -E '^device mem' $OUT/bench_oom_fit.txt | awk '{print $3, $4}')"
+fi
 (cd build-gpu && timeout 240 ctest -j4 -LE slow --timeout 230 > $OUT/ctest.log 2>&1); echo "ctest rc=$?"; tail -25 $OUT/ctest.log | grep -E "tests passed|Failed|\*\*\*|Not Run|Skipped|sec$" | head -25
 for i in 1 2 3; do build-gpu/test_train_cuda > $OUT/train_cuda_$i.log 2>&1; echo "test_train_cuda run $i rc=$?"; done
 for tool in memcheck racecheck; do

@@ -54,6 +54,10 @@ struct Backend {
 
     /* ---- memory ---- */
     void *(*alloc)(Backend *, size_t bytes);     /* zero-filled; aborts with a message on failure */
+    /* As alloc, but NULL when the memory is not there, *avail then set to the
+     * bytes the device has free (0 where unknown), so that the caller can say
+     * what would fit (model_create: a batch size); other failures abort. */
+    void *(*try_alloc)(Backend *, size_t bytes, size_t *avail);
     void (*free)(Backend *, void *p);
     void (*zero)(Backend *, void *p, size_t bytes);
     /* Host -> device. The host buffer may be reused or freed as soon as the call

@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct {
     int nt;                 /* OpenMP team size used by every parallel region */
@@ -45,23 +47,51 @@ typedef struct {
 
 /* ------------------------------------------------------------------ memory */
 
-static void *aligned_zalloc(size_t bytes) {
-    if (bytes > SIZE_MAX - 64) {
-        fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
-        exit(1);
-    }
+/* 64-byte aligned, zero-filled; NULL when the memory is not there */
+static void *aligned_zalloc_try(size_t bytes) {
+    if (bytes > SIZE_MAX - 64) return NULL;
     size_t sz = (bytes + 63) & ~(size_t)63;
     if (sz == 0) sz = 64;
     void *p = aligned_alloc(64, sz);
+    if (p) memset(p, 0, sz);
+    return p;
+}
+static void *aligned_zalloc(size_t bytes) {
+    void *p = aligned_zalloc_try(bytes);
     if (!p) {
         fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
         exit(1);
     }
-    memset(p, 0, sz);
     return p;
 }
 
+/* Bytes this process could still get: the free physical memory, capped by
+ * an address-space limit (ulimit -v) less what is mapped already. */
+static size_t host_bytes_available(void) {
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    size_t avail = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : 0;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        size_t mapped = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        unsigned long vm = 0;
+        if (f) {
+            if (fscanf(f, "%lu", &vm) == 1 && psz > 0) mapped = (size_t)vm * (size_t)psz;
+            fclose(f);
+        }
+        size_t room = (size_t)rl.rlim_cur > mapped ? (size_t)rl.rlim_cur - mapped : 0;
+        if (room < avail || avail == 0) avail = room;
+    }
+    return avail;
+}
+
 static void *cpu_alloc(Backend *bk, size_t bytes) { (void)bk; return aligned_zalloc(bytes); }
+static void *cpu_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
+    (void)bk;
+    void *p = aligned_zalloc_try(bytes);
+    if (!p) *avail = host_bytes_available();
+    return p;
+}
 static void cpu_free(Backend *bk, void *p) { (void)bk; free(p); }
 static void cpu_zero(Backend *bk, void *p, size_t bytes) {
     (void)bk;
@@ -1113,6 +1143,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->impl = im;
     bk->act_elem = 4;
     bk->alloc = cpu_alloc;
+    bk->try_alloc = cpu_try_alloc;
     bk->free = cpu_free;
     bk->zero = cpu_zero;
     bk->to_device = cpu_memcpy;

@@ -50,6 +50,9 @@ static void toc(Backend *bk, int op, double t0, double bytes, double flops) {
 #define E(bk) ((double)(bk)->act_elem)
 
 static void *t_alloc(Backend *bk, size_t n) { return IN(bk)->alloc(IN(bk), n); }
+static void *t_try_alloc(Backend *bk, size_t n, size_t *avail) {
+    return IN(bk)->try_alloc(IN(bk), n, avail);
+}
 static void t_free(Backend *bk, void *p) { IN(bk)->free(IN(bk), p); }
 static void t_sync(Backend *bk) { IN(bk)->sync(IN(bk)); }
 static void t_params_changed(Backend *bk, const float *b, size_t n) {
@@ -232,7 +235,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->name = in->name;
     bk->impl = t;
     bk->act_elem = in->act_elem;
-    bk->alloc = t_alloc; bk->free = t_free; bk->zero = t_zero; bk->to_device = t_to_device;
+    bk->alloc = t_alloc; bk->try_alloc = t_try_alloc; bk->free = t_free; bk->zero = t_zero; bk->to_device = t_to_device;
     bk->to_host = t_to_host; bk->copy = t_copy; bk->sync = t_sync; bk->destroy = t_destroy;
     bk->params_changed = t_params_changed;
     bk->mem_in_use = in->mem_in_use ? t_mem_in_use : NULL;

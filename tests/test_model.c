@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -238,6 +239,57 @@ static void test_layout_hgrn2(void **s) {
     bk->destroy(bk);
 }
 
+/* A device with g_avail bytes free: try_alloc refuses anything larger */
+static size_t g_avail;
+static void *capped_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
+    (void)bk;
+    if (bytes > g_avail) { *avail = g_avail; return NULL; }
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);   /* freed by the CPU backend's free */
+}
+
+/* Activations that do not fit: the message says what they needed and what was
+ * free, and suggests a batch that does fit (and is not far below the largest
+ * that would); no memory at all, or none known, is said so. */
+static void test_activations_oom(void **s) {
+    (void)s;
+    char err[512];
+    Backend *cpu = backend_cpu_create(1, err, sizeof err);
+    assert_non_null(cpu);
+    Backend capped = *cpu;
+    capped.try_alloc = capped_try_alloc;
+    const char *archs[2] = {"hgrn1", "hgrn2"};
+    for (int ai = 0; ai < 2; ai++)
+        for (int training = 0; training < 2; training++) {
+            Config c = ai ? tiny_config_arch(0, archs[ai]) : tiny_config(0);
+            g_avail = (size_t)300 << 20;
+            const int B = 200000;
+            assert_null(model_create(&capped, &c, B, training, err, sizeof err));
+            if (!strstr(err, "out of cpu memory: the activations for batch 200000 need") ||
+                !strstr(err, "0.29 GiB were free"))
+                fail_msg("%s: %s", archs[ai], err);
+            const char *p = strstr(err, "; batch ");
+            long fit = p ? strtol(p + 8, NULL, 10) : 0;
+            if (fit < 1 || fit >= B) fail_msg("no batch suggested: %s", err);
+            /* it fits, leaving the 256 MiB reserve ... */
+            Model *m = model_create(&capped, &c, (int)fit, training, err, sizeof err);
+            if (!m) fail_msg("suggested batch %ld: %s", fit, err);
+            assert_true(model_activation_bytes(m) + ((size_t)256 << 20) <= g_avail);
+            model_destroy(m);
+            /* ... and is more than half the largest batch that would */
+            g_avail = (size_t)(300 - 256) << 20;
+            assert_null(model_create(&capped, &c, (int)(2 * fit), training, err, sizeof err));
+            /* no room even for batch 1 */
+            g_avail = (size_t)1 << 20;
+            assert_null(model_create(&capped, &c, 64, training, err, sizeof err));
+            if (!strstr(err, "not even batch 1 fits")) fail_msg("%s", err);
+            /* free memory unknown */
+            g_avail = 0;
+            assert_null(model_create(&capped, &c, 64, training, err, sizeof err));
+            if (!strstr(err, "a smaller batch may fit")) fail_msg("%s", err);
+        }
+    cpu->destroy(cpu);
+}
+
 /* Training mode and eval mode give the same logits when drop path is off. */
 static void test_eval_matches_train_forward(void **s) {
     (void)s;
@@ -282,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_imagenet_param_counts),
         cmocka_unit_test(test_eval_matches_train_forward),
+        cmocka_unit_test(test_activations_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
