@@ -26,8 +26,7 @@ extern "C" void hgrn_cuda_fail(const char *what, const char *detail, const char 
 
 /* cudaMalloc, or NULL when the device lacks the memory (then *avail and
  * *total: its free and total bytes); any other failure aborts */
-static void *dev_try_malloc(CudaImpl *im, size_t bytes, size_t *avail, size_t *total) {
-    (void)im;
+static void *dev_try_malloc(size_t bytes, size_t *avail, size_t *total) {
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) {
@@ -41,7 +40,7 @@ static void *dev_try_malloc(CudaImpl *im, size_t bytes, size_t *avail, size_t *t
 
 static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
     size_t fr = 0, tot = 0;
-    void *p = dev_try_malloc(im, bytes, &fr, &tot);
+    void *p = dev_try_malloc(bytes, &fr, &tot);
     if (!p) {
         fprintf(stderr,
                 "hgrn: out of GPU memory on device %d: cudaMalloc of %zu bytes (%.2f GiB) for %s "
@@ -64,7 +63,7 @@ static void *cu_alloc(Backend *bk, size_t bytes) {
 static void *cu_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
     CudaImpl *im = IMPL(bk);
     size_t tot = 0;
-    void *p = dev_try_malloc(im, bytes, avail, &tot);
+    void *p = dev_try_malloc(bytes, avail, &tot);
     if (p) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, im->stream));
     return p;
 }
