@@ -45,7 +45,9 @@
  * was slower (docs/CUDA.md, "Fourth pass"). The forward at CH 16 took bf16 to
  * 0.0655 + 0.1445; chunk values kept in shared memory (more blocks per SM)
  * were slower, and each sequence split over a cluster of two blocks (half
- * the walk) no faster (docs/CUDA.md, "Fifth pass").
+ * the walk) no faster (docs/CUDA.md, "Fifth pass"). Issuing every load of
+ * a chunk before the first use (loads_issued) took bf16 to 0.0620 + 0.1330
+ * and fp32 to 0.0685 + 0.1386 (docs/CUDA.md, "Tenth session").
  *
  * Why the chunk transfer is L w^TT for every chunk: only the last real chunk
  * can be shorter than TT, and its multiplier is only ever applied to the
@@ -70,16 +72,8 @@ __device__ __forceinline__ cpx sfma(float lam, cpx v, cpx x) {
     return mk(fmaf(lam, v.re, x.re), fmaf(lam, v.im, x.im));
 }
 
-/* The (re, im) pair of a token's xc / dxc: one access when V (the pair is
- * aligned to its size: even ld, aligned base), else two. */
-template <bool V> __device__ __forceinline__ cpx ld2(const float *p) {
-    if (V) { const float2 v = *(const float2 *)p; return mk(v.x, v.y); }
-    return mk(p[0], p[1]);
-}
-template <bool V> __device__ __forceinline__ cpx ld2(const bf16 *p) {
-    if (V) { const float2 v = __bfloat1622float2(*(const __nv_bfloat162 *)p); return mk(v.x, v.y); }
-    return mk(__bfloat162float(p[0]), __bfloat162float(p[1]));
-}
+/* The (re, im) pair of a token's dxc: one store when V (the pair is aligned
+ * to its size: even ld, aligned base), else two. */
 template <bool V> __device__ __forceinline__ void st2(float *p, float a, float b) {
     if (V) *(float2 *)p = make_float2(a, b);
     else { p[0] = a; p[1] = b; }
@@ -203,23 +197,55 @@ template <int TT> __device__ __forceinline__ void zero_past(cpx *v, int n) {
     }
 }
 
-/* A chunk's gate pre-activations l[i] and input pairs x[i] (rows i of pl and
- * pc, stride ld), all loads in flight at once. Tokens past the chunk's n real
- * ones re-read its last real row (the callers point padding channels at a
- * real one), so no load is predicated and the addresses stay simple (the
- * predicated loads took ~5 address instructions each); their x is then
- * zeroed (what l is there does not matter: see the note at the top). */
+/* The raw (unconverted) (re, im) pair of a token's xc: one access when V. */
+template <typename T> struct pair_of;
+template <> struct pair_of<float> { typedef float2 type; };
+template <> struct pair_of<bf16> { typedef __nv_bfloat162 type; };
+template <bool V, typename T> __device__ __forceinline__ typename pair_of<T>::type ld_pair(const T *p) {
+    typename pair_of<T>::type v;
+    if (V) v = *(const typename pair_of<T>::type *)p;
+    else { v.x = p[0]; v.y = p[1]; }
+    return v;
+}
+__device__ __forceinline__ cpx to_cpx(float2 v) { return mk(v.x, v.y); }
+__device__ __forceinline__ cpx to_cpx(__nv_bfloat162 v) {
+    const float2 f = __bfloat1622float2(v);
+    return mk(f.x, f.y);
+}
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(bf16 v) { return __bfloat162float(v); }
+
+/* A chunk's raw gate pre-activations l[i] and input pairs x[i] (rows i of pl
+ * and pc, stride ld). Tokens past the chunk's n real ones re-read its last
+ * real row (the callers point padding channels at a real one), so no load is
+ * predicated and the addresses stay simple (the predicated loads took ~5
+ * address instructions each); the caller zeroes their x (what l is there
+ * does not matter: see the note at the top). */
 template <int TT, bool V, typename T>
-__device__ __forceinline__ void load_rows(float *l, cpx *x, const T *pl, const T *pc, int ld,
-                                          int n) {
+__device__ __forceinline__ void load_rows(T *l, typename pair_of<T>::type *x, const T *pl,
+                                          const T *pc, int ld, int n) {
     const int last = max(n - 1, 0);
 #pragma unroll
     for (int i = 0; i < TT; i++) {
         const int r = min(i, last) * ld;
-        l[i] = ldf(pl + r);
-        x[i] = ld2<V>(pc + r);
+        l[i] = pl[r];
+        x[i] = ld_pair<V>(pc + r);
     }
-    zero_past<TT>(x, n);
+}
+
+/* Issue order. Each kernel issues all its global loads (raw, unconverted, no
+ * branch among them) and then passes here before the first use of any: a
+ * branch that is never taken (the callers pass N <= 0), so the loads and
+ * their uses sit in different basic blocks, which ptxas does not schedule
+ * across. Before, ptxas placed the first uses (bf16 conversions, the gate's
+ * exp) among the loads, and the zeroing of padding tokens (a branch) split
+ * them, so a thread waited for a first load's round trip before issuing
+ * the rest (the fp32 forward, both backwards): two round trips a chunk
+ * instead of one. H200, B 256, N 256, D 192, ms: fp32 0.0757 + 0.1485 ->
+ * 0.0685 + 0.1386, bf16 0.0613 + 0.1411 -> 0.0620 + 0.1330 (docs/CUDA.md,
+ * "Tenth session"). */
+__device__ __forceinline__ void loads_issued(bool never) {
+    if (never) asm volatile("trap;");
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -235,13 +261,25 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     const size_t row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
     const T *pc = xc + row0 * ld + 2 * min(j, D - 1), *pl = xl + row0 * ld + min(j, D - 1);
 
+    T lr[TT];
+    typename pair_of<T>::type xr[TT];
+    pdl_wait();   /* before any global read (see pdl_wait) */
+    load_rows<TT, V>(lr, xr, pl, pc, ld, n);
+    const int jr = min(j, D - 1);
+    float4 w4 = wc[2 * jr];
+    float bet = beta[jr];
+    loads_issued(N <= 0);
+    if (j >= D) { w4 = make_float4(1.0f, 0.0f, 1.0f, 0.0f); bet = 0.0f; }
+    const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
+    const float omb = 1.0f - bet;
     float lam[TT];
     cpx x[TT];
-    pdl_wait();   /* before any global read (see pdl_wait) */
-    load_rows<TT, V>(lam, x, pl, pc, ld, n);
-    const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
-    const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
-    const float bet = j < D ? beta[j] : 0.0f, omb = 1.0f - bet;
+#pragma unroll
+    for (int i = 0; i < TT; i++) {
+        lam[i] = to_f(lr[i]);
+        x[i] = to_cpx(xr[i]);
+    }
+    zero_past<TT>(x, n);
 #pragma unroll
     for (int i = 0; i < TT; i++) {
         const float e = __expf(-lam[i]), s = 1.0f / (1.0f + e), u = omb * s;
@@ -310,21 +348,36 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 
     float sg[TT];   /* sigmoid of the gate pre-activation */
     cpx c[TT], ds[TT], g[TT];   /* SiLU(xc), SiLU'(xc), dout */
-    pdl_wait();   /* before any global read (see pdl_wait) */
-    load_rows<TT, V>(sg, c, pl, pc, ld, n);
+    float4 w4;
+    float bet;
     {
+        T lr[TT], gr[TT], gi[TT];
+        typename pair_of<T>::type xr[TT];
+        pdl_wait();   /* before any global read (see pdl_wait) */
+        load_rows<TT, V>(lr, xr, pl, pc, ld, n);
         const int last = max(n - 1, 0);
 #pragma unroll
         for (int i = 0; i < TT; i++) {
             const int r = min(i, last) * 2 * D;
-            g[i] = mk(ldf(pg + r), ldf(pg + r + D));
+            gr[i] = pg[r];
+            gi[i] = pg[r + D];
         }
-        zero_past<TT>(g, n);
+        w4 = wc[2 * jr];
+        bet = beta[jr];
+        loads_issued(N <= 0);
+#pragma unroll
+        for (int i = 0; i < TT; i++) {
+            sg[i] = to_f(lr[i]);
+            c[i] = to_cpx(xr[i]);
+            g[i] = mk(to_f(gr[i]), to_f(gi[i]));
+        }
     }
-    const float4 w4 = j < D ? wc[2 * j] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
+    zero_past<TT>(c, n);
+    zero_past<TT>(g, n);
+    if (j >= D) { w4 = make_float4(1.0f, 0.0f, 1.0f, 0.0f); bet = 0.0f; }
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
     const cpx wfc = mk(wf.re, -wf.im), wrc = mk(wr.re, -wr.im);
-    const float bet = j < D ? beta[j] : 0.0f, omb = 1.0f - bet;
+    const float omb = 1.0f - bet;
 #pragma unroll
     for (int i = 0; i < TT; i++) {
         sg[i] = sigmoidf_(sg[i]);
