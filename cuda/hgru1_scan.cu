@@ -259,13 +259,13 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     const int t0 = k * TT;
     const int n = j < D ? max(0, min(TT, N - t0)) : 0;
     const size_t row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
-    const T *pc = xc + row0 * ld + 2 * min(j, D - 1), *pl = xl + row0 * ld + min(j, D - 1);
+    const int jr = min(j, D - 1);   /* padding channels read a real one */
+    const T *pc = xc + row0 * ld + 2 * jr, *pl = xl + row0 * ld + jr;
 
     T lr[TT];
     typename pair_of<T>::type xr[TT];
     pdl_wait();   /* before any global read (see pdl_wait) */
     load_rows<TT, V>(lr, xr, pl, pc, ld, n);
-    const int jr = min(j, D - 1);
     float4 w4 = wc[2 * jr];
     float bet = beta[jr];
     loads_issued(N <= 0);
