@@ -183,9 +183,12 @@ __device__ __forceinline__ void chunk_carries(float2 (*tr)[S], const float2 (*A)
 __device__ __forceinline__ int walk_pos_rev(int k, int ch, int CH, int P) {
     return (P - 1 - k) * CH + ch;
 }
-/* The per-channel w^TT pair (w_f^TT, w_r^TT) of channel j (padding lanes: 1) */
+/* A padding channel's rotation pair (e^{i 0}, e^{i 0}): with beta 0 and a
+ * zero input it leaves every state at zero */
+__device__ __forceinline__ float4 no_rotation() { return make_float4(1.0f, 0.0f, 1.0f, 0.0f); }
+/* The per-channel w^TT pair (w_f^TT, w_r^TT) of channel j (padding lanes: none) */
 __device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
-    return j < D ? wc[2 * j + 1] : make_float4(1.0f, 0.0f, 1.0f, 0.0f);
+    return j < D ? wc[2 * j + 1] : no_rotation();
 }
 
 /* v[i] = 0 for the tokens i >= n past a chunk's real ones */
@@ -269,7 +272,7 @@ k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__
     float4 w4 = wc[2 * jr];
     float bet = beta[jr];
     loads_issued(N <= 0);
-    if (j >= D) { w4 = make_float4(1.0f, 0.0f, 1.0f, 0.0f); bet = 0.0f; }
+    if (j >= D) { w4 = no_rotation(); bet = 0.0f; }
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
     const float omb = 1.0f - bet;
     float lam[TT];
@@ -374,7 +377,7 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
     }
     zero_past<TT>(c, n);
     zero_past<TT>(g, n);
-    if (j >= D) { w4 = make_float4(1.0f, 0.0f, 1.0f, 0.0f); bet = 0.0f; }
+    if (j >= D) { w4 = no_rotation(); bet = 0.0f; }
     const cpx wf = mk(w4.x, w4.y), wr = mk(w4.z, w4.w);
     const cpx wfc = mk(wf.re, -wf.im), wrc = mk(wr.re, -wr.im);
     const float omb = 1.0f - bet;
