@@ -1,18 +1,13 @@
 /* transform_deit.c - timm/DeiT train and eval transforms on encoded files
  * (see transform_deit.h). */
 #include "transform_deit.h"
+#include "clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 DeitTransform *deit_transform_create(const Config *cfg, char *err, size_t errlen) {
     DeitTransform *t = calloc(1, sizeof *t);
@@ -144,14 +139,14 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         snprintf(err, errlen, "%s: out of memory", name);
         return -1;
     }
-    double t0 = s->timing ? now_s() : 0, t1, t2;
+    double t0 = s->timing ? now_seconds() : 0, t1, t2;
     CropCtx ctx = {t, r};
     ImageRegion reg;
     if (image_decode_region(data, len, name, C, train_crop_fn, &ctx, t->dct_scales, &s->pix, &reg, err, errlen))
         return -1;
     s->last_scale = reg.scale_num;
     if (s->timing) {
-        t1 = now_s();
+        t1 = now_seconds();
         s->t[DEIT_T_DECODE] += t1 - t0;
         t0 = t1;
     }
@@ -163,7 +158,7 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         return -1;
     }
     if (s->timing) {
-        t2 = now_s();
+        t2 = now_seconds();
         s->t[DEIT_T_RESIZE] += t2 - t0;
         t0 = t2;
     }
@@ -172,7 +167,7 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
     else if (t->use_cj) color_jitter_apply(&t->cj, s->hwc, S, S, C, r);
     image_hwc_to_chw(s->hwc, S, S, C, out);
     if (t->re) random_erasing_apply(t->re, out, S, S, C, r);
-    if (s->timing) s->t[DEIT_T_AUG] += now_s() - t0;
+    if (s->timing) s->t[DEIT_T_AUG] += now_seconds() - t0;
     return 0;
 }
 
@@ -202,13 +197,13 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
         snprintf(err, errlen, "%s: out of memory", name);
         return -1;
     }
-    double t0 = s->timing ? now_s() : 0, t1;
+    double t0 = s->timing ? now_seconds() : 0, t1;
     ImageRegion reg;
     EvalCtx ctx = {t};
     if (image_decode_region(data, len, name, C, eval_crop_fn, &ctx, 0, &s->pix, &reg, err, errlen)) return -1;
     s->last_scale = 8;
     if (s->timing) {
-        t1 = now_s();
+        t1 = now_seconds();
         s->t[DEIT_T_DECODE] += t1 - t0;
         t0 = t1;
     }
@@ -218,19 +213,19 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
         return -1;
     }
     if (s->timing) {
-        t1 = now_s();
+        t1 = now_seconds();
         s->t[DEIT_T_RESIZE] += t1 - t0;
         t0 = t1;
     }
     image_hwc_to_chw(s->hwc, S, S, C, out);
-    if (s->timing) s->t[DEIT_T_AUG] += now_s() - t0;
+    if (s->timing) s->t[DEIT_T_AUG] += now_seconds() - t0;
     return 0;
 }
 
 static long long read_timed(DeitScratch *s, const char *path, char *err, size_t errlen) {
-    double t0 = s->timing ? now_s() : 0;
+    double t0 = s->timing ? now_seconds() : 0;
     long long n = image_read_file(path, &s->file, err, errlen);
-    if (s->timing) s->t[DEIT_T_READ] += now_s() - t0;
+    if (s->timing) s->t[DEIT_T_READ] += now_seconds() - t0;
     return n;
 }
 

@@ -17,17 +17,8 @@ images="${3:-2000}"
 
 hgrn="${HGRN:-$root/build/hgrn}"
 run_bench() {
-    if [ -x "$hgrn" ] && "$hgrn" bench-data --help >/dev/null 2>&1; then
-        "$hgrn" bench-data "$@"
-    else
-        # no CLI entry yet: build the benchmark on its own, as the core library builds it (-O2)
-        local b="${TMPDIR:-/tmp}/hgrn_bench_data"
-        gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -fopenmp -DHGRN_BENCH_DATA_MAIN \
-            -I"$root/src" -I"$root/data_loader" \
-            "$root"/data_loader/{bench_data,transform_deit,image,resize,rrc,randaugment,color_jitter,random_erasing,mixup}.c \
-            "$root"/src/{rng,config,fsutil}.c -o "$b" -ljpeg -lpng -lz -lm -lpthread
-        "$b" "$@"
-    fi
+    if [ ! -x "$hgrn" ]; then echo "bench_loader.sh: build hgrn first (scripts/build.sh), or set HGRN" >&2; exit 1; fi
+    "$hgrn" bench-data "$@"
 }
 
 echo "== hgrn bench-data ($(date -u +%F), $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))"

@@ -71,7 +71,7 @@ for f in "$out"/corpus/*.jpg; do head -c $(( $(stat -c %s "$f") / 2 )) "$f" > "$
 # 2. the fuzzer
 clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/data_loader" -I"$root/src" \
+    -I"$root/data_loader" -I"$root/src/core" \
     "$root/data_loader/fuzz_decode.c" -o "$out/fuzz_decode" -ljpeg -lpng -lz -lm
 
 # 3. run for a bounded time

@@ -5,6 +5,7 @@
 #define HGRN_CLI_H
 
 #include "backend.h"
+#include "clock.h"
 #include "config.h"
 #include "dataset.h"
 
@@ -47,8 +48,5 @@ Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errl
  * Returns a malloc'd array of num_classes malloc'd strings. */
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen);
 
-/* Progress line (on a terminal only) and run metrics. */
-double now_seconds(void);
-void format_duration(double s, char *buf, size_t len);
 
 #endif

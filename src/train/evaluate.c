@@ -1,6 +1,6 @@
 /* evaluate.c - evaluation loop; targets are plain one-hot (no smoothing), as timm validates. */
 #include "evaluate.h"
-#include "cli.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

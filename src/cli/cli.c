@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static int takes(const char *flags, const char *name) {
     size_t n = strlen(name);
@@ -205,18 +204,4 @@ char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t er
         }
     }
     return v;
-}
-
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void format_duration(double s, char *buf, size_t len) {
-    if (s < 0) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, len, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, len, "%lds", t);
 }

@@ -1,4 +1,4 @@
-/* bench_data.c - `hgrn bench-data DIR`: images/s of the DeiT training and
+/* cmd_bench_data.c - `hgrn bench-data DIR`: images/s of the DeiT training and
  * evaluation transforms on the image files under DIR, with one thread and
  * with N threads (default: all cores), and the per-image split between file
  * reading, decoding, resizing and augmentation (single thread).
@@ -7,6 +7,7 @@
  * JPEGs (quality 90) for machines without real photographs (plasma fractal
  * texture with colour, edges and noise); prefer real photographs
  * (scripts/make_photos.py) for the numbers that get recorded. */
+#include "clock.h"
 #include "config.h"
 #include "image.h"
 #include "rng.h"
@@ -23,13 +24,8 @@
 #include <time.h>
 
 
-int bench_data_main(int argc, char **argv);
+int cmd_bench_data(int argc, char **argv);
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct { char **v; int n, cap; } List;
 
@@ -173,7 +169,7 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
     int failed = 0;
     double tt[DEIT_T_N] = {0};
     double sh[9] = {0};
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = now_seconds(), c0 = cpu_s();
 #pragma omp parallel num_threads(threads) reduction(+ : failed)
     {
         DeitScratch s;
@@ -203,7 +199,7 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
         free(out);
         deit_scratch_free(&s);
     }
-    double el = now_s() - t0, cel = cpu_s() - c0;
+    double el = now_seconds() - t0, cel = cpu_s() - c0;
     res.ips = count / el;
     res.cpu_ips = cel > 0 ? count / cel : 0;
     res.failed = failed;
@@ -222,10 +218,10 @@ static void usage(void) {
            "transform (resize 256, centre crop 224), 1 thread and N threads (default: all cores).\n");
 }
 
-int bench_data_main(int argc, char **argv) {
+int cmd_bench_data(int argc, char **argv) {
     const char *dir = NULL, *cfgfile = NULL;
     int threads = omp_get_num_procs(), images = 2000, size = 224, no_dct = 0, simd = 0, only = -1;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage();
@@ -345,6 +341,3 @@ int bench_data_main(int argc, char **argv) {
     return 0;
 }
 
-#ifdef HGRN_BENCH_DATA_MAIN
-int main(int argc, char **argv) { return bench_data_main(argc, argv); }
-#endif

@@ -9,7 +9,7 @@ int cmd_classify(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
-int bench_data_main(int argc, char **argv);   /* data_loader/bench_data.c */
+int cmd_bench_data(int argc, char **argv);
 
 #include "backend.h"
 
@@ -19,9 +19,6 @@ static int cmd_device(int argc, char **argv) {
     puts(backend_cuda_available() ? "cuda" : "cpu");
     return 0;
 }
-
-/* bench_data_main parses its argv from index 1, as a main() would */
-static int cmd_bench_data(int argc, char **argv) { return bench_data_main(argc + 1, argv - 1); }
 
 static const struct {
     const char *name;

@@ -1,7 +1,7 @@
 /* op_timer.c - per-op timing wrapper; see op_timer.h. Byte counts are the
  * fewest each op must move: every input read once, every output written once. */
 #include "op_timer.h"
-#include "cli.h"
+#include "clock.h"
 
 #include <stdlib.h>
 #include <string.h>
