@@ -1,7 +1,7 @@
 /* backend.h - the one table of operations that models are written against.
  *
- * Two implementations: src/backend_cpu.c (fp32 reference, OpenBLAS + OpenMP)
- * and cuda/ (a later issue). Model code never dereferences a tensor pointer:
+ * Two implementations: src/cpu/ (the fp32 reference, OpenBLAS + OpenMP) and
+ * cuda/ (bf16 or fp32). Model code never dereferences a tensor pointer:
  * tensors live in backend memory ("device memory"; plain host memory on the
  * CPU backend) and only the backend touches their contents.
  *
@@ -272,7 +272,34 @@ struct Backend {
      * the states (nothing saved by fwd). */
     void (*hgru2_bwd)(Backend *, float *dx, float *dbeta, const float *dout, const float *x,
                       int ld, const float *beta, int B, int N, int D, int e);
+
+    /* ---- element-wise linear recurrence (the scan LRU, minGRU and minLSTM share) ----
+     * Per image b, channel j in [0, D), token t in [0, N):
+     *   h_t = a_t * h_{t-1} + x_t    (forward, h_{-1} = 0)
+     *   r_t = a_t * r_{t+1} + x_t    (reverse, r_N = 0; the same a_t and x_t)
+     *   out_t = h_t (dirs SCAN_FORWARD: causal), r_t (SCAN_REVERSE) or h_t + r_t (SCAN_BOTH)
+     * Real (complex = 0): one value per channel. Complex-diagonal (complex = 1):
+     * two, (re, im) interleaved (channel j at [2j], [2j+1] of a row), and * is
+     * the complex product. W = D (real) or 2D (complex) values per row:
+     *   x[M, W] with row stride ldx >= W; out[M, W] contiguous;
+     *   a[M, W] with row stride lda >= W, an activation tensor like x; or
+     *   lda == 0: a is one fp32 row of W values shared by every token and image
+     *   (a decay that does not depend on the input, as LRU's lambda).
+     * The backends may evaluate it sequentially or in chunks. */
+    void (*scan_fwd)(Backend *, float *out, const float *a, int lda, const float *x, int ldx,
+                     int B, int N, int D, int complex, int dirs);
+    /* dx (stride ldx) is OVERWRITTEN with dL/dx. lda > 0: da (stride lda) is
+     * OVERWRITTEN with dL/da; lda == 0: da is fp32 [W] and ACCUMULATES dL/da
+     * summed over tokens and images. A complex gradient is dL/dRe + i dL/dIm
+     * (for the forward direction: dL/dx_t = g_t + conj(a_{t+1}) dL/dx_{t+1},
+     * dL/da_t = dL/dx_t conj(h_{t-1})). Recomputes the states (nothing is
+     * saved by fwd). */
+    void (*scan_bwd)(Backend *, float *dx, float *da, const float *dout, const float *a, int lda,
+                     const float *x, int ldx, int B, int N, int D, int complex, int dirs);
 };
+
+/* scan_fwd / scan_bwd directions */
+enum { SCAN_FORWARD = 1, SCAN_REVERSE = 2, SCAN_BOTH = 3 };
 
 /* Address of element n of an activation tensor. */
 #define ACT_AT(bk, p, n) ((float *)((char *)(p) + (size_t)(n) * (bk)->act_elem))
