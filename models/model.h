@@ -1,6 +1,7 @@
-/* model.h - the DeiT-style backbone with HGRU1 token mixers (DESIGN.md section 4),
- * written once against the backend interface. Forward and hand-written
- * backward; every buffer is laid out once per model and batch size. */
+/* model.h - the DeiT-style backbone with a token mixer chosen by
+ * model.mixer (docs/DESIGN.md, "The models"), written once against the
+ * backend interface. Forward and hand-written backward; every buffer is laid
+ * out once per model and batch size. */
 #ifndef HGRN_MODEL_H
 #define HGRN_MODEL_H
 
@@ -9,22 +10,14 @@
 #include "backend.h"
 #include "config.h"
 #include "rng.h"
-
-/* One named parameter tensor: a slice of the contiguous fp32 parameter block.
- * Names follow the official PyTorch modules so weights move both ways. */
-typedef struct {
-    char name[96];
-    int ndim;
-    int64_t shape[4];
-    size_t offset;        /* in floats, from the start of the parameter block */
-    size_t numel;
-    int decay;            /* 1: weight decay applies (matrices and theta); 0: norms, biases, lower bounds */
-    int init;             /* how model_init fills it (INIT_*) */
-} ParamInfo;
-
-enum { INIT_TRUNC_NORMAL, INIT_ZERO, INIT_ONE, INIT_THETA };
+#include "tensors.h"
 
 typedef struct Model Model;
+
+/* The model-level checks of a config: model.mixer names a registered token
+ * mixer, the mixer accepts the config, the patches tile the image. 0, or -1
+ * with a message naming the key. model_create runs them too. */
+int model_check_config(const Config *c, char *err, size_t errlen);
 
 /* Lays out parameters, gradients and activations for batches of up to
  * max_batch images. training = 0 skips the gradient and backward buffers. */
@@ -45,8 +38,9 @@ Backend *model_backend(Model *m);
 int model_max_batch(const Model *m);
 
 /* Fill parameters on the host from seed (timm's DeiT init: trunc-normal 0.02
- * for Linear weights, zero biases, LayerNorm 1/0, theta = 10000^(-2j/d),
- * lower bounds 1) and upload them. */
+ * for Linear weights, zero biases, LayerNorm 1/0, lower bounds 1, and the
+ * token mixer's own initialisation for its INIT_CUSTOM tensors) and upload
+ * them. */
 void model_init(Model *m, uint64_t seed);
 /* Tell the backend the parameter block changed on the host side (after a load). */
 void model_params_changed(Model *m);
@@ -69,7 +63,7 @@ float model_loss(Model *m, const float *targets, int B, float *per_sample_loss);
 void model_upload_wait(Model *m);
 
 /* The same forward and loss split into host-side inputs and device work, for a
- * training step that is recorded once and replayed (src/step.c): the device
+ * training step that is recorded once and replayed (src/train/step.c): the device
  * parts issue no waits and read their host inputs from page-locked buffers
  * that the set_* calls fill before each run.
  *   model_set_drop_path: draw this step's drop-path scales (training);

@@ -96,7 +96,7 @@ static void test_defaults_valid(void **state)
     char err[512] = "";
     if (config_validate(&c, err, sizeof err) != 0) fail_msg("defaults invalid: %s", err);
     /* The DeiT / HGRN recipe of DESIGN.md section 5. */
-    assert_string_equal(c.arch, "hgrn1");
+    assert_string_equal(c.mixer, "hgru1");
     assert_int_equal(c.image_size, 224);
     assert_int_equal(c.channels, 3);
     assert_int_equal(c.patch_size, 14);
@@ -184,7 +184,7 @@ static void test_shipped_configs(void **state)
     const char *names[2] = {"hgrn1_deit_tiny.cfg", "hgrn1_deit_small.cfg"};
     for (int i = 0; i < 2; i++) {
         load_shipped(names[i], &c);
-        assert_string_equal(c.arch, "hgrn1");
+        assert_string_equal(c.mixer, "hgru1");
         assert_string_equal(c.dataset, "imagefolder");
         assert_int_equal(c.image_size, 224);
         assert_int_equal(c.channels, 3);
@@ -311,6 +311,7 @@ static void test_file_errors(void **state)
     expect_load_error("[data]\nhflip = 1.5\n", 2, "data.hflip", "out of range");
     /* strings */
     expect_load_error("[model]\narch = hgrn3\n", 2, "model.arch", "hgrn1, hgrn2");
+    expect_load_error("[model]\nmixer = hgru1\narch = hgrn2\n", 3, "model.mixer", "set twice");
     expect_load_error("[data]\ndataset = mnist\n", 2, "data.dataset", "fmnist");
     expect_load_error("[data]\ninterpolation = nearest\n", 2, "data.interpolation", "bicubic");
     expect_load_error("[data]\npath = \"unterminated\n", 2, "data.path", "unterminated");
@@ -372,8 +373,14 @@ static void test_overrides(void **state)
     assert_int_equal(config_set(&c, "data.mean", "0.5", err, sizeof err), 0);
     assert_int_equal(c.num_mean, 1);
     assert_true(c.mean[0] == 0.5f && c.mean[1] == 0.0f);
-    assert_int_equal(config_set(&c, "model.arch", "hgrn2", err, sizeof err), 0);
-    assert_string_equal(c.arch, "hgrn2");
+    assert_int_equal(config_set(&c, "model.mixer", "hgru2", err, sizeof err), 0);
+    assert_string_equal(c.mixer, "hgru2");
+    /* the older key: arch = hgrn1 | hgrn2 names the mixer */
+    assert_int_equal(config_set(&c, "model.arch", "hgrn1", err, sizeof err), 0);
+    assert_string_equal(c.mixer, "hgru1");
+    assert_int_equal(config_load_text(&c, "[model]\narch = hgrn2\n", "old.cfg", err, sizeof err), 0);
+    assert_string_equal(c.mixer, "hgru2");
+    assert_true(config_has_key("model.arch"));
 
     /* overrides applied after a file win */
     const char *path = write_cfg("o.cfg", "[model]\ndim = 32\n");
@@ -431,13 +438,11 @@ static void test_validate(void **state)
     char err[512];
     assert_int_equal(config_validate(&c, err, sizeof err), 0);
 
+    /* mixer-specific checks (head_size against dim) are the model's
+     * (model_check_config, tests/test_model.c): the config itself is valid */
     config_defaults(&c);
-    strcpy(c.arch, "hgrn2");
-    c.head_size = 24;   /* 192 % 24 == 0 */
-    assert_int_equal(config_validate(&c, err, sizeof err), 0);
+    strcpy(c.mixer, "hgru2");
     c.head_size = 20;
-    expect_validate_error(&c, "model.dim", "model.head_size");
-    strcpy(c.arch, "hgrn1");   /* hgrn1 ignores head_size */
     assert_int_equal(config_validate(&c, err, sizeof err), 0);
 
     config_defaults(&c);
@@ -469,7 +474,7 @@ static void assert_config_equal(const Config *a, const Config *b)
 #define EQ_I(f) assert_int_equal(a->f, b->f)
 #define EQ_F(f) do { if (memcmp(&a->f, &b->f, sizeof a->f) != 0) fail_msg(#f ": %.9g != %.9g", (double)a->f, (double)b->f); } while (0)
 #define EQ_S(f) assert_string_equal(a->f, b->f)
-    EQ_S(arch); EQ_I(image_size); EQ_I(channels); EQ_I(patch_size); EQ_I(dim); EQ_I(depth);
+    EQ_S(mixer); EQ_I(image_size); EQ_I(channels); EQ_I(patch_size); EQ_I(dim); EQ_I(depth);
     EQ_I(glu_dim); EQ_I(num_classes); EQ_F(drop_path); EQ_I(head_size);
     EQ_I(epochs); EQ_I(batch_size); EQ_F(lr); EQ_I(lr_batch_ref); EQ_F(min_lr); EQ_F(warmup_lr);
     EQ_F(warmup_epochs); EQ_F(weight_decay); EQ_F(beta1); EQ_F(beta2); EQ_F(eps); EQ_F(clip_grad);
@@ -518,7 +523,7 @@ static void test_roundtrip(void **state)
     /* every field away from its default, awkward floats and strings */
     char err[512];
     static const char *const sets[][2] = {
-        {"model.arch", "hgrn2"}, {"model.image_size", "96"}, {"model.channels", "2"},
+        {"model.mixer", "hgru2"}, {"model.image_size", "96"}, {"model.channels", "2"},
         {"model.patch_size", "8"}, {"model.dim", "320"}, {"model.depth", "7"},
         {"model.glu_dim", "960"}, {"model.num_classes", "37"}, {"model.drop_path", "0.123456789"},
         {"model.head_size", "32"}, {"train.epochs", "11"}, {"train.batch_size", "3"},
@@ -617,7 +622,7 @@ static void test_help(void **state)
     }
     assert_true(nkeys >= 48);
     assert_non_null(strstr(buf, "default 192"));
-    assert_non_null(strstr(buf, "hgrn1|hgrn2"));
+    assert_non_null(strstr(buf, "hgru1"));
     free(buf);
 }
 

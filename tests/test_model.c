@@ -1,8 +1,9 @@
-/* test_model.c - the whole HGRN1-DeiT and HGRN2-DeiT models on the CPU backend at a tiny size:
- * hand-written backward against central finite differences of the forward
- * (directional derivatives, per tensor and over all parameters), with drop
- * path active and soft targets; parameter naming and layout facts; the
- * ImageNet configs' parameter counts. */
+/* test_model.c - the whole model on the CPU backend at a tiny size, with
+ * every registered token mixer: hand-written backward against central finite
+ * differences of the forward (directional derivatives, per tensor and over all
+ * parameters), with drop path active and soft targets; parameter naming and
+ * layout facts; the registry and the model-level config checks; the ImageNet
+ * configs' parameter counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "mixer.h"
 #include "model.h"
 #include "test_util.h"
 
@@ -29,10 +31,10 @@ static Config tiny_config(float drop_path) {
     return c;
 }
 
-/* The same with the HGRU2 mixer: 2 heads of 3 channels. */
-static Config tiny_config_arch(float drop_path, const char *arch) {
+/* The same with another token mixer (hgru2: 2 heads of 3 channels). */
+static Config tiny_config_mixer(float drop_path, const char *mixer) {
     Config c = tiny_config(drop_path);
-    snprintf(c.arch, sizeof c.arch, "%s", arch);
+    snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
     c.head_size = 3;
     return c;
 }
@@ -51,12 +53,12 @@ static double loss_at(Fixture *f) {
     return model_loss(f->m, f->targets, f->B, NULL);
 }
 
-static void check_gradients(float drop_path, const char *arch) {
+static void check_gradients(float drop_path, const char *mixer) {
     char err[256];
     Fixture f = {0};
     f.B = 3;
-    Config c = tiny_config_arch(drop_path, arch);
-    if (!strcmp(arch, "hgrn1")) c = tiny_config(drop_path);
+    Config c = tiny_config_mixer(drop_path, mixer);
+    print_message("  mixer %s, drop path %.1f\n", mixer, (double)drop_path);
     f.bk = backend_cpu_create(1, err, sizeof err);
     assert_non_null(f.bk);
     f.m = model_create(f.bk, &c, f.B, 1, err, sizeof err);
@@ -140,10 +142,45 @@ static void check_gradients(float drop_path, const char *arch) {
     f.bk->destroy(f.bk);
 }
 
-static void test_grad_no_drop_path(void **s) { (void)s; check_gradients(0.0f, "hgrn1"); }
-static void test_grad_drop_path(void **s) { (void)s; check_gradients(0.5f, "hgrn1"); }
-static void test_grad_hgrn2_no_drop_path(void **s) { (void)s; check_gradients(0.0f, "hgrn2"); }
-static void test_grad_hgrn2_drop_path(void **s) { (void)s; check_gradients(0.5f, "hgrn2"); }
+/* every mixer the registry holds: a new one is checked here without a line of its own */
+static void test_grad_no_drop_path(void **s) {
+    (void)s;
+    for (int i = 0; mixer_at(i); i++) check_gradients(0.0f, mixer_at(i)->name);
+}
+static void test_grad_drop_path(void **s) {
+    (void)s;
+    for (int i = 0; mixer_at(i); i++) check_gradients(0.5f, mixer_at(i)->name);
+}
+
+/* The registry: names are unique and found again; an unknown name is refused
+ * with a message that names the key and lists the mixers. */
+static void test_registry(void **s) {
+    (void)s;
+    char err[256], names[256];
+    int n = 0;
+    for (; mixer_at(n); n++) {
+        const TokenMixer *mx = mixer_at(n);
+        assert_ptr_equal(mixer_find(mx->name), mx);
+        assert_non_null(mx->summary);
+        assert_non_null(mx->declare);
+        assert_non_null(mx->forward);
+        assert_non_null(mx->backward);
+    }
+    assert_true(n >= 2);
+    assert_null(mixer_at(n));
+    mixer_names(names, sizeof names);
+    assert_non_null(strstr(names, "hgru1"));
+    assert_non_null(strstr(names, "hgru2"));
+    Config c = tiny_config_mixer(0, "transformer");
+    assert_int_equal(model_check_config(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "model.mixer = transformer"));
+    assert_non_null(strstr(err, names));
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    assert_null(model_create(bk, &c, 2, 1, err, sizeof err));
+    assert_non_null(strstr(err, "model.mixer"));
+    assert_int_equal(model_count_params(&c), 0);
+    bk->destroy(bk);
+}
 
 /* Parameter layout facts other code relies on: official names, decay group
  * first and contiguous, the fused projections adjacent. */
@@ -195,7 +232,7 @@ static void test_imagenet_param_counts(void **s) {
 static void test_layout_hgrn2(void **s) {
     (void)s;
     char err[256];
-    Config c = tiny_config_arch(0, "hgrn2");
+    Config c = tiny_config_mixer(0, "hgru2");
     Backend *bk = backend_cpu_create(1, err, sizeof err);
     Model *m = model_create(bk, &c, 2, 1, err, sizeof err);
     assert_non_null(m);
@@ -259,16 +296,16 @@ static void test_activations_oom(void **s) {
     assert_non_null(cpu);
     Backend capped = *cpu;
     capped.try_alloc = capped_try_alloc;
-    const char *archs[2] = {"hgrn1", "hgrn2"};
+    const char *mixers[2] = {"hgru1", "hgru2"};
     for (int ai = 0; ai < 2; ai++)
         for (int training = 0; training < 2; training++) {
-            Config c = ai ? tiny_config_arch(0, archs[ai]) : tiny_config(0);
+            Config c = tiny_config_mixer(0, mixers[ai]);
             g_avail = (size_t)300 << 20;
             const int B = 200000;
             assert_null(model_create(&capped, &c, B, training, err, sizeof err));
             if (!strstr(err, "out of cpu memory: the activations for batch 200000 need") ||
                 !strstr(err, "0.29 GiB were free"))
-                fail_msg("%s: %s", archs[ai], err);
+                fail_msg("%s: %s", mixers[ai], err);
             const char *p = strstr(err, "; batch ");
             long fit = p ? strtol(p + 8, NULL, 10) : 0;
             if (fit < 1 || fit >= B) fail_msg("no batch suggested: %s", err);
@@ -330,8 +367,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_no_drop_path),
         cmocka_unit_test(test_grad_drop_path),
-        cmocka_unit_test(test_grad_hgrn2_no_drop_path),
-        cmocka_unit_test(test_grad_hgrn2_drop_path),
+        cmocka_unit_test(test_registry),
         cmocka_unit_test(test_layout_hgrn2),
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_imagenet_param_counts),

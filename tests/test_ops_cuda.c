@@ -35,6 +35,7 @@
 #include "backend.h"
 #include "backend_cpu_hgru2.h"
 #include "config.h"
+#include "mixer.h"
 #include "model.h"
 #include "rng.h"
 #include "test_util.h"
@@ -1121,12 +1122,13 @@ static void test_hgru2(void **state) {
 /* ------------------------------------------------------- whole model */
 /* The same model (config, seed, images, soft targets, drop-path masks) on
  * both backends: probabilities, loss and every parameter gradient. */
-static void check_model(const char *arch) {
+static void check_model(const char *mixer) {
     char err[256];
     Config c;
     config_defaults(&c);
-    snprintf(c.arch, sizeof c.arch, "%s", arch);
-    c.head_size = 16;   /* hgrn2: 3 heads */
+    snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
+    print_message("  mixer %s\n", mixer);
+    c.head_size = 16;   /* hgru2: 3 heads */
     c.image_size = 32; c.channels = 3; c.patch_size = 4;   /* 64 tokens of 48 values */
     c.dim = 48; c.depth = 3; c.glu_dim = 96; c.num_classes = 10;
     c.drop_path = 0.1f;
@@ -1173,7 +1175,7 @@ static void check_model(const char *arch) {
             if (e > worst) { worst = e; wname = t->name; }
         }
         printf("  %-5s %s model step %d: loss cpu %.6f cuda %.6f (rel %.2e), probs rel.err %.3e, "
-               "grads rel.err %.3e (worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", arch, step, lc,
+               "grads rel.err %.3e (worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", mixer, step, lc,
                lg, fabs(lc - lg) / fabs(lc), perr, gerr, wname, worst);
         assert_true(fabs(lc - lg) <= mtol * fabs(lc));
         assert_true(perr <= mtol);
@@ -1197,8 +1199,11 @@ static void check_model(const char *arch) {
     free(img);
     free(tg);
 }
-static void test_model(void **state) { (void)state; check_model("hgrn1"); }
-static void test_model_hgrn2(void **state) { (void)state; check_model("hgrn2"); }
+/* every registered token mixer */
+static void test_model(void **state) {
+    (void)state;
+    for (int i = 0; mixer_at(i); i++) check_model(mixer_at(i)->name);
+}
 
 /* HGRN_BENCH_HGRU2=1: the HGRU2 scan at B 256, N 256 (ImageNet tokens), D 192
  * and 384, several head sizes, fp32 and bf16, chunked (HGRN_HGRU2=chunked:
@@ -1753,8 +1758,7 @@ int main(void) {
     }
     int fails = cmocka_run_group_tests_name("cuda_vs_cpu_fp32", tests, setup_fp32, teardown);
     fails += cmocka_run_group_tests_name("cuda_vs_cpu_bf16", tests, setup_bf16, teardown);
-    const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model),
-                                        cmocka_unit_test(test_model_hgrn2)};
+    const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model)};
     fails += cmocka_run_group_tests_name("model_fp32", mtests, setup_fp32, teardown);
     fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],

@@ -1,6 +1,7 @@
 /* cli.c - shared command-line handling; see cli.h. */
 #include "cli.h"
 #include "fsutil.h"
+#include "model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,8 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
 int cli_apply_overrides(Cli *cli, char *err, size_t errlen) {
     for (int i = 0; i < cli->nov; i++)
         if (config_set(&cli->cfg, cli->ov_key[i], cli->ov_val[i], err, errlen) < 0) return -1;
-    return config_validate(&cli->cfg, err, errlen);
+    if (config_validate(&cli->cfg, err, errlen) < 0) return -1;
+    return model_check_config(&cli->cfg, err, errlen);
 }
 
 void cli_free(Cli *cli) {

@@ -154,7 +154,7 @@ int cmd_bench(int argc, char **argv) {
     op_timer_enable(bk, 0);
     double fl = model_flops_per_image(m);
     double tr_ips = steps * (double)B / t_train, ev_ips = steps * (double)B / t_eval;
-    printf("config      %s (%s, %zu params, %d tokens, %.3f GFLOP/img forward)\n", cli.config_path, c->arch,
+    printf("config      %s (%s, %zu params, %d tokens, %.3f GFLOP/img forward)\n", cli.config_path, c->mixer,
            model_num_params(m), model_shape(m).tokens, fl * 1e-9);
     printf("device      %s, batch %d, %d timed steps after 2 warm-up (last loss %.4f)\n", bk->name, B, steps, loss);
     printf("train       %10.1f img/s  %8.2f ms/step  %7.1f GFLOP/s (3x forward FLOPs)\n", tr_ips,

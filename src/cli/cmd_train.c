@@ -130,7 +130,7 @@ int cmd_train(int argc, char **argv) {
     long total_steps = (long)spe * c->epochs;
     if (c->max_steps > 0 && c->max_steps < total_steps) total_steps = c->max_steps;
     fprintf(stderr, "training %s: %zu params, %d train / %d val samples, batch %d, %d steps/epoch, "
-            "%d epochs, device %s, peak lr %.3g\n", c->arch, model_num_params(m), tr->n, va->n,
+            "%d epochs, device %s, peak lr %.3g\n", c->mixer, model_num_params(m), tr->n, va->n,
             c->batch_size, spe, c->epochs, bk->name, peak_lr(c));
 
     int tty = isatty(2);

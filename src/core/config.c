@@ -46,7 +46,8 @@ typedef struct {
 
 static const Key KEYS[] = {
     /* [model] */
-    KS("model", arch, "hgrn1|hgrn2", "hgrn1", "token mixer: hgrn1 (complex element-wise) or hgrn2 (state expansion)"),
+    KS("model", mixer, NULL, "hgru1", "token mixer, by name: hgru1 (HGRN1, complex element-wise), hgru2 (HGRN2, "
+       "state expansion); `hgrn info --mixers` lists them (the older key model.arch = hgrn1|hgrn2 is read too)"),
     KI("model", image_size, 1, 8192, "224", "square input side in pixels"),
     KI("model", channels, 1, 4, "3", "input channels (1 grayscale, 3 RGB)"),
     KI("model", patch_size, 1, 8192, "14", "patch side in pixels; image_size must be a multiple"),
@@ -55,7 +56,7 @@ static const Key KEYS[] = {
     KI("model", glu_dim, 1, 1048576, "384", "GLU hidden width"),
     KI("model", num_classes, 1, 1000000, "1000", "number of output classes"),
     KF("model", drop_path, 0, 1, 0, 1, "0.1", "max drop-path rate, linear over depth"),
-    KI("model", head_size, 1, 65536, "16", "HGRN2 head size e (dim must be a multiple; unused by hgrn1)"),
+    KI("model", head_size, 1, 65536, "16", "head size e of the hgru2 mixer (dim must be a multiple)"),
 
     /* [train] */
     KI("train", epochs, 1, 1000000, "300", "training epochs"),
@@ -357,6 +358,25 @@ static void unknown_key_msg(const char *section, const char *name, char *msg, si
         set_err(msg, ml, "unknown key '%.60s' (keys are written section.key, e.g. train.lr)", name);
 }
 
+/* model.arch = hgrn1 | hgrn2, the key before token mixers had names of their
+ * own, still read from older configs and checkpoints: it becomes model.mixer
+ * = hgru1 | hgru2. Returns 1 and the rewritten key and value, 0 for other keys,
+ * -1 with a message for an arch that has no mixer. */
+static int legacy_key(const char *section, const char *name, const char *value, const char **key,
+                      const char **mixer, char *msg, size_t ml)
+{
+    if (strcmp(section, "model") != 0 || strcmp(name, "arch") != 0) return 0;
+    *key = "mixer";
+    if (strcmp(value, "hgrn1") == 0) *mixer = "hgru1";
+    else if (strcmp(value, "hgrn2") == 0) *mixer = "hgru2";
+    else {
+        set_err(msg, ml, "model.arch = \"%.60s\" is not one of hgrn1, hgrn2 (the token mixer is chosen by "
+                "model.mixer now)", value);
+        return -1;
+    }
+    return 1;
+}
+
 int config_set(Config *c, const char *full_key, const char *value, char *err, size_t errlen)
 {
     if (!full_key || !value) {
@@ -369,7 +389,10 @@ int config_set(Config *c, const char *full_key, const char *value, char *err, si
     if (dot && (size_t)(dot - full_key) < sizeof section) {
         memcpy(section, full_key, (size_t)(dot - full_key));
         section[dot - full_key] = 0;
-        k = find_key(section, dot + 1);
+        const char *name = dot + 1;
+        int legacy = legacy_key(section, name, value, &name, &value, err, errlen);
+        if (legacy < 0) return -1;
+        k = find_key(section, name);
         if (!k) {
             if (!is_section(section))
                 set_err(err, errlen, "unknown key '%.100s' (no section [%.40s]; sections are model, train, data)",
@@ -398,7 +421,7 @@ int config_has_key(const char *full_key)
     if ((size_t)(dot - full_key) >= sizeof section) return 0;
     memcpy(section, full_key, (size_t)(dot - full_key));
     section[dot - full_key] = 0;
-    return find_key(section, dot + 1) != NULL;
+    return find_key(section, dot + 1) != NULL || (!strcmp(section, "model") && !strcmp(dot + 1, "arch"));
 }
 
 /* Split a value into text: strip an inline comment ('#' or ';' at the start
@@ -551,6 +574,8 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
             break;
         }
         const Key *k = find_key(section, key);
+        const int legacy_arch = !k && !strcmp(section, "model") && !strcmp(key, "arch");
+        if (legacy_arch) k = find_key("model", "mixer");
         if (!k) {
             unknown_key_msg(section, key, msg, sizeof msg);
             set_err(err, errlen, "%s:%d: %s", origin, lineno, msg);
@@ -579,7 +604,13 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
             rc = -1;
             break;
         }
-        if (set_value(&tmp, k, val, msg, sizeof msg) != 0) {
+        const char *name = key, *value = val;
+        if (legacy_arch && legacy_key(section, key, val, &name, &value, msg, sizeof msg) < 0) {
+            set_err(err, errlen, "%s:%d: %s", origin, lineno, msg);
+            rc = -1;
+            break;
+        }
+        if (set_value(&tmp, k, value, msg, sizeof msg) != 0) {
             set_err(err, errlen, "%s:%d: %s", origin, lineno, msg);
             rc = -1;
             break;
@@ -705,11 +736,6 @@ int config_validate(const Config *c, char *err, size_t errlen)
     if (c->num_std != c->channels) {
         set_err(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
                c->num_std == 1 ? "" : "s", c->channels);
-        return -1;
-    }
-    if (strcmp(c->arch, "hgrn2") == 0 && c->dim % c->head_size != 0) {
-        set_err(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (needed by arch hgrn2)",
-               c->dim, c->head_size);
         return -1;
     }
     if (c->min_lr > c->lr) {

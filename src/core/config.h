@@ -14,7 +14,7 @@
 
 typedef struct {
     /* [model] */
-    char arch[32];          /* "hgrn1" (HGRN2 arrives with its issue) */
+    char mixer[32];         /* token mixer name, looked up in the model's registry */
     int image_size;         /* square input side, pixels */
     int channels;           /* 1 (Fashion-MNIST) or 3 */
     int patch_size;
@@ -23,7 +23,7 @@ typedef struct {
     int glu_dim;            /* GLU hidden width */
     int num_classes;
     float drop_path;        /* max drop-path rate, linearly increased over depth */
-    int head_size;          /* HGRN2 head size e (unused by hgrn1) */
+    int head_size;          /* hgru2 head size e */
 
     /* [train] */
     int epochs;

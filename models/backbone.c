@@ -1,0 +1,666 @@
+/* backbone.c - the DeiT-style backbone (docs/DESIGN.md, "The models"):
+ * patchify -> Linear -> depth blocks -> mean over tokens -> SimpleRMSNorm ->
+ * Linear head. A block is x += DropPath(TokenMixer(LN(x))), then
+ * x += DropPath(GLU(LN(x))). The token mixer comes from the registry by
+ * model.mixer (mixer.h); this file never names one. When the mixer takes
+ * HGRN's lower bounds, the backbone owns them: beta_k = sum_{i<k}
+ * softmax(lower_bounds)_i over the layer axis. */
+#include "model.h"
+#include "glu.h"
+#include "layout.h"
+#include "mixer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { float *weight, *bias; } NormParams;
+typedef struct { float *out, *mean, *rstd; } NormActs;   /* a LayerNorm's output and statistics */
+
+/* One block: the pre-norms are the backbone's, the branches are the token
+ * mixer (opaque state) and the GLU. *_grad: gradient views at the same offsets. */
+typedef struct {
+    NormParams token_norm, token_norm_grad;
+    NormActs token_normed;
+    void *mixer;
+    NormParams feature_norm, feature_norm_grad;
+    NormActs feature_normed;
+    GluParams glu, glu_grad;
+    GluActs glu_acts;
+} Block;
+
+struct Model {
+    Backend *bk;
+    const TokenMixer *mixer;
+    Config config;                /* the model section is what the layers read */
+    int max_batch, training;
+    int image_size, channels, patch, tokens, patch_dim, width, depth, glu_width, classes;
+    float drop_path;
+    float norm_mean[4], norm_std[4];   /* input normalisation (host values) */
+
+    ParamInfo *tensors;
+    int num_tensors;
+    size_t num_params, decay_numel;
+    float *params, *grads, *param_mem;
+
+    /* parameter views and their gradients */
+    float *embed_w, *embed_b, *head_w, *head_b;
+    float *embed_w_grad, *embed_b_grad, *head_w_grad, *head_b_grad;
+    float *lower_bounds, *lower_bounds_grad;   /* [depth, width]; NULL when the mixer takes none */
+    Block *blocks;
+
+    /* activations */
+    char *act_mem;
+    size_t act_bytes;
+    uint8_t *img_u8[2];           /* double buffer: one staged while the other is in use */
+    int staged_slot, staged_batch;   /* model_stage_images: which buffer holds the next batch */
+    int next_slot;
+    float *patches;
+    float **stream;               /* 2 depth + 1 residual-stream states [M, width] */
+    float *branch;                /* [M, width] branch output before the residual add */
+    float *pooled, *normed, *rms, *logits, *probs, *loss, *targets;
+    float *beta, *dbeta;          /* [depth, width] fp32 (lower bounds) */
+    float *scales;                /* [depth, 2, B] drop-path scales (device) */
+    /* host buffers uploaded or downloaded every step, from host_alloc:
+     * page-locked on CUDA, so a recorded step (CUDA graph) can read and
+     * write them each time it runs */
+    float *host_scales;           /* [depth, 2, max_batch] drop-path scales */
+    float *host_loss;             /* [max_batch] per-sample losses, downloaded each step */
+    float *host_targets;          /* [max_batch, classes] targets of the current step */
+    int use_scales;               /* last forward applied drop path */
+    /* backward scratch */
+    void *mixer_scratch;
+    GluScratch glu_scratch;
+    float *dres, *dbranch, *dnormed_in, *dpooled, *dnormed, *dlogits;
+};
+
+/* ---------------------------------------------------------------- params */
+
+int model_check_config(const Config *c, char *err, size_t errlen) {
+    const TokenMixer *mx = mixer_find(c->mixer);
+    if (!mx) {
+        char names[256];
+        mixer_names(names, sizeof names);
+        snprintf(err, errlen, "model.mixer = %s: no such token mixer (available: %s)", c->mixer, names);
+        return -1;
+    }
+    if (c->image_size % c->patch_size != 0) {
+        snprintf(err, errlen, "model.image_size %d is not a multiple of model.patch_size %d",
+                 c->image_size, c->patch_size);
+        return -1;
+    }
+    return mx->check_config ? mx->check_config(c, err, errlen) : 0;
+}
+
+/* The tensors in emission order (model_init draws tensor i from stream i, so
+ * the order is part of every initialisation). Fused GEMM operands are
+ * declared next to each other so that, after the stable decay / no-decay
+ * partition, each fused weight and bias is one contiguous matrix. */
+static int build_tensors(const TokenMixer *mx, const Config *c, ParamInfo *out) {
+    TensorList tl = {out, 0, ""};
+    const int D = c->dim, P = c->patch_size * c->patch_size * c->channels;
+    tensor_add(&tl, 1, INIT_TRUNC_NORMAL, 2, D, P, 0, "to_patch_embedding.1.weight");
+    tensor_add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "to_patch_embedding.1.bias");
+    for (int l = 0; l < c->depth; l++) {
+        snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.", l);
+        tensor_add(&tl, 0, INIT_ONE, 1, D, 0, 0, "token_norm.weight");
+        tensor_add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "token_norm.bias");
+        snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.token_mixer.", l);
+        mx->declare(&tl, c);
+        snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.", l);
+        tensor_add(&tl, 0, INIT_ONE, 1, D, 0, 0, "feature_norm.weight");
+        tensor_add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "feature_norm.bias");
+        snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.feature_mixer.", l);
+        glu_declare(&tl, D, c->glu_dim);
+    }
+    tl.prefix[0] = 0;
+    tensor_add(&tl, 1, INIT_TRUNC_NORMAL, 2, c->num_classes, D, 0, "head.1.weight");
+    tensor_add(&tl, 0, INIT_ZERO, 1, c->num_classes, 0, 0, "head.1.bias");
+    if (mx->uses_lower_bounds) tensor_add(&tl, 0, INIT_ONE, 2, c->depth, D, 0, "lower_bounds");
+    return tl.count;
+}
+
+/* Offsets: every decayed tensor first (stable), then the rest. */
+static size_t assign_offsets(ParamInfo *t, int n, size_t *decay_numel) {
+    size_t off = 0;
+    for (int pass = 1; pass >= 0; pass--) {
+        for (int i = 0; i < n; i++)
+            if (t[i].decay == pass) { t[i].offset = off; off += t[i].numel; }
+        if (pass == 1) *decay_numel = off;
+    }
+    return off;
+}
+
+/* The tensor table of a config (calloc'd), or NULL with a message. */
+static ParamInfo *tensor_table(const Config *c, int *count, char *err, size_t errlen) {
+    if (model_check_config(c, err, errlen) < 0) return NULL;
+    const TokenMixer *mx = mixer_find(c->mixer);
+    const int n = build_tensors(mx, c, NULL);
+    ParamInfo *t = calloc((size_t)n, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of host memory for %d tensor descriptions", n);
+        return NULL;
+    }
+    build_tensors(mx, c, t);
+    *count = n;
+    return t;
+}
+
+size_t model_count_params(const Config *c) {
+    char err[256];
+    int n;
+    ParamInfo *t = tensor_table(c, &n, err, sizeof err);
+    if (!t) return 0;
+    size_t dn, total = assign_offsets(t, n, &dn);
+    free(t);
+    return total;
+}
+
+void model_print_table(const Config *c, void *file) {
+    FILE *f = file;
+    char err[256];
+    int n;
+    ParamInfo *t = tensor_table(c, &n, err, sizeof err);
+    if (!t) {
+        fprintf(f, "%s\n", err);
+        return;
+    }
+    size_t total = 0;
+    fprintf(f, "%-52s %-16s %10s %s\n", "tensor", "shape", "params", "decay");
+    for (int i = 0; i < n; i++) {
+        char shape[64] = "";
+        size_t len = 0;
+        for (int d = 0; d < t[i].ndim; d++)
+            len += (size_t)snprintf(shape + len, sizeof shape - len, d ? "x%lld" : "%lld",
+                                    (long long)t[i].shape[d]);
+        fprintf(f, "%-52s %-16s %10zu %s\n", t[i].name, shape, t[i].numel, t[i].decay ? "yes" : "no");
+        total += t[i].numel;
+    }
+    fprintf(f, "params: %zu\n", total);
+    free(t);
+}
+
+static void bind_norm(NormParams *n, const TensorView *v, const char *name) {
+    char w[64], b[64];
+    snprintf(w, sizeof w, "%s.weight", name);
+    snprintf(b, sizeof b, "%s.bias", name);
+    n->weight = tensor_at(v, w);
+    n->bias = tensor_at(v, b);
+}
+
+/* Point every layer at its tensors in the parameter block and, when
+ * training, the gradient block. */
+static void bind_params(Model *m) {
+    const int grads = m->grads != NULL;
+    TensorView p = {m->tensors, m->num_tensors, "", m->params};
+    TensorView g = {m->tensors, m->num_tensors, "", m->grads};
+    m->embed_w = tensor_at(&p, "to_patch_embedding.1.weight");
+    m->embed_b = tensor_at(&p, "to_patch_embedding.1.bias");
+    m->head_w = tensor_at(&p, "head.1.weight");
+    m->head_b = tensor_at(&p, "head.1.bias");
+    if (m->mixer->uses_lower_bounds) m->lower_bounds = tensor_at(&p, "lower_bounds");
+    if (grads) {
+        m->embed_w_grad = tensor_at(&g, "to_patch_embedding.1.weight");
+        m->embed_b_grad = tensor_at(&g, "to_patch_embedding.1.bias");
+        m->head_w_grad = tensor_at(&g, "head.1.weight");
+        m->head_b_grad = tensor_at(&g, "head.1.bias");
+        if (m->mixer->uses_lower_bounds) m->lower_bounds_grad = tensor_at(&g, "lower_bounds");
+    }
+    for (int l = 0; l < m->depth; l++) {
+        Block *blk = &m->blocks[l];
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "layers.%d.", l);
+        p.prefix = g.prefix = prefix;
+        bind_norm(&blk->token_norm, &p, "token_norm");
+        bind_norm(&blk->feature_norm, &p, "feature_norm");
+        if (grads) {
+            bind_norm(&blk->token_norm_grad, &g, "token_norm");
+            bind_norm(&blk->feature_norm_grad, &g, "feature_norm");
+        }
+        snprintf(prefix, sizeof prefix, "layers.%d.token_mixer.", l);
+        m->mixer->bind(blk->mixer, &p, grads ? &g : NULL);
+        snprintf(prefix, sizeof prefix, "layers.%d.feature_mixer.", l);
+        glu_bind(&blk->glu, &p, m->width, m->glu_width);
+        if (grads) glu_bind(&blk->glu_grad, &g, m->width, m->glu_width);
+    }
+}
+
+/* ------------------------------------------------------------ activations */
+
+static void norm_layout(NormActs *n, Arena *a, const Backend *bk, int M, int D) {
+    n->out = take_act(a, bk, (size_t)M * D);
+    n->mean = take_f32(a, M);
+    n->rstd = take_f32(a, M);
+}
+
+static void layout_acts(Model *m, Arena *a) {
+    Backend *bk = m->bk;
+    const int B = m->max_batch, M = B * m->tokens, D = m->width, K = m->classes;
+    for (int i = 0; i < 2; i++) m->img_u8[i] = arena_take(a, (size_t)B * m->channels * m->image_size * m->image_size);
+    m->patches = take_act(a, bk, (size_t)M * m->patch_dim);
+    for (int i = 0; i < 2 * m->depth + 1; i++) m->stream[i] = take_act(a, bk, (size_t)M * D);
+    for (int l = 0; l < m->depth; l++) {
+        Block *blk = &m->blocks[l];
+        norm_layout(&blk->token_normed, a, bk, M, D);
+        m->mixer->layout(blk->mixer, a, bk, M);
+        norm_layout(&blk->feature_normed, a, bk, M, D);
+        glu_layout(&blk->glu_acts, a, bk, M, m->glu_width);
+    }
+    m->branch = take_act(a, bk, (size_t)M * D);
+    m->pooled = take_act(a, bk, (size_t)B * D);
+    m->normed = take_act(a, bk, (size_t)B * D);
+    m->rms = take_f32(a, B);
+    m->logits = take_act(a, bk, (size_t)B * K);
+    m->probs = take_f32(a, (size_t)B * K);
+    m->loss = take_f32(a, B);
+    m->targets = take_f32(a, (size_t)B * K);
+    m->beta = take_f32(a, (size_t)m->depth * D);
+    m->scales = take_f32(a, (size_t)m->depth * 2 * B);
+    if (m->training) {
+        m->dbeta = take_f32(a, (size_t)m->depth * D);
+        m->mixer->layout_scratch(m->mixer_scratch, a, bk, &m->config, M);
+        glu_layout_scratch(&m->glu_scratch, a, bk, M, m->glu_width);
+        m->dnormed_in = take_act(a, bk, (size_t)M * D);
+        m->dres = take_act(a, bk, (size_t)M * D);
+        m->dbranch = take_act(a, bk, (size_t)M * D);
+        m->dpooled = take_act(a, bk, (size_t)B * D);
+        m->dnormed = take_act(a, bk, (size_t)B * D);
+        m->dlogits = take_act(a, bk, (size_t)B * K);
+    }
+}
+
+/* Activation bytes at batch b (counted only; the pointers it leaves are
+ * overwritten by the real layout or never used) */
+static size_t act_bytes_at(Model *m, int b) {
+    const int keep = m->max_batch;
+    m->max_batch = b;
+    Arena a = {0};
+    layout_acts(m, &a);
+    m->max_batch = keep;
+    return a.used;
+}
+
+/* Device bytes a run at batch b needs: the activations, and what it
+ * allocates afterwards: the optimizer's moments (training), a bf16 copy of the
+ * weights, the backend's scratch (at most two fp32 values per token and
+ * channel, the HGRU2 forward's parked outputs, with its 1.25 growth margin)
+ * and a CUDA graph, with 256 MiB to spare. */
+static size_t run_bytes_at(Model *m, int b) {
+    return act_bytes_at(m, b) + m->num_params * (m->training ? 10 : 2) +
+           (size_t)10 * b * m->tokens * m->width + ((size_t)256 << 20);
+}
+
+/* The activations did not fit: say what they needed, what was free and the
+ * largest batch whose run_bytes_at fits (a binary search: counting a layout
+ * costs nothing). */
+static void activations_oom(Model *m, size_t avail, char *err, size_t errlen) {
+    const double GiB = 1073741824.0;
+    int n = snprintf(err, errlen,
+                     "out of %s memory: the activations for batch %d need %zu bytes (%.2f GiB), "
+                     "%.2f GiB were free; ",
+                     m->bk->name, m->max_batch, m->act_bytes, m->act_bytes / GiB, avail / GiB);
+    if (n < 0 || (size_t)n >= errlen) return;
+    if (avail == 0) {
+        const double per = m->max_batch > 1
+                               ? (double)(m->act_bytes - act_bytes_at(m, 1)) / (m->max_batch - 1)
+                               : (double)m->act_bytes;
+        snprintf(err + n, errlen - n, "a smaller batch may fit (%.1f MiB of activations an image)",
+                 per / 1048576.0);
+        return;
+    }
+    int lo = 0, hi = m->max_batch - 1;   /* the largest b in [lo, hi] that fits; 0: none */
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (run_bytes_at(m, mid) <= avail) lo = mid;
+        else hi = mid - 1;
+    }
+    if (lo < 1)
+        snprintf(err + n, errlen - n, "not even batch 1 fits (a run at batch 1 needs %.2f GiB)",
+                 run_bytes_at(m, 1) / GiB);
+    else
+        snprintf(err + n, errlen - n,
+                 "batch %d should fit (--batch %d; for hgrn train --train.batch_size %d)", lo, lo,
+                 lo);
+}
+
+/* Zero-filled host memory from the backend (page-locked on CUDA). */
+static void *host_buf(Backend *bk, size_t bytes) {
+    void *p = bk->host_alloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+static void host_buf_free(Backend *bk, void *p) {
+    if (p) bk->host_free(p);
+}
+
+Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
+                    char *err, size_t errlen) {
+    if (model_check_config(c, err, errlen) < 0) return NULL;
+    Model *m = calloc(1, sizeof *m);
+    if (!m) { snprintf(err, errlen, "out of host memory creating the model"); return NULL; }
+    m->bk = bk;
+    m->mixer = mixer_find(c->mixer);
+    m->config = *c;
+    m->max_batch = max_batch;
+    m->training = training;
+    m->image_size = c->image_size;
+    m->channels = c->channels;
+    m->patch = c->patch_size;
+    m->tokens = (m->image_size / m->patch) * (m->image_size / m->patch);
+    m->patch_dim = m->patch * m->patch * m->channels;
+    m->width = c->dim;
+    m->depth = c->depth;
+    m->glu_width = c->glu_dim;
+    m->classes = c->num_classes;
+    m->drop_path = c->drop_path;
+    for (int i = 0; i < 4; i++) {
+        m->norm_mean[i] = i < c->num_mean ? c->mean[i] : 0.0f;
+        m->norm_std[i] = i < c->num_std ? c->std[i] : 1.0f;
+    }
+
+    int ok = (m->tensors = tensor_table(c, &m->num_tensors, err, errlen)) != NULL;
+    if (!ok) { model_destroy(m); return NULL; }
+    m->blocks = calloc((size_t)m->depth, sizeof *m->blocks);
+    m->stream = calloc((size_t)(2 * m->depth + 1), sizeof *m->stream);
+    m->mixer_scratch = calloc(1, m->mixer->scratch_bytes ? m->mixer->scratch_bytes : 1);
+    m->host_scales = host_buf(bk, (size_t)m->depth * 2 * max_batch * sizeof(float));
+    m->host_loss = host_buf(bk, (size_t)max_batch * sizeof(float));
+    m->host_targets = host_buf(bk, (size_t)max_batch * m->classes * sizeof(float));
+    ok = m->blocks && m->stream && m->mixer_scratch;
+    for (int l = 0; ok && l < m->depth; l++) ok = (m->blocks[l].mixer = m->mixer->create(c)) != NULL;
+    if (!ok) {
+        snprintf(err, errlen, "out of host memory creating the model");
+        model_destroy(m);
+        return NULL;
+    }
+    m->num_params = assign_offsets(m->tensors, m->num_tensors, &m->decay_numel);
+
+    /* parameters and gradients: one allocation, gradients at the same offsets */
+    m->param_mem = bk->alloc(bk, m->num_params * sizeof(float) * (training ? 2 : 1));
+    m->params = m->param_mem;
+    m->grads = training ? m->param_mem + m->num_params : NULL;
+    bind_params(m);
+
+    m->staged_slot = -1;
+    Arena a = {0};
+    layout_acts(m, &a);               /* count */
+    m->act_bytes = a.used;
+    size_t avail = 0;
+    if (!(m->act_mem = bk->try_alloc(bk, m->act_bytes, &avail))) {
+        activations_oom(m, avail, err, errlen);
+        model_destroy(m);
+        return NULL;
+    }
+    a = (Arena){.base = m->act_mem, .cap = m->act_bytes};
+    layout_acts(m, &a);               /* assign */
+    return m;
+}
+
+void model_destroy(Model *m) {
+    if (!m) return;
+    if (m->param_mem) m->bk->free(m->bk, m->param_mem);
+    if (m->act_mem) m->bk->free(m->bk, m->act_mem);
+    if (m->blocks)
+        for (int l = 0; l < m->depth; l++) free(m->blocks[l].mixer);
+    free(m->blocks);
+    free(m->tensors);
+    free(m->stream);
+    free(m->mixer_scratch);
+    host_buf_free(m->bk, m->host_scales);
+    host_buf_free(m->bk, m->host_loss);
+    host_buf_free(m->bk, m->host_targets);
+    free(m);
+}
+
+int model_num_tensors(const Model *m) { return m->num_tensors; }
+const ParamInfo *model_tensor(const Model *m, int i) { return &m->tensors[i]; }
+size_t model_num_params(const Model *m) { return m->num_params; }
+size_t model_decay_numel(const Model *m) { return m->decay_numel; }
+float *model_params(Model *m) { return m->params; }
+float *model_grads(Model *m) { return m->grads; }
+size_t model_activation_bytes(const Model *m) { return m->act_bytes; }
+Backend *model_backend(Model *m) { return m->bk; }
+int model_max_batch(const Model *m) { return m->max_batch; }
+
+ModelShape model_shape(const Model *m) {
+    return (ModelShape){m->tokens, m->patch_dim, m->width, m->depth, m->glu_width, m->classes,
+                        m->image_size, m->channels};
+}
+
+double model_flops_per_image(const Model *m) {
+    const double N = m->tokens, D = m->width, H = m->glu_width;
+    const double per_token = m->patch_dim * D +
+                             m->depth * (m->mixer->madds_per_token(&m->config) + 2 * H * D + H * D);
+    return 2.0 * (N * per_token + D * m->classes);
+}
+
+/* ------------------------------------------------------------------ init */
+
+void model_init(Model *m, uint64_t seed) {
+    float *h = malloc(m->num_params * sizeof(float));
+    if (!h) { fprintf(stderr, "out of host memory initialising %zu parameters\n", m->num_params); exit(1); }
+    /* One stream per tensor so a tensor's values do not depend on the others. */
+    for (int i = 0; i < m->num_tensors; i++) {
+        const ParamInfo *t = &m->tensors[i];
+        float *p = h + t->offset;
+        Rng r = rng_stream(seed, (uint64_t)i);
+        if (t->init == INIT_CUSTOM) {
+            m->mixer->init_tensor(t, p, &r);
+            continue;
+        }
+        for (size_t k = 0; k < t->numel; k++) {
+            switch (t->init) {
+            /* timm's trunc_normal_(std=.02) truncates at +-2 absolute (100 sigma): a plain normal */
+            case INIT_TRUNC_NORMAL: p[k] = (float)(0.02 * rng_normal(&r)); break;
+            case INIT_ZERO: p[k] = 0.0f; break;
+            case INIT_ONE: p[k] = 1.0f; break;
+            }
+        }
+    }
+    m->bk->to_device(m->bk, m->params, h, m->num_params * sizeof(float));
+    free(h);
+    model_params_changed(m);
+}
+
+void model_params_changed(Model *m) {
+    if (m->bk->params_changed) m->bk->params_changed(m->bk, m->params, m->num_params);
+}
+
+/* --------------------------------------------------------------- forward */
+
+/* Per-sample drop-path scales for both branches of every layer, drawn into
+ * host_scales (uploaded by the forward); the rate grows linearly over depth
+ * as timm's torch.linspace(0, drop_path, depth). */
+static int draw_drop_path(Model *m, int B, Rng *r) {
+    if (m->drop_path <= 0.0f || !r) return 0;
+    for (int l = 0; l < m->depth; l++) {
+        float rate = m->depth > 1 ? m->drop_path * (float)l / (float)(m->depth - 1) : m->drop_path;
+        for (int br = 0; br < 2; br++)
+            for (int b = 0; b < B; b++) {
+                float keep = 1.0f - rate;
+                float u = rng_uniformf(r);
+                m->host_scales[((size_t)l * 2 + br) * B + b] = u < keep ? 1.0f / keep : 0.0f;
+            }
+    }
+    return 1;
+}
+
+/* Drop-path scales of layer l's branch br (0: token mixer, 1: GLU), or NULL. */
+static const float *layer_scale(Model *m, int l, int br, int B) {
+    return m->use_scales ? m->scales + ((size_t)l * 2 + br) * B : NULL;
+}
+
+static const float *layer_beta(const Model *m, int l) {
+    return m->mixer->uses_lower_bounds ? m->beta + (size_t)l * m->width : NULL;
+}
+
+void model_stage_images(Model *m, const uint8_t *images, int B) {
+    int slot = m->next_slot;
+    m->bk->to_device_async(m->bk, m->img_u8[slot], images,
+                           (size_t)B * m->channels * m->image_size * m->image_size);
+    m->staged_slot = slot;
+    m->staged_batch = B;
+    m->next_slot ^= 1;
+}
+
+int model_take_staged(Model *m, int B) {
+    if (m->staged_slot < 0 || m->staged_batch != B) {
+        fprintf(stderr, "internal error: a forward without images needs model_stage_images(%d)\n", B);
+        abort();
+    }
+    int slot = m->staged_slot;
+    m->staged_slot = -1;
+    return slot;
+}
+
+void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng) {
+    m->use_scales = train ? draw_drop_path(m, B, dp_rng) : 0;
+    if (images) {
+        m->bk->copy_fence(m->bk);     /* a staged upload into slot 0 must not land after this one */
+        m->bk->to_device(m->bk, m->img_u8[0], images,
+                         (size_t)B * m->channels * m->image_size * m->image_size);
+        m->next_slot = 1;
+        model_forward_slot(m, 0, B);
+    } else {
+        model_forward_slot(m, model_take_staged(m, B), B);
+    }
+}
+
+void model_forward_slot(Model *m, int slot, int B) {
+    Backend *bk = m->bk;
+    const int N = m->tokens, D = m->width, M = B * N;
+    bk->copy_fence(bk);               /* staged uploads land before anything reads them */
+    if (m->use_scales)
+        bk->to_device(bk, m->scales, m->host_scales, (size_t)m->depth * 2 * B * sizeof(float));
+    bk->patchify_u8(bk, m->patches, m->img_u8[slot], m->norm_mean, m->norm_std, B, m->channels,
+                    m->image_size, m->image_size, m->patch);
+    bk->matmul_fwd(bk, m->stream[0], m->patches, m->embed_w, m->embed_b, M, m->patch_dim, D);
+    if (m->lower_bounds) bk->lower_bounds_fwd(bk, m->beta, m->lower_bounds, m->depth, D);
+
+    /* Each residual add also writes the next branch's pre-norm (residual_ln_fwd:
+     * the new stream state is normalised from registers, not read back); only
+     * the first token norm is a separate op and the last add has none. */
+    const Block *first = &m->blocks[0];
+    bk->layernorm_fwd(bk, first->token_normed.out, first->token_normed.mean, first->token_normed.rstd,
+                      m->stream[0], first->token_norm.weight, first->token_norm.bias, M, D);
+    for (int l = 0; l < m->depth; l++) {
+        Block *blk = &m->blocks[l];
+        float *x = m->stream[2 * l], *y = m->stream[2 * l + 1], *z = m->stream[2 * l + 2];
+        m->mixer->forward(bk, blk->mixer, blk->token_normed.out, layer_beta(m, l), m->branch, B, N);
+        NormActs *fn = &blk->feature_normed;
+        bk->residual_ln_fwd(bk, y, fn->out, fn->mean, fn->rstd, x, m->branch, layer_scale(m, l, 0, B),
+                            blk->feature_norm.weight, blk->feature_norm.bias, B, N, D);
+        glu_forward(bk, &blk->glu, &blk->glu_acts, fn->out, m->branch, M, D, m->glu_width);
+        const float *s1 = layer_scale(m, l, 1, B);
+        if (l + 1 == m->depth) {
+            bk->residual_fwd(bk, z, y, m->branch, s1, B, N * D);
+        } else {
+            const Block *next = &m->blocks[l + 1];
+            const NormActs *tn = &next->token_normed;
+            bk->residual_ln_fwd(bk, z, tn->out, tn->mean, tn->rstd, y, m->branch, s1,
+                                next->token_norm.weight, next->token_norm.bias, B, N, D);
+        }
+    }
+    bk->meanpool_fwd(bk, m->pooled, m->stream[2 * m->depth], B, N, D);
+    bk->rmsnorm_fwd(bk, m->normed, m->rms, m->pooled, B, D);
+    bk->matmul_fwd(bk, m->logits, m->normed, m->head_w, m->head_b, B, D, m->classes);
+}
+
+/* ------------------------------------------------------------------ loss */
+
+void model_set_targets(Model *m, const float *targets, int B) {
+    size_t n = (size_t)B * m->classes;
+    if (targets) memcpy(m->host_targets, targets, n * sizeof(float));
+    else   /* probabilities only (classify): any valid target distribution will do */
+        for (size_t i = 0; i < n; i++) m->host_targets[i] = 1.0f / (float)m->classes;
+}
+
+void model_set_drop_path(Model *m, int B, Rng *dp_rng) {
+    m->use_scales = draw_drop_path(m, B, dp_rng);
+}
+
+void model_loss_device(Model *m, int B) {
+    Backend *bk = m->bk;
+    bk->to_device(bk, m->targets, m->host_targets, (size_t)B * m->classes * sizeof(float));
+    bk->xent_fwd(bk, m->loss, m->probs, m->logits, m->targets, B, m->classes);
+    bk->to_host_async(bk, m->host_loss, m->loss, (size_t)B * sizeof(float));
+}
+
+float model_loss_value(const Model *m, int B, float *per_sample_loss) {
+    double sum = 0.0;
+    for (int b = 0; b < B; b++) sum += m->host_loss[b];
+    if (per_sample_loss) memcpy(per_sample_loss, m->host_loss, (size_t)B * sizeof(float));
+    return (float)(sum / B);
+}
+
+float model_loss(Model *m, const float *targets, int B, float *per_sample_loss) {
+    model_set_targets(m, targets, B);
+    model_loss_device(m, B);
+    m->bk->sync(m->bk);
+    return model_loss_value(m, B, per_sample_loss);
+}
+
+void model_upload_wait(Model *m) {
+    m->bk->copy_wait(m->bk);
+}
+
+void model_probs(Model *m, float *host_probs, int B) {
+    m->bk->to_host(m->bk, host_probs, m->probs, (size_t)B * m->classes * sizeof(float));
+}
+
+/* -------------------------------------------------------------- backward */
+
+void model_zero_grads(Model *m) {
+    m->bk->zero(m->bk, m->grads, m->num_params * sizeof(float));
+}
+
+/* A branch's pre-norm backward: dres += LayerNorm'(dnormed) and, when the
+ * branch before it exists, that branch's output gradient dbranch = scale *
+ * dres in the same pass (ln_residual_bwd). */
+static void prenorm_backward(Model *m, const NormParams *w, const NormParams *grad,
+                             const NormActs *acts, const float *x, const float *prev_scale,
+                             int has_prev, int B) {
+    Backend *bk = m->bk;
+    const int N = m->tokens, D = m->width;
+    if (has_prev)
+        bk->ln_residual_bwd(bk, m->dres, m->dbranch, grad->weight, grad->bias, m->dnormed_in, x,
+                            w->weight, acts->mean, acts->rstd, prev_scale, B, N, D);
+    else
+        bk->layernorm_bwd(bk, m->dres, grad->weight, grad->bias, m->dnormed_in, x, w->weight,
+                          acts->mean, acts->rstd, B * N, D);
+}
+
+void model_backward(Model *m, int B) {
+    Backend *bk = m->bk;
+    const int N = m->tokens, D = m->width, M = B * N;
+    if (m->lower_bounds) bk->zero(bk, m->dbeta, (size_t)m->depth * D * sizeof(float));
+    bk->xent_bwd(bk, m->dlogits, m->probs, m->targets, 1.0f / (float)B, B, m->classes);
+    bk->matmul_bwd(bk, m->dnormed, m->head_w_grad, m->head_b_grad, m->dlogits, m->normed, m->head_w,
+                   B, D, m->classes);
+    bk->rmsnorm_bwd(bk, m->dpooled, m->dnormed, m->pooled, m->rms, B, D);
+    bk->meanpool_bwd(bk, m->dres, m->dpooled, B, N, D);   /* dres = dL/d stream[2 depth] */
+    /* z = y + s1 * glu(y): the last GLU's output gradient. Every other branch's
+     * comes with the pre-norm backward of the branch after it. */
+    bk->residual_bwd(bk, m->dbranch, m->dres, layer_scale(m, m->depth - 1, 1, B), B, N * D);
+    for (int l = m->depth - 1; l >= 0; l--) {
+        Block *blk = &m->blocks[l];
+        const float *x = m->stream[2 * l], *y = m->stream[2 * l + 1];
+        /* z = y + s1 * glu(LN(y)): dres becomes dL/dy, dbranch the mixer's (y = x + s0 * mixer(LN(x))) */
+        glu_backward(bk, &blk->glu, &blk->glu_grad, &blk->glu_acts, &m->glu_scratch,
+                     blk->feature_normed.out, m->dbranch, m->dnormed_in, M, D, m->glu_width);
+        prenorm_backward(m, &blk->feature_norm, &blk->feature_norm_grad, &blk->feature_normed, y,
+                         layer_scale(m, l, 0, B), 1, B);
+        /* dres becomes dL/dx, dbranch the previous block's GLU's */
+        m->mixer->backward(bk, blk->mixer, m->mixer_scratch, blk->token_normed.out, layer_beta(m, l),
+                           m->lower_bounds ? m->dbeta + (size_t)l * D : NULL, m->dbranch,
+                           m->dnormed_in, B, N);
+        prenorm_backward(m, &blk->token_norm, &blk->token_norm_grad, &blk->token_normed, x,
+                         l > 0 ? layer_scale(m, l - 1, 1, B) : NULL, l > 0, B);
+    }
+    if (m->lower_bounds)
+        bk->lower_bounds_bwd(bk, m->lower_bounds_grad, m->dbeta, m->lower_bounds, m->depth, D);
+    /* the images need no gradient: only the embedding's weights */
+    bk->matmul_bwd(bk, NULL, m->embed_w_grad, m->embed_b_grad, m->dres, m->patches, m->embed_w, M,
+                   m->patch_dim, D);
+}

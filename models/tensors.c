@@ -1,0 +1,39 @@
+/* tensors.c - see tensors.h. */
+#include "tensors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                const char *fmt, ...) {
+    if (tl->tensors) {
+        ParamInfo *t = &tl->tensors[tl->count];
+        memset(t, 0, sizeof *t);
+        size_t len = (size_t)snprintf(t->name, sizeof t->name, "%s", tl->prefix);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->name + len, sizeof t->name - len, fmt, ap);
+        va_end(ap);
+        t->ndim = ndim;
+        const int64_t dims[3] = {d0, d1, d2};
+        t->numel = 1;
+        for (int i = 0; i < ndim; i++) {
+            t->shape[i] = dims[i];
+            t->numel *= (size_t)dims[i];
+        }
+        t->decay = decay;
+        t->init = init;
+    }
+    tl->count++;
+}
+
+float *tensor_at(const TensorView *view, const char *name) {
+    char full[96];
+    snprintf(full, sizeof full, "%s%s", view->prefix, name);
+    for (int i = 0; i < view->count; i++)
+        if (!strcmp(view->tensors[i].name, full)) return view->base + view->tensors[i].offset;
+    fprintf(stderr, "internal error: no tensor %s\n", full);
+    abort();
+}

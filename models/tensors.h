@@ -1,0 +1,51 @@
+/* tensors.h - the model's parameter tensors: how a layer declares them (name,
+ * shape, initialisation, weight-decay group) and how it finds them again in
+ * the contiguous parameter or gradient block. Names follow the official
+ * PyTorch modules so weights move both ways. */
+#ifndef HGRN_TENSORS_H
+#define HGRN_TENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How model_init fills a tensor. INIT_CUSTOM: the token mixer's init hook. */
+enum { INIT_TRUNC_NORMAL, INIT_ZERO, INIT_ONE, INIT_CUSTOM };
+
+/* One named parameter tensor: a slice of the contiguous fp32 parameter block. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int64_t shape[4];
+    size_t offset;        /* in floats, from the start of the parameter block */
+    size_t numel;
+    int decay;            /* 1: weight decay applies; 0: norms, biases, lower bounds */
+    int init;             /* INIT_* */
+} ParamInfo;
+
+/* Declaration order is emission order. With tensors == NULL only the count
+ * grows (a first pass sizes the array, a second fills it). prefix is put
+ * before every name that tensor_add is given (e.g. "layers.3.token_mixer."). */
+typedef struct {
+    ParamInfo *tensors;
+    int count;
+    char prefix[64];
+} TensorList;
+
+/* Declare a tensor of ndim (1..3) dimensions; unused dimensions are 0. */
+void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+/* Where one layer's tensors live: tensor_at(view, "out_proj.weight") is the
+ * address of <prefix>out_proj.weight in the block at base (the parameters or,
+ * at the same offsets, their gradients). Aborts on a name the layer never
+ * declared: that is a bug in the layer, not an input error. */
+typedef struct {
+    const ParamInfo *tensors;
+    int count;
+    const char *prefix;
+    float *base;
+} TensorView;
+
+float *tensor_at(const TensorView *view, const char *name);
+
+#endif
