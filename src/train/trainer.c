@@ -1,0 +1,269 @@
+/* trainer.c - a training run; see trainer.h. */
+#include "trainer.h"
+#include "clock.h"
+#include "evaluate.h"
+#include "fsutil.h"
+#include "schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DROP_PATH_STREAM 0x64726f7070617468ull  /* "droppath" */
+
+void trainer_init(Trainer *t, const Config *cfg, const char *out_dir) {
+    memset(t, 0, sizeof *t);
+    t->cfg = cfg;
+    snprintf(t->out, sizeof t->out, "%s", out_dir);
+    t->state = (TrainState){0, 0, 0, -1.0f};
+}
+
+int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err,
+                       size_t errlen) {
+    const Config *c = t->cfg;
+    if (train->num_classes > c->num_classes) {
+        snprintf(err, errlen, "the dataset has %d classes but model.num_classes is %d",
+                 train->num_classes, c->num_classes);
+        return -1;
+    }
+    t->train_set = train;
+    t->val_set = val;
+    t->classes = classes;
+    if (!(t->train_loader = loader_create(train, c, 1, 0, 1, err, errlen))) return -1;
+    if (!(t->val_loader = loader_create(val, c, 0, 0, 1, err, errlen))) return -1;
+    return 0;
+}
+
+int trainer_setup_model(Trainer *t, Backend *bk, char *err, size_t errlen) {
+    const Config *c = t->cfg;
+    t->bk = bk;
+    /* worker-side batches ahead of the step, in page-locked memory on a GPU
+     * so that their upload overlaps the previous step's backward */
+    loader_set_host_allocator(t->train_loader, bk->host_alloc, bk->host_free);
+    if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
+    if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
+    if (!(t->model = model_create(bk, c, c->batch_size, 1, err, errlen))) return -1;
+    if (optim_init(&t->opt, bk, t->model) < 0) {
+        snprintf(err, errlen, "out of memory for the optimizer state");
+        return -1;
+    }
+    step_init(&t->stepper, t->model, &t->opt, c, c->cuda_graph);
+    return 0;
+}
+
+static void last_paths(const Trainer *t, char *weights, size_t wlen, char *state, size_t slen) {
+    snprintf(weights, wlen, "%s/last.safetensors", t->out);
+    ckpt_state_path(weights, state, slen);
+}
+
+static int resume_from(Trainer *t, const char *resume, char *err, size_t errlen) {
+    char w[1024], s[1100];
+    if (!strcmp(resume, "auto")) last_paths(t, w, sizeof w, s, sizeof s);
+    else {
+        snprintf(w, sizeof w, "%s", resume);
+        ckpt_state_path(w, s, sizeof s);
+    }
+    int wstep;
+    if (ckpt_load_weights(w, t->model, &wstep, err, errlen) < 0) return -1;
+    if (ckpt_load_state(s, t->model, &t->opt, &t->state, err, errlen) < 0) return -1;
+    if (wstep != t->state.step) {
+        snprintf(err, errlen, "%.400s is from step %d but %.400s is from step %d (the run was killed "
+                 "while saving?): resume from a matching pair", w, wstep, s, t->state.step);
+        return -1;
+    }
+    fprintf(stderr, "resumed from %s: epoch %d, batch %d, step %d\n", w, t->state.epoch,
+            t->state.batch, t->state.step);
+    return 0;
+}
+
+int trainer_start(Trainer *t, const char *resume, char *err, size_t errlen) {
+    const Config *c = t->cfg;
+    if (mkdir_p(t->out, err, errlen) < 0) return -1;   /* only once the inputs are known good */
+    if (resume[0]) {
+        if (resume_from(t, resume, err, errlen) < 0) return -1;
+    } else {
+        model_init(t->model, c->seed);
+    }
+    char text[CONFIG_TEXT_MAX], path[1024];
+    if (config_write(c, text, sizeof text) >= 0) {   /* the run's full config, for the record */
+        snprintf(path, sizeof path, "%s/config.cfg", t->out);
+        const void *chunks[1] = {text};
+        size_t lens[1] = {strlen(text)};
+        if (write_file_atomic(path, chunks, lens, 1, err, errlen) < 0) return -1;
+    }
+    snprintf(path, sizeof path, "%s/metrics.jsonl", t->out);
+    if (!(t->metrics = fopen(path, resume[0] ? "a" : "w"))) {
+        snprintf(err, errlen, "%.900s: cannot open for writing", path);
+        return -1;
+    }
+    t->steps_per_epoch = loader_batches_per_epoch(t->train_loader);
+    if (t->steps_per_epoch <= 0) {
+        snprintf(err, errlen, "the training set (%d samples) is smaller than one batch of %d",
+                 t->train_set->n, c->batch_size);
+        return -1;
+    }
+    t->total_steps = (long)t->steps_per_epoch * c->epochs;
+    if (c->max_steps > 0 && c->max_steps < t->total_steps) t->total_steps = c->max_steps;
+    return 0;
+}
+
+static int save_last(Trainer *t, char *err, size_t errlen) {
+    char w[1024], s[1100];
+    last_paths(t, w, sizeof w, s, sizeof s);
+    /* state first: a kill between the two leaves an older weights file whose
+     * step disagrees with the state, which --resume detects and reports */
+    if (ckpt_save_state(s, t->model, &t->opt, t->cfg, &t->state, err, errlen) < 0) return -1;
+    return ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, err, errlen);
+}
+
+/* A NaN/Inf gradient made the optimizer skip the update on the device: stop
+ * before anything is saved from this state, saying where it happened. */
+static void non_finite_error(const Trainer *t, float loss, float gn, int epoch, double lr,
+                             char *err, size_t errlen) {
+    char last[1024];
+    snprintf(last, sizeof last, "%s/last.safetensors", t->out);
+    const int have = file_exists(last);
+    snprintf(err, errlen, "%s is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; %s%.600s",
+             isfinite(loss) ? "the gradient norm" : "loss",
+             isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite", t->state.step, epoch,
+             t->state.batch, lr, have ? "the last good checkpoint is " : "no checkpoint was written yet",
+             have ? last : "");
+}
+
+/* After each step: a metrics record every log_every steps (and a plain
+ * progress line when stderr is not a terminal), the live line on a terminal. */
+static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double lr) {
+    const Config *c = t->cfg;
+    TrainState *ts = &t->state;
+    t->steps_this_run++;
+    t->imgs_since_log += n;
+    t->loss_since_log += loss;
+    t->steps_since_log++;
+    const int tty = isatty(2);
+    const double now = now_seconds();
+    if (ts->step % c->log_every == 0 || ts->step == t->total_steps) {
+        const double ips = t->imgs_since_log / (now - t->t_log);
+        const double mean_loss = t->loss_since_log / t->steps_since_log;
+        fprintf(t->metrics, "{\"step\": %d, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6f, "
+                "\"grad_norm\": %.6g, \"img_per_s\": %.1f}\n", ts->step,
+                epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips);
+        fflush(t->metrics);
+        if (!tty)
+            fprintf(stderr, "step %d/%ld  epoch %d  loss %.4f  lr %.3g  %.0f img/s\n", ts->step,
+                    t->total_steps, epoch, mean_loss, lr, ips);
+        t->t_log = now;
+        t->imgs_since_log = 0;
+        t->loss_since_log = 0;
+        t->steps_since_log = 0;
+    }
+    if (tty) {
+        const double el = now - t->t_start;
+        char eta[32];
+        format_duration(el / t->steps_this_run * (double)(t->total_steps - ts->step), eta, sizeof eta);
+        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  ETA %s   ",
+                epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
+                (double)t->steps_this_run * c->batch_size / el, eta);
+    }
+}
+
+/* The rest of epoch `epoch` from the state's batch position. The next batch
+ * is fetched and its upload queued while the current step runs. */
+static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
+    const Config *c = t->cfg;
+    TrainState *ts = &t->state;
+    loader_set_epoch(t->train_loader, epoch, ts->batch);
+    const Batch *batch = NULL;
+    int got = loader_next_ref(t->train_loader, &batch);
+    if (got == 1) model_stage_images(t->model, batch->images, batch->n);
+    while (!t->stopped && got == 1) {
+        const int n = batch->n;
+        const double lr = lr_at(c, epoch + (double)ts->batch / t->steps_per_epoch);
+        Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts->step);
+        step_launch(&t->stepper, batch->targets, n, lr, &dp);   /* the whole step, queued */
+        /* while it runs: once this batch's images have landed its ring slot
+         * is released, and the next batch is fetched and its upload queued */
+        model_upload_wait(t->model);
+        if (c->max_steps > 0 && ts->step + 1 >= c->max_steps) got = 0;
+        else if ((got = loader_next_ref(t->train_loader, &batch)) == 1)
+            model_stage_images(t->model, batch->images, batch->n);
+        float loss, gn;
+        step_finish(&t->stepper, &loss, &gn);
+        if (!isfinite(loss) || !isfinite(gn)) {
+            non_finite_error(t, loss, gn, epoch, lr, err, errlen);
+            return -1;
+        }
+        ts->step++;
+        ts->batch++;
+        log_step(t, epoch, n, loss, gn, lr);
+        if (c->max_steps > 0 && ts->step >= c->max_steps) t->stopped = 1;
+    }
+    if (isatty(2)) fprintf(stderr, "\n");
+    if (loader_bad_samples(t->train_loader) > 0)
+        fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n",
+                epoch + 1, loader_bad_samples(t->train_loader));
+    if (!t->stopped && got < 0) {
+        snprintf(err, errlen, "%s", loader_error(t->train_loader));
+        return -1;
+    }
+    return 0;
+}
+
+/* Validation after an epoch: a metrics record, and `best` when top-1 improved. */
+static int evaluate_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
+    EvalResult r;
+    if (evaluate(t->model, t->val_loader, t->cfg, &r, 1, err, errlen) < 0) return -1;
+    fprintf(stderr, "epoch %d: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)\n",
+            epoch + 1, r.top1, r.top5, r.loss, r.count, r.seconds);
+    fprintf(t->metrics, "{\"epoch\": %d, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
+            "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f}\n", epoch + 1, t->state.step, r.top1,
+            r.top5, r.loss, r.count / r.seconds);
+    fflush(t->metrics);
+    if (r.top1 > t->state.best_top1) {
+        t->state.best_top1 = (float)r.top1;
+        char w[1024];
+        snprintf(w, sizeof w, "%s/best.safetensors", t->out);
+        if (ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int trainer_run(Trainer *t, char *err, size_t errlen) {
+    const Config *c = t->cfg;
+    TrainState *ts = &t->state;
+    fprintf(stderr, "training %s: %zu params, %d train / %d val samples, batch %d, %d steps/epoch, "
+            "%d epochs, device %s, peak lr %.3g\n", c->mixer, model_num_params(t->model),
+            t->train_set->n, t->val_set->n, c->batch_size, t->steps_per_epoch, c->epochs,
+            t->bk->name, peak_lr(c));
+    t->t_start = t->t_log = now_seconds();
+    for (int epoch = ts->epoch; epoch < c->epochs && !t->stopped; epoch++) {
+        if (train_epoch(t, epoch, err, errlen) < 0) return -1;
+        if (t->stopped && ts->batch < t->steps_per_epoch)
+            return save_last(t, err, errlen);   /* mid-epoch: the data position is saved */
+        ts->epoch = epoch + 1;
+        ts->batch = 0;
+        if ((epoch + 1) % c->eval_every == 0 || epoch + 1 == c->epochs)
+            if (evaluate_epoch(t, epoch, err, errlen) < 0) return -1;
+        if (save_last(t, err, errlen) < 0) return -1;
+        /* training img/s covers training only: restart its clock after eval and saving */
+        t->t_log = now_seconds();
+        t->imgs_since_log = 0;
+    }
+    return 0;
+}
+
+void trainer_finish(Trainer *t) {
+    fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%%; checkpoints in %s/\n",
+            t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out);
+}
+
+void trainer_destroy(Trainer *t) {
+    if (t->metrics) fclose(t->metrics);
+    optim_free(&t->opt);
+    model_destroy(t->model);
+    loader_destroy(t->train_loader);
+    loader_destroy(t->val_loader);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,68 @@
+/* trainer.h - one training run as named steps, in the order `hgrn train`
+ * calls them:
+ *
+ *   trainer_init        the config and the run directory
+ *   trainer_setup_data  loaders over the (already opened) train and val sets
+ *   trainer_setup_model the model, AdamW and the step (eager or recorded)
+ *   trainer_start       the run directory, then resume from a checkpoint or
+ *                       initialise from the seed
+ *   trainer_run         the epochs: train an epoch, evaluate, save
+ *   trainer_finish      the summary line
+ *   trainer_destroy     releases what the steps made (not the datasets, the
+ *                       class names or the backend: the caller's)
+ *
+ * AdamW with a warm-up + cosine schedule, global-norm clipping, label
+ * smoothing (folded into the loader's soft targets), per-sample drop path,
+ * evaluation each eval_every epochs, `last` and `best` checkpoints. Every
+ * random choice is a function of (seed, step) or (seed, epoch, sample), so a
+ * resumed run is bit-identical on the CPU to one that never stopped. */
+#ifndef HGRN_TRAINER_H
+#define HGRN_TRAINER_H
+
+#include <stdio.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "dataset.h"
+#include "loader.h"
+#include "model.h"
+#include "optim.h"
+#include "step.h"
+
+typedef struct {
+    const Config *cfg;
+    char out[512];                /* run directory */
+    Backend *bk;
+    Dataset *train_set, *val_set;
+    char **classes;               /* num_classes names, stored in checkpoints */
+    Loader *train_loader, *val_loader;
+    Model *model;
+    Optim opt;
+    Stepper stepper;
+    TrainState state;
+    FILE *metrics;                /* out/metrics.jsonl */
+    int steps_per_epoch;
+    long total_steps;
+    /* progress of this process (not of the run: a resumed run starts again) */
+    double t_start, t_log;
+    long steps_this_run, imgs_since_log;
+    double loss_since_log;
+    int steps_since_log;
+    int stopped;                  /* max_steps reached */
+} Trainer;
+
+void trainer_init(Trainer *t, const Config *cfg, const char *out_dir);
+/* Loaders over train and val (not owned); classes: cfg->num_classes names (not owned). */
+int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err,
+                       size_t errlen);
+/* The model, optimizer and step on bk (not owned), and the loaders' prefetching. */
+int trainer_setup_model(Trainer *t, Backend *bk, char *err, size_t errlen);
+/* Creates the run directory and its config.cfg and metrics.jsonl; resume: ""
+ * (initialise from cfg->seed), "auto" (out/last.safetensors) or a weights file. */
+int trainer_start(Trainer *t, const char *resume, char *err, size_t errlen);
+/* Every remaining epoch, or until train.max_steps. */
+int trainer_run(Trainer *t, char *err, size_t errlen);
+void trainer_finish(Trainer *t);
+void trainer_destroy(Trainer *t);
+
+#endif
