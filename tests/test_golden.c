@@ -44,11 +44,11 @@ typedef struct {
 } Golden;
 
 /* One mixer's run; the config is small enough for a second of CPU time. */
-static Golden run_model(const char *arch) {
+static Golden run_model(const char *mixer) {
     char err[512];
     Config c;
     config_defaults(&c);
-    assert_int_equal(config_set(&c, "model.arch", arch, err, sizeof err), 0);
+    assert_int_equal(config_set(&c, "model.mixer", mixer, err, sizeof err), 0);
     c.image_size = 16; c.channels = 3; c.patch_size = 4;   /* 16 tokens */
     c.dim = 24; c.depth = 3; c.glu_dim = 48; c.num_classes = 7;
     c.head_size = 8;
@@ -100,22 +100,22 @@ static Golden run_model(const char *arch) {
     return g;
 }
 
-static const char *archs[] = {"hgrn1", "hgrn2"};
-#define NARCH (int)(sizeof archs / sizeof archs[0])
+static const char *mixers[] = {"hgru1", "hgru2"};
+#define NMIXERS (int)(sizeof mixers / sizeof mixers[0])
 
 static void test_golden(void **s) {
     (void)s;
 #ifndef NDEBUG
     skip();   /* the pinned bits are the optimised build's (-O2 vectorises the reductions) */
 #endif
-    Golden got[NARCH];
-    for (int i = 0; i < NARCH; i++) got[i] = run_model(archs[i]);
+    Golden got[NMIXERS];
+    for (int i = 0; i < NMIXERS; i++) got[i] = run_model(mixers[i]);
     if (getenv("HGRN_GOLDEN_WRITE")) {
         FILE *f = fopen(GOLDEN_FILE, "w");
         assert_non_null(f);
-        fprintf(f, "# arch params-hash grads-hash probs-hash loss-bits (tests/test_golden.c)\n");
-        for (int i = 0; i < NARCH; i++)
-            fprintf(f, "%s %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %08" PRIx32 "\n", archs[i],
+        fprintf(f, "# mixer params-hash grads-hash probs-hash loss-bits (tests/test_golden.c)\n");
+        for (int i = 0; i < NMIXERS; i++)
+            fprintf(f, "%s %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %08" PRIx32 "\n", mixers[i],
                     got[i].params, got[i].grads, got[i].probs, got[i].loss_bits);
         assert_int_equal(fclose(f), 0);
         print_message("wrote %s\n", GOLDEN_FILE);
@@ -127,28 +127,28 @@ static void test_golden(void **s) {
     int matched = 0;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') continue;
-        char arch[32];
+        char mixer[32];
         Golden want;
-        if (sscanf(line, "%31s %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx32, arch, &want.params,
+        if (sscanf(line, "%31s %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx32, mixer, &want.params,
                    &want.grads, &want.probs, &want.loss_bits) != 5)
             fail_msg("%s: malformed line '%s'", GOLDEN_FILE, line);
-        for (int i = 0; i < NARCH; i++) {
-            if (strcmp(arch, archs[i])) continue;
+        for (int i = 0; i < NMIXERS; i++) {
+            if (strcmp(mixer, mixers[i])) continue;
             const Golden *g = &got[i];
-            if (g->params != want.params) fail_msg("%s: initial parameters differ", arch);
+            if (g->params != want.params) fail_msg("%s: initial parameters differ", mixer);
             if (g->loss_bits != want.loss_bits) {
                 float a, b;
                 memcpy(&a, &g->loss_bits, 4);
                 memcpy(&b, &want.loss_bits, 4);
-                fail_msg("%s: loss %.9g, pinned %.9g", arch, a, b);
+                fail_msg("%s: loss %.9g, pinned %.9g", mixer, a, b);
             }
-            if (g->grads != want.grads) fail_msg("%s: gradients differ", arch);
-            if (g->probs != want.probs) fail_msg("%s: evaluation probabilities differ", arch);
+            if (g->grads != want.grads) fail_msg("%s: gradients differ", mixer);
+            if (g->probs != want.probs) fail_msg("%s: evaluation probabilities differ", mixer);
             matched++;
         }
     }
     fclose(f);
-    assert_int_equal(matched, NARCH);
+    assert_int_equal(matched, NMIXERS);
 }
 
 int main(void) {

@@ -1405,7 +1405,7 @@ static void ln_bwd_fn(void *p) {
                          (const float *)l->rstd, l->M, l->C);
 }
 /* ln_gate at the HGRU1 mixer's shapes: f, z, dz, df [M, 2D]; the gate and its
- * gradient at column 2D of [M, 5D] rows, as in models/hgru1_mixer.c */
+ * gradient at column 2D of [M, 5D] rows, as in models/mixers/hgru1.c */
 typedef struct {
     Backend *bk; void *f, *z, *dz, *df, *proj, *dproj, *mean, *rstd, *dw; float *w, *b;
     int M, C, ld;
