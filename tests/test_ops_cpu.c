@@ -3,7 +3,8 @@
  * against central finite differences of the naive forward of
  * L = sum(w_i * out_i) with random w. Random inputs (fixed seeds, no zeros),
  * odd sizes, strided views; accumulate (+=) and overwrite (=) semantics;
- * AdamW against a double reference; bitwise determinism at 2 threads. */
+ * AdamW against a double reference; bitwise determinism at 2 threads; the
+ * linear recurrence over 16384 tokens against a sequential double evaluation. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +93,7 @@ static void test_create_and_memory(void **state) {
     assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
     assert_non_null(bk->adamw); assert_non_null(bk->scale);
     assert_non_null(bk->hgru2_fwd); assert_non_null(bk->hgru2_bwd);
+    assert_non_null(bk->scan_fwd); assert_non_null(bk->scan_bwd);
 
     Rng r;
     rng_seed(&r, 1);
@@ -801,6 +803,414 @@ static void test_hgru2_determinism(void **state) {
     for (int k = 0; k < 3; k++) {
         free(out[k]); free(dx[k]); free(db[k]);
     }
+}
+
+/* ------------------------------------------------------ linear recurrence */
+
+typedef struct {
+    int B, N, D, cplx, dirs, lda, ldx;
+    double *a;    /* [B*N, lda], or one row of W values when lda == 0 */
+    double *x;    /* [B*N, ldx] */
+    double *wt;   /* [B*N, W]: the loss weights, dL/dout */
+} ScanCtx;
+
+static int scan_width(const ScanCtx *c) { return c->cplx ? 2 * c->D : c->D; }
+
+/* Channel j of row `row` of a [.., ld] array (ld 0: the one shared row). */
+static double complex scan_get(const double *p, int ld, size_t row, int j, int cplx) {
+    const double *q = p + row * (size_t)ld;
+    return cplx ? q[2 * j] + I * q[2 * j + 1] : q[j];
+}
+
+/* One direction of channel j of image b, naively in double complex:
+ * s[t] = a_t s[prev] + x_t along the direction (prev = t-1, or t+1 when rev). */
+static void scan_dir_states(const ScanCtx *c, int b, int j, int rev, double complex *s) {
+    double complex h = 0;
+    for (int i = 0; i < c->N; i++) {
+        int t = rev ? c->N - 1 - i : i;
+        size_t row = (size_t)b * c->N + t;
+        h = scan_get(c->a, c->lda, row, j, c->cplx) * h + scan_get(c->x, c->ldx, row, j, c->cplx);
+        s[t] = h;
+    }
+}
+
+static void scan_ref(const ScanCtx *c, double *out) {
+    int W = scan_width(c);
+    double complex *h = TU_NEW(double complex, c->N), *r = TU_NEW(double complex, c->N);
+    for (int b = 0; b < c->B; b++)
+        for (int j = 0; j < c->D; j++) {
+            scan_dir_states(c, b, j, 0, h);
+            scan_dir_states(c, b, j, 1, r);
+            for (int t = 0; t < c->N; t++) {
+                double complex o = (c->dirs & SCAN_FORWARD ? h[t] : 0) +
+                                   (c->dirs & SCAN_REVERSE ? r[t] : 0);
+                double *po = out + ((size_t)b * c->N + t) * W;
+                if (c->cplx) {
+                    po[2 * j] = creal(o);
+                    po[2 * j + 1] = cimag(o);
+                } else {
+                    po[j] = creal(o);
+                }
+            }
+        }
+    free(h);
+    free(r);
+}
+
+static double scan_loss(void *p) {
+    ScanCtx *c = p;
+    size_t n = (size_t)c->B * c->N * scan_width(c);
+    double *out = TU_NEW(double, n);
+    scan_ref(c, out);
+    double s = weighted_sum(out, c->wt, n);
+    free(out);
+    return s;
+}
+
+/* Decays of modulus in [lo, hi) into the W columns of rows rows (stride ld):
+ * real ones with either sign (pos: positive only), complex ones at a random
+ * phase in [-ph, ph). */
+static void fill_decays(Rng *r, float *a, int rows, int ld, int D, int cplx, double lo, double hi,
+                        int pos, double ph) {
+    for (int m = 0; m < rows; m++)
+        for (int j = 0; j < D; j++) {
+            double mod = lo + (hi - lo) * rng_uniform(r);
+            float *q = a + (size_t)m * ld;
+            if (cplx) {
+                double phi = ph * (2 * rng_uniform(r) - 1);
+                q[2 * j] = (float)(mod * cos(phi));
+                q[2 * j + 1] = (float)(mod * sin(phi));
+            } else {
+                q[j] = (float)(!pos && rng_uniform(r) < 0.5 ? -mod : mod);
+            }
+        }
+}
+
+static void fill_nan(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+}
+
+/* The padding columns [W, ld) of a [rows, ld] array are bitwise as before. */
+static void assert_padding_kept(const float *got, const float *before, int rows, int W, int ld) {
+    for (int m = 0; m < rows; m++)
+        assert_memory_equal(got + (size_t)m * ld + W, before + (size_t)m * ld + W,
+                            (size_t)(ld - W) * sizeof(float));
+}
+
+/* One configuration against the naive double scan (forward) and central
+ * finite differences of it (backward). lda_pad < 0: one shared decay row
+ * (lda == 0), else lda = W + lda_pad; ldx = W + ldx_pad. Input padding is
+ * NaN (reading it would show), overwritten outputs start as NaN, the shared
+ * row's gradient accumulates onto random values. */
+static void run_scan(int B, int N, int D, int cplx, int dirs, int lda_pad, int ldx_pad,
+                     uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    const int W = cplx ? 2 * D : D, M = B * N, shared = lda_pad < 0;
+    const int lda = shared ? 0 : W + lda_pad, ldx = W + ldx_pad;
+    const int arows = shared ? 1 : M, lda_rows = shared ? W : lda;   /* a's rows and stride */
+    size_t na = (size_t)arows * lda_rows, nx = (size_t)M * ldx, no = (size_t)M * W;
+    float *a = TU_NEW(float, na), *x = TU_NEW(float, nx), *wt = TU_NEW(float, no);
+    float *out = TU_NEW(float, no);
+    fill_nan(a, na);
+    fill_nan(x, nx);
+    fill_decays(&r, a, arows, lda_rows, D, cplx, 0.3, 0.95, 0, M_PI);
+    for (int m = 0; m < M; m++) tu_fill_normal(&r, x + (size_t)m * ldx, W, 1.0f);
+    tu_fill_normal(&r, wt, no, 1.0f);
+    fill_nan(out, no);
+    char what[128];
+    snprintf(what, sizeof what, "scan B%d N%d D%d %s dirs %d lda %d ldx %d", B, N, D,
+             cplx ? "complex" : "real", dirs, lda, ldx);
+
+    /* the reference reads only the W columns: NaN padding is safe in double too */
+    ScanCtx c = {B, N, D, cplx, dirs, lda, ldx, tu_to_double(a, na), tu_to_double(x, nx),
+                 tu_to_double(wt, no)};
+    double *ref = TU_NEW(double, no);
+    scan_ref(&c, ref);
+    bk->scan_fwd(bk, out, a, lda, x, ldx, B, N, D, cplx, dirs);
+    TU_ASSERT_REL(what, out, ref, no, FWD_TOL);
+
+    float *dx = TU_NEW(float, nx), *da = TU_NEW(float, na);
+    fill_nan(dx, nx);
+    if (shared) tu_fill_normal(&r, da, na, 1.0f);
+    else fill_nan(da, na);
+    float *dx0 = tu_copy_float(dx, nx), *da0 = tu_copy_float(da, na);
+    bk->scan_bwd(bk, dx, da, wt, a, lda, x, ldx, B, N, D, cplx, dirs);
+
+    double *gx = TU_NEW(double, nx), *ga = TU_NEW(double, na);
+    memset(gx, 0, nx * sizeof(double));
+    memset(ga, 0, na * sizeof(double));
+    for (int m = 0; m < M; m++)
+        tu_fd_grad(scan_loss, &c, c.x + (size_t)m * ldx, W, FD_H, gx + (size_t)m * ldx);
+    for (int m = 0; m < arows; m++)
+        tu_fd_grad(scan_loss, &c, c.a + (size_t)m * lda_rows, W, FD_H, ga + (size_t)m * lda_rows);
+    double ex = tu_rel_err_strided(dx, gx, M, W, ldx);
+    if (!(ex <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
+        print_message("%s: dx relative error %.3g\n", what, ex);
+    assert_true(ex <= BWD_TOL);
+    assert_padding_kept(dx, dx0, M, W, ldx);
+    if (shared) {
+        check_accum(what, da, da0, ga, (size_t)W, BWD_TOL);
+    } else {
+        double ea = tu_rel_err_strided(da, ga, M, W, lda);
+        if (!(ea <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
+            print_message("%s: da relative error %.3g\n", what, ea);
+        assert_true(ea <= BWD_TOL);
+        assert_padding_kept(da, da0, M, W, lda);
+    }
+
+    free(a); free(x); free(wt); free(out); free(ref); free(dx); free(da); free(dx0); free(da0);
+    free(gx); free(ga); free(c.a); free(c.x); free(c.wt);
+}
+
+/* Every direction, real and complex, per-token and shared decays, strided. */
+static void test_scan(void **state) {
+    (void)state;
+    uint64_t seed = 600;
+    for (int cplx = 0; cplx < 2; cplx++)
+        for (int dirs = SCAN_FORWARD; dirs <= SCAN_BOTH; dirs++) {
+            run_scan(3, 7, 5, cplx, dirs, 2, 3, seed++);    /* strided a and x */
+            run_scan(3, 7, 5, cplx, dirs, -1, 1, seed++);   /* shared decay row */
+            run_scan(2, 6, 3, cplx, dirs, 0, 0, seed++);    /* packed: lda = ldx = W */
+        }
+    /* rows of more than one 64-value block, the last one ragged */
+    run_scan(2, 9, 70, 0, SCAN_BOTH, 1, 2, seed++);
+    run_scan(2, 9, 70, 0, SCAN_FORWARD, -1, 0, seed++);
+    run_scan(2, 6, 37, 1, SCAN_BOTH, -1, 5, seed++);
+    run_scan(2, 6, 37, 1, SCAN_REVERSE, 3, 0, seed++);
+}
+
+/* N = 1 (the state is x, the decay gradient 0), D = 1, B = 1; and B, N or D
+ * of 0 return without touching anything. */
+static void test_scan_edges(void **state) {
+    (void)state;
+    uint64_t seed = 700;
+    for (int cplx = 0; cplx < 2; cplx++)
+        for (int dirs = SCAN_FORWARD; dirs <= SCAN_BOTH; dirs++) {
+            run_scan(2, 1, 3, cplx, dirs, 1, 2, seed++);
+            run_scan(1, 1, 1, cplx, dirs, -1, 0, seed++);
+            run_scan(1, 8, 1, cplx, dirs, 0, 1, seed++);
+            run_scan(3, 5, 1, cplx, dirs, -1, 1, seed++);
+        }
+
+    Rng r;
+    rng_seed(&r, seed);
+    const size_t n = 64;
+    float *a = TU_NEW(float, n), *x = TU_NEW(float, n), *buf = TU_NEW(float, 3 * n);
+    tu_fill_uniform(&r, a, n, 0.5f, 0.9f);
+    tu_fill_normal(&r, x, n, 1.0f);
+    tu_fill_normal(&r, buf, 3 * n, 1.0f);
+    float *keep = tu_copy_float(buf, 3 * n);
+    const int shapes[3][3] = {{0, 4, 2}, {2, 0, 2}, {2, 4, 0}};   /* B, N, D */
+    for (int k = 0; k < 3; k++)
+        for (int lda = 0; lda <= 4; lda += 4) {
+            int B = shapes[k][0], N = shapes[k][1], D = shapes[k][2];
+            bk->scan_fwd(bk, buf, a, lda, x, 4, B, N, D, 1, SCAN_BOTH);
+            bk->scan_bwd(bk, buf + n, buf + 2 * n, x, a, lda, x, 4, B, N, D, 1, SCAN_BOTH);
+            assert_memory_equal(buf, keep, 3 * n * sizeof(float));
+        }
+    free(a); free(x); free(buf); free(keep);
+}
+
+/* Items are (image, block of values) and the shared decay's gradient is
+ * reduced over images in order: every output is bitwise the same at 1, 3
+ * and 2 threads, in every mode. */
+static void test_scan_determinism(void **state) {
+    (void)state;
+    Rng r;
+    rng_seed(&r, 720);
+    const int B = 5, N = 33, D = 70, M = B * N, ld = 2 * D + 3;   /* fits real and complex */
+    size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
+    float *a = TU_NEW(float, nx), *x = TU_NEW(float, nx), *g = TU_NEW(float, no);
+    float *da_init = TU_NEW(float, 2 * D);
+    fill_decays(&r, a, M, ld, D, 1, 0.5, 0.999, 0, M_PI);
+    tu_fill_normal(&r, x, nx, 1.0f);
+    tu_fill_normal(&r, g, no, 1.0f);
+    tu_fill_normal(&r, da_init, 2 * D, 1.0f);
+    const int threads[3] = {1, 3, 2};
+    for (int cplx = 0; cplx < 2; cplx++)
+        for (int dirs = SCAN_FORWARD; dirs <= SCAN_BOTH; dirs++)
+            for (int lda = 0; lda <= ld; lda += ld) {
+                const int W = cplx ? 2 * D : D;
+                size_t na = lda ? nx : (size_t)W, nw = (size_t)M * W;   /* nw: out's size */
+                float *out[3], *dx[3], *da[3];
+                for (int k = 0; k < 3; k++) {
+                    char err[256];
+                    Backend *b = backend_cpu_create(threads[k], err, sizeof err);
+                    assert_non_null(b);
+                    out[k] = TU_NEW(float, no);
+                    dx[k] = TU_NEW(float, nx);
+                    da[k] = TU_NEW(float, na);
+                    memset(dx[k], 0, nx * sizeof(float));
+                    if (lda) memset(da[k], 0, na * sizeof(float));
+                    else memcpy(da[k], da_init, na * sizeof(float));
+                    b->scan_fwd(b, out[k], a, lda, x, ld, B, N, D, cplx, dirs);
+                    b->scan_bwd(b, dx[k], da[k], g, a, lda, x, ld, B, N, D, cplx, dirs);
+                    b->destroy(b);
+                }
+                for (int k = 1; k < 3; k++) {
+                    assert_memory_equal(out[0], out[k], nw * sizeof(float));
+                    assert_memory_equal(dx[0], dx[k], nx * sizeof(float));
+                    assert_memory_equal(da[0], da[k], na * sizeof(float));
+                }
+                for (int k = 0; k < 3; k++) {
+                    free(out[k]); free(dx[k]); free(da[k]);
+                }
+            }
+    free(a); free(x); free(g); free(da_init);
+}
+
+/* The adjoint of one direction in double: d[t] = g_t + conj(a_next) d[next],
+ * walking against the direction (the formulas the FD tests above check). */
+static void scan_dir_adjoint(const ScanCtx *c, int b, int j, int rev, double complex *d) {
+    double complex e = 0, an = 0;
+    for (int i = c->N - 1; i >= 0; i--) {
+        int t = rev ? c->N - 1 - i : i;
+        size_t row = (size_t)b * c->N + t;
+        e = scan_get(c->wt, scan_width(c), row, j, c->cplx) + conj(an) * e;
+        d[t] = e;
+        an = scan_get(c->a, c->lda, row, j, c->cplx);
+    }
+}
+
+static double cmax_abs(const double complex *z, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, cabs(z[i]));
+    return m;
+}
+static double csum_abs(const double complex *z, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += cabs(z[i]);
+    return s;
+}
+
+/* Largest component error of channel j of one output row against ref. */
+static double chan_err(const float *got, double complex ref, int j, int cplx) {
+    if (!cplx) return fabs((double)got[j] - creal(ref));
+    return fmax(fabs((double)got[2 * j] - creal(ref)), fabs((double)got[2 * j + 1] - cimag(ref)));
+}
+
+/* Worst error of one long SCAN_BOTH against the double evaluation, per
+ * channel, each relative to its own scale (see test_scan_long_decay). */
+typedef struct { double out, dx, da; } ScanErr;
+
+static ScanErr scan_long_errors(const ScanCtx *c, const float *out, const float *dx,
+                                const float *da, const float *da0) {
+    const int N = c->N, W = scan_width(c);
+    double complex *h = TU_NEW(double complex, N), *r = TU_NEW(double complex, N);
+    double complex *dh = TU_NEW(double complex, N), *dr = TU_NEW(double complex, N);
+    ScanErr e = {0, 0, 0};
+    for (int j = 0; j < c->D; j++) {
+        double complex da_sum = 0;
+        double da_scale = 0;
+        for (int b = 0; b < c->B; b++) {
+            scan_dir_states(c, b, j, 0, h);
+            scan_dir_states(c, b, j, 1, r);
+            scan_dir_adjoint(c, b, j, 0, dh);
+            scan_dir_adjoint(c, b, j, 1, dr);
+            double mh = cmax_abs(h, N), mr = cmax_abs(r, N);
+            double mdh = cmax_abs(dh, N), mdr = cmax_abs(dr, N);
+            double sa = mdh * mh + mdr * mr;
+            for (int t = 0; t < N; t++) {
+                size_t row = (size_t)b * N + t;
+                double complex hp = t > 0 ? h[t - 1] : 0, rn = t + 1 < N ? r[t + 1] : 0;
+                double complex ga = dh[t] * conj(hp) + dr[t] * conj(rn);
+                e.out = fmax(e.out, chan_err(out + row * W, h[t] + r[t], j, c->cplx) / (mh + mr));
+                e.dx = fmax(e.dx, chan_err(dx + row * c->ldx, dh[t] + dr[t], j, c->cplx) /
+                                      (mdh + mdr));
+                if (c->lda) e.da = fmax(e.da, chan_err(da + row * c->lda, ga, j, c->cplx) / sa);
+                da_sum += ga;
+            }
+            da_scale += mdh * csum_abs(h, N) + mh * csum_abs(dh, N) + mdr * csum_abs(r, N) +
+                        mr * csum_abs(dr, N);
+        }
+        if (!c->lda)   /* the shared row: what was added onto da0 */
+            for (int v = 0; v < (c->cplx ? 2 : 1); v++) {
+                int col = c->cplx ? 2 * j + v : j;
+                double want = v ? cimag(da_sum) : creal(da_sum);
+                e.da = fmax(e.da, fabs(((double)da[col] - da0[col]) - want) / da_scale);
+            }
+    }
+    free(h); free(r); free(dh); free(dr);
+    return e;
+}
+
+static void assert_all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) assert_true(isfinite(x[i]));
+}
+
+/* SCAN_BOTH over N = 16384 tokens with decays of modulus in [0.999, 0.99999]
+ * (positive when real; complex at a phase within 0.1 rad), fp32 against the
+ * sequential evaluation in double of the same fp32 inputs.
+ *
+ * Tolerance, from the worst case of a sequential fp32 evaluation with
+ * u = 2^-24 and M the largest state modulus of a direction: a real step
+ * s = fl(fl(a s) + x) commits at most 2 u M (one rounding in the product,
+ * one in the sum); a complex component at most 3 u M (two products and a
+ * difference, each within u (|ar s| + |ai s|) <= u M, and the sum), a
+ * modulus of at most 3 sqrt(2) u M < 5 u M. An error committed at one step
+ * reaches later ones multiplied by decays of modulus <= 1, so after N steps
+ * it is at most c N u M (c = 2 real, 5 complex): 2e-3 and 4.9e-3 at this N.
+ * Per channel: out = h + r and dx = dh + dr (the adjoints are the same
+ * recurrence on g with conj(a)) within (c N + 2) u of max|h| + max|r|
+ * (resp. of the adjoints); da = d conj(s) within twice that of
+ * max|dh| max|h| + max|dr| max|r|, and the shared row's sum over tokens
+ * within (c N + 2) u of the sum of max|d| |s| + |d| max|s|. A formulation
+ * that loses precision with the length (cumulative decay products divided
+ * out again, say: the smallest is 0.999^16384 = 7.6e-8 here) is off by O(1).
+ * The sequential CPU scan stays far inside the bound, since its roundings
+ * do not line up (HGRN_TEST_VERBOSE prints the errors). */
+static void run_scan_long(int cplx, int shared, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    const int B = 2, N = 16384, D = 3, W = cplx ? 2 * D : D, M = B * N;
+    const int lda = shared ? 0 : W + 1, ldx = W + 2;
+    const int arows = shared ? 1 : M, lda_rows = shared ? W : lda;
+    size_t na = (size_t)arows * lda_rows, nx = (size_t)M * ldx, no = (size_t)M * W;
+    float *a = TU_NEW(float, na), *x = TU_NEW(float, nx), *wt = TU_NEW(float, no);
+    float *out = TU_NEW(float, no), *dx = TU_NEW(float, nx), *da = TU_NEW(float, na);
+    fill_nan(a, na);
+    fill_nan(x, nx);
+    fill_decays(&r, a, arows, lda_rows, D, cplx, 0.999, 0.99999, 1, 0.1);
+    for (int m = 0; m < M; m++) {   /* biased inputs: the states grow to thousands */
+        float *px = x + (size_t)m * ldx;
+        tu_fill_normal(&r, px, W, 1.0f);
+        for (int v = 0; v < W; v++) px[v] += 0.5f;
+    }
+    tu_fill_normal(&r, wt, no, 1.0f);
+    fill_nan(out, no);
+    fill_nan(dx, nx);
+    if (shared) tu_fill_normal(&r, da, na, 1.0f);
+    else fill_nan(da, na);
+    float *da0 = tu_copy_float(da, na);
+    bk->scan_fwd(bk, out, a, lda, x, ldx, B, N, D, cplx, SCAN_BOTH);
+    bk->scan_bwd(bk, dx, da, wt, a, lda, x, ldx, B, N, D, cplx, SCAN_BOTH);
+    assert_all_finite(out, no);
+    for (int m = 0; m < M; m++) assert_all_finite(dx + (size_t)m * ldx, W);
+    for (int m = 0; m < arows; m++) assert_all_finite(da + (size_t)m * lda_rows, W);
+
+    ScanCtx c = {B, N, D, cplx, SCAN_BOTH, lda, ldx, tu_to_double(a, na), tu_to_double(x, nx),
+                 tu_to_double(wt, no)};
+    ScanErr e = scan_long_errors(&c, out, dx, da, da0);
+    const double u = ldexp(1.0, -24), tol = ((cplx ? 5.0 : 2.0) * N + 2) * u;
+    const double tol_da = shared ? tol : 2 * tol;
+    if (!(e.out <= tol && e.dx <= tol && e.da <= tol_da) || getenv("HGRN_TEST_VERBOSE"))
+        print_message("scan N %d %s %s decay: relative errors out %.3g dx %.3g da %.3g "
+                      "(tolerance %.3g, da %.3g)\n", N, cplx ? "complex" : "real",
+                      shared ? "shared" : "per-token", e.out, e.dx, e.da, tol, tol_da);
+    assert_true(e.out <= tol);
+    assert_true(e.dx <= tol);
+    assert_true(e.da <= tol_da);
+    free(a); free(x); free(wt); free(out); free(dx); free(da); free(da0);
+    free(c.a); free(c.x); free(c.wt);
+}
+
+static void test_scan_long_decay(void **state) {
+    (void)state;
+    run_scan_long(0, 0, 730);
+    run_scan_long(0, 1, 731);
+    run_scan_long(1, 0, 732);
+    run_scan_long(1, 1, 733);
 }
 
 /* ----------------------------------------------------------- lower bounds */
@@ -1536,6 +1946,10 @@ int main(void) {
         cmocka_unit_test(test_hgru2),
         cmocka_unit_test(test_hgru2_chunked_equals_recurrent),
         cmocka_unit_test(test_hgru2_determinism),
+        cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_scan_edges),
+        cmocka_unit_test(test_scan_determinism),
+        cmocka_unit_test(test_scan_long_decay),
         cmocka_unit_test(test_lower_bounds),
         cmocka_unit_test(test_normalize_u8),
         cmocka_unit_test(test_patchify),

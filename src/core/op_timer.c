@@ -6,20 +6,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    OP_MATMUL_FWD, OP_MATMUL_BWD, OP_LN_FWD, OP_LN_BWD, OP_LNG_FWD, OP_LNG_BWD, OP_RMS_FWD, OP_RMS_BWD, OP_SILU_FWD,
-    OP_SILU_BWD, OP_HGRU1_FWD, OP_HGRU1_BWD, OP_LB_FWD, OP_LB_BWD, OP_NORM_U8, OP_PATCH_FWD,
-    OP_PATCH_BWD, OP_PATCH_U8, OP_POOL_FWD, OP_POOL_BWD, OP_RES_FWD, OP_RES_LN_FWD, OP_RES_BWD, OP_LN_RES_BWD, OP_XENT_FWD, OP_XENT_BWD,
-    OP_SUMSQ, OP_ADAMW, OP_SCALE, OP_ZERO, OP_COPY, OP_H2D, OP_D2H, OP_HGRU2_FWD, OP_HGRU2_BWD,
-    OP_COUNT
-};
-static const char *op_names[OP_COUNT] = {
-    "matmul_fwd", "matmul_bwd", "layernorm_fwd", "layernorm_bwd", "ln_gate_fwd", "ln_gate_bwd", "rmsnorm_fwd", "rmsnorm_bwd",
-    "silu_mul_fwd", "silu_mul_bwd", "hgru1_fwd", "hgru1_bwd", "lower_bounds_fwd",
-    "lower_bounds_bwd", "normalize_u8", "patchify_fwd", "patchify_bwd", "patchify_u8", "meanpool_fwd",
-    "meanpool_bwd", "residual_fwd", "residual_ln_fwd", "residual_bwd", "ln_residual_bwd", "xent_fwd", "xent_bwd", "sumsq", "adamw",
-    "scale", "zero (memset)", "copy (device)", "host->device", "device->host", "hgru2_fwd",
-    "hgru2_bwd"};
+/* Every timed op: X(its Backend field, its name in the table). The enum,
+ * the names and the install lines all come from this list, so a new op is one
+ * line here plus its wrapper t_<field> below. The order breaks ties between
+ * equal times in the table. */
+#define TIMED_OPS(X)                         \
+    X(matmul_fwd, "matmul_fwd")              \
+    X(matmul_bwd, "matmul_bwd")              \
+    X(layernorm_fwd, "layernorm_fwd")        \
+    X(layernorm_bwd, "layernorm_bwd")        \
+    X(ln_gate_fwd, "ln_gate_fwd")            \
+    X(ln_gate_bwd, "ln_gate_bwd")            \
+    X(rmsnorm_fwd, "rmsnorm_fwd")            \
+    X(rmsnorm_bwd, "rmsnorm_bwd")            \
+    X(silu_mul_fwd, "silu_mul_fwd")          \
+    X(silu_mul_bwd, "silu_mul_bwd")          \
+    X(hgru1_fwd, "hgru1_fwd")                \
+    X(hgru1_bwd, "hgru1_bwd")                \
+    X(lower_bounds_fwd, "lower_bounds_fwd")  \
+    X(lower_bounds_bwd, "lower_bounds_bwd")  \
+    X(normalize_u8, "normalize_u8")          \
+    X(patchify_fwd, "patchify_fwd")          \
+    X(patchify_bwd, "patchify_bwd")          \
+    X(patchify_u8, "patchify_u8")            \
+    X(meanpool_fwd, "meanpool_fwd")          \
+    X(meanpool_bwd, "meanpool_bwd")          \
+    X(residual_fwd, "residual_fwd")          \
+    X(residual_ln_fwd, "residual_ln_fwd")    \
+    X(residual_bwd, "residual_bwd")          \
+    X(ln_residual_bwd, "ln_residual_bwd")    \
+    X(xent_fwd, "xent_fwd")                  \
+    X(xent_bwd, "xent_bwd")                  \
+    X(sumsq, "sumsq")                        \
+    X(adamw, "adamw")                        \
+    X(scale, "scale")                        \
+    X(zero, "zero (memset)")                 \
+    X(copy, "copy (device)")                 \
+    X(to_device, "host->device")             \
+    X(to_host, "device->host")               \
+    X(hgru2_fwd, "hgru2_fwd")                \
+    X(hgru2_bwd, "hgru2_bwd")                \
+    X(scan_fwd, "scan_fwd")                  \
+    X(scan_bwd, "scan_bwd")
+
+#define OP_ENUM(field, label) OP_##field,
+enum { TIMED_OPS(OP_ENUM) OP_COUNT };
+#undef OP_ENUM
+
+#define OP_LABEL(field, label) label,
+static const char *op_names[OP_COUNT] = {TIMED_OPS(OP_LABEL)};
+#undef OP_LABEL
 
 typedef struct {
     Backend *in;
@@ -66,19 +102,20 @@ static void t_destroy(Backend *bk) {
     free(bk);
 }
 static void t_zero(Backend *bk, void *p, size_t n) {
-    double t0 = tic(bk); IN(bk)->zero(IN(bk), p, n); toc(bk, OP_ZERO, t0, (double)n, 0);
+    double t0 = tic(bk); IN(bk)->zero(IN(bk), p, n); toc(bk, OP_zero, t0, (double)n, 0);
 }
 static void t_copy(Backend *bk, void *d, const void *s, size_t n) {
-    double t0 = tic(bk); IN(bk)->copy(IN(bk), d, s, n); toc(bk, OP_COPY, t0, 2.0 * n, 0);
+    double t0 = tic(bk); IN(bk)->copy(IN(bk), d, s, n); toc(bk, OP_copy, t0, 2.0 * n, 0);
 }
 static void t_to_device(Backend *bk, void *d, const void *s, size_t n) {
-    double t0 = tic(bk); IN(bk)->to_device(IN(bk), d, s, n); toc(bk, OP_H2D, t0, (double)n, 0);
+    double t0 = tic(bk); IN(bk)->to_device(IN(bk), d, s, n); toc(bk, OP_to_device, t0, (double)n, 0);
 }
 static void t_to_host(Backend *bk, void *d, const void *s, size_t n) {
-    double t0 = tic(bk); IN(bk)->to_host(IN(bk), d, s, n); toc(bk, OP_D2H, t0, (double)n, 0);
+    double t0 = tic(bk); IN(bk)->to_host(IN(bk), d, s, n); toc(bk, OP_to_host, t0, (double)n, 0);
 }
+/* counted in the host->device row */
 static void t_to_device_async(Backend *bk, void *d, const void *s, size_t n) {
-    double t0 = tic(bk); IN(bk)->to_device_async(IN(bk), d, s, n); toc(bk, OP_H2D, t0, (double)n, 0);
+    double t0 = tic(bk); IN(bk)->to_device_async(IN(bk), d, s, n); toc(bk, OP_to_device, t0, (double)n, 0);
 }
 static void t_copy_fence(Backend *bk) { IN(bk)->copy_fence(IN(bk)); }
 /* passed through untimed (recording must not be timed: timing synchronises) */
@@ -90,7 +127,7 @@ static int t_graph_launch(Backend *bk, int slot) { return IN(bk)->graph_launch(I
 static void t_matmul_fwd(Backend *bk, float *o, const float *x, const float *w, const float *b, int M, int K, int N) {
     double t0 = tic(bk);
     IN(bk)->matmul_fwd(IN(bk), o, x, w, b, M, K, N);
-    toc(bk, OP_MATMUL_FWD, t0, E(bk) * ((double)M * K + (double)N * K + (double)M * N), 2.0 * M * N * K);
+    toc(bk, OP_matmul_fwd, t0, E(bk) * ((double)M * K + (double)N * K + (double)M * N), 2.0 * M * N * K);
 }
 static void t_matmul_bwd(Backend *bk, float *dx, float *dw, float *db, const float *dout, const float *x,
                          const float *w, int M, int K, int N) {
@@ -98,53 +135,53 @@ static void t_matmul_bwd(Backend *bk, float *dx, float *dw, float *db, const flo
     IN(bk)->matmul_bwd(IN(bk), dx, dw, db, dout, x, w, M, K, N);
     double by = E(bk) * (double)M * N + E(bk) * (double)M * K + 8.0 * N * K;
     if (dx) by += E(bk) * ((double)M * K + (double)N * K);
-    toc(bk, OP_MATMUL_BWD, t0, by, 2.0 * M * N * K * (dx ? 2 : 1));
+    toc(bk, OP_matmul_bwd, t0, by, 2.0 * M * N * K * (dx ? 2 : 1));
 }
-static void t_ln_fwd(Backend *bk, float *o, float *mu, float *rs, const float *x, const float *w, const float *b, int M, int C) {
+static void t_layernorm_fwd(Backend *bk, float *o, float *mu, float *rs, const float *x, const float *w, const float *b, int M, int C) {
     double t0 = tic(bk); IN(bk)->layernorm_fwd(IN(bk), o, mu, rs, x, w, b, M, C);
-    toc(bk, OP_LN_FWD, t0, 2 * E(bk) * M * C + 8.0 * M, 0);
+    toc(bk, OP_layernorm_fwd, t0, 2 * E(bk) * M * C + 8.0 * M, 0);
 }
-static void t_ln_bwd(Backend *bk, float *dx, float *dw, float *db, const float *dout, const float *x,
+static void t_layernorm_bwd(Backend *bk, float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, const float *mu, const float *rs, int M, int C) {
     double t0 = tic(bk); IN(bk)->layernorm_bwd(IN(bk), dx, dw, db, dout, x, w, mu, rs, M, C);
-    toc(bk, OP_LN_BWD, t0, 4 * E(bk) * M * C + 8.0 * M, 0);
+    toc(bk, OP_layernorm_bwd, t0, 4 * E(bk) * M * C + 8.0 * M, 0);
 }
-static void t_lng_fwd(Backend *bk, float *z, float *mu, float *rs, const float *f, const float *w,
+static void t_ln_gate_fwd(Backend *bk, float *z, float *mu, float *rs, const float *f, const float *w,
                       const float *b, const float *g, int ldg, int M, int C) {
     double t0 = tic(bk); IN(bk)->ln_gate_fwd(IN(bk), z, mu, rs, f, w, b, g, ldg, M, C);
-    toc(bk, OP_LNG_FWD, t0, 3 * E(bk) * M * C + 8.0 * M, 0);
+    toc(bk, OP_ln_gate_fwd, t0, 3 * E(bk) * M * C + 8.0 * M, 0);
 }
-static void t_lng_bwd(Backend *bk, float *df, float *dg, float *dw, float *db, const float *dz,
+static void t_ln_gate_bwd(Backend *bk, float *df, float *dg, float *dw, float *db, const float *dz,
                       const float *f, const float *w, const float *b, const float *g, int ldg,
                       const float *mu, const float *rs, int M, int C) {
     double t0 = tic(bk); IN(bk)->ln_gate_bwd(IN(bk), df, dg, dw, db, dz, f, w, b, g, ldg, mu, rs, M, C);
-    toc(bk, OP_LNG_BWD, t0, 5 * E(bk) * M * C + 8.0 * M, 0);
+    toc(bk, OP_ln_gate_bwd, t0, 5 * E(bk) * M * C + 8.0 * M, 0);
 }
-static void t_rms_fwd(Backend *bk, float *o, float *r, const float *x, int M, int C) {
-    double t0 = tic(bk); IN(bk)->rmsnorm_fwd(IN(bk), o, r, x, M, C); toc(bk, OP_RMS_FWD, t0, 2 * E(bk) * M * C, 0);
+static void t_rmsnorm_fwd(Backend *bk, float *o, float *r, const float *x, int M, int C) {
+    double t0 = tic(bk); IN(bk)->rmsnorm_fwd(IN(bk), o, r, x, M, C); toc(bk, OP_rmsnorm_fwd, t0, 2 * E(bk) * M * C, 0);
 }
-static void t_rms_bwd(Backend *bk, float *dx, const float *dout, const float *x, const float *r, int M, int C) {
-    double t0 = tic(bk); IN(bk)->rmsnorm_bwd(IN(bk), dx, dout, x, r, M, C); toc(bk, OP_RMS_BWD, t0, 3 * E(bk) * M * C, 0);
+static void t_rmsnorm_bwd(Backend *bk, float *dx, const float *dout, const float *x, const float *r, int M, int C) {
+    double t0 = tic(bk); IN(bk)->rmsnorm_bwd(IN(bk), dx, dout, x, r, M, C); toc(bk, OP_rmsnorm_bwd, t0, 3 * E(bk) * M * C, 0);
 }
-static void t_silu_fwd(Backend *bk, float *o, const float *a, int la, const float *b, int lb, int M, int C) {
-    double t0 = tic(bk); IN(bk)->silu_mul_fwd(IN(bk), o, a, la, b, lb, M, C); toc(bk, OP_SILU_FWD, t0, 3 * E(bk) * M * C, 0);
+static void t_silu_mul_fwd(Backend *bk, float *o, const float *a, int la, const float *b, int lb, int M, int C) {
+    double t0 = tic(bk); IN(bk)->silu_mul_fwd(IN(bk), o, a, la, b, lb, M, C); toc(bk, OP_silu_mul_fwd, t0, 3 * E(bk) * M * C, 0);
 }
-static void t_silu_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a, int la,
+static void t_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a, int la,
                        const float *b, int lb, int M, int C) {
     double t0 = tic(bk); IN(bk)->silu_mul_bwd(IN(bk), da, db, dout, a, la, b, lb, M, C);
-    toc(bk, OP_SILU_BWD, t0, 5 * E(bk) * M * C, 0);
+    toc(bk, OP_silu_mul_bwd, t0, 5 * E(bk) * M * C, 0);
 }
 static void t_hgru1_fwd(Backend *bk, float *o, const float *xc, const float *xl, int ld, const float *tf,
                         const float *tr, const float *beta, int B, int N, int D) {
     double t0 = tic(bk); IN(bk)->hgru1_fwd(IN(bk), o, xc, xl, ld, tf, tr, beta, B, N, D);
-    toc(bk, OP_HGRU1_FWD, t0, 5 * E(bk) * B * N * D, 0);
+    toc(bk, OP_hgru1_fwd, t0, 5 * E(bk) * B * N * D, 0);
 }
 static void t_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtf, float *dtr, float *dbeta,
                         const float *dout, const float *xc, const float *xl, int ld, const float *tf,
                         const float *tr, const float *beta, int B, int N, int D) {
     double t0 = tic(bk);
     IN(bk)->hgru1_bwd(IN(bk), dxc, dxl, dtf, dtr, dbeta, dout, xc, xl, ld, tf, tr, beta, B, N, D);
-    toc(bk, OP_HGRU1_BWD, t0, 8 * E(bk) * B * N * D, 0);
+    toc(bk, OP_hgru1_bwd, t0, 8 * E(bk) * B * N * D, 0);
 }
 /* hgru2: fwd reads x (3D) and writes out (D); bwd reads x and dout, writes dx.
  * FLOPs: the recurrence's 2 directions x 2 e^2 multiply-adds per head and token
@@ -152,79 +189,103 @@ static void t_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtf, float *
 static void t_hgru2_fwd(Backend *bk, float *o, const float *x, int ld, const float *beta, int B,
                         int N, int D, int e) {
     double t0 = tic(bk); IN(bk)->hgru2_fwd(IN(bk), o, x, ld, beta, B, N, D, e);
-    toc(bk, OP_HGRU2_FWD, t0, 4 * E(bk) * B * N * D, 8.0 * e * B * N * D);
+    toc(bk, OP_hgru2_fwd, t0, 4 * E(bk) * B * N * D, 8.0 * e * B * N * D);
 }
 static void t_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x,
                         int ld, const float *beta, int B, int N, int D, int e) {
     double t0 = tic(bk); IN(bk)->hgru2_bwd(IN(bk), dx, dbeta, dout, x, ld, beta, B, N, D, e);
-    toc(bk, OP_HGRU2_BWD, t0, 7 * E(bk) * B * N * D, 24.0 * e * B * N * D);
+    toc(bk, OP_hgru2_bwd, t0, 7 * E(bk) * B * N * D, 24.0 * e * B * N * D);
 }
-static void t_lb_fwd(Backend *bk, float *beta, const float *g, int L, int D) {
-    double t0 = tic(bk); IN(bk)->lower_bounds_fwd(IN(bk), beta, g, L, D); toc(bk, OP_LB_FWD, t0, 8.0 * L * D, 0);
+/* scan: x, a and dout read once, out, dx and da written once, in activation
+ * elements; a shared decay row (lda == 0) is fp32: read once, its gradient
+ * read and written once. FLOPs per token, channel and direction: the state
+ * update, 2 real / 8 complex (adding the two directions is not counted); the
+ * backward redoes it, runs the adjoint (as many again) and forms d conj(s)
+ * (1 real / 6 complex): 5 / 22. */
+static double scan_flops(int B, int N, int D, int cplx, int dirs, double real, double cx) {
+    return (dirs == SCAN_BOTH ? 2.0 : 1.0) * B * N * D * (cplx ? cx : real);
 }
-static void t_lb_bwd(Backend *bk, float *dg, const float *db, const float *g, int L, int D) {
-    double t0 = tic(bk); IN(bk)->lower_bounds_bwd(IN(bk), dg, db, g, L, D); toc(bk, OP_LB_BWD, t0, 12.0 * L * D, 0);
+static void t_scan_fwd(Backend *bk, float *o, const float *a, int lda, const float *x, int ldx,
+                       int B, int N, int D, int cplx, int dirs) {
+    double t0 = tic(bk); IN(bk)->scan_fwd(IN(bk), o, a, lda, x, ldx, B, N, D, cplx, dirs);
+    double row = cplx ? 2.0 * D : D, n = (double)B * N * row;   /* values per row, per tensor */
+    double by = 2 * E(bk) * n + (lda ? E(bk) * n : 4.0 * row);
+    toc(bk, OP_scan_fwd, t0, by, scan_flops(B, N, D, cplx, dirs, 2, 8));
 }
-static void t_norm_u8(Backend *bk, float *o, const uint8_t *img, const float *mean, const float *std, int B,
+static void t_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a,
+                       int lda, const float *x, int ldx, int B, int N, int D, int cplx, int dirs) {
+    double t0 = tic(bk);
+    IN(bk)->scan_bwd(IN(bk), dx, da, dout, a, lda, x, ldx, B, N, D, cplx, dirs);
+    double row = cplx ? 2.0 * D : D, n = (double)B * N * row;
+    double by = 3 * E(bk) * n + (lda ? 2 * E(bk) * n : 12.0 * row);
+    toc(bk, OP_scan_bwd, t0, by, scan_flops(B, N, D, cplx, dirs, 5, 22));
+}
+static void t_lower_bounds_fwd(Backend *bk, float *beta, const float *g, int L, int D) {
+    double t0 = tic(bk); IN(bk)->lower_bounds_fwd(IN(bk), beta, g, L, D); toc(bk, OP_lower_bounds_fwd, t0, 8.0 * L * D, 0);
+}
+static void t_lower_bounds_bwd(Backend *bk, float *dg, const float *db, const float *g, int L, int D) {
+    double t0 = tic(bk); IN(bk)->lower_bounds_bwd(IN(bk), dg, db, g, L, D); toc(bk, OP_lower_bounds_bwd, t0, 12.0 * L * D, 0);
+}
+static void t_normalize_u8(Backend *bk, float *o, const uint8_t *img, const float *mean, const float *std, int B,
                       int C, int H, int W) {
     double t0 = tic(bk); IN(bk)->normalize_u8(IN(bk), o, img, mean, std, B, C, H, W);
-    toc(bk, OP_NORM_U8, t0, (1 + E(bk)) * B * C * H * W, 0);
+    toc(bk, OP_normalize_u8, t0, (1 + E(bk)) * B * C * H * W, 0);
 }
-static void t_patch_fwd(Backend *bk, float *o, const float *img, int B, int C, int H, int W, int p) {
+static void t_patchify_fwd(Backend *bk, float *o, const float *img, int B, int C, int H, int W, int p) {
     double t0 = tic(bk); IN(bk)->patchify_fwd(IN(bk), o, img, B, C, H, W, p);
-    toc(bk, OP_PATCH_FWD, t0, 2 * E(bk) * B * C * H * W, 0);
+    toc(bk, OP_patchify_fwd, t0, 2 * E(bk) * B * C * H * W, 0);
 }
-static void t_patch_u8(Backend *bk, float *o, const uint8_t *img, const float *mean, const float *std,
+static void t_patchify_u8(Backend *bk, float *o, const uint8_t *img, const float *mean, const float *std,
                        int B, int C, int H, int W, int p) {
     double t0 = tic(bk); IN(bk)->patchify_u8(IN(bk), o, img, mean, std, B, C, H, W, p);
-    toc(bk, OP_PATCH_U8, t0, (1 + E(bk)) * B * C * H * W, 0);
+    toc(bk, OP_patchify_u8, t0, (1 + E(bk)) * B * C * H * W, 0);
 }
-static void t_patch_bwd(Backend *bk, float *d, const float *dout, int B, int C, int H, int W, int p) {
+static void t_patchify_bwd(Backend *bk, float *d, const float *dout, int B, int C, int H, int W, int p) {
     double t0 = tic(bk); IN(bk)->patchify_bwd(IN(bk), d, dout, B, C, H, W, p);
-    toc(bk, OP_PATCH_BWD, t0, 2 * E(bk) * B * C * H * W, 0);
+    toc(bk, OP_patchify_bwd, t0, 2 * E(bk) * B * C * H * W, 0);
 }
-static void t_pool_fwd(Backend *bk, float *o, const float *x, int B, int N, int D) {
-    double t0 = tic(bk); IN(bk)->meanpool_fwd(IN(bk), o, x, B, N, D); toc(bk, OP_POOL_FWD, t0, E(bk) * B * D * (N + 1.0), 0);
+static void t_meanpool_fwd(Backend *bk, float *o, const float *x, int B, int N, int D) {
+    double t0 = tic(bk); IN(bk)->meanpool_fwd(IN(bk), o, x, B, N, D); toc(bk, OP_meanpool_fwd, t0, E(bk) * B * D * (N + 1.0), 0);
 }
-static void t_pool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, int D) {
-    double t0 = tic(bk); IN(bk)->meanpool_bwd(IN(bk), dx, dout, B, N, D); toc(bk, OP_POOL_BWD, t0, E(bk) * B * D * (N + 1.0), 0);
+static void t_meanpool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, int D) {
+    double t0 = tic(bk); IN(bk)->meanpool_bwd(IN(bk), dx, dout, B, N, D); toc(bk, OP_meanpool_bwd, t0, E(bk) * B * D * (N + 1.0), 0);
 }
-static void t_res_fwd(Backend *bk, float *o, const float *x, const float *f, const float *s, int B, int S) {
-    double t0 = tic(bk); IN(bk)->residual_fwd(IN(bk), o, x, f, s, B, S); toc(bk, OP_RES_FWD, t0, 3 * E(bk) * B * S, 0);
+static void t_residual_fwd(Backend *bk, float *o, const float *x, const float *f, const float *s, int B, int S) {
+    double t0 = tic(bk); IN(bk)->residual_fwd(IN(bk), o, x, f, s, B, S); toc(bk, OP_residual_fwd, t0, 3 * E(bk) * B * S, 0);
 }
 /* reads x, f; writes out, ln and 8 B of statistics a row */
-static void t_res_ln_fwd(Backend *bk, float *o, float *ln, float *mu, float *rs, const float *x,
+static void t_residual_ln_fwd(Backend *bk, float *o, float *ln, float *mu, float *rs, const float *x,
                          const float *f, const float *s, const float *w, const float *b, int B,
                          int N, int D) {
     double t0 = tic(bk); IN(bk)->residual_ln_fwd(IN(bk), o, ln, mu, rs, x, f, s, w, b, B, N, D);
-    toc(bk, OP_RES_LN_FWD, t0, 4 * E(bk) * B * N * D + 8.0 * B * N, 0);
+    toc(bk, OP_residual_ln_fwd, t0, 4 * E(bk) * B * N * D + 8.0 * B * N, 0);
 }
-static void t_res_bwd(Backend *bk, float *df, const float *dx, const float *s, int B, int S) {
-    double t0 = tic(bk); IN(bk)->residual_bwd(IN(bk), df, dx, s, B, S); toc(bk, OP_RES_BWD, t0, 2 * E(bk) * B * S, 0);
+static void t_residual_bwd(Backend *bk, float *df, const float *dx, const float *s, int B, int S) {
+    double t0 = tic(bk); IN(bk)->residual_bwd(IN(bk), df, dx, s, B, S); toc(bk, OP_residual_bwd, t0, 2 * E(bk) * B * S, 0);
 }
 /* layernorm_bwd's bytes (dout, inp, dinp read and written, 8 B a row) and df written */
-static void t_ln_res_bwd(Backend *bk, float *dx, float *df, float *dw, float *db, const float *dout,
+static void t_ln_residual_bwd(Backend *bk, float *dx, float *df, float *dw, float *db, const float *dout,
                          const float *x, const float *w, const float *mu, const float *rs,
                          const float *s, int B, int N, int C) {
     double t0 = tic(bk);
     IN(bk)->ln_residual_bwd(IN(bk), dx, df, dw, db, dout, x, w, mu, rs, s, B, N, C);
-    toc(bk, OP_LN_RES_BWD, t0, 5 * E(bk) * B * N * C + 8.0 * B * N, 0);
+    toc(bk, OP_ln_residual_bwd, t0, 5 * E(bk) * B * N * C + 8.0 * B * N, 0);
 }
 static void t_xent_fwd(Backend *bk, float *l, float *p, const float *lg, const float *tg, int B, int C) {
-    double t0 = tic(bk); IN(bk)->xent_fwd(IN(bk), l, p, lg, tg, B, C); toc(bk, OP_XENT_FWD, t0, (E(bk) + 8.0) * B * C, 0);
+    double t0 = tic(bk); IN(bk)->xent_fwd(IN(bk), l, p, lg, tg, B, C); toc(bk, OP_xent_fwd, t0, (E(bk) + 8.0) * B * C, 0);
 }
 static void t_xent_bwd(Backend *bk, float *d, const float *p, const float *tg, float dl, int B, int C) {
-    double t0 = tic(bk); IN(bk)->xent_bwd(IN(bk), d, p, tg, dl, B, C); toc(bk, OP_XENT_BWD, t0, (E(bk) + 8.0) * B * C, 0);
+    double t0 = tic(bk); IN(bk)->xent_bwd(IN(bk), d, p, tg, dl, B, C); toc(bk, OP_xent_bwd, t0, (E(bk) + 8.0) * B * C, 0);
 }
 static void t_sumsq(Backend *bk, float *acc, const float *x, size_t n) {
-    double t0 = tic(bk); IN(bk)->sumsq(IN(bk), acc, x, n); toc(bk, OP_SUMSQ, t0, 4.0 * n, 0);
+    double t0 = tic(bk); IN(bk)->sumsq(IN(bk), acc, x, n); toc(bk, OP_sumsq, t0, 4.0 * n, 0);
 }
 static void t_adamw(Backend *bk, float *p, const float *g, float *m, float *v, size_t n, const AdamWArgs *a,
                     const float *gn) {
-    double t0 = tic(bk); IN(bk)->adamw(IN(bk), p, g, m, v, n, a, gn); toc(bk, OP_ADAMW, t0, 28.0 * n, 0);
+    double t0 = tic(bk); IN(bk)->adamw(IN(bk), p, g, m, v, n, a, gn); toc(bk, OP_adamw, t0, 28.0 * n, 0);
 }
 static void t_scale(Backend *bk, float *x, float s, size_t n) {
-    double t0 = tic(bk); IN(bk)->scale(IN(bk), x, s, n); toc(bk, OP_SCALE, t0, 8.0 * n, 0);
+    double t0 = tic(bk); IN(bk)->scale(IN(bk), x, s, n); toc(bk, OP_scale, t0, 8.0 * n, 0);
 }
 
 Backend *op_timer_wrap(Backend *in) {
@@ -235,8 +296,8 @@ Backend *op_timer_wrap(Backend *in) {
     bk->name = in->name;
     bk->impl = t;
     bk->act_elem = in->act_elem;
-    bk->alloc = t_alloc; bk->try_alloc = t_try_alloc; bk->free = t_free; bk->zero = t_zero; bk->to_device = t_to_device;
-    bk->to_host = t_to_host; bk->copy = t_copy; bk->sync = t_sync; bk->destroy = t_destroy;
+    bk->alloc = t_alloc; bk->try_alloc = t_try_alloc; bk->free = t_free;
+    bk->sync = t_sync; bk->destroy = t_destroy;
     bk->params_changed = t_params_changed;
     bk->mem_in_use = in->mem_in_use ? t_mem_in_use : NULL;
     bk->host_alloc = in->host_alloc;
@@ -248,22 +309,10 @@ Backend *op_timer_wrap(Backend *in) {
     bk->graph_begin = in->graph_begin ? t_graph_begin : NULL;
     bk->graph_end = in->graph_end ? t_graph_end : NULL;
     bk->graph_launch = in->graph_launch ? t_graph_launch : NULL;
-    bk->matmul_fwd = t_matmul_fwd; bk->matmul_bwd = t_matmul_bwd;
-    bk->layernorm_fwd = t_ln_fwd; bk->layernorm_bwd = t_ln_bwd;
-    bk->ln_gate_fwd = t_lng_fwd; bk->ln_gate_bwd = t_lng_bwd;
-    bk->rmsnorm_fwd = t_rms_fwd; bk->rmsnorm_bwd = t_rms_bwd;
-    bk->silu_mul_fwd = t_silu_fwd; bk->silu_mul_bwd = t_silu_bwd;
-    bk->hgru1_fwd = t_hgru1_fwd; bk->hgru1_bwd = t_hgru1_bwd;
-    bk->hgru2_fwd = t_hgru2_fwd; bk->hgru2_bwd = t_hgru2_bwd;
-    bk->lower_bounds_fwd = t_lb_fwd; bk->lower_bounds_bwd = t_lb_bwd;
-    bk->normalize_u8 = t_norm_u8; bk->patchify_fwd = t_patch_fwd; bk->patchify_bwd = t_patch_bwd;
-    bk->patchify_u8 = t_patch_u8;
-    bk->meanpool_fwd = t_pool_fwd; bk->meanpool_bwd = t_pool_bwd;
-    bk->residual_fwd = t_res_fwd; bk->residual_bwd = t_res_bwd;
-    bk->residual_ln_fwd = t_res_ln_fwd;
-    bk->ln_residual_bwd = t_ln_res_bwd;
-    bk->xent_fwd = t_xent_fwd; bk->xent_bwd = t_xent_bwd;
-    bk->sumsq = t_sumsq; bk->adamw = t_adamw; bk->scale = t_scale;
+    /* the timed ops: each wrapped where the inner backend has it */
+#define OP_INSTALL(field, label) bk->field = in->field ? t_##field : NULL;
+    TIMED_OPS(OP_INSTALL)
+#undef OP_INSTALL
     return bk;
 }
 

@@ -22,6 +22,7 @@
 #include "cpu_math.h"
 #include "backend.h"
 #include "backend_cpu_hgru2.h"
+#include "cpu_scan.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -1188,5 +1189,6 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->adamw = cpu_adamw;
     bk->scale = cpu_scale;
     backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd */
+    backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd */
     return bk;
 }
