@@ -14,7 +14,7 @@
 
 typedef struct {
     /* [model] */
-    char arch[32];          /* "hgrn1" (HGRN2 arrives with its issue) */
+    char arch[32];          /* token mixer: "hgrn1" or "hgrn2" */
     int image_size;         /* square input side, pixels */
     int channels;           /* 1 (Fashion-MNIST) or 3 */
     int patch_size;
@@ -43,6 +43,7 @@ typedef struct {
     int threads;            /* CPU threads (0 = all cores) */
     int log_every;          /* steps between metrics lines */
     int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
+    int gemm_tune;          /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
 
     /* [data] */
     char dataset[32];       /* "fmnist", "imagefolder", "cifar10" */
