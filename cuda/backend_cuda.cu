@@ -97,7 +97,7 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
  * is mapped at the same address, as evaluate()'s per-call batch is: the DMA
  * would then read the old pages.) Small, very large (> H2D_STAGE_MAX: the
  * bench's one-off 512 MiB upload) or already pinned sources are copied
- * directly and synchronised, as before. */
+ * directly and synchronised. */
 #define H2D_STAGE_MIN ((size_t)1 << 20)
 #define H2D_STAGE_MAX ((size_t)128 << 20)   /* larger (rare, one-off) uploads: direct */
 #define H2D_MAX_THREADS 8
@@ -416,7 +416,7 @@ extern "C" static size_t cuda_mem_in_use(Backend *bk) {
     return total_b - free_b;
 }
 
-Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
+Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, size_t errlen) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -448,6 +448,7 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     }
     im->device = device;
     im->bf16 = bf16 ? 1 : 0;
+    im->gemm_tune = gemm_tune ? 1 : 0;
     im->num_sms = prop.multiProcessorCount;
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&im->h2d_done, cudaEventDisableTiming));

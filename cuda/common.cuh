@@ -32,6 +32,7 @@ struct GemmPlan;          /* gemm.cu */
 typedef struct {
     int device;
     int bf16;                     /* activations stored as bf16 */
+    int gemm_tune;                /* time the GEMM algorithm candidates (gemm.cu) */
     int num_sms;
     cudaStream_t stream;
     cublasLtHandle_t lt;

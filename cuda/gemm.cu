@@ -3,24 +3,26 @@
  * One handle and one 32 MiB workspace per backend (created in
  * backend_cuda.cu). Each distinct call shape (transposes, sizes, leading
  * dimensions, element types, beta, epilogue and the pointers' alignments)
- * gets a plan: descriptors plus one algorithm, built once and cached. For
+ * gets a plan: descriptors plus one algorithm, built once and cached.
+ *
+ * Algorithm choice. With the backend's gemm_tune on (train.gemm_tune = 1),
  * products that overwrite their output (beta 0: the forward and the input
- * gradient) the algorithm is chosen by timing: the heuristic's first
- * GEMM_TUNE_N candidates (split-K configurations other than the heuristic's
- * first left out, see below) each run a few times on the plan's first real
- * operands and the fastest is kept; HGRN_GEMM_TUNE=0 keeps the heuristic's
- * first, as before. Each candidate is a fixed cuBLASLt configuration and gives
- * the same bits on every call, so a plan is deterministic; but the choice rests
- * on timings and CAN DIFFER between runs and machines (results then differ in
- * the last bits, within the algorithms' rounding): set HGRN_GEMM_TUNE=0 for
- * bitwise-reproducible runs across processes. Accumulating products (beta 1:
- * the weight gradient, k = batch x tokens) keep the heuristic's first: timing
- * them would need the output saved and restored, their measured gains were
- * 0-3 %, and split-K variants of the heuristic's algorithms (SPLITK_NUM 2..32
- * with the COMPUTE_TYPE / INPLACE reductions, accepted by
- * cublasLtMatmulAlgoCheck) gave a WRONG bf16 weight gradient on an H200
- * (rel. err 3.4e-2 against the CPU at 4099x40x48, beta 1; cause not found),
- * 2026-11-21, so they are not used.
+ * gradient) time the heuristic's first GEMM_TUNE_N candidates (split-K
+ * configurations other than the heuristic's first left out, see below) a few
+ * times each on the plan's first real operands and keep the fastest. Each
+ * candidate is a fixed cuBLASLt configuration and gives the same bits on every
+ * call, so a plan is deterministic; but the choice rests on timings and CAN
+ * DIFFER between runs and machines (results then differ in the last bits,
+ * within the algorithms' rounding). With gemm_tune off every plan keeps the
+ * heuristic's first algorithm: bitwise reproducible across processes.
+ * Accumulating products (beta 1: the weight gradient, k = batch x tokens)
+ * always keep the heuristic's first: timing them would need the output saved
+ * and restored, for measured gains of 0-3 %. Split-K variants of the
+ * heuristic's algorithms (SPLITK_NUM 2..32 with the COMPUTE_TYPE / INPLACE
+ * reductions, accepted by cublasLtMatmulAlgoCheck) are never used: they gave
+ * a wrong bf16 weight gradient on an H200 (rel. err 3.4e-2 against the CPU at
+ * 4099x40x48, beta 1; cause not found).
+ *
  * Compute type is CUBLAS_COMPUTE_32F everywhere: in the fp32 path
  * that means true fp32 (no TF32); in the bf16 path bf16 operands with fp32
  * accumulation. The bias is added in the epilogue (CUBLASLT_EPILOGUE_BIAS)
@@ -64,28 +66,18 @@ void hgrn_gemm_destroy(CudaImpl *im) {
 
 #define GEMM_TUNE_N 16      /* heuristic candidates timed per plan */
 
-static int gemm_tune_on(void) {
-    const char *e = getenv("HGRN_GEMM_TUNE");
-    return !(e && *e == '0');
-}
-static int gemm_verbose(void) {   /* HGRN_GEMM_VERBOSE=1: print each timed choice */
-    const char *e = getenv("HGRN_GEMM_VERBOSE");
-    return e && *e && *e != '0';
-}
-
 /* Time each candidate on the plan's real operands (1 warm-up + 3 timed runs,
  * CUDA events on the backend's stream) and return the index of the fastest,
  * -1 if none ran. Only for beta 0 (the output is overwritten by the caller's
  * product right after). A candidate that cuBLASLt refuses is skipped. */
 static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *cand, int nc,
-                     const void *A, const void *B, void *D, float *best_ms, float *first_ms) {
+                     const void *A, const void *B, void *D) {
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
     float alpha = 1.0f, beta = 0.0f;
     int best = -1;
     float bt = 1e30f;
-    *first_ms = -1.0f;
     for (int i = 0; i < nc; i++) {
         cublasStatus_t st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb,
                                            &beta, D, plan->ld, D, plan->ld, &cand[i],
@@ -101,8 +93,6 @@ static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *c
         if (st != CUBLAS_STATUS_SUCCESS) continue;
         float ms = 0.0f;
         CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        ms /= 3.0f;
-        if (i == 0) *first_ms = ms;
         if (ms < bt) {
             bt = ms;
             best = i;
@@ -111,7 +101,6 @@ static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *c
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaEventDestroy(e0));
     CUDA_CHECK(cudaEventDestroy(e1));
-    *best_ms = bt;
     return best;
 }
 
@@ -188,7 +177,7 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
         CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
         /* never while recording a graph: timing waits on the stream */
-        int tune = beta == 0.0f && gemm_tune_on() && !im->capturing;
+        int tune = beta == 0.0f && im->gemm_tune && !im->capturing;
         cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_N];
         int found = 0;
         cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb,
@@ -200,18 +189,13 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
         if (found >= 1) plan->algo = res[0].algo;
         im->nplans++;
         if (tune && found > 1) {
-            /* the heuristic's first as before, plus its other non-split-K candidates */
+            /* the heuristic's first, plus its other non-split-K candidates */
             cublasLtMatmulAlgo_t cand[GEMM_TUNE_N];
             int nc = 0;
             for (int i = 0; i < found; i++)
                 if (i == 0 || algo_splitk(&res[i].algo) <= 1) cand[nc++] = res[i].algo;
-            float best_ms = 0.0f, first_ms = 0.0f;
-            int b = gemm_pick(im, plan, cand, nc, A, B, D, &best_ms, &first_ms);
+            int b = gemm_pick(im, plan, cand, nc, A, B, D);
             if (b >= 0) plan->algo = cand[b];
-            if (gemm_verbose())
-                printf("gemm plan m%d n%d k%d ta%d tb%d bias%d: %d of %d candidates timed, "
-                       "heuristic #0 %.4f ms, chose #%d %.4f ms\n",
-                       m, n, k, transa, transb, bias != NULL, nc, found, first_ms, b, best_ms);
         }
     }
     float alpha = 1.0f;

@@ -9,7 +9,7 @@
  * of a pair needs at a token (lambda, q, v, dout, ...) are computed once, one
  * element per thread, for a tile of tokens and staged in shared memory, read
  * back as broadcasts. The next tile's global loads are issued before the
- * current tile computes (their latency was the forward's main stall).
+ * current tile computes (their latency is otherwise the forward's main stall).
  *
  * Forward: 2E threads per pair, E per direction (thread = column j of that
  * direction's S), the two directions in different warps. Token t gets
@@ -44,7 +44,6 @@
  */
 #include "common.cuh"
 
-#include <string.h>
 #include <type_traits>
 
 #define H2_THREADS 128
@@ -80,7 +79,7 @@ template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const f
  * own slab of shared memory, read back only by its own E lanes (one warp:
  * __syncwarp orders them); a slab is TT 2E + E floats, so the 32/E pairs
  * of a warp start E banks apart: their staging stores and their float4
- * broadcasts use different banks (a 16-byte pad left the stores 2-way
+ * broadcasts use different banks (a 16-byte pad would leave the stores 2-way
  * conflicted at E 16).
  * Step s is token s (forward) or N-1-s; a thread's rows are reached by a
  * signed stride from its first one. The o of steps s < npark is parked in
@@ -88,10 +87,9 @@ template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const f
  * tiles before the middle one (mid) only park, the ones after only add
  * (their partner values, parked before mid's barrier, are read while the
  * tile is staged), the middle one parks, waits at the block's one barrier,
- * then adds. (The previous layout, a pair's two directions in one warp,
- * ran 268 M warp instructions at bf16 B 256, N 256, D 384, e 16, half of
- * them address and predicate work, with 2-way bank conflicts on every
- * broadcast and two block barriers per tile: 0.39 ms.) */
+ * then adds. (With a pair's two directions in one warp instead, half of the
+ * warp instructions are address and predicate work, every broadcast is 2-way
+ * bank-conflicted and each tile needs two block barriers.) */
 template <typename T, int E>
 __global__ void __launch_bounds__(H2_THREADS)
 k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, int ld,
@@ -195,9 +193,9 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const float *__restrict__ beta, int B, int N, int D) {
     constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2, EH = (E + 1) / 2;
     /* the tile, [token in sweep order][slot = lane], in one object so that
-     * every array is an immediate offset from one address (as separate
-     * __shared__ arrays each access formed its own base: ~20 instructions a
-     * staged token): role inputs (lam, k, q, v, do), activation derivatives,
+     * every array is an immediate offset from one address (separate
+     * __shared__ arrays would each form their own base in every access: ~20
+     * instructions a staged token): role inputs (lam, k, q, v, do), activation derivatives,
      * up-sweep results; role outputs: adjoint (dk, dl_f), state (dq, dl_r);
      * the two warps' halves of dv */
     struct Tile {
@@ -226,8 +224,8 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * slot lane */
     auto tok = [&](int sweep, int s) { return sweep ? N - 1 - s : s; };
     /* image b's rows at column c: token t's is base + t * stride (int offsets
-     * within one image). Built once: the 64-bit row arithmetic per access
-     * took ~35 instructions a token. */
+     * within one image). Built once: 64-bit row arithmetic in every access
+     * would cost ~35 instructions a token. */
     const size_t brow = (size_t)b * N;
     const T *xb = x + brow * ld + c, *gb = dout + brow * D + c;
     float *s0b = s0 + brow * D + c;
@@ -266,8 +264,8 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * in double. Float states, rounded at each of N steps, put ~1e-4 (N 256,
      * e 16) into dbeta through the identity's cancellation (the 1e-5 path
      * compares it at 1e-4). bf16 keeps all three float, far inside its 2e-2
-     * (a double running sum cost ~15 instructions a token in conversions and
-     * left the bf16 dbeta error where it was). */
+     * (a double running sum there would cost ~15 instructions a token in
+     * conversions and not reduce the bf16 dbeta error). */
     typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type A;
     A X[E], Y[EH], run = 0.0f;
     double db = 0.0;
@@ -453,37 +451,12 @@ static void h2_launch_bwd(CudaImpl *im, T *dx, float *part, float *s0, float2 *s
     LAUNCH_CHECK("k_hgru2_bwd");
 }
 
-/* Which kernels run. The recurrent kernels above everywhere by default:
- * they measured faster than the chunked tensor-core form (hgru2_chunk.cu,
- * e 16 and 32) at every measured shape (H200, B 256, N 256, D 192 / 384,
- * both precisions; docs/notes_hgru2.md): bf16 D 384 e 16 fwd 0.40 vs 1.14 ms,
- * bwd 0.93 vs 2.38; fp32 (double state) bwd 2.10 vs 5.68; e 32 bwd bf16
- * 2.32 vs 4.66, fp32 3.88 vs 12.75. HGRN_HGRU2=chunked forces the
- * chunked kernels wherever they exist, =elementwise too but without the
- * factorised diagonal blocks, =recurrent the recurrent ones (tests, bench). */
-int hc_supported(int e);
-void hc_hgru2_fwd(CudaImpl *im, float *out, float *scr, const float *x, int ld,
-                  const float *beta, int B, int N, int D, int e);
-void hc_hgru2_bwd(CudaImpl *im, float *dx, float *part, float *s0, float2 *s1, const float *dout,
-                  const float *x, int ld, const float *beta, int B, int N, int D, int e);
-
-static int h2_use_chunked(int e) {
-    if (!hc_supported(e)) return 0;
-    const char *m = getenv("HGRN_HGRU2");
-    return m && (strcmp(m, "chunked") == 0 || strcmp(m, "elementwise") == 0);
-}
-
 void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
                   int N, int D, int e) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
     const size_t md = (size_t)B * N * D;
-    if (h2_use_chunked(e)) {   /* scratch: both directions' o, [2][M][D] */
-        float *scr = (float *)hgrn_scratch(im, 2 * md * sizeof(float));
-        hc_hgru2_fwd(im, out, scr, x, ld, beta, B, N, D, e);
-        return;
-    }
     float *scr = (float *)hgrn_scratch(im, md * sizeof(float));   /* one parked o per token */
     ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, scr, (const T *)x, ld, beta, B, N, D, e));
 }
@@ -493,17 +466,14 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    /* scratch (both paths): s0 M D floats, s1 M D float2, then the dbeta partials */
+    /* scratch: s0 M D floats, s1 M D float2, then the dbeta partials */
     const size_t md = (size_t)B * N * D;
     const size_t s1_off = (md * sizeof(float) + 255) & ~(size_t)255;
     const size_t part_off = (s1_off + md * sizeof(float2) + 255) & ~(size_t)255;
     char *base = (char *)hgrn_scratch(im, part_off + (size_t)B * D * sizeof(float));
     float *s0 = (float *)base, *part = (float *)(base + part_off);
     float2 *s1 = (float2 *)(base + s1_off);
-    if (h2_use_chunked(e))
-        hc_hgru2_bwd(im, dx, part, s0, s1, dout, x, ld, beta, B, N, D, e);
-    else
-        ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, s0, s1, (const T *)dout,
-                                             (const T *)x, ld, beta, B, N, D, e));
+    ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, s0, s1, (const T *)dout,
+                                         (const T *)x, ld, beta, B, N, D, e));
     cu_partials_finish(im, dbeta, part, B, D);   /* over images, in a fixed order */
 }

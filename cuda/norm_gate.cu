@@ -2,10 +2,10 @@
  * (Backend.ln_gate_fwd / ln_gate_bwd; the tail of the HGRU1 mixer:
  * z = SiLU(gate) * LayerNorm(f) over the 2D scan outputs).
  *
- * Unfused, the mixer wrote LN(f) to memory, read it back in the gate
- * multiply, read it again in the backward's gate derivative, and the backward
- * went through a zeroed dLN(f) buffer: four extra passes over an [M, 2D]
- * tensor per layer and step. Here the normalised row lives only in registers.
+ * Fused, the normalised row lives only in registers. As two ops, LN(f) would
+ * be written to memory, read back in the gate multiply, read again in the
+ * backward's gate derivative, and the backward would go through a zeroed
+ * dLN(f) buffer: four extra passes over an [M, 2D] tensor per layer and step.
  *
  * Work split (both kernels): one warp per row, the row held in registers. A
  * lane owns KV groups of G consecutive columns, group k at column
@@ -16,22 +16,20 @@
  *   dgate = dz n s (1 + gate (1 - s)),  dn = dz gate s,
  *   df = rstd (dn w - mean(dn w) - xhat mean(dn w xhat));
  * dw += dn xhat, db += dn go into the warp's own row of shared memory (a
- * lane owns its columns: no races, no atomics), which keeps the registers to
- * the row itself (a first version kept them in registers: ~140 per thread,
- * one block per SM, 36 % of copy bandwidth on Small's rows); where a lane
+ * lane owns its columns: no races, no atomics), which keeps the registers for
+ * the row itself (dw and db in registers at every width take ~140 per thread,
+ * one block per SM: 36 % of copy bandwidth on Small's rows); where a lane
  * holds at most 12 columns (Tiny's 384) they are summed in registers and
- * stored to the warp's row once (126 registers, still 4 blocks per SM; bf16
- * 65536 x 384: 0.0899-0.0902 -> 0.0877-0.0881 ms, the same sums in the same
- * order). The block adds its warps' rows in order into one partial row, and
- * k_partials_finish sums the blocks' partials in order (deterministic).
+ * stored to the warp's row once (126 registers, still 4 blocks per SM, the
+ * same sums in the same order). The block adds its warps' rows in order into
+ * one partial row, and k_partials_finish sums the blocks' partials in order
+ * (deterministic).
  *
- * The L1 / shared-memory pipe, not DRAM, limited the first versions: per
- * lane and row, w and b were 2 scalar loads per column and the dw/db update 4
- * scalar shared accesses per column, 4-way bank-conflicted (lanes 16 bytes
- * apart). Groups of 4 now take one 16-byte access each for w, b and each dw /
- * db update, and the forward loads the gate row with f. bf16, 65536 rows,
- * H200: forward 384 wide 0.052 -> 0.043 ms, backward 384 wide 0.135 -> 0.091,
- * 768 wide 0.237 -> 0.148 (44 -> 65 % and 50 -> 80 % of copy bandwidth).
+ * The L1 / shared-memory pipe, not DRAM, is what limits these kernels: with
+ * scalar accesses, w and b would be 2 loads per column, lane and row and the
+ * dw/db update 4 shared accesses per column, 4-way bank-conflicted (lanes 16
+ * bytes apart). Groups of 4 take one 16-byte access each for w, b and each
+ * dw / db update, and the forward loads the gate row with f.
  */
 #include "common.cuh"
 
@@ -63,8 +61,8 @@ template <int G, typename T> __device__ __forceinline__ void ldg_(const T *p, fl
 }
 /* G per-column parameters (fp32): one 16-byte load when G is 4 and the
  * parameter vectors are 16-byte aligned (a16, uniform), else G loads. Scalar
- * loads here were 24 per lane and row at Tiny's width, each touching 4 cache
- * lines across the warp: the L1, not DRAM, was the limit. */
+ * loads would be 24 per lane and row at Tiny's width, each touching 4 cache
+ * lines across the warp: the L1, not DRAM, would be the limit. */
 template <int G> __device__ __forceinline__ void ldp_(const float *p, bool a16, float *f) {
     if (G == 4 && a16) {
         unraw(__ldg(reinterpret_cast<const float4 *>(p)), f);
@@ -75,7 +73,7 @@ template <int G> __device__ __forceinline__ void ldp_(const float *p, bool a16, 
 }
 /* a[0..G) += v in shared memory: one 16-byte read and write for G 4 (32 lanes
  * on consecutive 16-byte slots: no bank conflicts; scalar accesses 16 bytes
- * apart were 4-way conflicted) */
+ * apart would be 4-way conflicted) */
 template <int G> __device__ __forceinline__ void sacc_(float *a, const float *v) {
     if constexpr (G == 4) {
         float4 t = *reinterpret_cast<float4 *>(a);
@@ -159,9 +157,9 @@ k_ln_gate_fwd(T *__restrict__ z, float *__restrict__ mean, float *__restrict__ r
 /* Backward: a warp takes the rows r0 + warp, r0 + warp + LGB_WARPS, ... of its
  * block's tile. Up to 12 columns per lane (Tiny's 384) it loads the next
  * row's f, dz and gate before the current one's arithmetic, two rows in
- * flight per warp (bf16 65536 x 384, H200: 0.097 -> 0.091 ms, 111 registers);
- * at 24 (Small's 768) the second row's registers cost more occupancy than
- * they hide (0.148 ms without, 0.175 with at 152 registers). */
+ * flight per warp (111 registers); at 24 (Small's 768) the second row's
+ * registers (152) cost more occupancy than the prefetch hides, so it is off
+ * there. */
 template <typename T, int G, int KV>
 __global__ void __launch_bounds__(32 * LGB_WARPS)
 k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ part,

@@ -102,11 +102,11 @@ __global__ void k_layernorm_bwd(T *dinp, float *pdw, float *pdb, const T *dout, 
  * group's vectors are loaded before the current group's reductions run (two
  * groups in flight per warp), and the per-column w / b (forward) or w and the
  * dw/db sums (backward) live in registers for the whole tile, loaded once per
- * warp with float4 loads. Why the older vectorised forward was slower than the
- * scalar kernel in bf16: it read w[c] and b[c] per element with 4-byte loads
- * whose addresses are 32 bytes apart across the lanes (8 columns per lane), 16
- * such loads per row each touching 8 cache lines, for 24 active lanes and one
- * row per warp: the L1/LSU, not DRAM, was the limit.
+ * warp with float4 loads. Loading w[c] and b[c] per element instead, with
+ * 4-byte loads whose addresses are 32 bytes apart across the lanes (8 columns
+ * per lane), takes 16 such loads per row, each touching 8 cache lines, for 24
+ * active lanes and one row per warp: the L1/LSU, not DRAM, becomes the limit,
+ * and in bf16 such a kernel is slower than the scalar one.
  *
  * Statistics are exact two-pass (mean, then the variance of the register row),
  * reductions in fp32 with segment shuffles (xor offsets < G stay inside the
@@ -430,12 +430,6 @@ static int ln_vec_ok(int C, int elem, const void *a, const void *b, const void *
         else { constexpr int KV = 4; __VA_ARGS__; }                                      \
     } while (0)
 
-/* HGRN_LN_SCALAR=1: the scalar kernels for every width (comparisons, debugging) */
-static int ln_force_scalar(void) {
-    const char *e = getenv("HGRN_LN_SCALAR");
-    return e && *e && *e != '0';
-}
-
 /* One wave: blocks = resident blocks per SM x SMs, each a tile of rpb rows
  * (a multiple of the R rows a warp takes at once). */
 static void ln_grid(CudaImpl *im, const void *kernel, size_t smem, int M, int G, int *nblk,
@@ -456,7 +450,7 @@ void cu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const f
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int G = 0, KV = 0;
-    if (!ln_force_scalar() && ln_vec_ok(C, (int)bk->act_elem, out, inp, NULL, &G, &KV)) {
+    if (ln_vec_ok(C, (int)bk->act_elem, out, inp, NULL, &G, &KV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
             int nb, rpb;
             ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, false>, 0, M, G_, &nb,
@@ -483,8 +477,7 @@ void cu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *
     const int M = B * N;
     if (M <= 0 || D <= 0) return;
     int G = 0, KV = 0;
-    if (!ln_force_scalar() && aligned16(out) &&
-        ln_vec_ok(D, (int)bk->act_elem, ln, x, f, &G, &KV)) {
+    if (aligned16(out) && ln_vec_ok(D, (int)bk->act_elem, ln, x, f, &G, &KV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
             int nb, rpb;
             ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, true>, 0, M, G_, &nb,
@@ -524,7 +517,7 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int LG = 0, LKV = 0;
-    if (!ln_force_scalar() && ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
+    if (ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_,
                                         (ln_bwd_rows<T, G_, KV_, false>(im, dinp, nullptr, dw, db,
                                                                         dout, inp, w, mean, rstd,
@@ -558,8 +551,7 @@ void cu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *d
     const int M = B * N;
     if (M <= 0 || C <= 0) return;
     int LG = 0, LKV = 0;
-    if (!ln_force_scalar() && aligned16(df) &&
-        ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
+    if (aligned16(df) && ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_,
                                         (ln_bwd_rows<T, G_, KV_, true>(im, dinp, df, dw, db, dout,
                                                                        inp, w, mean, rstd, scale,

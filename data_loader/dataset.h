@@ -29,7 +29,7 @@ struct Dataset {
  * split: "train" or "test". Returns NULL and a message naming the file on error. */
 Dataset *dataset_fmnist_open(const char *dir, const char *split, char *err, size_t errlen);
 
-/* ---- file-backed and binary datasets (issue 4) ---- */
+/* ---- file-backed and binary datasets ---- */
 
 /* ImageFolder: root/<class>/[subdirs/]<name>.{jpg,jpeg,png} (extension case-insensitive;
  * names starting with '.' skipped), classes = the sorted subdirectory names

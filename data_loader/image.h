@@ -30,7 +30,7 @@ int image_eval_transform(const Image *im, int size, float crop_pct, int filter, 
 int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality,
                      char *err, size_t errlen);
 
-/* ---- decoding entry points for the data pipeline (issue 4) ---- */
+/* ---- decoding entry points for the data pipeline ---- */
 
 /* Decompression-bomb guard: images declaring more pixels than this are
  * refused before any pixel memory is allocated (Pillow's error limit,

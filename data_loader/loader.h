@@ -89,7 +89,7 @@ void loader_destroy(Loader *l);
 Batch *batch_alloc(const Config *cfg, int batch_size, int num_classes);
 void batch_free(Batch *b);
 
-/* ---- prefetching (issue 4) ---- */
+/* ---- prefetching ---- */
 
 /* Produce up to `depth` batches ahead in a background thread (each batch
  * built by the OpenMP worker pool as in the synchronous path), into a ring of

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine: build with CUDA, run the whole test suite (CUDA tests
-# included), compute-sanitizer on the CUDA tests, `hgrn bench` for the
-# ImageNet configs (bf16, batch 256, 224x224; fp32 Tiny with FP32=1), and the
-# Fashion-MNIST demo on the GPU. Logs go to $OUT (or /tmp/hgrn_gpu).
+# included), compute-sanitizer on the CUDA tests, the kernel timings
+# (`hgrn bench --ops`), `hgrn bench` for the ImageNet configs (bf16, batch 256,
+# 224x224; fp32 too with FP32=1), and the Fashion-MNIST demo on the GPU. Logs
+# go to $OUT (or /tmp/hgrn_gpu).
 # usage: scripts/bench_gpu.sh [FASHION_MNIST_DIR]
 #   SAN_TIMEOUT=s  per sanitizer run (default 150; 0 skips the sanitizers)
 #   CONFIGS="..."  which configs to bench (default: the four ImageNet ones)
@@ -17,7 +18,7 @@ cmake --build build-gpu -j"$(nproc)" >"$out/build.log" 2>&1 || { tail -40 "$out/
 grep -E "warning" "$out/build.log" | head -5
 (cd build-gpu && ctest --output-on-failure -j4 --timeout 900) >"$out/ctest.log" 2>&1
 grep -E "tests passed|Failed|Skipped|\*\*\*" "$out/ctest.log" | tail -25
-HGRN_BENCH=0 build-gpu/test_train_cuda 2>&1 | grep -E "replayed|loss .* ->"
+build-gpu/test_train_cuda 2>&1 | grep -E "replayed|loss .* ->"
 grep -E "worst relative error" "$out/ctest.log"
 san=${SAN_TIMEOUT:-150}
 if [ "$san" != 0 ] && command -v compute-sanitizer >/dev/null; then
@@ -28,6 +29,7 @@ if [ "$san" != 0 ] && command -v compute-sanitizer >/dev/null; then
     done
   done
 fi
+build-gpu/hgrn bench --ops >"$out/ops.txt" 2>&1 || { echo "hgrn bench --ops failed:"; tail -5 "$out/ops.txt"; }
 for cfg in ${CONFIGS:-hgrn1_deit_tiny hgrn1_deit_small hgrn2_deit_tiny hgrn2_deit_small}; do
   build-gpu/hgrn bench --config configs/$cfg.cfg --batch 256 --steps 20 >"$out/bench_${cfg}_bf16.txt" 2>&1
   [ "${FP32:-0}" = 1 ] && build-gpu/hgrn bench --config configs/$cfg.cfg --batch 256 --steps 10 --precision fp32 \

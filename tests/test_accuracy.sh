@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Accuracy regression on real data: the demo recipe (configs/fmnist_hgrn1_tiny.cfg)
 # trained for 2 epochs on Fashion-MNIST must reach >= 85.5 % test top-1
-# (measured 87.21 % on 2026-11-21, 2 threads, AMD EPYC Zen 4: the floor leaves
+# (measured 87.21 % with 2 threads on an AMD EPYC Zen 4: the floor leaves
 # room for other CPUs' rounding, not for a broken model, which lands far lower).
 # Label "slow" (about 2 minutes on 2 cores); skipped (77) without the dataset.
 # usage: test_accuracy.sh HGRN_BINARY SOURCE_DIR

@@ -35,6 +35,13 @@ expect_error missing-ckpt "$tmp/none.safetensors" -- "$hgrn" eval --ckpt "$tmp/n
 echo "not a checkpoint" >"$tmp/junk.safetensors"
 expect_error junk-ckpt "junk.safetensors" -- "$hgrn" classify --ckpt "$tmp/junk.safetensors" --device cpu "$cfg"
 expect_error unknown-command "unknown command" -- "$hgrn" frobnicate
+expect_error bench-ops-option "takes no other options" -- "$hgrn" bench --ops --device cuda
+if [ "$("$hgrn" device)" = cpu ]; then   # the kernel timings need the CUDA backend and a GPU: exit 2
+  expect_error bench-ops-no-gpu "bench --ops: .*CUDA" -- "$hgrn" bench --ops
+  "$hgrn" bench --ops >/dev/null 2>&1; rc=$?
+  [ $rc -eq 2 ] || { echo "FAIL bench-ops-no-gpu: exit $rc, not 2"; fails=$((fails + 1)); }
+fi
+"$hgrn" bench --help | grep -q -- "--ops" || { echo "FAIL bench --help does not document --ops"; fails=$((fails + 1)); }
 
 # a real (tiny, 1-step) checkpoint for the classify cases
 "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --model.dim 8 --model.depth 1 --model.glu_dim 8 \

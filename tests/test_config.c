@@ -122,6 +122,7 @@ static void test_defaults_valid(void **state)
     assert_int_equal(c.max_steps, 0);
     assert_int_equal(c.threads, 0);
     assert_int_equal(c.log_every, 50);
+    assert_int_equal(c.gemm_tune, 1);
     assert_string_equal(c.dataset, "imagefolder");
     assert_string_equal(c.path, "");
     assert_int_equal(c.num_mean, 3);
@@ -479,7 +480,7 @@ static void assert_config_equal(const Config *a, const Config *b)
     EQ_I(epochs); EQ_I(batch_size); EQ_F(lr); EQ_I(lr_batch_ref); EQ_F(min_lr); EQ_F(warmup_lr);
     EQ_F(warmup_epochs); EQ_F(weight_decay); EQ_F(beta1); EQ_F(beta2); EQ_F(eps); EQ_F(clip_grad);
     EQ_F(label_smoothing); assert_true(a->seed == b->seed); EQ_I(eval_every); EQ_I(max_steps);
-    EQ_I(threads); EQ_I(log_every);
+    EQ_I(threads); EQ_I(log_every); EQ_I(gemm_tune);
     EQ_S(dataset); EQ_S(path); EQ_I(num_mean); EQ_I(num_std);
     for (int i = 0; i < a->num_mean; i++) EQ_F(mean[i]);
     for (int i = 0; i < a->num_std; i++) EQ_F(std[i]);
@@ -533,6 +534,7 @@ static void test_roundtrip(void **state)
         {"train.eps", "1e-12"}, {"train.clip_grad", "0"}, {"train.label_smoothing", "0.2"},
         {"train.seed", "18446744073709551615"}, {"train.eval_every", "4"},
         {"train.max_steps", "1000"}, {"train.threads", "2"}, {"train.log_every", "7"},
+        {"train.gemm_tune", "0"},
         {"data.dataset", "cifar10"}, {"data.path", "/tmp/odd \"path\" # with; \\ things\ttab"},
         {"data.mean", "0.1,0.7"}, {"data.std", "0.3, 1e-3"}, {"data.crop_padding", "4"},
         {"data.hflip", "0"}, {"data.train_limit", "500"}, {"data.val_limit", "100"},
@@ -591,15 +593,63 @@ static void test_write_model(void **state)
     assert_non_null(strstr(err, "model.dim"));
 }
 
-static void test_help(void **state)
+/* The --help text of the config keys (malloc'ed, to free). */
+static char *help_text(void)
 {
-    (void)state;
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
     config_print_help(f);
     assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+/* train.gemm_tune: the CUDA backend's GEMM algorithm choice (1 timed, 0 the
+ * heuristic's first): read from a file and the command line, 0 or 1 only,
+ * written back by config_write, documented in --help. */
+static void test_gemm_tune(void **state)
+{
+    (void)state;
+    Config c;
+    config_defaults(&c);
+    char err[512] = "";
+    const char *path = write_cfg("tune.cfg", "[train]\ngemm_tune = 0\n");
+    if (config_load(&c, path, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(c.gemm_tune, 0);
+    assert_int_equal(config_set(&c, "train.gemm_tune", "1", err, sizeof err), 0);
+    assert_int_equal(c.gemm_tune, 1);
+    assert_true(config_has_key("train.gemm_tune"));
+    expect_set_error("train.gemm_tune", "2", "train.gemm_tune = 2 is out of range [0, 1]");
+    expect_set_error("train.gemm_tune", "-1", "train.gemm_tune");
+    expect_set_error("train.gemm_tune", "yes", "train.gemm_tune");
+    expect_load_error("[train]\ngemm_tune = 3\n", 2, "train.gemm_tune", "out of range");
+    c.gemm_tune = 2;   /* set directly: config_validate range-checks it too */
+    expect_validate_error(&c, "train.gemm_tune", "out of range");
+
+    config_defaults(&c);
+    c.gemm_tune = 0;
+    char text[CONFIG_TEXT_MAX];
+    assert_true(config_write(&c, text, sizeof text) > 0);
+    assert_non_null(strstr(text, "gemm_tune = 0\n"));
+    roundtrip(&c);
+
+    char *buf = help_text();
+    const char *line = strstr(buf, "--train.gemm_tune ");
+    assert_non_null(line);
+    const char *end = strchr(line, '\n');
+    assert_non_null(end);
+    char help[512];
+    snprintf(help, sizeof help, "%.*s", (int)(end - line), line);
+    assert_non_null(strstr(help, "reproducible"));
+    assert_non_null(strstr(help, "default 1"));
+    free(buf);
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    char *buf = help_text();
     /* every key written by config_write is documented */
     Config c;
     config_defaults(&c);
@@ -640,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_validate),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_write_model),
+        cmocka_unit_test(test_gemm_tune),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -3,9 +3,8 @@
  * drop path) and backward on random images and soft targets, and forward
  * again in evaluation mode. The bits of the initial parameters, the loss, the
  * gradients and the evaluation probabilities are hashed and compared with
- * tests/golden_model.txt, written once by the code as it was before a
- * refactor (HGRN_GOLDEN_WRITE=1 rewrites it). A restructuring that changes
- * one rounding anywhere in the model fails here.
+ * tests/golden_model.txt (HGRN_GOLDEN_WRITE=1 rewrites it). A restructuring
+ * that changes one rounding anywhere in the model fails here.
  *
  * The pinned values need a fixed arithmetic: the test runs with 2 threads and
  * OpenBLAS's Haswell kernels (OPENBLAS_CORETYPE, set by CMake), so any x86-64

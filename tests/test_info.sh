@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `hgrn info` prints the parameter counts the Foundation issue names: within
+# `hgrn info` prints the parameter counts of the papers' ImageNet models: within
 # 1 % of 6.1 M (hgrn1_deit_tiny) and 23.7 M (hgrn1_deit_small), 6.1 M and
 # 23.8 M for hgrn2_deit_tiny/small, and a tensor table with the official PyTorch names.
 # usage: test_info.sh HGRN_BINARY SOURCE_DIR
@@ -23,7 +23,7 @@ check() {  # check CONFIG WANT
 }
 check hgrn1_deit_tiny.cfg 6100000
 check hgrn1_deit_small.cfg 23700000
-# HGRN2 (issue 5): the paper's 6.1 M and 23.8 M (this layout: 6,098,344 and 23,697,256)
+# HGRN2: the paper's 6.1 M and 23.8 M (this layout: 6,098,344 and 23,697,256)
 check hgrn2_deit_tiny.cfg 6100000
 check hgrn2_deit_small.cfg 23800000
 echo "$passed passed, $fails failed"

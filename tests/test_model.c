@@ -208,7 +208,7 @@ static void test_layout(void **s) {
     bk->destroy(bk);
 }
 
-/* Counts the issues name: within 1% of 6.1 M (Tiny) and 23.7 M (Small) for
+/* The papers' counts: within 1% of 6.1 M (Tiny) and 23.7 M (Small) for
  * HGRN1; 6.1 M and 23.8 M (HGRN2 paper; this layout: 6.10 M and 23.70 M). */
 static void test_imagenet_param_counts(void **s) {
     (void)s;

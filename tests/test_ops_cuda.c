@@ -6,20 +6,15 @@
  * Outputs that the contract says are overwritten are poisoned with NaN first
  * (on both backends), so an element a kernel forgets to write fails the
  * comparison; outputs that accumulate (+=) start from the same random values.
- * Exits 77 (ctest SKIP) when no GPU is visible.
+ * Exits 77 (ctest SKIP) when no GPU is visible. Kernel timings are not here:
+ * `hgrn bench --ops` prints them.
  *
- * HGRN_TEST_KEEP_GOING=1 reports every comparison instead of stopping a test
- * at its first failure (the exit status still fails).
- * HGRN_TEST_FILTER=test_a,test_b runs only the named op tests, in both
- * precisions, without the model tests (used for the compute-sanitizer passes).
- * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
- * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
- * bandwidth against a measured device-to-device copy, the LRA shape,
- * LayerNorm, ln_gate and the residual add with its pre-norm (two ops, and
- * residual_ln_fwd) at the models' widths, and the model's GEMMs
- * (HGRN_BENCH_NOGEMM=1: without the GEMMs; HGRN_BENCH_NOSCAN=1: without the
- * scan). HGRN_TEST_FILTER=pattern
- * runs only the matching tests (cmocka_set_test_filter), e.g. test_hgru1. */
+ * Test-runner controls (environment):
+ *   HGRN_TEST_KEEP_GOING=1 reports every comparison instead of stopping a test
+ *     at its first failure (the exit status still fails).
+ *   HGRN_TEST_FILTER=test_a,test_b runs only the op tests whose name contains
+ *     it or is contained in it, in both precisions, without the model tests
+ *     (for short compute-sanitizer passes). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -30,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend.h"
 #include "backend_cpu_hgru2.h"
@@ -340,6 +334,66 @@ static void test_matmul(void **state) {
     run_matmul(4099, 40, 48, 0, 1);
     run_matmul(2053, 64, 192, 8, 1);
     run_matmul(3001, 48, 40, 0, 1);
+}
+
+/* One forward and backward of a Linear (weight and bias in one registered
+ * block, fresh dw/db) on the CUDA backend g; the raw bytes of y, dx, dw and db
+ * go to got, which holds gemm_bytes(M, K, N). */
+static size_t gemm_bytes(int M, int K, int N) {
+    return ((size_t)M * N + (size_t)M * K) * GB->act_elem + ((size_t)N * K + N) * 4;
+}
+static void gemm_on(Backend *g, const float *hw, const float *hx, const float *hdy, int M, int K,
+                    int N, unsigned char *got) {
+    Backend *keep = GB;
+    GB = g;
+    size_t nw = (size_t)N * K + N;
+    T2 w = t2_new(nw, 0), x = t2_new((size_t)M * K, 1), y = t2_new((size_t)M * N, 1);
+    T2 dy = t2_new((size_t)M * N, 1), dx = t2_new((size_t)M * K, 1), dw = t2_new(nw, 0);
+    t2_set(&w, hw);
+    g->params_changed(g, w.g, nw);
+    t2_set(&x, hx);
+    t2_set(&dy, hdy);
+    g->matmul_fwd(g, y.g, x.g, w.g, w.g + (size_t)N * K, M, K, N);
+    g->matmul_bwd(g, dx.g, dw.g, dw.g + (size_t)N * K, dy.g, x.g, w.g, M, K, N);
+    size_t ny = (size_t)M * N * g->act_elem, nx = (size_t)M * K * g->act_elem;
+    g->to_host(g, got, y.g, ny);
+    g->to_host(g, got + ny, dx.g, nx);
+    g->to_host(g, got + ny + nx, dw.g, nw * 4);
+    T2 *ts[] = {&w, &x, &y, &dy, &dx, &dw};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+    GB = keep;
+}
+
+/* train.gemm_tune = 0: every plan keeps the heuristic's first algorithm. The
+ * products match the CPU as the timed choices do, and two backends built
+ * that way give the same bits (what makes such runs reproducible across
+ * processes). */
+static void test_matmul_untuned(void **state) {
+    (void)state;
+    char err[256];
+    Backend *u[2], *tuned = GB;
+    for (int i = 0; i < 2; i++) {
+        u[i] = backend_cuda_create(0, BF, 0, err, sizeof err);
+        if (!u[i]) fail_msg("backend_cuda_create: %s", err);
+    }
+    GB = u[0];
+    run_matmul(300, 192, 960, 0, 1);
+    run_matmul(4099, 40, 48, 0, 1);
+    run_matmul(37, 29, 45, 1, 1);
+    GB = tuned;
+    const int M = 2053, K = 64, N = 192;
+    size_t nw = (size_t)N * K + N, nb = gemm_bytes(M, K, N);
+    float *hw = TU_NEW(float, nw), *hx = TU_NEW(float, (size_t)M * K);
+    float *hdy = TU_NEW(float, (size_t)M * N);
+    tu_fill_normal(&R, hw, nw, 0.1f);
+    tu_fill_normal(&R, hx, (size_t)M * K, 1.0f);
+    tu_fill_normal(&R, hdy, (size_t)M * N, 1.0f);
+    unsigned char *b0 = TU_NEW(unsigned char, nb), *b1 = TU_NEW(unsigned char, nb);
+    gemm_on(u[0], hw, hx, hdy, M, K, N, b0);
+    gemm_on(u[1], hw, hx, hdy, M, K, N, b1);
+    assert_memory_equal(b0, b1, nb);
+    free(hw); free(hx); free(hdy); free(b0); free(b1);
+    for (int i = 0; i < 2; i++) u[i]->destroy(u[i]);
 }
 
 /* woff: w and b start woff floats into their buffers (woff 1: not 16-byte
@@ -996,7 +1050,7 @@ static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db
         bd[j] = bc[j];
         dbd[j] = db0[j];
     }
-    hgru2_cpu_ref_bwd(dxd, dbd, dod, xd, ld, bd, B, N, D, e, 0);
+    hgru2_cpu_ref_bwd(dxd, dbd, dod, xd, ld, bd, B, N, D, e);
     double num_c = 0, num_g = 0, den = 0;
     for (int j = 0; j < D; j++) {
         den = fmax(den, fabs(dbd[j]));
@@ -1028,7 +1082,7 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     }
     float *hb = TU_NEW(float, D);
     /* hard: every third channel without a lower bound (beta 0) and decays down
-     * to ~1e-10 (the chunked kernels' exponent range and clamp) */
+     * to ~1e-10 */
     for (int j = 0; j < D; j++) hb[j] = hard && j % 3 == 0 ? 0.0f : 0.9f * (float)rng_uniform(&R);
     T2 be = t2_new(D, 0);
     t2_set(&be, hb);
@@ -1037,9 +1091,7 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     t2_poison(&out);
     CB->hgru2_fwd(CB, out.c, proj.c, ld, be.c, B, N, D, e);
     GB->hgru2_fwd(GB, out.g, proj.g, ld, be.g, B, N, D, e);
-    const char *mode = getenv("HGRN_HGRU2");
-    mode = mode && *mode ? mode : "default";
-    snprintf(what, sizeof what, "hgru2_fwd B%d N%d D%d e%d%s (%s)", B, N, D, e, hard ? " hard" : "", mode);
+    snprintf(what, sizeof what, "hgru2_fwd B%d N%d D%d e%d%s", B, N, D, e, hard ? " hard" : "");
     CHECK(out, what);
     T2 dout = t2_randn(M * D, 1, 1.0f);
     T2 dproj = t2_new(M * ld, 1);
@@ -1052,7 +1104,7 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     if (!hard) hgru2_dbeta_ref(&proj, &be, &dout, &dbe, db0, B, N, D, e, ld);
     free(db0);
     free(db0g);
-    snprintf(what, sizeof what, "hgru2_bwd dx B%d N%d D%d e%d%s (%s)", B, N, D, e, hard ? " hard" : "", mode);
+    snprintf(what, sizeof what, "hgru2_bwd dx B%d N%d D%d e%d%s", B, N, D, e, hard ? " hard" : "");
     CHECK(dproj, what);
     /* dbeta sums B*N decay gradients that both backends get through the
      * q dq - k dk identity (running sums with cancellation, fp32 rounding of
@@ -1061,8 +1113,7 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
      * CPU op itself is within 5e-6 of finite differences (test_ops_cpu). */
     /* The hard cases' dbeta is not compared: d lam = dl / lam - dk with lam
      * down to 1e-10 divides the identity's rounding (absolute, ~eps times the
-     * running sums) by lam, on both backends (the recurrent kernel is off by
-     * the same orders of magnitude there); their dx is compared. */
+     * running sums) by lam, on both backends; their dx is compared. */
     if (!hard) t2_check(&dbe, "hgru2_bwd dbeta (+=)", BF ? TOL : 1e-4);
     T2 *ts[] = {&proj, &be, &out, &dout, &dproj, &dbe};
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
@@ -1070,53 +1121,29 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
 
 static void run_hgru2(int B, int N, int D, int e) { run_hgru2_x(B, N, D, e, 0); }
 
-/* Kernel choice (cuda/hgru2_scan.cu): by default the recurrent kernels;
- * HGRN_HGRU2=chunked forces the chunked kernels (hgru2_chunk.cu, e 16 and 32,
- * chunks of 16 tokens) for both passes, =elementwise the same without the
- * factorised diagonal blocks, =recurrent the recurrent ones. The cases: odd N
- * (not multiples of 16 or of the recurrent kernels' 8-token tiles), N below
- * one chunk, exactly one chunk, N 256, several heads and images, e 16 and 32,
- * and decays down to ~1e-10 (the hard cases take the element-wise path in
- * their fast-decaying chunks). */
-static void hgru2_chunk_cases(int e32_long) {
-    run_hgru2(3, 37, 48, 16);    /* 2 full chunks + 5 */
+/* The cases: N not a multiple of the kernels' 8-token tiles, exactly two
+ * tiles, N 256 (the ImageNet sequence length), a single token, several heads
+ * and images, head sizes 1 to 32, idle threads in the last block, and decays
+ * down to ~1e-10 with beta 0 (the hard cases). */
+static void test_hgru2(void **state) {
+    (void)state;
+    run_hgru2(3, 37, 48, 16);    /* 4 tiles + 5 */
     run_hgru2(2, 256, 64, 16);   /* the ImageNet sequence length */
-    run_hgru2(2, 9, 32, 16);     /* N below one chunk */
-    run_hgru2(1, 16, 16, 16);    /* exactly one chunk, one head */
+    run_hgru2(2, 9, 32, 16);     /* one tile + 1 */
+    run_hgru2(1, 16, 16, 16);    /* exactly two tiles, one head */
     run_hgru2(3, 1, 32, 16);     /* a single token */
     run_hgru2(3, 53, 96, 32);    /* e 32, odd N, 3 heads */
-    /* e 32 at N 256: the first recurrent backward (float decay sums) gave an
-     * fp32 dbeta 1.5e-4 off there (H200, 2026-11-21), above the 1e-4 the
-     * identity's cancellation was given from N 37; the current one sums in
-     * double and runs it (e32_long) like the chunked kernels. */
-    if (e32_long) run_hgru2(2, 256, 64, 32);
+    /* e 32 at N 256: the decay sums cancel along the sequence; the fp32 path
+     * keeps them in double, and dbeta stays within the 1e-4 given from N 37 */
+    run_hgru2(2, 256, 64, 32);
     run_hgru2(1, 45, 64, 32);
     run_hgru2_x(2, 71, 48, 16, 1);   /* decays down to ~1e-10, beta 0 */
     run_hgru2_x(1, 40, 64, 32, 1);
-}
-
-static void test_hgru2(void **state) {
-    (void)state;
-    hgru2_chunk_cases(1);        /* default kernel choice */
     run_hgru2(2, 53, 40, 8);
     run_hgru2(2, 29, 12, 4);
     run_hgru2(5, 19, 6, 2);      /* idle threads in the last block */
     run_hgru2(3, 21, 5, 1);      /* e 1: 32 pairs per backward block, 15 real */
     run_hgru2(2, 256, 48, 8);
-    /* HGRN_TEST_HGRU2_DEFAULT_ONLY=1: only the default choice (the recurrent
-     * kernels), for compute-sanitizer runs on a short device budget */
-    const char *only = getenv("HGRN_TEST_HGRU2_DEFAULT_ONLY");
-    if (only && *only == '1') return;
-    setenv("HGRN_HGRU2", "chunked", 1);
-    hgru2_chunk_cases(1);
-    setenv("HGRN_HGRU2", "elementwise", 1);
-    run_hgru2(3, 37, 48, 16);
-    run_hgru2(2, 256, 64, 32);
-    setenv("HGRN_HGRU2", "recurrent", 1);
-    run_hgru2(3, 37, 48, 16);
-    run_hgru2(1, 45, 64, 32);
-    run_hgru2_x(2, 71, 48, 16, 1);
-    unsetenv("HGRN_HGRU2");
 }
 
 /* ------------------------------------------------------- whole model */
@@ -1205,487 +1232,12 @@ static void test_model(void **state) {
     for (int i = 0; mixer_at(i); i++) check_model(mixer_at(i)->name);
 }
 
-/* HGRN_BENCH_HGRU2=1: the HGRU2 scan at B 256, N 256 (ImageNet tokens), D 192
- * and 384, several head sizes, fp32 and bf16, chunked (HGRN_HGRU2=chunked:
- * hgru2_chunk.cu, e 16 and 32) and recurrent (HGRN_HGRU2=recurrent) kernels: ms per call (mean of
- * 20 after 3 warm-ups), the GB/s of the bytes the op must move (fwd: x 3 reads
- * + out; bwd: x 3 + dout reads, dx 3 writes) and, for the chunked kernels,
- * the TFLOP/s of their matrix products (per chunk of 16 and direction: fwd
- * 16E^2 + 16E^2 + 256E multiply-adds, bwd 6 x 16E^2 + 3 x 256E; the
- * element-wise diagonal blocks are not counted). */
-static double now_s(void);
-/* host fp32 -> device activations (bf16 when act_elem is 2) */
-static void bench_up_act(Backend *bk, void *dst, const float *h, size_t n) {
-    if (bk->act_elem == 2) {
-        uint16_t *b = TU_NEW(uint16_t, n);
-        for (size_t i = 0; i < n; i++) b[i] = f2bf(h[i]);
-        bk->to_device(bk, dst, b, n * 2);
-        free(b);
-    } else {
-        bk->to_device(bk, dst, h, n * 4);
-    }
-}
-/* HGRN_BENCH_HGRU2_ONLY="prec,D,e,path" (e.g. "bf16,384,16,rec"; any field may
- * be "*") keeps only the matching rows, for profiling one shape. */
-static int bench_hgru2_keep(int bf, int D, int e, int chunked) {
-    const char *f = getenv("HGRN_BENCH_HGRU2_ONLY");
-    if (!f || !*f) return 1;
-    char p[16] = "*", d[16] = "*", ee[16] = "*", pa[16] = "*";
-    if (sscanf(f, "%15[^,],%15[^,],%15[^,],%15s", p, d, ee, pa) < 1) return 1;
-    if (strcmp(p, "*") && strcmp(p, bf ? "bf16" : "fp32")) return 0;
-    if (strcmp(d, "*") && atoi(d) != D) return 0;
-    if (strcmp(ee, "*") && atoi(ee) != e) return 0;
-    if (strcmp(pa, "*") && strcmp(pa, chunked ? "chunk" : "rec")) return 0;
-    return 1;
-}
-static void bench_hgru2(void) {
-    int Ds[2] = {192, 384}, es[3] = {8, 16, 32};
-    printf("\n%-6s %-24s %-5s %9s %9s %9s %9s %9s %9s\n", "prec", "hgru2 (B 256, N 256)", "path",
-           "fwd ms", "bwd ms", "fwd GB/s", "bwd GB/s", "fwd TF/s", "bwd TF/s");
-    for (int bf = 1; bf >= 0; bf--) {
-        char err[256];
-        Backend *bk = backend_cuda_create(0, bf, err, sizeof err);
-        if (!bk) return;
-        for (int di = 0; di < 2; di++)
-            for (int ei = 0; ei < 3; ei++)
-                for (int chunked = 1; chunked >= 0; chunked--) {
-                    int B = 256, N = 256, D = Ds[di], e = es[ei], ld = 3 * D;
-                    int has_chunk = e == 16 || e == 32;
-                    if (chunked && !has_chunk) continue;
-                    if (!bench_hgru2_keep(bf, D, e, chunked)) continue;
-                    setenv("HGRN_HGRU2", chunked ? "chunked" : "recurrent", 1);
-                    size_t M = (size_t)B * N, ae = bk->act_elem;
-                    void *x = bk->alloc(bk, M * ld * ae), *dx = bk->alloc(bk, M * ld * ae);
-                    void *o = bk->alloc(bk, M * D * ae), *go = bk->alloc(bk, M * D * ae);
-                    float *be = (float *)bk->alloc(bk, D * 4), *db = (float *)bk->alloc(bk, D * 4);
-                    {   /* realistic inputs: random pre-activations, beta 0.5 */
-                        float *hx = TU_NEW(float, M * ld), *hb = TU_NEW(float, D);
-                        Rng rr;
-                        rng_seed(&rr, 7);
-                        tu_fill_normal(&rr, hx, M * ld, 1.0f);
-                        for (int j = 0; j < D; j++) hb[j] = 0.5f;
-                        bench_up_act(bk, x, hx, M * ld);
-                        bench_up_act(bk, go, hx, M * D);
-                        bk->to_device(bk, be, hb, D * 4);
-                        bk->to_device(bk, db, hb, D * 4);
-                        free(hx);
-                        free(hb);
-                    }
-                    double tf = 0, tb = 0;
-                    for (int rep = 0; rep < 23; rep++) {
-                        bk->sync(bk);
-                        double t0 = now_s();
-                        bk->hgru2_fwd(bk, (float *)o, (const float *)x, ld, be, B, N, D, e);
-                        bk->sync(bk);
-                        double t1 = now_s();
-                        bk->hgru2_bwd(bk, (float *)dx, db, (const float *)go, (const float *)x, ld,
-                                      be, B, N, D, e);
-                        bk->sync(bk);
-                        double t2 = now_s();
-                        if (rep >= 3) { tf += t1 - t0; tb += t2 - t1; }
-                    }
-                    tf /= 20;
-                    tb /= 20;
-                    double fb = (double)M * D * ae * 4, bb = (double)M * D * ae * 7;
-                    double units = (double)B * (D / e) * 2 * ((N + 15) / 16);   /* chunk-directions */
-                    double ff = units * 2 * (32.0 * e * e + 256.0 * e);
-                    double fbw = units * 2 * (96.0 * e * e + 768.0 * e);
-                    char name[64];
-                    snprintf(name, sizeof name, "D %d e %d (%d heads)", D, e, D / e);
-                    if (chunked)
-                        printf("%-6s %-24s %-5s %9.4f %9.4f %9.1f %9.1f %9.2f %9.2f\n",
-                               bf ? "bf16" : "fp32", name, "chunk", tf * 1e3, tb * 1e3,
-                               fb / tf / 1e9, bb / tb / 1e9, ff / tf / 1e12, fbw / tb / 1e12);
-                    else
-                        printf("%-6s %-24s %-5s %9.4f %9.4f %9.1f %9.1f %9s %9s\n",
-                               bf ? "bf16" : "fp32", name, "rec", tf * 1e3, tb * 1e3,
-                               fb / tf / 1e9, bb / tb / 1e9, "-", "-");
-                    bk->free(bk, x); bk->free(bk, dx); bk->free(bk, o); bk->free(bk, go);
-                    bk->free(bk, be); bk->free(bk, db);
-                }
-        unsetenv("HGRN_HGRU2");
-        bk->destroy(bk);
-    }
-}
-
-/* ------------------------------------------------------------------ bench */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-typedef struct {
-    Backend *bk;
-    void *a, *b, *c, *d, *e, *f;
-    int B, N, D, ld;
-    float *par, *dpar;
-} ScanBench;
-
-/* device buffer of random values: act != 0 and bf16 backend: bf16 elements.
- * One random block of up to 1M values repeated (timings only: building
- * 100M+ values one by one on the host cost seconds per buffer). */
-static void *gfill(Backend *bk, size_t bytes, int act) {
-    void *p = bk->alloc(bk, bytes);
-    size_t es = (act && bk->act_elem == 2) ? 2 : 4, n = bytes / es, nb = n < (1u << 20) ? n : (1u << 20);
-    unsigned char *h = TU_NEW(unsigned char, n * es);
-    if (es == 2) {
-        uint16_t *u = (uint16_t *)h;
-        for (size_t i = 0; i < nb; i++) u[i] = f2bf(1.5f * (2.0f * rng_uniformf(&R) - 1.0f) + 1e-3f);
-    } else {
-        tu_fill_uniform(&R, (float *)h, nb, -1.5f, 1.5f);
-    }
-    for (size_t i = nb; i < n; i += nb) memcpy(h + i * es, h, (n - i < nb ? n - i : nb) * es);
-    bk->to_device(bk, p, h, n * es);
-    bk->sync(bk);
-    free(h);
-    return p;
-}
-
-static double time_it(Backend *bk, void (*fn)(void *), void *ctx, int iters) {
-    for (int i = 0; i < 3; i++) fn(ctx);
-    bk->sync(bk);
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_s();
-        for (int i = 0; i < iters; i++) fn(ctx);
-        bk->sync(bk);
-        double t = (now_s() - t0) / iters;
-        if (t < best) best = t;
-    }
-    return best;
-}
-
-static void scan_fwd_fn(void *p) {
-    ScanBench *s = (ScanBench *)p;
-    Backend *bk = s->bk;
-    bk->hgru1_fwd(bk, (float *)s->c, (const float *)s->a, ACT_AT(bk, s->a, 4 * s->D), s->ld,
-                  s->par, s->par + s->D, s->par + 2 * s->D, s->B, s->N, s->D);
-}
-static void scan_bwd_fn(void *p) {
-    ScanBench *s = (ScanBench *)p;
-    Backend *bk = s->bk;
-    bk->hgru1_bwd(bk, (float *)s->e, ACT_AT(bk, s->e, 4 * s->D), s->dpar, s->dpar + s->D,
-                  s->dpar + 2 * s->D, (const float *)s->d, (const float *)s->a,
-                  ACT_AT(bk, s->a, 4 * s->D), s->ld, s->par, s->par + s->D, s->par + 2 * s->D,
-                  s->B, s->N, s->D);
-}
-typedef struct { Backend *bk; void *dst, *src; size_t bytes; } CopyBench;
-static void copy_fn(void *p) {
-    CopyBench *c = (CopyBench *)p;
-    c->bk->copy(c->bk, c->dst, c->src, c->bytes);
-}
-typedef struct { Backend *bk; void *x, *w, *b, *y, *dy, *dx, *dw, *db; int M, K, N; } GemmBench;
-static void gemm_fwd_fn(void *p) {
-    GemmBench *g = (GemmBench *)p;
-    g->bk->matmul_fwd(g->bk, (float *)g->y, (const float *)g->x, (const float *)g->w,
-                      (const float *)g->b, g->M, g->K, g->N);
-}
-static void gemm_bwd_fn(void *p) {
-    GemmBench *g = (GemmBench *)p;
-    g->bk->matmul_bwd(g->bk, (float *)g->dx, (float *)g->dw, (float *)g->db, (const float *)g->dy,
-                      (const float *)g->x, (const float *)g->w, g->M, g->K, g->N);
-}
-
-static void gemm_dw_fn(void *p) {   /* the weight gradient alone (dinp NULL, no bias) */
-    GemmBench *g = (GemmBench *)p;
-    g->bk->matmul_bwd(g->bk, NULL, (float *)g->dw, NULL, (const float *)g->dy,
-                      (const float *)g->x, (const float *)g->w, g->M, g->K, g->N);
-}
-typedef struct { Backend *bk; void *x, *y, *dy, *dx, *mean, *rstd, *dw; float *w, *b; int M, C; } LnBench;
-static void ln_fwd_fn(void *p) {
-    LnBench *l = (LnBench *)p;
-    l->bk->layernorm_fwd(l->bk, (float *)l->y, (float *)l->mean, (float *)l->rstd,
-                         (const float *)l->x, l->w, l->b, l->M, l->C);
-}
-static void ln_bwd_fn(void *p) {
-    LnBench *l = (LnBench *)p;
-    l->bk->layernorm_bwd(l->bk, (float *)l->dx, (float *)l->dw, (float *)l->dw + l->C,
-                         (const float *)l->dy, (const float *)l->x, l->w, (const float *)l->mean,
-                         (const float *)l->rstd, l->M, l->C);
-}
-/* ln_gate at the HGRU1 mixer's shapes: f, z, dz, df [M, 2D]; the gate and its
- * gradient at column 2D of [M, 5D] rows, as in models/mixers/hgru1.c */
-typedef struct {
-    Backend *bk; void *f, *z, *dz, *df, *proj, *dproj, *mean, *rstd, *dw; float *w, *b;
-    int M, C, ld;
-} LgBench;
-static void lg_fwd_fn(void *p) {
-    LgBench *l = (LgBench *)p;
-    l->bk->ln_gate_fwd(l->bk, (float *)l->z, (float *)l->mean, (float *)l->rstd,
-                       (const float *)l->f, l->w, l->b,
-                       (const float *)ACT_AT(l->bk, (float *)l->proj, l->C), l->ld, l->M, l->C);
-}
-static void lg_bwd_fn(void *p) {
-    LgBench *l = (LgBench *)p;
-    l->bk->ln_gate_bwd(l->bk, (float *)l->df, ACT_AT(l->bk, (float *)l->dproj, l->C),
-                       (float *)l->dw, (float *)l->dw + l->C, (const float *)l->dz,
-                       (const float *)l->f, l->w, l->b,
-                       (const float *)ACT_AT(l->bk, (float *)l->proj, l->C), l->ld,
-                       (const float *)l->mean, (const float *)l->rstd, l->M, l->C);
-}
-/* the residual add plus the next pre-norm: two ops, or residual_ln_fwd */
-typedef struct {
-    Backend *bk; void *x, *f, *o, *ln, *mean, *rstd; float *w, *b, *sc; int B, N, D;
-} RlBench;
-static void rl_two_fn(void *p) {
-    RlBench *r = (RlBench *)p;
-    r->bk->residual_fwd(r->bk, (float *)r->o, (const float *)r->x, (const float *)r->f, r->sc,
-                        r->B, r->N * r->D);
-    r->bk->layernorm_fwd(r->bk, (float *)r->ln, (float *)r->mean, (float *)r->rstd,
-                         (const float *)r->o, r->w, r->b, r->B * r->N, r->D);
-}
-static void rl_fused_fn(void *p) {
-    RlBench *r = (RlBench *)p;
-    r->bk->residual_ln_fwd(r->bk, (float *)r->o, (float *)r->ln, (float *)r->mean,
-                           (float *)r->rstd, (const float *)r->x, (const float *)r->f, r->sc,
-                           r->w, r->b, r->B, r->N, r->D);
-}
-/* one timing row: seconds t for bytes moved, against the measured copy rate */
-static void bw_row(const char *pn, const char *name, double t, double bytes, double copy_gbs) {
-    printf("%-6s %-34s %10.4f %10.1f %9.0f %7.1f\n", pn, name, t * 1e3, bytes / 1e6,
-           bytes / t / 1e9, 100 * bytes / t / 1e9 / copy_gbs);
-}
-
-static void bench(void) {
-    printf("\n==== timings (median-free: best of 3 averages; host clock around synced loops) ====\n");
-    char err[256];
-    double copy_gbs = 0;
-    printf("%-6s %-34s %10s %10s %9s %7s\n", "prec", "op", "ms", "MB moved", "GB/s", "%copy");
-    for (int bf = 0; bf < 2; bf++) {
-        Backend *bk = backend_cuda_create(0, bf, err, sizeof err);
-        if (!bk) { printf("bench: %s\n", err); return; }
-        const char *pn = bf ? "bf16" : "fp32";
-        if (!bf) {
-            CopyBench c = {bk, NULL, NULL, (size_t)1 << 30};
-            c.src = gfill(bk, c.bytes, 0);
-            c.dst = bk->alloc(bk, c.bytes);
-            double t = time_it(bk, copy_fn, &c, 10);
-            copy_gbs = 2.0 * c.bytes / t / 1e9;
-            printf("%-6s %-34s %10.3f %10.0f %9.0f %7s\n", "-", "device copy 1 GiB (read+write)",
-                   t * 1e3, 2.0 * c.bytes / 1e6, copy_gbs, "100");
-            bk->free(bk, c.src);
-            bk->free(bk, c.dst);
-        }
-        /* the default kernel shapes, then CH 4, 8 and 16, TT 4 and TT 16 forced; the LRA shape */
-        int shapes[7][3] = {{256, 256, 192}, {256, 256, 192}, {256, 256, 192}, {256, 256, 192},
-                            {256, 256, 192}, {256, 256, 192}, {8, 1024, 64}};
-        const char *vch[7] = {"0", "4", "8", "16", "0", "0", "0"};
-        const char *vtt[7] = {"0", "0", "0", "0", "4", "16", "0"};
-        const char *vname[7] = {"", " ch4", " ch8", " ch16", " tt4", " tt16", ""};
-        const char *nos = getenv("HGRN_BENCH_NOSCAN");
-        for (int si = 0; si < 7 && !(nos && *nos && *nos != '0'); si++) {
-            setenv("HGRN_SCAN_CH", vch[si], 1);
-            setenv("HGRN_SCAN_TT", vtt[si], 1);
-            ScanBench s;
-            memset(&s, 0, sizeof s);
-            s.bk = bk;
-            s.B = shapes[si][0];
-            s.N = shapes[si][1];
-            s.D = shapes[si][2];
-            s.ld = 5 * s.D;
-            size_t M = (size_t)s.B * s.N, e = bk->act_elem;
-            s.a = gfill(bk, M * s.ld * e, 1);
-            s.c = bk->alloc(bk, M * 2 * s.D * e);
-            s.d = gfill(bk, M * 2 * s.D * e, 1);
-            s.e = bk->alloc(bk, M * s.ld * e);
-            float *hp = TU_NEW(float, 3 * s.D);
-            for (int j = 0; j < s.D; j++) {
-                hp[j] = powf(10000.0f, -2.0f * j / s.D);
-                hp[s.D + j] = hp[j];
-                hp[2 * s.D + j] = 0.5f;
-            }
-            s.par = (float *)bk->alloc(bk, 3 * s.D * 4);
-            bk->to_device(bk, s.par, hp, 3 * s.D * 4);
-            free(hp);
-            s.dpar = (float *)bk->alloc(bk, 3 * s.D * 4);
-            double tf = time_it(bk, scan_fwd_fn, &s, 20);
-            double tb = time_it(bk, scan_bwd_fn, &s, 20);
-            double bf_ = (double)M * s.D * 5 * e, bb = (double)M * s.D * 8 * e;
-            char name[64];
-            const char *chn = vname[si];
-            snprintf(name, sizeof name, "hgru1_fwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
-            bw_row(pn, name, tf, bf_, copy_gbs);
-            snprintf(name, sizeof name, "hgru1_bwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
-            bw_row(pn, name, tb, bb, copy_gbs);
-            snprintf(name, sizeof name, "hgru1 fwd+bwd B%d N%d D%d%s", s.B, s.N, s.D, chn);
-            bw_row(pn, name, tf + tb, bf_ + bb, copy_gbs);
-            bk->free(bk, s.a);
-            bk->free(bk, s.c);
-            bk->free(bk, s.d);
-            bk->free(bk, s.e);
-            bk->free(bk, s.par);
-            bk->free(bk, s.dpar);
-        }
-        unsetenv("HGRN_SCAN_CH");
-        unsetenv("HGRN_SCAN_TT");
-        /* LayerNorm at the models' shapes (M = 65536 tokens; Tiny 192, Small 384):
-         * the register-row kernels, then the scalar ones (HGRN_LN_SCALAR=1) */
-        for (int ci = 0; ci < 2; ci++)
-            for (int sc = 0; sc < 2; sc++) {
-                LnBench l;
-                memset(&l, 0, sizeof l);
-                l.bk = bk;
-                l.M = 65536;
-                l.C = ci ? 384 : 192;
-                size_t e = bk->act_elem, nx = (size_t)l.M * l.C;
-                float *pw = (float *)gfill(bk, 2 * (size_t)l.C * 4, 0);
-                l.w = pw;
-                l.b = pw + l.C;
-                l.x = gfill(bk, nx * e, 1);
-                l.y = bk->alloc(bk, nx * e);
-                l.dy = gfill(bk, nx * e, 1);
-                l.dx = gfill(bk, nx * e, 1);
-                l.mean = bk->alloc(bk, (size_t)l.M * 4);
-                l.rstd = bk->alloc(bk, (size_t)l.M * 4);
-                l.dw = bk->alloc(bk, 2 * (size_t)l.C * 4);
-                if (sc) setenv("HGRN_LN_SCALAR", "1", 1);
-                ln_fwd_fn(&l);   /* valid statistics for the backward */
-                double tf = time_it(bk, ln_fwd_fn, &l, 20);
-                double tb = time_it(bk, ln_bwd_fn, &l, 20);
-                unsetenv("HGRN_LN_SCALAR");
-                double bfw = 2.0 * nx * e + 8.0 * l.M, bbw = 4.0 * nx * e + 8.0 * l.M;
-                char name[64];
-                snprintf(name, sizeof name, "layernorm_fwd %dx%d%s", l.M, l.C, sc ? " scalar" : "");
-                bw_row(pn, name, tf, bfw, copy_gbs);
-                snprintf(name, sizeof name, "layernorm_bwd %dx%d%s", l.M, l.C, sc ? " scalar" : "");
-                bw_row(pn, name, tb, bbw, copy_gbs);
-                void *ps[] = {pw, l.x, l.y, l.dy, l.dx, l.mean, l.rstd, l.dw};
-                for (int i = 0; i < 8; i++) bk->free(bk, ps[i]);
-            }
-        /* ln_gate (LayerNorm_2D then the SiLU gate) at Tiny's and Small's mixer
-         * shapes; bytes as in the per-op table: fwd f, gate, z; bwd f, dz, gate,
-         * df, dgate; plus 8 B of statistics a row */
-        for (int ci = 0; ci < 2; ci++) {
-            LgBench l;
-            memset(&l, 0, sizeof l);
-            l.bk = bk;
-            l.M = 65536;
-            l.C = ci ? 768 : 384;
-            l.ld = 5 * l.C / 2;
-            size_t e = bk->act_elem, nx = (size_t)l.M * l.C, np = (size_t)l.M * l.ld;
-            float *pw = (float *)gfill(bk, 2 * (size_t)l.C * 4, 0);
-            l.w = pw;
-            l.b = pw + l.C;
-            l.f = gfill(bk, nx * e, 1);
-            l.z = bk->alloc(bk, nx * e);
-            l.dz = gfill(bk, nx * e, 1);
-            l.df = bk->alloc(bk, nx * e);
-            l.proj = gfill(bk, np * e, 1);
-            l.dproj = bk->alloc(bk, np * e);
-            l.mean = bk->alloc(bk, (size_t)l.M * 4);
-            l.rstd = bk->alloc(bk, (size_t)l.M * 4);
-            l.dw = bk->alloc(bk, 2 * (size_t)l.C * 4);
-            lg_fwd_fn(&l);   /* valid statistics for the backward */
-            double tf = time_it(bk, lg_fwd_fn, &l, 20);
-            double tb = time_it(bk, lg_bwd_fn, &l, 20);
-            double bfw = 3.0 * nx * e + 8.0 * l.M, bbw = 5.0 * nx * e + 8.0 * l.M;
-            char name[64];
-            snprintf(name, sizeof name, "ln_gate_fwd %dx%d", l.M, l.C);
-            bw_row(pn, name, tf, bfw, copy_gbs);
-            snprintf(name, sizeof name, "ln_gate_bwd %dx%d", l.M, l.C);
-            bw_row(pn, name, tb, bbw, copy_gbs);
-            void *ps[] = {pw, l.f, l.z, l.dz, l.df, l.proj, l.dproj, l.mean, l.rstd, l.dw};
-            for (int i = 0; i < 10; i++) bk->free(bk, ps[i]);
-        }
-        /* residual add + pre-norm at Tiny's and Small's widths, drop-path scales on:
-         * bytes of the fused op (x, f read; out, ln written; 8 B a row) */
-        for (int ci = 0; ci < 2; ci++) {
-            RlBench r;
-            memset(&r, 0, sizeof r);
-            r.bk = bk;
-            r.B = 256;
-            r.N = 256;
-            r.D = ci ? 384 : 192;
-            size_t e = bk->act_elem, M = (size_t)r.B * r.N, nx = M * r.D;
-            float *pw = (float *)gfill(bk, (2 * (size_t)r.D + r.B) * 4, 0);
-            r.w = pw;
-            r.b = pw + r.D;
-            r.sc = pw + 2 * r.D;   /* random scales: the arithmetic, not the values, is timed */
-            r.x = gfill(bk, nx * e, 1);
-            r.f = gfill(bk, nx * e, 1);
-            r.o = bk->alloc(bk, nx * e);
-            r.ln = bk->alloc(bk, nx * e);
-            r.mean = bk->alloc(bk, M * 4);
-            r.rstd = bk->alloc(bk, M * 4);
-            double t2 = time_it(bk, rl_two_fn, &r, 20);
-            double t1 = time_it(bk, rl_fused_fn, &r, 20);
-            double by = 4.0 * nx * e + 8.0 * M;
-            char name[64];
-            snprintf(name, sizeof name, "residual+layernorm %dx%d", (int)M, r.D);
-            bw_row(pn, name, t2, by, copy_gbs);
-            snprintf(name, sizeof name, "residual_ln_fwd %dx%d", (int)M, r.D);
-            bw_row(pn, name, t1, by, copy_gbs);
-            void *ps[] = {pw, r.x, r.f, r.o, r.ln, r.mean, r.rstd};
-            for (int i = 0; i < 7; i++) bk->free(bk, ps[i]);
-        }
-        bk->destroy(bk);
-        const char *ng = getenv("HGRN_BENCH_NOGEMM");   /* the scan (and LayerNorm) timings alone */
-        if (ng && *ng && *ng != '0') continue;
-        /* the models' GEMMs at batch 256 (M = 65536 tokens), Tiny then Small, with
-         * the heuristic's first algorithm (HGRN_GEMM_TUNE=0) and the timed choice;
-         * each setting on a fresh backend (plans are cached per backend) */
-        int gs[8][3] = {{65536, 192, 960}, {65536, 384, 192}, {65536, 192, 768}, {65536, 384, 192},
-                        {65536, 384, 1920}, {65536, 768, 384}, {65536, 384, 1536}, {65536, 768, 384}};
-        const char *gn[8] = {"T in-proj 192->960", "T out-proj 384->192", "T GLU w12 192->768",
-                             "T GLU w3 384->192", "S in-proj 384->1920", "S out-proj 768->384",
-                             "S GLU w12 384->1536", "S GLU w3 768->384"};
-        const char *gen = getenv("HGRN_BENCH_GEMM_TUNE");   /* "0", "1" or unset: both */
-        const char *g32 = getenv("HGRN_BENCH_FP32_GEMM");   /* fp32 GEMMs only on request */
-        for (int tune = 0; tune < 2 && (bf || (g32 && *g32 && *g32 != '0')); tune++) {
-            if (gen && *gen && *gen - '0' != tune) continue;
-            setenv("HGRN_GEMM_TUNE", tune ? "1" : "0", 1);
-            bk = backend_cuda_create(0, bf, err, sizeof err);
-            if (!bk) { printf("bench: %s\n", err); return; }
-            for (int gi = 0; gi < 8; gi++) {
-                if (gi == 3 || gi == 7) continue;   /* same shape as out-proj */
-                GemmBench g;
-                memset(&g, 0, sizeof g);
-                g.bk = bk;
-                g.M = gs[gi][0];
-                g.K = gs[gi][1];
-                g.N = gs[gi][2];
-                size_t e = bk->act_elem, nw = (size_t)g.N * g.K;
-                float *pb = (float *)gfill(bk, (nw + g.N) * 4, 0);
-                bk->params_changed(bk, pb, nw + g.N);
-                g.w = pb;
-                g.b = pb + nw;
-                g.x = gfill(bk, (size_t)g.M * g.K * e, 1);
-                g.y = bk->alloc(bk, (size_t)g.M * g.N * e);
-                g.dy = gfill(bk, (size_t)g.M * g.N * e, 1);
-                g.dx = bk->alloc(bk, (size_t)g.M * g.K * e);
-                g.dw = bk->alloc(bk, nw * 4);
-                g.db = bk->alloc(bk, g.N * 4);
-                double tf = time_it(bk, gemm_fwd_fn, &g, 20);
-                double tb = time_it(bk, gemm_bwd_fn, &g, 20);
-                double tw = time_it(bk, gemm_dw_fn, &g, 20);
-                double fl = 2.0 * g.M * g.K * g.N;
-                char name[64];
-                const char *tn = tune ? "tuned" : "heur0";
-                snprintf(name, sizeof name, "mm_fwd %s %s", gn[gi], tn);
-                printf("%-6s %-34s %10.4f %10s %9.1f TFLOP/s\n", pn, name, tf * 1e3, "", fl / tf / 1e12);
-                snprintf(name, sizeof name, "mm_bwd %s %s", gn[gi], tn);
-                printf("%-6s %-34s %10.4f %10s %9.1f TFLOP/s\n", pn, name, tb * 1e3, "",
-                       2 * fl / tb / 1e12);
-                snprintf(name, sizeof name, "mm_bwd dW only %s %s", gn[gi], tn);
-                printf("%-6s %-34s %10.4f %10s %9.1f TFLOP/s\n", pn, name, tw * 1e3, "",
-                       fl / tw / 1e12);
-                bk->free(bk, pb);
-                void *ps[] = {g.x, g.y, g.dy, g.dx, g.dw, g.db};
-                for (int i = 0; i < 6; i++) bk->free(bk, ps[i]);
-            }
-            bk->destroy(bk);
-        }
-        unsetenv("HGRN_GEMM_TUNE");
-    }
-}
-
 /* ------------------------------------------------------------------ main */
 static int setup_mode(int bf) {
     char err[256];
     BF = bf;
     TOL = bf ? 2e-2 : 1e-5;
-    GB = backend_cuda_create(0, bf, err, sizeof err);
+    GB = backend_cuda_create(0, bf, 1, err, sizeof err);
     if (!GB) {
         fprintf(stderr, "backend_cuda_create: %s\n", err);
         return -1;
@@ -1713,21 +1265,11 @@ int main(void) {
         printf("no CUDA GPU visible: skipping\n");
         return 77;
     }
-    const char *b2 = getenv("HGRN_BENCH_HGRU2");
-    if (b2 && *b2 && *b2 != '0') {   /* the HGRU2 scan timings only */
-        bench_hgru2();
-        return 0;
-    }
-    const char *bo = getenv("HGRN_BENCH_ONLY");   /* timings (and profiling) without the tests */
-    if (bo && *bo && *bo != '0') {
-        bench();
-        return 0;
-    }
     const char *kg = getenv("HGRN_TEST_KEEP_GOING");   /* every comparison runs; failures counted */
     keep_going = kg && *kg && *kg != '0';
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),     cmocka_unit_test(test_async_upload),
-        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_matmul_untuned),
         cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_ln_gate),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
@@ -1740,9 +1282,8 @@ int main(void) {
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
     };
-    /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained in it
-     * ("test_layernorm,test_matmul")
-     * (the model tests then skipped), e.g. for a short sanitizer pass */
+    /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained
+     * in it ("test_layernorm,test_matmul"), the model tests skipped */
     const char *flt = getenv("HGRN_TEST_FILTER");
     if (flt && *flt) {
         struct CMUnitTest sel[sizeof tests / sizeof tests[0]];
@@ -1763,8 +1304,6 @@ int main(void) {
     fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
            worst_err[1]);
-    const char *b = getenv("HGRN_BENCH");
-    if (b && *b && *b != '0') bench();
     if (kept_failures) printf("%d comparisons failed (HGRN_TEST_KEEP_GOING)\n", kept_failures);
     return fails || kept_failures ? 1 : 0;
 }

@@ -4,9 +4,9 @@
  * (relative) in fp32 and 5e-2 in bf16. The distance between the final weights
  * is printed (AdamW turns sign flips of near-zero gradients into full-size
  * steps, so it is reported rather than bounded). The GPU run is made twice:
- * op by op, and through src/step.c with the step recorded as a CUDA graph and
- * replayed; the two must agree bit for bit (losses, gradient norms, final
- * weights), since a graph replays exactly the kernels it recorded.
+ * op by op, and through src/train/step.c with the step recorded as a CUDA
+ * graph and replayed; the two must agree bit for bit (losses, gradient norms,
+ * final weights), since a graph replays exactly the kernels it recorded.
  * Exits 77 without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -94,7 +94,7 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
 
 static void compare(int bf16, double tol) {
     char err[256];
-    Backend *cpu = backend_cpu_create(2, err, sizeof err), *gpu = backend_cuda_create(0, bf16, err, sizeof err);
+    Backend *cpu = backend_cpu_create(2, err, sizeof err), *gpu = backend_cuda_create(0, bf16, 1, err, sizeof err);
     if (!cpu || !gpu) fail_msg("%s", err);
     float lc[STEPS], lg[STEPS], lr[STEPS], gc[STEPS], gg[STEPS], gr[STEPS], *wc, *wg, *wr;
     size_t nc, ng, nr;

@@ -1,6 +1,8 @@
 /* cmd_bench.c - `hgrn bench`: training img/s (forward, loss, backward,
- * AdamW), evaluation img/s and peak memory for a config, on random images. */
+ * AdamW), evaluation img/s and peak memory for a config, on random images.
+ * `hgrn bench --ops` (the CUDA kernels one by one) is in cmd_bench_ops.c. */
 #include "cli.h"
+#include "cmd_bench.h"
 #include "op_timer.h"
 #include "model.h"
 #include "optim.h"
@@ -18,30 +20,27 @@ static double peak_rss_mib(void) {
     return ru.ru_maxrss / 1024.0;   /* Linux reports KiB */
 }
 
-/* Random finite values in the backend's activation format (fp32 or bf16). */
-static void upload_random(Backend *bk, void *dev, size_t n, int as_act, Rng *r) {
-    size_t elem = as_act ? bk->act_elem : 4;
+void bench_upload_random(Backend *bk, void *dev, size_t n, int as_act, Rng *r) {
+    size_t elem = as_act ? bk->act_elem : 4, nb = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20);
     unsigned char *h = malloc(n * elem);
     if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < nb; i++) {
         float v = (float)(rng_uniform(r) * 2.0 - 1.0);
         if (elem == 4) memcpy(h + 4 * i, &v, 4);
         else { uint32_t u; memcpy(&u, &v, 4); uint16_t b = (uint16_t)(u >> 16); memcpy(h + 2 * i, &b, 2); }
     }
+    for (size_t i = nb; i < n; i += nb) memcpy(h + i * elem, h, (n - i < nb ? n - i : nb) * elem);
     bk->to_device(bk, dev, h, n * elem);
     free(h);
 }
 
-/* The device's copy bandwidth (bytes read + written per second) and its GEMM
- * rate in the activation precision, measured here so the per-op table is read
- * against this machine rather than a datasheet. */
-static void measure_ceilings(Backend *bk, double *gbs, double *tflops) {
+void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n) {
     int gpu = strcmp(bk->name, "cpu") != 0;
     Rng r;
     rng_seed(&r, 42);
     size_t bytes = gpu ? (size_t)512 << 20 : (size_t)64 << 20;
     void *a = bk->alloc(bk, bytes), *b = bk->alloc(bk, bytes);
-    upload_random(bk, a, bytes / 4, 0, &r);
+    bench_upload_random(bk, a, bytes / 4, 0, &r);
     bk->copy(bk, b, a, bytes);
     bk->sync(bk);
     int reps = gpu ? 20 : 5;
@@ -53,11 +52,12 @@ static void measure_ceilings(Backend *bk, double *gbs, double *tflops) {
     bk->free(bk, b);
 
     int n = gpu ? 8192 : 1024;
+    *gemm_n = n;
     size_t nn = (size_t)n * n;
     float *w = bk->alloc(bk, nn * 4);
     float *x = bk->alloc(bk, nn * bk->act_elem), *y = bk->alloc(bk, nn * bk->act_elem);
-    upload_random(bk, w, nn, 0, &r);
-    upload_random(bk, x, nn, 1, &r);
+    bench_upload_random(bk, w, nn, 0, &r);
+    bench_upload_random(bk, x, nn, 1, &r);
     if (bk->params_changed) bk->params_changed(bk, w, nn);   /* lets a bf16 backend make its weight copy */
     bk->matmul_fwd(bk, y, x, w, NULL, n, n, n);
     bk->sync(bk);
@@ -71,7 +71,23 @@ static void measure_ceilings(Backend *bk, double *gbs, double *tflops) {
     bk->free(bk, y);
 }
 
+void bench_usage(void) {
+    printf("usage: hgrn bench --config FILE [--device cpu|cuda] [--batch N] [--steps N] [--section.key V]\n"
+           "       hgrn bench --ops\n\n"
+           "Times full training steps (forward, loss, backward, AdamW) and evaluation\n"
+           "forwards on random images at the config's shapes; prints img/s, peak memory\n"
+           "and the time of each op in one step.\n\n"
+           "--ops times the CUDA kernels one at a time instead, at the ImageNet shapes\n"
+           "(batch 256, 256 tokens, widths 192 and 384) and the LRA length (1024 tokens),\n"
+           "in fp32 and bf16, and prints one table: ms per call, the MB the op must move,\n"
+           "GB/s and its %% of a measured device-to-device copy, and TFLOP/s for the GEMMs\n"
+           "(with train.gemm_tune 0 and 1). Needs the CUDA backend and a GPU: exits 2\n"
+           "without them.\n");
+}
+
 int cmd_bench(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--ops")) return cmd_bench_ops(argc, argv);
     char err[1024];
     Cli cli;
     if (cli_parse(&cli, argc, argv, "config device precision threads batch steps", err, sizeof err) < 0) {
@@ -79,9 +95,7 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (cli.help || !cli.config_path[0]) {
-        printf("usage: hgrn bench --config FILE [--device cpu|cuda] [--batch N] [--steps N] [--section.key V]\n\n"
-               "Times full training steps (forward, loss, backward, AdamW) and evaluation\n"
-               "forwards on random images at the config's shapes; prints img/s and peak memory.\n");
+        bench_usage();
         cli_free(&cli);
         return cli.help ? 0 : 2;
     }
@@ -95,7 +109,8 @@ int cmd_bench(int argc, char **argv) {
     float *tg = NULL;
     if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
     double copy_gbs, gemm_tflops;
-    measure_ceilings(bk, &copy_gbs, &gemm_tflops);
+    int gemm_n;
+    bench_ceilings(bk, &copy_gbs, &gemm_tflops, &gemm_n);
     Backend *inner = bk;
     if (!(bk = op_timer_wrap(inner))) { bk = inner; snprintf(err, sizeof err, "out of host memory"); goto fail; }
     if (!(m = model_create(bk, c, B, 1, err, sizeof err))) goto fail;
@@ -115,7 +130,7 @@ int cmd_bench(int argc, char **argv) {
     double lr = peak_lr(c);
     double t_train = 0, t_eval = 0;
     float loss = 0;
-    /* The trainer's loop (src/train.c): the step is queued whole (recorded as a
+    /* The trainer's loop (cmd_train.c): the step is queued whole (recorded as a
      * CUDA graph after the first warm-up step unless train.cuda_graph = 0),
      * and the next batch's upload is queued while it runs. */
     Stepper st;
@@ -170,9 +185,7 @@ int cmd_bench(int argc, char **argv) {
         printf("device mem  %.2f GiB in use at the end (the peak: nothing is freed during a step; "
                "CUDA context included)\n", bk->mem_in_use(bk) / 1073741824.0);
     printf("ceilings    copy %.1f GB/s (read + write), %s GEMM %.2f TFLOP/s (%dx%dx%d), measured now\n",
-           copy_gbs, bk->act_elem == 2 ? "bf16" : "fp32", gemm_tflops,
-           strcmp(bk->name, "cpu") ? 8192 : 1024, strcmp(bk->name, "cpu") ? 8192 : 1024,
-           strcmp(bk->name, "cpu") ? 8192 : 1024);
+           copy_gbs, bk->act_elem == 2 ? "bf16" : "fp32", gemm_tflops, gemm_n, gemm_n, gemm_n);
     printf("\nper-op time of one training step (each op synchronised):\n");
     op_timer_print(bk, stdout, prof, copy_gbs, gemm_tflops);
     rc = 0;

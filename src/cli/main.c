@@ -29,7 +29,7 @@ static const struct {
     {"eval", cmd_eval, "top-1/top-5/loss of a checkpoint (--ckpt FILE [--data DIR])"},
     {"classify", cmd_classify, "top-5 classes of image files (--ckpt FILE IMAGE...)"},
     {"info", cmd_info, "parameter count and tensor table of a config (--config FILE)"},
-    {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE)"},
+    {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE); --ops: CUDA kernel timings"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
     {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree (prepare fmnist OUT)"},

@@ -307,8 +307,13 @@ enum { SCAN_FORWARD = 1, SCAN_REVERSE = 2, SCAN_BOTH = 3 };
 /* Constructors. Each returns NULL and writes a message to err on failure. */
 Backend *backend_cpu_create(int num_threads, char *err, size_t errlen);
 /* CUDA (cuda/): bf16 != 0 stores activations in bf16 (act_elem 2) with fp32
- * accumulation; bf16 == 0 runs everything in fp32 (--precision fp32). */
-Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen);
+ * accumulation; bf16 == 0 runs everything in fp32 (--precision fp32).
+ * gemm_tune != 0 times cuBLASLt's candidate algorithms the first time each
+ * GEMM shape runs and keeps the fastest (faster; the pick rests on timings,
+ * so two processes may pick differently and differ in the last bits);
+ * gemm_tune == 0 keeps the heuristic's first algorithm, bitwise reproducible
+ * across processes (config key train.gemm_tune). */
+Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, size_t errlen);
 int backend_cuda_available(void);   /* 1 when built with CUDA and a GPU is visible */
 
 #ifdef __cplusplus

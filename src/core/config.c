@@ -78,6 +78,8 @@ static const Key KEYS[] = {
     KI("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
     KI("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
     KI("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
+    KI("train", gemm_tune, 0, 1, "1", "GPU GEMMs: time cuBLASLt's candidate algorithms per shape and keep the fastest "
+       "(the pick can differ between runs, and so can the last bits); 0 = the heuristic's first, bitwise reproducible across runs"),
 
     /* [data] */
     KS("data", dataset, "fmnist|imagefolder|cifar10", "imagefolder", "dataset format"),

@@ -43,6 +43,7 @@ typedef struct {
     int threads;            /* CPU threads (0 = all cores) */
     int log_every;          /* steps between metrics lines */
     int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
+    int gemm_tune;          /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
 
     /* [data] */
     char dataset[32];       /* "fmnist", "imagefolder", "cifar10" */

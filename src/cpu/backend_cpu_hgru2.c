@@ -2,11 +2,10 @@
  * CPU backend (Backend.hgru2_fwd / hgru2_bwd, DESIGN.md section 4), plus
  * double-precision reference entry points for the tests.
  *
- * The kernels (recurrent and chunked gated-linear-attention forms, forward
- * and backward) are in hgru2_core.inc, instantiated here for float and double.
+ * The kernels (the recurrent gated-linear-attention form, forward and
+ * backward) are in hgru2_core.inc, instantiated here for float and double.
  * Work items are (image, head): each gathers its activations to [N][e]
- * arrays, runs a kernel, and scatters the results. The float ops pick the
- * form by hgru2_cpu_chunk_size(N, e).
+ * arrays, runs a kernel, and scatters the results.
  *
  * Determinism: items are independent; the dbeta sums go through a [B][D]
  * double buffer reduced over images in order afterwards, so results are
@@ -38,29 +37,21 @@
 #endif
 
 
-/* log of a decay in (0, 1]: floored so that lam = 0 (sigmoid underflow) stays finite */
-static inline float h2_logf(float x) { return logf(x > 1e-30f ? x : 1e-30f); }
-static inline double h2_logd(double x) { return log(x > 1e-300 ? x : 1e-300); }
-
 #define R float
 #define SFX _f
 #define EXP(x) exp_f(x)
-#define LOG(x) h2_logf(x)
 #include "hgru2_core.inc"
 #undef R
 #undef SFX
 #undef EXP
-#undef LOG
 
 #define R double
 #define SFX _d
 #define EXP(x) exp(x)
-#define LOG(x) h2_logd(x)
 #include "hgru2_core.inc"
 #undef R
 #undef SFX
 #undef EXP
-#undef LOG
 
 /* --------------------------------------------------------------- scratch */
 
@@ -135,47 +126,25 @@ static double *part_scratch(size_t n) {
     return b->part;
 }
 
-/* ----------------------------------------------------------- form choice */
-
-/* Measured (2-core x86-64 AVX2 build machine, B 8, N 256, D 192, per call,
- * fwd / bwd): recurrent e 8: 23 / 32 ms, e 16: 23 / 41, e 32: 34 / 77,
- * e 64: 43 / 63, e 192: 50 / 61; chunked (C 32) e 16: 103 / 145, e 64:
- * 177 / 320, e 192: 209 / 442. The chunked form's extra work (2 C e per token
- * plus the exps of the rescaled blocks) never pays on the CPU at these sizes,
- * so the float ops run the recurrent form unless HGRN_HGRU2_CHUNK asks for
- * chunks; the chunked form is what the GPU kernels implement, kept here as
- * their reference and tested equal to the recurrence. */
-int hgru2_cpu_chunk_size(int N, int e) {
-    const char *s = getenv("HGRN_HGRU2_CHUNK");
-    (void)N;
-    (void)e;
-    if (s && *s) {
-        int c = atoi(s);
-        return c > 0 ? c : 0;
-    }
-    return 0;
-}
-
 /* -------------------------------------------------------------- float ops */
 
 static void cpu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta,
                           int B, int N, int D, int e) {
     (void)bk;
     if (B <= 0 || N <= 0 || D <= 0 || e <= 0) return;
-    const int H = D / e, items = B * H, C = hgru2_cpu_chunk_size(N, e);
+    const int H = D / e, items = B * H;
     const size_t ne = (size_t)N * e;
-    const size_t work = C ? h2_chunk_bi_work_f(N, e, C) : 2 * (size_t)e * e + 2 * (size_t)e;
+    const size_t work = 2 * (size_t)e * e + 2 * (size_t)e;
 #pragma omp parallel
     {
-        float *w = tls_scratch((6 * ne + work) * sizeof(float));
-        float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *o = g + ne;
+        float *w = tls_scratch((5 * ne + work) * sizeof(float));
+        float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *o = lam + ne;
         float *rest = o + ne;
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
             int b = it / H, h = it % H;
-            h2_gather_f(q, k, v, lam, C ? g : NULL, x, ld, beta, b, h, N, D, e);
-            if (C) h2_chunk_fwd_f(o, q, k, v, g, N, e, C, rest);
-            else h2_rec_fwd_f(o, q, k, v, lam, N, e, rest);
+            h2_gather_f(q, k, v, lam, x, ld, beta, b, h, N, D, e);
+            h2_rec_fwd_f(o, q, k, v, lam, N, e, rest);
             for (int t = 0; t < N; t++)
                 memcpy(out + ((size_t)b * N + t) * D + (size_t)h * e, o + (size_t)t * e,
                        (size_t)e * sizeof(float));
@@ -187,24 +156,23 @@ static void cpu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dou
                           int ld, const float *beta, int B, int N, int D, int e) {
     (void)bk;
     if (B <= 0 || N <= 0 || D <= 0 || e <= 0) return;
-    const int H = D / e, items = B * H, C = hgru2_cpu_chunk_size(N, e);
+    const int H = D / e, items = B * H;
     const size_t ne = (size_t)N * e;
-    const size_t work = C ? h2_chunk_bi_work_f(N, e, C) : 2 * (size_t)e * e + 2 * (size_t)e;
+    const size_t work = 2 * (size_t)e * e + 2 * (size_t)e;
     double *part = part_scratch((size_t)B * D);
 #pragma omp parallel
     {
-        float *w = tls_scratch((10 * ne + work) * sizeof(float));
-        float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *gd = g + ne;
+        float *w = tls_scratch((9 * ne + work) * sizeof(float));
+        float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *gd = lam + ne;
         float *dq = gd + ne, *dk = dq + ne, *dv = dk + ne, *dl = dv + ne, *rest = dl + ne;
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
             int b = it / H, h = it % H;
-            h2_gather_f(q, k, v, lam, C ? g : NULL, x, ld, beta, b, h, N, D, e);
+            h2_gather_f(q, k, v, lam, x, ld, beta, b, h, N, D, e);
             for (int t = 0; t < N; t++)
                 memcpy(gd + (size_t)t * e, dout + ((size_t)b * N + t) * D + (size_t)h * e,
                        (size_t)e * sizeof(float));
-            if (C) h2_chunk_bwd_f(dq, dk, dv, dl, q, k, v, g, gd, N, e, C, rest);
-            else h2_rec_bwd_f(dq, dk, dv, dl, q, k, v, lam, gd, N, e, rest);
+            h2_rec_bwd_f(dq, dk, dv, dl, q, k, v, lam, gd, N, e, rest);
             h2_scatter_f(dx, ld, x, beta, dq, dk, dv, dl, b, h, N, D, e,
                          part + (size_t)b * D + (size_t)h * e);
         }
@@ -224,19 +192,18 @@ void backend_cpu_hgru2_register(Backend *bk) {
 /* ------------------------------------------------------ double references */
 
 void hgru2_cpu_ref_fwd(double *out, const double *x, int ld, const double *beta, int B, int N,
-                       int D, int e, int chunk) {
+                       int D, int e) {
     const int H = D / e;
     const size_t ne = (size_t)N * e;
-    size_t work = chunk ? h2_chunk_bi_work_d(N, e, chunk) : 2 * (size_t)e * e + 2 * (size_t)e;
-    double *w = malloc((6 * ne + work) * sizeof(double));
+    size_t work = 2 * (size_t)e * e + 2 * (size_t)e;
+    double *w = malloc((5 * ne + work) * sizeof(double));
     if (!w) { fprintf(stderr, "out of memory\n"); exit(1); }
-    double *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *o = g + ne;
+    double *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *o = lam + ne;
     double *rest = o + ne;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            h2_gather_d(q, k, v, lam, g, x, ld, beta, b, h, N, D, e);
-            if (chunk) h2_chunk_fwd_d(o, q, k, v, g, N, e, chunk, rest);
-            else h2_rec_fwd_d(o, q, k, v, lam, N, e, rest);
+            h2_gather_d(q, k, v, lam, x, ld, beta, b, h, N, D, e);
+            h2_rec_fwd_d(o, q, k, v, lam, N, e, rest);
             for (int t = 0; t < N; t++)
                 memcpy(out + ((size_t)b * N + t) * D + (size_t)h * e, o + (size_t)t * e,
                        (size_t)e * sizeof(double));
@@ -245,23 +212,22 @@ void hgru2_cpu_ref_fwd(double *out, const double *x, int ld, const double *beta,
 }
 
 void hgru2_cpu_ref_bwd(double *dx, double *dbeta, const double *dout, const double *x, int ld,
-                       const double *beta, int B, int N, int D, int e, int chunk) {
+                       const double *beta, int B, int N, int D, int e) {
     const int H = D / e;
     const size_t ne = (size_t)N * e;
-    size_t work = chunk ? h2_chunk_bi_work_d(N, e, chunk) : 2 * (size_t)e * e + 2 * (size_t)e;
-    double *w = malloc((10 * ne + work) * sizeof(double));
+    size_t work = 2 * (size_t)e * e + 2 * (size_t)e;
+    double *w = malloc((9 * ne + work) * sizeof(double));
     double *part = calloc((size_t)D, sizeof(double));
     if (!w || !part) { fprintf(stderr, "out of memory\n"); exit(1); }
-    double *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *g = lam + ne, *gd = g + ne;
+    double *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *gd = lam + ne;
     double *dq = gd + ne, *dk = dq + ne, *dv = dk + ne, *dl = dv + ne, *rest = dl + ne;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            h2_gather_d(q, k, v, lam, g, x, ld, beta, b, h, N, D, e);
+            h2_gather_d(q, k, v, lam, x, ld, beta, b, h, N, D, e);
             for (int t = 0; t < N; t++)
                 memcpy(gd + (size_t)t * e, dout + ((size_t)b * N + t) * D + (size_t)h * e,
                        (size_t)e * sizeof(double));
-            if (chunk) h2_chunk_bwd_d(dq, dk, dv, dl, q, k, v, g, gd, N, e, chunk, rest);
-            else h2_rec_bwd_d(dq, dk, dv, dl, q, k, v, lam, gd, N, e, rest);
+            h2_rec_bwd_d(dq, dk, dv, dl, q, k, v, lam, gd, N, e, rest);
             h2_scatter_d(dx, ld, x, beta, dq, dk, dv, dl, b, h, N, D, e, part + (size_t)h * e);
         }
     for (int c = 0; c < D; c++) dbeta[c] += part[c];

@@ -1,6 +1,6 @@
 /* backend_cpu_hgru2.h - the HGRU2 scan of the CPU backend (backend_cpu_hgru2.c):
  * registration into a CPU op table, and double-precision entry points that
- * the tests use as references (recurrent, or chunked with chunk size C). */
+ * the tests use as references. */
 #ifndef HGRN_BACKEND_CPU_HGRU2_H
 #define HGRN_BACKEND_CPU_HGRU2_H
 
@@ -9,15 +9,10 @@
 /* Installs hgru2_fwd / hgru2_bwd in a CPU backend's table. */
 void backend_cpu_hgru2_register(Backend *bk);
 
-/* Chunk size the float ops use for (N, e); 0 means the recurrent form.
- * HGRN_HGRU2_CHUNK=<C> forces chunk size C (0: recurrent) for measurements. */
-int hgru2_cpu_chunk_size(int N, int e);
-
-/* Same contracts as Backend.hgru2_fwd / hgru2_bwd, in double, single-threaded;
- * chunk == 0: recurrent form, chunk > 0: chunked form with that chunk size. */
+/* Same contracts as Backend.hgru2_fwd / hgru2_bwd, in double, single-threaded. */
 void hgru2_cpu_ref_fwd(double *out, const double *x, int ld, const double *beta, int B, int N,
-                       int D, int e, int chunk);
+                       int D, int e);
 void hgru2_cpu_ref_bwd(double *dx, double *dbeta, const double *dout, const double *x, int ld,
-                       const double *beta, int B, int N, int D, int e, int chunk);
+                       const double *beta, int B, int N, int D, int e);
 
 #endif

@@ -3,7 +3,7 @@
 #include "backend.h"
 #include <stdio.h>
 
-Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
+Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, size_t errlen) {
     snprintf(err, errlen, "this hgrn was built without CUDA (no toolkit found at build time); "
              "use --device cpu or rebuild on a machine with the CUDA toolkit");
     return NULL;

@@ -1,7 +1,7 @@
 # sass_ops.awk - per-kernel SASS instruction counts of the HGRU1 scan kernels
 # (static: the chunk loops are fully unrolled, so the TT 16 minus TT 8 count
 # over 8 is the cost per token).
-#   cuobjdump -sass build-gpu/test_ops_cuda | awk -f scripts/sass_ops.awk
+#   cuobjdump -sass build-gpu/hgrn | awk -f dev/sass_ops.awk
 /Function : / { flush(); name = $3; keep = (name ~ /hgru1/); n = 0; delete ops; next }
 keep && /\/\*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]\*\// {
     line = $0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tries a few Fashion-MNIST demo recipes (on whatever device is present) and
-# prints final top-1 and wall time for each: how the demo config was chosen.
-# usage: scripts/sweep_fmnist.sh HGRN_BINARY FASHION_MNIST_DIR [extra args]
+# prints final top-1 and wall time for each, for choosing the demo recipe.
+# usage: dev/sweep_fmnist.sh HGRN_BINARY FASHION_MNIST_DIR [extra args]
 set -uo pipefail
 hgrn=$1; fm=$2; shift 2
 cfg=$(dirname "$0")/../configs/fmnist_hgrn1_tiny.cfg
