@@ -480,7 +480,7 @@ static void assert_config_equal(const Config *a, const Config *b)
     EQ_I(epochs); EQ_I(batch_size); EQ_F(lr); EQ_I(lr_batch_ref); EQ_F(min_lr); EQ_F(warmup_lr);
     EQ_F(warmup_epochs); EQ_F(weight_decay); EQ_F(beta1); EQ_F(beta2); EQ_F(eps); EQ_F(clip_grad);
     EQ_F(label_smoothing); assert_true(a->seed == b->seed); EQ_I(eval_every); EQ_I(max_steps);
-    EQ_I(threads); EQ_I(log_every); EQ_I(gemm_tune);
+    EQ_I(threads); EQ_I(log_every); EQ_I(gemm_tune); EQ_I(cuda_graph);
     EQ_S(dataset); EQ_S(path); EQ_I(num_mean); EQ_I(num_std);
     for (int i = 0; i < a->num_mean; i++) EQ_F(mean[i]);
     for (int i = 0; i < a->num_std; i++) EQ_F(std[i]);
@@ -534,7 +534,7 @@ static void test_roundtrip(void **state)
         {"train.eps", "1e-12"}, {"train.clip_grad", "0"}, {"train.label_smoothing", "0.2"},
         {"train.seed", "18446744073709551615"}, {"train.eval_every", "4"},
         {"train.max_steps", "1000"}, {"train.threads", "2"}, {"train.log_every", "7"},
-        {"train.gemm_tune", "0"},
+        {"train.gemm_tune", "0"}, {"train.cuda_graph", "0"},
         {"data.dataset", "cifar10"}, {"data.path", "/tmp/odd \"path\" # with; \\ things\ttab"},
         {"data.mean", "0.1,0.7"}, {"data.std", "0.3, 1e-3"}, {"data.crop_padding", "4"},
         {"data.hflip", "0"}, {"data.train_limit", "500"}, {"data.val_limit", "100"},

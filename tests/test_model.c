@@ -113,7 +113,7 @@ static void check_gradients(float drop_path, const char *mixer) {
         double gn = 0;
         for (size_t k = 0; k < t->numel; k++) gn += (double)g[t->offset + k] * g[t->offset + k];
         checked += sqrt(gn) > 1e-5;
-        if (getenv("TEST_VERBOSE")) printf("%-50s an %.4g fd %.4g\n", t->name, an, fd);
+        if (getenv("HGRN_TEST_VERBOSE")) printf("%-50s an %.4g fd %.4g\n", t->name, an, fd);
         free(v);
     }
     /* without drop path every tensor must carry gradient (a dead branch would
