@@ -188,18 +188,6 @@ static inline void split_range(int n, int tid, int nth, int *lo, int *hi) {
     *hi = (int)((long long)n * (tid + 1) / nth);
 }
 
-/* The element-wise kernels that dominate the CPU step (scan, gates) are
- * compiled twice, for AVX2 and for the baseline ISA, and picked at load time
- * (GCC function multi-versioning; needs ifunc, i.e. glibc). The build has no
- * -march, so without this they would run on 4-wide SSE2 only. Both versions
- * do the same IEEE operations per element (no FMA contraction under -std=c11),
- * so they give identical results. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(HGRN_NO_CLONES)
-#define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT_KERNEL
-#endif
 
 /* -------------------------------------------------------------------- GEMM */
 

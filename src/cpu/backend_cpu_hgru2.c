@@ -19,22 +19,15 @@
 
 #include "cpu_math.h"
 #include "backend_cpu_hgru2.h"
+#include "cpu_scratch.h"
 
 #include <math.h>
 #include <omp.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Same multi-versioning as backend_cpu.c (AVX2 clone of the hot loops). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(HGRN_NO_CLONES)
-#define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT_KERNEL
-#endif
 
 
 #define R float
@@ -55,75 +48,13 @@
 
 /* --------------------------------------------------------------- scratch */
 
-/* Per-thread growing buffers (OpenMP threads persist, so they are allocated
- * once), held in POSIX thread-specific data so that a thread that ends (a
- * team that shrinks) frees its own. work: the kernels' scratch; part: the
- * calling thread's [B][D] dbeta partials. */
-typedef struct {
-    void *work;
-    size_t work_cap;
-    double *part;
-    size_t part_n;
-} H2Buf;
+static void *tls_scratch(size_t bytes) { return cpu_thread_scratch(SCRATCH_WORK, bytes, "hgru2"); }
 
-static pthread_key_t h2_key;
-static pthread_once_t h2_once = PTHREAD_ONCE_INIT;
-
-static void h2_buf_free(void *p) {
-    H2Buf *b = p;
-    if (!b) return;
-    free(b->work);
-    free(b->part);
-    free(b);
-}
-static void h2_key_init(void) {
-    if (pthread_key_create(&h2_key, h2_buf_free) != 0) {
-        fprintf(stderr, "hgru2: pthread_key_create failed\n");
-        exit(1);
-    }
-}
-
-static H2Buf *h2_buf(void) {
-    pthread_once(&h2_once, h2_key_init);
-    H2Buf *b = pthread_getspecific(h2_key);
-    if (!b) {
-        b = calloc(1, sizeof *b);
-        if (!b || pthread_setspecific(h2_key, b) != 0) {
-            fprintf(stderr, "out of memory allocating hgru2 scratch\n");
-            exit(1);
-        }
-    }
-    return b;
-}
-
-static void *tls_scratch(size_t bytes) {
-    H2Buf *b = h2_buf();
-    if (bytes > b->work_cap) {
-        free(b->work);
-        size_t cap = bytes + bytes / 4 + 4096;
-        b->work = aligned_alloc(64, (cap + 63) & ~(size_t)63);
-        if (!b->work) {
-            fprintf(stderr, "out of memory allocating %zu bytes of hgru2 scratch\n", cap);
-            exit(1);
-        }
-        b->work_cap = cap;
-    }
-    return b->work;
-}
-
+/* The calling thread's [B][D] dbeta partials, zeroed. */
 static double *part_scratch(size_t n) {
-    H2Buf *b = h2_buf();
-    if (n > b->part_n) {
-        free(b->part);
-        b->part = malloc(n * sizeof(double));
-        if (!b->part) {
-            fprintf(stderr, "out of memory allocating hgru2 partial sums\n");
-            exit(1);
-        }
-        b->part_n = n;
-    }
-    memset(b->part, 0, n * sizeof(double));
-    return b->part;
+    double *p = cpu_thread_scratch(SCRATCH_PARTIAL, n * sizeof(double), "hgru2");
+    memset(p, 0, n * sizeof(double));
+    return p;
 }
 
 /* -------------------------------------------------------------- float ops */

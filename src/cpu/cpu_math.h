@@ -4,6 +4,19 @@
 
 #include <stdint.h>
 
+/* The element-wise kernels that dominate the CPU step (scan, gates) are
+ * compiled twice, for AVX2 and for the baseline ISA, and picked at load time
+ * (GCC function multi-versioning; needs ifunc, i.e. glibc). The build has no
+ * -march, so without this they would run on 4-wide SSE2 only. Both versions
+ * do the same IEEE operations per element (no FMA contraction under -std=c11),
+ * so they give identical results. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(HGRN_NO_CLONES)
+#define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define HOT_KERNEL
+#endif
+
 /* exp(x) for float, vectorisable inside `omp simd` loops (glibc's expf is not
  * without -ffast-math). Cephes expf: round-to-nearest range reduction with a
  * two-part ln2, degree-6 polynomial, scale by 2^n through the exponent bits.

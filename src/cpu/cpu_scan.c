@@ -39,99 +39,32 @@
 #endif
 
 #include "cpu_scan.h"
+#include "cpu_math.h"
+#include "cpu_scratch.h"
 
 #include <omp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Same multi-versioning as backend_cpu.c: an AVX2 clone of the kernels,
- * bitwise equal to the baseline one (the same IEEE operations, no FMA
- * contraction). Measured on the 2-core AVX2 build machine (B 8, N 196,
- * 384 values a row): real kernels 25-30% faster, complex ones 5-15%. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(HGRN_NO_CLONES)
-#define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
-#else
-#define HOT_KERNEL
-#endif
+/* HOT_KERNEL (cpu_math.h): the AVX2 clone made the real kernels 25-30 %
+ * faster and the complex ones 5-15 % on the 2-core AVX2 build machine (B 8,
+ * N 196, 384 values a row). */
 
 /* Values per work item: even, so that a complex channel is never split. */
 #define SCAN_VB 64
 
 /* --------------------------------------------------------------- scratch */
 
-/* Per-thread growing buffers (OpenMP threads persist, so they are allocated
- * once), held in POSIX thread-specific data so that a thread that ends frees
- * its own. states: the backward's recomputed states of one item; part: the
- * calling thread's [B][W] per-image sums of the shared decay's gradient. */
-typedef struct {
-    float *states;
-    size_t states_n;
-    double *part;
-    size_t part_n;
-} ScanBuf;
-
-static pthread_key_t scan_key;
-static pthread_once_t scan_once = PTHREAD_ONCE_INIT;
-
-static void scan_buf_free(void *p) {
-    ScanBuf *sb = p;
-    if (!sb) return;
-    free(sb->states);
-    free(sb->part);
-    free(sb);
-}
-
-static void scan_key_init(void) {
-    if (pthread_key_create(&scan_key, scan_buf_free) != 0) {
-        fprintf(stderr, "scan: pthread_key_create failed\n");
-        exit(1);
-    }
-}
-
-static ScanBuf *scan_buf(void) {
-    pthread_once(&scan_once, scan_key_init);
-    ScanBuf *sb = pthread_getspecific(scan_key);
-    if (!sb) {
-        sb = calloc(1, sizeof *sb);
-        if (!sb || pthread_setspecific(scan_key, sb) != 0) {
-            fprintf(stderr, "out of memory allocating scan scratch\n");
-            exit(1);
-        }
-    }
-    return sb;
-}
-
+/* The backward's recomputed states of one item. */
 static float *states_scratch(size_t n) {
-    ScanBuf *sb = scan_buf();
-    if (n > sb->states_n) {
-        free(sb->states);
-        size_t cap = n + n / 4 + 1024;
-        sb->states = aligned_alloc(64, (cap * sizeof(float) + 63) & ~(size_t)63);
-        if (!sb->states) {
-            fprintf(stderr, "out of memory allocating %zu floats of scan scratch\n", cap);
-            exit(1);
-        }
-        sb->states_n = cap;
-    }
-    return sb->states;
+    return cpu_thread_scratch(SCRATCH_WORK, n * sizeof(float), "scan");
 }
 
-/* Not zeroed: every value is written by one work item. */
+/* The calling thread's [B][W] per-image sums of the shared decay's gradient.
+ * Not zeroed: every value is written by one work item. */
 static double *part_scratch(size_t n) {
-    ScanBuf *sb = scan_buf();
-    if (n > sb->part_n) {
-        free(sb->part);
-        sb->part = malloc(n * sizeof(double));
-        if (!sb->part) {
-            fprintf(stderr, "out of memory allocating scan partial sums\n");
-            exit(1);
-        }
-        sb->part_n = n;
-    }
-    return sb->part;
+    return cpu_thread_scratch(SCRATCH_PARTIAL, n * sizeof(double), "scan");
 }
 
 /* --------------------------------------------------------------- kernels */
