@@ -93,9 +93,9 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
  * so it may be reused or freed at once, and later work on the stream sees the
  * data. The next staged upload first waits for the previous one's DMA (event).
  * (Registering the caller's buffer with cudaHostRegister would save the memcpy,
- * but a cached registration goes stale when the buffer is freed and a new one
- * is mapped at the same address, as evaluate()'s per-call batch is: the DMA
- * would then read the old pages.) Small, very large (> H2D_STAGE_MAX: the
+ * but a cached registration goes stale when a buffer is freed and a new one
+ * is mapped at the same address: the DMA would then read the old pages. The
+ * loaders' rings are page-locked from the start instead, host_alloc.) Small, very large (> H2D_STAGE_MAX: the
  * bench's one-off 512 MiB upload) or already pinned sources are copied
  * directly and synchronised. */
 #define H2D_STAGE_MIN ((size_t)1 << 20)

@@ -39,8 +39,10 @@ int cmd_eval(int argc, char **argv) {
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
     if (!(ds = open_dataset(c, "val", err, sizeof err))) goto fail;
     if (!(ld = loader_create(ds, c, 0, 0, 1, err, sizeof err))) goto fail;
-    if (loader_start_prefetch(ld, 2, err, sizeof err) < 0) goto fail;
     if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
+    /* page-locked batches on a GPU: each upload overlaps the previous forward */
+    loader_set_host_allocator(ld, bk->host_alloc, bk->host_free);
+    if (loader_start_prefetch(ld, 2, err, sizeof err) < 0) goto fail;
     if (!(m = model_create(bk, c, c->batch_size, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
     EvalResult r;

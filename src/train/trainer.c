@@ -40,8 +40,10 @@ int trainer_setup_model(Trainer *t, Backend *bk, char *err, size_t errlen) {
     const Config *c = t->cfg;
     t->bk = bk;
     /* worker-side batches ahead of the step, in page-locked memory on a GPU
-     * so that their upload overlaps the previous step's backward */
+     * so that their upload overlaps the previous step's backward (and, for
+     * evaluation, the previous batch's forward) */
     loader_set_host_allocator(t->train_loader, bk->host_alloc, bk->host_free);
+    loader_set_host_allocator(t->val_loader, bk->host_alloc, bk->host_free);
     if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
     if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
     if (!(t->model = model_create(bk, c, c->batch_size, 1, err, errlen))) return -1;
