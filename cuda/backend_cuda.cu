@@ -494,6 +494,8 @@ Backend *backend_cuda_create(int device, int bf16, char *err, size_t errlen) {
     bk->hgru1_bwd = cu_hgru1_bwd;
     bk->hgru2_fwd = cu_hgru2_fwd;
     bk->hgru2_bwd = cu_hgru2_bwd;
+    bk->scan_fwd = cu_scan_fwd;
+    bk->scan_bwd = cu_scan_bwd;
     bk->lower_bounds_fwd = cu_lower_bounds_fwd;
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;
     bk->normalize_u8 = cu_normalize_u8;
