@@ -97,7 +97,7 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
  * is mapped at the same address, as evaluate()'s per-call batch is: the DMA
  * would then read the old pages.) Small, very large (> H2D_STAGE_MAX: the
  * bench's one-off 512 MiB upload) or already pinned sources are copied
- * directly and synchronised, as before. */
+ * directly, and the call waits for that copy. */
 #define H2D_STAGE_MIN ((size_t)1 << 20)
 #define H2D_STAGE_MAX ((size_t)128 << 20)   /* larger (rare, one-off) uploads: direct */
 #define H2D_MAX_THREADS 8

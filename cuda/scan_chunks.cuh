@@ -8,7 +8,7 @@
  * chunks, so every token row is read and written as CH consecutive channels.
  * A chunk's inputs and everything derived from them stay in registers.
  *
- * One pass over a segment of P * TT tokens (scan_block_segment):
+ * One pass over a segment of P * TT tokens (scan_block):
  *   load     the recurrence policy issues every global load of its chunk;
  *   pass 1   it scans its chunk from zero states and returns, for each of
  *            its NREC recurrences, the chunk's transfer state_out = A
@@ -39,7 +39,8 @@
  *                            reverse-running (R) recurrences, zero carries
  *   pass2(c)                 rescan from carries c[NREC], write outputs
  * and, for the segmented scan, at_segment(seg): point the chunk at segment
- * seg. */
+ * seg. The policy's methods are inlined into one kernel, so its arrays stay
+ * in registers (every index is a compile-time constant after unrolling). */
 #ifndef HGRN_CUDA_SCAN_CHUNKS_CUH
 #define HGRN_CUDA_SCAN_CHUNKS_CUH
 
@@ -221,8 +222,8 @@ __device__ __forceinline__ int walk_pos_rev(int k, int ch, int CH, int P) {
 
 /* --------------------------------------------------------- pass structure
  * One segment of a block: load, pass 1, the walk, pass 2, for a policy R
- * whose chunk is already pointed at the segment. tr and A are the shared
- * transfer arrays [NREC][S]. The carries enter from zero states (the
+ * whose chunk is already pointed at the segment. tr (local states, then
+ * carries) and A (transfers) are the shared arrays [NREC][S]. The carries enter from zero states (the
  * single-segment scan); scan_block_segments runs segments with carries. */
 template <int CH, int S, class R>
 __device__ __forceinline__ void scan_block(R &rc, typename R::Val (*tr)[S],

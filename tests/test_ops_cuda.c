@@ -11,15 +11,17 @@
  * HGRN_TEST_KEEP_GOING=1 reports every comparison instead of stopping a test
  * at its first failure (the exit status still fails).
  * HGRN_TEST_FILTER=test_a,test_b runs only the named op tests, in both
- * precisions, without the model tests (used for the compute-sanitizer passes).
+ * precisions, without the model tests (used for the compute-sanitizer passes;
+ * scripts/gpu_scan_check.sh runs test_hgru1,test_scan that way).
+ * HGRN_TEST_SCAN_QUICK=1 trims test_scan to N 1, 37, 1024 and one 16384-token
+ * case (the sanitizer runs).
  * HGRN_BENCH=1 in the environment adds a timing table after the tests: the
  * HGRU1 scan at B=256, N=256, D=192 (fp32 and bf16) with its bytes and
  * bandwidth against a measured device-to-device copy, the LRA shape,
  * LayerNorm, ln_gate and the residual add with its pre-norm (two ops, and
  * residual_ln_fwd) at the models' widths, and the model's GEMMs
  * (HGRN_BENCH_NOGEMM=1: without the GEMMs; HGRN_BENCH_NOSCAN=1: without the
- * scan). HGRN_TEST_FILTER=pattern
- * runs only the matching tests (cmocka_set_test_filter), e.g. test_hgru1. */
+ * scan). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -1298,7 +1300,7 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     /* dbeta sums B*N decay gradients that both backends get through the
      * q dq - k dk identity (running sums with cancellation, fp32 rounding of
      * about N eps of the summands, different orders on the two backends):
-     * 1.9e-5 was measured at B 3, N 37 on an H200, so fp32 gets 1e-4 here; the
+     * differences up to 1.9e-5 occur at B 3, N 37, so fp32 gets 1e-4 here; the
      * CPU op itself is within 5e-6 of finite differences (test_ops_cpu). */
     /* The hard cases' dbeta is not compared: d lam = dl / lam - dk with lam
      * down to 1e-10 divides the identity's rounding (absolute, ~eps times the
@@ -1326,10 +1328,10 @@ static void hgru2_chunk_cases(int e32_long) {
     run_hgru2(1, 16, 16, 16);    /* exactly one chunk, one head */
     run_hgru2(3, 1, 32, 16);     /* a single token */
     run_hgru2(3, 53, 96, 32);    /* e 32, odd N, 3 heads */
-    /* e 32 at N 256: the first recurrent backward (float decay sums) gave an
-     * fp32 dbeta 1.5e-4 off there (H200, 2026-11-21), above the 1e-4 the
-     * identity's cancellation was given from N 37; the current one sums in
-     * double and runs it (e32_long) like the chunked kernels. */
+    /* e 32 at N 256: summed in float, the recurrent backward's decay sums put
+     * the fp32 dbeta 1.5e-4 off here, above the 1e-4 the identity's
+     * cancellation is given from N 37; it sums them in double, and this case
+     * (e32_long) checks that. */
     if (e32_long) run_hgru2(2, 256, 64, 32);
     run_hgru2(1, 45, 64, 32);
     run_hgru2_x(2, 71, 48, 16, 1);   /* decays down to ~1e-10, beta 0 */
