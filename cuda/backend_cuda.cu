@@ -95,9 +95,9 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
  * (Registering the caller's buffer with cudaHostRegister would save the memcpy,
  * but a cached registration goes stale when a buffer is freed and a new one
  * is mapped at the same address: the DMA would then read the old pages. The
- * loaders' rings are page-locked from the start instead, host_alloc.) Small, very large (> H2D_STAGE_MAX: the
- * bench's one-off 512 MiB upload) or already pinned sources are copied
- * directly and synchronised. */
+ * loaders' rings come from host_alloc, page-locked from the start, instead.)
+ * Small, very large (> H2D_STAGE_MAX: the bench's one-off 512 MiB upload) or
+ * already pinned sources are copied directly, and the call waits for that copy. */
 #define H2D_STAGE_MIN ((size_t)1 << 20)
 #define H2D_STAGE_MAX ((size_t)128 << 20)   /* larger (rare, one-off) uploads: direct */
 #define H2D_MAX_THREADS 8
@@ -495,6 +495,8 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->hgru1_bwd = cu_hgru1_bwd;
     bk->hgru2_fwd = cu_hgru2_fwd;
     bk->hgru2_bwd = cu_hgru2_bwd;
+    bk->scan_fwd = cu_scan_fwd;
+    bk->scan_bwd = cu_scan_bwd;
     bk->lower_bounds_fwd = cu_lower_bounds_fwd;
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;
     bk->normalize_u8 = cu_normalize_u8;

@@ -226,6 +226,10 @@ void cu_hgru2_fwd(Backend *, float *out, const float *x, int ld, const float *be
                   int B, int N, int D, int e);
 void cu_hgru2_bwd(Backend *, float *dx, float *dbeta, const float *dout, const float *x, int ld,
                   const float *beta, int B, int N, int D, int e);
+void cu_scan_fwd(Backend *, float *out, const float *a, int lda, const float *x, int ldx, int B,
+                 int N, int D, int complex, int dirs);
+void cu_scan_bwd(Backend *, float *dx, float *da, const float *dout, const float *a, int lda,
+                 const float *x, int ldx, int B, int N, int D, int complex, int dirs);
 void cu_lower_bounds_fwd(Backend *, float *beta, const float *gamma, int L, int D);
 void cu_lower_bounds_bwd(Backend *, float *dgamma, const float *dbeta, const float *gamma,
                          int L, int D);
