@@ -1,7 +1,7 @@
 /* hgru1_scan.cu - the fused bidirectional HGRU1 scan (DESIGN.md section 4),
  * forward and backward, sequence-parallel, on the chunk machinery of
  * scan_chunks.cuh (layout of the work, passes and carry walk: see there and
- * docs/scan_design.md).
+ * docs/CUDA.md, "Element-wise scans").
  *
  * Per channel: lambda_t = beta + (1 - beta) sigmoid(xl_t), c_t = SiLU(xc_t)
  * (complex), and two recurrences with the coefficient a_t = lambda_t

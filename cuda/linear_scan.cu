@@ -2,7 +2,7 @@
  * recurrence h_t = a_t h_{t-1} + x_t, real or complex-diagonal, forward,
  * reverse or both summed, with a per-token decay (an activation tensor) or
  * one fp32 row shared by every token and image, on the chunk machinery of
- * scan_chunks.cuh (docs/scan_design.md).
+ * scan_chunks.cuh (docs/CUDA.md, "Element-wise scans").
  *
  * A thread's chunk holds its TT tokens of one channel: one value (real) or
  * one (re, im) pair (complex; a single 4- or 8-byte access where aligned,

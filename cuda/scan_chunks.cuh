@@ -1,6 +1,6 @@
 /* scan_chunks.cuh - the chunked, sequence-parallel scan machinery shared by
  * the element-wise recurrences (hgru1_scan.cu, linear_scan.cu). The design,
- * with the shape table and the policy interface, is in docs/scan_design.md.
+ * with the shape table and the policy interface, is in docs/CUDA.md, "Element-wise scans".
  *
  * Layout of the work: one block per (image, group of CH channels); thread
  * tid owns channel tid % CH of the group and the chunk k = tid / CH of TT
@@ -26,7 +26,7 @@
  * leaves the reverse recurrences' state at each segment boundary in global
  * scratch memory for the second.
  *
- * A recurrence policy R (see docs/scan_design.md) provides:
+ * A recurrence policy R (see docs/CUDA.md, "Element-wise scans") provides:
  *   typedef Val              float2 (complex state) or float (real): a
  *                            chunk's local state and carry
  *   typedef Tr               a chunk's transfer A: Val, or Split<Val>
@@ -384,7 +384,7 @@ __device__ __forceinline__ void block_chunk_sums(float *red, const float *v, int
  *   CH 8 (at CH 16 its 512-thread blocks at 128 registers run one per SM);
  *   else CH 8 while 8 P <= 512, else 4 (N = 1024: 128 chunks x 4 channels);
  *   above N = 2048 segments of 2048 tokens (P 128, TT 16, CH 4).
- * The reachable (TT, CH, threads) are listed in docs/scan_design.md. */
+ * The reachable (TT, CH, threads) are listed in docs/CUDA.md, "Element-wise scans". */
 #define SCAN_SEG_TOKENS (16 * (SCAN_MAXT / 4))   /* the longest segment: 2048 */
 typedef struct { int TT, CH, P, nseg; } ScanShape;
 static inline ScanShape scan_shape(int N, bool fwd) {
