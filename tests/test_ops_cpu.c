@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "backend_cpu_hgru2.h"
+#include "cpu_hgru2.h"
 #include "rng.h"
 #include "test_util.h"
 

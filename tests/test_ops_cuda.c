@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "backend_cpu_hgru2.h"
+#include "cpu_hgru2.h"
 #include "config.h"
 #include "mixer.h"
 #include "model.h"
@@ -1274,7 +1274,7 @@ static void test_adamw(void **state) {
 }
 
 /* Information next to the dbeta check: both backends' dbeta against the
- * double-precision recurrent reference (backend_cpu_hgru2.h). The float CPU op
+ * double-precision recurrent reference (cpu_hgru2.h). The float CPU op
  * has its own rounding in the identity's cancelling sums, so at N 256 the
  * CUDA-vs-CPU difference is not all the CUDA kernel's error. */
 static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db0, int B, int N,

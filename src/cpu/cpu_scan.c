@@ -29,8 +29,8 @@
  * outputs. The lda == 0 decay gradient is summed per item in double into a
  * [B][W] buffer (each value written by exactly one item) that is reduced
  * over images in order afterwards, so results are bitwise the same for any
- * thread count. Threads: the OpenMP team that backend_cpu_create set
- * (omp_set_num_threads). Scratch: per-thread buffers that only grow.
+ * thread count. Threads: the backend's team. Scratch: the backend's
+ * per-thread blocks and partial-sum buffer, which only grow.
  *
  * Outputs must not alias inputs: out none of x, a; dx and da none of dout, x, a.
  */
@@ -38,9 +38,8 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-#include "cpu_scan.h"
+#include "cpu_backend.h"
 #include "cpu_math.h"
-#include "cpu_scratch.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -53,19 +52,6 @@
 
 /* Values per work item: even, so that a complex channel is never split. */
 #define SCAN_VB 64
-
-/* --------------------------------------------------------------- scratch */
-
-/* The backward's recomputed states of one item. */
-static float *states_scratch(size_t n) {
-    return cpu_thread_scratch(SCRATCH_WORK, n * sizeof(float), "scan");
-}
-
-/* The calling thread's [B][W] per-image sums of the shared decay's gradient.
- * Not zeroed: every value is written by one work item. */
-static double *part_scratch(size_t n) {
-    return cpu_thread_scratch(SCRATCH_PARTIAL, n * sizeof(double), "scan");
-}
 
 /* --------------------------------------------------------------- kernels */
 
@@ -281,13 +267,12 @@ static int block_width(int W) { return W < SCAN_VB ? W : SCAN_VB; }
 
 static void cpu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x,
                          int ldx, int B, int N, int D, int cplx, int dirs) {
-    (void)bk;
     const int W = cplx ? 2 * D : D;
     check_args("scan_fwd", lda, ldx, W, cplx, dirs);
     if (B <= 0 || N <= 0 || D <= 0) return;
     const ScanIn in = {N, W, a, x, (size_t)lda, (size_t)ldx};
     const int vb = block_width(W), nblk = (W + vb - 1) / vb, items = B * nblk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int i = 0; i < items; i++) {
         int v0 = (i % nblk) * vb;
         ScanItem it = {i / nblk, v0, W - v0 < vb ? W - v0 : vb};
@@ -298,16 +283,19 @@ static void cpu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const
 static void cpu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a,
                          int lda, const float *x, int ldx, int B, int N, int D, int cplx,
                          int dirs) {
-    (void)bk;
     const int W = cplx ? 2 * D : D;
     check_args("scan_bwd", lda, ldx, W, cplx, dirs);
     if (B <= 0 || N <= 0 || D <= 0) return;
     const ScanIn in = {N, W, a, x, (size_t)lda, (size_t)ldx};
     const int vb = block_width(W), nblk = (W + vb - 1) / vb, items = B * nblk;
-    double *part = lda == 0 ? part_scratch((size_t)B * W) : NULL;
-#pragma omp parallel
+    /* lda == 0: [B][W] per-image sums of the shared decay's gradient (every
+     * value written by one work item, so not zeroed) */
+    double *part = lda == 0 ? cpu_pscratch(bk, (size_t)B * W) : NULL;
+    size_t stride;
+    float *states = cpu_fscratch(bk, (size_t)N * vb, &stride);   /* an item's recomputed states */
+#pragma omp parallel num_threads(NT(bk))
     {
-        float *S = states_scratch((size_t)N * vb);
+        float *S = states + stride * (size_t)omp_get_thread_num();
 #pragma omp for schedule(static)
         for (int i = 0; i < items; i++) {
             int v0 = (i % nblk) * vb;

@@ -1,4 +1,4 @@
-/* backend_cpu_hgru2.c - the HGRU2 bidirectional outer-product scan of the
+/* cpu_hgru2.c - the HGRU2 bidirectional outer-product scan of the
  * CPU backend (Backend.hgru2_fwd / hgru2_bwd, DESIGN.md section 4), plus
  * double-precision reference entry points for the tests.
  *
@@ -9,17 +9,16 @@
  *
  * Determinism: items are independent; the dbeta sums go through a [B][D]
  * double buffer reduced over images in order afterwards, so results are
- * bitwise identical for any thread count. Threads: the OpenMP team that
- * backend_cpu_create set (omp_set_num_threads). Scratch: per-thread buffers
- * (thread-specific data) that only grow (no allocation in steady state).
+ * bitwise identical for any thread count. Threads: the backend's team.
+ * Scratch: the backend's per-thread blocks, which only grow (no allocation
+ * in steady state).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
 
-#include "cpu_math.h"
-#include "backend_cpu_hgru2.h"
-#include "cpu_scratch.h"
+#include "cpu_backend.h"
+#include "cpu_hgru2.h"
 
 #include <math.h>
 #include <omp.h>
@@ -46,29 +45,19 @@
 #undef SFX
 #undef EXP
 
-/* --------------------------------------------------------------- scratch */
-
-static void *tls_scratch(size_t bytes) { return cpu_thread_scratch(SCRATCH_WORK, bytes, "hgru2"); }
-
-/* The calling thread's [B][D] dbeta partials, zeroed. */
-static double *part_scratch(size_t n) {
-    double *p = cpu_thread_scratch(SCRATCH_PARTIAL, n * sizeof(double), "hgru2");
-    memset(p, 0, n * sizeof(double));
-    return p;
-}
-
 /* -------------------------------------------------------------- float ops */
 
 static void cpu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta,
                           int B, int N, int D, int e) {
-    (void)bk;
     if (B <= 0 || N <= 0 || D <= 0 || e <= 0) return;
     const int H = D / e, items = B * H;
     const size_t ne = (size_t)N * e;
     const size_t work = 2 * (size_t)e * e + 2 * (size_t)e;
-#pragma omp parallel
+    size_t stride;
+    float *scratch = cpu_fscratch(bk, 5 * ne + work, &stride);
+#pragma omp parallel num_threads(NT(bk))
     {
-        float *w = tls_scratch((5 * ne + work) * sizeof(float));
+        float *w = scratch + stride * (size_t)omp_get_thread_num();
         float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *o = lam + ne;
         float *rest = o + ne;
 #pragma omp for schedule(static)
@@ -85,15 +74,17 @@ static void cpu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const
 
 static void cpu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x,
                           int ld, const float *beta, int B, int N, int D, int e) {
-    (void)bk;
     if (B <= 0 || N <= 0 || D <= 0 || e <= 0) return;
     const int H = D / e, items = B * H;
     const size_t ne = (size_t)N * e;
     const size_t work = 2 * (size_t)e * e + 2 * (size_t)e;
-    double *part = part_scratch((size_t)B * D);
-#pragma omp parallel
+    double *part = cpu_pscratch(bk, (size_t)B * D);   /* [B][D] dbeta partials */
+    memset(part, 0, (size_t)B * D * sizeof(double));
+    size_t stride;
+    float *scratch = cpu_fscratch(bk, 9 * ne + work, &stride);
+#pragma omp parallel num_threads(NT(bk))
     {
-        float *w = tls_scratch((9 * ne + work) * sizeof(float));
+        float *w = scratch + stride * (size_t)omp_get_thread_num();
         float *q = w, *k = q + ne, *v = k + ne, *lam = v + ne, *gd = lam + ne;
         float *dq = gd + ne, *dk = dq + ne, *dv = dk + ne, *dl = dv + ne, *rest = dl + ne;
 #pragma omp for schedule(static)

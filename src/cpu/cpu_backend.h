@@ -1,0 +1,56 @@
+/* cpu_backend.h - what the files of the CPU backend share: its state, the
+ * scratch it keeps, the helpers of its parallel loops, and the registration
+ * of the ops that live in their own files (cpu_hgru1.c, cpu_hgru2.c,
+ * cpu_scan.c). Private to src/cpu/. */
+#ifndef HGRN_CPU_BACKEND_H
+#define HGRN_CPU_BACKEND_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "cpu_math.h"
+
+typedef struct {
+    int nt;                 /* OpenMP team size used by every parallel region */
+    float *fscratch;        /* per-thread float scratch (scan states) */
+    size_t fscratch_n;      /* floats */
+    double *dscratch;       /* per-thread double partial sums */
+    size_t dscratch_n;      /* doubles */
+    float *sscratch;        /* shared float scratch (per-call tables) */
+    size_t sscratch_n;      /* floats */
+    double *pscratch;       /* shared double scratch (per-image partial sums) */
+    size_t pscratch_n;      /* doubles */
+} CpuImpl;
+
+#define NT(bk) (((CpuImpl *)(bk)->impl)->nt)
+
+/* Scratch that only grows (no allocation in steady state):
+ * cpu_fscratch: one block of per_thread floats per thread of the team (64-byte
+ *   aligned blocks, *stride floats apart);
+ * cpu_dscratch: the same in doubles, zeroed;
+ * cpu_sscratch: n floats shared by the team (per-call tables);
+ * cpu_pscratch: n doubles shared by the team, not zeroed (per-image partial
+ *   sums that work items write in disjoint parts and the caller reduces in a
+ *   fixed order). */
+float *cpu_fscratch(Backend *bk, size_t per_thread, size_t *stride);
+double *cpu_dscratch(Backend *bk, size_t per_thread, size_t *stride);
+float *cpu_sscratch(Backend *bk, size_t n);
+double *cpu_pscratch(Backend *bk, size_t n);
+
+
+static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* [lo, hi) = part tid of nth of [0, n): contiguous, fixed by the team size. */
+static inline void split_range(int n, int tid, int nth, int *lo, int *hi) {
+    *lo = (int)((long long)n * tid / nth);
+    *hi = (int)((long long)n * (tid + 1) / nth);
+}
+
+/* Install the ops of cpu_hgru1.c, cpu_hgru2.c and cpu_scan.c in a CPU backend's table. */
+void backend_cpu_hgru1_register(Backend *bk);
+void backend_cpu_hgru2_register(Backend *bk);
+void backend_cpu_scan_register(Backend *bk);
+
+#endif
