@@ -270,6 +270,73 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
     return 0;
 }
 
+void deit_gpu_train_sample(const DeitTransform *t, const DeitTrainParams *p, uint8_t *noise, GpuSample *s) {
+    int S = t->size;
+    s->img_w = p->img_w;
+    s->img_h = p->img_h;
+    s->rx = s->in_x = p->crop.x;
+    s->ry = s->in_y = p->crop.y;
+    s->rw = s->in_w = p->crop.w;
+    s->rh = s->in_h = p->crop.h;
+    s->box[0] = 0;
+    s->box[1] = 0;
+    s->box[2] = p->crop.w;
+    s->box[3] = p->crop.h;
+    s->out_w = s->out_h = S;
+    s->ox = s->oy = 0;
+    s->ow = s->oh = S;
+    s->dx = s->dy = 0;
+    s->filter = p->filter;
+    s->flip = p->flip;
+    s->nops = p->nops;
+    s->ops = p->ops;
+    s->erase = p->erase;
+    s->er_x = p->er_left;
+    s->er_y = p->er_top;
+    s->er_w = p->er_w;
+    s->er_h = p->er_h;
+    s->er_noise = NULL;
+    if (p->erase) {
+        Rng r = p->er_rng;
+        random_erasing_noise(t->re, t->channels, p->er_h, p->er_w, &r, noise);
+        s->er_noise = noise;
+    }
+}
+
+void deit_gpu_eval_sample(const DeitTransform *t, int w, int h, GpuSample *s) {
+    ImageEvalGeom g;
+    image_eval_geometry(w, h, t->size, t->crop_pct, &g);
+    int r[4];
+    resize_source_rect(w, h, NULL, g.nw, g.nh, g.sx, g.sy, g.cx, g.cy, t->eval_filter, r);
+    s->img_w = w;
+    s->img_h = h;
+    s->rx = r[0];
+    s->ry = r[1];
+    s->rw = r[2];
+    s->rh = r[3];
+    s->in_x = s->in_y = 0;
+    s->in_w = w;
+    s->in_h = h;
+    s->box[0] = 0;
+    s->box[1] = 0;
+    s->box[2] = w;
+    s->box[3] = h;
+    s->out_w = g.nw;
+    s->out_h = g.nh;
+    s->ox = g.sx;
+    s->oy = g.sy;
+    s->ow = g.cx;
+    s->oh = g.cy;
+    s->dx = g.dx;
+    s->dy = g.dy;
+    s->filter = t->eval_filter;
+    s->flip = 0;
+    s->nops = 0;
+    s->ops = NULL;
+    s->erase = 0;
+    s->er_noise = NULL;
+}
+
 static long long read_timed(DeitScratch *s, const char *path, char *err, size_t errlen) {
     double t0 = s->timing ? now_seconds() : 0;
     long long n = image_read_file(path, &s->file, err, errlen);

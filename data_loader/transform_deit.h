@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "gpu_images.h"
 #include "image.h"
 #include "randaugment.h"
 #include "resize.h"
@@ -100,6 +101,17 @@ void deit_train_draw(const DeitTransform *t, int w, int h, Rng *r, DeitTrainPara
  * (resize failure). */
 int deit_train_apply(const DeitTransform *t, const DeitTrainParams *p, const ImageRegion *reg, DeitScratch *s,
                      uint8_t *out);
+
+/* ---- the same transforms as GPU samples (gpu_images.h) ----
+ * The geometry, flip, ops and erasing of a sample for the GPU pipeline,
+ * from the same draws: the GPU resamples the crop from the full-resolution
+ * image (the CPU pipeline's dct_scales = 0 result). noise: room for
+ * channels * er_h * er_w bytes when p->erase (the erasing noise, drawn here
+ * from p->er_rng exactly as random_erasing_fill draws it). The source fields
+ * (src, data / px, ncomp, ...) are the caller's. */
+void deit_gpu_train_sample(const DeitTransform *t, const DeitTrainParams *p, uint8_t *noise, GpuSample *s);
+/* Evaluation: resize short side, centre crop; rect = what the crop reads. */
+void deit_gpu_eval_sample(const DeitTransform *t, int w, int h, GpuSample *s);
 
 /* Same, reading the file first (into s->file). */
 int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out,

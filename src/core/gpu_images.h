@@ -81,15 +81,18 @@ const char *gpu_images_backend(const GpuImages *g);
 enum { GPU_SRC_JPEG = 0, GPU_SRC_PIXELS = 1 };
 enum { GPU_SAMPLE_OK = 0, GPU_SAMPLE_DECODE_FAILED = 1 };
 
-/* One sample. The geometry is that of the CPU transforms: the resampler sees
- * only the source rectangle (rx, ry, rw, rh) of the img_w x img_h image (the
- * RandomResizedCrop box in training, torchvision's crop-then-resize; the
- * rectangle the centre crop reads in evaluation), resamples its box (x0, y0,
- * x1, y1, in rectangle pixels) to a virtual out_w x out_h image (PIL's
- * Image.resize(size, filter, box)), keeps its window [ox, ox+ow) x [oy, oy+oh)
- * and writes it at (dx, dy) of the S x S output, zero elsewhere (the eval
- * centre crop of an image smaller than S). Training: box = the whole
- * rectangle, out = window = S x S, d = 0. */
+/* One sample. The geometry is that of the CPU transforms (resize.h): the
+ * resampler works on the image (in_x, in_y, in_w, in_h) (full-image pixels;
+ * taps clamp at its edges): the RandomResizedCrop box in training
+ * (torchvision's crop-then-resize), the whole image in evaluation. It
+ * resamples its box (x0, y0, x1, y1, in that image's pixels) to a virtual
+ * out_w x out_h image (PIL's Image.resize(size, filter, box)), keeps the
+ * window [ox, ox+ow) x [oy, oy+oh) and writes it at (dx, dy) of the S x S
+ * output, zero elsewhere (the eval centre crop of an image smaller than S).
+ * Only the pixels of the rectangle (rx, ry, rw, rh) are decoded / uploaded:
+ * every tap of the window must lie in it (resize_source_rect gives it).
+ * Training: in = rect = the crop, box = (0, 0, crop w, crop h), out = window
+ * = S x S, d = 0. */
 typedef struct {
     int src;                      /* GPU_SRC_JPEG or GPU_SRC_PIXELS */
     /* GPU_SRC_JPEG: the encoded file (host memory, untouched until the
@@ -104,7 +107,8 @@ typedef struct {
     size_t stride;
     /* geometry */
     int img_w, img_h;
-    int rx, ry, rw, rh;
+    int rx, ry, rw, rh;           /* decoded rectangle */
+    int in_x, in_y, in_w, in_h;   /* the resampler's image */
     double box[4];
     int out_w, out_h;
     int ox, oy, ow, oh;
