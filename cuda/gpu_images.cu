@@ -640,6 +640,7 @@ extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, s
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         s[i].status = GPU_SAMPLE_OK;
+        s[i].dec_index = i;
         if (s[i].src != GPU_SRC_JPEG) continue;
         total = gi_planes(g, &s[i], &g->dec[i], total);
         nj++;
@@ -724,11 +725,11 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
         GiSample *d = &g->hs[i];
         memset(d, 0, sizeof *d);
         if (x->src == GPU_SRC_JPEG) {
-            if (i >= g->dec_n || x->status != GPU_SAMPLE_OK) {
+            if (x->dec_index < 0 || x->dec_index >= g->dec_n || x->status != GPU_SAMPLE_OK) {
                 gi_err(err, errlen, "gpu_images_transform: sample %d was not decoded by the last gpu_images_decode", i);
                 return -1;
             }
-            const DecPlanes *pl = &g->dec[i];
+            const DecPlanes *pl = &g->dec[x->dec_index];
             d->kind = pl->kind;
             for (int c = 0; c < 3; c++) {
                 d->plane_off[c] = pl->off[c];
@@ -926,7 +927,7 @@ extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *
     int C = g->C;
     GiSample d;
     memset(&d, 0, sizeof d);
-    const DecPlanes *pl = &g->dec[0];
+    const DecPlanes *pl = &g->dec[x.dec_index];
     d.kind = pl->kind;
     for (int c = 0; c < 3; c++) {
         d.plane_off[c] = pl->off[c];

@@ -121,6 +121,8 @@ typedef struct {
     int erase, er_x, er_y, er_w, er_h;
     const uint8_t *er_noise;
     int status;                   /* out (gpu_images_decode): GPU_SAMPLE_* */
+    int dec_index;                /* out (gpu_images_decode): where its planes are; the caller may
+                                   * reorder or drop records before the transform */
 } GpuSample;
 
 /* Mixup/CutMix over the batch, as the CPU's mixup_apply (mixup.h): pairs
@@ -144,7 +146,8 @@ int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s);
 int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen);
 
 /* Transform s[0..n) (every GPU_SRC_JPEG sample decoded OK by the last
- * gpu_images_decode) into output slot `slot`, sample i at offset i * C * S * S,
+ * gpu_images_decode, in any order or subset of that call's records) into
+ * output slot `slot`, sample i at offset i * C * S * S,
  * then mix (mix may be NULL). Queued on the pipeline's stream, after the
  * slot's last release; records the slot's ready event. The host buffers the
  * samples point at may be reused as soon as this returns. 0 or -1 + message. */
