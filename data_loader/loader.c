@@ -634,7 +634,6 @@ static int produce(Loader *l, Batch *out, int gslot) {
     double t0 = now_seconds();
     int rc = l->gpu ? produce_gpu(l, out, gslot) : produce_cpu(l, out);
     l->produce_s += now_seconds() - t0;
-    if (rc == 1) l->n_samples += out->n;
     return rc;
 }
 
@@ -847,13 +846,17 @@ int loader_next(Loader *l, Batch *out) {
         if (!l->gpu) {
             int rc = produce(l, out, 0);
             l->wait_s += now_seconds() - t0;
+            if (rc == 1) l->n_samples += out->n;
             return rc;
         }
         /* GPU, unprefetched: build in a slot, copy down */
         uint8_t *keep = out->images;
         int rc = produce(l, out, 0);
         out->images = keep;
-        if (rc == 1) gpu_copy_out(l, out, out, 0);
+        if (rc == 1) {
+            gpu_copy_out(l, out, out, 0);
+            l->n_samples += out->n;
+        }
         l->wait_s += now_seconds() - t0;
         return rc;
     }
@@ -862,6 +865,7 @@ int loader_next(Loader *l, Batch *out) {
     if (st == 1) {
         if (l->gpu) gpu_copy_out(l, out, l->ring[l->head], l->head);
         else copy_batch(out, l->ring[l->head], l->out_bytes, l->cfg.num_classes);
+        l->n_samples += out->n;
         l->head = (l->head + 1) % l->depth;
         l->filled--;
         pthread_cond_broadcast(&l->cv_prod);
@@ -883,6 +887,7 @@ int loader_next_ref(Loader *l, const Batch **out) {
     if (st == 1) {
         *out = l->ring[l->head];
         l->outstanding = 1;
+        l->n_samples += (*out)->n;
     }
     pthread_mutex_unlock(&l->mu);
     l->wait_s += now_seconds() - t0;
@@ -1052,6 +1057,7 @@ int loader_next_device(Loader *l, const Batch **out, void *stream) {
         l->wait_s += now_seconds() - t0;
         if (rc != 1) return rc;
         *out = l->gsync[slot];
+        l->n_samples += (*out)->n;
     }
     gpu_images_slot_acquire(l->gpu, slot, stream);
     l->dev_out_slot = slot;

@@ -153,7 +153,8 @@ int loader_next_device(Loader *l, const Batch **out, void *stream);
 typedef struct {
     int gpu;                          /* decoding on the GPU */
     const char *gpu_backend;          /* "hardware" / "hybrid" (NULL on the CPU) */
-    long long samples;                /* samples delivered */
+    long long samples;                /* samples handed to the consumer */
+    /* where samples were decoded (counted as batches are built, prefetched ones included) */
     long long gpu_decoded;            /* decoded by nvJPEG */
     long long cpu_not_jpeg;           /* decoded on the CPU: not a JPEG (PNG, also one named .JPEG) */
     long long cpu_unsupported;        /* ... a JPEG the GPU path does not reproduce (CMYK/YCCK, RGB, 4:1:1,

@@ -17,7 +17,7 @@
 #include "rng.h"
 
 /* A photo-like test image: gradients, a sharp edge, coloured noise. */
-static uint8_t *make_pixels(int W, int H, int C, uint64_t seed) {
+static inline uint8_t *make_pixels(int W, int H, int C, uint64_t seed) {
     uint8_t *px = malloc((size_t)W * H * C);
     Rng r = rng_stream(seed, 7);
     for (int y = 0; y < H; y++)
@@ -31,7 +31,7 @@ static uint8_t *make_pixels(int W, int H, int C, uint64_t seed) {
 }
 
 /* Encode with chosen sampling factors (luma h x v, chroma 1 x 1), optionally progressive. */
-static uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int hs, int vs, int progressive, int quality,
+static inline uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int hs, int vs, int progressive, int quality,
                             size_t *len) {
     struct jpeg_compress_struct ci;
     struct jpeg_error_mgr je;
@@ -68,7 +68,7 @@ static uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int hs, int 
 
 /* libjpeg's raw output (the components after the IDCT, before upsampling
  * and colour conversion) as tight planes in one buffer; plane c at off[c]. */
-static uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, size_t off[3], int pw[3], int ph[3]) {
+static inline uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, size_t off[3], int pw[3], int ph[3]) {
     struct jpeg_decompress_struct ci;
     struct jpeg_error_mgr je;
     ci.err = jpeg_std_error(&je);
@@ -121,7 +121,7 @@ typedef struct {
 
 /* Run gpu_images_transform's kernels on the host: s[0..n), JPEG samples'
  * planes in ep (index = sample), into out (n x C x S x S). */
-static void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const GpuMix *mix, int C, int S, uint8_t *out) {
+static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const GpuMix *mix, int C, int S, uint8_t *out) {
     GiSample *d = calloc((size_t)n, sizeof *d);
     GiTotals T;
     memset(&T, 0, sizeof T);
