@@ -28,6 +28,7 @@
 #include "gpu_images.h"
 #include "gpu_images_ops.cuh"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,7 +273,7 @@ static void pinbuf_reserve(PinBuf *b, size_t need) {
 typedef struct {
     int kind;                 /* 0 planar (YCbCr or Y), 1 interleaved RGB */
     unsigned long long off[3];
-    int pw[3], ph[3];
+    int pw[3], ph[3], pp[3];  /* width, height, pitch */
 } DecPlanes;
 
 /* A pair of events timing device work, folded into a total lazily. */
@@ -327,6 +328,7 @@ struct GpuImages {
     uint8_t **slot;
     cudaEvent_t *ready, *consumed, *acq0, *acq1;
     int *consumed_rec, *acq_pending;
+    pthread_mutex_t mu;                 /* st: the producer and consumer threads both update it */
     GpuImagesStats st;
 };
 
@@ -354,28 +356,42 @@ static void gi_err(char *err, size_t errlen, const char *fmt, ...) {
 
 static int gi_decode_one(GpuImages *g, const uint8_t *data, size_t len, nvjpegImage_t *dst);
 
-/* Planar YCbCr output on this backend? (The hardware engines should give it;
- * if this nvJPEG refuses, nvJPEG's own interleaved RGB is the fallback,
- * whose chroma upsampling is not libjpeg's.) */
-static int gi_yuv_works(GpuImages *g) {
-    int W = 24, H = 16;
-    uint8_t *d = NULL;
-    CUDA_CHECK(cudaMalloc(&d, (size_t)W * H * 2));
-    nvjpegImage_t im;
-    memset(&im, 0, sizeof im);
-    im.channel[0] = d;
-    im.pitch[0] = W;
-    im.channel[1] = d + W * H;
-    im.pitch[1] = W / 2;
-    im.channel[2] = d + W * H + W * H / 4;
-    im.pitch[2] = W / 2;
-    nvjpegOutputFormat_t keep = g->fmt;
-    g->fmt = NVJPEG_OUTPUT_YUV;
-    int ok = gi_decode_one(g, gi_selftest_jpeg, sizeof gi_selftest_jpeg, &im) == 0;
-    g->fmt = keep;
-    CUDA_CHECK(cudaStreamSynchronize(g->sdec));
-    CUDA_CHECK(cudaFree(d));
-    return ok;
+/* Decode the embedded test image through the whole decode path with the
+ * current output format and compare its channel means with libjpeg-turbo's:
+ * 0 right, 1 nvJPEG's batched decoder does not take it (nothing learnt),
+ * -1 the decode failed, -2 the pixels are wrong. */
+static int gi_selftest(GpuImages *g, double *err_out) {
+    GpuSample s;
+    memset(&s, 0, sizeof s);
+    s.src = GPU_SRC_JPEG;
+    s.data = gi_selftest_jpeg;
+    s.len = sizeof gi_selftest_jpeg;
+    s.img_w = gi_selftest_w;
+    s.img_h = gi_selftest_h;
+    s.ncomp = 3;
+    s.hs[0] = s.vs[0] = 2;
+    s.hs[1] = s.vs[1] = s.hs[2] = s.vs[2] = 1;
+    if (!gpu_images_probe(g, 0, &s)) return 1;
+    int C = g->C;
+    size_t n = (size_t)gi_selftest_w * gi_selftest_h;
+    uint8_t *px = (uint8_t *)malloc(n * C);
+    char e[256];
+    if (!px) return -1;
+    if (gpu_images_decode_rgb(g, &s, px, e, sizeof e)) {
+        free(px);
+        return -1;
+    }
+    double worst = 0;
+    for (int k = 0; k < C; k++) {
+        double m = 0;
+        for (size_t i = 0; i < n; i++) m += px[i * C + k];
+        m /= (double)n;
+        double want = C == 1 ? gi_selftest_mean_y : gi_selftest_mean[k];
+        if (fabs(m - want) > worst) worst = fabs(m - want);
+    }
+    free(px);
+    *err_out = worst;
+    return worst <= 1.5 ? 0 : -2;
 }
 
 extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
@@ -406,6 +422,7 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         gi_err(err, errlen, "out of host memory");
         return NULL;
     }
+    pthread_mutex_init(&g->mu, NULL);
     g->device = device;
     g->S = cfg->size;
     g->C = cfg->channels;
@@ -497,12 +514,32 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     if (g->hardware)
         nvjpegDecodeBatchedPreAllocate(g->nj, g->state, g->max_batch, 512, 512, NVJPEG_CSS_420,
                                        g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV);
+    /* planar output, converted by k_ycc_rect exactly as libjpeg converts; if
+     * this nvJPEG / backend gets the test image wrong that way, its own
+     * interleaved RGB (chroma upsampling not libjpeg's) */
     g->fmt = g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV;
-    if (g->C == 3 && !gi_yuv_works(g)) {
-        fprintf(stderr, "hgrn: nvJPEG (%s backend) does not decode to planar YCbCr here: using its interleaved "
-                        "RGB, whose chroma upsampling is not libjpeg's (pixels differ more from the CPU decoder)\n",
-                g->hardware ? "hardware" : "hybrid");
+    double dev = 0;
+    int r = gi_selftest(g, &dev);
+    if (r < 0 && g->C == 3) {
         g->fmt = NVJPEG_OUTPUT_RGBI;
+        double dev2 = 0;
+        int r2 = gi_selftest(g, &dev2);
+        if (r2 == 0) {
+            fprintf(stderr, "hgrn: nvJPEG (%s backend) %s with planar YCbCr output: using its interleaved RGB, whose "
+                            "chroma upsampling is not libjpeg's (pixels differ more from the CPU decoder)\n",
+                    g->hardware ? "hardware" : "hybrid", r == -1 ? "fails" : "decodes the test image wrong");
+        } else {
+            g->fmt = NVJPEG_OUTPUT_YUV;
+            r2 = r;
+        }
+        r = r2;
+        if (r == 0) dev = dev2;
+    }
+    if (r < 0) {
+        gi_err(err, errlen, "nvJPEG (%s backend) self-test: %s", g->hardware ? "hardware" : "hybrid",
+               r == -1 ? "decoding a small baseline JPEG failed" : "the decoded test image differs from libjpeg-turbo's");
+        gpu_images_destroy(g);
+        return NULL;
     }
     return g;
 }
@@ -556,6 +593,7 @@ extern "C" void gpu_images_destroy(GpuImages *g) {
     free(g->acq1);
     free(g->consumed_rec);
     free(g->acq_pending);
+    pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
@@ -605,9 +643,10 @@ static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, si
     if (g->fmt == NVJPEG_OUTPUT_RGBI) {
         p->kind = 1;
         p->pw[0] = 3 * W;
+        p->pp[0] = (3 * W + 63) & ~63;
         p->ph[0] = H;
         p->off[0] = off;
-        return off + (((size_t)3 * W * H + 255) & ~(size_t)255);
+        return off + (((size_t)p->pp[0] * H + 255) & ~(size_t)255);
     }
     int planes = g->fmt == NVJPEG_OUTPUT_Y || s->ncomp == 1 ? 1 : 3;
     int mh = 1, mv = 1;
@@ -618,8 +657,9 @@ static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, si
     for (int c = 0; c < planes; c++) {
         p->pw[c] = gi_comp_dim(W, s->hs[c], mh);
         p->ph[c] = gi_comp_dim(H, s->vs[c], mv);
+        p->pp[c] = (p->pw[c] + 63) & ~63;   /* 64-byte aligned rows */
         p->off[c] = off;
-        off += ((size_t)p->pw[c] * p->ph[c] + 255) & ~(size_t)255;
+        off += ((size_t)p->pp[c] * p->ph[c] + 255) & ~(size_t)255;
     }
     return off;
 }
@@ -635,7 +675,9 @@ extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, s
     /* the host data of the decode two calls back is no longer read */
     int back2 = (g->ndec + 1) % 3;
     if (g->dec_done_rec[back2]) CUDA_CHECK(cudaEventSynchronize(g->dec_done[back2]));
+    pthread_mutex_lock(&g->mu);
     timer_fold(&g->tdec[p], &g->st.gpu_decode_ms, 1);
+    pthread_mutex_unlock(&g->mu);
     int nj = 0;
     size_t total = 0;
     for (int i = 0; i < n; i++) {
@@ -650,7 +692,9 @@ extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, s
     g->ndec++;
     if (nj == 0) {
         g->dec_done_rec[q] = 0;
+        pthread_mutex_lock(&g->mu);
         g->st.host_decode_s += now_seconds() - t0;
+        pthread_mutex_unlock(&g->mu);
         return 0;
     }
     /* the planes of two decodes back must have been converted */
@@ -674,7 +718,7 @@ extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, s
         for (int c = 0; c < 3; c++) {
             if (!g->dec[i].pw[c]) continue;
             dst[k].channel[c] = base + g->dec[i].off[c];
-            dst[k].pitch[c] = (size_t)g->dec[i].pw[c];
+            dst[k].pitch[c] = (size_t)g->dec[i].pp[c];
         }
         idx[k++] = i;
     }
@@ -694,14 +738,16 @@ extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, s
     g->tdec[p].pending = 1;
     CUDA_CHECK(cudaEventRecord(g->dec_done[q], g->sdec));
     g->dec_done_rec[q] = 1;
+    pthread_mutex_lock(&g->mu);
     g->st.jpeg_decoded += nj - failed;
     g->st.decode_failed += failed;
     for (int j = 0; j < nj; j++) g->st.jpeg_bytes += (double)lens[j];
+    g->st.host_decode_s += now_seconds() - t0;
+    pthread_mutex_unlock(&g->mu);
     free(datas);
     free(lens);
     free(dst);
     free(idx);
-    g->st.host_decode_s += now_seconds() - t0;
     return 0;
 }
 
@@ -716,7 +762,9 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     double t0 = now_seconds();
     int S = g->S, C = g->C, q = g->nxf % 2;
     if (g->upload_rec[q]) CUDA_CHECK(cudaEventSynchronize(g->upload_done[q]));
+    pthread_mutex_lock(&g->mu);
     timer_fold(&g->txf[q], &g->st.gpu_transform_ms, 1);
+    pthread_mutex_unlock(&g->mu);
     /* ---- records, sizes, offsets ---- */
     GiTotals T;
     memset(&T, 0, sizeof T);
@@ -735,6 +783,7 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
                 d->plane_off[c] = pl->off[c];
                 d->pw[c] = pl->pw[c];
                 d->ph[c] = pl->ph[c];
+                d->pp[c] = pl->pp[c];
             }
         }
         if (gi_pack(x, i, C, S, d, &T, err, errlen)) return -1;
@@ -763,14 +812,14 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     /* ---- device buffers, uploads ---- */
     cudaStream_t sx = g->sxf;
     CUDA_CHECK(cudaEventRecord(g->txf[q].a, sx));
-    devbuf_reserve(&g->params, off_pix, sx);
+    devbuf_reserve(&g->params, off_noise, sx);
     devbuf_reserve(&g->rect, rect_tot, sx);
     devbuf_reserve(&g->kbuf, k_tot * sizeof(float) + 16, sx);
     devbuf_reserve(&g->bbuf, b_tot * sizeof(int) + 16, sx);
     devbuf_reserve(&g->hbuf, h_tot + 16, sx);
     devbuf_reserve(&g->noise, noise_tot + 16, sx);
     devbuf_reserve(&g->lut3, (size_t)n * C * 256, sx);
-    CUDA_CHECK(cudaMemcpyAsync(g->params.p, st, off_pix, cudaMemcpyHostToDevice, sx));
+    CUDA_CHECK(cudaMemcpyAsync(g->params.p, st, off_noise, cudaMemcpyHostToDevice, sx));
     pix = off_pix;
     for (int i = 0; i < n; i++) {
         if (g->hs[i].kind != 2) continue;
@@ -847,9 +896,11 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     CUDA_CHECK(cudaEventRecord(g->txf[q].b, sx));
     g->txf[q].pending = 1;
     g->nxf++;
+    pthread_mutex_lock(&g->mu);
     g->st.batches++;
     for (int i = 0; i < n; i++) g->st.pixels_uploaded += s[i].src == GPU_SRC_PIXELS;
     g->st.host_transform_s += now_seconds() - t0;
+    pthread_mutex_unlock(&g->mu);
     return 0;
 }
 
@@ -880,7 +931,9 @@ extern "C" void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) {
         return;
     }
     cudaStream_t cs = (cudaStream_t)stream;
+    pthread_mutex_lock(&g->mu);
     gi_fold_stall(g, slot, 1);
+    pthread_mutex_unlock(&g->mu);
     CUDA_CHECK(cudaEventRecord(g->acq0[slot], cs));
     CUDA_CHECK(cudaStreamWaitEvent(cs, g->ready[slot], 0));
     CUDA_CHECK(cudaEventRecord(g->acq1[slot], cs));
@@ -908,12 +961,14 @@ extern "C" void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_
 
 extern "C" void gpu_images_stats(GpuImages *g, GpuImagesStats *st) {
     gi_set_device(g);
+    pthread_mutex_lock(&g->mu);
     for (int i = 0; i < 2; i++) {
         timer_fold(&g->tdec[i], &g->st.gpu_decode_ms, 1);
         timer_fold(&g->txf[i], &g->st.gpu_transform_ms, 1);
     }
     for (int i = 0; i < g->nslots; i++) gi_fold_stall(g, i, 0);
     *st = g->st;
+    pthread_mutex_unlock(&g->mu);
 }
 
 extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
@@ -933,6 +988,7 @@ extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *
         d.plane_off[c] = pl->off[c];
         d.pw[c] = pl->pw[c];
         d.ph[c] = pl->ph[c];
+        d.pp[c] = pl->pp[c];
     }
     d.ncomp = x.ncomp;
     int mh = 1, mv = 1;

@@ -59,7 +59,8 @@ typedef struct {
     int kind;
     int ncomp, fh, fv;              /* components; chroma subsampling factors (1 or 2) */
     unsigned long long plane_off[3];
-    int pw[3], ph[3];               /* plane widths (= pitch) and heights */
+    int pw[3], ph[3];               /* plane widths and heights (libjpeg's downsampled sizes) */
+    int pp[3];                      /* plane pitches (bytes between rows) */
     int img_w, img_h;
     /* the decoded rectangle, converted to C-channel HWC in the rect buffer */
     int rx, ry, rw, rh;
@@ -111,10 +112,10 @@ GI_HD uint8_t gi_clamp255(int v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : 
  *                        (3 c[i] + c[i-1] + 8) >> 4, (3 c[i] + c[i+1] + 7) >> 4
  * with the edge samples replicated (libjpeg's first/last column special
  * cases and its duplicated context rows are exactly that). */
-GI_HD int gi_chroma_at(const uint8_t *p, int pw, int ph, int fh, int fv, int x, int y) {
-    if (fh == 1 && fv == 1) return p[(long long)y * pw + x];
+GI_HD int gi_chroma_at(const uint8_t *p, int pitch, int pw, int ph, int fh, int fv, int x, int y) {
+    if (fh == 1 && fv == 1) return p[(long long)y * pitch + x];
     if (fh == 2 && fv == 1) {
-        const uint8_t *row = p + (long long)y * pw;
+        const uint8_t *row = p + (long long)y * pitch;
         int i = x >> 1;
         if (!(x & 1)) return (3 * row[i] + row[gi_max(i - 1, 0)] + 1) >> 2;
         return (3 * row[i] + row[gi_min(i + 1, pw - 1)] + 2) >> 2;
@@ -123,12 +124,12 @@ GI_HD int gi_chroma_at(const uint8_t *p, int pw, int ph, int fh, int fv, int x, 
         int j = y >> 1;
         int far = (y & 1) ? gi_min(j + 1, ph - 1) : gi_max(j - 1, 0);
         int bias = (y & 1) ? 2 : 1;
-        return (3 * p[(long long)j * pw + x] + p[(long long)far * pw + x] + bias) >> 2;
+        return (3 * p[(long long)j * pitch + x] + p[(long long)far * pitch + x] + bias) >> 2;
     }
     /* h2v2 */
     int j = y >> 1, i = x >> 1;
     int far = (y & 1) ? gi_min(j + 1, ph - 1) : gi_max(j - 1, 0);
-    const uint8_t *r0 = p + (long long)j * pw, *r1 = p + (long long)far * pw;
+    const uint8_t *r0 = p + (long long)j * pitch, *r1 = p + (long long)far * pitch;
     int c0 = 3 * r0[i] + r1[i];
     if (!(x & 1)) {
         int k = gi_max(i - 1, 0);
@@ -144,7 +145,7 @@ GI_HD int gi_chroma_at(const uint8_t *p, int pw, int ph, int fh, int fv, int x, 
 GI_HD void gi_decoded_pixel(const GiSample *s, const uint8_t *planes, const GiYccTables *t, int C, int x, int y,
                             uint8_t *out) {
     if (s->kind == 1) {   /* nvJPEG's own interleaved RGB */
-        const uint8_t *q = planes + s->plane_off[0] + (long long)y * s->pw[0] + 3 * x;
+        const uint8_t *q = planes + s->plane_off[0] + (long long)y * s->pp[0] + 3 * x;
         if (C == 3) {
             out[0] = q[0];
             out[1] = q[1];
@@ -154,13 +155,13 @@ GI_HD void gi_decoded_pixel(const GiSample *s, const uint8_t *planes, const GiYc
         }
         return;
     }
-    int Y = planes[s->plane_off[0] + (long long)y * s->pw[0] + x];
+    int Y = planes[s->plane_off[0] + (long long)y * s->pp[0] + x];
     if (C == 1 || s->ncomp == 1) {
         for (int k = 0; k < C; k++) out[k] = (uint8_t)Y;
         return;
     }
-    int cb = gi_chroma_at(planes + s->plane_off[1], s->pw[1], s->ph[1], s->fh, s->fv, x, y);
-    int cr = gi_chroma_at(planes + s->plane_off[2], s->pw[2], s->ph[2], s->fh, s->fv, x, y);
+    int cb = gi_chroma_at(planes + s->plane_off[1], s->pp[1], s->pw[1], s->ph[1], s->fh, s->fv, x, y);
+    int cr = gi_chroma_at(planes + s->plane_off[2], s->pp[2], s->pw[2], s->ph[2], s->fh, s->fv, x, y);
     out[0] = gi_clamp255(Y + t->cr_r[cr]);
     out[1] = gi_clamp255(Y + ((t->cb_g[cb] + t->cr_g[cr]) >> 16));
     out[2] = gi_clamp255(Y + t->cb_b[cb]);

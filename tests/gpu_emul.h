@@ -68,7 +68,8 @@ static inline uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int h
 
 /* libjpeg's raw output (the components after the IDCT, before upsampling
  * and colour conversion) as tight planes in one buffer; plane c at off[c]. */
-static inline uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, size_t off[3], int pw[3], int ph[3]) {
+static inline uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, size_t off[3], int pw[3], int ph[3],
+                                  int pp[3]) {
     struct jpeg_decompress_struct ci;
     struct jpeg_error_mgr je;
     ci.err = jpeg_std_error(&je);
@@ -82,10 +83,11 @@ static inline uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, s
     for (int c = 0; c < nc; c++) {
         pw[c] = (int)ci.comp_info[c].downsampled_width;
         ph[c] = (int)ci.comp_info[c].downsampled_height;
+        pp[c] = pw[c] + 13;
         off[c] = tot;
-        tot += (size_t)pw[c] * ph[c];
+        tot += (size_t)pp[c] * ph[c];
     }
-    uint8_t *planes = malloc(tot);
+    uint8_t *planes = calloc(tot, 1);
     int maxv = ci.max_v_samp_factor;
     JSAMPARRAY bufs[3];
     for (int c = 0; c < nc; c++) {
@@ -100,7 +102,7 @@ static inline uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, s
             int rows = ci.comp_info[c].v_samp_factor * DCTSIZE;
             for (int r = 0; r < rows; r++) {
                 int y = imcu * rows + r;
-                if (y < ph[c]) memcpy(planes + off[c] + (size_t)y * pw[c], bufs[c][r], (size_t)pw[c]);
+                if (y < ph[c]) memcpy(planes + off[c] + (size_t)y * pp[c], bufs[c][r], (size_t)pw[c]);
             }
         }
         imcu++;
@@ -117,6 +119,7 @@ typedef struct {
     const uint8_t *planes;   /* JPEG samples: their planes (kind 0) */
     size_t off[3];
     int pw[3], ph[3];
+    int pp[3];               /* pitches (raw_planes: width + 13, so pitch != width is exercised) */
 } EmuPlanes;
 
 /* Run gpu_images_transform's kernels on the host: s[0..n), JPEG samples'
@@ -133,6 +136,7 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
                 d[i].plane_off[c] = ep[i].off[c];
                 d[i].pw[c] = ep[i].pw[c];
                 d[i].ph[c] = ep[i].ph[c];
+                d[i].pp[c] = ep[i].pp[c];
             }
         }
         if (gi_pack(&s[i], i, C, S, &d[i], &T, err, sizeof err)) fail_msg("%s", err);

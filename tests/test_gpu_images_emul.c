@@ -75,8 +75,8 @@ static void test_decode_conversion(void **state) {
         assert_true(compatible);
         int nc;
         size_t off[3];
-        int pw[3], ph[3];
-        uint8_t *planes = raw_planes(jpg, len, &nc, off, pw, ph);
+        int pw[3], ph[3], pp[3];
+        uint8_t *planes = raw_planes(jpg, len, &nc, off, pw, ph, pp);
         for (int C = 1; C <= 3; C += 2) {
             Image ref;
             assert_int_equal(image_decode_mem(jpg, len, "t", C, &ref, err, sizeof err), 0);
@@ -90,6 +90,7 @@ static void test_decode_conversion(void **state) {
                 s.plane_off[c] = off[c];
                 s.pw[c] = pw[c];
                 s.ph[c] = ph[c];
+                s.pp[c] = pp[c];
             }
             s.img_w = s.rw = W;
             s.img_h = s.rh = H;
@@ -221,7 +222,7 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
         jpg[f] = encode_jpeg(px, im[f].w, im[f].h, 3, im[f].hs, im[f].vs, f == 1, 88, &len[f]);
         free(px);
         int nc;
-        planes[f] = raw_planes(jpg[f], len[f], &nc, pl[f].off, pl[f].pw, pl[f].ph);
+        planes[f] = raw_planes(jpg[f], len[f], &nc, pl[f].off, pl[f].pw, pl[f].ph, pl[f].pp);
         pl[f].planes = planes[f];
     }
     uint8_t *ref = malloc(per * n), *got = malloc(per * n);
@@ -364,7 +365,7 @@ static void test_eval_transform(void **state) {
                 }
                 EmuPlanes ep;
                 int nc;
-                uint8_t *planes = raw_planes(jpg, len, &nc, ep.off, ep.pw, ep.ph);
+                uint8_t *planes = raw_planes(jpg, len, &nc, ep.off, ep.pw, ep.ph, ep.pp);
                 ep.planes = planes;
                 emulate(&s, &ep, 1, NULL, C, 64, got);
                 size_t where = 0;

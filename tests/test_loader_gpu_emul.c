@@ -120,7 +120,7 @@ int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errle
             continue;
         }
         int nc;
-        g->planes[i] = raw_planes(s[i].data, s[i].len, &nc, g->ep[i].off, g->ep[i].pw, g->ep[i].ph);
+        g->planes[i] = raw_planes(s[i].data, s[i].len, &nc, g->ep[i].off, g->ep[i].pw, g->ep[i].ph, g->ep[i].pp);
         g->ep[i].planes = g->planes[i];
         g->st.jpeg_decoded++;
     }
