@@ -24,7 +24,9 @@
  *   k_finish     random erasing + Mixup/CutMix into the output slot
  *                (random_erasing_fill + mixup_apply) */
 #include "common.cuh"
+extern "C" {
 #include "clock.h"
+}
 #include "gpu_images.h"
 #include "gpu_images_ops.cuh"
 

@@ -13,7 +13,7 @@
 #   SAN_TIMEOUT=s compute-sanitizer's limit (default 150; 0 skips it)
 #   BUILD=dir     build directory (default build-gpu-input)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/gpu_input_check}
 mkdir -p "$OUT"
 B=${BUILD:-build-gpu-input}
