@@ -86,6 +86,7 @@ struct Loader {
     int *gmap;               /* compacted index -> slot */
     int *gredo;              /* slot must be decoded on the CPU */
     int gset;                /* file set of the current batch */
+    int gset_used;           /* ... handed to gpu_images_decode */
     Batch *gsync[2];         /* batches of the unprefetched path */
     int gsync_next;
     int dev_out_slot;        /* GPU slot handed out by loader_next_device (-1: none) */
@@ -361,7 +362,12 @@ static int produce_gpu(Loader *l, Batch *out, int gslot) {
         int m = l->local_bs;
         if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
         l->err[0] = '\0';
-        l->gset = (l->gset + 1) % 3;
+        /* a new file set for each decode call (gpu_images_decode: the data
+         * stays untouched until the second decode after it has returned) */
+        if (l->gset_used) {
+            l->gset = (l->gset + 1) % 3;
+            l->gset_used = 0;
+        }
         int failed = 0;
         /* 1. files, headers, draws, records (CPU decode where the GPU cannot) */
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
@@ -398,6 +404,7 @@ static int produce_gpu(Loader *l, Batch *out, int gslot) {
             l->gmap[n++] = k;
         }
         if (n == 0) continue;
+        l->gset_used = 1;
         if (gpu_images_decode(l->gpu, l->gsv, n, e2, sizeof e2)) {
             set_err(l->err, sizeof l->err, "GPU decoding: %s", e2);
             return -1;
