@@ -241,12 +241,21 @@ typedef struct {
     size_t cap;
 } DevBuf;
 
+static int g_async_alloc = 1;   /* the device has memory pools (cudaMallocAsync); set at creation */
+
 static void devbuf_reserve(DevBuf *b, size_t need, cudaStream_t st) {
     if (b->cap >= need && b->p) return;
     size_t cap = need + need / 4 + 4096;
-    if (b->p) CUDA_CHECK(cudaFreeAsync(b->p, st));
-    b->p = NULL;
-    CUDA_CHECK(cudaMallocAsync(&b->p, cap, st));
+    if (g_async_alloc) {
+        if (b->p) CUDA_CHECK(cudaFreeAsync(b->p, st));
+        b->p = NULL;
+        CUDA_CHECK(cudaMallocAsync(&b->p, cap, st));
+    } else {   /* no memory pools (some virtualised GPUs): growth waits for the device */
+        CUDA_CHECK(cudaDeviceSynchronize());
+        if (b->p) CUDA_CHECK(cudaFree(b->p));
+        b->p = NULL;
+        CUDA_CHECK(cudaMalloc(&b->p, cap));
+    }
     b->cap = cap;
 }
 
@@ -419,6 +428,12 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         gi_err(err, errlen, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
         return NULL;
     }
+    int pools = 0;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess) {
+        cudaGetLastError();
+        pools = 0;
+    }
+    g_async_alloc = pools != 0;
     GpuImages *g = (GpuImages *)calloc(1, sizeof *g);
     if (!g) {
         gi_err(err, errlen, "out of host memory");
@@ -538,11 +553,21 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         if (r == 0) dev = dev2;
     }
     if (r < 0) {
-        gi_err(err, errlen, "nvJPEG (%s backend) self-test: %s", g->hardware ? "hardware" : "hybrid",
-               r == -1 ? "decoding a small baseline JPEG failed" : "the decoded test image differs from libjpeg-turbo's");
+        const char *why = r == -1 ? "decoding a small baseline JPEG failed" : "the decoded test image differs from "
+                                                                              "libjpeg-turbo's";
+        int retry = g->hardware && want == GPU_JPEG_AUTO && cfg->backend == GPU_JPEG_AUTO;
+        const char *bn = g->hardware ? "hardware" : "GPU-hybrid";
         gpu_images_destroy(g);
+        if (retry) {   /* engines that do not work (e.g. a GPU partition without them): the hybrid decoder */
+            fprintf(stderr, "hgrn: nvJPEG hardware backend self-test: %s; using the GPU-hybrid backend\n", why);
+            GpuImagesConfig c2 = *cfg;
+            c2.backend = GPU_JPEG_HYBRID;
+            return gpu_images_create(device, &c2, err, errlen);
+        }
+        gi_err(err, errlen, "nvJPEG (%s backend) self-test: %s", bn, why);
         return NULL;
     }
+    (void)dev;
     return g;
 }
 
