@@ -95,8 +95,9 @@ enum { GPU_SAMPLE_OK = 0, GPU_SAMPLE_DECODE_FAILED = 1 };
  * = S x S, d = 0. */
 typedef struct {
     int src;                      /* GPU_SRC_JPEG or GPU_SRC_PIXELS */
-    /* GPU_SRC_JPEG: the encoded file (host memory, untouched until the
-     * transform of this batch has been queued) and its frame header */
+    /* GPU_SRC_JPEG: the encoded file (host memory, left untouched until the
+     * second gpu_images_decode call after the one that decodes it has
+     * returned: nvJPEG's device work may still read it) and its frame header */
     const uint8_t *data;
     size_t len;
     int ncomp;                    /* 1 (gray) or 3 (YCbCr) */
