@@ -8,7 +8,9 @@
  * only without RandAugment. */
 #include "randaugment.h"
 
-void color_jitter_apply(const ColorJitter *cj, uint8_t *img, int w, int h, int c, Rng *r) {
+#include <string.h>
+
+int color_jitter_draw(const ColorJitter *cj, Rng *r, ImgOp ops[3]) {
     int perm[4] = {0, 1, 2, 3};
     rng_shuffle(r, perm, 4);
     float fb = -1, fc = -1, fs = -1;
@@ -24,9 +26,22 @@ void color_jitter_apply(const ColorJitter *cj, uint8_t *img, int w, int h, int c
         float lo = 1 - cj->saturation < 0 ? 0 : 1 - cj->saturation, hi = 1 + cj->saturation;
         fs = lo + (hi - lo) * (float)rng_uniform(r);
     }
+    int n = 0;
     for (int i = 0; i < 4; i++) {
-        if (perm[i] == 0 && fb >= 0) pil_brightness(img, w, h, c, fb);
-        else if (perm[i] == 1 && fc >= 0) pil_contrast(img, w, h, c, fc);
-        else if (perm[i] == 2 && fs >= 0) pil_color(img, w, h, c, fs);
+        if (perm[i] == 0 && fb >= 0) {
+            img_op_brightness(fb, &ops[n++]);
+        } else if ((perm[i] == 1 && fc >= 0) || (perm[i] == 2 && fs >= 0)) {
+            memset(&ops[n], 0, sizeof ops[n]);
+            ops[n].kind = perm[i] == 1 ? IMGOP_CONTRAST : IMGOP_COLOR;
+            ops[n].f = perm[i] == 1 ? fc : fs;
+            n++;
+        }
     }
+    return n;
+}
+
+void color_jitter_apply(const ColorJitter *cj, uint8_t *img, int w, int h, int c, Rng *r) {
+    ImgOp ops[3];
+    int n = color_jitter_draw(cj, r, ops);
+    img_ops_apply(ops, n, img, w, h, c, NULL);   /* no sharpness or affine: no scratch needed */
 }

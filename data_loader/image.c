@@ -184,6 +184,82 @@ static int has_eoi(const uint8_t *d, size_t n) {
     return 0;
 }
 
+static unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
+
+int image_jpeg_header(const uint8_t *d, size_t n, JpegHeader *h) {
+    memset(h, 0, sizeof *h);
+    if (!is_jpeg(d, n)) return -1;
+    size_t i = 2;
+    int have_sof = 0;
+    while (i + 1 < n) {
+        if (d[i] != 0xFF) return -1;   /* markers must follow each other before SOS */
+        while (i < n && d[i] == 0xFF) i++;   /* fill bytes */
+        if (i >= n) return -1;
+        int m = d[i++];
+        if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;   /* no length */
+        if (m == 0xD9) break;            /* EOI before any scan */
+        if (i + 2 > n) return -1;
+        size_t seg = be16(d + i);
+        if (seg < 2 || i + seg > n) return -1;
+        const uint8_t *p = d + i + 2;
+        size_t dl = seg - 2;
+        if (m == 0xE0 && dl >= 14 && memcmp(p, "JFIF", 5) == 0) h->jfif = 1;   /* libjpeg: APP0_DATA_LEN 14 */
+        if (m == 0xEE && dl >= 12 && memcmp(p, "Adobe", 5) == 0) {             /* APP14_DATA_LEN 12 */
+            h->adobe = 1;
+            h->adobe_transform = p[11];
+        }
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (have_sof || dl < 6) return -1;
+            h->sof = m;
+            h->precision = p[0];
+            h->h = (int)be16(p + 1);
+            h->w = (int)be16(p + 3);
+            h->ncomp = p[5];
+            if (h->ncomp < 1 || dl < 6 + 3 * (size_t)h->ncomp) return -1;
+            for (int c = 0; c < h->ncomp && c < 4; c++) {
+                h->id[c] = p[6 + 3 * c];
+                h->hs[c] = p[7 + 3 * c] >> 4;
+                h->vs[c] = p[7 + 3 * c] & 15;
+            }
+            have_sof = 1;
+        }
+        i += seg;
+        if (m == 0xDA) break;            /* SOS: the entropy-coded data follows */
+    }
+    if (!have_sof) return -1;
+    h->has_eoi = has_eoi(d, n);
+    return 0;
+}
+
+int image_jpeg_gpu_compatible(const JpegHeader *h) {
+    if (h->w <= 0 || h->h <= 0 || (long long)h->w * h->h > IMAGE_MAX_PIXELS) return 0;
+    if (h->precision != 8 || (h->sof != 0xC0 && h->sof != 0xC1 && h->sof != 0xC2)) return 0;
+    if (!h->has_eoi) return 0;
+    for (int c = 0; c < h->ncomp && c < 4; c++)
+        if (h->hs[c] < 1 || h->hs[c] > 4 || h->vs[c] < 1 || h->vs[c] > 4) return 0;
+    if (h->ncomp == 1) return 1;
+    if (h->ncomp != 3) return 0;
+    /* libjpeg's colour space guess for 3 components (jdapimin.c) */
+    if (!h->jfif) {
+        if (h->adobe && h->adobe_transform == 0) return 0;   /* RGB */
+        if (!h->adobe && h->id[0] == 'R' && h->id[1] == 'G' && h->id[2] == 'B') return 0;
+    }
+    int mh = h->hs[0], mv = h->vs[0];
+    for (int c = 1; c < 3; c++) {
+        if (h->hs[c] > mh) mh = h->hs[c];
+        if (h->vs[c] > mv) mv = h->vs[c];
+    }
+    if (h->hs[0] != mh || h->vs[0] != mv) return 0;          /* luma must be the full-size component */
+    if (h->hs[1] != h->hs[2] || h->vs[1] != h->vs[2]) return 0;
+    int fh = mh / h->hs[1], fv = mv / h->vs[1];
+    if (fh * h->hs[1] != mh || fv * h->vs[1] != mv) return 0;
+    if (fh > 2 || fv > 2) return 0;
+    /* jdsample.c: h2v1 / h2v2 fancy upsampling only for chroma wider than 2 */
+    int cw = (int)(((long long)h->w * h->hs[1] + mh - 1) / mh);
+    if (fh == 2 && cw <= 2) return 0;
+    return 1;
+}
+
 /* Decode (a region of) a JPEG into pix. fn NULL = whole image, no scaling. */
 static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int want_c,
                        ImageCropFn fn, void *ctx, unsigned scales, ImageBuf *pix,

@@ -59,6 +59,34 @@ int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want
 int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h,
                    char *err, size_t errlen);
 
+/* What a JPEG's markers say, up to the first scan (the header as libjpeg
+ * reads it, without decoding anything). */
+typedef struct {
+    int w, h;                /* frame size (SOF) */
+    int ncomp;               /* components (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK) */
+    int id[4], hs[4], vs[4]; /* component ids and sampling factors (first 4) */
+    int precision;           /* sample bits (8 or 12) */
+    int sof;                 /* the frame marker: 0xC0 baseline, 0xC1 extended, 0xC2 progressive, ... */
+    int jfif;                /* a JFIF APP0 libjpeg would accept */
+    int adobe, adobe_transform;  /* an Adobe APP14 and its transform flag */
+    int has_eoi;             /* an end-of-image marker near the end */
+} JpegHeader;
+
+/* Parse the markers up to the first SOS. 0 when a frame header was found,
+ * -1 when the data is not a JPEG or its markers are broken before SOS. */
+int image_jpeg_header(const uint8_t *data, size_t len, JpegHeader *h);
+
+/* 1 when libjpeg would decode this JPEG with no colour conversion other than
+ * YCbCr -> RGB (or none, gray), with full-size, h2v1, h2v2 or h1v2 fancy
+ * chroma upsampling: 8-bit Huffman (baseline, extended or progressive), 1
+ * component, or 3 components read as YCbCr (JFIF, Adobe transform 1, or no
+ * marker and ids other than R G B) whose chroma are both subsampled the same
+ * way by 1 or 2 each way, chroma wider than 2 samples where subsampled
+ * horizontally. These are what the GPU pipeline reproduces; anything else
+ * (CMYK/YCCK, RGB JPEGs, 4:1:1, 12-bit, arithmetic coding, lossless) goes
+ * through libjpeg. */
+int image_jpeg_gpu_compatible(const JpegHeader *h);
+
 typedef struct { int x, y, w, h; } ImageRect;
 
 /* Chooses the region to decode once the header is known: given the full

@@ -19,6 +19,8 @@
 
 #include <omp.h>
 
+#include "clock.h"
+#include "image.h"
 #include "mixup.h"
 #include "rng.h"
 #include "transform_deit.h"
@@ -68,6 +70,28 @@ struct Loader {
     int *status;            /* local_bs */
     uint8_t *bad;           /* n: 1 = known unreadable (already reported) */
     int bad_count;
+    /* GPU decoding (loader_use_gpu): per batch slot k the file (3 sets, one
+     * per batch in turn: nvJPEG may read a batch's files until the second
+     * decode after it), the CPU-decoded rectangle of a fallback, the erasing
+     * noise, the drawn parameters and the GPU record */
+    GpuImages *gpu;
+    int gpu_device, gpu_threads, gpu_nslots;
+    ImageBuf *gfile[3];
+    ImageBuf *gfile_redo;
+    ImageBuf *gpix;
+    int *labels_tmp;
+    uint8_t *gnoise;
+    DeitTrainParams *gparams;
+    GpuSample *gs, *gsv;     /* per slot; compacted for the call */
+    int *gmap;               /* compacted index -> slot */
+    int *gredo;              /* slot must be decoded on the CPU */
+    int gset;                /* file set of the current batch */
+    int gset_used;           /* ... handed to gpu_images_decode */
+    Batch *gsync[2];         /* batches of the unprefetched path */
+    int gsync_next;
+    int dev_out_slot;        /* GPU slot handed out by loader_next_device (-1: none) */
+    long long n_gpu, n_not_jpeg, n_unsupported, n_refused, n_failed, n_budget, n_samples;
+    double wait_s, produce_s;
     char err[1024];
 };
 
@@ -189,6 +213,256 @@ static int load_slot(Loader *l, int k, int pos, uint8_t *out, int *label) {
     set_loader_err(l, "no readable sample in the dataset (%d tried); last: %s", msg[0] ? msg : "-",
                    l->n);
     return SLOT_FAILED;
+}
+
+static void write_targets(const Loader *l, Batch *b);
+
+/* ---- one sample, GPU decoding ---- */
+
+typedef struct { ImageRect r; } RectCtx;
+
+static void rect_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
+    (void)w;
+    (void)h;
+    *crop = ((RectCtx *)ctx)->r;
+    *min_w = *min_h = 0;   /* full resolution, as the GPU resamples */
+}
+
+enum { FB_NONE, FB_NOT_JPEG, FB_UNSUPPORTED, FB_REFUSED, FB_FAILED, FB_BUDGET };
+
+/* Read dataset sample idx into slot k, draw its parameters (rng NULL:
+ * evaluation) and make its GPU record: the JPEG itself when the GPU path
+ * reproduces it and nvJPEG takes it (unless cpu_reason says otherwise), else
+ * its source rectangle decoded here. 0, or -1 with "path: reason". */
+static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *label, char *msg, size_t msglen) {
+    const char *path = dataset_file_path(l->ds, idx);
+    int lab = l->ds->label(l->ds, idx);
+    msg[0] = '\0';
+    if (lab < 0 || lab >= l->cfg.num_classes) {
+        set_err(msg, msglen, "%s: label %d out of range (%d classes)", path, lab, l->cfg.num_classes);
+        return -1;
+    }
+    /* a redo reads into its own buffer: the first read may still be nvJPEG's */
+    ImageBuf *fb = cpu_reason ? &l->gfile_redo[k] : &l->gfile[l->gset][k];
+    long long n = image_read_file(path, fb, msg, msglen);
+    if (n < 0) return -1;
+    JpegHeader hd;
+    int jpeg = n > 0 && image_jpeg_header(fb->p, (size_t)n, &hd) == 0;
+    int reason = cpu_reason;
+    if (!reason) reason = !jpeg ? FB_NOT_JPEG : !image_jpeg_gpu_compatible(&hd) ? FB_UNSUPPORTED : FB_NONE;
+    int w, h;
+    if (jpeg) {
+        w = hd.w;
+        h = hd.h;
+    } else if (image_info_mem(fb->p, (size_t)n, path, &w, &h, msg, msglen)) {
+        return -1;
+    }
+    GpuSample *s = &l->gs[k];
+    memset(s, 0, sizeof *s);
+    if (rng) {
+        DeitTrainParams *p = &l->gparams[k];
+        deit_train_draw(l->deit, w, h, rng, p);
+        deit_gpu_train_sample(l->deit, p, l->gnoise + (size_t)k * l->out_bytes, s);
+    } else {
+        deit_gpu_eval_sample(l->deit, w, h, s);
+    }
+    if (reason == FB_NONE) {
+        s->src = GPU_SRC_JPEG;
+        s->data = fb->p;
+        s->len = (size_t)n;
+        s->ncomp = hd.ncomp;
+        for (int c = 0; c < 3; c++) {
+            s->hs[c] = hd.hs[c];
+            s->vs[c] = hd.vs[c];
+        }
+        if (gpu_images_probe(l->gpu, omp_get_thread_num(), s)) {
+            *label = lab;
+            return 0;
+        }
+        reason = FB_REFUSED;
+    }
+    /* the CPU decoder: libjpeg-turbo / libpng, exactly the CPU pipeline's
+     * decode (its errors are the CPU pipeline's bad files) */
+    RectCtx rc = {{s->rx, s->ry, s->rw, s->rh}};
+    ImageRegion reg;
+    if (image_decode_region(fb->p, (size_t)n, path, l->cfg.channels, rect_crop_fn, &rc, 0, &l->gpix[k], &reg, msg,
+                            msglen))
+        return -1;
+    if (reg.full_w != w || reg.full_h != h || reg.crop.x != s->rx || reg.crop.y != s->ry || reg.im.w != s->rw ||
+        reg.im.h != s->rh) {
+        set_err(msg, msglen, "%s: the decoder's image (%d x %d) is not the header's (%d x %d)", path, reg.full_w,
+                reg.full_h, w, h);
+        return -1;
+    }
+    s->src = GPU_SRC_PIXELS;
+    s->px = reg.im.px;
+    s->stride = reg.stride;
+    long long *ctr = reason == FB_NOT_JPEG ? &l->n_not_jpeg : reason == FB_UNSUPPORTED ? &l->n_unsupported
+                   : reason == FB_REFUSED ? &l->n_refused : reason == FB_FAILED ? &l->n_failed : &l->n_budget;
+#pragma omp atomic update
+    (*ctr)++;
+    *label = lab;
+    return 0;
+}
+
+/* load_slot for GPU decoding: the same positions, substitutions and streams. */
+static int gpu_load_slot(Loader *l, int k, int pos, int cpu_reason, int *label) {
+    char msg[SAMPLE_ERR];
+    if (!l->train) {
+        if (is_bad(l, pos)) return SLOT_SKIPPED;
+        if (gpu_fetch(l, k, pos, NULL, cpu_reason, label, msg, sizeof msg) == 0) return SLOT_OK;
+        mark_bad(l, pos, msg);
+        return SLOT_SKIPPED;
+    }
+    int tries = 0;
+    msg[0] = '\0';
+    for (int a = 0; a < l->plen; a++) {
+        int idx = l->perm[(pos + a) % l->plen];
+        if (is_bad(l, idx)) continue;
+        Rng rng = sample_rng(l, pos);
+        if (gpu_fetch(l, k, idx, &rng, cpu_reason, label, msg, sizeof msg) == 0) return SLOT_OK;
+        mark_bad(l, idx, msg);
+        if (++tries >= MAX_SUBSTITUTES) {
+            set_loader_err(l, "%d samples in a row could not be loaded; last: %s", msg, tries);
+            return SLOT_FAILED;
+        }
+    }
+    set_loader_err(l, "no readable sample in the dataset (%d tried); last: %s", msg[0] ? msg : "-", l->n);
+    return SLOT_FAILED;
+}
+
+/* Device bytes of a JPEG sample's planes. */
+static double gpu_plane_bytes(const GpuSample *s) {
+    double px = (double)s->img_w * s->img_h;
+    if (s->ncomp != 3) return px;
+    int mh = s->hs[0], mv = s->vs[0];
+    return px * (1.0 + 2.0 / ((double)(mh / s->hs[1]) * (mv / s->vs[1])));
+}
+
+#define GPU_PLANE_BUDGET (2.0 * 1024 * 1024 * 1024)   /* decoded planes per batch */
+
+/* Redo the flagged slots on the CPU (parallel). Returns 1 when one failed for good. */
+static int gpu_redo(Loader *l, int first, int m) {
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
+    for (int k = 0; k < m; k++) {
+        if (!l->gredo[k]) continue;
+        l->status[k] = gpu_load_slot(l, k, first + k * l->world, l->gredo[k], &l->labels_tmp[k]);
+        failed |= l->status[k] == SLOT_FAILED;
+    }
+    return failed;
+}
+
+/* produce() when decoding on the GPU: the batch lands in GPU slot gslot. */
+static int produce_gpu(Loader *l, Batch *out, int gslot) {
+    char e2[512];
+    while (l->next_batch < l->nb) {
+        const int b = l->next_batch++;
+        const int first = b * l->global_bs + l->rank;
+        int m = l->local_bs;
+        if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
+        l->err[0] = '\0';
+        /* a new file set for each decode call (gpu_images_decode: the data
+         * stays untouched until the second decode after it has returned) */
+        if (l->gset_used) {
+            l->gset = (l->gset + 1) % 3;
+            l->gset_used = 0;
+        }
+        int failed = 0;
+        /* 1. files, headers, draws, records (CPU decode where the GPU cannot) */
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
+        for (int k = 0; k < m; k++) {
+            l->gredo[k] = 0;
+            l->status[k] = gpu_load_slot(l, k, first + k * l->world, FB_NONE, &l->labels_tmp[k]);
+            failed |= l->status[k] == SLOT_FAILED;
+        }
+        if (failed) return -1;
+        /* 2. the planes must fit the budget: the largest go to the CPU */
+        for (;;) {
+            double tot = 0, big = 0;
+            int kb = -1;
+            for (int k = 0; k < m; k++) {
+                if (l->status[k] != SLOT_OK || l->gs[k].src != GPU_SRC_JPEG) continue;
+                double v = gpu_plane_bytes(&l->gs[k]);
+                tot += v;
+                if (v > big) {
+                    big = v;
+                    kb = k;
+                }
+            }
+            if (tot <= GPU_PLANE_BUDGET || kb < 0) break;
+            l->gredo[kb] = FB_BUDGET;
+            l->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
+        }
+        if (gpu_redo(l, first, m)) return -1;
+        /* 3. compact (evaluation skips unreadable samples), decode */
+        int n = 0;
+        for (int k = 0; k < m; k++) {
+            l->gredo[k] = 0;
+            if (l->status[k] != SLOT_OK) continue;
+            l->gsv[n] = l->gs[k];
+            l->gmap[n++] = k;
+        }
+        if (n == 0) continue;
+        l->gset_used = 1;
+        if (gpu_images_decode(l->gpu, l->gsv, n, e2, sizeof e2)) {
+            set_err(l->err, sizeof l->err, "GPU decoding: %s", e2);
+            return -1;
+        }
+        /* 4. what nvJPEG failed on goes through the CPU decoder */
+        int nfail = 0;
+        for (int j = 0; j < n; j++)
+            if (l->gsv[j].src == GPU_SRC_JPEG && l->gsv[j].status != GPU_SAMPLE_OK) {
+                l->gredo[l->gmap[j]] = FB_FAILED;
+                nfail++;
+            }
+        if (nfail) {
+            if (gpu_redo(l, first, m)) return -1;
+            int j2 = 0;
+            for (int j = 0; j < n; j++) {
+                int k = l->gmap[j];
+                if (l->gredo[k]) {
+                    l->gredo[k] = 0;
+                    if (l->status[k] != SLOT_OK) continue;   /* evaluation: unreadable after all */
+                    l->gsv[j] = l->gs[k];
+                }
+                l->gsv[j2] = l->gsv[j];
+                l->gmap[j2++] = k;
+            }
+            n = j2;
+            if (n == 0) continue;
+        }
+        for (int j = 0; j < n; j++) out->labels[j] = l->labels_tmp[l->gmap[j]];
+        out->n = n;
+        /* 5. Mixup / CutMix parameters and targets on the host, pixels on the GPU */
+        GpuMix mix;
+        memset(&mix, 0, sizeof mix);
+        if (l->mix_on) {
+            Rng r = rng_stream(l->cfg.seed ^ MIXUP_SALT,
+                               ((uint64_t)(int64_t)l->epoch * (uint64_t)l->nb + (uint64_t)b) * (uint64_t)l->world +
+                                   (uint64_t)l->rank);
+            MixupResult res = mixup_sample(&l->mix, l->cfg.image_size, l->cfg.image_size, &r);
+            mix.on = res.lam < 1.0;
+            mix.cutmix = res.cutmix;
+            mix.lam = (float)res.lam;
+            mix.yl = res.yl;
+            mix.yh = res.yh;
+            mix.xl = res.xl;
+            mix.xh = res.xh;
+            mixup_targets(&l->mix, out->labels, n, res.lam, out->targets);
+        } else {
+            write_targets(l, out);
+        }
+        if (gpu_images_transform(l->gpu, l->gsv, n, &mix, gslot, e2, sizeof e2)) {
+            set_err(l->err, sizeof l->err, "GPU transform: %s", e2);
+            return -1;
+        }
+        out->dev_images = gpu_images_slot(l->gpu, gslot);
+        out->images = NULL;
+        for (int j = 0; j < n; j++) l->n_gpu += l->gsv[j].src == GPU_SRC_JPEG;
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- the loader ---- */
@@ -352,9 +626,25 @@ static void write_targets(const Loader *l, Batch *b) {
     }
 }
 
+static int produce_gpu(Loader *l, Batch *out, int gslot);
+
 /* Build the next batch of the epoch into out (the synchronous path; the
  * prefetch thread calls it too). 1 = batch, 0 = end of epoch, -1 = error. */
-static int produce(Loader *l, Batch *out) {
+static int produce_cpu(Loader *l, Batch *out);
+static int produce(Loader *l, Batch *out, int gslot) {
+    if (!out || out->cap < l->local_bs || out->num_classes != l->cfg.num_classes) {
+        set_err(l->err, sizeof l->err,
+                "loader: batch has room for %d samples of %d classes, need %d of %d",
+                out ? out->cap : 0, out ? out->num_classes : 0, l->local_bs, l->cfg.num_classes);
+        return -1;
+    }
+    double t0 = now_seconds();
+    int rc = l->gpu ? produce_gpu(l, out, gslot) : produce_cpu(l, out);
+    l->produce_s += now_seconds() - t0;
+    return rc;
+}
+
+static int produce_cpu(Loader *l, Batch *out) {
     if (!out || out->cap < l->local_bs || out->num_classes != l->cfg.num_classes) {
         set_err(l->err, sizeof l->err,
                 "loader: batch has room for %d samples of %d classes, need %d of %d",
@@ -413,12 +703,12 @@ static Batch *ring_batch_alloc(Loader *l) {
     Batch *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     size_t img = (size_t)l->cfg.channels * l->cfg.image_size * l->cfg.image_size * l->local_bs;
-    b->images = l->host_alloc ? l->host_alloc(img) : malloc(img);
+    if (!l->gpu) b->images = l->host_alloc ? l->host_alloc(img) : malloc(img);   /* GPU: dev_images */
     b->labels = calloc((size_t)l->local_bs, sizeof *b->labels);
     b->targets = calloc((size_t)l->local_bs * l->cfg.num_classes, sizeof *b->targets);
     b->cap = l->local_bs;
     b->num_classes = l->cfg.num_classes;
-    if (!b->images || !b->labels || !b->targets) {
+    if ((!b->images && !l->gpu) || !b->labels || !b->targets) {
         if (b->images) (l->host_free ? l->host_free : free)(b->images);
         free(b->labels);
         free(b->targets);
@@ -445,7 +735,7 @@ static void *producer_main(void *arg) {
         int slot = (l->head + l->filled) % l->depth;
         l->producing = 1;
         pthread_mutex_unlock(&l->mu);
-        int rc = produce(l, l->ring[slot]);
+        int rc = produce(l, l->ring[slot], slot);
         pthread_mutex_lock(&l->mu);
         l->producing = 0;
         l->ring_status[slot] = rc;
@@ -483,8 +773,11 @@ void loader_set_host_allocator(Loader *l, void *(*alloc)(size_t), void (*release
     l->host_free = release;
 }
 
+static int gpu_create(Loader *l, int slots, char *err, size_t errlen);
+
 int loader_start_prefetch(Loader *l, int depth, char *err, size_t errlen) {
     if (l->depth > 0 || depth <= 0) return 0;
+    if (l->gpu && depth > l->gpu_nslots && gpu_create(l, depth, err, errlen)) return -1;
     l->ring = calloc((size_t)depth, sizeof *l->ring);
     l->ring_status = calloc((size_t)depth, sizeof *l->ring_status);
     if (!l->ring || !l->ring_status) goto oom;
@@ -538,22 +831,54 @@ static void copy_batch(Batch *dst, const Batch *src, size_t img_bytes, int K) {
     dst->n = src->n;
 }
 
+/* GPU decoding: the images of a produced batch into host memory. */
+static void gpu_copy_out(Loader *l, Batch *out, const Batch *src, int gslot) {
+    gpu_images_download(l->gpu, gslot, out->images, l->out_bytes * src->n);
+    if (out != src) {
+        memcpy(out->labels, src->labels, sizeof *src->labels * src->n);
+        memcpy(out->targets, src->targets, sizeof *src->targets * src->n * l->cfg.num_classes);
+        out->n = src->n;
+    }
+    out->dev_images = NULL;
+}
+
 int loader_next(Loader *l, Batch *out) {
-    if (l->depth <= 0) return produce(l, out);
-    if (!out || out->cap < l->local_bs || out->num_classes != l->cfg.num_classes) {
+    if (!out || out->cap < l->local_bs || out->num_classes != l->cfg.num_classes || !out->images) {
         set_err(l->err, sizeof l->err, "loader: batch has room for %d samples of %d classes, need %d of %d",
                 out ? out->cap : 0, out ? out->num_classes : 0, l->local_bs, l->cfg.num_classes);
         return -1;
     }
+    double t0 = now_seconds();
+    if (l->depth <= 0) {
+        if (!l->gpu) {
+            int rc = produce(l, out, 0);
+            l->wait_s += now_seconds() - t0;
+            if (rc == 1) l->n_samples += out->n;
+            return rc;
+        }
+        /* GPU, unprefetched: build in a slot, copy down */
+        uint8_t *keep = out->images;
+        int rc = produce(l, out, 0);
+        out->images = keep;
+        if (rc == 1) {
+            gpu_copy_out(l, out, out, 0);
+            l->n_samples += out->n;
+        }
+        l->wait_s += now_seconds() - t0;
+        return rc;
+    }
     pthread_mutex_lock(&l->mu);
     int st = wait_head(l);
     if (st == 1) {
-        copy_batch(out, l->ring[l->head], l->out_bytes, l->cfg.num_classes);
+        if (l->gpu) gpu_copy_out(l, out, l->ring[l->head], l->head);
+        else copy_batch(out, l->ring[l->head], l->out_bytes, l->cfg.num_classes);
+        l->n_samples += out->n;
         l->head = (l->head + 1) % l->depth;
         l->filled--;
         pthread_cond_broadcast(&l->cv_prod);
     }
     pthread_mutex_unlock(&l->mu);
+    l->wait_s += now_seconds() - t0;
     return st;
 }
 
@@ -563,14 +888,207 @@ int loader_next_ref(Loader *l, const Batch **out) {
         set_err(l->err, sizeof l->err, "loader: loader_next_ref needs loader_start_prefetch");
         return -1;
     }
+    double t0 = now_seconds();
     pthread_mutex_lock(&l->mu);
     int st = wait_head(l);
     if (st == 1) {
         *out = l->ring[l->head];
         l->outstanding = 1;
+        l->n_samples += (*out)->n;
     }
     pthread_mutex_unlock(&l->mu);
+    l->wait_s += now_seconds() - t0;
     return st;
+}
+
+/* ---- GPU decoding: setup, the device-side hand-out, statistics ---- */
+
+static void gpu_release_buffers(Loader *l) {
+    for (int s = 0; s < 3; s++) {
+        for (int k = 0; l->gfile[s] && k < l->local_bs; k++) image_buf_free(&l->gfile[s][k]);
+        free(l->gfile[s]);
+        l->gfile[s] = NULL;
+    }
+    for (int k = 0; l->gfile_redo && k < l->local_bs; k++) image_buf_free(&l->gfile_redo[k]);
+    for (int k = 0; l->gpix && k < l->local_bs; k++) image_buf_free(&l->gpix[k]);
+    free(l->gfile_redo);
+    free(l->gpix);
+    free(l->gnoise);
+    free(l->gparams);
+    free(l->gs);
+    free(l->gsv);
+    free(l->gmap);
+    free(l->gredo);
+    free(l->labels_tmp);
+    l->gfile_redo = l->gpix = NULL;
+    l->gnoise = NULL;
+    l->gparams = NULL;
+    l->gs = l->gsv = NULL;
+    l->gmap = l->gredo = l->labels_tmp = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (l->gsync[i]) {
+            free(l->gsync[i]->labels);
+            free(l->gsync[i]->targets);
+            free(l->gsync[i]);
+        }
+        l->gsync[i] = NULL;
+    }
+}
+
+/* (Re)create the GPU pipeline with `slots` output slots. */
+static int gpu_create(Loader *l, int slots, char *err, size_t errlen) {
+    if (slots < 2) slots = 2;
+    GpuImagesConfig gc;
+    memset(&gc, 0, sizeof gc);
+    gc.max_batch = l->local_bs;
+    gc.size = l->cfg.image_size;
+    gc.channels = l->cfg.channels;
+    gc.backend = GPU_JPEG_AUTO;
+    gc.threads = l->gpu_threads;
+    gc.slots = slots;
+    char e2[512];
+    GpuImages *g = gpu_images_create(l->gpu_device, &gc, e2, sizeof e2);
+    if (!g) {
+        set_err(err, errlen, "data.decode = %s: %s", l->cfg.decode, e2);
+        return -1;
+    }
+    gpu_images_destroy(l->gpu);
+    l->gpu = g;
+    l->gpu_nslots = slots;
+    return 0;
+}
+
+int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, size_t errlen) {
+    const char *d = l->cfg.decode;
+    int want_gpu = strcmp(d, "gpu") == 0, is_auto = !d[0] || strcmp(d, "auto") == 0;
+    if (!want_gpu && !is_auto) {
+        if (strcmp(d, "cpu") != 0) {
+            set_err(err, errlen, "data.decode = '%s': expected cpu, gpu or auto", d);
+            return -1;
+        }
+        return 0;
+    }
+    int cuda = backend_name && strcmp(backend_name, "cuda") == 0;
+    if (!l->deit) {   /* Fashion-MNIST, CIFAR: small fixed-size images, no JPEGs */
+        if (want_gpu) {
+            set_err(err, errlen, "data.decode = gpu: the dataset is not a directory of image files "
+                    "(JPEG decoding on the GPU needs ImageFolder or ImageNet val)");
+            return -1;
+        }
+        return 0;
+    }
+    if (!cuda) {
+        if (want_gpu) {
+            set_err(err, errlen, "data.decode = gpu needs the CUDA backend (--device cuda); this run is on '%s'",
+                    backend_name ? backend_name : "?");
+            return -1;
+        }
+        return 0;
+    }
+    if (l->depth > 0) {
+        set_err(err, errlen, "loader_use_gpu: call it before loader_start_prefetch");
+        return -1;
+    }
+    if (is_auto && !gpu_images_available()) return 0;
+    l->gpu_device = device;
+    l->gpu_threads = l->ndscratch;
+    char e2[600];
+    if (gpu_create(l, 2, e2, sizeof e2)) {
+        if (is_auto) {
+            fprintf(stderr, "hgrn: data.decode = auto: decoding on the CPU (%s)\n", e2);
+            return 0;
+        }
+        set_err(err, errlen, "%s", e2);
+        return -1;
+    }
+    int m = l->local_bs;
+    for (int s2 = 0; s2 < 3; s2++) l->gfile[s2] = calloc((size_t)m, sizeof(ImageBuf));
+    l->gfile_redo = calloc((size_t)m, sizeof(ImageBuf));
+    l->gpix = calloc((size_t)m, sizeof(ImageBuf));
+    l->gnoise = malloc((size_t)m * l->out_bytes);
+    l->gparams = malloc((size_t)m * sizeof *l->gparams);
+    l->gs = calloc((size_t)m, sizeof *l->gs);
+    l->gsv = calloc((size_t)m, sizeof *l->gsv);
+    l->gmap = calloc((size_t)m, sizeof *l->gmap);
+    l->gredo = calloc((size_t)m, sizeof *l->gredo);
+    l->labels_tmp = calloc((size_t)m, sizeof *l->labels_tmp);
+    for (int i = 0; i < 2; i++) {
+        Batch *b = calloc(1, sizeof *b);
+        if (b) {
+            b->labels = calloc((size_t)m, sizeof *b->labels);
+            b->targets = calloc((size_t)m * l->cfg.num_classes, sizeof *b->targets);
+            b->cap = m;
+            b->num_classes = l->cfg.num_classes;
+        }
+        l->gsync[i] = b;
+    }
+    int oom = !l->gfile[0] || !l->gfile[1] || !l->gfile[2] || !l->gfile_redo || !l->gpix || !l->gnoise ||
+              !l->gparams || !l->gs || !l->gsv || !l->gmap || !l->gredo || !l->labels_tmp;
+    for (int i = 0; i < 2; i++) oom |= !l->gsync[i] || !l->gsync[i]->labels || !l->gsync[i]->targets;
+    if (oom) {
+        gpu_release_buffers(l);
+        gpu_images_destroy(l->gpu);
+        l->gpu = NULL;
+        set_err(err, errlen, "loader: out of memory for GPU decoding buffers");
+        return -1;
+    }
+    l->dev_out_slot = -1;
+    return 1;
+}
+
+int loader_gpu(const Loader *l) { return l->gpu != NULL; }
+
+int loader_next_device(Loader *l, const Batch **out, void *stream) {
+    *out = NULL;
+    if (!l->gpu) {
+        set_err(l->err, sizeof l->err, "loader: loader_next_device needs GPU decoding (loader_use_gpu)");
+        return -1;
+    }
+    /* the previous batch: read by the work queued on stream so far */
+    if (l->dev_out_slot >= 0) gpu_images_slot_release(l->gpu, l->dev_out_slot, stream);
+    l->dev_out_slot = -1;
+    int rc, slot;
+    if (l->depth > 0) {
+        const Batch *b = NULL;
+        rc = loader_next_ref(l, &b);
+        if (rc != 1) return rc;
+        slot = -1;
+        for (int i = 0; i < l->depth; i++)
+            if (l->ring[i] == b) slot = i;
+        *out = b;
+    } else {
+        double t0 = now_seconds();
+        slot = l->gsync_next;
+        l->gsync_next ^= 1;
+        rc = produce(l, l->gsync[slot], slot);
+        l->wait_s += now_seconds() - t0;
+        if (rc != 1) return rc;
+        *out = l->gsync[slot];
+        l->n_samples += (*out)->n;
+    }
+    gpu_images_slot_acquire(l->gpu, slot, stream);
+    l->dev_out_slot = slot;
+    return 1;
+}
+
+void loader_stats(Loader *l, LoaderStats *st) {
+    memset(st, 0, sizeof *st);
+    st->gpu = l->gpu != NULL;
+    st->gpu_backend = l->gpu ? gpu_images_backend(l->gpu) : NULL;
+    st->samples = l->n_samples;
+    st->gpu_decoded = l->n_gpu;
+    st->cpu_not_jpeg = l->n_not_jpeg;
+    st->cpu_unsupported = l->n_unsupported;
+    st->cpu_nvjpeg_refused = l->n_refused;
+    st->cpu_nvjpeg_failed = l->n_failed;
+    st->cpu_budget = l->n_budget;
+    st->bad_samples = l->bad_count;
+    st->wait_s = l->wait_s;
+    st->produce_s = l->produce_s;
+    if (l->gpu) {
+        gpu_images_stats(l->gpu, &st->gpu_stats);
+        st->device_stall_s = st->gpu_stats.consumer_stall_s;
+    }
 }
 
 void loader_destroy(Loader *l) {
@@ -587,6 +1105,10 @@ void loader_destroy(Loader *l) {
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->cv_prod);
         pthread_cond_destroy(&l->cv_cons);
+    }
+    if (l->gpu) {
+        gpu_release_buffers(l);
+        gpu_images_destroy(l->gpu);
     }
     free(l->scratch);
     free(l->status);

@@ -35,9 +35,12 @@
 
 #include "config.h"
 #include "dataset.h"
+#include "gpu_images.h"
 
 typedef struct {
-    uint8_t *images;   /* cap * C * S * S uint8, CHW per sample, S = cfg->image_size, C = cfg->channels */
+    uint8_t *images;   /* cap * C * S * S uint8, CHW per sample, S = cfg->image_size, C = cfg->channels
+                        * (NULL in batches handed out by reference when the loader decodes on the GPU) */
+    const uint8_t *dev_images;  /* GPU decoding: the same images in device memory (see loader_next_device); NULL otherwise */
     int *labels;       /* cap */
     float *targets;    /* cap * num_classes soft targets: (1 - s) * onehot + s / K */
     int n;             /* samples in this batch (== batch size except possibly the last eval batch) */
@@ -107,5 +110,69 @@ void loader_set_host_allocator(Loader *l, void *(*alloc)(size_t), void (*release
  * ring and stays valid until the next loader_next / loader_next_ref /
  * loader_set_epoch call. Same return values as loader_next. */
 int loader_next_ref(Loader *l, const Batch **out);
+
+/* ---- GPU decoding (data.decode = gpu | auto) ----
+ *
+ * loader_use_gpu decides where this loader decodes and augments: cfg->decode
+ * against the backend the model runs on. With "gpu" (or "auto" on a CUDA
+ * backend in an hgrn built with nvJPEG), JPEGs are decoded by nvJPEG and the
+ * DeiT transforms run as CUDA kernels (src/core/gpu_images.h); the worker
+ * threads only read files, parse headers and draw every random parameter with
+ * the CPU pipeline's own code (deit_train_draw: same stream, same crops, same
+ * ops), and decode on the CPU what nvJPEG cannot take (PNG, CMYK/YCCK, RGB
+ * JPEGs, 4:1:1, 12-bit, arithmetic-coded, truncated, progressive files on
+ * the hardware engines, anything nvJPEG fails on: counted in LoaderStats,
+ * never a blank image). Batches then carry dev_images, uint8 CHW on `device`,
+ * bit-identical to the CPU pipeline with dct_scales = 0 on the same decoded
+ * pixels (the GPU resamples crops from the full-resolution image; nvJPEG's
+ * IDCT differs from libjpeg's by its rounding).
+ *
+ * backend_name: the model's backend ("cpu" or "cuda"); device: its GPU.
+ * Call after loader_create and before loader_start_prefetch. Returns 1 (GPU
+ * decoding on), 0 (CPU decoding: cfg->decode is cpu, or auto without a CUDA
+ * backend / nvJPEG / a file-backed dataset), -1 with a message naming
+ * data.decode when "gpu" cannot be honoured. */
+int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, size_t errlen);
+
+/* 1 when the loader decodes on the GPU. */
+int loader_gpu(const Loader *l);
+
+/* The trainer's entry point with GPU decoding: the next batch by reference,
+ * its images in device memory (b->dev_images; b->images is NULL). stream is
+ * the consumer's CUDA stream (cudaStream_t; gpu_backend_stream(bk) gives the
+ * CUDA backend's): the call makes it wait for the batch on the device (the
+ * host only waits for the producer thread), and it releases the batch handed
+ * out by the previous call once the work queued on stream before this call
+ * has run, so queue every read of a batch before asking for the next one.
+ * stream NULL: the host waits until the batch is written, and the caller must
+ * have finished reading the previous batch (e.g. synchronised). Same return
+ * values as loader_next. Also works without prefetching (then it builds the
+ * batch in the call). */
+int loader_next_device(Loader *l, const Batch **out, void *stream);
+
+typedef struct {
+    int gpu;                          /* decoding on the GPU */
+    const char *gpu_backend;          /* "hardware" / "hybrid" (NULL on the CPU) */
+    long long samples;                /* samples handed to the consumer */
+    /* where samples were decoded (counted as batches are built, prefetched ones included) */
+    long long gpu_decoded;            /* decoded by nvJPEG */
+    long long cpu_not_jpeg;           /* decoded on the CPU: not a JPEG (PNG, also one named .JPEG) */
+    long long cpu_unsupported;        /* ... a JPEG the GPU path does not reproduce (CMYK/YCCK, RGB, 4:1:1,
+                                       * 12-bit, arithmetic, lossless, no end-of-image marker, too large) */
+    long long cpu_nvjpeg_refused;     /* ... nvJPEG's batched decoder would not take it (e.g. progressive
+                                       * files on the hardware engines) */
+    long long cpu_nvjpeg_failed;      /* ... nvJPEG failed on it */
+    long long cpu_budget;             /* ... its planes would not fit the batch's device memory budget */
+    int bad_samples;                  /* unreadable (loader_bad_samples) */
+    double wait_s;                    /* host seconds the consumer waited in loader_next* for a batch */
+    double device_stall_s;            /* device seconds consumer streams waited for batches (GPU) */
+    double produce_s;                 /* seconds spent building batches (wall, producer side) */
+    GpuImagesStats gpu_stats;         /* the GPU pipeline's own counters (zero on the CPU) */
+} LoaderStats;
+
+/* Counters since loader_create (the trainer differences them per interval:
+ * the fraction of a step spent waiting for data is (wait_s + device_stall_s)
+ * / step time). */
+void loader_stats(Loader *l, LoaderStats *st);
 
 #endif

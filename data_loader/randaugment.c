@@ -532,55 +532,87 @@ int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, con
     return 0;
 }
 
-static double negate(double v, Rng *r) { return rng_uniform(r) > 0.5 ? -v : v; }
+/* timm's _randomly_negate: the draw happens for every op that has a sign */
+static int draw_negate(Rng *r) { return rng_uniform(r) > 0.5; }
 
-void randaugment_op(const RandAugment *ra, int op, double m, uint8_t *img, int w, int h, int c,
-                    uint8_t *tmp, Rng *r) {
-    const double denom = 10.0;
-    uint8_t lut[256];
+static int op_has_sign(int op) {
+    return op == RA_COLOR_INC || op == RA_CONTRAST_INC || op == RA_BRIGHTNESS_INC || op == RA_SHARPNESS_INC ||
+           op == RA_ROTATE || op == RA_SHEAR_X || op == RA_SHEAR_Y || op == RA_TRANSLATE_X_REL ||
+           op == RA_TRANSLATE_Y_REL;
+}
+
+static int op_is_geometric(int op) {
+    return op == RA_ROTATE || op == RA_SHEAR_X || op == RA_SHEAR_Y || op == RA_TRANSLATE_X_REL ||
+           op == RA_TRANSLATE_Y_REL;
+}
+
+/* The draws of one op at magnitude m (its sign, then the interpolation). */
+static void draw_op(const RandAugment *ra, int op, double m, Rng *r, RaOpDraw *d) {
+    d->op = op;
+    d->magnitude = m;
+    d->negated = op_has_sign(op) ? draw_negate(r) : 0;
+    d->bicubic = ra->interp == RA_INTERP_BICUBIC;
+    if (op_is_geometric(op) && ra->interp == RA_INTERP_RANDOM)
+        d->bicubic = rng_int(r, 2);   /* random.choice((BILINEAR, BICUBIC)) */
+}
+
+void img_op_brightness(float f, ImgOp *out) {
+    memset(out, 0, sizeof *out);
+    out->kind = IMGOP_LUT;
+    for (int i = 0; i < 256; i++) out->lut[i] = blend1(0, i, f);
+}
+
+int randaugment_resolve(const RandAugment *ra, const RaOpDraw *d, int w, int h, ImgOp *out) {
+    const double denom = 10.0, m = d->magnitude;
+    int op = d->op;
+    memset(out, 0, sizeof *out);
     switch (op) {
-    case RA_AUTOCONTRAST: pil_autocontrast(img, w, h, c); return;
-    case RA_EQUALIZE: pil_equalize(img, w, h, c); return;
+    case RA_AUTOCONTRAST: out->kind = IMGOP_AUTOCONTRAST; return 1;
+    case RA_EQUALIZE: out->kind = IMGOP_EQUALIZE; return 1;
     case RA_INVERT:
-        for (int i = 0; i < 256; i++) lut[i] = (uint8_t)(255 - i);
-        lut_all(img, w, h, c, lut);
-        return;
+        out->kind = IMGOP_LUT;
+        for (int i = 0; i < 256; i++) out->lut[i] = (uint8_t)(255 - i);
+        return 1;
     case RA_POSTERIZE_INC: {
         int bits = 4 - (int)(m / denom * 4);
-        if (bits >= 8) return;
+        if (bits >= 8) return 0;
         if (bits < 0) bits = 0;
         int mask = ~((1 << (8 - bits)) - 1);
-        for (int i = 0; i < 256; i++) lut[i] = (uint8_t)(i & mask);
-        lut_all(img, w, h, c, lut);
-        return;
+        out->kind = IMGOP_LUT;
+        for (int i = 0; i < 256; i++) out->lut[i] = (uint8_t)(i & mask);
+        return 1;
     }
     case RA_SOLARIZE_INC: {
         int thresh = 256 - (int)(m / denom * 256);
-        for (int i = 0; i < 256; i++) lut[i] = (uint8_t)(i < thresh ? i : 255 - i);
-        lut_all(img, w, h, c, lut);
-        return;
+        out->kind = IMGOP_LUT;
+        for (int i = 0; i < 256; i++) out->lut[i] = (uint8_t)(i < thresh ? i : 255 - i);
+        return 1;
     }
     case RA_SOLARIZE_ADD: {
         int add = (int)(m / denom * 110);
-        for (int i = 0; i < 256; i++) lut[i] = (uint8_t)(i < 128 ? (i + add > 255 ? 255 : i + add) : i);
-        lut_all(img, w, h, c, lut);
-        return;
+        out->kind = IMGOP_LUT;
+        for (int i = 0; i < 256; i++) out->lut[i] = (uint8_t)(i < 128 ? (i + add > 255 ? 255 : i + add) : i);
+        return 1;
     }
     case RA_COLOR_INC: case RA_CONTRAST_INC: case RA_BRIGHTNESS_INC: case RA_SHARPNESS_INC: {
-        double f = 1.0 + negate(m / denom * 0.9, r);
+        double v = m / denom * 0.9;
+        double f = 1.0 + (d->negated ? -v : v);
         if (f < 0.1) f = 0.1;
-        if (op == RA_COLOR_INC) pil_color(img, w, h, c, (float)f);
-        else if (op == RA_CONTRAST_INC) pil_contrast(img, w, h, c, (float)f);
-        else if (op == RA_BRIGHTNESS_INC) pil_brightness(img, w, h, c, (float)f);
-        else pil_sharpness(img, w, h, c, (float)f, tmp);
-        return;
+        if (op == RA_BRIGHTNESS_INC) {
+            img_op_brightness((float)f, out);
+            return 1;
+        }
+        out->kind = op == RA_COLOR_INC ? IMGOP_COLOR : op == RA_CONTRAST_INC ? IMGOP_CONTRAST : IMGOP_SHARPNESS;
+        out->f = (float)f;
+        return 1;
     }
     default: break;
     }
     /* geometric ops */
     double mat[6] = {1, 0, 0, 0, 1, 0};
     if (op == RA_ROTATE) {
-        double deg = negate(m / denom * 30.0, r);
+        double v = m / denom * 30.0;
+        double deg = d->negated ? -v : v;
         double a = -deg * 3.14159265358979323846 / 180.0;
         double cs = cos(a), sn = sin(a);
         double cx = w / 2.0, cy = h / 2.0;
@@ -588,27 +620,61 @@ void randaugment_op(const RandAugment *ra, int op, double m, uint8_t *img, int w
         mat[2] = cs * -cx + sn * -cy + cx;
         mat[5] = -sn * -cx + cs * -cy + cy;
     } else if (op == RA_SHEAR_X) {
-        mat[1] = negate(m / denom * 0.3, r);
+        double v = m / denom * 0.3;
+        mat[1] = d->negated ? -v : v;
     } else if (op == RA_SHEAR_Y) {
-        mat[3] = negate(m / denom * 0.3, r);
+        double v = m / denom * 0.3;
+        mat[3] = d->negated ? -v : v;
     } else if (op == RA_TRANSLATE_X_REL) {
-        mat[2] = negate(m / denom * ra->translate_pct, r) * w;
+        double v = m / denom * ra->translate_pct;
+        mat[2] = (d->negated ? -v : v) * w;
     } else if (op == RA_TRANSLATE_Y_REL) {
-        mat[5] = negate(m / denom * ra->translate_pct, r) * h;
+        double v = m / denom * ra->translate_pct;
+        mat[5] = (d->negated ? -v : v) * h;
     } else {
-        return;
+        return 0;
     }
-    int bicubic = ra->interp == RA_INTERP_BICUBIC;
-    if (ra->interp == RA_INTERP_RANDOM) bicubic = rng_int(r, 2);   /* random.choice((BILINEAR, BICUBIC)) */
-    pil_affine(img, tmp, w, h, c, mat, bicubic, ra->fill, tmp + (size_t)w * h * c);
-    memcpy(img, tmp, (size_t)w * h * c);
+    out->kind = IMGOP_AFFINE;
+    memcpy(out->m, mat, sizeof mat);
+    out->bicubic = d->bicubic;
+    memcpy(out->fill, ra->fill, 3);
+    return 1;
+}
+
+static void img_op_apply(const ImgOp *o, uint8_t *img, int w, int h, int c, uint8_t *tmp) {
+    switch (o->kind) {
+    case IMGOP_LUT: lut_all(img, w, h, c, o->lut); return;
+    case IMGOP_AUTOCONTRAST: pil_autocontrast(img, w, h, c); return;
+    case IMGOP_EQUALIZE: pil_equalize(img, w, h, c); return;
+    case IMGOP_CONTRAST: pil_contrast(img, w, h, c, o->f); return;
+    case IMGOP_COLOR: pil_color(img, w, h, c, o->f); return;
+    case IMGOP_SHARPNESS: pil_sharpness(img, w, h, c, o->f, tmp); return;
+    case IMGOP_AFFINE:
+        pil_affine(img, tmp, w, h, c, o->m, o->bicubic, o->fill, tmp + (size_t)w * h * c);
+        memcpy(img, tmp, (size_t)w * h * c);
+        return;
+    default: return;
+    }
+}
+
+void img_ops_apply(const ImgOp *ops, int n, uint8_t *img, int w, int h, int c, uint8_t *tmp) {
+    for (int i = 0; i < n; i++) img_op_apply(&ops[i], img, w, h, c, tmp);
+}
+
+void randaugment_op(const RandAugment *ra, int op, double m, uint8_t *img, int w, int h, int c,
+                    uint8_t *tmp, Rng *r) {
+    RaOpDraw d;
+    ImgOp o;
+    draw_op(ra, op, m, r, &d);
+    if (randaugment_resolve(ra, &d, w, h, &o)) img_op_apply(&o, img, w, h, c, tmp);
 }
 
 size_t randaugment_scratch_size(int w, int h, int c) {
     return (size_t)w * h * c + pil_affine_work_size(w, h, c);
 }
 
-void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r) {
+void randaugment_draw(const RandAugment *ra, Rng *r, RaDraw *d) {
+    d->n = 0;
     if (!ra->enabled) return;
     int ops[16];
     int n = ra->num_layers > 16 ? 16 : ra->num_layers;
@@ -621,6 +687,15 @@ void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c,
         double ub = ra->magnitude_max > 0 ? ra->magnitude_max : 10.0;
         if (m < 0) m = 0;
         if (m > ub) m = ub;
-        randaugment_op(ra, ops[i], m, img, w, h, c, tmp, r);
+        draw_op(ra, ops[i], m, r, &d->op[d->n++]);
+    }
+}
+
+void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r) {
+    RaDraw d;
+    randaugment_draw(ra, r, &d);
+    for (int i = 0; i < d.n; i++) {
+        ImgOp o;
+        if (randaugment_resolve(ra, &d.op[i], w, h, &o)) img_op_apply(&o, img, w, h, c, tmp);
     }
 }

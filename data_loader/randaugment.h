@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "image_params.h"
 #include "rng.h"
 
 enum {
@@ -50,15 +51,47 @@ typedef struct {
 int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, const float mean[3],
                       char *err, size_t errlen);
 
-/* Scratch bytes that randaugment_apply / randaugment_op need for a w x h x c image. */
+/* Scratch bytes that randaugment_apply / randaugment_op / img_ops_apply need
+ * for a w x h x c image. */
 size_t randaugment_scratch_size(int w, int h, int c);
 
-/* Apply to img (w x h x c, c = 1 or 3, HWC). tmp: randaugment_scratch_size bytes. */
+/* Apply to img (w x h x c, c = 1 or 3, HWC). tmp: randaugment_scratch_size bytes.
+ * The same as randaugment_draw, randaugment_resolve of each drawn op, then
+ * img_ops_apply. */
 void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r);
 
 /* One op at a given magnitude (for tests); draws its random sign from r. */
 void randaugment_op(const RandAugment *ra, int op, double magnitude, uint8_t *img, int w, int h, int c,
                     uint8_t *tmp, Rng *r);
+
+/* ---- the random choices, separated from the pixels ----
+ * randaugment_draw makes exactly the Rng calls randaugment_apply makes, in the
+ * same order (the ops, then per layer: the probability draw, the magnitude,
+ * the op's sign, the interpolation when "random"), and records the layers
+ * that are applied. randaugment_resolve turns one of them into the ImgOp it
+ * applies to a w x h image (image_params.h): the numbers the CPU and the GPU
+ * pipelines both use. */
+typedef struct {
+    int op;             /* RA_* */
+    double magnitude;   /* clipped to [0, magnitude_max] */
+    int negated;        /* ops with a random sign: 1 when the draw negated the level */
+    int bicubic;        /* geometric ops: the interpolation in effect */
+} RaOpDraw;
+
+typedef struct {
+    int n;              /* layers applied (those that passed the probability draw) */
+    RaOpDraw op[16];
+} RaDraw;
+
+void randaugment_draw(const RandAugment *ra, Rng *r, RaDraw *d);
+/* The op for a w x h image; returns 0 when it leaves every pixel as it is
+ * (posterize to 8 bits: *out is then IMGOP_NONE), 1 otherwise. */
+int randaugment_resolve(const RandAugment *ra, const RaOpDraw *d, int w, int h, ImgOp *out);
+
+/* Apply resolved ops in order to img (w x h x c HWC), tmp as for randaugment_apply. */
+void img_ops_apply(const ImgOp *ops, int n, uint8_t *img, int w, int h, int c, uint8_t *tmp);
+/* The LUT op of ImageEnhance.Brightness(f). */
+void img_op_brightness(float f, ImgOp *out);
 
 /* ---- PIL primitives (exposed for colour jitter and tests) ---- */
 
@@ -79,6 +112,9 @@ typedef struct { float brightness, contrast, saturation; } ColorJitter;
 /* torchvision ColorJitter(b, c, s, hue=0): factors ~ U[max(0, 1-x), 1+x], ops
  * in a random permutation (4 draws for the permutation, then the factors). */
 void color_jitter_apply(const ColorJitter *cj, uint8_t *img, int w, int h, int c, Rng *r);
+/* Its draws (same calls, same order) resolved into at most 3 ops in the order
+ * they apply (brightness a LUT, contrast, colour); returns how many. */
+int color_jitter_draw(const ColorJitter *cj, Rng *r, ImgOp ops[3]);
 
 /* ---- random erasing (random_erasing.c) ---- */
 typedef struct {
@@ -96,5 +132,11 @@ int random_erasing_apply(const RandomErasing *re, uint8_t *chw, int w, int h, in
  * 0 when no erase (probability or 10 failed attempts). */
 int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top, int *left, int *eh,
                         int *ew);
+/* Fill the rectangle with noise drawn from r (what random_erasing_apply does
+ * after random_erasing_rect). */
+void random_erasing_fill(const RandomErasing *re, uint8_t *chw, int w, int h, int c, int top, int left,
+                         int eh, int ew, Rng *r);
+/* The same noise, c x eh x ew bytes (channel-major), without an image. */
+void random_erasing_noise(const RandomErasing *re, int c, int eh, int ew, Rng *r, uint8_t *out);
 
 #endif

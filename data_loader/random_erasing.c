@@ -61,10 +61,8 @@ int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top,
     return 0;
 }
 
-int random_erasing_apply(const RandomErasing *re, uint8_t *chw, int w, int h, int c, Rng *r) {
-    if (re->prob <= 0) return 0;
-    int top, left, eh, ew;
-    if (!random_erasing_rect(re, w, h, r, &top, &left, &eh, &ew)) return 0;
+void random_erasing_fill(const RandomErasing *re, uint8_t *chw, int w, int h, int c, int top, int left,
+                         int eh, int ew, Rng *r) {
     for (int k = 0; k < c; k++) {
         const uint8_t *t = re->table[k < 3 ? k : 0];
         for (int y = top; y < top + eh; y++) {
@@ -83,5 +81,17 @@ int random_erasing_apply(const RandomErasing *re, uint8_t *chw, int w, int h, in
             }
         }
     }
+}
+
+void random_erasing_noise(const RandomErasing *re, int c, int eh, int ew, Rng *r, uint8_t *out) {
+    /* the rectangle as a whole image of its own: same draws, same order */
+    random_erasing_fill(re, out, ew, eh, c, 0, 0, eh, ew, r);
+}
+
+int random_erasing_apply(const RandomErasing *re, uint8_t *chw, int w, int h, int c, Rng *r) {
+    if (re->prob <= 0) return 0;
+    int top, left, eh, ew;
+    if (!random_erasing_rect(re, w, h, r, &top, &left, &eh, &ew)) return 0;
+    random_erasing_fill(re, chw, w, h, c, top, left, eh, ew, r);
     return 1;
 }

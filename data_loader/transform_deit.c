@@ -96,14 +96,41 @@ static int scratch_reserve(DeitScratch *s, int S, int C) {
     return 0;
 }
 
+void deit_train_draw(const DeitTransform *t, int w, int h, Rng *r, DeitTrainParams *p) {
+    int S = t->size;
+    p->img_w = w;
+    p->img_h = h;
+    p->crop = rrc_sample(w, h, &t->rrc, r, NULL);
+    p->filter = t->filter;
+    if (p->filter < 0) p->filter = rng_int(r, 2) ? RESAMPLE_BICUBIC : RESAMPLE_BILINEAR;
+    p->flip = rng_uniformf(r) < t->hflip;
+    p->nops = 0;
+    if (t->ra.enabled) {
+        RaDraw d;
+        randaugment_draw(&t->ra, r, &d);
+        for (int i = 0; i < d.n && p->nops < IMG_MAX_OPS; i++)
+            if (randaugment_resolve(&t->ra, &d.op[i], S, S, &p->ops[p->nops])) p->nops++;
+    } else if (t->use_cj) {
+        p->nops = color_jitter_draw(&t->cj, r, p->ops);
+    }
+    p->erase = 0;
+    p->er_top = p->er_left = p->er_h = p->er_w = 0;
+    if (t->re && t->re->prob > 0)
+        p->erase = random_erasing_rect(t->re, S, S, r, &p->er_top, &p->er_left, &p->er_h, &p->er_w);
+    p->er_rng = *r;
+}
+
 typedef struct {
     const DeitTransform *t;
     Rng *r;
+    DeitTrainParams *p;
 } CropCtx;
 
+/* The header is read: draw everything for this image size, decode the crop. */
 static void train_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
     CropCtx *c = ctx;
-    *crop = rrc_sample(w, h, &c->t->rrc, c->r, NULL);
+    deit_train_draw(c->t, w, h, c->r, c->p);
+    *crop = c->p->crop;
     *min_w = c->t->dct_scales ? c->t->size : 0;
     *min_h = c->t->dct_scales ? c->t->size : 0;
 }
@@ -132,6 +159,33 @@ static void hflip_hwc(uint8_t *img, int w, int h, int c) {
     }
 }
 
+/* The resize into s->hwc (timed as "resize"). */
+static int train_resize(const DeitTransform *t, const DeitTrainParams *p, const ImageRegion *reg, DeitScratch *s) {
+    int S = t->size, C = t->channels;
+    return resize_u8(reg->im.px, reg->im.w, reg->im.h, C, reg->stride, reg->box, S, S, 0, 0, S, S, p->filter,
+                     s->hwc, &s->rs);
+}
+
+/* Everything after the resize: flip, ops, CHW, erasing (timed as "augment"). */
+static void train_augment(const DeitTransform *t, const DeitTrainParams *p, DeitScratch *s, uint8_t *out) {
+    int S = t->size, C = t->channels;
+    if (p->flip) hflip_hwc(s->hwc, S, S, C);
+    img_ops_apply(p->ops, p->nops, s->hwc, S, S, C, s->tmp);
+    image_hwc_to_chw(s->hwc, S, S, C, out);
+    if (p->erase) {
+        Rng nr = p->er_rng;
+        random_erasing_fill(t->re, out, S, S, C, p->er_top, p->er_left, p->er_h, p->er_w, &nr);
+    }
+}
+
+int deit_train_apply(const DeitTransform *t, const DeitTrainParams *p, const ImageRegion *reg, DeitScratch *s,
+                     uint8_t *out) {
+    if (scratch_reserve(s, t->size, t->channels)) return -1;
+    if (train_resize(t, p, reg, s)) return -1;
+    train_augment(t, p, s, out);
+    return 0;
+}
+
 int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r,
                    DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
     int S = t->size, C = t->channels;
@@ -140,7 +194,8 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         return -1;
     }
     double t0 = s->timing ? now_seconds() : 0, t1, t2;
-    CropCtx ctx = {t, r};
+    DeitTrainParams p;
+    CropCtx ctx = {t, r, &p};
     ImageRegion reg;
     if (image_decode_region(data, len, name, C, train_crop_fn, &ctx, t->dct_scales, &s->pix, &reg, err, errlen))
         return -1;
@@ -150,10 +205,7 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         s->t[DEIT_T_DECODE] += t1 - t0;
         t0 = t1;
     }
-    int filter = t->filter;
-    if (filter < 0) filter = rng_int(r, 2) ? RESAMPLE_BICUBIC : RESAMPLE_BILINEAR;
-    if (resize_u8(reg.im.px, reg.im.w, reg.im.h, C, reg.stride, reg.box, S, S, 0, 0, S, S, filter, s->hwc,
-                  &s->rs)) {
+    if (train_resize(t, &p, &reg, s)) {
         snprintf(err, errlen, "%s: resize failed", name);
         return -1;
     }
@@ -162,11 +214,7 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         s->t[DEIT_T_RESIZE] += t2 - t0;
         t0 = t2;
     }
-    if (rng_uniformf(r) < t->hflip) hflip_hwc(s->hwc, S, S, C);
-    if (t->ra.enabled) randaugment_apply(&t->ra, s->hwc, S, S, C, s->tmp, r);
-    else if (t->use_cj) color_jitter_apply(&t->cj, s->hwc, S, S, C, r);
-    image_hwc_to_chw(s->hwc, S, S, C, out);
-    if (t->re) random_erasing_apply(t->re, out, S, S, C, r);
+    train_augment(t, &p, s, out);
     if (s->timing) s->t[DEIT_T_AUG] += now_seconds() - t0;
     return 0;
 }
@@ -220,6 +268,73 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
     image_hwc_to_chw(s->hwc, S, S, C, out);
     if (s->timing) s->t[DEIT_T_AUG] += now_seconds() - t0;
     return 0;
+}
+
+void deit_gpu_train_sample(const DeitTransform *t, const DeitTrainParams *p, uint8_t *noise, GpuSample *s) {
+    int S = t->size;
+    s->img_w = p->img_w;
+    s->img_h = p->img_h;
+    s->rx = s->in_x = p->crop.x;
+    s->ry = s->in_y = p->crop.y;
+    s->rw = s->in_w = p->crop.w;
+    s->rh = s->in_h = p->crop.h;
+    s->box[0] = 0;
+    s->box[1] = 0;
+    s->box[2] = p->crop.w;
+    s->box[3] = p->crop.h;
+    s->out_w = s->out_h = S;
+    s->ox = s->oy = 0;
+    s->ow = s->oh = S;
+    s->dx = s->dy = 0;
+    s->filter = p->filter;
+    s->flip = p->flip;
+    s->nops = p->nops;
+    s->ops = p->ops;
+    s->erase = p->erase;
+    s->er_x = p->er_left;
+    s->er_y = p->er_top;
+    s->er_w = p->er_w;
+    s->er_h = p->er_h;
+    s->er_noise = NULL;
+    if (p->erase) {
+        Rng r = p->er_rng;
+        random_erasing_noise(t->re, t->channels, p->er_h, p->er_w, &r, noise);
+        s->er_noise = noise;
+    }
+}
+
+void deit_gpu_eval_sample(const DeitTransform *t, int w, int h, GpuSample *s) {
+    ImageEvalGeom g;
+    image_eval_geometry(w, h, t->size, t->crop_pct, &g);
+    int r[4];
+    resize_source_rect(w, h, NULL, g.nw, g.nh, g.sx, g.sy, g.cx, g.cy, t->eval_filter, r);
+    s->img_w = w;
+    s->img_h = h;
+    s->rx = r[0];
+    s->ry = r[1];
+    s->rw = r[2];
+    s->rh = r[3];
+    s->in_x = s->in_y = 0;
+    s->in_w = w;
+    s->in_h = h;
+    s->box[0] = 0;
+    s->box[1] = 0;
+    s->box[2] = w;
+    s->box[3] = h;
+    s->out_w = g.nw;
+    s->out_h = g.nh;
+    s->ox = g.sx;
+    s->oy = g.sy;
+    s->ow = g.cx;
+    s->oh = g.cy;
+    s->dx = g.dx;
+    s->dy = g.dy;
+    s->filter = t->eval_filter;
+    s->flip = 0;
+    s->nops = 0;
+    s->ops = NULL;
+    s->erase = 0;
+    s->er_noise = NULL;
 }
 
 static long long read_timed(DeitScratch *s, const char *path, char *err, size_t errlen) {

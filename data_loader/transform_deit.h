@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "gpu_images.h"
 #include "image.h"
 #include "randaugment.h"
 #include "resize.h"
@@ -71,6 +72,46 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
                    DeitScratch *s, uint8_t *out, char *err, size_t errlen);
 int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name,
                   DeitScratch *s, uint8_t *out, char *err, size_t errlen);
+
+/* ---- the training transform split into its random draws and the pixels ----
+ * deit_train_draw makes every Rng call of deit_train_mem, in its order (the
+ * RandomResizedCrop for a w x h image, the interpolation when 'random', the
+ * flip, RandAugment or colour jitter, the erasing rectangle) and records the
+ * outcome; deit_train_apply then needs no Rng. deit_train_mem is exactly
+ * draw (once the header gives the size) + decode + apply. The erasing noise
+ * is drawn later, from er_rng (the stream as it was after the rectangle), so
+ * that the pixels need not exist when the parameters are drawn: the GPU
+ * pipeline (gpu_images.h) gets them through random_erasing_noise. */
+typedef struct {
+    int img_w, img_h;        /* the image size the crop was drawn for */
+    ImageRect crop;          /* RandomResizedCrop box, full-image pixels */
+    int filter;              /* RESAMPLE_* for the crop resize */
+    int flip;                /* horizontal flip after the resize */
+    int nops;                /* RandAugment / colour jitter ops, in order, at size x size */
+    ImgOp ops[IMG_MAX_OPS];
+    int erase;               /* random erasing: the rectangle on the size x size output */
+    int er_top, er_left, er_h, er_w;
+    Rng er_rng;              /* the noise's stream */
+} DeitTrainParams;
+
+void deit_train_draw(const DeitTransform *t, int w, int h, Rng *r, DeitTrainParams *p);
+
+/* Resize the decoded crop in reg (image_decode_region's result for p->crop)
+ * and apply the rest of p; out: channels * size * size bytes CHW. 0, or -1
+ * (resize failure). */
+int deit_train_apply(const DeitTransform *t, const DeitTrainParams *p, const ImageRegion *reg, DeitScratch *s,
+                     uint8_t *out);
+
+/* ---- the same transforms as GPU samples (gpu_images.h) ----
+ * The geometry, flip, ops and erasing of a sample for the GPU pipeline,
+ * from the same draws: the GPU resamples the crop from the full-resolution
+ * image (the CPU pipeline's dct_scales = 0 result). noise: room for
+ * channels * er_h * er_w bytes when p->erase (the erasing noise, drawn here
+ * from p->er_rng exactly as random_erasing_fill draws it). The source fields
+ * (src, data / px, ncomp, ...) are the caller's. */
+void deit_gpu_train_sample(const DeitTransform *t, const DeitTrainParams *p, uint8_t *noise, GpuSample *s);
+/* Evaluation: resize short side, centre crop; rect = what the crop reads. */
+void deit_gpu_eval_sample(const DeitTransform *t, int w, int h, GpuSample *s);
 
 /* Same, reading the file first (into s->file). */
 int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out,

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""make_photos.py OUT [N] - build a directory of N (default 2000) JPEG
-photographs of about 500x375 px at quality 90, as an ImageFolder tree
+"""make_photos.py OUT [N] [--kb K] - build a directory of N (default 2000)
+JPEG photographs of about 500x375 px at quality 90, as an ImageFolder tree
 (OUT/<source>/<n>.jpg), from the real photographs bundled with scikit-image
 (skimage.data: astronaut, coffee, chelsea, rocket, hubble, retina, ...):
 random crops of random size and position at a 4:3 / 3:4 / 3:2 aspect,
 resampled to the target size, random horizontal flips and mild exposure /
 colour changes, so that every file is a distinct photograph-like JPEG.
+
+--kb K: ImageNet-sized files instead (the GPU decoding benchmark's second
+set): ImageNet-like shapes (mostly 500 px on the long side, some 640-1024),
+and per file the lowest JPEG quality from 90 up (then a larger size, up to
+2x) that reaches K KB, so the mean lands near K (ImageNet's training files
+average about 110 KB; `--kb 110`).
 
 Needs pillow, numpy and scikit-image (all present on the GPU machine).
 Deterministic (seeded)."""
@@ -66,12 +72,33 @@ BICUBIC = getattr(getattr(Image, "Resampling", Image), "BICUBIC")
 FLIP_LR = getattr(getattr(Image, "Transpose", Image), "FLIP_LEFT_RIGHT")
 
 
+def encode_to_size(p, kb):
+    """The lowest quality (90..100), then the smallest upscale, whose JPEG reaches kb KB."""
+    import io
+    base = p
+    for scale in (1.0, 1.25, 1.5, 1.75, 2.0):
+        if scale != 1.0:
+            p = base.resize((int(base.size[0] * scale), int(base.size[1] * scale)), BICUBIC)
+        for q in (90, 92, 94, 95, 96, 97, 98, 99, 100):
+            buf = io.BytesIO()
+            p.save(buf, format="JPEG", quality=q)
+            if buf.tell() >= kb * 1024 or (scale == 2.0 and q == 100):
+                return buf.getvalue()
+    return buf.getvalue()
+
+
 def main():
-    if len(sys.argv) < 2:
+    args = [a for a in sys.argv[1:]]
+    kb = None
+    if "--kb" in args:
+        i = args.index("--kb")
+        kb = float(args[i + 1])
+        del args[i:i + 2]
+    if len(args) < 1:
         print(__doc__)
         return 2
-    out = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    out = args[0]
+    n = int(args[1]) if len(args) > 1 else 2000
     rng = np.random.default_rng(2024)
     srcs = load_sources()
     if not srcs:
@@ -79,6 +106,9 @@ def main():
         return 1
     print("make_photos: %d source photographs: %s" % (len(srcs), ", ".join(s for s, _ in srcs)))
     shapes = [(500, 375)] * 7 + [(375, 500)] * 2 + [(500, 333)]
+    if kb:   # ImageNet-like: mostly 500 on the long side, some larger
+        shapes = [(500, 375)] * 5 + [(375, 500)] * 2 + [(500, 333)] * 2 + [(500, 500)] + [(640, 480)] * 2 + \
+                 [(800, 600)] + [(1024, 768)]
     total = 0
     for i in range(n):
         name, im = srcs[i % len(srcs)]
@@ -98,7 +128,11 @@ def main():
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, "%05d.jpg" % i)
-        p.save(path, quality=90)
+        if kb:
+            with open(path, "wb") as f:
+                f.write(encode_to_size(p, kb))
+        else:
+            p.save(path, quality=90)
         total += os.path.getsize(path)
     print("make_photos: wrote %d JPEGs to %s (mean %.1f KB)" % (n, out, total / n / 1024))
     return 0

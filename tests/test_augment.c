@@ -540,6 +540,139 @@ static void test_randaugment_ops(void **state) {
     free(tmp);
 }
 
+/* The training transform split into draws and pixels (the GPU pipeline
+ * applies the same draws): deit_train_mem == deit_train_draw + decode of the
+ * drawn crop + deit_train_apply, byte for byte, for every config flavour; and
+ * the drawn parameters of fixed streams are pinned, so a change in the order
+ * or number of Rng calls (which would silently change every augmentation and
+ * desynchronise the CPU and GPU pipelines) fails here. */
+typedef struct {
+    int x, y, w, h, filter, flip, nops, kind[2];
+    double f[2], msum[2];
+    int erase, top, left, eh, ew;
+    uint32_t luthash;
+} PinnedDraw;
+
+static const PinnedDraw pinned_draws[8] = {
+    {75, 0, 296, 374, 1, 0, 1, {7, -1}, {0, 0}, {0.28124752745261655, 0}, 0, 0, 0, 0, 0, 0xe6a1d1c5u},
+    {32, 42, 296, 267, 1, 0, 2, {7, 7}, {0, 0}, {25.62949029686861, 0.26987802167388991}, 1, 51, 111, 94, 38, 0x4d7705c5u},
+    {165, 12, 260, 344, 1, 1, 1, {6, -1}, {0.226634488, 0}, {0, 0}, 0, 0, 0, 0, 0, 0xe6a1d1c5u},
+    {6, 2, 473, 372, 1, 1, 1, {6, -1}, {0.170071766, 0}, {0, 0}, 0, 0, 0, 0, 0, 0xe6a1d1c5u},
+    {184, 23, 311, 323, 1, 0, 1, {1, -1}, {0, 0}, {0, 0}, 0, 0, 0, 0, 0, 0x8f41f345u},
+    {70, 24, 140, 120, 1, 0, 2, {3, 1}, {0, 0}, {0, 0}, 0, 0, 0, 0, 0, 0xae29ebc5u},
+    {119, 80, 202, 205, 1, 0, 2, {4, 1}, {0.180758983, 0}, {0, 0}, 1, 59, 131, 104, 32, 0x706b6707u},
+    {54, 18, 438, 344, 1, 1, 0, {-1, -1}, {0, 0}, {0, 0}, 0, 0, 0, 0, 0, 0x811c9dc5u},
+};
+
+typedef struct { ImageRect crop; } FixedCropCtx;
+static void fixed_crop_cb(void *ctx, int w, int h, ImageRect *crop, int *mw, int *mh) {
+    (void)w; (void)h;
+    *crop = ((FixedCropCtx *)ctx)->crop;
+    *mw = *mh = 0;
+}
+
+static void test_draw_apply_split(void **state) {
+    (void)state;
+    /* pinned draws: DeiT defaults at 224 for a 500 x 375 image */
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.image_size = 224;
+    cfg.channels = 3;
+    char err[512];
+    DeitTransform *t = deit_transform_create(&cfg, err, sizeof err);
+    assert_non_null(t);
+    for (int i = 0; i < 8; i++) {
+        Rng r = rng_stream(2024, (uint64_t)i);
+        DeitTrainParams p;
+        deit_train_draw(t, 500, 375, &r, &p);
+        const PinnedDraw *e = &pinned_draws[i];
+        uint32_t h = 2166136261u;
+        for (int k = 0; k < p.nops; k++)
+            for (int j = 0; j < 256; j++) {
+                h ^= p.ops[k].lut[j];
+                h *= 16777619u;
+            }
+        assert_int_equal(p.crop.x, e->x);
+        assert_int_equal(p.crop.y, e->y);
+        assert_int_equal(p.crop.w, e->w);
+        assert_int_equal(p.crop.h, e->h);
+        assert_int_equal(p.filter, e->filter);
+        assert_int_equal(p.flip, e->flip);
+        assert_int_equal(p.nops, e->nops);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(k < p.nops ? p.ops[k].kind : -1, e->kind[k]);
+            double f = k < p.nops ? p.ops[k].f : 0, ms = k < p.nops ? p.ops[k].m[1] + p.ops[k].m[2] + p.ops[k].m[3] + p.ops[k].m[5] : 0;
+            assert_true(fabs(f - e->f[k]) < 1e-6);
+            assert_true(fabs(ms - e->msum[k]) < 1e-9);
+        }
+        assert_int_equal(p.erase, e->erase);
+        assert_int_equal(p.er_top, e->top);
+        assert_int_equal(p.er_left, e->left);
+        assert_int_equal(p.er_h, e->eh);
+        assert_int_equal(p.er_w, e->ew);
+        assert_int_equal(h, e->luthash);
+    }
+    deit_transform_destroy(t);
+    /* draw + apply == the combined transform, for RandAugment / colour jitter
+     * / random interpolation / gray / DCT-scaled or not */
+    const char *path = "/tmp/hgrn_test_split.jpg";
+    write_test_jpeg(path, 331, 247, 17);
+    ImageBuf file = {0}, pix = {0};
+    long long n = image_read_file(path, &file, err, sizeof err);
+    assert_true(n > 0);
+    for (int v = 0; v < 5; v++) {
+        Config c = deit_cfg();
+        if (v == 1) snprintf(c.auto_augment, sizeof c.auto_augment, "%s", "");   /* colour jitter */
+        if (v == 3) {
+            c.channels = 1;
+            c.num_mean = c.num_std = 1;
+        }
+        DeitTransform *tt = deit_transform_create(&c, err, sizeof err);
+        assert_non_null(tt);
+        if (v == 2) tt->filter = -1;
+        if (v == 4) tt->dct_scales = 0;
+        int per = c.channels * 64 * 64;
+        uint8_t *a = malloc(per), *b = malloc(per);
+        DeitScratch s;
+        memset(&s, 0, sizeof s);
+        for (int i = 0; i < 40; i++) {
+            Rng r1 = rng_stream(31, (uint64_t)i), r2 = r1;
+            assert_int_equal(deit_train_mem(tt, file.p, (size_t)n, path, &r1, &s, a, err, sizeof err), 0);
+            DeitTrainParams p;
+            deit_train_draw(tt, 331, 247, &r2, &p);
+            FixedCropCtx fc = {p.crop};
+            ImageRegion reg;
+            /* the same decode the combined transform does: DCT scaling to at least size x size */
+            ImageCropFn fn = fixed_crop_cb;
+            if (tt->dct_scales) {
+                Image im;
+                double box[4];
+                int sc;
+                assert_int_equal(image_load_crop(path, c.channels, p.crop, 64, 64, tt->dct_scales, &im, box, &sc, err,
+                                                 sizeof err), 0);
+                memset(&reg, 0, sizeof reg);
+                reg.im = im;
+                reg.stride = (size_t)im.w * im.c;
+                memcpy(reg.box, box, sizeof box);
+                assert_int_equal(deit_train_apply(tt, &p, &reg, &s, b), 0);
+                image_free(&im);
+            } else {
+                assert_int_equal(image_decode_region(file.p, (size_t)n, path, c.channels, fn, &fc, 0, &pix, &reg, err,
+                                                     sizeof err), 0);
+                assert_int_equal(deit_train_apply(tt, &p, &reg, &s, b), 0);
+            }
+            assert_memory_equal(a, b, per);
+        }
+        free(a);
+        free(b);
+        deit_scratch_free(&s);
+        deit_transform_destroy(tt);
+    }
+    image_buf_free(&file);
+    image_buf_free(&pix);
+    remove(path);
+}
+
 static void test_samplers(void **state) {
     (void)state;
     /* distributed: every sample exactly once over ranks (n divisible) */
@@ -594,6 +727,7 @@ int main(void) {
         cmocka_unit_test(test_random_erasing),
         cmocka_unit_test(test_randaugment_ops),
         cmocka_unit_test(test_samplers),
+        cmocka_unit_test(test_draw_apply_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

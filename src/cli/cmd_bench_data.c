@@ -3,13 +3,23 @@
  * with N threads (default: all cores), and the per-image split between file
  * reading, decoding, resizing and augmentation (single thread).
  *
+ * `--decode gpu` measures the batch loader instead, decoding with nvJPEG and
+ * transforming with the CUDA kernels (data.decode = gpu): batches of --batch
+ * images (default 256) through the prefetching loader, as a trainer would
+ * take them, with the CPU cores the process kept busy meanwhile; `--decode
+ * cpu --loader` measures the CPU path the same way.
+ *
  * Also `hgrn bench-data --synth OUT N [WxH]`: write N synthetic photo-like
  * JPEGs (quality 90) for machines without real photographs (plasma fractal
  * texture with colour, edges and noise); prefer real photographs
  * (scripts/make_photos.py) for the numbers that get recorded. */
 #include "clock.h"
 #include "config.h"
+#include "dataset.h"
+#include "filelist.h"
+#include "gpu_images.h"
 #include "image.h"
+#include "loader.h"
 #include "rng.h"
 #include "transform_deit.h"
 
@@ -105,7 +115,7 @@ static void plasma(float *a, int n, Rng *r, float rough) {
     }
 }
 
-static int synth(const char *out, int n, int W, int H) {
+static int synth(const char *out, int n, int W, int H, int quality) {
     if (mkdir(out, 0755) && errno != EEXIST) {
         fprintf(stderr, "bench-data: %s: %s\n", out, strerror(errno));
         return 1;
@@ -135,14 +145,14 @@ static int synth(const char *out, int n, int W, int H) {
         char path[4096];
         snprintf(path, sizeof path, "%s/synth_%05d.jpg", out, i);
         char err[512];
-        if (image_write_jpeg(path, px, W, H, 3, 90, err, sizeof err) < 0) {
+        if (image_write_jpeg(path, px, W, H, 3, quality, err, sizeof err) < 0) {
             fprintf(stderr, "bench-data: %s\n", err);
             return 1;
         }
     }
     for (int k = 0; k < 3; k++) free(pl[k]);
     free(px);
-    printf("wrote %d synthetic %dx%d JPEGs to %s\n", n, W, H, out);
+    printf("wrote %d synthetic %dx%d JPEGs (quality %d) to %s\n", n, W, H, quality, out);
     return 0;
 }
 
@@ -208,19 +218,144 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
     return res;
 }
 
+/* ---------------------------------------------------------------- through the loader */
+
+/* Images/s of the loader (train or eval) over files, batches of `batch`,
+ * GPU decoding or not; the list is repeated so that one epoch covers the run
+ * (no epoch restarts inside the timing). Prints one summary line (and the
+ * GPU pipeline's split). Returns 0 or 1. */
+static int loader_bench(const Config *base, List *files, int images, int batch, int gpu, int train, int prefetch) {
+    char err[600];
+    FileList fl;
+    memset(&fl, 0, sizeof fl);
+    int reps = (images + 2 * batch) / files->n + 1;
+    for (int r = 0; r < reps; r++)
+        for (int i = 0; i < files->n; i++)
+            if (filelist_add(&fl, files->v[i], 0)) {
+                fprintf(stderr, "bench-data: out of memory\n");
+                filelist_free(&fl);
+                return 1;
+            }
+    char **names = malloc(sizeof *names);
+    names[0] = strdup("all");
+    Dataset *ds = filelist_dataset(&fl, names, 1, base->channels);
+    if (!ds) {
+        fprintf(stderr, "bench-data: out of memory\n");
+        return 1;
+    }
+    Config cfg = *base;
+    cfg.batch_size = batch;
+    cfg.num_classes = 1000;
+    cfg.repeated_aug = 1;
+    snprintf(cfg.decode, sizeof cfg.decode, "%s", gpu ? "gpu" : "cpu");
+    Loader *l = loader_create(ds, &cfg, train, 0, 1, err, sizeof err);
+    if (!l) {
+        fprintf(stderr, "bench-data: %s\n", err);
+        ds->close(ds);
+        return 1;
+    }
+    int rc = 0;
+    if (loader_use_gpu(l, "cuda", 0, err, sizeof err) != (gpu ? 1 : 0)) {
+        fprintf(stderr, "bench-data: %s\n", err[0] ? err : "GPU decoding is not available");
+        rc = 1;
+        goto done;
+    }
+    if (prefetch > 0 && loader_start_prefetch(l, prefetch, err, sizeof err)) {
+        fprintf(stderr, "bench-data: %s\n", err);
+        rc = 1;
+        goto done;
+    }
+    {
+        Batch *hb = gpu ? NULL : batch_alloc(&cfg, loader_batch_size(l), cfg.num_classes);
+        const Batch *b = NULL;
+        int warm = 2, got = 0, nb = 0;
+        long long count = 0;
+        double t0 = 0, c0 = 0;
+        LoaderStats s0;
+        memset(&s0, 0, sizeof s0);
+        while (count < images) {
+            if (nb == warm) {
+                t0 = now_seconds();
+                c0 = cpu_s();
+                loader_stats(l, &s0);
+            }
+            if (gpu) {
+                got = loader_next_device(l, &b, NULL);
+            } else if (prefetch > 0) {
+                got = loader_next_ref(l, &b);
+            } else {
+                got = loader_next(l, hb);
+                b = hb;
+            }
+            if (got != 1) {
+                fprintf(stderr, "bench-data: %s\n", got < 0 ? loader_error(l) : "the epoch ended early");
+                rc = 1;
+                break;
+            }
+            if (nb >= warm) count += b->n;
+            nb++;
+        }
+        if (gpu && got == 1) loader_next_device(l, &b, NULL);   /* releases the last batch */
+        double el = now_seconds() - t0, cel = cpu_s() - c0;
+        LoaderStats s1;
+        loader_stats(l, &s1);
+        if (rc == 0 && el > 0) {
+            double nbt = (double)(nb - warm);
+            printf("%s %-5s loader: %9.1f img/s  batch %d, prefetch %d, %d threads; CPU %.1f cores busy%s%s\n",
+                   gpu ? "gpu" : "cpu", train ? "train" : "eval", count / el, batch, prefetch, omp_get_max_threads(),
+                   cel / el, gpu ? ", nvJPEG " : "", gpu ? s1.gpu_backend : "");
+            long long fb = (s1.cpu_not_jpeg - s0.cpu_not_jpeg) + (s1.cpu_unsupported - s0.cpu_unsupported) +
+                           (s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused) +
+                           (s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed) + (s1.cpu_budget - s0.cpu_budget);
+            if (gpu) {
+                const GpuImagesStats *a = &s0.gpu_stats, *z = &s1.gpu_stats;
+                double nbg = (double)(z->batches - a->batches);
+                if (nbg < 1) nbg = 1;
+                printf("gpu %-5s per batch: producer %.2f ms (host: nvJPEG call %.2f ms, transform queueing %.2f ms), "
+                       "device: decode %.2f ms, transform %.2f ms; %.1f KB/image to nvJPEG\n",
+                       train ? "train" : "eval", (s1.produce_s - s0.produce_s) / nbt * 1e3,
+                       (z->host_decode_s - a->host_decode_s) / nbg * 1e3,
+                       (z->host_transform_s - a->host_transform_s) / nbg * 1e3,
+                       (z->gpu_decode_ms - a->gpu_decode_ms) / nbg, (z->gpu_transform_ms - a->gpu_transform_ms) / nbg,
+                       z->jpeg_decoded > a->jpeg_decoded
+                           ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)(z->jpeg_decoded - a->jpeg_decoded)
+                           : 0.0);
+                printf("gpu %-5s samples: %lld nvJPEG-decoded, %lld CPU-decoded (%lld not JPEG, %lld unsupported, "
+                       "%lld refused by nvJPEG, %lld nvJPEG failures, %lld over budget), %d unreadable; consumer "
+                       "waited %.3f s\n",
+                       train ? "train" : "eval", s1.gpu_decoded - s0.gpu_decoded, fb, s1.cpu_not_jpeg - s0.cpu_not_jpeg,
+                       s1.cpu_unsupported - s0.cpu_unsupported, s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused,
+                       s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed, s1.cpu_budget - s0.cpu_budget, s1.bad_samples,
+                       s1.wait_s - s0.wait_s);
+            }
+        }
+        if (hb) batch_free(hb);
+    }
+done:
+    loader_destroy(l);
+    ds->close(ds);
+    return rc;
+}
+
 static void usage(void) {
     printf("usage: hgrn bench-data DIR [--threads N] [--images N] [--size S] [--no-dct] [--all-scales]\n"
-           "                          [--only train|eval]\n"
-           "                          [--config FILE]\n"
-           "       hgrn bench-data --synth OUT N [WxH]\n"
+           "                          [--only train|eval] [--config FILE]\n"
+           "                          [--decode cpu|gpu] [--loader] [--batch N] [--prefetch N]\n"
+           "                          [--gpu-backend auto|hardware|hybrid]\n"
+           "       hgrn bench-data --synth OUT N [WxH] [--quality Q]\n"
            "Images/s of the DeiT training transform (RandomResizedCrop with DCT-scaled cropped\n"
            "decode, flip, RandAugment rand-m9-mstd0.5-inc1, random erasing) and of the eval\n"
-           "transform (resize 256, centre crop 224), 1 thread and N threads (default: all cores).\n");
+           "transform (resize 256, centre crop 224), 1 thread and N threads (default: all cores).\n"
+           "--decode gpu: the loader with nvJPEG decoding and CUDA transforms (data.decode = gpu),\n"
+           "batches of --batch (256) with --prefetch (3) batches ahead, on GPU 0; --loader with\n"
+           "--decode cpu measures the CPU loader the same way. --gpu-backend sets nvJPEG's backend\n"
+           "(HGRN_NVJPEG_BACKEND).\n");
 }
 
 int cmd_bench_data(int argc, char **argv) {
-    const char *dir = NULL, *cfgfile = NULL;
+    const char *dir = NULL, *cfgfile = NULL, *decode = "cpu", *gpu_backend = NULL;
     int threads = omp_get_num_procs(), images = 2000, size = 224, no_dct = 0, simd = 0, only = -1;
+    int use_loader = 0, batch = 256, prefetch = 3, quality = 90, images_set = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -232,12 +367,37 @@ int cmd_bench_data(int argc, char **argv) {
                 return 2;
             }
             int W = 500, H = 375;
-            if (i + 3 < argc) sscanf(argv[i + 3], "%dx%d", &W, &H);
-            return synth(argv[i + 1], atoi(argv[i + 2]), W, H);
+            if (i + 3 < argc && argv[i + 3][0] != '-') sscanf(argv[i + 3], "%dx%d", &W, &H);
+            for (int j = i + 3; j + 1 < argc; j++)
+                if (!strcmp(argv[j], "--quality")) quality = atoi(argv[j + 1]);
+            if (quality < 1 || quality > 100) {
+                usage();
+                return 2;
+            }
+            return synth(argv[i + 1], atoi(argv[i + 2]), W, H, quality);
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
         } else if (!strcmp(a, "--images") && i + 1 < argc) {
             images = atoi(argv[++i]);
+            images_set = 1;
+        } else if (!strcmp(a, "--decode") && i + 1 < argc) {
+            decode = argv[++i];
+            if (strcmp(decode, "cpu") && strcmp(decode, "gpu")) {
+                fprintf(stderr, "bench-data: --decode %s: expected cpu or gpu\n", decode);
+                return 2;
+            }
+        } else if (!strcmp(a, "--loader")) {
+            use_loader = 1;
+        } else if (!strcmp(a, "--batch") && i + 1 < argc) {
+            batch = atoi(argv[++i]);
+        } else if (!strcmp(a, "--prefetch") && i + 1 < argc) {
+            prefetch = atoi(argv[++i]);
+        } else if (!strcmp(a, "--gpu-backend") && i + 1 < argc) {
+            gpu_backend = argv[++i];
+            if (strcmp(gpu_backend, "auto") && strcmp(gpu_backend, "hardware") && strcmp(gpu_backend, "hybrid")) {
+                fprintf(stderr, "bench-data: --gpu-backend %s: expected auto, hardware or hybrid\n", gpu_backend);
+                return 2;
+            }
         } else if (!strcmp(a, "--size") && i + 1 < argc) {
             size = atoi(argv[++i]);
         } else if (!strcmp(a, "--config") && i + 1 < argc) {
@@ -257,9 +417,50 @@ int cmd_bench_data(int argc, char **argv) {
             dir = a;
         }
     }
-    if (!dir || threads < 1 || images < 1 || size < 8) {
+    if (!dir || threads < 1 || images < 1 || size < 8 || batch < 1 || prefetch < 0) {
         usage();
         return 2;
+    }
+    int gpu = !strcmp(decode, "gpu");
+    if (gpu || use_loader) {
+        if (gpu_backend) setenv("HGRN_NVJPEG_BACKEND", gpu_backend, 1);
+        if (!images_set) images = 20 * batch;
+        omp_set_num_threads(threads);
+        Config cfg;
+        config_defaults(&cfg);
+        char err[512];
+        if (cfgfile && config_load(&cfg, cfgfile, err, sizeof err)) {
+            fprintf(stderr, "bench-data: %s\n", err);
+            return 1;
+        }
+        cfg.image_size = size;
+        cfg.channels = 3;
+        List files = {0};
+        walk(dir, &files, 1 << 30, 0);
+        if (files.n == 0) {
+            fprintf(stderr, "bench-data: %s: no .jpg/.jpeg/.png files\n", dir);
+            return 1;
+        }
+        double bytes = 0;
+        ImageBuf b = {0};
+        int nstat = files.n < 2000 ? files.n : 2000;
+        for (int i = 0; i < nstat; i++) {
+            long long n = image_read_file(files.v[i], &b, err, sizeof err);
+            if (n > 0) bytes += (double)n;
+        }
+        image_buf_free(&b);
+        printf("bench-data: %d files under %s (%.1f KB mean), %d images per run, size %d, %s decoding%s\n", files.n,
+               dir, bytes / nstat / 1024, images, size, gpu ? "GPU (nvJPEG + CUDA kernels)" : "CPU",
+               gpu ? "" : " through the loader");
+        printf("machine: %d cores visible; loader threads: %d\n", omp_get_num_procs(), threads);
+        int rc = 0;
+        for (int train = 1; train >= 0 && !rc; train--) {
+            if (only >= 0 && train != only) continue;
+            rc = loader_bench(&cfg, &files, images, batch, gpu, train, prefetch);
+        }
+        for (int i = 0; i < files.n; i++) free(files.v[i]);
+        free(files.v);
+        return rc;
     }
     Config cfg;
     config_defaults(&cfg);

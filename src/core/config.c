@@ -91,6 +91,9 @@ static const Key KEYS[] = {
     KI("data", train_limit, 0, INT_MAX, "0", "use only the first N training samples (0 = all)"),
     KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),
     KI("data", workers, 0, 1024, "0", "data loader threads (0 = auto)"),
+    KS("data", decode, "cpu|gpu|auto", "auto",
+       "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
+       "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),
     KS("data", interpolation, "bicubic|bilinear", "bicubic", "resize interpolation"),
     KF("data", crop_pct, 0, 1, 1, 0, "0.875", "eval: resize to image_size / crop_pct, centre crop"),
     KF("data", scale_min, 0, 1, 1, 0, "0.08", "RandomResizedCrop lower area bound"),

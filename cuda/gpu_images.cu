@@ -1,0 +1,1046 @@
+/* gpu_images.cu - the GPU image pipeline of src/core/gpu_images.h: batched
+ * nvJPEG decoding to planar YCbCr and the DeiT transforms as kernels over the
+ * batch. The per-pixel arithmetic is in gpu_images_ops.cuh (each function
+ * names the CPU function it mirrors); this file holds the kernels, nvJPEG and
+ * the host-side bookkeeping.
+ *
+ * Streams. Decoding runs on `sdec`, the transforms on `sxf`, so that the JPEG
+ * engines (or nvJPEG's kernels) decode batch b+1 while the SMs transform
+ * batch b. The YCbCr planes are double-buffered between the two (events
+ * dec_done / yuv_free); everything else the transform uses lives on sxf.
+ * Host staging for the transform's uploads is double-buffered (upload_done).
+ *
+ * Kernels per batch (n samples, S x S, C channels; CHW from the resize on):
+ *   k_ycc_rect   YCbCr planes -> C-channel HWC of each sample's source
+ *                rectangle (libjpeg fancy upsampling + ycc_rgb_convert)
+ *   k_coeffs     PIL resample coefficients of both passes (resize.c coeffs)
+ *   k_hpass      horizontal pass into uint8 rows (resize.c pass_h)
+ *   k_vpass      vertical pass into CHW, flip folded into the write
+ *                (pass_v + hflip_hwc + image_hwc_to_chw)
+ *   per op layer: k_op_prep (histogram / mean tables: autocontrast,
+ *                equalize, contrast), k_op_apply (every other op, one pixel
+ *                per thread), k_op_rotate (general affine: one row per
+ *                thread, replaying the CPU's incremental coordinates)
+ *   k_finish     random erasing + Mixup/CutMix into the output slot
+ *                (random_erasing_fill + mixup_apply) */
+#include "common.cuh"
+extern "C" {
+#include "clock.h"
+}
+#include "gpu_images.h"
+#include "gpu_images_ops.cuh"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HGRN_HAVE_NVJPEG
+#include <nvjpeg.h>
+#endif
+
+/* ---------------------------------------------------------------- backend stream (always built) */
+
+extern "C" void *gpu_backend_stream(Backend *bk) {
+    if (!bk || !bk->name || strcmp(bk->name, "cuda") != 0) return NULL;
+    return (void *)IMPL(bk)->stream;
+}
+
+#ifndef HGRN_HAVE_NVJPEG
+/* ---------------------------------------------------------------- built without nvJPEG */
+
+extern "C" {
+GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
+    (void)device;
+    (void)cfg;
+    snprintf(err, errlen, "this hgrn was built without nvJPEG (the CUDA toolkit at build time had no "
+                          "nvjpeg.h / libnvjpeg): GPU decoding is unavailable");
+    return NULL;
+}
+void gpu_images_destroy(GpuImages *g) { (void)g; }
+int gpu_images_available(void) { return 0; }
+const char *gpu_images_backend(const GpuImages *g) { (void)g; return "none"; }
+int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) { (void)g; (void)thread; (void)s; return 0; }
+int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    (void)g; (void)s; (void)n;
+    snprintf(err, errlen, "GPU decoding is unavailable in this build");
+    return -1;
+}
+int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
+                         size_t errlen) {
+    (void)g; (void)s; (void)n; (void)mix; (void)slot;
+    snprintf(err, errlen, "GPU decoding is unavailable in this build");
+    return -1;
+}
+uint8_t *gpu_images_slot(GpuImages *g, int slot) { (void)g; (void)slot; return NULL; }
+void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
+void gpu_images_slot_release(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
+void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes) {
+    (void)g; (void)slot; (void)host; (void)bytes;
+}
+void gpu_images_stats(GpuImages *g, GpuImagesStats *st) {
+    (void)g;
+    memset(st, 0, sizeof *st);
+}
+int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
+    (void)g; (void)s; (void)out;
+    snprintf(err, errlen, "GPU decoding is unavailable in this build");
+    return -1;
+}
+}
+#else
+/* ================================================================ the pipeline */
+
+#define GI_THREADS 256
+
+__constant__ GiYccTables c_ycc;
+
+/* ---------------------------------------------------------------- kernels */
+
+/* YCbCr planes -> the sample's source rectangle as C-channel HWC (libjpeg's
+ * sep_upsample + ycc_rgb_convert, on just the rectangle). */
+__global__ void k_ycc_rect(const GiSample *ss, const uint8_t *planes, uint8_t *rect, int C) {
+    const GiSample *s = &ss[blockIdx.y];
+    if (s->kind == 2) return;
+    long long n = (long long)s->rw * s->rh;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        gi_ycc_rect_px(s, planes, &c_ycc, rect, C, i);
+}
+
+/* Resample coefficients of both passes (resize.c coeffs), one output
+ * coordinate per thread. */
+__global__ void k_coeffs(const GiSample *ss, float *kbuf, int *bbuf) {
+    const GiSample *s = &ss[blockIdx.y];
+    int n = (s->need_h ? s->ow : 0) + (s->need_v ? s->oh : 0);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) gi_coeffs_one(s, kbuf, bbuf, i);
+}
+
+/* Horizontal pass (resize.c pass_h): rows yfirst .. yfirst+nrows-1 of the
+ * resampler's image, the window's ow columns, uint8 between the passes. */
+__global__ void k_hpass(const GiSample *ss, const uint8_t *rect, const float *kbuf, const int *bbuf, uint8_t *hbuf,
+                        int C) {
+    const GiSample *s = &ss[blockIdx.y];
+    if (!s->need_h) return;
+    long long n = (long long)s->nrows * s->ow;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        gi_hpass_px(s, rect, kbuf, bbuf, hbuf, C, i);
+}
+
+/* Vertical pass (resize.c pass_v) into the S x S CHW output: the window at
+ * (dx, dy), zero elsewhere, mirrored when the sample flips (hflip_hwc). */
+__global__ void k_vpass(const GiSample *ss, const uint8_t *rect, const uint8_t *hbuf, const float *kbuf,
+                        const int *bbuf, uint8_t *out, int C, int S) {
+    const GiSample *s = &ss[blockIdx.y];
+    long long plane = (long long)S * S;
+    uint8_t *o = out + (long long)blockIdx.y * C * plane;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (long long)gridDim.x * blockDim.x)
+        gi_vpass_px(s, rect, hbuf, kbuf, bbuf, o, C, S, i);
+}
+
+/* Tables of the statistics ops of layer L, one block per sample:
+ * pil_autocontrast / pil_equalize per-channel histograms, pil_contrast's
+ * mean of L (per sample C x 256 in lut3). */
+__global__ void k_op_prep(const GiSample *ss, const ImgOp *ops, const uint8_t *img, uint8_t *lut3, int L, int C,
+                          int S) {
+    const GiSample *s = &ss[blockIdx.x];
+    if (L >= s->nops) return;
+    const ImgOp *op = &ops[s->op_first + L];
+    int kind = op->kind;
+    if (kind != IMGOP_AUTOCONTRAST && kind != IMGOP_EQUALIZE && kind != IMGOP_CONTRAST) return;
+    __shared__ unsigned hist[3 * 256];
+    __shared__ unsigned long long sum;
+    long long plane = (long long)S * S;
+    const uint8_t *im = img + (long long)blockIdx.x * C * plane;
+    uint8_t *lut = lut3 + (size_t)blockIdx.x * C * 256;
+    for (int i = threadIdx.x; i < 3 * 256; i += blockDim.x) hist[i] = 0;
+    if (threadIdx.x == 0) sum = 0;
+    __syncthreads();
+    if (kind == IMGOP_CONTRAST) {
+        unsigned long long part = 0;
+        for (long long i = threadIdx.x; i < plane; i += blockDim.x)
+            part += C == 3 ? (unsigned)gi_l_of(im[i], im[plane + i], im[2 * plane + i]) : im[i];
+        atomicAdd(&sum, part);
+    } else {
+        for (int c = 0; c < C; c++)
+            for (long long i = threadIdx.x; i < plane; i += blockDim.x) atomicAdd(&hist[c * 256 + im[c * plane + i]], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x < C) gi_prep_lut(op, hist, sum, C, S, threadIdx.x, lut);
+}
+
+/* Op layer L, one output pixel (all channels) per thread: lut_all,
+ * pil_color, pil_sharpness, affine_rows / affine_cols, k_op_prep's tables,
+ * a copy where the sample has no op at this layer. General affines are
+ * k_op_rotate's. */
+__global__ void k_op_apply(const GiSample *ss, const ImgOp *ops, const uint8_t *lut3, const uint8_t *src,
+                           uint8_t *dst, int L, int C, int S) {
+    const GiSample *s = &ss[blockIdx.y];
+    const ImgOp *op = L < s->nops ? &ops[s->op_first + L] : NULL;
+    if (op && op->kind == IMGOP_AFFINE && gi_affine_path(op->m) == GI_AFF_GENERAL) return;
+    long long plane = (long long)S * S;
+    const uint8_t *in = src + (long long)blockIdx.y * C * plane;
+    uint8_t *out = dst + (long long)blockIdx.y * C * plane;
+    const uint8_t *lut = lut3 + (size_t)blockIdx.y * C * 256;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (long long)gridDim.x * blockDim.x)
+        gi_op_px(op, lut, in, out, C, S, i);
+}
+
+/* General affine of layer L (rotation), one output row per thread. */
+__global__ void k_op_rotate(const GiSample *ss, const ImgOp *ops, const uint8_t *src, uint8_t *dst, int L, int C,
+                            int S) {
+    const GiSample *s = &ss[blockIdx.y];
+    if (L >= s->nops) return;
+    const ImgOp *op = &ops[s->op_first + L];
+    if (op->kind != IMGOP_AFFINE || gi_affine_path(op->m) != GI_AFF_GENERAL) return;
+    int y = blockIdx.x * blockDim.x + threadIdx.x;
+    if (y >= S) return;
+    long long plane = (long long)S * S;
+    gi_rotate_row(op, src + (long long)blockIdx.y * C * plane, dst + (long long)blockIdx.y * C * plane, C, S, y);
+}
+
+/* Random erasing and Mixup/CutMix over the batch, into the output slot. */
+__global__ void k_finish(const GiSample *ss, const uint8_t *src, const uint8_t *noise, uint8_t *dst, int n, int C,
+                         int S, GpuMix mix) {
+    int j = blockIdx.y, k = n - 1 - j;
+    long long plane = (long long)S * S;
+    const uint8_t *ij = src + (long long)j * C * plane, *ik = src + (long long)k * C * plane;
+    uint8_t *o = dst + (long long)j * C * plane;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (long long)gridDim.x * blockDim.x)
+        gi_finish_px(&ss[j], &ss[k], ij, ik, noise, o, C, S, &mix, k != j, i);
+}
+
+/* ---------------------------------------------------------------- host side */
+
+#define NVJPEG_FAIL(what, st) hgrn_cuda_fail(what, gi_nvjpeg_status(st), __FILE__, __LINE__)
+#define NVJPEG_CHECK(call)                                   \
+    do {                                                     \
+        nvjpegStatus_t st_ = (call);                         \
+        if (st_ != NVJPEG_STATUS_SUCCESS) NVJPEG_FAIL(#call, st_); \
+    } while (0)
+
+static const char *gi_nvjpeg_status(nvjpegStatus_t s) {
+    switch (s) {
+    case NVJPEG_STATUS_SUCCESS: return "success";
+    case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
+    case NVJPEG_STATUS_INVALID_PARAMETER: return "NVJPEG_STATUS_INVALID_PARAMETER";
+    case NVJPEG_STATUS_BAD_JPEG: return "NVJPEG_STATUS_BAD_JPEG";
+    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+    case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+    case NVJPEG_STATUS_EXECUTION_FAILED: return "NVJPEG_STATUS_EXECUTION_FAILED";
+    case NVJPEG_STATUS_ARCH_MISMATCH: return "NVJPEG_STATUS_ARCH_MISMATCH";
+    case NVJPEG_STATUS_INTERNAL_ERROR: return "NVJPEG_STATUS_INTERNAL_ERROR";
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
+    default: return "unknown nvJPEG status";
+    }
+}
+
+/* A device buffer that grows in stream order (no host synchronisation). */
+typedef struct {
+    void *p;
+    size_t cap;
+} DevBuf;
+
+static int g_async_alloc = 1;   /* the device has memory pools (cudaMallocAsync); set at creation */
+
+static void devbuf_reserve(DevBuf *b, size_t need, cudaStream_t st) {
+    if (b->cap >= need && b->p) return;
+    size_t cap = need + need / 4 + 4096;
+    if (g_async_alloc) {
+        if (b->p) CUDA_CHECK(cudaFreeAsync(b->p, st));
+        b->p = NULL;
+        CUDA_CHECK(cudaMallocAsync(&b->p, cap, st));
+    } else {   /* no memory pools (some virtualised GPUs): growth waits for the device */
+        CUDA_CHECK(cudaDeviceSynchronize());
+        if (b->p) CUDA_CHECK(cudaFree(b->p));
+        b->p = NULL;
+        CUDA_CHECK(cudaMalloc(&b->p, cap));
+    }
+    b->cap = cap;
+}
+
+static void devbuf_free(DevBuf *b) {
+    if (b->p) cudaFree(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+/* A page-locked host buffer (grown only when its last upload is done). */
+typedef struct {
+    uint8_t *p;
+    size_t cap;
+} PinBuf;
+
+static void pinbuf_reserve(PinBuf *b, size_t need) {
+    if (b->cap >= need && b->p) return;
+    size_t cap = need + need / 4 + 65536;
+    if (b->p) CUDA_CHECK(cudaFreeHost(b->p));
+    b->p = NULL;
+    CUDA_CHECK(cudaHostAlloc((void **)&b->p, cap, cudaHostAllocDefault));
+    b->cap = cap;
+}
+
+/* Where the last decode put one sample's planes. */
+typedef struct {
+    int kind;                 /* 0 planar (YCbCr or Y), 1 interleaved RGB */
+    unsigned long long off[3];
+    int pw[3], ph[3], pp[3];  /* width, height, pitch */
+} DecPlanes;
+
+/* A pair of events timing device work, folded into a total lazily. */
+typedef struct {
+    cudaEvent_t a, b;
+    int pending;
+} Timer;
+
+static void timer_fold(Timer *t, double *total_ms, int wait) {
+    if (!t->pending) return;
+    if (!wait && cudaEventQuery(t->b) == cudaErrorNotReady) {
+        cudaGetLastError();
+        return;
+    }
+    CUDA_CHECK(cudaEventSynchronize(t->b));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, t->a, t->b));
+    *total_ms += ms;
+    t->pending = 0;
+}
+
+struct GpuImages {
+    int device, S, C, max_batch, threads, nslots;
+    int hardware;                       /* NVJPEG_BACKEND_HARDWARE in use */
+    unsigned hw_engines, hw_cores;
+    cudaStream_t sdec, sxf;
+    nvjpegHandle_t nj;
+    nvjpegJpegState_t state;
+    nvjpegJpegStream_t *pstream;        /* one per probing thread, + one for the decoding thread */
+    nvjpegOutputFormat_t fmt;           /* YUV (planar, our colour conversion), Y (C = 1), or RGBI */
+    /* decode: YCbCr planes double-buffered between sdec and sxf */
+    DevBuf yuv[2];
+    cudaEvent_t yuv_free[2];
+    int yuv_free_rec[2];
+    cudaEvent_t dec_done[3];            /* ring of 3: a decode waits for the one two calls back (host data) */
+    int dec_done_rec[3];
+    int ndec;                           /* decode calls so far */
+    int last_yuv;                       /* parity of the last decode's planes */
+    DecPlanes *dec;                     /* per sample of the last decode */
+    int dec_n;
+    Timer tdec[2];
+    /* transform */
+    DevBuf params, rect, kbuf, bbuf, hbuf, noise, lut3;
+    uint8_t *A, *Bf;                    /* ping-pong CHW batches */
+    PinBuf stage[2];
+    cudaEvent_t upload_done[2];
+    int upload_rec[2];
+    int nxf;
+    Timer txf[2];
+    GiSample *hs;                       /* host copies of the records */
+    /* output slots */
+    uint8_t **slot;
+    cudaEvent_t *ready, *consumed, *acq0, *acq1;
+    int *consumed_rec, *acq_pending;
+    pthread_mutex_t mu;                 /* st: the producer and consumer threads both update it */
+    GpuImagesStats st;
+};
+
+static void gi_set_device(const GpuImages *g) { CUDA_CHECK(cudaSetDevice(g->device)); }
+
+extern "C" int gpu_images_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" const char *gpu_images_backend(const GpuImages *g) { return g->hardware ? "hardware" : "hybrid"; }
+
+static void gi_err(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+#include "gpu_images_selftest.inc"
+
+static int gi_decode_one(GpuImages *g, const uint8_t *data, size_t len, nvjpegImage_t *dst);
+
+/* Decode the embedded test image through the whole decode path with the
+ * current output format and compare its channel means with libjpeg-turbo's:
+ * 0 right, 1 nvJPEG's batched decoder does not take it (nothing learnt),
+ * -1 the decode failed, -2 the pixels are wrong. */
+static int gi_selftest(GpuImages *g, double *err_out) {
+    GpuSample s;
+    memset(&s, 0, sizeof s);
+    s.src = GPU_SRC_JPEG;
+    s.data = gi_selftest_jpeg;
+    s.len = sizeof gi_selftest_jpeg;
+    s.img_w = gi_selftest_w;
+    s.img_h = gi_selftest_h;
+    s.ncomp = 3;
+    s.hs[0] = s.vs[0] = 2;
+    s.hs[1] = s.vs[1] = s.hs[2] = s.vs[2] = 1;
+    if (!gpu_images_probe(g, 0, &s)) return 1;
+    int C = g->C;
+    size_t n = (size_t)gi_selftest_w * gi_selftest_h;
+    uint8_t *px = (uint8_t *)malloc(n * C);
+    char e[256];
+    if (!px) return -1;
+    if (gpu_images_decode_rgb(g, &s, px, e, sizeof e)) {
+        free(px);
+        return -1;
+    }
+    double worst = 0;
+    for (int k = 0; k < C; k++) {
+        double m = 0;
+        for (size_t i = 0; i < n; i++) m += px[i * C + k];
+        m /= (double)n;
+        double want = C == 1 ? gi_selftest_mean_y : gi_selftest_mean[k];
+        if (fabs(m - want) > worst) worst = fabs(m - want);
+    }
+    free(px);
+    *err_out = worst;
+    return worst <= 1.5 ? 0 : -2;
+}
+
+extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        cudaGetLastError();
+        gi_err(err, errlen, "no CUDA GPU is visible (cudaGetDeviceCount: %s)",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return NULL;
+    }
+    if (device < 0 || device >= ndev) {
+        gi_err(err, errlen, "CUDA device %d does not exist (%d visible)", device, ndev);
+        return NULL;
+    }
+    if (!cfg || cfg->max_batch < 1 || cfg->size < 1 || (cfg->channels != 1 && cfg->channels != 3) ||
+        cfg->slots < 1 || cfg->threads < 1) {
+        gi_err(err, errlen, "gpu_images_create: bad configuration");
+        return NULL;
+    }
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) {
+        gi_err(err, errlen, "cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
+        return NULL;
+    }
+    int pools = 0;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess) {
+        cudaGetLastError();
+        pools = 0;
+    }
+    g_async_alloc = pools != 0;
+    GpuImages *g = (GpuImages *)calloc(1, sizeof *g);
+    if (!g) {
+        gi_err(err, errlen, "out of host memory");
+        return NULL;
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    g->device = device;
+    g->S = cfg->size;
+    g->C = cfg->channels;
+    g->max_batch = cfg->max_batch;
+    g->threads = cfg->threads;
+    g->nslots = cfg->slots;
+
+    /* the backend: hardware engines where nvJPEG can create them, else GPU-hybrid */
+    int want = cfg->backend;
+    const char *env = getenv("HGRN_NVJPEG_BACKEND");
+    if (want == GPU_JPEG_AUTO && env && *env) {
+        if (!strcmp(env, "hardware")) want = GPU_JPEG_HARDWARE;
+        else if (!strcmp(env, "hybrid")) want = GPU_JPEG_HYBRID;
+        else if (strcmp(env, "auto") != 0) {
+            gi_err(err, errlen, "HGRN_NVJPEG_BACKEND=%s: expected hardware, hybrid or auto", env);
+            free(g);
+            return NULL;
+        }
+    }
+    nvjpegStatus_t s = NVJPEG_STATUS_NOT_INITIALIZED;
+    if (want != GPU_JPEG_HYBRID) {
+        s = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj);
+        if (s == NVJPEG_STATUS_SUCCESS) {
+            g->hardware = 1;
+        } else if (want == GPU_JPEG_HARDWARE) {
+            gi_err(err, errlen, "nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE): %s (this GPU has no JPEG engines "
+                                "nvJPEG can use; the hybrid backend works on every GPU)", gi_nvjpeg_status(s));
+            free(g);
+            return NULL;
+        }
+    }
+    if (!g->hardware) {
+        s = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj);
+        if (s != NVJPEG_STATUS_SUCCESS) {
+            gi_err(err, errlen, "nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID): %s", gi_nvjpeg_status(s));
+            free(g);
+            return NULL;
+        }
+    }
+    if (g->hardware) {
+        if (nvjpegGetHardwareDecoderInfo(g->nj, &g->hw_engines, &g->hw_cores) != NVJPEG_STATUS_SUCCESS)
+            g->hw_engines = g->hw_cores = 0;
+    }
+    NVJPEG_CHECK(nvjpegJpegStateCreate(g->nj, &g->state));
+    g->pstream = (nvjpegJpegStream_t *)calloc((size_t)g->threads + 1, sizeof *g->pstream);
+    g->dec = (DecPlanes *)calloc((size_t)g->max_batch, sizeof *g->dec);
+    g->hs = (GiSample *)calloc((size_t)g->max_batch, sizeof *g->hs);
+    g->slot = (uint8_t **)calloc((size_t)g->nslots, sizeof *g->slot);
+    g->ready = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
+    g->consumed = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
+    g->acq0 = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
+    g->acq1 = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
+    g->consumed_rec = (int *)calloc((size_t)g->nslots, sizeof(int));
+    g->acq_pending = (int *)calloc((size_t)g->nslots, sizeof(int));
+    if (!g->pstream || !g->dec || !g->hs || !g->slot || !g->ready || !g->consumed || !g->acq0 || !g->acq1 ||
+        !g->consumed_rec || !g->acq_pending) {
+        gi_err(err, errlen, "out of host memory");
+        gpu_images_destroy(g);
+        return NULL;
+    }
+    for (int i = 0; i <= g->threads; i++) NVJPEG_CHECK(nvjpegJpegStreamCreate(g->nj, &g->pstream[i]));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->sdec, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&g->sxf, cudaStreamNonBlocking));
+    for (int i = 0; i < 2; i++) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->yuv_free[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->upload_done[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreate(&g->tdec[i].a));
+        CUDA_CHECK(cudaEventCreate(&g->tdec[i].b));
+        CUDA_CHECK(cudaEventCreate(&g->txf[i].a));
+        CUDA_CHECK(cudaEventCreate(&g->txf[i].b));
+    }
+    for (int i = 0; i < 3; i++) CUDA_CHECK(cudaEventCreateWithFlags(&g->dec_done[i], cudaEventDisableTiming));
+    size_t batch_bytes = (size_t)g->max_batch * g->C * g->S * g->S;
+    CUDA_CHECK(cudaMalloc(&g->A, batch_bytes));
+    CUDA_CHECK(cudaMalloc(&g->Bf, batch_bytes));
+    for (int i = 0; i < g->nslots; i++) {
+        CUDA_CHECK(cudaMalloc(&g->slot[i], batch_bytes));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->ready[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[i], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreate(&g->acq0[i]));
+        CUDA_CHECK(cudaEventCreate(&g->acq1[i]));
+        CUDA_CHECK(cudaEventRecord(g->ready[i], g->sxf));   /* an empty slot is "ready" */
+    }
+    GiYccTables t;
+    gi_ycc_tables(&t);
+    CUDA_CHECK(cudaMemcpyToSymbol(c_ycc, &t, sizeof t));
+    /* hardware decoder memory pool for this batch size (nvImageCodec reports
+     * a large gain from it); a failure only costs speed */
+    if (g->hardware)
+        nvjpegDecodeBatchedPreAllocate(g->nj, g->state, g->max_batch, 512, 512, NVJPEG_CSS_420,
+                                       g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV);
+    /* planar output, converted by k_ycc_rect exactly as libjpeg converts; if
+     * this nvJPEG / backend gets the test image wrong that way, its own
+     * interleaved RGB (chroma upsampling not libjpeg's) */
+    g->fmt = g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV;
+    double dev = 0;
+    int r = gi_selftest(g, &dev);
+    if (r < 0 && g->C == 3) {
+        g->fmt = NVJPEG_OUTPUT_RGBI;
+        double dev2 = 0;
+        int r2 = gi_selftest(g, &dev2);
+        if (r2 == 0) {
+            fprintf(stderr, "hgrn: nvJPEG (%s backend) %s with planar YCbCr output: using its interleaved RGB, whose "
+                            "chroma upsampling is not libjpeg's (pixels differ more from the CPU decoder)\n",
+                    g->hardware ? "hardware" : "hybrid", r == -1 ? "fails" : "decodes the test image wrong");
+        } else {
+            g->fmt = NVJPEG_OUTPUT_YUV;
+            r2 = r;
+        }
+        r = r2;
+        if (r == 0) dev = dev2;
+    }
+    if (r < 0) {
+        const char *why = r == -1 ? "decoding a small baseline JPEG failed" : "the decoded test image differs from "
+                                                                              "libjpeg-turbo's";
+        int retry = g->hardware && want == GPU_JPEG_AUTO && cfg->backend == GPU_JPEG_AUTO;
+        const char *bn = g->hardware ? "hardware" : "GPU-hybrid";
+        gpu_images_destroy(g);
+        if (retry) {   /* engines that do not work (e.g. a GPU partition without them): the hybrid decoder */
+            fprintf(stderr, "hgrn: nvJPEG hardware backend self-test: %s; using the GPU-hybrid backend\n", why);
+            GpuImagesConfig c2 = *cfg;
+            c2.backend = GPU_JPEG_HYBRID;
+            return gpu_images_create(device, &c2, err, errlen);
+        }
+        gi_err(err, errlen, "nvJPEG (%s backend) self-test: %s", bn, why);
+        return NULL;
+    }
+    (void)dev;
+    return g;
+}
+
+extern "C" void gpu_images_destroy(GpuImages *g) {
+    if (!g) return;
+    cudaSetDevice(g->device);
+    if (g->sdec) cudaStreamSynchronize(g->sdec);
+    if (g->sxf) cudaStreamSynchronize(g->sxf);
+    for (int i = 0; i < 2; i++) {
+        devbuf_free(&g->yuv[i]);
+        if (g->stage[i].p) cudaFreeHost(g->stage[i].p);
+        if (g->yuv_free[i]) cudaEventDestroy(g->yuv_free[i]);
+        if (g->upload_done[i]) cudaEventDestroy(g->upload_done[i]);
+        if (g->tdec[i].a) cudaEventDestroy(g->tdec[i].a);
+        if (g->tdec[i].b) cudaEventDestroy(g->tdec[i].b);
+        if (g->txf[i].a) cudaEventDestroy(g->txf[i].a);
+        if (g->txf[i].b) cudaEventDestroy(g->txf[i].b);
+    }
+    for (int i = 0; i < 3; i++)
+        if (g->dec_done[i]) cudaEventDestroy(g->dec_done[i]);
+    devbuf_free(&g->params);
+    devbuf_free(&g->rect);
+    devbuf_free(&g->kbuf);
+    devbuf_free(&g->bbuf);
+    devbuf_free(&g->hbuf);
+    devbuf_free(&g->noise);
+    devbuf_free(&g->lut3);
+    if (g->A) cudaFree(g->A);
+    if (g->Bf) cudaFree(g->Bf);
+    for (int i = 0; g->slot && i < g->nslots; i++) {
+        if (g->slot[i]) cudaFree(g->slot[i]);
+        if (g->ready[i]) cudaEventDestroy(g->ready[i]);
+        if (g->consumed[i]) cudaEventDestroy(g->consumed[i]);
+        if (g->acq0[i]) cudaEventDestroy(g->acq0[i]);
+        if (g->acq1[i]) cudaEventDestroy(g->acq1[i]);
+    }
+    for (int i = 0; g->pstream && i <= g->threads; i++)
+        if (g->pstream[i]) nvjpegJpegStreamDestroy(g->pstream[i]);
+    if (g->state) nvjpegJpegStateDestroy(g->state);
+    if (g->nj) nvjpegDestroy(g->nj);
+    if (g->sdec) cudaStreamDestroy(g->sdec);
+    if (g->sxf) cudaStreamDestroy(g->sxf);
+    free(g->pstream);
+    free(g->dec);
+    free(g->hs);
+    free(g->slot);
+    free(g->ready);
+    free(g->consumed);
+    free(g->acq0);
+    free(g->acq1);
+    free(g->consumed_rec);
+    free(g->acq_pending);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+/* libjpeg's downsampled component size: ceil(image * factor / max factor). */
+static int gi_comp_dim(int full, int f, int fmax) { return (int)(((long long)full * f + fmax - 1) / fmax); }
+
+extern "C" int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
+    if (thread < 0 || thread >= g->threads || s->src != GPU_SRC_JPEG) return 0;
+    nvjpegJpegStream_t js = g->pstream[thread];
+    if (nvjpegJpegStreamParseHeader(g->nj, s->data, s->len, js) != NVJPEG_STATUS_SUCCESS) return 0;
+    unsigned w = 0, h = 0, nc = 0;
+    if (nvjpegJpegStreamGetFrameDimensions(js, &w, &h) != NVJPEG_STATUS_SUCCESS || (int)w != s->img_w ||
+        (int)h != s->img_h)
+        return 0;
+    if (nvjpegJpegStreamGetComponentsNum(js, &nc) != NVJPEG_STATUS_SUCCESS || (int)nc != s->ncomp) return 0;
+    int mh = 1, mv = 1;
+    for (int c = 0; c < s->ncomp; c++) {
+        mh = gi_max(mh, s->hs[c]);
+        mv = gi_max(mv, s->vs[c]);
+    }
+    /* the planes must be the size libjpeg's upsampling assumes */
+    for (unsigned c = 0; c < nc; c++) {
+        unsigned cw = 0, ch = 0;
+        if (nvjpegJpegStreamGetComponentDimensions(js, c, &cw, &ch) != NVJPEG_STATUS_SUCCESS) return 0;
+        if ((int)cw != gi_comp_dim(s->img_w, s->hs[c], mh) || (int)ch != gi_comp_dim(s->img_h, s->vs[c], mv)) return 0;
+    }
+    if (g->hardware) {
+        int unsupported = 1;
+        if (nvjpegDecodeBatchedSupported(g->nj, js, &unsupported) != NVJPEG_STATUS_SUCCESS || unsupported != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* One image alone through the batched decoder (the self-test, and the
+ * per-image retry after a batch failed). 0 or -1. */
+static int gi_decode_one(GpuImages *g, const uint8_t *data, size_t len, nvjpegImage_t *dst) {
+    if (nvjpegDecodeBatchedInitialize(g->nj, g->state, 1, 1, g->fmt) != NVJPEG_STATUS_SUCCESS) return -1;
+    const unsigned char *d = data;
+    return nvjpegDecodeBatched(g->nj, g->state, &d, &len, dst, g->sdec) == NVJPEG_STATUS_SUCCESS ? 0 : -1;
+}
+
+/* The planes of one sample in the decode buffer (offsets from 0). */
+static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, size_t off) {
+    memset(p, 0, sizeof *p);
+    int W = s->img_w, H = s->img_h;
+    if (g->fmt == NVJPEG_OUTPUT_RGBI) {
+        p->kind = 1;
+        p->pw[0] = 3 * W;
+        p->pp[0] = (3 * W + 63) & ~63;
+        p->ph[0] = H;
+        p->off[0] = off;
+        return off + (((size_t)p->pp[0] * H + 255) & ~(size_t)255);
+    }
+    int planes = g->fmt == NVJPEG_OUTPUT_Y || s->ncomp == 1 ? 1 : 3;
+    int mh = 1, mv = 1;
+    for (int c = 0; c < s->ncomp; c++) {
+        mh = gi_max(mh, s->hs[c]);
+        mv = gi_max(mv, s->vs[c]);
+    }
+    for (int c = 0; c < planes; c++) {
+        p->pw[c] = gi_comp_dim(W, s->hs[c], mh);
+        p->ph[c] = gi_comp_dim(H, s->vs[c], mv);
+        p->pp[c] = (p->pw[c] + 63) & ~63;   /* 64-byte aligned rows */
+        p->off[c] = off;
+        off += ((size_t)p->pp[c] * p->ph[c] + 255) & ~(size_t)255;
+    }
+    return off;
+}
+
+extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    if (n < 0 || n > g->max_batch) {
+        gi_err(err, errlen, "gpu_images_decode: %d samples, at most %d", n, g->max_batch);
+        return -1;
+    }
+    gi_set_device(g);
+    double t0 = now_seconds();
+    int q = g->ndec % 3, p = g->ndec % 2;
+    /* the host data of the decode two calls back is no longer read */
+    int back2 = (g->ndec + 1) % 3;
+    if (g->dec_done_rec[back2]) CUDA_CHECK(cudaEventSynchronize(g->dec_done[back2]));
+    pthread_mutex_lock(&g->mu);
+    timer_fold(&g->tdec[p], &g->st.gpu_decode_ms, 1);
+    pthread_mutex_unlock(&g->mu);
+    int nj = 0;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        s[i].status = GPU_SAMPLE_OK;
+        s[i].dec_index = i;
+        if (s[i].src != GPU_SRC_JPEG) continue;
+        total = gi_planes(g, &s[i], &g->dec[i], total);
+        nj++;
+    }
+    g->dec_n = n;
+    g->last_yuv = p;
+    g->ndec++;
+    if (nj == 0) {
+        g->dec_done_rec[q] = 0;
+        pthread_mutex_lock(&g->mu);
+        g->st.host_decode_s += now_seconds() - t0;
+        pthread_mutex_unlock(&g->mu);
+        return 0;
+    }
+    /* the planes of two decodes back must have been converted */
+    if (g->yuv_free_rec[p]) CUDA_CHECK(cudaStreamWaitEvent(g->sdec, g->yuv_free[p], 0));
+    devbuf_reserve(&g->yuv[p], total, g->sdec);
+    uint8_t *base = (uint8_t *)g->yuv[p].p;
+    const unsigned char **datas = (const unsigned char **)malloc(sizeof(*datas) * nj);
+    size_t *lens = (size_t *)malloc(sizeof(*lens) * nj);
+    nvjpegImage_t *dst = (nvjpegImage_t *)calloc((size_t)nj, sizeof *dst);
+    int *idx = (int *)malloc(sizeof(int) * nj);
+    if (!datas || !lens || !dst || !idx) {
+        free(datas); free(lens); free(dst); free(idx);
+        gi_err(err, errlen, "out of host memory");
+        return -1;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i].src != GPU_SRC_JPEG) continue;
+        datas[k] = s[i].data;
+        lens[k] = s[i].len;
+        for (int c = 0; c < 3; c++) {
+            if (!g->dec[i].pw[c]) continue;
+            dst[k].channel[c] = base + g->dec[i].off[c];
+            dst[k].pitch[c] = (size_t)g->dec[i].pp[c];
+        }
+        idx[k++] = i;
+    }
+    CUDA_CHECK(cudaEventRecord(g->tdec[p].a, g->sdec));
+    NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(g->nj, g->state, nj, 1, g->fmt));
+    nvjpegStatus_t st = nvjpegDecodeBatched(g->nj, g->state, datas, lens, dst, g->sdec);
+    int failed = 0;
+    if (st != NVJPEG_STATUS_SUCCESS) {
+        /* one file spoiled the batch: find it (them), image by image */
+        for (int j = 0; j < nj; j++)
+            if (gi_decode_one(g, datas[j], lens[j], &dst[j]) != 0) {
+                s[idx[j]].status = GPU_SAMPLE_DECODE_FAILED;
+                failed++;
+            }
+    }
+    CUDA_CHECK(cudaEventRecord(g->tdec[p].b, g->sdec));
+    g->tdec[p].pending = 1;
+    CUDA_CHECK(cudaEventRecord(g->dec_done[q], g->sdec));
+    g->dec_done_rec[q] = 1;
+    pthread_mutex_lock(&g->mu);
+    g->st.jpeg_decoded += nj - failed;
+    g->st.decode_failed += failed;
+    for (int j = 0; j < nj; j++) g->st.jpeg_bytes += (double)lens[j];
+    g->st.host_decode_s += now_seconds() - t0;
+    pthread_mutex_unlock(&g->mu);
+    free(datas);
+    free(lens);
+    free(dst);
+    free(idx);
+    return 0;
+}
+
+extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
+                                    size_t errlen) {
+    if (n < 1 || n > g->max_batch || slot < 0 || slot >= g->nslots) {
+        gi_err(err, errlen, "gpu_images_transform: %d samples (1..%d), slot %d (0..%d)", n, g->max_batch, slot,
+               g->nslots - 1);
+        return -1;
+    }
+    gi_set_device(g);
+    double t0 = now_seconds();
+    int S = g->S, C = g->C, q = g->nxf % 2;
+    if (g->upload_rec[q]) CUDA_CHECK(cudaEventSynchronize(g->upload_done[q]));
+    pthread_mutex_lock(&g->mu);
+    timer_fold(&g->txf[q], &g->st.gpu_transform_ms, 1);
+    pthread_mutex_unlock(&g->mu);
+    /* ---- records, sizes, offsets ---- */
+    GiTotals T;
+    memset(&T, 0, sizeof T);
+    for (int i = 0; i < n; i++) {
+        const GpuSample *x = &s[i];
+        GiSample *d = &g->hs[i];
+        memset(d, 0, sizeof *d);
+        if (x->src == GPU_SRC_JPEG) {
+            if (x->dec_index < 0 || x->dec_index >= g->dec_n || x->status != GPU_SAMPLE_OK) {
+                gi_err(err, errlen, "gpu_images_transform: sample %d was not decoded by the last gpu_images_decode", i);
+                return -1;
+            }
+            const DecPlanes *pl = &g->dec[x->dec_index];
+            d->kind = pl->kind;
+            for (int c = 0; c < 3; c++) {
+                d->plane_off[c] = pl->off[c];
+                d->pw[c] = pl->pw[c];
+                d->ph[c] = pl->ph[c];
+                d->pp[c] = pl->pp[c];
+            }
+        }
+        if (gi_pack(x, i, C, S, d, &T, err, errlen)) return -1;
+    }
+    size_t rect_tot = T.rect, k_tot = T.k, b_tot = T.b, h_tot = T.h, noise_tot = T.noise, pix_tot = T.pix;
+    int ops_tot = T.ops, max_ops = T.max_ops, any_jpeg = T.any_jpeg, max_rect = T.max_rect, max_h = T.max_h,
+        max_k = T.max_k;
+    /* ---- host staging: records, ops, noise, pixels ---- */
+    size_t off_ops = gi_align16(sizeof(GiSample) * n), off_noise = off_ops + gi_align16(sizeof(ImgOp) * ops_tot);
+    size_t off_pix = off_noise + noise_tot, stage_tot = off_pix + pix_tot;
+    pinbuf_reserve(&g->stage[q], stage_tot);
+    uint8_t *st = g->stage[q].p;
+    memcpy(st, g->hs, sizeof(GiSample) * n);
+    ImgOp *sop = (ImgOp *)(st + off_ops);
+    size_t pix = off_pix;
+    for (int i = 0; i < n; i++) {
+        const GpuSample *x = &s[i];
+        if (x->nops) memcpy(sop + g->hs[i].op_first, x->ops, sizeof(ImgOp) * x->nops);
+        if (x->erase) memcpy(st + off_noise + g->hs[i].noise_off, x->er_noise, (size_t)C * x->er_w * x->er_h);
+        if (g->hs[i].kind == 2) {
+            size_t row = (size_t)x->rw * C;
+            for (int y = 0; y < x->rh; y++) memcpy(st + pix + y * row, x->px + (size_t)y * x->stride, row);
+            pix += gi_align16(row * x->rh);
+        }
+    }
+    /* ---- device buffers, uploads ---- */
+    cudaStream_t sx = g->sxf;
+    CUDA_CHECK(cudaEventRecord(g->txf[q].a, sx));
+    devbuf_reserve(&g->params, off_noise, sx);
+    devbuf_reserve(&g->rect, rect_tot, sx);
+    devbuf_reserve(&g->kbuf, k_tot * sizeof(float) + 16, sx);
+    devbuf_reserve(&g->bbuf, b_tot * sizeof(int) + 16, sx);
+    devbuf_reserve(&g->hbuf, h_tot + 16, sx);
+    devbuf_reserve(&g->noise, noise_tot + 16, sx);
+    devbuf_reserve(&g->lut3, (size_t)n * C * 256, sx);
+    CUDA_CHECK(cudaMemcpyAsync(g->params.p, st, off_noise, cudaMemcpyHostToDevice, sx));
+    pix = off_pix;
+    for (int i = 0; i < n; i++) {
+        if (g->hs[i].kind != 2) continue;
+        size_t bytes = (size_t)s[i].rw * s[i].rh * C;
+        CUDA_CHECK(cudaMemcpyAsync((uint8_t *)g->rect.p + g->hs[i].rect_off, st + pix, bytes, cudaMemcpyHostToDevice, sx));
+        pix += gi_align16(bytes);
+    }
+    if (noise_tot)
+        CUDA_CHECK(cudaMemcpyAsync(g->noise.p, st + off_noise, noise_tot, cudaMemcpyHostToDevice, sx));
+    CUDA_CHECK(cudaEventRecord(g->upload_done[q], sx));
+    g->upload_rec[q] = 1;
+    const GiSample *dS = (const GiSample *)g->params.p;
+    const ImgOp *dO = (const ImgOp *)((uint8_t *)g->params.p + off_ops);
+    uint8_t *rect = (uint8_t *)g->rect.p;
+    /* ---- kernels ---- */
+    if (any_jpeg) {
+        int p = g->last_yuv;
+        int qd = (g->ndec + 2) % 3;   /* the last decode's event */
+        if (g->dec_done_rec[qd]) CUDA_CHECK(cudaStreamWaitEvent(sx, g->dec_done[qd], 0));
+        dim3 grid((unsigned)gi_min((max_rect + GI_THREADS - 1) / GI_THREADS, 4096), (unsigned)n);
+        k_ycc_rect<<<grid, GI_THREADS, 0, sx>>>(dS, (const uint8_t *)g->yuv[p].p, rect, C);
+        LAUNCH_CHECK("k_ycc_rect");
+        CUDA_CHECK(cudaEventRecord(g->yuv_free[p], sx));
+        g->yuv_free_rec[p] = 1;
+    }
+    if (max_k > 0) {
+        dim3 grid((unsigned)((max_k + GI_THREADS - 1) / GI_THREADS), (unsigned)n);
+        k_coeffs<<<grid, GI_THREADS, 0, sx>>>(dS, (float *)g->kbuf.p, (int *)g->bbuf.p);
+        LAUNCH_CHECK("k_coeffs");
+    }
+    if (max_h > 0) {
+        dim3 grid((unsigned)gi_min((max_h + GI_THREADS - 1) / GI_THREADS, 4096), (unsigned)n);
+        k_hpass<<<grid, GI_THREADS, 0, sx>>>(dS, rect, (const float *)g->kbuf.p, (const int *)g->bbuf.p,
+                                             (uint8_t *)g->hbuf.p, C);
+        LAUNCH_CHECK("k_hpass");
+    }
+    unsigned pblocks = (unsigned)(((long long)S * S + GI_THREADS - 1) / GI_THREADS);
+    uint8_t *cur = g->A, *other = g->Bf;
+    k_vpass<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, rect, (const uint8_t *)g->hbuf.p,
+                                                                 (const float *)g->kbuf.p, (const int *)g->bbuf.p,
+                                                                 cur, C, S);
+    LAUNCH_CHECK("k_vpass");
+    for (int L = 0; L < max_ops; L++) {
+        int prep = 0, rot = 0;
+        for (int i = 0; i < n; i++) {
+            if (L >= s[i].nops) continue;
+            int kind = s[i].ops[L].kind;
+            prep |= kind == IMGOP_AUTOCONTRAST || kind == IMGOP_EQUALIZE || kind == IMGOP_CONTRAST;
+            rot |= kind == IMGOP_AFFINE && gi_affine_path(s[i].ops[L].m) == GI_AFF_GENERAL;
+        }
+        if (prep) {
+            k_op_prep<<<(unsigned)n, GI_THREADS, 0, sx>>>(dS, dO, cur, (uint8_t *)g->lut3.p, L, C, S);
+            LAUNCH_CHECK("k_op_prep");
+        }
+        k_op_apply<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, dO, (const uint8_t *)g->lut3.p, cur, other,
+                                                                        L, C, S);
+        LAUNCH_CHECK("k_op_apply");
+        if (rot) {
+            k_op_rotate<<<dim3((unsigned)((S + 63) / 64), (unsigned)n), 64, 0, sx>>>(dS, dO, cur, other, L, C, S);
+            LAUNCH_CHECK("k_op_rotate");
+        }
+        uint8_t *t = cur;
+        cur = other;
+        other = t;
+    }
+    if (g->consumed_rec[slot]) CUDA_CHECK(cudaStreamWaitEvent(sx, g->consumed[slot], 0));
+    GpuMix m;
+    memset(&m, 0, sizeof m);
+    if (mix && mix->on) m = *mix;
+    k_finish<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, cur, (const uint8_t *)g->noise.p, g->slot[slot],
+                                                                  n, C, S, m);
+    LAUNCH_CHECK("k_finish");
+    CUDA_CHECK(cudaEventRecord(g->ready[slot], sx));
+    CUDA_CHECK(cudaEventRecord(g->txf[q].b, sx));
+    g->txf[q].pending = 1;
+    g->nxf++;
+    pthread_mutex_lock(&g->mu);
+    g->st.batches++;
+    for (int i = 0; i < n; i++) g->st.pixels_uploaded += s[i].src == GPU_SRC_PIXELS;
+    g->st.host_transform_s += now_seconds() - t0;
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+extern "C" uint8_t *gpu_images_slot(GpuImages *g, int slot) {
+    return slot >= 0 && slot < g->nslots ? g->slot[slot] : NULL;
+}
+
+/* Device time a consumer stream spent waiting at its last acquire of the
+ * slot (events around the wait), once both have run. */
+static void gi_fold_stall(GpuImages *g, int slot, int wait) {
+    if (!g->acq_pending[slot]) return;
+    if (!wait && cudaEventQuery(g->acq1[slot]) == cudaErrorNotReady) {
+        cudaGetLastError();
+        return;
+    }
+    CUDA_CHECK(cudaEventSynchronize(g->acq1[slot]));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, g->acq0[slot], g->acq1[slot]));
+    g->st.consumer_stall_s += ms * 1e-3;
+    g->acq_pending[slot] = 0;
+}
+
+extern "C" void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) {
+    if (slot < 0 || slot >= g->nslots) return;
+    gi_set_device(g);
+    if (!stream) {
+        CUDA_CHECK(cudaEventSynchronize(g->ready[slot]));
+        return;
+    }
+    cudaStream_t cs = (cudaStream_t)stream;
+    pthread_mutex_lock(&g->mu);
+    gi_fold_stall(g, slot, 1);
+    pthread_mutex_unlock(&g->mu);
+    CUDA_CHECK(cudaEventRecord(g->acq0[slot], cs));
+    CUDA_CHECK(cudaStreamWaitEvent(cs, g->ready[slot], 0));
+    CUDA_CHECK(cudaEventRecord(g->acq1[slot], cs));
+    g->acq_pending[slot] = 1;
+}
+
+extern "C" void gpu_images_slot_release(GpuImages *g, int slot, void *stream) {
+    if (slot < 0 || slot >= g->nslots) return;
+    gi_set_device(g);
+    if (!stream) {
+        g->consumed_rec[slot] = 0;
+        return;
+    }
+    CUDA_CHECK(cudaEventRecord(g->consumed[slot], (cudaStream_t)stream));
+    g->consumed_rec[slot] = 1;
+}
+
+extern "C" void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes) {
+    if (slot < 0 || slot >= g->nslots) return;
+    gi_set_device(g);
+    size_t cap = (size_t)g->max_batch * g->C * g->S * g->S;
+    CUDA_CHECK(cudaEventSynchronize(g->ready[slot]));
+    CUDA_CHECK(cudaMemcpy(host, g->slot[slot], bytes < cap ? bytes : cap, cudaMemcpyDeviceToHost));
+}
+
+extern "C" void gpu_images_stats(GpuImages *g, GpuImagesStats *st) {
+    gi_set_device(g);
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < 2; i++) {
+        timer_fold(&g->tdec[i], &g->st.gpu_decode_ms, 1);
+        timer_fold(&g->txf[i], &g->st.gpu_transform_ms, 1);
+    }
+    for (int i = 0; i < g->nslots; i++) gi_fold_stall(g, i, 0);
+    *st = g->st;
+    pthread_mutex_unlock(&g->mu);
+}
+
+extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
+    GpuSample x = *s;
+    x.src = GPU_SRC_JPEG;
+    if (gpu_images_decode(g, &x, 1, err, errlen)) return -1;
+    if (x.status != GPU_SAMPLE_OK) {
+        gi_err(err, errlen, "nvJPEG could not decode the image");
+        return -1;
+    }
+    int C = g->C;
+    GiSample d;
+    memset(&d, 0, sizeof d);
+    const DecPlanes *pl = &g->dec[x.dec_index];
+    d.kind = pl->kind;
+    for (int c = 0; c < 3; c++) {
+        d.plane_off[c] = pl->off[c];
+        d.pw[c] = pl->pw[c];
+        d.ph[c] = pl->ph[c];
+        d.pp[c] = pl->pp[c];
+    }
+    d.ncomp = x.ncomp;
+    int mh = 1, mv = 1;
+    for (int c = 0; c < x.ncomp; c++) {
+        mh = gi_max(mh, x.hs[c]);
+        mv = gi_max(mv, x.vs[c]);
+    }
+    d.fh = x.ncomp == 3 ? mh / x.hs[1] : 1;
+    d.fv = x.ncomp == 3 ? mv / x.vs[1] : 1;
+    d.img_w = d.rw = x.img_w;
+    d.img_h = d.rh = x.img_h;
+    size_t bytes = (size_t)x.img_w * x.img_h * C;
+    cudaStream_t sx = g->sxf;
+    devbuf_reserve(&g->params, sizeof d, sx);
+    devbuf_reserve(&g->rect, bytes, sx);
+    CUDA_CHECK(cudaMemcpyAsync(g->params.p, &d, sizeof d, cudaMemcpyHostToDevice, sx));
+    CUDA_CHECK(cudaStreamWaitEvent(sx, g->dec_done[(g->ndec + 2) % 3], 0));
+    unsigned blocks = (unsigned)gi_min((int)((bytes / C + GI_THREADS - 1) / GI_THREADS), 4096);
+    k_ycc_rect<<<dim3(blocks, 1), GI_THREADS, 0, sx>>>((const GiSample *)g->params.p,
+                                                        (const uint8_t *)g->yuv[g->last_yuv].p, (uint8_t *)g->rect.p, C);
+    LAUNCH_CHECK("k_ycc_rect");
+    CUDA_CHECK(cudaEventRecord(g->yuv_free[g->last_yuv], sx));
+    g->yuv_free_rec[g->last_yuv] = 1;
+    CUDA_CHECK(cudaMemcpyAsync(out, g->rect.p, bytes, cudaMemcpyDeviceToHost, sx));
+    CUDA_CHECK(cudaStreamSynchronize(sx));
+    return 0;
+}
+#endif

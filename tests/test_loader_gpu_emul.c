@@ -1,0 +1,444 @@
+/* test_loader_gpu_emul.c - the loader's GPU-decoding path (loader_use_gpu,
+ * data.decode = gpu) on any machine: this program defines the whole
+ * gpu_images.h API itself, as a host double whose "nvJPEG" is libjpeg's raw
+ * YCbCr output and whose kernels are the real kernel bodies
+ * (cuda/gpu_images_ops.cuh, through tests/gpu_emul.h), so the linker never
+ * pulls the real pipeline or its stub. Then the GPU path must give the CPU
+ * path's batches bit for bit: same samples, substitutions of unreadable
+ * files, crops, ops, erasing, Mixup/CutMix, targets, evaluation batches. The
+ * images stay under 2 x image_size so the CPU path never DCT-scales (the GPU
+ * path resamples from full resolution), and the CPU resampler runs at its
+ * SSE2 level, which the kernels reproduce exactly.
+ *
+ * The directory holds what the fallbacks exist for: a PNG, a PNG named .JPEG,
+ * CMYK and 4:1:1 JPEGs, a progressive one (the double refuses progressive
+ * files like the hardware engines), one the double's "nvJPEG" fails on (a
+ * comment marker says so), a truncated JPEG, a zero-byte file and a
+ * 60000 x 60000 header. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "dataset.h"
+#include "gpu_images.h"
+#include "image.h"
+#include "loader.h"
+#include "resize.h"
+#include "rng.h"
+
+#include "gpu_emul.h"
+
+#include <png.h>
+
+/* ================================================================ the host double of gpu_images.h */
+
+struct GpuImages {
+    int S, C, max_batch, nslots;
+    uint8_t **slot;
+    uint8_t **planes;     /* per decode index */
+    EmuPlanes *ep;
+    int dec_n;
+    GpuImagesStats st;
+};
+
+static int g_refused, g_failed;   /* what the double turned down */
+
+GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
+    (void)device;
+    (void)err;
+    (void)errlen;
+    GpuImages *g = calloc(1, sizeof *g);
+    g->S = cfg->size;
+    g->C = cfg->channels;
+    g->max_batch = cfg->max_batch;
+    g->nslots = cfg->slots;
+    g->slot = calloc((size_t)g->nslots, sizeof *g->slot);
+    for (int i = 0; i < g->nslots; i++) g->slot[i] = malloc((size_t)g->max_batch * g->C * g->S * g->S);
+    g->planes = calloc((size_t)g->max_batch, sizeof *g->planes);
+    g->ep = calloc((size_t)g->max_batch, sizeof *g->ep);
+    return g;
+}
+
+void gpu_images_destroy(GpuImages *g) {
+    if (!g) return;
+    for (int i = 0; i < g->nslots; i++) free(g->slot[i]);
+    for (int i = 0; i < g->max_batch; i++) free(g->planes[i]);
+    free(g->slot);
+    free(g->planes);
+    free(g->ep);
+    free(g);
+}
+
+int gpu_images_available(void) { return 1; }
+const char *gpu_images_backend(const GpuImages *g) { (void)g; return "emulated"; }
+
+static int has_comment(const uint8_t *d, size_t n, const char *text) {
+    size_t t = strlen(text);
+    for (size_t i = 0; i + 4 + t <= n; i++)
+        if (d[i] == 0xFF && d[i + 1] == 0xFE && memcmp(d + i + 4, text, t) == 0) return 1;
+    return 0;
+}
+
+/* like the hardware engines: no progressive files */
+int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
+    (void)g;
+    (void)thread;
+    JpegHeader h;
+    if (image_jpeg_header(s->data, s->len, &h) || h.sof == 0xC2) {
+#pragma omp atomic update
+        g_refused++;
+        return 0;
+    }
+    return 1;
+}
+
+int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    for (int i = 0; i < g->max_batch; i++) {
+        free(g->planes[i]);
+        g->planes[i] = NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        s[i].status = GPU_SAMPLE_OK;
+        s[i].dec_index = i;
+        if (s[i].src != GPU_SRC_JPEG) continue;
+        if (has_comment(s[i].data, s[i].len, "NVFAIL")) {
+            s[i].status = GPU_SAMPLE_DECODE_FAILED;
+            g_failed++;
+            continue;
+        }
+        int nc;
+        g->planes[i] = raw_planes(s[i].data, s[i].len, &nc, g->ep[i].off, g->ep[i].pw, g->ep[i].ph, g->ep[i].pp);
+        g->ep[i].planes = g->planes[i];
+        g->st.jpeg_decoded++;
+    }
+    g->dec_n = n;
+    return 0;
+}
+
+int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
+                         size_t errlen) {
+    (void)err;
+    (void)errlen;
+    EmuPlanes *ep = calloc((size_t)n, sizeof *ep);
+    for (int i = 0; i < n; i++) {
+        if (s[i].src != GPU_SRC_JPEG) continue;
+        assert_true(s[i].dec_index >= 0 && s[i].dec_index < g->dec_n && s[i].status == GPU_SAMPLE_OK);
+        ep[i] = g->ep[s[i].dec_index];
+    }
+    emulate(s, ep, n, mix, g->C, g->S, g->slot[slot]);
+    free(ep);
+    g->st.batches++;
+    return 0;
+}
+
+uint8_t *gpu_images_slot(GpuImages *g, int slot) { return g->slot[slot]; }
+void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
+void gpu_images_slot_release(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
+void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes) { memcpy(host, g->slot[slot], bytes); }
+void gpu_images_stats(GpuImages *g, GpuImagesStats *st) { *st = g->st; }
+void *gpu_backend_stream(Backend *bk) { (void)bk; return NULL; }
+int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
+    (void)g; (void)s; (void)out;
+    snprintf(err, errlen, "not in the double");
+    return -1;
+}
+
+/* ================================================================ the dataset */
+
+static const char *ROOT = "/tmp/hgrn_test_loader_gpu";
+
+static void write_file(const char *path, const uint8_t *d, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    if (n) assert_int_equal(fwrite(d, 1, n, f), n);
+    fclose(f);
+}
+
+/* A JPEG with a COM marker after SOI (the double's failure trigger when "NVFAIL"). */
+static uint8_t *with_comment(const uint8_t *jpg, size_t len, const char *text, size_t *out_len) {
+    size_t t = strlen(text);
+    uint8_t *o = malloc(len + 4 + t);
+    o[0] = 0xFF;
+    o[1] = 0xD8;
+    o[2] = 0xFF;
+    o[3] = 0xFE;
+    o[4] = (uint8_t)((t + 2) >> 8);
+    o[5] = (uint8_t)(t + 2);
+    memcpy(o + 6, text, t);
+    memcpy(o + 6 + t, jpg + 2, len - 2);
+    *out_len = len + 4 + t;
+    return o;
+}
+
+static uint8_t *encode_cmyk(int W, int H, size_t *len) {
+    struct jpeg_compress_struct ci;
+    struct jpeg_error_mgr je;
+    ci.err = jpeg_std_error(&je);
+    jpeg_create_compress(&ci);
+    unsigned char *buf = NULL;
+    unsigned long n = 0;
+    jpeg_mem_dest(&ci, &buf, &n);
+    ci.image_width = (JDIMENSION)W;
+    ci.image_height = (JDIMENSION)H;
+    ci.input_components = 4;
+    ci.in_color_space = JCS_CMYK;
+    jpeg_set_defaults(&ci);
+    jpeg_set_colorspace(&ci, JCS_YCCK);
+    jpeg_start_compress(&ci, TRUE);
+    uint8_t *row = malloc((size_t)W * 4);
+    while (ci.next_scanline < ci.image_height) {
+        for (int x = 0; x < W; x++) {
+            row[4 * x] = (uint8_t)(x * 3);
+            row[4 * x + 1] = (uint8_t)(ci.next_scanline * 2);
+            row[4 * x + 2] = (uint8_t)(x ^ ci.next_scanline);
+            row[4 * x + 3] = 40;
+        }
+        JSAMPROW r = row;
+        jpeg_write_scanlines(&ci, &r, 1);
+    }
+    jpeg_finish_compress(&ci);
+    jpeg_destroy_compress(&ci);
+    free(row);
+    uint8_t *out = malloc(n);
+    memcpy(out, buf, n);
+    free(buf);
+    *len = n;
+    return out;
+}
+
+static int test_write_png(const char *p, const uint8_t *px, int w, int h) {
+    FILE *f = fopen(p, "wb");
+    if (!f) return -1;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    if (setjmp(png_jmpbuf(png))) {
+        fclose(f);
+        return -1;
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    for (int y = 0; y < h; y++) png_write_row(png, (png_bytep)(px + (size_t)y * w * 3));
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    fclose(f);
+    return 0;
+}
+
+static void build_dataset(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", ROOT);
+    assert_int_equal(system(cmd), 0);
+    char dir[400], path[600];
+    int count = 0;
+    for (int cls = 0; cls < 3; cls++) {
+        snprintf(dir, sizeof dir, "%s/class%d", ROOT, cls);
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+        assert_int_equal(system(cmd), 0);
+        for (int i = 0; i < 12; i++, count++) {
+            int W = 70 + (count * 7) % 57, H = 66 + (count * 13) % 61;
+            int kind = count % 6;   /* 4:2:0, 4:2:2, 4:4:4, 4:4:0, gray, progressive 4:2:0 */
+            int C = kind == 4 ? 1 : 3;
+            uint8_t *px = make_pixels(W, H, C, 300 + count);
+            int hs = kind == 0 || kind == 1 || kind == 5 ? 2 : 1, vs = kind == 0 || kind == 3 || kind == 5 ? 2 : 1;
+            size_t len;
+            uint8_t *jpg = encode_jpeg(px, W, H, C, hs, vs, kind == 5, 85, &len);
+            snprintf(path, sizeof path, "%s/img%02d.jpg", dir, i);
+            write_file(path, jpg, len);
+            free(jpg);
+            free(px);
+        }
+    }
+    /* the awkward ones, in class 1 */
+    snprintf(dir, sizeof dir, "%s/class1", ROOT);
+    uint8_t *px = make_pixels(90, 80, 3, 9);
+    size_t len;
+    snprintf(path, sizeof path, "%s/zz_png.png", dir);
+    /* a PNG, and a PNG named .JPEG */
+    assert_int_equal(test_write_png(path, px, 90, 80), 0);
+    snprintf(path, sizeof path, "%s/zz_png_named.JPEG", dir);
+    assert_int_equal(test_write_png(path, px, 90, 80), 0);
+    uint8_t *cmyk = encode_cmyk(75, 60, &len);
+    snprintf(path, sizeof path, "%s/zz_cmyk.jpg", dir);
+    write_file(path, cmyk, len);
+    free(cmyk);
+    uint8_t *j411 = encode_jpeg(px, 90, 80, 3, 4, 1, 0, 85, &len);
+    snprintf(path, sizeof path, "%s/zz_411.jpg", dir);
+    write_file(path, j411, len);
+    free(j411);
+    uint8_t *jpg = encode_jpeg(px, 90, 80, 3, 2, 2, 0, 85, &len);
+    size_t flen;
+    uint8_t *fail = with_comment(jpg, len, "NVFAIL", &flen);
+    snprintf(path, sizeof path, "%s/zz_nvfail.jpg", dir);
+    write_file(path, fail, flen);
+    free(fail);
+    snprintf(path, sizeof path, "%s/zz_truncated.jpg", dir);
+    write_file(path, jpg, len * 2 / 3);
+    snprintf(path, sizeof path, "%s/zz_zero.jpg", dir);
+    write_file(path, jpg, 0);
+    /* a 60000 x 60000 header: SOF0's height / width patched */
+    for (size_t i = 2; i + 9 < len; i++)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+            jpg[i + 5] = 0xEA;
+            jpg[i + 6] = 0x60;
+            jpg[i + 7] = 0xEA;
+            jpg[i + 8] = 0x60;
+            break;
+        }
+    snprintf(path, sizeof path, "%s/zz_huge.jpg", dir);
+    write_file(path, jpg, len);
+    free(jpg);
+    free(px);
+}
+
+/* ================================================================ the comparison */
+
+static Config loader_cfg(const char *decode, int cutmix_only) {
+    Config c;
+    config_defaults(&c);
+    c.image_size = 64;
+    c.patch_size = 16;
+    c.channels = 3;
+    c.num_classes = 3;
+    c.batch_size = 8;
+    c.seed = 77;
+    c.reprob = 0.5f;
+    c.repeated_aug = 1;
+    if (cutmix_only) c.mixup = 0;
+    snprintf(c.decode, sizeof c.decode, "%s", decode);
+    return c;
+}
+
+static void compare_loaders(int train, int prefetch, int cutmix_only) {
+    char err[512];
+    Dataset *ds = dataset_imagefolder_open(ROOT, 3, err, sizeof err);
+    assert_non_null(ds);
+    Config ccpu = loader_cfg("cpu", cutmix_only), cgpu = loader_cfg("gpu", cutmix_only);
+    Loader *a = loader_create(ds, &ccpu, train, 0, 1, err, sizeof err);
+    Loader *b = loader_create(ds, &cgpu, train, 0, 1, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(loader_use_gpu(a, "cuda", 0, err, sizeof err), 0);
+    if (loader_use_gpu(b, "cuda", 0, err, sizeof err) != 1) fail_msg("%s", err);
+    assert_true(loader_gpu(b));
+    if (prefetch) {
+        assert_int_equal(loader_start_prefetch(a, 2, err, sizeof err), 0);
+        assert_int_equal(loader_start_prefetch(b, 3, err, sizeof err), 0);
+    }
+    Batch *ba = batch_alloc(&ccpu, loader_batch_size(a), 3), *bb = batch_alloc(&cgpu, loader_batch_size(b), 3);
+    size_t per = (size_t)3 * 64 * 64;
+    int batches = 0;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        loader_set_epoch(a, epoch, 0);
+        loader_set_epoch(b, epoch, 0);
+        for (;;) {
+            int ra = loader_next(a, ba);
+            int rb;
+            const Batch *ref = NULL;
+            if (batches % 2) {
+                rb = loader_next(b, bb);
+                ref = bb;
+            } else {
+                rb = loader_next_device(b, &ref, NULL);
+            }
+            assert_int_equal(ra, rb);
+            if (ra != 1) break;
+            assert_int_equal(ba->n, ref->n);
+            const uint8_t *img = batches % 2 ? ref->images : ref->dev_images;
+            for (int i = 0; i < ba->n; i++) {
+                assert_int_equal(ba->labels[i], ref->labels[i]);
+                const uint8_t *x = ba->images + i * per, *y = img + i * per;
+                int md = 0;
+                for (size_t q = 0; q < per; q++) md = md > abs(x[q] - y[q]) ? md : abs(x[q] - y[q]);
+                if (md) fail_msg("train %d epoch %d batch %d sample %d: max diff %d", train, epoch, batches, i, md);
+            }
+            assert_memory_equal(ba->targets, ref->targets, sizeof(float) * 3 * ba->n);
+            batches++;
+        }
+    }
+    assert_true(batches >= 4);
+    LoaderStats sa, sb;
+    loader_stats(a, &sa);
+    loader_stats(b, &sb);
+    assert_false(sa.gpu);
+    assert_true(sb.gpu);
+    assert_int_equal(sa.bad_samples, sb.bad_samples);
+    assert_int_equal(sa.samples, sb.samples);
+    assert_true(sb.gpu_decoded > 0);
+    assert_true(sb.cpu_not_jpeg + sb.cpu_unsupported + sb.cpu_nvjpeg_refused + sb.cpu_nvjpeg_failed > 0);
+    fprintf(stderr, "  train %d prefetch %d: %d batches, %lld samples: %lld GPU-decoded, CPU: %lld not JPEG, %lld "
+            "unsupported, %lld refused, %lld failed; %d unreadable\n", train, prefetch, batches, sb.samples,
+            sb.gpu_decoded, sb.cpu_not_jpeg, sb.cpu_unsupported, sb.cpu_nvjpeg_refused, sb.cpu_nvjpeg_failed,
+            sb.bad_samples);
+    batch_free(ba);
+    batch_free(bb);
+    loader_destroy(a);
+    loader_destroy(b);
+    ds->close(ds);
+}
+
+static void test_gpu_path_equals_cpu_path(void **state) {
+    (void)state;
+    build_dataset();
+    resize_set_simd(1);
+    compare_loaders(1, 0, 0);
+    compare_loaders(1, 1, 1);
+    compare_loaders(0, 0, 0);
+    compare_loaders(0, 1, 0);
+    resize_set_simd(-1);
+    assert_true(g_refused > 0);   /* the progressive files */
+    assert_true(g_failed > 0);    /* the NVFAIL file */
+}
+
+static void test_decode_key(void **state) {
+    (void)state;
+    build_dataset();
+    char err[512];
+    Dataset *ds = dataset_imagefolder_open(ROOT, 3, err, sizeof err);
+    assert_non_null(ds);
+    Config c = loader_cfg("gpu", 0);
+    Loader *l = loader_create(ds, &c, 1, 0, 1, err, sizeof err);
+    assert_non_null(l);
+    /* gpu on the CPU backend: an error naming the key */
+    assert_int_equal(loader_use_gpu(l, "cpu", 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "data.decode"));
+    loader_destroy(l);
+    c = loader_cfg("auto", 0);
+    l = loader_create(ds, &c, 1, 0, 1, err, sizeof err);
+    assert_int_equal(loader_use_gpu(l, "cpu", 0, err, sizeof err), 0);
+    assert_int_equal(loader_use_gpu(l, "cuda", 0, err, sizeof err), 1);
+    loader_destroy(l);
+    c = loader_cfg("cpu", 0);
+    l = loader_create(ds, &c, 1, 0, 1, err, sizeof err);
+    assert_int_equal(loader_use_gpu(l, "cuda", 0, err, sizeof err), 0);
+    assert_false(loader_gpu(l));
+    loader_destroy(l);
+    ds->close(ds);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_path_equals_cpu_path),
+        cmocka_unit_test(test_decode_key),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", ROOT);
+    if (system(cmd)) {
+    }
+    return rc;
+}
