@@ -448,17 +448,7 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     g->nslots = cfg->slots;
 
     /* the backend: hardware engines where nvJPEG can create them, else GPU-hybrid */
-    int want = cfg->backend;
-    const char *env = getenv("HGRN_NVJPEG_BACKEND");
-    if (want == GPU_JPEG_AUTO && env && *env) {
-        if (!strcmp(env, "hardware")) want = GPU_JPEG_HARDWARE;
-        else if (!strcmp(env, "hybrid")) want = GPU_JPEG_HYBRID;
-        else if (strcmp(env, "auto") != 0) {
-            gi_err(err, errlen, "HGRN_NVJPEG_BACKEND=%s: expected hardware, hybrid or auto", env);
-            free(g);
-            return NULL;
-        }
-    }
+    const int want = cfg->backend;
     nvjpegStatus_t s = NVJPEG_STATUS_NOT_INITIALIZED;
     if (want != GPU_JPEG_HYBRID) {
         s = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj);

@@ -943,7 +943,9 @@ static int gpu_create(Loader *l, int slots, char *err, size_t errlen) {
     gc.max_batch = l->local_bs;
     gc.size = l->cfg.image_size;
     gc.channels = l->cfg.channels;
-    gc.backend = GPU_JPEG_AUTO;
+    gc.backend = !strcmp(l->cfg.jpeg_backend, "hardware") ? GPU_JPEG_HARDWARE
+                 : !strcmp(l->cfg.jpeg_backend, "hybrid") ? GPU_JPEG_HYBRID
+                                                          : GPU_JPEG_AUTO;
     gc.threads = l->gpu_threads;
     gc.slots = slots;
     char e2[512];

@@ -577,7 +577,7 @@ static void test_loader_fallbacks(void **state) {
 static void test_loader_device_stream(void **state) {
     (void)state;
     char err[600];
-    Backend *bk = backend_cuda_create(0, 1, err, sizeof err);
+    Backend *bk = backend_cuda_create(0, 1, 1, err, sizeof err);
     if (!bk) {
         printf("  (no CUDA backend: %s)\n", err);
         return;

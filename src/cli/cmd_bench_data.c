@@ -349,7 +349,7 @@ static void usage(void) {
            "--decode gpu: the loader with nvJPEG decoding and CUDA transforms (data.decode = gpu),\n"
            "batches of --batch (256) with --prefetch (3) batches ahead, on GPU 0; --loader with\n"
            "--decode cpu measures the CPU loader the same way. --gpu-backend sets nvJPEG's backend\n"
-           "(HGRN_NVJPEG_BACKEND).\n");
+           "(data.jpeg_backend).\n");
 }
 
 int cmd_bench_data(int argc, char **argv) {
@@ -423,7 +423,6 @@ int cmd_bench_data(int argc, char **argv) {
     }
     int gpu = !strcmp(decode, "gpu");
     if (gpu || use_loader) {
-        if (gpu_backend) setenv("HGRN_NVJPEG_BACKEND", gpu_backend, 1);
         if (!images_set) images = 20 * batch;
         omp_set_num_threads(threads);
         Config cfg;
@@ -435,6 +434,10 @@ int cmd_bench_data(int argc, char **argv) {
         }
         cfg.image_size = size;
         cfg.channels = 3;
+        if (gpu_backend && config_set(&cfg, "data.jpeg_backend", gpu_backend, err, sizeof err)) {
+            fprintf(stderr, "bench-data: --gpu-backend: %s\n", err);
+            return 2;
+        }
         List files = {0};
         walk(dir, &files, 1 << 30, 0);
         if (files.n == 0) {

@@ -94,6 +94,9 @@ static const Key KEYS[] = {
     KS("data", decode, "cpu|gpu|auto", "auto",
        "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
        "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),
+    KS("data", jpeg_backend, "auto|hardware|hybrid", "auto",
+       "nvJPEG backend for data.decode = gpu: hardware (the GPU's JPEG engines: A100, H100, H200), hybrid "
+       "(CUDA cores, every GPU), auto (hardware where nvJPEG can create it, else hybrid)"),
     KS("data", interpolation, "bicubic|bilinear", "bicubic", "resize interpolation"),
     KF("data", crop_pct, 0, 1, 1, 0, "0.875", "eval: resize to image_size / crop_pct, centre crop"),
     KF("data", scale_min, 0, 1, 1, 0, "0.08", "RandomResizedCrop lower area bound"),

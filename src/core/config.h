@@ -56,6 +56,7 @@ typedef struct {
     int val_limit;          /* use only the first N evaluation samples (0 = all) */
     int workers;            /* loader threads (0 = auto) */
     char decode[8];         /* "cpu", "gpu" or "auto": where JPEGs are decoded and augmented */
+    char jpeg_backend[16];  /* "auto", "hardware" or "hybrid": nvJPEG's backend for decode = gpu */
     char interpolation[16]; /* "bicubic" or "bilinear" */
     float crop_pct;         /* eval: resize to size/crop_pct, centre crop */
     float scale_min;        /* RandomResizedCrop lower scale bound */

@@ -54,8 +54,7 @@ typedef struct GpuImages GpuImages;
 
 /* nvJPEG backend. AUTO: the hardware engines (NVJPEG_BACKEND_HARDWARE,
  * A100/H100/H200) when nvJPEG can create that backend on this GPU, else the
- * GPU-hybrid one. The environment variable HGRN_NVJPEG_BACKEND=hardware|hybrid
- * overrides AUTO. */
+ * GPU-hybrid one (config key data.jpeg_backend). */
 enum { GPU_JPEG_AUTO = 0, GPU_JPEG_HARDWARE = 1, GPU_JPEG_HYBRID = 2 };
 
 typedef struct {
