@@ -504,6 +504,15 @@ void model_stage_images(Model *m, const uint8_t *images, int B) {
     m->next_slot ^= 1;
 }
 
+void model_stage_device_images(Model *m, const uint8_t *images, int B) {
+    int slot = m->next_slot;
+    m->bk->copy(m->bk, m->img_u8[slot], images,
+                (size_t)B * m->channels * m->image_size * m->image_size);
+    m->staged_slot = slot;
+    m->staged_batch = B;
+    m->next_slot ^= 1;
+}
+
 int model_take_staged(Model *m, int B) {
     if (m->staged_slot < 0 || m->staged_batch != B) {
         fprintf(stderr, "internal error: a forward without images needs model_stage_images(%d)\n", B);

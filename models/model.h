@@ -57,6 +57,11 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
  * until that forward has been queued and the next host sync has passed. */
 void model_stage_images(Model *m, const uint8_t *images, int B);
 float model_loss(Model *m, const float *targets, int B, float *per_sample_loss);
+/* The same as model_stage_images for images already in backend memory (a
+ * GPU-decoding loader's batch): copied on the backend's stream into the next
+ * input slot, so a recorded step keeps reading its own slot. images must
+ * stay valid until the copy has run (the work queued so far on the stream). */
+void model_stage_device_images(Model *m, const uint8_t *images, int B);
 /* Block until the images of the forwards queued so far have been uploaded, so
  * the host buffers given to model_stage_images may be reused (the loader's
  * ring slot released) while the device is still computing on them. */

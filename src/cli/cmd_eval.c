@@ -42,6 +42,7 @@ int cmd_eval(int argc, char **argv) {
     if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
     /* page-locked batches on a GPU: each upload overlaps the previous forward */
     loader_set_host_allocator(ld, bk->host_alloc, bk->host_free);
+    if (loader_use_gpu(ld, bk->name, 0, err, sizeof err) < 0) goto fail;   /* data.decode */
     if (loader_start_prefetch(ld, 2, err, sizeof err) < 0) goto fail;
     if (!(m = model_create(bk, c, c->batch_size, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;

@@ -1,6 +1,7 @@
 /* evaluate.c - evaluation loop; targets are plain one-hot (no smoothing), as timm validates. */
 #include "evaluate.h"
 #include "clock.h"
+#include "feed.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,19 +36,20 @@ int evaluate(Model *m, Loader *ld, const Config *c, EvalResult *r, int show_prog
     long c1 = 0, c5 = 0;
     int nb = loader_batches_per_epoch(ld), bi = 0, rc = 0, tty = show_progress && isatty(2);
     loader_set_epoch(ld, 0, 0);
-    /* Batches come by reference from the loader's (page-locked) ring and are
-     * staged one ahead: the next batch uploads while this one's forward runs. */
+    /* Batches come by reference from the loader (its page-locked ring, or
+     * device memory with GPU decoding) and are staged one ahead. */
+    Feed feed;
+    feed_init(&feed, ld, m, model_backend(m));
     const Batch *b = NULL;
-    int got = loader_next_ref(ld, &b);
-    if (got == 1) model_stage_images(m, b->images, b->n);
+    int got = feed_next(&feed, &b);
     while (got == 1) {
         int n = b->n;
         memcpy(labels, b->labels, (size_t)n * sizeof(int));
         memset(onehot, 0, (size_t)n * K * sizeof(float));
         for (int i = 0; i < n; i++) onehot[(size_t)i * K + labels[i]] = 1.0f;
         model_forward(m, NULL, n, 0, NULL);
-        model_upload_wait(m);                 /* b's ring slot may be reused from here */
-        if ((got = loader_next_ref(ld, &b)) == 1) model_stage_images(m, b->images, b->n);
+        feed_staged_read(&feed);              /* b's input slot may be reused from here */
+        got = feed_next(&feed, &b);           /* staged while this forward runs */
         model_loss(m, onehot, n, losses);
         model_probs(m, probs, n);
         for (int i = 0; i < n; i++) {

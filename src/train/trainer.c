@@ -44,9 +44,13 @@ int trainer_setup_model(Trainer *t, Backend *bk, char *err, size_t errlen) {
      * evaluation, the previous batch's forward) */
     loader_set_host_allocator(t->train_loader, bk->host_alloc, bk->host_free);
     loader_set_host_allocator(t->val_loader, bk->host_alloc, bk->host_free);
+    /* data.decode: JPEG decoding and augmentation on the CPU or the GPU */
+    if (loader_use_gpu(t->train_loader, bk->name, 0, err, errlen) < 0) return -1;
+    if (loader_use_gpu(t->val_loader, bk->name, 0, err, errlen) < 0) return -1;
     if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
     if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
     if (!(t->model = model_create(bk, c, c->batch_size, 1, err, errlen))) return -1;
+    feed_init(&t->train_feed, t->train_loader, t->model, bk);
     if (optim_init(&t->opt, bk, t->model) < 0) {
         snprintf(err, errlen, "out of memory for the optimizer state");
         return -1;
@@ -134,8 +138,18 @@ static void non_finite_error(const Trainer *t, float loss, float gn, int epoch, 
              have ? last : "");
 }
 
+/* Seconds the consumer has waited for training data so far: on the host in
+ * loader_next*, and (GPU decoding) on the device for batches not yet written. */
+static double data_wait_seconds(Loader *l) {
+    LoaderStats st;
+    loader_stats(l, &st);
+    return st.wait_s + st.device_stall_s;
+}
+
 /* After each step: a metrics record every log_every steps (and a plain
- * progress line when stderr is not a terminal), the live line on a terminal. */
+ * progress line when stderr is not a terminal), the live line on a terminal.
+ * Both say what share of the time went to waiting for data: near 0 the
+ * model is the limit, above a few percent the input pipeline is. */
 static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double lr) {
     const Config *c = t->cfg;
     TrainState *ts = &t->state;
@@ -148,13 +162,17 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
     if (ts->step % c->log_every == 0 || ts->step == t->total_steps) {
         const double ips = t->imgs_since_log / (now - t->t_log);
         const double mean_loss = t->loss_since_log / t->steps_since_log;
+        const double waited = data_wait_seconds(t->train_loader);
+        t->data_wait_share = (waited - t->data_wait_at_log) / (now - t->t_log);
+        t->data_wait_at_log = waited;
         fprintf(t->metrics, "{\"step\": %d, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6f, "
-                "\"grad_norm\": %.6g, \"img_per_s\": %.1f}\n", ts->step,
-                epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips);
+                "\"grad_norm\": %.6g, \"img_per_s\": %.1f, \"data_wait\": %.4f}\n", ts->step,
+                epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips,
+                t->data_wait_share);
         fflush(t->metrics);
         if (!tty)
-            fprintf(stderr, "step %d/%ld  epoch %d  loss %.4f  lr %.3g  %.0f img/s\n", ts->step,
-                    t->total_steps, epoch, mean_loss, lr, ips);
+            fprintf(stderr, "step %d/%ld  epoch %d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%\n",
+                    ts->step, t->total_steps, epoch, mean_loss, lr, ips, 100 * t->data_wait_share);
         t->t_log = now;
         t->imgs_since_log = 0;
         t->loss_since_log = 0;
@@ -164,10 +182,24 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
         const double el = now - t->t_start;
         char eta[32];
         format_duration(el / t->steps_this_run * (double)(t->total_steps - ts->step), eta, sizeof eta);
-        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  ETA %s   ",
+        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  ETA %s   ",
                 epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
-                (double)t->steps_this_run * c->batch_size / el, eta);
+                (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, eta);
     }
+}
+
+/* GPU decoding: how many files went where this epoch's summary (files
+ * nvJPEG cannot take are decoded on the CPU instead, never skipped). */
+static void report_decoding(Loader *l, int epoch) {
+    LoaderStats st;
+    loader_stats(l, &st);
+    if (!st.gpu) return;
+    const long long cpu = st.cpu_not_jpeg + st.cpu_unsupported + st.cpu_nvjpeg_refused +
+                          st.cpu_nvjpeg_failed + st.cpu_budget;
+    fprintf(stderr, "epoch %d: %lld images decoded by nvJPEG (%s), %lld on the CPU (%lld not JPEG, %lld "
+            "unsupported, %lld refused, %lld failed, %lld over the memory budget) so far\n", epoch + 1,
+            st.gpu_decoded, st.gpu_backend ? st.gpu_backend : "?", cpu, st.cpu_not_jpeg, st.cpu_unsupported,
+            st.cpu_nvjpeg_refused, st.cpu_nvjpeg_failed, st.cpu_budget);
 }
 
 /* The rest of epoch `epoch` from the state's batch position. The next batch
@@ -177,19 +209,17 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     TrainState *ts = &t->state;
     loader_set_epoch(t->train_loader, epoch, ts->batch);
     const Batch *batch = NULL;
-    int got = loader_next_ref(t->train_loader, &batch);
-    if (got == 1) model_stage_images(t->model, batch->images, batch->n);
+    int got = feed_next(&t->train_feed, &batch);
     while (!t->stopped && got == 1) {
         const int n = batch->n;
         const double lr = lr_at(c, epoch + (double)ts->batch / t->steps_per_epoch);
         Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts->step);
         step_launch(&t->stepper, batch->targets, n, lr, &dp);   /* the whole step, queued */
-        /* while it runs: once this batch's images have landed its ring slot
-         * is released, and the next batch is fetched and its upload queued */
-        model_upload_wait(t->model);
+        /* while it runs: this batch's input slot is released, and the next
+         * batch is fetched and staged */
+        feed_staged_read(&t->train_feed);
         if (c->max_steps > 0 && ts->step + 1 >= c->max_steps) got = 0;
-        else if ((got = loader_next_ref(t->train_loader, &batch)) == 1)
-            model_stage_images(t->model, batch->images, batch->n);
+        else got = feed_next(&t->train_feed, &batch);
         float loss, gn;
         step_finish(&t->stepper, &loss, &gn);
         if (!isfinite(loss) || !isfinite(gn)) {
@@ -202,6 +232,7 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
         if (c->max_steps > 0 && ts->step >= c->max_steps) t->stopped = 1;
     }
     if (isatty(2)) fprintf(stderr, "\n");
+    report_decoding(t->train_loader, epoch);
     if (loader_bad_samples(t->train_loader) > 0)
         fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n",
                 epoch + 1, loader_bad_samples(t->train_loader));
@@ -240,6 +271,7 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
             t->train_set->n, t->val_set->n, c->batch_size, t->steps_per_epoch, c->epochs,
             t->bk->name, peak_lr(c));
     t->t_start = t->t_log = now_seconds();
+    t->data_wait_at_log = data_wait_seconds(t->train_loader);
     for (int epoch = ts->epoch; epoch < c->epochs && !t->stopped; epoch++) {
         if (train_epoch(t, epoch, err, errlen) < 0) return -1;
         if (t->stopped && ts->batch < t->steps_per_epoch)
@@ -252,6 +284,7 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
         /* training img/s covers training only: restart its clock after eval and saving */
         t->t_log = now_seconds();
         t->imgs_since_log = 0;
+        t->data_wait_at_log = data_wait_seconds(t->train_loader);
     }
     return 0;
 }

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "checkpoint.h"
+#include "feed.h"
 #include "config.h"
 #include "dataset.h"
 #include "loader.h"
@@ -36,6 +37,7 @@ typedef struct {
     Dataset *train_set, *val_set;
     char **classes;               /* num_classes names, stored in checkpoints */
     Loader *train_loader, *val_loader;
+    Feed train_feed;
     Model *model;
     Optim opt;
     Stepper stepper;
@@ -48,6 +50,8 @@ typedef struct {
     long steps_this_run, imgs_since_log;
     double loss_since_log;
     int steps_since_log;
+    double data_wait_at_log;      /* the loader's wait counters at the last log (s) */
+    double data_wait_share;       /* share of the last interval spent waiting for data */
     int stopped;                  /* max_steps reached */
 } Trainer;
 

@@ -1,0 +1,37 @@
+/* feed.h - batches from a loader into the model's staged input slot, the
+ * same way whether the loader decodes on the CPU or on the GPU:
+ *   host batches (the CPU pipeline) are uploaded asynchronously into the
+ *     model's next input slot (model_stage_images), overlapping the step
+ *     queued before;
+ *   GPU-decoded batches (data.decode = gpu) make the backend's stream wait
+ *     for the batch on the device and are copied there into the slot
+ *     (model_stage_device_images): no host round trip, and a recorded step
+ *     (CUDA graph) still reads its own slot.
+ * Use: feed_next stages a batch; queue the step that reads it; feed_staged_read
+ * once it is queued (the host batch's ring slot may then be reused); then
+ * feed_next for the following batch, and so on. */
+#ifndef HGRN_FEED_H
+#define HGRN_FEED_H
+
+#include "backend.h"
+#include "loader.h"
+#include "model.h"
+
+typedef struct {
+    Loader *loader;
+    Model *model;
+    void *stream;     /* the backend's CUDA stream when the loader decodes on the GPU, else NULL */
+    int gpu;
+} Feed;
+
+/* Call loader_use_gpu on the loader before (and before loader_start_prefetch). */
+void feed_init(Feed *f, Loader *loader, Model *model, Backend *bk);
+/* The next batch, staged into the model; loader_next's return values. */
+int feed_next(Feed *f, const Batch **batch);
+/* The step reading the staged batch has been queued: the host ring slot of a
+ * CPU-decoded batch may be reused once its upload has landed (this waits for
+ * that); nothing to do for a GPU-decoded one (the loader releases it when
+ * the next batch is asked for, after the work queued on the stream). */
+void feed_staged_read(Feed *f);
+
+#endif
