@@ -41,6 +41,10 @@ def main():
         ax[0][1].set(title="learning rate", xlabel="step")
         ax[1][1].plot(steps, [r["img_per_s"] for r in train], lw=1)
         ax[1][1].set(title="training img/s", xlabel="step")
+        if all("data_wait" in r for r in train):   # older runs have no data_wait
+            w = ax[1][1].twinx()
+            w.plot(steps, [100 * r["data_wait"] for r in train], lw=1, color="tab:gray")
+            w.set_ylabel("% of time waiting for data")
     if val:
         # a resumed run may log an epoch twice: keep the last record per epoch
         by_epoch = {r["epoch"]: r for r in val}
