@@ -117,62 +117,48 @@ static void cpu_destroy(Backend *bk) {
     if (!bk) return;
     CpuImpl *im = (CpuImpl *)bk->impl;
     if (im) {
-        free(im->fscratch);
-        free(im->dscratch);
-        free(im->sscratch);
-        free(im->pscratch);
+        free(im->fscratch.p);
+        free(im->dscratch.p);
+        free(im->sscratch.p);
+        free(im->pscratch.p);
         free(im);
     }
     free(bk);
 }
 
+/* s grown (zero-filled, 64-byte aligned) to at least bytes; its contents
+ * are not kept when it grows. */
+static void *grow(CpuScratch *s, size_t bytes) {
+    if (bytes > s->bytes) {
+        free(s->p);
+        s->p = aligned_zalloc(bytes);
+        s->bytes = bytes;
+    }
+    return s->p;
+}
+
 /* Per-thread scratch: nt blocks of per_thread floats (each block 64-byte aligned). */
 float *cpu_fscratch(Backend *bk, size_t per_thread, size_t *stride) {
     CpuImpl *im = (CpuImpl *)bk->impl;
-    size_t s = (per_thread + 15) & ~(size_t)15;
-    size_t need = s * (size_t)im->nt;
-    if (need > im->fscratch_n) {
-        free(im->fscratch);
-        im->fscratch = aligned_zalloc(need * sizeof(float));
-        im->fscratch_n = need;
-    }
-    *stride = s;
-    return im->fscratch;
+    *stride = (per_thread + 15) & ~(size_t)15;
+    return grow(&im->fscratch, *stride * (size_t)im->nt * sizeof(float));
 }
 
 double *cpu_dscratch(Backend *bk, size_t per_thread, size_t *stride) {
     CpuImpl *im = (CpuImpl *)bk->impl;
-    size_t s = (per_thread + 7) & ~(size_t)7;
-    size_t need = s * (size_t)im->nt;
-    if (need > im->dscratch_n) {
-        free(im->dscratch);
-        im->dscratch = aligned_zalloc(need * sizeof(double));
-        im->dscratch_n = need;
-    }
-    memset(im->dscratch, 0, need * sizeof(double));
-    *stride = s;
-    return im->dscratch;
+    *stride = (per_thread + 7) & ~(size_t)7;
+    const size_t bytes = *stride * (size_t)im->nt * sizeof(double);
+    double *d = grow(&im->dscratch, bytes);
+    memset(d, 0, bytes);
+    return d;
 }
 
 double *cpu_pscratch(Backend *bk, size_t n) {
-    CpuImpl *im = (CpuImpl *)bk->impl;
-    if (n > im->pscratch_n) {
-        free(im->pscratch);
-        im->pscratch = aligned_zalloc(n * sizeof(double));
-        im->pscratch_n = n;
-    }
-    return im->pscratch;
+    return grow(&((CpuImpl *)bk->impl)->pscratch, n * sizeof(double));
 }
 
-/* Shared (not per-thread) scratch of n floats. */
 float *cpu_sscratch(Backend *bk, size_t n) {
-    CpuImpl *im = (CpuImpl *)bk->impl;
-    if (n > im->sscratch_n) {
-        free(im->sscratch);
-        im->sscratch = aligned_zalloc(n * sizeof(float));
-        im->sscratch_n = n;
-    }
-    return im->sscratch;
+    return grow(&((CpuImpl *)bk->impl)->sscratch, n * sizeof(float));
 }
 
 /* -------------------------------------------------------------------- GEMM */

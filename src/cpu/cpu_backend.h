@@ -10,16 +10,17 @@
 #include "backend.h"
 #include "cpu_math.h"
 
+typedef struct {            /* a buffer that only grows */
+    void *p;
+    size_t bytes;
+} CpuScratch;
+
 typedef struct {
     int nt;                 /* OpenMP team size used by every parallel region */
-    float *fscratch;        /* per-thread float scratch (scan states) */
-    size_t fscratch_n;      /* floats */
-    double *dscratch;       /* per-thread double partial sums */
-    size_t dscratch_n;      /* doubles */
-    float *sscratch;        /* shared float scratch (per-call tables) */
-    size_t sscratch_n;      /* floats */
-    double *pscratch;       /* shared double scratch (per-image partial sums) */
-    size_t pscratch_n;      /* doubles */
+    CpuScratch fscratch;    /* per-thread floats (scan states) */
+    CpuScratch dscratch;    /* per-thread double partial sums */
+    CpuScratch sscratch;    /* shared floats (per-call tables) */
+    CpuScratch pscratch;    /* shared doubles (per-image partial sums) */
 } CpuImpl;
 
 #define NT(bk) (((CpuImpl *)(bk)->impl)->nt)
