@@ -69,6 +69,8 @@ struct Model {
     float *host_loss;             /* [max_batch] per-sample losses, downloaded each step */
     float *host_targets;          /* [max_batch, classes] targets of the current step */
     int use_scales;               /* last forward applied drop path */
+    float *global_draws;          /* data parallel: the whole global batch's scales of one branch */
+    int global_draws_cap;
     /* backward scratch */
     void *mixer_scratch;
     GluScratch glu_scratch;
@@ -410,6 +412,7 @@ void model_destroy(Model *m) {
     host_buf_free(m->bk, m->host_scales);
     host_buf_free(m->bk, m->host_loss);
     host_buf_free(m->bk, m->host_targets);
+    free(m->global_draws);
     free(m);
 }
 
@@ -471,17 +474,28 @@ void model_params_changed(Model *m) {
 
 /* Per-sample drop-path scales for both branches of every layer, drawn into
  * host_scales (uploaded by the forward); the rate grows linearly over depth
- * as timm's torch.linspace(0, drop_path, depth). */
-static int draw_drop_path(Model *m, int B, Rng *r) {
+ * as timm's torch.linspace(0, drop_path, depth). The draws are those of the
+ * whole global batch of G samples, in order; this process keeps the B whose
+ * global positions are index[0..B) (index NULL: the identity, G = B), so
+ * every rank of a data-parallel run applies what one process would. */
+static int draw_drop_path(Model *m, int B, int G, const int *index, Rng *r) {
     if (m->drop_path <= 0.0f || !r) return 0;
+    if (index && G > m->global_draws_cap) {   /* grows once, at the first step */
+        float *p = realloc(m->global_draws, (size_t)G * sizeof *p);
+        if (!p) { fprintf(stderr, "out of host memory for drop path (%d samples)\n", G); exit(1); }
+        m->global_draws = p;
+        m->global_draws_cap = G;
+    }
     for (int l = 0; l < m->depth; l++) {
         float rate = m->depth > 1 ? m->drop_path * (float)l / (float)(m->depth - 1) : m->drop_path;
-        for (int br = 0; br < 2; br++)
-            for (int b = 0; b < B; b++) {
-                float keep = 1.0f - rate;
-                float u = rng_uniformf(r);
-                m->host_scales[((size_t)l * 2 + br) * B + b] = u < keep ? 1.0f / keep : 0.0f;
-            }
+        const float keep = 1.0f - rate;
+        for (int br = 0; br < 2; br++) {
+            float *s = m->host_scales + ((size_t)l * 2 + br) * B;
+            float *draws = index ? m->global_draws : s;
+            for (int g = 0; g < G; g++) draws[g] = rng_uniformf(r) < keep ? 1.0f / keep : 0.0f;
+            if (index)
+                for (int k = 0; k < B; k++) s[k] = draws[index[k]];
+        }
     }
     return 1;
 }
@@ -524,7 +538,7 @@ int model_take_staged(Model *m, int B) {
 }
 
 void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng) {
-    m->use_scales = train ? draw_drop_path(m, B, dp_rng) : 0;
+    m->use_scales = train ? draw_drop_path(m, B, B, NULL, dp_rng) : 0;
     if (images) {
         m->bk->copy_fence(m->bk);     /* a staged upload into slot 0 must not land after this one */
         m->bk->to_device(m->bk, m->img_u8[0], images,
@@ -585,8 +599,8 @@ void model_set_targets(Model *m, const float *targets, int B) {
         for (size_t i = 0; i < n; i++) m->host_targets[i] = 1.0f / (float)m->classes;
 }
 
-void model_set_drop_path(Model *m, int B, Rng *dp_rng) {
-    m->use_scales = draw_drop_path(m, B, dp_rng);
+void model_set_drop_path(Model *m, int B, int global_batch, const int *global_index, Rng *dp_rng) {
+    m->use_scales = draw_drop_path(m, B, global_batch, global_index, dp_rng);
 }
 
 void model_loss_device(Model *m, int B) {

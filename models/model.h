@@ -71,14 +71,17 @@ void model_upload_wait(Model *m);
  * training step that is recorded once and replayed (src/train/step.c): the device
  * parts issue no waits and read their host inputs from page-locked buffers
  * that the set_* calls fill before each run.
- *   model_set_drop_path: draw this step's drop-path scales (training);
+ *   model_set_drop_path: draw this step's drop-path scales (training) for
+ *     the global batch of global_batch samples and keep those of this
+ *     process's B, its sample k being sample global_index[k] of the global
+ *     batch (NULL: all, global_batch = B);
  *   model_take_staged: the input slot holding the batch model_stage_images
  *     staged (marks it consumed, as a forward without images does);
  *   model_forward_slot: the forward on that slot (drop path as last drawn);
  *   model_set_targets / model_loss_device: upload targets, cross-entropy, and
  *     start downloading the per-sample losses;
  *   model_loss_value: their mean once the device has been synchronised. */
-void model_set_drop_path(Model *m, int B, Rng *dp_rng);
+void model_set_drop_path(Model *m, int B, int global_batch, const int *global_index, Rng *dp_rng);
 int model_take_staged(Model *m, int B);
 void model_forward_slot(Model *m, int slot, int B);
 void model_set_targets(Model *m, const float *targets, int B);

@@ -329,6 +329,59 @@ static void test_activations_oom(void **s) {
     cpu->destroy(cpu);
 }
 
+/* Data parallel: a process holding samples k of a global batch, given their
+ * global positions, applies the drop path one process would apply to them
+ * (per-sample losses equal those of the whole batch at those positions). */
+static void test_drop_path_global_slice(void **s) {
+    (void)s;
+    char err[256];
+    Config c = tiny_config(0.6f);
+    const int G = 6, B = 3;
+    const int index[3] = {5, 0, 3};   /* any order */
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    Model *full = model_create(bk, &c, G, 1, err, sizeof err), *part = model_create(bk, &c, B, 1, err, sizeof err);
+    assert_non_null(full);
+    assert_non_null(part);
+    model_init(full, 3);
+    model_init(part, 3);
+    const size_t per = (size_t)c.channels * c.image_size * c.image_size;
+    uint8_t *img = TU_NEW(uint8_t, G * per), *mine = TU_NEW(uint8_t, B * per);
+    Rng r;
+    rng_seed(&r, 8);
+    for (size_t i = 0; i < G * per; i++) img[i] = (uint8_t)rng_u32(&r);
+    for (int k = 0; k < B; k++) memcpy(mine + k * per, img + (size_t)index[k] * per, per);
+    float lf[6], lp[3];
+    int dropped = 0;
+    for (int step = 0; step < 4; step++) {
+        Rng d1 = rng_stream(77, (uint64_t)step), d2 = d1;
+        model_set_drop_path(full, G, G, NULL, &d1);
+        model_stage_images(full, img, G);
+        model_forward_slot(full, model_take_staged(full, G), G);
+        model_loss(full, NULL, G, lf);
+        model_set_drop_path(part, B, G, index, &d2);
+        model_stage_images(part, mine, B);
+        model_forward_slot(part, model_take_staged(part, B), B);
+        model_loss(part, NULL, B, lp);
+        for (int k = 0; k < B; k++) {
+            if (fabsf(lp[k] - lf[index[k]]) > 1e-5f * fabsf(lf[index[k]]))
+                fail_msg("step %d, sample %d: loss %.8g, the whole batch's %.8g", step, k, lp[k], lf[index[k]]);
+        }
+        /* without the slicing, the draws of samples 0..2 would apply: they differ somewhere */
+        Rng d3 = rng_stream(77, (uint64_t)step);
+        model_set_drop_path(part, B, B, NULL, &d3);
+        model_stage_images(part, mine, B);
+        model_forward_slot(part, model_take_staged(part, B), B);
+        model_loss(part, NULL, B, lp);
+        for (int k = 0; k < B; k++) dropped |= fabsf(lp[k] - lf[index[k]]) > 1e-5f * fabsf(lf[index[k]]);
+    }
+    assert_true(dropped);   /* the test can tell the two apart */
+    free(img);
+    free(mine);
+    model_destroy(full);
+    model_destroy(part);
+    bk->destroy(bk);
+}
+
 /* Training mode and eval mode give the same logits when drop path is off. */
 static void test_eval_matches_train_forward(void **s) {
     (void)s;
@@ -372,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_imagenet_param_counts),
         cmocka_unit_test(test_eval_matches_train_forward),
+        cmocka_unit_test(test_drop_path_global_slice),
         cmocka_unit_test(test_activations_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,7 +29,7 @@ static void step_device(Stepper *s, int slot, int B) {
 void step_launch(Stepper *s, const float *targets, int B, double lr, Rng *dp) {
     Backend *bk = model_backend(s->m);
     model_set_targets(s->m, targets, B);
-    model_set_drop_path(s->m, B, dp);
+    model_set_drop_path(s->m, B, B, NULL, dp);
     optim_prepare(s->o, s->c, lr);
     int slot = model_take_staged(s->m, B);
     s->B = B;
