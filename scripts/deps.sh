@@ -3,7 +3,7 @@
 # skipping packages that are already there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-      libjpeg62-turbo-dev libpng-dev dataset-fashion-mnist "$@")
+      libjpeg62-turbo-dev libpng-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

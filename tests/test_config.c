@@ -650,6 +650,48 @@ static void test_gemm_tune(void **state)
     free(buf);
 }
 
+/* train.comm_timeout: seconds a collective of a distributed run may wait
+ * (default 300, 1 .. 604800), from a file and the command line, written
+ * back, range-checked, documented in --help. */
+static void test_comm_timeout(void **state)
+{
+    (void)state;
+    Config c;
+    config_defaults(&c);
+    assert_int_equal(c.comm_timeout, 300);
+    char err[512] = "";
+    const char *path = write_cfg("timeout.cfg", "[train]\ncomm_timeout = 30\n");
+    if (config_load(&c, path, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(c.comm_timeout, 30);
+    assert_int_equal(config_set(&c, "train.comm_timeout", "604800", err, sizeof err), 0);
+    assert_int_equal(c.comm_timeout, 604800);
+    assert_true(config_has_key("train.comm_timeout"));
+    expect_set_error("train.comm_timeout", "0", "train.comm_timeout = 0 is out of range [1, 604800]");
+    expect_set_error("train.comm_timeout", "604801", "train.comm_timeout");
+    expect_set_error("train.comm_timeout", "5m", "train.comm_timeout");
+    expect_load_error("[train]\ncomm_timeout = -1\n", 2, "train.comm_timeout", "out of range");
+    c.comm_timeout = 0;
+    expect_validate_error(&c, "train.comm_timeout", "out of range");
+
+    config_defaults(&c);
+    c.comm_timeout = 7;
+    char text[CONFIG_TEXT_MAX];
+    assert_true(config_write(&c, text, sizeof text) > 0);
+    assert_non_null(strstr(text, "comm_timeout = 7\n"));
+    roundtrip(&c);
+
+    char *buf = help_text();
+    const char *line = strstr(buf, "--train.comm_timeout ");
+    assert_non_null(line);
+    const char *end = strchr(line, '\n');
+    assert_non_null(end);
+    char help[512];
+    snprintf(help, sizeof help, "%.*s", (int)(end - line), line);
+    assert_non_null(strstr(help, "default 300"));
+    assert_non_null(strstr(help, "rank"));
+    free(buf);
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -695,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_write_model),
         cmocka_unit_test(test_gemm_tune),
+        cmocka_unit_test(test_comm_timeout),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

@@ -20,6 +20,10 @@
 
 #include "backend.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct Comm Comm;
 struct Comm {
     const char *name;       /* "single", "mpi" or "nccl" */
@@ -44,7 +48,39 @@ struct Comm {
     void (*destroy)(Comm *);
 };
 
-/* World 1. */
+/* World 1: a static object that never fails (destroy does nothing). */
 Comm *comm_single(void);
 
+/* MPI (src/cpu/comm_mpi.c; in a build without MPI a stub that fails with a
+ * message). Initialises MPI unless someone has (MPI_Init_thread, SERIALIZED),
+ * takes rank and world from MPI_COMM_WORLD and the local ones from the ranks
+ * that share this host (MPI_Comm_split_type SHARED). Collectives act on host
+ * memory, so the CPU backend's buffers; each is non-blocking underneath and
+ * polled against a deadline: one that does not complete within timeout_s
+ * seconds aborts the job (MPI_Abort) with the one-line message. MPI errors
+ * become that line too. destroy finalises MPI when create initialised it.
+ * host_broadcast moves bytes, so it is also how an MPI launch hands NCCL its
+ * unique id. NULL and a message in err on failure. */
+Comm *comm_mpi_create(int timeout_s, char *err, size_t errlen);
+
+/* NCCL (cuda/comm_nccl.cu; stubs that fail with a message in builds without
+ * CUDA or NCCL). The id is made on rank 0 by comm_nccl_unique_id and handed
+ * to every rank by the caller (launch.c: over MPI or the TCP rendezvous).
+ * comm_nccl_create binds to the CUDA backend bk's device and stream
+ * (allreduce_sum is queued there and may be recorded into the backend's CUDA
+ * graph); host_sum / host_broadcast / barrier go through a small device
+ * buffer and wait for the stream, so they may not be called while a graph is
+ * being recorded. A watchdog thread polls NCCL for asynchronous errors and
+ * times every collective on the device: past timeout_s without completing it
+ * aborts the communicator and exits with the one-line message. NVLink
+ * multicast (NVLS) is turned off unless NCCL_NVLS_ENABLE is already set.
+ * Both return -1 / NULL with a message in err on failure. */
+#define COMM_NCCL_ID_BYTES 128   /* sizeof(ncclUniqueId) */
+int comm_nccl_unique_id(void *id, size_t len, char *err, size_t errlen);
+Comm *comm_nccl_create(Backend *bk, int rank, int world, int local_rank, const void *id,
+                       int timeout_s, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

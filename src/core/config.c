@@ -80,6 +80,8 @@ static const Key KEYS[] = {
     KI("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
     KI("train", gemm_tune, 0, 1, "1", "GPU GEMMs: time cuBLASLt's candidate algorithms per shape and keep the fastest "
        "(the pick can differ between runs, and so can the last bits); 0 = the heuristic's first, bitwise reproducible across runs"),
+    KI("train", comm_timeout, 1, 604800, "300", "distributed runs: seconds a collective (or the start-up rendezvous) may "
+       "wait for the other ranks; past it every rank stops with a message naming the rank and the cause"),
 
     /* [data] */
     KS("data", dataset, "fmnist|imagefolder|cifar10", "imagefolder", "dataset format"),

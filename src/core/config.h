@@ -44,6 +44,7 @@ typedef struct {
     int log_every;          /* steps between metrics lines */
     int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
     int gemm_tune;          /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
+    int comm_timeout;       /* distributed runs: seconds a collective may wait for the other ranks */
 
     /* [data] */
     char dataset[32];       /* "fmnist", "imagefolder", "cifar10" */
