@@ -11,8 +11,9 @@
 # decoder), the per-batch split of the default runs and a byte-for-byte
 # check that the settings do not change the batches. Falls back to
 # `hgrn bench-data --synth` files when python3 with pillow, numpy and
-# scikit-image is not there. Logs and data go to $OUT (default
-# /tmp/gpu_input_check). Aimed at < 7 minutes on an H100 host with 16 cores.
+# scikit-image is not there. Logs go to $OUT (default /tmp/gpu_input_check),
+# the photographs to $SETS (default /tmp/gpu_input_check_sets; reused when
+# there). Aimed at < 7 minutes on an H100 host with 16 cores.
 #   --bench-only  build only hgrn, skip the tests and the sanitizer (< 4 minutes)
 #   PHOTOS=N      photographs in the ~40 KB set (default 2000; the 110 KB set gets N/2)
 #   SAN_TIMEOUT=s compute-sanitizer's limit (default 150; 0 skips it)
@@ -27,7 +28,8 @@ for a in "$@"; do
 done
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/gpu_input_check}
-mkdir -p "$OUT"
+SETS=${SETS:-/tmp/gpu_input_check_sets}
+mkdir -p "$OUT" "$SETS"
 B=${BUILD:-build-gpu-input}
 NP=${PHOTOS:-2000}
 t0=$(date +%s)
@@ -52,23 +54,24 @@ H=$B/hgrn
 # ---- test data in the background (python or the synthetic fallback) ----
 make_sets() {
   if python3 -c "import PIL, numpy, skimage" 2>/dev/null; then
-    python3 scripts/make_photos.py "$OUT/photos" "$NP" >"$OUT/photos.log" 2>&1 &
-    python3 scripts/make_photos.py "$OUT/photos110" $((NP / 2)) --kb 110 >"$OUT/photos110.log" 2>&1 &
+    python3 scripts/make_photos.py "$SETS/photos" "$NP" >"$OUT/photos.log" 2>&1 &
+    python3 scripts/make_photos.py "$SETS/photos110" $((NP / 2)) --kb 110 >"$OUT/photos110.log" 2>&1 &
     wait
     echo "photographs: make_photos.py ($(tail -1 "$OUT/photos.log" | sed 's/.*(//; s/)//'), $(tail -1 "$OUT/photos110.log" | sed 's/.*(//; s/)//'))"
   else
-    "$H" bench-data --synth "$OUT/photos" "$NP" 500x375 --quality 90 >"$OUT/photos.log" 2>&1 &
-    "$H" bench-data --synth "$OUT/photos110" $((NP / 2)) 768x576 --quality 95 >"$OUT/photos110.log" 2>&1 &
+    "$H" bench-data --synth "$SETS/photos" "$NP" 500x375 --quality 90 >"$OUT/photos.log" 2>&1 &
+    "$H" bench-data --synth "$SETS/photos110" $((NP / 2)) 768x576 --quality 95 >"$OUT/photos110.log" 2>&1 &
     wait
     echo "photographs: no python3 with pillow/numpy/scikit-image: synthetic photo-like JPEGs (bench-data --synth)"
   fi
 }
-if [ -d "$OUT/photos" ] && [ -d "$OUT/photos110" ] && [ -f "$OUT/sets.txt" ]; then
-  echo "(reusing the photographs already in $OUT)" >>"$OUT/sets.txt"
+if [ -f "$SETS/done-$NP" ] && [ -d "$SETS/photos" ] && [ -d "$SETS/photos110" ]; then
+  cp "$SETS/sets.txt" "$OUT/sets.txt" 2>/dev/null
+  echo "(reusing the photographs in $SETS)" >>"$OUT/sets.txt"
   SETS_PID=
 else
-  rm -rf "$OUT/photos" "$OUT/photos110"
-  make_sets >"$OUT/sets.txt" 2>&1 &
+  rm -rf "$SETS/photos" "$SETS/photos110" "$SETS"/done-*
+  (make_sets >"$OUT/sets.txt" 2>&1 && cp "$OUT/sets.txt" "$SETS/sets.txt" && touch "$SETS/done-$NP") &
   SETS_PID=$!
 fi
 
@@ -103,13 +106,13 @@ cell() { local v c; v=$(val '^gpu train loader' "$1"); c=$(cores '^gpu train loa
 gpu() {   # gpu NAME SET ARGS...: one `bench-data --decode gpu` run into $OUT/bench_SET_NAME.txt
   local name=$1 set=$2
   shift 2
-  timeout 90 "$H" bench-data "$OUT/$set" --decode gpu --threads "$NT" "$@" >"$OUT/bench_${set}_${name}.txt" 2>&1
+  timeout 90 "$H" bench-data "$SETS/$set" --decode gpu --threads "$NT" "$@" >"$OUT/bench_${set}_${name}.txt" 2>&1
   echo "  $set $name rc=$?" >>"$OUT/rc.txt"
 }
 : >"$OUT/rc.txt"
 SWEEP="u1 u2 u3 u4 u3s20 u3auto u3split80 hybrid"
 for set in photos photos110; do
-  D=$OUT/$set
+  D=$SETS/$set
   [ -d "$D" ] || { echo "$set: no files"; continue; }
   timeout 120 "$H" bench-data "$D" --threads "$NT" --images 2000 >"$OUT/bench_${set}_cpu.txt" 2>&1
   timeout 90 "$H" bench-data "$D" --decode cpu --loader --threads "$NT" --images 4096 --only train \
@@ -131,7 +134,7 @@ done
 printf "\n%-10s %6s %6s | %10s %10s | %10s %6s %6s %10s | %10s | %10s %10s\n" set files KB "cpu xform" "cpu loader" \
   "gpu train" cores nvjpeg "gpu eval" "gpu hybrid" "cpu eval" "fallbacks"
 for set in photos photos110; do
-  [ -d "$OUT/$set" ] || continue
+  [ -d "$SETS/$set" ] || continue
   G=$OUT/bench_${set}_default.txt
   files=$(grep -m1 -oE '^bench-data: [0-9]+ files' "$G" | awk '{print $2}')
   kb=$(grep -m1 -oE '\([0-9.]+ KB mean\)' "$G" | tr -d '(' | awk '{print $1}')
@@ -152,7 +155,7 @@ printf "\nsweep, gpu train img/s / CPU cores busy:\n%-10s" set
 for n in $SWEEP; do printf " %14s" "$n"; done
 printf "\n"
 for set in photos photos110; do
-  [ -d "$OUT/$set" ] || continue
+  [ -d "$SETS/$set" ] || continue
   printf "%-10s" "$set"
   for n in $SWEEP; do printf " %14s" "$(cell "$OUT/bench_${set}_${n}.txt")"; done
   printf "\n"
