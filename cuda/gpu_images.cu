@@ -4,11 +4,16 @@
  * names the CPU function it mirrors); this file holds the kernels, nvJPEG and
  * the host-side bookkeeping.
  *
- * Streams. Decoding runs on `sdec`, the transforms on `sxf`, so that the JPEG
- * engines (or nvJPEG's kernels) decode batch b+1 while the SMs transform
- * batch b. The YCbCr planes are double-buffered between the two (events
- * dec_done / yuv_free); everything else the transform uses lives on sxf.
- * Host staging for the transform's uploads is double-buffered (upload_done).
+ * Decode units (gpu_images.h). Each unit has its own nvJPEG handle and
+ * state, stream and two plane buffers, and its caller's thread blocks in
+ * nvJPEG until the decode is done (the hardware backend's batched call does
+ * so anyway); several units driven from several threads keep the JPEG
+ * engines (or nvJPEG's kernels) busy while other threads prepare the next
+ * batches and queue transforms. The transforms run on `sxf`; the transform
+ * records, per plane buffer it reads, a "free" event that the unit's decode
+ * two calls later waits for on the host before nvJPEG writes the buffer
+ * (the hardware engines do not honour stream order). Host staging for the
+ * transform's uploads is double-buffered (upload_done).
  *
  * Kernels per batch (n samples, S x S, C channels; CHW from the resize on):
  *   k_ycc_rect   YCbCr planes -> C-channel HWC of each sample's source
@@ -34,6 +39,7 @@ extern "C" {
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef HGRN_HAVE_NVJPEG
 #include <nvjpeg.h>
@@ -61,10 +67,20 @@ void gpu_images_destroy(GpuImages *g) { (void)g; }
 int gpu_images_available(void) { return 0; }
 const char *gpu_images_backend(const GpuImages *g) { (void)g; return "none"; }
 int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) { (void)g; (void)thread; (void)s; return 0; }
-int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
-    (void)g; (void)s; (void)n;
+int gpu_images_units(const GpuImages *g) { (void)g; return 0; }
+int gpu_images_unit_hybrid(const GpuImages *g, int unit) { (void)g; (void)unit; return 0; }
+int gpu_images_exact(const GpuImages *g) { (void)g; return 0; }
+void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
+    (void)g;
+    *engines = *cores = 0;
+}
+int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen) {
+    (void)g; (void)unit; (void)s; (void)n;
     snprintf(err, errlen, "GPU decoding is unavailable in this build");
     return -1;
+}
+int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    return gpu_images_decode_on(g, 0, s, n, err, errlen);
 }
 int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
                          size_t errlen) {
@@ -92,6 +108,12 @@ int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *
 /* ================================================================ the pipeline */
 
 #define GI_THREADS 256
+#define GI_MAX_UNITS 16
+
+/* The plane buffers a transform reads (two per decode unit), by GiSample.plane_buf. */
+typedef struct {
+    const uint8_t *p[2 * GI_MAX_UNITS];
+} GiBases;
 
 __constant__ GiYccTables c_ycc;
 
@@ -99,9 +121,10 @@ __constant__ GiYccTables c_ycc;
 
 /* YCbCr planes -> the sample's source rectangle as C-channel HWC (libjpeg's
  * sep_upsample + ycc_rgb_convert, on just the rectangle). */
-__global__ void k_ycc_rect(const GiSample *ss, const uint8_t *planes, uint8_t *rect, int C) {
+__global__ void k_ycc_rect(const GiSample *ss, GiBases bases, uint8_t *rect, int C) {
     const GiSample *s = &ss[blockIdx.y];
     if (s->kind == 2) return;
+    const uint8_t *planes = bases.p[s->plane_buf];
     long long n = (long long)s->rw * s->rh;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         gi_ycc_rect_px(s, planes, &c_ycc, rect, C, i);
@@ -235,7 +258,8 @@ static const char *gi_nvjpeg_status(nvjpegStatus_t s) {
     }
 }
 
-/* A device buffer that grows in stream order (no host synchronisation). */
+/* A device buffer of the transform that grows in stream order (no host
+ * synchronisation). */
 typedef struct {
     void *p;
     size_t cap;
@@ -256,6 +280,20 @@ static void devbuf_reserve(DevBuf *b, size_t need, cudaStream_t st) {
         b->p = NULL;
         CUDA_CHECK(cudaMalloc(&b->p, cap));
     }
+    b->cap = cap;
+}
+
+/* A plane buffer: plain cudaMalloc, grown only after its readers are done
+ * (the caller waited for them on the host). Never from a stream-ordered
+ * pool: nvJPEG's hardware backend writes without honouring stream order, so
+ * memory a pool hands out "after" pending work on some stream could still be
+ * read by that work when the engines write it. */
+static void planebuf_reserve(DevBuf *b, size_t need) {
+    if (b->cap >= need && b->p) return;
+    size_t cap = need + need / 4 + 4096;
+    if (b->p) CUDA_CHECK(cudaFree(b->p));
+    b->p = NULL;
+    CUDA_CHECK(cudaMalloc(&b->p, cap));
     b->cap = cap;
 }
 
@@ -280,7 +318,7 @@ static void pinbuf_reserve(PinBuf *b, size_t need) {
     b->cap = cap;
 }
 
-/* Where the last decode put one sample's planes. */
+/* Where a decode put one sample's planes. */
 typedef struct {
     int kind;                 /* 0 planar (YCbCr or Y), 1 interleaved RGB */
     unsigned long long off[3];
@@ -306,26 +344,35 @@ static void timer_fold(Timer *t, double *total_ms, int wait) {
     t->pending = 0;
 }
 
-struct GpuImages {
-    int device, S, C, max_batch, threads, nslots;
-    int hardware;                       /* NVJPEG_BACKEND_HARDWARE in use */
-    unsigned hw_engines, hw_cores;
-    cudaStream_t sdec, sxf;
+/* One decode unit: an nvJPEG handle and state of one backend, a stream, two
+ * plane buffers (call k writes buffer k % 2). */
+typedef struct {
+    int hardware;                       /* NVJPEG_BACKEND_HARDWARE, else GPU-hybrid */
+    int hybrid_split;                   /* a GPU-hybrid unit beside hardware ones */
     nvjpegHandle_t nj;
     nvjpegJpegState_t state;
-    nvjpegJpegStream_t *pstream;        /* one per probing thread, + one for the decoding thread */
-    nvjpegOutputFormat_t fmt;           /* YUV (planar, our colour conversion), Y (C = 1), or RGBI */
-    /* decode: YCbCr planes double-buffered between sdec and sxf */
+    cudaStream_t s;
     DevBuf yuv[2];
-    cudaEvent_t yuv_free[2];
-    int yuv_free_rec[2];
-    cudaEvent_t dec_done[3];            /* ring of 3: a decode waits for the one two calls back (host data) */
-    int dec_done_rec[3];
-    int ndec;                           /* decode calls so far */
-    int last_yuv;                       /* parity of the last decode's planes */
-    DecPlanes *dec;                     /* per sample of the last decode */
-    int dec_n;
-    Timer tdec[2];
+    cudaEvent_t yuv_free[2];            /* recorded by the transform after its last read of the buffer */
+    int yuv_free_rec[2];                /* g->mu */
+    long long call_of[2];               /* the call whose planes the buffer holds (-1: none); g->mu */
+    DecPlanes *dec[2];                  /* per sample of that call */
+    int dec_n[2];
+    long long ncalls;
+    cudaEvent_t ta, tb;
+} GiUnit;
+
+struct GpuImages {
+    int device, S, C, max_batch, threads, nslots;
+    int hardware;                       /* the primary units use NVJPEG_BACKEND_HARDWARE */
+    int exact;                          /* the primary units decode the self-test image exactly as libjpeg */
+    unsigned hw_engines, hw_cores;
+    int nunits, nprimary;
+    GiUnit unit[GI_MAX_UNITS];
+    nvjpegHandle_t nj_probe;            /* the primary backend's handle for probing (its own: no unit's lock) */
+    nvjpegJpegStream_t *pstream;        /* one per probing thread */
+    nvjpegOutputFormat_t fmt;           /* YUV (planar, our colour conversion), Y (C = 1), or RGBI */
+    cudaStream_t sxf;
     /* transform */
     DevBuf params, rect, kbuf, bbuf, hbuf, noise, lut3;
     uint8_t *A, *Bf;                    /* ping-pong CHW batches */
@@ -339,11 +386,17 @@ struct GpuImages {
     uint8_t **slot;
     cudaEvent_t *ready, *consumed, *acq0, *acq1;
     int *consumed_rec, *acq_pending;
-    pthread_mutex_t mu;                 /* st: the producer and consumer threads both update it */
+    pthread_mutex_t mu;                 /* st, the units' buffer bookkeeping: threads share them */
     GpuImagesStats st;
 };
 
 static void gi_set_device(const GpuImages *g) { CUDA_CHECK(cudaSetDevice(g->device)); }
+
+static double gi_thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 extern "C" int gpu_images_available(void) {
     int n = 0;
@@ -355,6 +408,15 @@ extern "C" int gpu_images_available(void) {
 }
 
 extern "C" const char *gpu_images_backend(const GpuImages *g) { return g->hardware ? "hardware" : "hybrid"; }
+extern "C" int gpu_images_units(const GpuImages *g) { return g->nunits; }
+extern "C" int gpu_images_unit_hybrid(const GpuImages *g, int unit) {
+    return unit >= 0 && unit < g->nunits && !g->unit[unit].hardware;
+}
+extern "C" int gpu_images_exact(const GpuImages *g) { return g->exact; }
+extern "C" void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
+    *engines = (int)g->hw_engines;
+    *cores = (int)g->hw_cores;
+}
 
 static void gi_err(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -365,13 +427,24 @@ static void gi_err(char *err, size_t errlen, const char *fmt, ...) {
 
 #include "gpu_images_selftest.inc"
 
-static int gi_decode_one(GpuImages *g, const uint8_t *data, size_t len, nvjpegImage_t *dst);
+static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *out, char *err, size_t errlen);
 
-/* Decode the embedded test image through the whole decode path with the
- * current output format and compare its channel means with libjpeg-turbo's:
- * 0 right, 1 nvJPEG's batched decoder does not take it (nothing learnt),
- * -1 the decode failed, -2 the pixels are wrong. */
-static int gi_selftest(GpuImages *g, double *err_out) {
+/* FNV-1a, 64 bits. */
+static unsigned long long gi_fnv(const uint8_t *p, size_t n) {
+    unsigned long long h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Decode the embedded test image on unit u through the whole decode path
+ * with the current output format and compare its channel means with
+ * libjpeg-turbo's: 0 right, 1 nvJPEG's batched decoder does not take it
+ * (nothing learnt), -1 the decode failed, -2 the pixels are wrong. *exact:
+ * the pixels are libjpeg-turbo's bit for bit. */
+static int gi_selftest(GpuImages *g, int u, double *err_out, int *exact) {
     GpuSample s;
     memset(&s, 0, sizeof s);
     s.src = GPU_SRC_JPEG;
@@ -382,13 +455,14 @@ static int gi_selftest(GpuImages *g, double *err_out) {
     s.ncomp = 3;
     s.hs[0] = s.vs[0] = 2;
     s.hs[1] = s.vs[1] = s.hs[2] = s.vs[2] = 1;
+    *exact = 0;
     if (!gpu_images_probe(g, 0, &s)) return 1;
     int C = g->C;
     size_t n = (size_t)gi_selftest_w * gi_selftest_h;
     uint8_t *px = (uint8_t *)malloc(n * C);
     char e[256];
     if (!px) return -1;
-    if (gpu_images_decode_rgb(g, &s, px, e, sizeof e)) {
+    if (gi_decode_rgb_unit(g, u, &s, px, e, sizeof e)) {
         free(px);
         return -1;
     }
@@ -400,9 +474,52 @@ static int gi_selftest(GpuImages *g, double *err_out) {
         double want = C == 1 ? gi_selftest_mean_y : gi_selftest_mean[k];
         if (fabs(m - want) > worst) worst = fabs(m - want);
     }
+    *exact = gi_fnv(px, n * C) == (C == 1 ? gi_selftest_fnv_y : gi_selftest_fnv_rgb);
     free(px);
     *err_out = worst;
     return worst <= 1.5 ? 0 : -2;
+}
+
+/* Create unit u with the given backend. 0, or the nvJPEG status of the
+ * handle's creation (the state's and the rest's failures are fatal). */
+static nvjpegStatus_t gi_unit_create(GpuImages *g, int u, int hardware) {
+    GiUnit *un = &g->unit[u];
+    memset(un, 0, sizeof *un);
+    nvjpegStatus_t s = nvjpegCreateEx(hardware ? NVJPEG_BACKEND_HARDWARE : NVJPEG_BACKEND_GPU_HYBRID, NULL, NULL,
+                                      NVJPEG_FLAGS_DEFAULT, &un->nj);
+    if (s != NVJPEG_STATUS_SUCCESS) {
+        un->nj = NULL;
+        return s;
+    }
+    un->hardware = hardware;
+    NVJPEG_CHECK(nvjpegJpegStateCreate(un->nj, &un->state));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&un->s, cudaStreamNonBlocking));
+    /* the unit's thread waits on these: blocking waits (it sleeps instead of
+     * spinning on a core the loader's workers could use) */
+    for (int p = 0; p < 2; p++) {
+        CUDA_CHECK(cudaEventCreateWithFlags(&un->yuv_free[p], cudaEventDisableTiming | cudaEventBlockingSync));
+        un->dec[p] = (DecPlanes *)calloc((size_t)g->max_batch, sizeof(DecPlanes));
+        if (!un->dec[p]) hgrn_cuda_fail("calloc", "out of host memory", __FILE__, __LINE__);
+        un->call_of[p] = -1;
+    }
+    CUDA_CHECK(cudaEventCreate(&un->ta));
+    CUDA_CHECK(cudaEventCreateWithFlags(&un->tb, cudaEventBlockingSync));
+    return NVJPEG_STATUS_SUCCESS;
+}
+
+static void gi_unit_destroy(GiUnit *un) {
+    if (un->s) cudaStreamSynchronize(un->s);
+    for (int p = 0; p < 2; p++) {
+        devbuf_free(&un->yuv[p]);
+        if (un->yuv_free[p]) cudaEventDestroy(un->yuv_free[p]);
+        free(un->dec[p]);
+    }
+    if (un->ta) cudaEventDestroy(un->ta);
+    if (un->tb) cudaEventDestroy(un->tb);
+    if (un->state) nvjpegJpegStateDestroy(un->state);
+    if (un->nj) nvjpegDestroy(un->nj);
+    if (un->s) cudaStreamDestroy(un->s);
+    memset(un, 0, sizeof *un);
 }
 
 extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
@@ -418,8 +535,10 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         gi_err(err, errlen, "CUDA device %d does not exist (%d visible)", device, ndev);
         return NULL;
     }
+    int want_units = cfg ? (cfg->units < 1 ? 1 : cfg->units) : 1;
+    int want_hybrid = cfg ? (cfg->hybrid_units < 0 ? 0 : cfg->hybrid_units) : 0;
     if (!cfg || cfg->max_batch < 1 || cfg->size < 1 || (cfg->channels != 1 && cfg->channels != 3) ||
-        cfg->slots < 1 || cfg->threads < 1) {
+        cfg->slots < 1 || cfg->threads < 1 || want_units + want_hybrid > GI_MAX_UNITS) {
         gi_err(err, errlen, "gpu_images_create: bad configuration");
         return NULL;
     }
@@ -451,7 +570,7 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     const int want = cfg->backend;
     nvjpegStatus_t s = NVJPEG_STATUS_NOT_INITIALIZED;
     if (want != GPU_JPEG_HYBRID) {
-        s = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj);
+        s = nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj_probe);
         if (s == NVJPEG_STATUS_SUCCESS) {
             g->hardware = 1;
         } else if (want == GPU_JPEG_HARDWARE) {
@@ -462,7 +581,7 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         }
     }
     if (!g->hardware) {
-        s = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj);
+        s = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, NULL, NULL, NVJPEG_FLAGS_DEFAULT, &g->nj_probe);
         if (s != NVJPEG_STATUS_SUCCESS) {
             gi_err(err, errlen, "nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID): %s", gi_nvjpeg_status(s));
             free(g);
@@ -470,12 +589,10 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         }
     }
     if (g->hardware) {
-        if (nvjpegGetHardwareDecoderInfo(g->nj, &g->hw_engines, &g->hw_cores) != NVJPEG_STATUS_SUCCESS)
+        if (nvjpegGetHardwareDecoderInfo(g->nj_probe, &g->hw_engines, &g->hw_cores) != NVJPEG_STATUS_SUCCESS)
             g->hw_engines = g->hw_cores = 0;
     }
-    NVJPEG_CHECK(nvjpegJpegStateCreate(g->nj, &g->state));
-    g->pstream = (nvjpegJpegStream_t *)calloc((size_t)g->threads + 1, sizeof *g->pstream);
-    g->dec = (DecPlanes *)calloc((size_t)g->max_batch, sizeof *g->dec);
+    g->pstream = (nvjpegJpegStream_t *)calloc((size_t)g->threads, sizeof *g->pstream);
     g->hs = (GiSample *)calloc((size_t)g->max_batch, sizeof *g->hs);
     g->slot = (uint8_t **)calloc((size_t)g->nslots, sizeof *g->slot);
     g->ready = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
@@ -484,24 +601,44 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     g->acq1 = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
     g->consumed_rec = (int *)calloc((size_t)g->nslots, sizeof(int));
     g->acq_pending = (int *)calloc((size_t)g->nslots, sizeof(int));
-    if (!g->pstream || !g->dec || !g->hs || !g->slot || !g->ready || !g->consumed || !g->acq0 || !g->acq1 ||
+    if (!g->pstream || !g->hs || !g->slot || !g->ready || !g->consumed || !g->acq0 || !g->acq1 ||
         !g->consumed_rec || !g->acq_pending) {
         gi_err(err, errlen, "out of host memory");
         gpu_images_destroy(g);
         return NULL;
     }
-    for (int i = 0; i <= g->threads; i++) NVJPEG_CHECK(nvjpegJpegStreamCreate(g->nj, &g->pstream[i]));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g->sdec, cudaStreamNonBlocking));
+    for (int i = 0; i < g->threads; i++) NVJPEG_CHECK(nvjpegJpegStreamCreate(g->nj_probe, &g->pstream[i]));
+    /* the units: the primary backend's, then the GPU-hybrid ones of a split */
+    for (int u = 0; u < want_units; u++) {
+        s = gi_unit_create(g, u, g->hardware);
+        if (s != NVJPEG_STATUS_SUCCESS) {
+            if (u == 0) {
+                gi_err(err, errlen, "nvjpegCreateEx (decode unit 0): %s", gi_nvjpeg_status(s));
+                gpu_images_destroy(g);
+                return NULL;
+            }
+            fprintf(stderr, "hgrn: nvJPEG: decode unit %d: %s; using %d unit(s)\n", u, gi_nvjpeg_status(s), u);
+            break;
+        }
+        g->nunits = g->nprimary = u + 1;
+    }
+    if (g->hardware)
+        for (int k = 0; k < want_hybrid; k++) {
+            int u = g->nunits;
+            s = gi_unit_create(g, u, 0);
+            if (s != NVJPEG_STATUS_SUCCESS) {
+                fprintf(stderr, "hgrn: nvJPEG: GPU-hybrid decode unit: %s; no split\n", gi_nvjpeg_status(s));
+                break;
+            }
+            g->unit[u].hybrid_split = 1;
+            g->nunits++;
+        }
     CUDA_CHECK(cudaStreamCreateWithFlags(&g->sxf, cudaStreamNonBlocking));
     for (int i = 0; i < 2; i++) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&g->yuv_free[i], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&g->upload_done[i], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventCreate(&g->tdec[i].a));
-        CUDA_CHECK(cudaEventCreate(&g->tdec[i].b));
         CUDA_CHECK(cudaEventCreate(&g->txf[i].a));
         CUDA_CHECK(cudaEventCreate(&g->txf[i].b));
     }
-    for (int i = 0; i < 3; i++) CUDA_CHECK(cudaEventCreateWithFlags(&g->dec_done[i], cudaEventDisableTiming));
     size_t batch_bytes = (size_t)g->max_batch * g->C * g->S * g->S;
     CUDA_CHECK(cudaMalloc(&g->A, batch_bytes));
     CUDA_CHECK(cudaMalloc(&g->Bf, batch_bytes));
@@ -518,19 +655,21 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     CUDA_CHECK(cudaMemcpyToSymbol(c_ycc, &t, sizeof t));
     /* hardware decoder memory pool for this batch size (nvImageCodec reports
      * a large gain from it); a failure only costs speed */
-    if (g->hardware)
-        nvjpegDecodeBatchedPreAllocate(g->nj, g->state, g->max_batch, 512, 512, NVJPEG_CSS_420,
-                                       g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV);
+    for (int u = 0; u < g->nunits; u++)
+        if (g->unit[u].hardware)
+            nvjpegDecodeBatchedPreAllocate(g->unit[u].nj, g->unit[u].state, g->max_batch, 512, 512, NVJPEG_CSS_420,
+                                           g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV);
     /* planar output, converted by k_ycc_rect exactly as libjpeg converts; if
      * this nvJPEG / backend gets the test image wrong that way, its own
      * interleaved RGB (chroma upsampling not libjpeg's) */
     g->fmt = g->C == 1 ? NVJPEG_OUTPUT_Y : NVJPEG_OUTPUT_YUV;
     double dev = 0;
-    int r = gi_selftest(g, &dev);
+    int exact = 0;
+    int r = gi_selftest(g, 0, &dev, &exact);
     if (r < 0 && g->C == 3) {
         g->fmt = NVJPEG_OUTPUT_RGBI;
         double dev2 = 0;
-        int r2 = gi_selftest(g, &dev2);
+        int r2 = gi_selftest(g, 0, &dev2, &exact);
         if (r2 == 0) {
             fprintf(stderr, "hgrn: nvJPEG (%s backend) %s with planar YCbCr output: using its interleaved RGB, whose "
                             "chroma upsampling is not libjpeg's (pixels differ more from the CPU decoder)\n",
@@ -552,10 +691,25 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
             fprintf(stderr, "hgrn: nvJPEG hardware backend self-test: %s; using the GPU-hybrid backend\n", why);
             GpuImagesConfig c2 = *cfg;
             c2.backend = GPU_JPEG_HYBRID;
+            c2.hybrid_units = 0;
             return gpu_images_create(device, &c2, err, errlen);
         }
         gi_err(err, errlen, "nvJPEG (%s backend) self-test: %s", bn, why);
         return NULL;
+    }
+    g->exact = r == 0 && exact;
+    /* the other units decode the test image too (a unit that cannot is dropped) */
+    for (int u = 1; u < g->nunits; u++) {
+        double d2 = 0;
+        int x2 = 0;
+        if (gi_selftest(g, u, &d2, &x2) < 0) {
+            fprintf(stderr, "hgrn: nvJPEG decode unit %d (%s) fails its self-test: using %d unit(s)\n", u,
+                    g->unit[u].hardware ? "hardware" : "GPU-hybrid", u);
+            for (int v = u; v < g->nunits; v++) gi_unit_destroy(&g->unit[v]);
+            g->nunits = u;
+            if (g->nprimary > u) g->nprimary = u;
+            break;
+        }
     }
     (void)dev;
     return g;
@@ -564,20 +718,15 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
 extern "C" void gpu_images_destroy(GpuImages *g) {
     if (!g) return;
     cudaSetDevice(g->device);
-    if (g->sdec) cudaStreamSynchronize(g->sdec);
     if (g->sxf) cudaStreamSynchronize(g->sxf);
+    for (int u = 0; u < GI_MAX_UNITS; u++)
+        if (g->unit[u].nj) gi_unit_destroy(&g->unit[u]);
     for (int i = 0; i < 2; i++) {
-        devbuf_free(&g->yuv[i]);
         if (g->stage[i].p) cudaFreeHost(g->stage[i].p);
-        if (g->yuv_free[i]) cudaEventDestroy(g->yuv_free[i]);
         if (g->upload_done[i]) cudaEventDestroy(g->upload_done[i]);
-        if (g->tdec[i].a) cudaEventDestroy(g->tdec[i].a);
-        if (g->tdec[i].b) cudaEventDestroy(g->tdec[i].b);
         if (g->txf[i].a) cudaEventDestroy(g->txf[i].a);
         if (g->txf[i].b) cudaEventDestroy(g->txf[i].b);
     }
-    for (int i = 0; i < 3; i++)
-        if (g->dec_done[i]) cudaEventDestroy(g->dec_done[i]);
     devbuf_free(&g->params);
     devbuf_free(&g->rect);
     devbuf_free(&g->kbuf);
@@ -594,14 +743,11 @@ extern "C" void gpu_images_destroy(GpuImages *g) {
         if (g->acq0[i]) cudaEventDestroy(g->acq0[i]);
         if (g->acq1[i]) cudaEventDestroy(g->acq1[i]);
     }
-    for (int i = 0; g->pstream && i <= g->threads; i++)
+    for (int i = 0; g->pstream && i < g->threads; i++)
         if (g->pstream[i]) nvjpegJpegStreamDestroy(g->pstream[i]);
-    if (g->state) nvjpegJpegStateDestroy(g->state);
-    if (g->nj) nvjpegDestroy(g->nj);
-    if (g->sdec) cudaStreamDestroy(g->sdec);
+    if (g->nj_probe) nvjpegDestroy(g->nj_probe);
     if (g->sxf) cudaStreamDestroy(g->sxf);
     free(g->pstream);
-    free(g->dec);
     free(g->hs);
     free(g->slot);
     free(g->ready);
@@ -620,7 +766,7 @@ static int gi_comp_dim(int full, int f, int fmax) { return (int)(((long long)ful
 extern "C" int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
     if (thread < 0 || thread >= g->threads || s->src != GPU_SRC_JPEG) return 0;
     nvjpegJpegStream_t js = g->pstream[thread];
-    if (nvjpegJpegStreamParseHeader(g->nj, s->data, s->len, js) != NVJPEG_STATUS_SUCCESS) return 0;
+    if (nvjpegJpegStreamParseHeader(g->nj_probe, s->data, s->len, js) != NVJPEG_STATUS_SUCCESS) return 0;
     unsigned w = 0, h = 0, nc = 0;
     if (nvjpegJpegStreamGetFrameDimensions(js, &w, &h) != NVJPEG_STATUS_SUCCESS || (int)w != s->img_w ||
         (int)h != s->img_h)
@@ -639,21 +785,21 @@ extern "C" int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
     }
     if (g->hardware) {
         int unsupported = 1;
-        if (nvjpegDecodeBatchedSupported(g->nj, js, &unsupported) != NVJPEG_STATUS_SUCCESS || unsupported != 0)
+        if (nvjpegDecodeBatchedSupported(g->nj_probe, js, &unsupported) != NVJPEG_STATUS_SUCCESS || unsupported != 0)
             return 0;
     }
     return 1;
 }
 
-/* One image alone through the batched decoder (the self-test, and the
- * per-image retry after a batch failed). 0 or -1. */
-static int gi_decode_one(GpuImages *g, const uint8_t *data, size_t len, nvjpegImage_t *dst) {
-    if (nvjpegDecodeBatchedInitialize(g->nj, g->state, 1, 1, g->fmt) != NVJPEG_STATUS_SUCCESS) return -1;
+/* One image alone through unit un's batched decoder (the per-image retry
+ * after a batch failed). 0 or -1. */
+static int gi_decode_one(GpuImages *g, GiUnit *un, const uint8_t *data, size_t len, nvjpegImage_t *dst) {
+    if (nvjpegDecodeBatchedInitialize(un->nj, un->state, 1, 1, g->fmt) != NVJPEG_STATUS_SUCCESS) return -1;
     const unsigned char *d = data;
-    return nvjpegDecodeBatched(g->nj, g->state, &d, &len, dst, g->sdec) == NVJPEG_STATUS_SUCCESS ? 0 : -1;
+    return nvjpegDecodeBatched(un->nj, un->state, &d, &len, dst, un->s) == NVJPEG_STATUS_SUCCESS ? 0 : -1;
 }
 
-/* The planes of one sample in the decode buffer (offsets from 0). */
+/* The planes of one sample in a plane buffer (offsets from 0). */
 static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, size_t off) {
     memset(p, 0, sizeof *p);
     int W = s->img_w, H = s->img_h;
@@ -681,43 +827,47 @@ static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, si
     return off;
 }
 
-extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
-    if (n < 0 || n > g->max_batch) {
-        gi_err(err, errlen, "gpu_images_decode: %d samples, at most %d", n, g->max_batch);
+extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen) {
+    if (n < 0 || n > g->max_batch || unit < 0 || unit >= g->nunits) {
+        gi_err(err, errlen, "gpu_images_decode: %d samples (at most %d) on unit %d (of %d)", n, g->max_batch, unit,
+               g->nunits);
         return -1;
     }
     gi_set_device(g);
-    double t0 = now_seconds();
-    int q = g->ndec % 3, p = g->ndec % 2;
-    /* the host data of the decode two calls back is no longer read */
-    int back2 = (g->ndec + 1) % 3;
-    if (g->dec_done_rec[back2]) CUDA_CHECK(cudaEventSynchronize(g->dec_done[back2]));
+    GiUnit *un = &g->unit[unit];
+    double t0 = now_seconds(), c0 = gi_thread_cpu_s();
+    const long long call = un->ncalls++;
+    const int p = (int)(call % 2);
+    /* the buffer's last reader (the transform of call - 2) must be done
+     * before nvJPEG writes it: on the host (see gpu_images.h) */
     pthread_mutex_lock(&g->mu);
-    timer_fold(&g->tdec[p], &g->st.gpu_decode_ms, 1);
+    int rec = un->yuv_free_rec[p];
+    un->yuv_free_rec[p] = 0;
+    un->call_of[p] = call;
     pthread_mutex_unlock(&g->mu);
+    if (rec) CUDA_CHECK(cudaEventSynchronize(un->yuv_free[p]));
     int nj = 0;
     size_t total = 0;
+    DecPlanes *dec = un->dec[p];
     for (int i = 0; i < n; i++) {
         s[i].status = GPU_SAMPLE_OK;
+        s[i].dec_unit = unit;
+        s[i].dec_call = call;
         s[i].dec_index = i;
         if (s[i].src != GPU_SRC_JPEG) continue;
-        total = gi_planes(g, &s[i], &g->dec[i], total);
+        total = gi_planes(g, &s[i], &dec[i], total);
         nj++;
     }
-    g->dec_n = n;
-    g->last_yuv = p;
-    g->ndec++;
+    un->dec_n[p] = n;
     if (nj == 0) {
-        g->dec_done_rec[q] = 0;
         pthread_mutex_lock(&g->mu);
         g->st.host_decode_s += now_seconds() - t0;
+        g->st.decode_cpu_s += gi_thread_cpu_s() - c0;
         pthread_mutex_unlock(&g->mu);
         return 0;
     }
-    /* the planes of two decodes back must have been converted */
-    if (g->yuv_free_rec[p]) CUDA_CHECK(cudaStreamWaitEvent(g->sdec, g->yuv_free[p], 0));
-    devbuf_reserve(&g->yuv[p], total, g->sdec);
-    uint8_t *base = (uint8_t *)g->yuv[p].p;
+    planebuf_reserve(&un->yuv[p], total);
+    uint8_t *base = (uint8_t *)un->yuv[p].p;
     const unsigned char **datas = (const unsigned char **)malloc(sizeof(*datas) * nj);
     size_t *lens = (size_t *)malloc(sizeof(*lens) * nj);
     nvjpegImage_t *dst = (nvjpegImage_t *)calloc((size_t)nj, sizeof *dst);
@@ -733,39 +883,66 @@ extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, s
         datas[k] = s[i].data;
         lens[k] = s[i].len;
         for (int c = 0; c < 3; c++) {
-            if (!g->dec[i].pw[c]) continue;
-            dst[k].channel[c] = base + g->dec[i].off[c];
-            dst[k].pitch[c] = (size_t)g->dec[i].pp[c];
+            if (!dec[i].pw[c]) continue;
+            dst[k].channel[c] = base + dec[i].off[c];
+            dst[k].pitch[c] = (size_t)dec[i].pp[c];
         }
         idx[k++] = i;
     }
-    CUDA_CHECK(cudaEventRecord(g->tdec[p].a, g->sdec));
-    NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(g->nj, g->state, nj, 1, g->fmt));
-    nvjpegStatus_t st = nvjpegDecodeBatched(g->nj, g->state, datas, lens, dst, g->sdec);
+    CUDA_CHECK(cudaEventRecord(un->ta, un->s));
+    NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(un->nj, un->state, nj, 1, g->fmt));
+    nvjpegStatus_t st = nvjpegDecodeBatched(un->nj, un->state, datas, lens, dst, un->s);
     int failed = 0;
     if (st != NVJPEG_STATUS_SUCCESS) {
         /* one file spoiled the batch: find it (them), image by image */
         for (int j = 0; j < nj; j++)
-            if (gi_decode_one(g, datas[j], lens[j], &dst[j]) != 0) {
+            if (gi_decode_one(g, un, datas[j], lens[j], &dst[j]) != 0) {
                 s[idx[j]].status = GPU_SAMPLE_DECODE_FAILED;
                 failed++;
             }
     }
-    CUDA_CHECK(cudaEventRecord(g->tdec[p].b, g->sdec));
-    g->tdec[p].pending = 1;
-    CUDA_CHECK(cudaEventRecord(g->dec_done[q], g->sdec));
-    g->dec_done_rec[q] = 1;
+    CUDA_CHECK(cudaEventRecord(un->tb, un->s));
+    /* done on the device: the planes are written, the JPEG data is free */
+    CUDA_CHECK(cudaEventSynchronize(un->tb));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, un->ta, un->tb));
+    double host = now_seconds() - t0, cpu = gi_thread_cpu_s() - c0;
     pthread_mutex_lock(&g->mu);
+    g->st.decode_calls++;
     g->st.jpeg_decoded += nj - failed;
+    if (un->hybrid_split) {
+        g->st.jpeg_decoded_hybrid += nj - failed;
+        g->st.host_decode_hybrid_s += host;
+    }
     g->st.decode_failed += failed;
     for (int j = 0; j < nj; j++) g->st.jpeg_bytes += (double)lens[j];
-    g->st.host_decode_s += now_seconds() - t0;
+    g->st.host_decode_s += host;
+    g->st.decode_cpu_s += cpu;
+    g->st.gpu_decode_ms += ms;
     pthread_mutex_unlock(&g->mu);
     free(datas);
     free(lens);
     free(dst);
     free(idx);
     return 0;
+}
+
+extern "C" int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    return gpu_images_decode_on(g, 0, s, n, err, errlen);
+}
+
+/* The plane record of a decoded JPEG sample, or NULL when its decode is no
+ * longer in its unit's buffers. *buf: the GiBases index. */
+static const DecPlanes *gi_find_planes(GpuImages *g, const GpuSample *x, int *buf) {
+    if (x->dec_unit < 0 || x->dec_unit >= g->nunits || x->dec_call < 0) return NULL;
+    GiUnit *un = &g->unit[x->dec_unit];
+    int p = (int)(x->dec_call % 2);
+    pthread_mutex_lock(&g->mu);
+    int ok = un->call_of[p] == x->dec_call;
+    pthread_mutex_unlock(&g->mu);
+    if (!ok || x->dec_index < 0 || x->dec_index >= un->dec_n[p]) return NULL;
+    *buf = 2 * x->dec_unit + p;
+    return &un->dec[p][x->dec_index];
 }
 
 extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
@@ -785,17 +962,26 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     /* ---- records, sizes, offsets ---- */
     GiTotals T;
     memset(&T, 0, sizeof T);
+    GiBases bases;
+    memset(&bases, 0, sizeof bases);
+    int used[2 * GI_MAX_UNITS];
+    memset(used, 0, sizeof used);
     for (int i = 0; i < n; i++) {
         const GpuSample *x = &s[i];
         GiSample *d = &g->hs[i];
         memset(d, 0, sizeof *d);
         if (x->src == GPU_SRC_JPEG) {
-            if (x->dec_index < 0 || x->dec_index >= g->dec_n || x->status != GPU_SAMPLE_OK) {
-                gi_err(err, errlen, "gpu_images_transform: sample %d was not decoded by the last gpu_images_decode", i);
+            int buf = 0;
+            const DecPlanes *pl = x->status == GPU_SAMPLE_OK ? gi_find_planes(g, x, &buf) : NULL;
+            if (!pl) {
+                gi_err(err, errlen, "gpu_images_transform: sample %d was not decoded by one of the last two decode "
+                                    "calls of its unit", i);
                 return -1;
             }
-            const DecPlanes *pl = &g->dec[x->dec_index];
             d->kind = pl->kind;
+            d->plane_buf = buf;
+            used[buf] = 1;
+            bases.p[buf] = (const uint8_t *)g->unit[buf / 2].yuv[buf % 2].p;
             for (int c = 0; c < 3; c++) {
                 d->plane_off[c] = pl->off[c];
                 d->pw[c] = pl->pw[c];
@@ -853,14 +1039,19 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     uint8_t *rect = (uint8_t *)g->rect.p;
     /* ---- kernels ---- */
     if (any_jpeg) {
-        int p = g->last_yuv;
-        int qd = (g->ndec + 2) % 3;   /* the last decode's event */
-        if (g->dec_done_rec[qd]) CUDA_CHECK(cudaStreamWaitEvent(sx, g->dec_done[qd], 0));
+        /* the decodes have finished (gpu_images_decode returns then): no
+         * device-side wait needed */
         dim3 grid((unsigned)gi_min((max_rect + GI_THREADS - 1) / GI_THREADS, 4096), (unsigned)n);
-        k_ycc_rect<<<grid, GI_THREADS, 0, sx>>>(dS, (const uint8_t *)g->yuv[p].p, rect, C);
+        k_ycc_rect<<<grid, GI_THREADS, 0, sx>>>(dS, bases, rect, C);
         LAUNCH_CHECK("k_ycc_rect");
-        CUDA_CHECK(cudaEventRecord(g->yuv_free[p], sx));
-        g->yuv_free_rec[p] = 1;
+        for (int b = 0; b < 2 * GI_MAX_UNITS; b++) {
+            if (!used[b]) continue;
+            GiUnit *un = &g->unit[b / 2];
+            CUDA_CHECK(cudaEventRecord(un->yuv_free[b % 2], sx));
+            pthread_mutex_lock(&g->mu);
+            un->yuv_free_rec[b % 2] = 1;
+            pthread_mutex_unlock(&g->mu);
+        }
     }
     if (max_k > 0) {
         dim3 grid((unsigned)((max_k + GI_THREADS - 1) / GI_THREADS), (unsigned)n);
@@ -911,9 +1102,9 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     LAUNCH_CHECK("k_finish");
     CUDA_CHECK(cudaEventRecord(g->ready[slot], sx));
     CUDA_CHECK(cudaEventRecord(g->txf[q].b, sx));
-    g->txf[q].pending = 1;
     g->nxf++;
     pthread_mutex_lock(&g->mu);
+    g->txf[q].pending = 1;   /* gpu_images_stats folds it from another thread */
     g->st.batches++;
     for (int i = 0; i < n; i++) g->st.pixels_uploaded += s[i].src == GPU_SRC_PIXELS;
     g->st.host_transform_s += now_seconds() - t0;
@@ -979,19 +1170,18 @@ extern "C" void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_
 extern "C" void gpu_images_stats(GpuImages *g, GpuImagesStats *st) {
     gi_set_device(g);
     pthread_mutex_lock(&g->mu);
-    for (int i = 0; i < 2; i++) {
-        timer_fold(&g->tdec[i], &g->st.gpu_decode_ms, 1);
-        timer_fold(&g->txf[i], &g->st.gpu_transform_ms, 1);
-    }
+    for (int i = 0; i < 2; i++) timer_fold(&g->txf[i], &g->st.gpu_transform_ms, 1);
     for (int i = 0; i < g->nslots; i++) gi_fold_stall(g, i, 0);
     *st = g->st;
     pthread_mutex_unlock(&g->mu);
 }
 
-extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
+/* Decode one JPEG whole on unit u and convert it with k_ycc_rect to HWC host
+ * pixels (the self-test and gpu_images_decode_rgb). */
+static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
     GpuSample x = *s;
     x.src = GPU_SRC_JPEG;
-    if (gpu_images_decode(g, &x, 1, err, errlen)) return -1;
+    if (gpu_images_decode_on(g, u, &x, 1, err, errlen)) return -1;
     if (x.status != GPU_SAMPLE_OK) {
         gi_err(err, errlen, "nvJPEG could not decode the image");
         return -1;
@@ -999,8 +1189,14 @@ extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *
     int C = g->C;
     GiSample d;
     memset(&d, 0, sizeof d);
-    const DecPlanes *pl = &g->dec[x.dec_index];
+    int buf = 0;
+    const DecPlanes *pl = gi_find_planes(g, &x, &buf);
+    if (!pl) {
+        gi_err(err, errlen, "gpu_images_decode_rgb: lost the planes");
+        return -1;
+    }
     d.kind = pl->kind;
+    d.plane_buf = buf;
     for (int c = 0; c < 3; c++) {
         d.plane_off[c] = pl->off[c];
         d.pw[c] = pl->pw[c];
@@ -1018,19 +1214,22 @@ extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *
     d.img_w = d.rw = x.img_w;
     d.img_h = d.rh = x.img_h;
     size_t bytes = (size_t)x.img_w * x.img_h * C;
+    GiBases bases;
+    memset(&bases, 0, sizeof bases);
+    bases.p[buf] = (const uint8_t *)g->unit[u].yuv[buf % 2].p;
     cudaStream_t sx = g->sxf;
     devbuf_reserve(&g->params, sizeof d, sx);
     devbuf_reserve(&g->rect, bytes, sx);
     CUDA_CHECK(cudaMemcpyAsync(g->params.p, &d, sizeof d, cudaMemcpyHostToDevice, sx));
-    CUDA_CHECK(cudaStreamWaitEvent(sx, g->dec_done[(g->ndec + 2) % 3], 0));
     unsigned blocks = (unsigned)gi_min((int)((bytes / C + GI_THREADS - 1) / GI_THREADS), 4096);
-    k_ycc_rect<<<dim3(blocks, 1), GI_THREADS, 0, sx>>>((const GiSample *)g->params.p,
-                                                        (const uint8_t *)g->yuv[g->last_yuv].p, (uint8_t *)g->rect.p, C);
+    k_ycc_rect<<<dim3(blocks, 1), GI_THREADS, 0, sx>>>((const GiSample *)g->params.p, bases, (uint8_t *)g->rect.p, C);
     LAUNCH_CHECK("k_ycc_rect");
-    CUDA_CHECK(cudaEventRecord(g->yuv_free[g->last_yuv], sx));
-    g->yuv_free_rec[g->last_yuv] = 1;
     CUDA_CHECK(cudaMemcpyAsync(out, g->rect.p, bytes, cudaMemcpyDeviceToHost, sx));
     CUDA_CHECK(cudaStreamSynchronize(sx));
     return 0;
+}
+
+extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
+    return gi_decode_rgb_unit(g, 0, s, out, err, errlen);
 }
 #endif

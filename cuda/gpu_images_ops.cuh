@@ -58,6 +58,7 @@ typedef struct {
      * pw = 3 * img_w), 2 = pixels already in the rect buffer (CPU decode) */
     int kind;
     int ncomp, fh, fv;              /* components; chroma subsampling factors (1 or 2) */
+    int plane_buf;                  /* kind 0/1: which decode buffer the planes are in (the kernel's table) */
     unsigned long long plane_off[3];
     int pw[3], ph[3];               /* plane widths and heights (libjpeg's downsampled sizes) */
     int pp[3];                      /* plane pitches (bytes between rows) */

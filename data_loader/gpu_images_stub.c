@@ -15,10 +15,20 @@ void gpu_images_destroy(GpuImages *g) { (void)g; }
 int gpu_images_available(void) { return 0; }
 const char *gpu_images_backend(const GpuImages *g) { (void)g; return "none"; }
 int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) { (void)g; (void)thread; (void)s; return 0; }
-int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
-    (void)g; (void)s; (void)n;
+int gpu_images_units(const GpuImages *g) { (void)g; return 0; }
+int gpu_images_unit_hybrid(const GpuImages *g, int unit) { (void)g; (void)unit; return 0; }
+int gpu_images_exact(const GpuImages *g) { (void)g; return 0; }
+void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
+    (void)g;
+    *engines = *cores = 0;
+}
+int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen) {
+    (void)g; (void)unit; (void)s; (void)n;
     snprintf(err, errlen, "GPU decoding is unavailable in this build");
     return -1;
+}
+int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    return gpu_images_decode_on(g, 0, s, n, err, errlen);
 }
 int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
                          size_t errlen) {

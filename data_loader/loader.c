@@ -11,6 +11,7 @@
 #include "errmsg.h"
 #include "loader.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -70,27 +71,16 @@ struct Loader {
     int *status;            /* local_bs */
     uint8_t *bad;           /* n: 1 = known unreadable (already reported) */
     int bad_count;
-    /* GPU decoding (loader_use_gpu): per batch slot k the file (3 sets, one
-     * per batch in turn: nvJPEG may read a batch's files until the second
-     * decode after it), the CPU-decoded rectangle of a fallback, the erasing
-     * noise, the drawn parameters and the GPU record */
+    /* GPU decoding (loader_use_gpu): a pipeline of jobs (one batch each)
+     * and the threads that drive nvJPEG's decode units (see "GPU decoding:
+     * the pipeline" below) */
     GpuImages *gpu;
     int gpu_device, gpu_threads, gpu_nslots;
-    ImageBuf *gfile[3];
-    ImageBuf *gfile_redo;
-    ImageBuf *gpix;
-    int *labels_tmp;
-    uint8_t *gnoise;
-    DeitTrainParams *gparams;
-    GpuSample *gs, *gsv;     /* per slot; compacted for the call */
-    int *gmap;               /* compacted index -> slot */
-    int *gredo;              /* slot must be decoded on the CPU */
-    int gset;                /* file set of the current batch */
-    int gset_used;           /* ... handed to gpu_images_decode */
+    struct GpuPipe *pipe;
     Batch *gsync[2];         /* batches of the unprefetched path */
     int gsync_next;
     int dev_out_slot;        /* GPU slot handed out by loader_next_device (-1: none) */
-    long long n_gpu, n_not_jpeg, n_unsupported, n_refused, n_failed, n_budget, n_samples;
+    long long n_gpu, n_not_jpeg, n_unsupported, n_refused, n_failed, n_budget, n_spill, n_samples;
     double wait_s, produce_s;
     char err[1024];
 };
@@ -228,13 +218,87 @@ static void rect_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, i
     *min_w = *min_h = 0;   /* full resolution, as the GPU resamples */
 }
 
-enum { FB_NONE, FB_NOT_JPEG, FB_UNSUPPORTED, FB_REFUSED, FB_FAILED, FB_BUDGET };
+/* Why a sample is decoded on the CPU (FB_NONE: it goes to nvJPEG). FB_SPILL:
+ * nvJPEG would take it, but the pipeline moves it to the CPU decoder to
+ * balance the load (the same pixels where nvJPEG decodes exactly as
+ * libjpeg: gpu_images_exact). */
+enum { FB_NONE, FB_NOT_JPEG, FB_UNSUPPORTED, FB_REFUSED, FB_FAILED, FB_BUDGET, FB_SPILL };
 
-/* Read dataset sample idx into slot k, draw its parameters (rng NULL:
- * evaluation) and make its GPU record: the JPEG itself when the GPU path
- * reproduces it and nvJPEG takes it (unless cpu_reason says otherwise), else
- * its source rectangle decoded here. 0, or -1 with "path: reason". */
-static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *label, char *msg, size_t msglen) {
+/* One batch in the GPU pipeline: its samples' files, drawn parameters,
+ * records and CPU-decoded pixels, from preparation to the transform. */
+typedef struct {
+    int unit;          /* decode unit */
+    int n;             /* samples (JPEG records of gsv) */
+    int *idx;          /* their index in gsv */
+    GpuSample *s;      /* the copies handed to gpu_images_decode_on */
+} GpuPart;
+
+enum { JOB_FREE, JOB_QUEUED, JOB_DECODED };
+
+typedef struct {
+    long long seq;     /* position in the pipeline (increases across epochs) */
+    int b;             /* batch of the epoch */
+    int m, n;          /* slots of the batch; samples after compaction */
+    int state;         /* JOB_*; the pipe's lock */
+    int parts, parts_left;
+    GpuPart part[2];   /* [0] a primary unit, [1] a GPU-hybrid unit of a split */
+    int rc;            /* 0, or -1 with msg */
+    char msg[512];
+    /* per slot k */
+    ImageBuf *file, *pix;
+    uint8_t *noise;
+    DeitTrainParams *params;
+    GpuSample *gs;
+    int *status, *labels, *redo;
+    /* compacted for the transform */
+    GpuSample *gsv;
+    int *gmap;
+} GpuJob;
+
+/* The pipeline. The producer (the prefetch thread, or the caller without
+ * prefetching) prepares jobs in batch order with the OpenMP pool and hands
+ * each job's JPEG samples to a decode unit (job seq goes to primary unit
+ * seq % units, and its split share to GPU-hybrid unit seq % units); one
+ * thread per unit calls nvJPEG, which blocks it until the decode is done;
+ * the producer collects jobs in order (CPU fallbacks, targets, Mixup, the
+ * transform into an output slot). Up to 2 x units jobs are in flight, which
+ * is what gpu_images.h asks (a unit's call k is transformed before its call
+ * k + 2: that call belongs to a job at least 2 x units later, prepared only
+ * after job k was collected). Every choice of unit, split and CPU share is a
+ * choice of where a sample is decoded, never of what it is: the batches are
+ * the same whatever the timing. */
+typedef struct GpuPipe {
+    int units, hybrid;          /* primary units; GPU-hybrid units (0 or units) */
+    int njobs;                  /* 2 x units */
+    GpuJob *jobs;
+    long long seq_next, seq_head;   /* next job to prepare; oldest in flight */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    int started, stop;
+    pthread_t *threads;
+    int nthreads;
+    long long *queue;           /* per unit a FIFO of seq numbers: njobs entries each */
+    int *qhead, *qlen, *busy;
+    int pending;                /* jobs handed to units and not decoded yet */
+    int collected;              /* jobs collected since the pipeline was (re)started */
+    /* balance: the share of each batch's nvJPEG-able samples decoded on the CPU */
+    int share_auto;             /* adapt it (data.jpeg_cpu_share = -1 on exact units) */
+    double share;               /* current share */
+    double share_sum;           /* sum over prepared batches (for the mean) */
+    long long share_n;
+    int *spill_rank;            /* slot -> rank in a spread-out order (bit reversal) */
+    unsigned char *to_hybrid;   /* slot -> its JPEG goes to the GPU-hybrid unit (the split) */
+    /* producer's time */
+    double prep_s, collect_s, wait_decode_s;
+} GpuPipe;
+
+/* Read dataset sample idx into slot k of job j, draw its parameters (rng
+ * NULL: evaluation) and make its GPU record: the JPEG itself when the GPU
+ * path reproduces it and nvJPEG takes it (unless cpu_reason says
+ * otherwise), else its source rectangle decoded here. 0, or -1 with
+ * "path: reason". */
+static int gpu_fetch(Loader *l, GpuJob *j, int k, int idx, Rng *rng, int cpu_reason, int *label, char *msg,
+                     size_t msglen) {
     const char *path = dataset_file_path(l->ds, idx);
     int lab = l->ds->label(l->ds, idx);
     msg[0] = '\0';
@@ -242,14 +306,13 @@ static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *l
         set_err(msg, msglen, "%s: label %d out of range (%d classes)", path, lab, l->cfg.num_classes);
         return -1;
     }
-    /* a redo reads into its own buffer: the first read may still be nvJPEG's */
-    ImageBuf *fb = cpu_reason ? &l->gfile_redo[k] : &l->gfile[l->gset][k];
+    /* the job's decode (if any) has finished before a redo: the buffer is free */
+    ImageBuf *fb = &j->file[k];
     long long n = image_read_file(path, fb, msg, msglen);
     if (n < 0) return -1;
     JpegHeader hd;
     int jpeg = n > 0 && image_jpeg_header(fb->p, (size_t)n, &hd) == 0;
-    int reason = cpu_reason;
-    if (!reason) reason = !jpeg ? FB_NOT_JPEG : !image_jpeg_gpu_compatible(&hd) ? FB_UNSUPPORTED : FB_NONE;
+    int reason = !jpeg ? FB_NOT_JPEG : !image_jpeg_gpu_compatible(&hd) ? FB_UNSUPPORTED : cpu_reason;
     int w, h;
     if (jpeg) {
         w = hd.w;
@@ -257,12 +320,12 @@ static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *l
     } else if (image_info_mem(fb->p, (size_t)n, path, &w, &h, msg, msglen)) {
         return -1;
     }
-    GpuSample *s = &l->gs[k];
+    GpuSample *s = &j->gs[k];
     memset(s, 0, sizeof *s);
     if (rng) {
-        DeitTrainParams *p = &l->gparams[k];
+        DeitTrainParams *p = &j->params[k];
         deit_train_draw(l->deit, w, h, rng, p);
-        deit_gpu_train_sample(l->deit, p, l->gnoise + (size_t)k * l->out_bytes, s);
+        deit_gpu_train_sample(l->deit, p, j->noise + (size_t)k * l->out_bytes, s);
     } else {
         deit_gpu_eval_sample(l->deit, w, h, s);
     }
@@ -285,7 +348,7 @@ static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *l
      * decode (its errors are the CPU pipeline's bad files) */
     RectCtx rc = {{s->rx, s->ry, s->rw, s->rh}};
     ImageRegion reg;
-    if (image_decode_region(fb->p, (size_t)n, path, l->cfg.channels, rect_crop_fn, &rc, 0, &l->gpix[k], &reg, msg,
+    if (image_decode_region(fb->p, (size_t)n, path, l->cfg.channels, rect_crop_fn, &rc, 0, &j->pix[k], &reg, msg,
                             msglen))
         return -1;
     if (reg.full_w != w || reg.full_h != h || reg.crop.x != s->rx || reg.crop.y != s->ry || reg.im.w != s->rw ||
@@ -298,7 +361,8 @@ static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *l
     s->px = reg.im.px;
     s->stride = reg.stride;
     long long *ctr = reason == FB_NOT_JPEG ? &l->n_not_jpeg : reason == FB_UNSUPPORTED ? &l->n_unsupported
-                   : reason == FB_REFUSED ? &l->n_refused : reason == FB_FAILED ? &l->n_failed : &l->n_budget;
+                   : reason == FB_REFUSED ? &l->n_refused : reason == FB_FAILED ? &l->n_failed
+                   : reason == FB_SPILL ? &l->n_spill : &l->n_budget;
 #pragma omp atomic update
     (*ctr)++;
     *label = lab;
@@ -306,11 +370,11 @@ static int gpu_fetch(Loader *l, int k, int idx, Rng *rng, int cpu_reason, int *l
 }
 
 /* load_slot for GPU decoding: the same positions, substitutions and streams. */
-static int gpu_load_slot(Loader *l, int k, int pos, int cpu_reason, int *label) {
+static int gpu_load_slot(Loader *l, GpuJob *j, int k, int pos, int cpu_reason, int *label) {
     char msg[SAMPLE_ERR];
     if (!l->train) {
         if (is_bad(l, pos)) return SLOT_SKIPPED;
-        if (gpu_fetch(l, k, pos, NULL, cpu_reason, label, msg, sizeof msg) == 0) return SLOT_OK;
+        if (gpu_fetch(l, j, k, pos, NULL, cpu_reason, label, msg, sizeof msg) == 0) return SLOT_OK;
         mark_bad(l, pos, msg);
         return SLOT_SKIPPED;
     }
@@ -320,7 +384,7 @@ static int gpu_load_slot(Loader *l, int k, int pos, int cpu_reason, int *label) 
         int idx = l->perm[(pos + a) % l->plen];
         if (is_bad(l, idx)) continue;
         Rng rng = sample_rng(l, pos);
-        if (gpu_fetch(l, k, idx, &rng, cpu_reason, label, msg, sizeof msg) == 0) return SLOT_OK;
+        if (gpu_fetch(l, j, k, idx, &rng, cpu_reason, label, msg, sizeof msg) == 0) return SLOT_OK;
         mark_bad(l, idx, msg);
         if (++tries >= MAX_SUBSTITUTES) {
             set_loader_err(l, "%d samples in a row could not be loaded; last: %s", msg, tries);
@@ -340,129 +404,476 @@ static double gpu_plane_bytes(const GpuSample *s) {
 }
 
 #define GPU_PLANE_BUDGET (2.0 * 1024 * 1024 * 1024)   /* decoded planes per batch */
+#define GPU_UNITS_AUTO 3                               /* data.jpeg_decoders = 0 */
 
-/* Redo the flagged slots on the CPU (parallel). Returns 1 when one failed for good. */
-static int gpu_redo(Loader *l, int first, int m) {
+/* Redo the flagged slots of job j on the CPU (parallel). Returns 1 when one failed for good. */
+static int gpu_redo(Loader *l, GpuJob *j, int first) {
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
-    for (int k = 0; k < m; k++) {
-        if (!l->gredo[k]) continue;
-        l->status[k] = gpu_load_slot(l, k, first + k * l->world, l->gredo[k], &l->labels_tmp[k]);
-        failed |= l->status[k] == SLOT_FAILED;
+    for (int k = 0; k < j->m; k++) {
+        if (!j->redo[k]) continue;
+        j->status[k] = gpu_load_slot(l, j, k, first + k * l->world, j->redo[k], &j->labels[k]);
+        failed |= j->status[k] == SLOT_FAILED;
     }
     return failed;
 }
 
-/* produce() when decoding on the GPU: the batch lands in GPU slot gslot. */
-static int produce_gpu(Loader *l, Batch *out, int gslot) {
-    char e2[512];
-    while (l->next_batch < l->nb) {
-        const int b = l->next_batch++;
-        const int first = b * l->global_bs + l->rank;
-        int m = l->local_bs;
-        if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
-        l->err[0] = '\0';
-        /* a new file set for each decode call (gpu_images_decode: the data
-         * stays untouched until the second decode after it has returned) */
-        if (l->gset_used) {
-            l->gset = (l->gset + 1) % 3;
-            l->gset_used = 0;
+/* ---- GPU decoding: the pipeline ---- */
+
+static void *gpu_unit_main(void *arg);
+
+typedef struct {
+    Loader *l;
+    int unit;
+} UnitArg;
+
+static void gpu_job_free_buffers(GpuJob *j, int m) {
+    for (int k = 0; j->file && k < m; k++) image_buf_free(&j->file[k]);
+    for (int k = 0; j->pix && k < m; k++) image_buf_free(&j->pix[k]);
+    free(j->file);
+    free(j->pix);
+    free(j->noise);
+    free(j->params);
+    free(j->gs);
+    free(j->gsv);
+    free(j->gmap);
+    free(j->status);
+    free(j->labels);
+    free(j->redo);
+    for (int p = 0; p < 2; p++) {
+        free(j->part[p].idx);
+        free(j->part[p].s);
+    }
+    memset(j, 0, sizeof *j);
+}
+
+static int gpu_job_alloc(GpuJob *j, int m, size_t out_bytes) {
+    memset(j, 0, sizeof *j);
+    j->file = calloc((size_t)m, sizeof(ImageBuf));
+    j->pix = calloc((size_t)m, sizeof(ImageBuf));
+    j->noise = malloc((size_t)m * out_bytes);
+    j->params = malloc((size_t)m * sizeof *j->params);
+    j->gs = calloc((size_t)m, sizeof *j->gs);
+    j->gsv = calloc((size_t)m, sizeof *j->gsv);
+    j->gmap = calloc((size_t)m, sizeof *j->gmap);
+    j->status = calloc((size_t)m, sizeof *j->status);
+    j->labels = calloc((size_t)m, sizeof *j->labels);
+    j->redo = calloc((size_t)m, sizeof *j->redo);
+    int ok = j->file && j->pix && j->noise && j->params && j->gs && j->gsv && j->gmap && j->status && j->labels &&
+             j->redo;
+    for (int p = 0; p < 2; p++) {
+        j->part[p].idx = calloc((size_t)m, sizeof(int));
+        j->part[p].s = calloc((size_t)m, sizeof(GpuSample));
+        ok = ok && j->part[p].idx && j->part[p].s;
+    }
+    return ok ? 0 : -1;
+}
+
+/* Reverse the low `bits` bits of v. */
+static int bit_reverse(int v, int bits) {
+    int r = 0;
+    for (int i = 0; i < bits; i++) r |= ((v >> i) & 1) << (bits - 1 - i);
+    return r;
+}
+
+static void gpu_pipe_free(Loader *l);
+
+/* The pipeline's jobs and bookkeeping for the current GpuImages (threads
+ * start with the first batch). 0 or -1 (out of memory). */
+static int gpu_pipe_create(Loader *l) {
+    GpuPipe *P = calloc(1, sizeof *P);
+    if (!P) return -1;
+    l->pipe = P;
+    /* units: the primary backend's first, then (hardware only) the GPU-hybrid ones of a split */
+    int total = gpu_images_units(l->gpu), hw = strcmp(gpu_images_backend(l->gpu), "hardware") == 0;
+    P->units = total;
+    P->hybrid = 0;
+    if (hw) {
+        while (P->units > 1 && gpu_images_unit_hybrid(l->gpu, P->units - 1)) P->units--;
+        P->hybrid = total - P->units;
+        if (P->hybrid && P->hybrid != P->units) {
+            fprintf(stderr, "hgrn: data.jpeg_hw_load: %d GPU-hybrid unit(s) for %d hardware one(s): no split\n",
+                    P->hybrid, P->units);
+            P->hybrid = 0;
         }
-        int failed = 0;
-        /* 1. files, headers, draws, records (CPU decode where the GPU cannot) */
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
-        for (int k = 0; k < m; k++) {
-            l->gredo[k] = 0;
-            l->status[k] = gpu_load_slot(l, k, first + k * l->world, FB_NONE, &l->labels_tmp[k]);
-            failed |= l->status[k] == SLOT_FAILED;
-        }
-        if (failed) return -1;
-        /* 2. the planes must fit the budget: the largest go to the CPU */
-        for (;;) {
-            double tot = 0, big = 0;
-            int kb = -1;
-            for (int k = 0; k < m; k++) {
-                if (l->status[k] != SLOT_OK || l->gs[k].src != GPU_SRC_JPEG) continue;
-                double v = gpu_plane_bytes(&l->gs[k]);
-                tot += v;
-                if (v > big) {
-                    big = v;
-                    kb = k;
-                }
-            }
-            if (tot <= GPU_PLANE_BUDGET || kb < 0) break;
-            l->gredo[kb] = FB_BUDGET;
-            l->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
-        }
-        if (gpu_redo(l, first, m)) return -1;
-        /* 3. compact (evaluation skips unreadable samples), decode */
-        int n = 0;
-        for (int k = 0; k < m; k++) {
-            l->gredo[k] = 0;
-            if (l->status[k] != SLOT_OK) continue;
-            l->gsv[n] = l->gs[k];
-            l->gmap[n++] = k;
-        }
-        if (n == 0) continue;
-        l->gset_used = 1;
-        if (gpu_images_decode(l->gpu, l->gsv, n, e2, sizeof e2)) {
-            set_err(l->err, sizeof l->err, "GPU decoding: %s", e2);
+    }
+    P->njobs = 2 * P->units;
+    int m = l->local_bs;
+    P->jobs = calloc((size_t)P->njobs, sizeof *P->jobs);
+    P->queue = calloc((size_t)(P->units + P->hybrid) * P->njobs, sizeof *P->queue);
+    P->qhead = calloc((size_t)(P->units + P->hybrid), sizeof(int));
+    P->qlen = calloc((size_t)(P->units + P->hybrid), sizeof(int));
+    P->busy = calloc((size_t)(P->units + P->hybrid), sizeof(int));
+    P->spill_rank = calloc((size_t)m, sizeof(int));
+    P->to_hybrid = calloc((size_t)m, 1);
+    if (!P->jobs || !P->queue || !P->qhead || !P->qlen || !P->busy || !P->spill_rank || !P->to_hybrid) {
+        gpu_pipe_free(l);
+        return -1;
+    }
+    for (int i = 0; i < P->njobs; i++)
+        if (gpu_job_alloc(&P->jobs[i], m, l->out_bytes)) {
+            gpu_pipe_free(l);
             return -1;
         }
-        /* 4. what nvJPEG failed on goes through the CPU decoder */
-        int nfail = 0;
-        for (int j = 0; j < n; j++)
-            if (l->gsv[j].src == GPU_SRC_JPEG && l->gsv[j].status != GPU_SAMPLE_OK) {
-                l->gredo[l->gmap[j]] = FB_FAILED;
-                nfail++;
-            }
-        if (nfail) {
-            if (gpu_redo(l, first, m)) return -1;
-            int j2 = 0;
-            for (int j = 0; j < n; j++) {
-                int k = l->gmap[j];
-                if (l->gredo[k]) {
-                    l->gredo[k] = 0;
-                    if (l->status[k] != SLOT_OK) continue;   /* evaluation: unreadable after all */
-                    l->gsv[j] = l->gs[k];
-                }
-                l->gsv[j2] = l->gsv[j];
-                l->gmap[j2++] = k;
-            }
-            n = j2;
-            if (n == 0) continue;
+    pthread_mutex_init(&P->mu, NULL);
+    pthread_cond_init(&P->cv_work, NULL);
+    pthread_cond_init(&P->cv_done, NULL);
+    /* the CPU share's slots: a prefix of the bit-reversed order, so that any
+     * share is spread over the batch (the OpenMP loop balances) and the set
+     * of slots ever used stays that of the largest share */
+    int bits = 0;
+    while ((1 << bits) < m) bits++;
+    int r = 0;
+    for (int v = 0; v < (1 << bits); v++) {
+        int k = bit_reverse(v, bits);
+        if (k < m) P->spill_rank[k] = r++;
+    }
+    /* the split: slot k's JPEG goes to the GPU-hybrid unit when the running
+     * count of (1 - hw_load) * k steps up there (a fixed, even pattern) */
+    if (P->hybrid) {
+        double f = 1.0 - (double)l->cfg.jpeg_hw_load;
+        for (int k = 0; k < m; k++) P->to_hybrid[k] = (int)floor((k + 1) * f + 1e-9) > (int)floor(k * f + 1e-9);
+    }
+    float cs = l->cfg.jpeg_cpu_share;
+    P->share_auto = cs < 0 && gpu_images_exact(l->gpu);
+    P->share = cs > 0 ? cs : 0;
+    return 0;
+}
+
+/* Stop the unit threads (the producer is idle). */
+static void gpu_pipe_stop(Loader *l) {
+    GpuPipe *P = l->pipe;
+    if (!P || !P->started) return;
+    pthread_mutex_lock(&P->mu);
+    P->stop = 1;
+    pthread_cond_broadcast(&P->cv_work);
+    pthread_mutex_unlock(&P->mu);
+    for (int i = 0; i < P->nthreads; i++) pthread_join(P->threads[i], NULL);
+    free(P->threads);
+    P->threads = NULL;
+    P->nthreads = 0;
+    P->started = 0;
+    P->stop = 0;
+}
+
+static void gpu_pipe_free(Loader *l) {
+    GpuPipe *P = l->pipe;
+    if (!P) return;
+    gpu_pipe_stop(l);
+    for (int i = 0; P->jobs && i < P->njobs; i++) gpu_job_free_buffers(&P->jobs[i], l->local_bs);
+    if (P->jobs) {
+        pthread_mutex_destroy(&P->mu);
+        pthread_cond_destroy(&P->cv_work);
+        pthread_cond_destroy(&P->cv_done);
+    }
+    free(P->jobs);
+    free(P->queue);
+    free(P->qhead);
+    free(P->qlen);
+    free(P->busy);
+    free(P->spill_rank);
+    free(P->to_hybrid);
+    free(P);
+    l->pipe = NULL;
+}
+
+static int gpu_pipe_start(Loader *l) {
+    GpuPipe *P = l->pipe;
+    if (P->started) return 0;
+    int n = P->units + P->hybrid;
+    P->threads = calloc((size_t)n, sizeof *P->threads);
+    if (!P->threads) {
+        set_err(l->err, sizeof l->err, "loader: out of memory for the GPU decode threads");
+        return -1;
+    }
+    P->stop = 0;
+    P->started = 1;
+    for (int u = 0; u < n; u++) {
+        UnitArg *a = malloc(sizeof *a);   /* the thread frees it */
+        if (a) {
+            a->l = l;
+            a->unit = u;
         }
-        for (int j = 0; j < n; j++) out->labels[j] = l->labels_tmp[l->gmap[j]];
-        out->n = n;
-        /* 5. Mixup / CutMix parameters and targets on the host, pixels on the GPU */
-        GpuMix mix;
-        memset(&mix, 0, sizeof mix);
-        if (l->mix_on) {
-            Rng r = rng_stream(l->cfg.seed ^ MIXUP_SALT,
-                               ((uint64_t)(int64_t)l->epoch * (uint64_t)l->nb + (uint64_t)b) * (uint64_t)l->world +
-                                   (uint64_t)l->rank);
-            MixupResult res = mixup_sample(&l->mix, l->cfg.image_size, l->cfg.image_size, &r);
-            mix.on = res.lam < 1.0;
-            mix.cutmix = res.cutmix;
-            mix.lam = (float)res.lam;
-            mix.yl = res.yl;
-            mix.yh = res.yh;
-            mix.xl = res.xl;
-            mix.xh = res.xh;
-            mixup_targets(&l->mix, out->labels, n, res.lam, out->targets);
-        } else {
-            write_targets(l, out);
-        }
-        if (gpu_images_transform(l->gpu, l->gsv, n, &mix, gslot, e2, sizeof e2)) {
-            set_err(l->err, sizeof l->err, "GPU transform: %s", e2);
+        if (!a || pthread_create(&P->threads[u], NULL, gpu_unit_main, a) != 0) {
+            free(a);
+            gpu_pipe_stop(l);
+            set_err(l->err, sizeof l->err, "loader: cannot start the GPU decode threads");
             return -1;
         }
-        out->dev_images = gpu_images_slot(l->gpu, gslot);
-        out->images = NULL;
-        for (int j = 0; j < n; j++) l->n_gpu += l->gsv[j].src == GPU_SRC_JPEG;
-        return 1;
+        P->nthreads = u + 1;
     }
     return 0;
+}
+
+/* Drop every job in flight (the epoch changes, or the loader goes): wait
+ * for the units' current decodes, forget the queued ones. The producer is
+ * idle. */
+static void gpu_pipe_drain(Loader *l) {
+    GpuPipe *P = l->pipe;
+    if (!P) return;
+    pthread_mutex_lock(&P->mu);
+    int n = P->units + P->hybrid;
+    for (int u = 0; u < n; u++) P->qlen[u] = P->qhead[u] = 0;
+    for (;;) {
+        int any = 0;
+        for (int u = 0; u < n; u++) any |= P->busy[u];
+        if (!any) break;
+        pthread_cond_wait(&P->cv_done, &P->mu);
+    }
+    for (int i = 0; i < P->njobs; i++) P->jobs[i].state = JOB_FREE;
+    P->pending = 0;
+    P->collected = 0;
+    P->seq_head = P->seq_next;
+    pthread_mutex_unlock(&P->mu);
+}
+
+/* The thread of decode unit u: takes its jobs in order, decodes its part. */
+static void *gpu_unit_main(void *arg) {
+    UnitArg a = *(UnitArg *)arg;
+    free(arg);
+    Loader *l = a.l;
+    GpuPipe *P = l->pipe;
+    const int u = a.unit, pi = u >= P->units;
+    char msg[512];
+    pthread_mutex_lock(&P->mu);
+    for (;;) {
+        while (!P->stop && P->qlen[u] == 0) pthread_cond_wait(&P->cv_work, &P->mu);
+        if (P->stop) break;
+        long long seq = P->queue[(size_t)u * P->njobs + P->qhead[u]];
+        P->qhead[u] = (P->qhead[u] + 1) % P->njobs;
+        P->qlen[u]--;
+        GpuJob *j = &P->jobs[seq % P->njobs];
+        GpuPart *pt = &j->part[pi];
+        P->busy[u] = 1;
+        pthread_mutex_unlock(&P->mu);
+        msg[0] = '\0';
+        int rc = gpu_images_decode_on(l->gpu, u, pt->s, pt->n, msg, sizeof msg);
+        pthread_mutex_lock(&P->mu);
+        P->busy[u] = 0;
+        if (rc && !j->rc) {
+            j->rc = -1;
+            snprintf(j->msg, sizeof j->msg, "GPU decoding: %s", msg);
+        }
+        if (--j->parts_left == 0) {
+            j->state = JOB_DECODED;
+            P->pending--;
+        }
+        pthread_cond_broadcast(&P->cv_done);
+    }
+    pthread_mutex_unlock(&P->mu);
+    return NULL;
+}
+
+/* Prepare batch b into job j (files, headers, draws, CPU decodes) and hand
+ * its JPEGs to the units. 0, or -1 (l->err). */
+static int gpu_prep(Loader *l, GpuJob *j, int b) {
+    GpuPipe *P = l->pipe;
+    const int first = b * l->global_bs + l->rank;
+    int m = l->local_bs;
+    if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
+    j->b = b;
+    j->m = m;
+    j->rc = 0;
+    j->msg[0] = '\0';
+    /* the CPU share: slots of the spread-out order below the share, never
+     * those of the split's GPU-hybrid unit (whose pixels differ) */
+    int spill = (int)(P->share * m + 0.5);
+    P->share_sum += P->share;
+    P->share_n++;
+    int failed = 0;
+    /* 1. files, headers, draws, records (CPU decode where the GPU cannot, or for the balance) */
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
+    for (int k = 0; k < m; k++) {
+        j->redo[k] = 0;
+        int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? FB_SPILL : FB_NONE;
+        j->status[k] = gpu_load_slot(l, j, k, first + k * l->world, why, &j->labels[k]);
+        failed |= j->status[k] == SLOT_FAILED;
+    }
+    if (failed) return -1;
+    /* 2. the planes must fit the budget: the largest go to the CPU */
+    int any = 0;
+    for (;;) {
+        double tot = 0, big = 0;
+        int kb = -1;
+        for (int k = 0; k < m; k++) {
+            if (j->status[k] != SLOT_OK || j->gs[k].src != GPU_SRC_JPEG) continue;
+            double v = gpu_plane_bytes(&j->gs[k]);
+            tot += v;
+            if (v > big) {
+                big = v;
+                kb = k;
+            }
+        }
+        if (tot <= GPU_PLANE_BUDGET || kb < 0) break;
+        j->redo[kb] = FB_BUDGET;
+        j->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
+        any = 1;
+    }
+    if (any && gpu_redo(l, j, first)) return -1;
+    /* 3. compact (evaluation skips unreadable samples), split between the units */
+    int n = 0;
+    for (int k = 0; k < m; k++) {
+        j->redo[k] = 0;
+        if (j->status[k] != SLOT_OK) continue;
+        j->gsv[n] = j->gs[k];
+        j->gmap[n++] = k;
+    }
+    j->n = n;
+    j->part[0].n = j->part[1].n = 0;
+    j->part[0].unit = (int)(j->seq % P->units);
+    j->part[1].unit = P->hybrid ? P->units + (int)(j->seq % P->hybrid) : -1;
+    for (int i = 0; i < n; i++) {
+        if (j->gsv[i].src != GPU_SRC_JPEG) continue;
+        GpuPart *pt = &j->part[P->hybrid && P->to_hybrid[j->gmap[i]] ? 1 : 0];
+        pt->idx[pt->n] = i;
+        pt->s[pt->n++] = j->gsv[i];
+    }
+    pthread_mutex_lock(&P->mu);
+    j->parts = j->parts_left = 0;
+    for (int p = 0; p < 2; p++) {
+        if (!j->part[p].n) continue;
+        int u = j->part[p].unit;
+        P->queue[(size_t)u * P->njobs + (P->qhead[u] + P->qlen[u]) % P->njobs] = j->seq;
+        P->qlen[u]++;
+        j->parts++;
+        j->parts_left++;
+    }
+    if (j->parts) {
+        j->state = JOB_QUEUED;
+        P->pending++;
+        pthread_cond_broadcast(&P->cv_work);
+    } else {
+        j->state = JOB_DECODED;
+    }
+    pthread_mutex_unlock(&P->mu);
+    return 0;
+}
+
+/* The decoded job j into output slot gslot as batch out. 1, or -1. */
+static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
+    char e2[512];
+    const int first = j->b * l->global_bs + l->rank;
+    int n = j->n;
+    /* the units' results into the records */
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < j->part[p].n; i++) {
+            GpuSample *x = &j->gsv[j->part[p].idx[i]];
+            const GpuSample *y = &j->part[p].s[i];
+            x->status = y->status;
+            x->dec_unit = y->dec_unit;
+            x->dec_call = y->dec_call;
+            x->dec_index = y->dec_index;
+        }
+    /* what nvJPEG failed on goes through the CPU decoder */
+    int nfail = 0;
+    for (int i = 0; i < n; i++)
+        if (j->gsv[i].src == GPU_SRC_JPEG && j->gsv[i].status != GPU_SAMPLE_OK) {
+            j->redo[j->gmap[i]] = FB_FAILED;
+            nfail++;
+        }
+    if (nfail) {
+        if (gpu_redo(l, j, first)) return -1;
+        int i2 = 0;
+        for (int i = 0; i < n; i++) {
+            int k = j->gmap[i];
+            if (j->redo[k]) {
+                j->redo[k] = 0;
+                if (j->status[k] != SLOT_OK) continue;   /* evaluation: unreadable after all */
+                j->gsv[i] = j->gs[k];
+            }
+            j->gsv[i2] = j->gsv[i];
+            j->gmap[i2++] = k;
+        }
+        n = j->n = i2;
+        if (n == 0) return 0;
+    }
+    for (int i = 0; i < n; i++) out->labels[i] = j->labels[j->gmap[i]];
+    out->n = n;
+    /* Mixup / CutMix parameters and targets on the host, pixels on the GPU */
+    GpuMix mix;
+    memset(&mix, 0, sizeof mix);
+    if (l->mix_on) {
+        Rng r = rng_stream(l->cfg.seed ^ MIXUP_SALT,
+                           ((uint64_t)(int64_t)l->epoch * (uint64_t)l->nb + (uint64_t)j->b) * (uint64_t)l->world +
+                               (uint64_t)l->rank);
+        MixupResult res = mixup_sample(&l->mix, l->cfg.image_size, l->cfg.image_size, &r);
+        mix.on = res.lam < 1.0;
+        mix.cutmix = res.cutmix;
+        mix.lam = (float)res.lam;
+        mix.yl = res.yl;
+        mix.yh = res.yh;
+        mix.xl = res.xl;
+        mix.xh = res.xh;
+        mixup_targets(&l->mix, out->labels, n, res.lam, out->targets);
+    } else {
+        write_targets(l, out);
+    }
+    if (gpu_images_transform(l->gpu, j->gsv, n, &mix, gslot, e2, sizeof e2)) {
+        set_err(l->err, sizeof l->err, "GPU transform: %s", e2);
+        return -1;
+    }
+    out->dev_images = gpu_images_slot(l->gpu, gslot);
+    out->images = NULL;
+    for (int i = 0; i < n; i++) l->n_gpu += j->gsv[i].src == GPU_SRC_JPEG;
+    return 1;
+}
+
+/* The balance between nvJPEG and the CPU decoder, after each collected
+ * batch: the producer waited for the decode -> decoding is the bottleneck,
+ * move more samples to the CPU (whose decodes run in the preparation);
+ * it did not -> preparation is (or the consumer is): move some back. */
+static void gpu_balance(GpuPipe *P, double waited) {
+    /* (while the pipeline fills after a start, the producer waits anyway) */
+    if (!P->share_auto || ++P->collected <= P->njobs) return;
+    if (waited > 2e-4) P->share += 0.02;
+    else P->share -= 0.01;
+    if (P->share < 0) P->share = 0;
+    if (P->share > 0.8) P->share = 0.8;
+}
+
+/* produce() when decoding on the GPU: the next batch lands in GPU slot gslot. */
+static int produce_gpu(Loader *l, Batch *out, int gslot) {
+    GpuPipe *P = l->pipe;
+    if (gpu_pipe_start(l)) return -1;
+    l->err[0] = '\0';
+    for (;;) {
+        int inflight = (int)(P->seq_next - P->seq_head);
+        GpuJob *old = inflight ? &P->jobs[P->seq_head % P->njobs] : NULL;
+        pthread_mutex_lock(&P->mu);
+        int old_done = old && old->state == JOB_DECODED, pending = P->pending;
+        pthread_mutex_unlock(&P->mu);
+        /* prepare the next batch while a unit would otherwise go idle, or
+         * while the oldest batch is still decoding */
+        if (inflight < P->njobs && l->next_batch < l->nb && (pending <= P->units || !old_done)) {
+            GpuJob *j = &P->jobs[P->seq_next % P->njobs];
+            j->seq = P->seq_next;
+            double t0 = now_seconds();
+            int rc = gpu_prep(l, j, l->next_batch++);
+            P->prep_s += now_seconds() - t0;
+            if (rc) return -1;
+            P->seq_next++;
+            continue;
+        }
+        if (!old) return 0;
+        double t0 = now_seconds();
+        pthread_mutex_lock(&P->mu);
+        while (old->state != JOB_DECODED) pthread_cond_wait(&P->cv_done, &P->mu);
+        pthread_mutex_unlock(&P->mu);
+        double waited = now_seconds() - t0;
+        P->wait_decode_s += waited;
+        P->seq_head++;
+        old->state = JOB_FREE;
+        if (old->rc) {
+            set_err(l->err, sizeof l->err, "%s", old->msg);
+            return -1;
+        }
+        if (old->n == 0) continue;   /* a whole eval batch unreadable: go on */
+        gpu_balance(P, waited);
+        t0 = now_seconds();
+        int rc = gpu_collect(l, old, out, gslot);
+        P->collect_s += now_seconds() - t0;
+        if (rc != 0) return rc;
+    }
 }
 
 /* ---- the loader ---- */
@@ -603,6 +1014,7 @@ static void prefetch_resume(Loader *l);
 
 void loader_set_epoch(Loader *l, int epoch, int start_batch) {
     prefetch_pause(l);
+    gpu_pipe_drain(l);   /* the GPU pipeline's batches in flight belong to the old position */
     l->epoch = epoch;
     l->next_batch = start_batch < 0 ? 0 : start_batch > l->nb ? l->nb : start_batch;
     if (l->train) {
@@ -904,27 +1316,7 @@ int loader_next_ref(Loader *l, const Batch **out) {
 /* ---- GPU decoding: setup, the device-side hand-out, statistics ---- */
 
 static void gpu_release_buffers(Loader *l) {
-    for (int s = 0; s < 3; s++) {
-        for (int k = 0; l->gfile[s] && k < l->local_bs; k++) image_buf_free(&l->gfile[s][k]);
-        free(l->gfile[s]);
-        l->gfile[s] = NULL;
-    }
-    for (int k = 0; l->gfile_redo && k < l->local_bs; k++) image_buf_free(&l->gfile_redo[k]);
-    for (int k = 0; l->gpix && k < l->local_bs; k++) image_buf_free(&l->gpix[k]);
-    free(l->gfile_redo);
-    free(l->gpix);
-    free(l->gnoise);
-    free(l->gparams);
-    free(l->gs);
-    free(l->gsv);
-    free(l->gmap);
-    free(l->gredo);
-    free(l->labels_tmp);
-    l->gfile_redo = l->gpix = NULL;
-    l->gnoise = NULL;
-    l->gparams = NULL;
-    l->gs = l->gsv = NULL;
-    l->gmap = l->gredo = l->labels_tmp = NULL;
+    gpu_pipe_free(l);
     for (int i = 0; i < 2; i++) {
         if (l->gsync[i]) {
             free(l->gsync[i]->labels);
@@ -948,15 +1340,26 @@ static int gpu_create(Loader *l, int slots, char *err, size_t errlen) {
                                                           : GPU_JPEG_AUTO;
     gc.threads = l->gpu_threads;
     gc.slots = slots;
+    gc.units = l->cfg.jpeg_decoders > 0 ? l->cfg.jpeg_decoders : GPU_UNITS_AUTO;
+    gc.hybrid_units = l->cfg.jpeg_hw_load < 1.0f ? gc.units : 0;
     char e2[512];
+    gpu_pipe_free(l);   /* its threads drive the old pipeline */
     GpuImages *g = gpu_images_create(l->gpu_device, &gc, e2, sizeof e2);
     if (!g) {
         set_err(err, errlen, "data.decode = %s: %s", l->cfg.decode, e2);
+        if (l->gpu && gpu_pipe_create(l)) {   /* the old pipeline goes on */
+            gpu_images_destroy(l->gpu);
+            l->gpu = NULL;
+        }
         return -1;
     }
     gpu_images_destroy(l->gpu);
     l->gpu = g;
     l->gpu_nslots = slots;
+    if (gpu_pipe_create(l)) {
+        set_err(err, errlen, "loader: out of memory for the GPU decoding pipeline");
+        return -1;
+    }
     return 0;
 }
 
@@ -1004,16 +1407,6 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
         return -1;
     }
     int m = l->local_bs;
-    for (int s2 = 0; s2 < 3; s2++) l->gfile[s2] = calloc((size_t)m, sizeof(ImageBuf));
-    l->gfile_redo = calloc((size_t)m, sizeof(ImageBuf));
-    l->gpix = calloc((size_t)m, sizeof(ImageBuf));
-    l->gnoise = malloc((size_t)m * l->out_bytes);
-    l->gparams = malloc((size_t)m * sizeof *l->gparams);
-    l->gs = calloc((size_t)m, sizeof *l->gs);
-    l->gsv = calloc((size_t)m, sizeof *l->gsv);
-    l->gmap = calloc((size_t)m, sizeof *l->gmap);
-    l->gredo = calloc((size_t)m, sizeof *l->gredo);
-    l->labels_tmp = calloc((size_t)m, sizeof *l->labels_tmp);
     for (int i = 0; i < 2; i++) {
         Batch *b = calloc(1, sizeof *b);
         if (b) {
@@ -1024,8 +1417,7 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
         }
         l->gsync[i] = b;
     }
-    int oom = !l->gfile[0] || !l->gfile[1] || !l->gfile[2] || !l->gfile_redo || !l->gpix || !l->gnoise ||
-              !l->gparams || !l->gs || !l->gsv || !l->gmap || !l->gredo || !l->labels_tmp;
+    int oom = 0;
     for (int i = 0; i < 2; i++) oom |= !l->gsync[i] || !l->gsync[i]->labels || !l->gsync[i]->targets;
     if (oom) {
         gpu_release_buffers(l);
@@ -1084,12 +1476,24 @@ void loader_stats(Loader *l, LoaderStats *st) {
     st->cpu_nvjpeg_refused = l->n_refused;
     st->cpu_nvjpeg_failed = l->n_failed;
     st->cpu_budget = l->n_budget;
+    st->cpu_spilled = l->n_spill;
     st->bad_samples = l->bad_count;
     st->wait_s = l->wait_s;
     st->produce_s = l->produce_s;
     if (l->gpu) {
         gpu_images_stats(l->gpu, &st->gpu_stats);
         st->device_stall_s = st->gpu_stats.consumer_stall_s;
+    }
+    if (l->pipe) {
+        const GpuPipe *P = l->pipe;
+        st->gpu_units = P->units;
+        st->gpu_hybrid_units = P->hybrid;
+        st->cpu_share = P->share;
+        st->cpu_share_mean = P->share_n ? P->share_sum / (double)P->share_n : 0.0;
+        st->cpu_share_auto = P->share_auto;
+        st->prep_s = P->prep_s;
+        st->collect_s = P->collect_s;
+        st->decode_wait_s = P->wait_decode_s;
     }
 }
 

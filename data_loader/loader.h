@@ -124,8 +124,15 @@ int loader_next_ref(Loader *l, const Batch **out);
  * the hardware engines, anything nvJPEG fails on: counted in LoaderStats,
  * never a blank image). Batches then carry dev_images, uint8 CHW on `device`,
  * bit-identical to the CPU pipeline with dct_scales = 0 on the same decoded
- * pixels (the GPU resamples crops from the full-resolution image; nvJPEG's
- * IDCT differs from libjpeg's by its rounding).
+ * pixels (the GPU resamples crops from the full-resolution image; the
+ * hardware engines decode exactly as libjpeg, the GPU-hybrid decoder's IDCT
+ * rounds differently). Decoding overlaps across batches: data.jpeg_decoders
+ * nvJPEG decode units, each driven by a thread of the loader, decode
+ * different batches while the producer prepares later ones;
+ * data.jpeg_cpu_share moves part of each batch to libjpeg-turbo on the
+ * worker threads, data.jpeg_hw_load part to nvJPEG's GPU-hybrid decoder
+ * (docs/DATA.md, "GPU decoding"). None of them changes a batch, except the
+ * GPU-hybrid decoder's pixels.
  *
  * backend_name: the model's backend ("cpu" or "cuda"); device: its GPU.
  * Call after loader_create and before loader_start_prefetch. Returns 1 (GPU
@@ -168,6 +175,17 @@ typedef struct {
     double device_stall_s;            /* device seconds consumer streams waited for batches (GPU) */
     double produce_s;                 /* seconds spent building batches (wall, producer side) */
     GpuImagesStats gpu_stats;         /* the GPU pipeline's own counters (zero on the CPU) */
+    /* GPU decoding's pipeline (zero on the CPU) */
+    long long cpu_spilled;            /* decoded on the CPU although nvJPEG would take them: the load balance
+                                       * (data.jpeg_cpu_share) */
+    int gpu_units;                    /* nvJPEG decode units (one host thread each) of the primary backend */
+    int gpu_hybrid_units;             /* GPU-hybrid units beside them (data.jpeg_hw_load < 1) */
+    int cpu_share_auto;               /* the CPU share adapts to the measured balance */
+    double cpu_share;                 /* the CPU share now (fraction of a batch's slots) */
+    double cpu_share_mean;            /* its mean over the batches prepared so far */
+    double prep_s;                    /* producer: reading files, headers, draws, CPU decodes (wall) */
+    double collect_s;                 /* producer: failures, targets, queuing the transform (wall) */
+    double decode_wait_s;             /* producer: waiting for a batch's nvJPEG decode */
 } LoaderStats;
 
 /* Counters since loader_create (the trainer differences them per interval:

@@ -134,6 +134,9 @@ static void test_defaults_valid(void **state)
     assert_string_equal(c.interpolation, "bicubic");
     assert_string_equal(c.decode, "auto");
     assert_string_equal(c.jpeg_backend, "auto");
+    assert_int_equal(c.jpeg_decoders, 0);
+    assert_true(c.jpeg_hw_load == 1.0f);
+    assert_true(c.jpeg_cpu_share == -1.0f);
     assert_true(c.crop_pct == 0.875f);
     assert_true(c.scale_min == 0.08f);
     assert_string_equal(c.auto_augment, "rand-m9-mstd0.5-inc1");
@@ -319,6 +322,13 @@ static void test_file_errors(void **state)
     expect_load_error("[data]\ninterpolation = nearest\n", 2, "data.interpolation", "bicubic");
     expect_load_error("[data]\ndecode = nvjpeg\n", 2, "data.decode", "cpu, gpu, auto");
     expect_load_error("[data]\njpeg_backend = cpu\n", 2, "data.jpeg_backend", "hardware");
+    expect_load_error("[data]\njpeg_decoders = 9\n", 2, "data.jpeg_decoders", "[0, 8]");
+    expect_load_error("[data]\njpeg_decoders = -1\n", 2, "data.jpeg_decoders", "out of range");
+    expect_load_error("[data]\njpeg_hw_load = 0\n", 2, "data.jpeg_hw_load", "[0.05, 1]");
+    expect_load_error("[data]\njpeg_hw_load = 1.5\n", 2, "data.jpeg_hw_load", "out of range");
+    expect_load_error("[data]\njpeg_cpu_share = 1\n", 2, "data.jpeg_cpu_share", "[-1, 0.95]");
+    expect_load_error("[data]\njpeg_cpu_share = -2\n", 2, "data.jpeg_cpu_share", "out of range");
+    expect_load_error("[data]\njpeg_cpu_share = auto\n", 2, "data.jpeg_cpu_share", "not a number");
     expect_load_error("[data]\npath = \"unterminated\n", 2, "data.path", "unterminated");
     expect_load_error("[data]\npath = \"a\" b\n", 2, "data.path", "after the closing quote");
     expect_load_error("[data]\npath = \"a\\qb\"\n", 2, "data.path", "escape");
@@ -489,7 +499,8 @@ static void assert_config_equal(const Config *a, const Config *b)
     for (int i = 0; i < a->num_mean; i++) EQ_F(mean[i]);
     for (int i = 0; i < a->num_std; i++) EQ_F(std[i]);
     EQ_I(crop_padding); EQ_F(hflip); EQ_I(train_limit); EQ_I(val_limit); EQ_I(workers);
-    EQ_S(interpolation); EQ_S(decode); EQ_S(jpeg_backend); EQ_F(crop_pct); EQ_F(scale_min); EQ_S(auto_augment); EQ_F(color_jitter);
+    EQ_S(interpolation); EQ_S(decode); EQ_S(jpeg_backend); EQ_I(jpeg_decoders); EQ_F(jpeg_hw_load); EQ_F(jpeg_cpu_share);
+    EQ_F(crop_pct); EQ_F(scale_min); EQ_S(auto_augment); EQ_F(color_jitter);
     EQ_F(reprob); EQ_F(mixup); EQ_F(cutmix); EQ_F(mixup_prob); EQ_F(mixup_switch_prob);
     EQ_I(repeated_aug); EQ_S(class_names);
 #undef EQ_I
@@ -542,7 +553,9 @@ static void test_roundtrip(void **state)
         {"data.dataset", "cifar10"}, {"data.path", "/tmp/odd \"path\" # with; \\ things\ttab"},
         {"data.mean", "0.1,0.7"}, {"data.std", "0.3, 1e-3"}, {"data.crop_padding", "4"},
         {"data.hflip", "0"}, {"data.train_limit", "500"}, {"data.val_limit", "100"},
-        {"data.workers", "3"}, {"data.decode", "gpu"}, {"data.jpeg_backend", "hybrid"}, {"data.interpolation", "bilinear"}, {"data.crop_pct", "0.9"},
+        {"data.workers", "3"}, {"data.decode", "gpu"}, {"data.jpeg_backend", "hybrid"},
+        {"data.jpeg_decoders", "5"}, {"data.jpeg_hw_load", "0.8"}, {"data.jpeg_cpu_share", "0.25"},
+        {"data.interpolation", "bilinear"}, {"data.crop_pct", "0.9"},
         {"data.scale_min", "0.35"}, {"data.auto_augment", "rand-m7-n3"},
         {"data.color_jitter", "0"}, {"data.reprob", "0.1"}, {"data.mixup", "0.2"},
         {"data.cutmix", "0"}, {"data.mixup_prob", "0.6"}, {"data.mixup_switch_prob", "0.3"},

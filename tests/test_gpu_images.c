@@ -13,6 +13,9 @@
  *     that are broken (CMYK, PNG named .JPEG, truncated, zero bytes, a 60000 x
  *     60000 header): no crash, no blank image, counted, and the batches
  *     equal to the CPU loader's where the CPU decoded;
+ *   - the loader's decode pipeline (several units, a CPU share, a split with
+ *     GPU-hybrid units) against one nvJPEG-only unit: identical where the
+ *     units decode exactly as libjpeg (the hardware engines);
  *   - loader_next_device with the CUDA backend's stream (device-side waits,
  *     slots reused only after the consumer's reads).
  * HGRN_TEST_QUICK=1 shrinks the batches (for compute-sanitizer). */
@@ -142,6 +145,8 @@ static void decode_vs_libjpeg(int backend) {
             free(jpg);
             free(px);
         }
+        printf("  %s backend, C=%d: self-test decode %s libjpeg-turbo's bit for bit\n", gpu_images_backend(g), C,
+               gpu_images_exact(g) ? "equals" : "differs from");
         gpu_images_destroy(g);
     }
 }
@@ -572,6 +577,74 @@ static void test_loader_fallbacks(void **state) {
     ds->close(ds);
 }
 
+/* The decode pipeline's settings (several units, a CPU share, a split with
+ * GPU-hybrid units) against one unit with nvJPEG only: on libjpeg-exact
+ * units (the hardware engines) units and CPU share change nothing, byte for
+ * byte; the split's GPU-hybrid samples differ by the IDCT's rounding. */
+static void test_loader_pipeline(void **state) {
+    (void)state;
+    char err[600];
+    Dataset *ds = dataset_imagefolder_open(ROOT, 3, err, sizeof err);
+    assert_non_null(ds);
+    GpuImages *g = make_gpu(GPU_JPEG_AUTO, 64, 3, 4, err, sizeof err);
+    assert_non_null(g);
+    int exact = gpu_images_exact(g), hw = strcmp(gpu_images_backend(g), "hardware") == 0;
+    gpu_images_destroy(g);
+    struct { int units; float hw_load, share; } cases[] = {{3, 1.0f, 0.0f}, {4, 1.0f, 0.5f}, {2, 0.6f, 0.3f}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (cases[c].hw_load < 1 && !hw) continue;
+        for (int train = 1; train >= 0; train--) {
+            Config cr = loader_cfg("gpu"), cc = cr;
+            cr.jpeg_decoders = 1;
+            cr.jpeg_cpu_share = 0;
+            cc.jpeg_decoders = cases[c].units;
+            cc.jpeg_hw_load = cases[c].hw_load;
+            cc.jpeg_cpu_share = cases[c].share;
+            Loader *a = loader_create(ds, &cr, train, 0, 1, err, sizeof err), *b = loader_create(ds, &cc, train, 0, 1, err, sizeof err);
+            assert_non_null(a);
+            assert_non_null(b);
+            if (loader_use_gpu(a, "cuda", 0, err, sizeof err) != 1) fail_msg("%s", err);
+            if (loader_use_gpu(b, "cuda", 0, err, sizeof err) != 1) fail_msg("%s", err);
+            assert_int_equal(loader_start_prefetch(b, 3, err, sizeof err), 0);
+            Batch *ba = batch_alloc(&cr, 8, 2), *bb = batch_alloc(&cc, 8, 2);
+            size_t per = (size_t)3 * 64 * 64;
+            int batches = 0;
+            Diff worst = {0, 0, 0, 0};
+            for (int epoch = 0; epoch < 3; epoch++) {
+                loader_set_epoch(a, epoch, epoch == 2 ? 1 : 0);
+                loader_set_epoch(b, epoch, epoch == 2 ? 1 : 0);
+                for (;;) {
+                    int ra = loader_next(a, ba), rb = loader_next(b, bb);
+                    assert_int_equal(ra, rb);
+                    if (ra != 1) break;
+                    assert_int_equal(ba->n, bb->n);
+                    assert_memory_equal(ba->labels, bb->labels, sizeof(int) * ba->n);
+                    assert_memory_equal(ba->targets, bb->targets, sizeof(float) * 2 * ba->n);
+                    Diff d = diff_of(ba->images, bb->images, per * ba->n);
+                    if (d.max > worst.max) worst.max = d.max;
+                    worst.mean += d.mean;
+                    batches++;
+                }
+            }
+            LoaderStats st;
+            loader_stats(b, &st);
+            printf("  pipeline %d unit(s)%s, CPU share %.2f, %s: %d batches, %lld CPU-decoded for the balance, %lld "
+                   "GPU-hybrid; against 1 unit nvJPEG-only: max |diff| %d, mean %.4f\n", st.gpu_units,
+                   st.gpu_hybrid_units ? " + GPU-hybrid split" : "", (double)cases[c].share, train ? "train" : "eval",
+                   batches, st.cpu_spilled, st.gpu_stats.jpeg_decoded_hybrid, worst.max, worst.mean / batches);
+            assert_true(batches > 0);
+            if (cases[c].share > 0) assert_true(st.cpu_spilled > 0);
+            if (exact && cases[c].hw_load >= 1) assert_int_equal(worst.max, 0);
+            assert_true(worst.mean / batches < 1.0);
+            batch_free(ba);
+            batch_free(bb);
+            loader_destroy(a);
+            loader_destroy(b);
+        }
+    }
+    ds->close(ds);
+}
+
 /* loader_next_device against the CUDA backend's stream: the batches a
  * consumer copies on its own stream equal the host-copied ones. */
 static void test_loader_device_stream(void **state) {
@@ -644,6 +717,7 @@ int main(void) {
         cmocka_unit_test(test_train_from_jpeg),
         cmocka_unit_test(test_eval),
         cmocka_unit_test(test_loader_fallbacks),
+        cmocka_unit_test(test_loader_pipeline),
         cmocka_unit_test(test_loader_device_stream),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -43,16 +44,34 @@
 
 /* ================================================================ the host double of gpu_images.h */
 
-struct GpuImages {
-    int S, C, max_batch, nslots;
-    uint8_t **slot;
+/* Decode units as gpu_images.h describes them: each keeps the planes of its
+ * last two calls, and calls on different units run concurrently (from the
+ * loader's unit threads) with random delays, so the pipeline's ordering is
+ * exercised; a transform that reads planes a later call has overwritten
+ * fails the test. The double's "nvJPEG" is libjpeg's raw planes, so it is
+ * "exact" and its GPU-hybrid units decode the same pixels. */
+#define EMU_UNITS 16
+typedef struct {
     uint8_t **planes;     /* per decode index */
     EmuPlanes *ep;
     int dec_n;
+    long long call;       /* -1: none */
+} EmuBuf;
+
+struct GpuImages {
+    int S, C, max_batch, nslots, nunits, nhybrid;
+    uint8_t **slot;
+    EmuBuf buf[EMU_UNITS][2];
+    long long ncalls[EMU_UNITS];
+    int busy[EMU_UNITS];
+    int max_concurrent, concurrent;
+    pthread_mutex_t mu;
     GpuImagesStats st;
 };
 
 static int g_refused, g_failed;   /* what the double turned down */
+static int g_max_concurrent;      /* most decode calls seen at once (any double) */
+static long long g_hybrid_decoded;
 
 GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
     (void)device;
@@ -63,25 +82,45 @@ GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, 
     g->C = cfg->channels;
     g->max_batch = cfg->max_batch;
     g->nslots = cfg->slots;
+    g->nunits = cfg->units < 1 ? 1 : cfg->units;
+    g->nhybrid = cfg->hybrid_units;
+    assert_true(g->nunits + g->nhybrid <= EMU_UNITS);
     g->slot = calloc((size_t)g->nslots, sizeof *g->slot);
     for (int i = 0; i < g->nslots; i++) g->slot[i] = malloc((size_t)g->max_batch * g->C * g->S * g->S);
-    g->planes = calloc((size_t)g->max_batch, sizeof *g->planes);
-    g->ep = calloc((size_t)g->max_batch, sizeof *g->ep);
+    for (int u = 0; u < g->nunits + g->nhybrid; u++)
+        for (int p = 0; p < 2; p++) {
+            g->buf[u][p].planes = calloc((size_t)g->max_batch, sizeof(uint8_t *));
+            g->buf[u][p].ep = calloc((size_t)g->max_batch, sizeof(EmuPlanes));
+            g->buf[u][p].call = -1;
+        }
+    pthread_mutex_init(&g->mu, NULL);
     return g;
 }
 
 void gpu_images_destroy(GpuImages *g) {
     if (!g) return;
     for (int i = 0; i < g->nslots; i++) free(g->slot[i]);
-    for (int i = 0; i < g->max_batch; i++) free(g->planes[i]);
+    for (int u = 0; u < g->nunits + g->nhybrid; u++)
+        for (int p = 0; p < 2; p++) {
+            for (int i = 0; i < g->max_batch; i++) free(g->buf[u][p].planes[i]);
+            free(g->buf[u][p].planes);
+            free(g->buf[u][p].ep);
+        }
     free(g->slot);
-    free(g->planes);
-    free(g->ep);
+    pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
 int gpu_images_available(void) { return 1; }
-const char *gpu_images_backend(const GpuImages *g) { (void)g; return "emulated"; }
+const char *gpu_images_backend(const GpuImages *g) { (void)g; return "hardware"; }
+int gpu_images_units(const GpuImages *g) { return g->nunits + g->nhybrid; }
+int gpu_images_unit_hybrid(const GpuImages *g, int unit) { return unit >= g->nunits; }
+int gpu_images_exact(const GpuImages *g) { (void)g; return 1; }
+void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
+    (void)g;
+    *engines = 1;
+    *cores = 1;
+}
 
 static int has_comment(const uint8_t *d, size_t n, const char *text) {
     size_t t = strlen(text);
@@ -103,29 +142,59 @@ int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
     return 1;
 }
 
-int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen) {
     (void)err;
     (void)errlen;
+    assert_true(unit >= 0 && unit < g->nunits + g->nhybrid);
+    pthread_mutex_lock(&g->mu);
+    assert_false(g->busy[unit]);   /* one call at a time per unit */
+    g->busy[unit] = 1;
+    if (++g->concurrent > g->max_concurrent) g->max_concurrent = g->concurrent;
+    if (g->concurrent > g_max_concurrent) g_max_concurrent = g->concurrent;
+    long long call = g->ncalls[unit]++;
+    EmuBuf *b = &g->buf[unit][call % 2];
+    b->call = call;   /* the planes of call - 2 are gone from here on */
+    pthread_mutex_unlock(&g->mu);
     for (int i = 0; i < g->max_batch; i++) {
-        free(g->planes[i]);
-        g->planes[i] = NULL;
+        free(b->planes[i]);
+        b->planes[i] = NULL;
     }
+    int failed = 0, done = 0;
     for (int i = 0; i < n; i++) {
         s[i].status = GPU_SAMPLE_OK;
+        s[i].dec_unit = unit;
+        s[i].dec_call = call;
         s[i].dec_index = i;
         if (s[i].src != GPU_SRC_JPEG) continue;
         if (has_comment(s[i].data, s[i].len, "NVFAIL")) {
             s[i].status = GPU_SAMPLE_DECODE_FAILED;
-            g_failed++;
+            failed++;
             continue;
         }
         int nc;
-        g->planes[i] = raw_planes(s[i].data, s[i].len, &nc, g->ep[i].off, g->ep[i].pw, g->ep[i].ph, g->ep[i].pp);
-        g->ep[i].planes = g->planes[i];
-        g->st.jpeg_decoded++;
+        b->planes[i] = raw_planes(s[i].data, s[i].len, &nc, b->ep[i].off, b->ep[i].pw, b->ep[i].ph, b->ep[i].pp);
+        b->ep[i].planes = b->planes[i];
+        done++;
     }
-    g->dec_n = n;
+    b->dec_n = n;
+    unsigned seed = (unsigned)(call * 7919 + unit * 104729);
+    usleep((useconds_t)(rand_r(&seed) % 3000));   /* the engines take their time */
+    pthread_mutex_lock(&g->mu);
+    g->busy[unit] = 0;
+    g->concurrent--;
+    g_failed += failed;
+    g->st.jpeg_decoded += done;
+    g->st.decode_calls++;
+    if (unit >= g->nunits) {
+        g->st.jpeg_decoded_hybrid += done;
+        g_hybrid_decoded += done;
+    }
+    pthread_mutex_unlock(&g->mu);
     return 0;
+}
+
+int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
+    return gpu_images_decode_on(g, 0, s, n, err, errlen);
 }
 
 int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
@@ -133,11 +202,19 @@ int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *
     (void)err;
     (void)errlen;
     EmuPlanes *ep = calloc((size_t)n, sizeof *ep);
+    pthread_mutex_lock(&g->mu);
     for (int i = 0; i < n; i++) {
         if (s[i].src != GPU_SRC_JPEG) continue;
-        assert_true(s[i].dec_index >= 0 && s[i].dec_index < g->dec_n && s[i].status == GPU_SAMPLE_OK);
-        ep[i] = g->ep[s[i].dec_index];
+        assert_int_equal(s[i].status, GPU_SAMPLE_OK);
+        assert_true(s[i].dec_unit >= 0 && s[i].dec_unit < g->nunits + g->nhybrid);
+        EmuBuf *b = &g->buf[s[i].dec_unit][s[i].dec_call % 2];
+        if (b->call != s[i].dec_call)
+            fail_msg("sample %d: unit %d's call %lld was overwritten by call %lld before the transform", i,
+                     s[i].dec_unit, s[i].dec_call, b->call);
+        assert_true(s[i].dec_index >= 0 && s[i].dec_index < b->dec_n);
+        ep[i] = b->ep[s[i].dec_index];
     }
+    pthread_mutex_unlock(&g->mu);
     emulate(s, ep, n, mix, g->C, g->S, g->slot[slot]);
     free(ep);
     g->st.batches++;
@@ -323,11 +400,21 @@ static Config loader_cfg(const char *decode, int cutmix_only) {
     return c;
 }
 
-static void compare_loaders(int train, int prefetch, int cutmix_only) {
+/* The GPU path's pipeline settings: decode units, the split's engine share,
+ * the CPU share (-1 auto). */
+typedef struct {
+    int decoders;
+    float hw_load, cpu_share;
+} Pipe;
+
+static void compare_loaders(int train, int prefetch, int cutmix_only, Pipe pp) {
     char err[512];
     Dataset *ds = dataset_imagefolder_open(ROOT, 3, err, sizeof err);
     assert_non_null(ds);
     Config ccpu = loader_cfg("cpu", cutmix_only), cgpu = loader_cfg("gpu", cutmix_only);
+    cgpu.jpeg_decoders = pp.decoders;
+    cgpu.jpeg_hw_load = pp.hw_load;
+    cgpu.jpeg_cpu_share = pp.cpu_share;
     Loader *a = loader_create(ds, &ccpu, train, 0, 1, err, sizeof err);
     Loader *b = loader_create(ds, &cgpu, train, 0, 1, err, sizeof err);
     assert_non_null(a);
@@ -342,10 +429,13 @@ static void compare_loaders(int train, int prefetch, int cutmix_only) {
     Batch *ba = batch_alloc(&ccpu, loader_batch_size(a), 3), *bb = batch_alloc(&cgpu, loader_batch_size(b), 3);
     size_t per = (size_t)3 * 64 * 64;
     int batches = 0;
-    for (int epoch = 0; epoch < 2; epoch++) {
-        loader_set_epoch(a, epoch, 0);
-        loader_set_epoch(b, epoch, 0);
-        for (;;) {
+    /* whole epochs, then a resumed one left after one batch (the pipeline
+     * still holds batches), then one resumed mid-way */
+    const int starts[4] = {0, 0, 2, 1}, stop_after[4] = {-1, -1, 1, -1};
+    for (int epoch = 0; epoch < 4; epoch++) {
+        loader_set_epoch(a, epoch, starts[epoch]);
+        loader_set_epoch(b, epoch, starts[epoch]);
+        for (int got = 0; got != stop_after[epoch]; got++) {
             int ra = loader_next(a, ba);
             int rb;
             const Batch *ref = NULL;
@@ -380,10 +470,17 @@ static void compare_loaders(int train, int prefetch, int cutmix_only) {
     assert_int_equal(sa.samples, sb.samples);
     assert_true(sb.gpu_decoded > 0);
     assert_true(sb.cpu_not_jpeg + sb.cpu_unsupported + sb.cpu_nvjpeg_refused + sb.cpu_nvjpeg_failed > 0);
-    fprintf(stderr, "  train %d prefetch %d: %d batches, %lld samples: %lld GPU-decoded, CPU: %lld not JPEG, %lld "
-            "unsupported, %lld refused, %lld failed; %d unreadable\n", train, prefetch, batches, sb.samples,
-            sb.gpu_decoded, sb.cpu_not_jpeg, sb.cpu_unsupported, sb.cpu_nvjpeg_refused, sb.cpu_nvjpeg_failed,
-            sb.bad_samples);
+    assert_int_equal(sb.gpu_units, pp.decoders > 0 ? pp.decoders : 3);
+    assert_int_equal(sb.gpu_hybrid_units, pp.hw_load < 1 ? sb.gpu_units : 0);
+    if (pp.cpu_share > 0) assert_true(sb.cpu_spilled > 0);
+    if (pp.cpu_share == 0) assert_true(sb.cpu_spilled == 0);
+    if (pp.hw_load < 1) assert_true(sb.gpu_stats.jpeg_decoded_hybrid > 0);
+    fprintf(stderr, "  train %d prefetch %d units %d+%d share %.2f: %d batches, %lld samples: %lld GPU-decoded (%lld "
+            "hybrid), CPU: %lld not JPEG, %lld unsupported, %lld refused, %lld failed, %lld balance (share now %.3f%s); "
+            "%d unreadable\n",
+            train, prefetch, sb.gpu_units, sb.gpu_hybrid_units, pp.cpu_share, batches, sb.samples, sb.gpu_decoded,
+            sb.gpu_stats.jpeg_decoded_hybrid, sb.cpu_not_jpeg, sb.cpu_unsupported, sb.cpu_nvjpeg_refused,
+            sb.cpu_nvjpeg_failed, sb.cpu_spilled, sb.cpu_share, sb.cpu_share_auto ? ", auto" : "", sb.bad_samples);
     batch_free(ba);
     batch_free(bb);
     loader_destroy(a);
@@ -395,13 +492,33 @@ static void test_gpu_path_equals_cpu_path(void **state) {
     (void)state;
     build_dataset();
     resize_set_simd(1);
-    compare_loaders(1, 0, 0);
-    compare_loaders(1, 1, 1);
-    compare_loaders(0, 0, 0);
-    compare_loaders(0, 1, 0);
+    const Pipe dflt = {0, 1.0f, -1.0f};
+    compare_loaders(1, 0, 0, dflt);
+    compare_loaders(1, 1, 1, dflt);
+    compare_loaders(0, 0, 0, dflt);
+    compare_loaders(0, 1, 0, dflt);
     resize_set_simd(-1);
     assert_true(g_refused > 0);   /* the progressive files */
     assert_true(g_failed > 0);    /* the NVFAIL file */
+}
+
+/* Where samples are decoded (how many units, a split with GPU-hybrid units,
+ * a share on the CPU) never changes a batch. */
+static void test_pipeline_settings(void **state) {
+    (void)state;
+    build_dataset();
+    resize_set_simd(1);
+    const Pipe cases[] = {
+        {1, 1.0f, 0.0f}, {2, 1.0f, 0.0f}, {4, 1.0f, 0.5f}, {2, 0.6f, 0.0f}, {3, 0.7f, 0.3f}, {1, 0.5f, 0.95f},
+        {1, 1.0f, -1.0f},   /* auto: the share moves after two batches (the double's decodes are slow) */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        compare_loaders(1, (int)(i % 2), (int)(i % 3 == 2), cases[i]);
+        compare_loaders(0, (int)((i + 1) % 2), 0, cases[i]);
+    }
+    resize_set_simd(-1);
+    assert_true(g_hybrid_decoded > 0);
+    assert_true(g_max_concurrent > 1);   /* units did decode at the same time */
 }
 
 static void test_decode_key(void **state) {
@@ -433,6 +550,7 @@ static void test_decode_key(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_path_equals_cpu_path),
+        cmocka_unit_test(test_pipeline_settings),
         cmocka_unit_test(test_decode_key),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -220,34 +220,47 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
 
 /* ---------------------------------------------------------------- through the loader */
 
-/* Images/s of the loader (train or eval) over files, batches of `batch`,
- * GPU decoding or not; the list is repeated so that one epoch covers the run
- * (no epoch restarts inside the timing). Prints one summary line (and the
- * GPU pipeline's split). Returns 0 or 1. */
-static int loader_bench(const Config *base, List *files, int images, int batch, int gpu, int train, int prefetch) {
-    char err[600];
+/* A one-class dataset over files, repeated so that one epoch covers `images`
+ * plus two batches (no epoch restarts inside a timing). */
+static Dataset *bench_dataset(List *files, int images, int batch, int channels) {
     FileList fl;
     memset(&fl, 0, sizeof fl);
     int reps = (images + 2 * batch) / files->n + 1;
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < files->n; i++)
             if (filelist_add(&fl, files->v[i], 0)) {
-                fprintf(stderr, "bench-data: out of memory\n");
                 filelist_free(&fl);
-                return 1;
+                return NULL;
             }
     char **names = malloc(sizeof *names);
     names[0] = strdup("all");
-    Dataset *ds = filelist_dataset(&fl, names, 1, base->channels);
-    if (!ds) {
-        fprintf(stderr, "bench-data: out of memory\n");
-        return 1;
-    }
+    return filelist_dataset(&fl, names, 1, channels);
+}
+
+static Config bench_cfg(const Config *base, int batch, int gpu) {
     Config cfg = *base;
     cfg.batch_size = batch;
     cfg.num_classes = 1000;
     cfg.repeated_aug = 1;
     snprintf(cfg.decode, sizeof cfg.decode, "%s", gpu ? "gpu" : "cpu");
+    return cfg;
+}
+
+/* Images/s of the loader (train or eval) over files, batches of `batch`,
+ * GPU decoding or not. Prints the summary line, and for the GPU the
+ * pipeline's split of the time, the CPU cores it kept busy and where the
+ * samples were decoded. Returns 0 or 1. */
+static int loader_bench(const Config *base, List *files, int images, int batch, int gpu, int train, int prefetch) {
+    char err[600];
+    /* untimed batches first: the GPU pipeline fills (prefetch ring, jobs in
+     * flight) and an auto CPU share settles */
+    const int warm = gpu ? 10 : 3;
+    Dataset *ds = bench_dataset(files, images + warm * batch, batch, base->channels);
+    if (!ds) {
+        fprintf(stderr, "bench-data: out of memory\n");
+        return 1;
+    }
+    Config cfg = bench_cfg(base, batch, gpu);
     Loader *l = loader_create(ds, &cfg, train, 0, 1, err, sizeof err);
     if (!l) {
         fprintf(stderr, "bench-data: %s\n", err);
@@ -268,7 +281,7 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
     {
         Batch *hb = gpu ? NULL : batch_alloc(&cfg, loader_batch_size(l), cfg.num_classes);
         const Batch *b = NULL;
-        int warm = 2, got = 0, nb = 0;
+        int got = 0, nb = 0;
         long long count = 0;
         double t0 = 0, c0 = 0;
         LoaderStats s0;
@@ -301,29 +314,40 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
         loader_stats(l, &s1);
         if (rc == 0 && el > 0) {
             double nbt = (double)(nb - warm);
-            printf("%s %-5s loader: %9.1f img/s  batch %d, prefetch %d, %d threads; CPU %.1f cores busy%s%s\n",
-                   gpu ? "gpu" : "cpu", train ? "train" : "eval", count / el, batch, prefetch, omp_get_max_threads(),
-                   cel / el, gpu ? ", nvJPEG " : "", gpu ? s1.gpu_backend : "");
+            const GpuImagesStats *a = &s0.gpu_stats, *z = &s1.gpu_stats;
+            double dec_cores = (z->decode_cpu_s - a->decode_cpu_s) / el;
+            printf("%s %-5s loader: %9.1f img/s  batch %d, prefetch %d, %d threads; CPU %.1f cores busy", gpu ? "gpu" : "cpu",
+                   train ? "train" : "eval", count / el, batch, prefetch, omp_get_max_threads(), cel / el);
+            if (gpu)
+                printf(" (%.1f in nvJPEG calls), nvJPEG %s, %d unit(s)%s", dec_cores, s1.gpu_backend, s1.gpu_units,
+                       s1.gpu_hybrid_units ? " + GPU-hybrid split" : "");
+            printf("\n");
             long long fb = (s1.cpu_not_jpeg - s0.cpu_not_jpeg) + (s1.cpu_unsupported - s0.cpu_unsupported) +
                            (s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused) +
                            (s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed) + (s1.cpu_budget - s0.cpu_budget);
             if (gpu) {
-                const GpuImagesStats *a = &s0.gpu_stats, *z = &s1.gpu_stats;
-                double nbg = (double)(z->batches - a->batches);
-                if (nbg < 1) nbg = 1;
-                printf("gpu %-5s per batch: producer %.2f ms (host: nvJPEG call %.2f ms, transform queueing %.2f ms), "
-                       "device: decode %.2f ms, transform %.2f ms; %.1f KB/image to nvJPEG\n",
+                double calls = (double)(z->decode_calls - a->decode_calls);
+                if (calls < 1) calls = 1;
+                double nunits = s1.gpu_units + s1.gpu_hybrid_units;
+                long long nj = z->jpeg_decoded - a->jpeg_decoded;
+                printf("gpu %-5s per batch: producer %.2f ms = prep %.2f + collect %.2f (transform queueing %.2f) + "
+                       "waiting for nvJPEG %.2f; nvJPEG: %.2f ms per call (device %.2f ms), %.2f calls per batch, "
+                       "units busy %.0f%%; transform device %.2f ms; %.1f KB/image\n",
                        train ? "train" : "eval", (s1.produce_s - s0.produce_s) / nbt * 1e3,
-                       (z->host_decode_s - a->host_decode_s) / nbg * 1e3,
-                       (z->host_transform_s - a->host_transform_s) / nbg * 1e3,
-                       (z->gpu_decode_ms - a->gpu_decode_ms) / nbg, (z->gpu_transform_ms - a->gpu_transform_ms) / nbg,
-                       z->jpeg_decoded > a->jpeg_decoded
-                           ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)(z->jpeg_decoded - a->jpeg_decoded)
-                           : 0.0);
-                printf("gpu %-5s samples: %lld nvJPEG-decoded, %lld CPU-decoded (%lld not JPEG, %lld unsupported, "
-                       "%lld refused by nvJPEG, %lld nvJPEG failures, %lld over budget), %d unreadable; consumer "
-                       "waited %.3f s\n",
-                       train ? "train" : "eval", s1.gpu_decoded - s0.gpu_decoded, fb, s1.cpu_not_jpeg - s0.cpu_not_jpeg,
+                       (s1.prep_s - s0.prep_s) / nbt * 1e3, (s1.collect_s - s0.collect_s) / nbt * 1e3,
+                       (z->host_transform_s - a->host_transform_s) / nbt * 1e3,
+                       (s1.decode_wait_s - s0.decode_wait_s) / nbt * 1e3,
+                       (z->host_decode_s - a->host_decode_s) / calls * 1e3, (z->gpu_decode_ms - a->gpu_decode_ms) / calls,
+                       calls / nbt, 100.0 * (z->host_decode_s - a->host_decode_s) / (el * (nunits > 0 ? nunits : 1)),
+                       (z->gpu_transform_ms - a->gpu_transform_ms) / nbt,
+                       nj > 0 ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)nj : 0.0);
+                long long spilled = s1.cpu_spilled - s0.cpu_spilled, hyb = z->jpeg_decoded_hybrid - a->jpeg_decoded_hybrid;
+                printf("gpu %-5s samples: %lld nvJPEG-decoded (%lld GPU-hybrid), %lld CPU-decoded for the balance (share "
+                       "%.2f now, %.2f mean, %s), %lld CPU-decoded otherwise (%lld not JPEG, %lld unsupported, %lld "
+                       "refused by nvJPEG, %lld nvJPEG failures, %lld over budget), %d unreadable; consumer waited "
+                       "%.3f s\n",
+                       train ? "train" : "eval", nj, hyb, spilled, s1.cpu_share, s1.cpu_share_mean,
+                       s1.cpu_share_auto ? "auto" : "fixed", fb, s1.cpu_not_jpeg - s0.cpu_not_jpeg,
                        s1.cpu_unsupported - s0.cpu_unsupported, s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused,
                        s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed, s1.cpu_budget - s0.cpu_budget, s1.bad_samples,
                        s1.wait_s - s0.wait_s);
@@ -337,11 +361,88 @@ done:
     return rc;
 }
 
+/* The first `batches` batches of a GPU loader with cfg against those of the
+ * reference GPU loader (one decode unit, nvJPEG only: no split, no CPU
+ * share), downloaded and compared byte for byte. A CPU share of -1 (auto)
+ * is checked at 0.3, so that the CPU decoder's samples are in the batches.
+ * Returns 0 when identical, 1 when they differ (printed), 2 on errors. */
+static int loader_verify(const Config *base, List *files, int batches, int batch, int train) {
+    char err[600];
+    Dataset *ds = bench_dataset(files, batches * batch, batch, base->channels);
+    if (!ds) return 2;
+    Config cc = bench_cfg(base, batch, 1), cr = cc;
+    if (cc.jpeg_cpu_share < 0) cc.jpeg_cpu_share = 0.3f;
+    cr.jpeg_decoders = 1;
+    cr.jpeg_hw_load = 1.0f;
+    cr.jpeg_cpu_share = 0.0f;
+    Loader *lc = loader_create(ds, &cc, train, 0, 1, err, sizeof err);
+    Loader *lr = lc ? loader_create(ds, &cr, train, 0, 1, err, sizeof err) : NULL;
+    int rc = 2;
+    Batch *bc = NULL, *br = NULL;
+    if (!lc || !lr || loader_use_gpu(lc, "cuda", 0, err, sizeof err) != 1 ||
+        loader_use_gpu(lr, "cuda", 0, err, sizeof err) != 1 || loader_start_prefetch(lc, 3, err, sizeof err) ||
+        loader_start_prefetch(lr, 3, err, sizeof err)) {
+        fprintf(stderr, "bench-data: verify: %s\n", err);
+        goto done;
+    }
+    bc = batch_alloc(&cc, loader_batch_size(lc), cc.num_classes);
+    br = batch_alloc(&cr, loader_batch_size(lr), cr.num_classes);
+    {
+        size_t per = (size_t)cc.channels * cc.image_size * cc.image_size;
+        long long differ = 0, bytes = 0, images = 0, img_differ = 0, meta_differ = 0;
+        int maxd = 0, nb = 0;
+        for (; nb < batches; nb++) {
+            int a = loader_next(lc, bc), b = loader_next(lr, br);
+            if (a != 1 || b != 1) {
+                fprintf(stderr, "bench-data: verify: %s\n", a < 0 ? loader_error(lc) : b < 0 ? loader_error(lr) : "epoch ended");
+                goto done;
+            }
+            if (bc->n != br->n || memcmp(bc->labels, br->labels, sizeof(int) * bc->n) ||
+                memcmp(bc->targets, br->targets, sizeof(float) * bc->n * cc.num_classes)) {
+                meta_differ++;
+                continue;
+            }
+            for (int i = 0; i < bc->n; i++) {
+                const uint8_t *x = bc->images + i * per, *y = br->images + i * per;
+                long long d = 0;
+                for (size_t q = 0; q < per; q++) {
+                    int v = abs((int)x[q] - (int)y[q]);
+                    d += v != 0;
+                    if (v > maxd) maxd = v;
+                }
+                differ += d;
+                img_differ += d != 0;
+            }
+            bytes += (long long)per * bc->n;
+            images += bc->n;
+        }
+        LoaderStats st;
+        loader_stats(lc, &st);
+        printf("verify %-5s: %d batches, %lld images, %d unit(s)%s, CPU share %.2f (%lld samples), against 1 unit "
+               "nvJPEG-only: %s",
+               train ? "train" : "eval", nb, images, st.gpu_units, st.gpu_hybrid_units ? " + GPU-hybrid split" : "",
+               (double)cc.jpeg_cpu_share, st.cpu_spilled, meta_differ || differ ? "DIFFER" : "identical");
+        if (meta_differ || differ)
+            printf(" (%lld batches with other samples/targets; %lld of %lld images, %lld bytes differ, max |diff| %d)",
+                   meta_differ, img_differ, images, differ, maxd);
+        printf("\n");
+        rc = meta_differ || differ ? 1 : 0;
+    }
+done:
+    if (bc) batch_free(bc);
+    if (br) batch_free(br);
+    loader_destroy(lc);
+    loader_destroy(lr);
+    ds->close(ds);
+    return rc;
+}
+
 static void usage(void) {
     printf("usage: hgrn bench-data DIR [--threads N] [--images N] [--size S] [--no-dct] [--all-scales]\n"
            "                          [--only train|eval] [--config FILE]\n"
            "                          [--decode cpu|gpu] [--loader] [--batch N] [--prefetch N]\n"
-           "                          [--gpu-backend auto|hardware|hybrid]\n"
+           "                          [--gpu-backend auto|hardware|hybrid] [--gpu-decoders N]\n"
+           "                          [--hw-load F] [--cpu-share auto|off|F] [--verify BATCHES]\n"
            "       hgrn bench-data --synth OUT N [WxH] [--quality Q]\n"
            "Images/s of the DeiT training transform (RandomResizedCrop with DCT-scaled cropped\n"
            "decode, flip, RandAugment rand-m9-mstd0.5-inc1, random erasing) and of the eval\n"
@@ -349,13 +450,17 @@ static void usage(void) {
            "--decode gpu: the loader with nvJPEG decoding and CUDA transforms (data.decode = gpu),\n"
            "batches of --batch (256) with --prefetch (3) batches ahead, on GPU 0; --loader with\n"
            "--decode cpu measures the CPU loader the same way. --gpu-backend sets nvJPEG's backend\n"
-           "(data.jpeg_backend).\n");
+           "(data.jpeg_backend), --gpu-decoders its decode units (data.jpeg_decoders), --hw-load the\n"
+           "engines' share of a split with the GPU-hybrid decoder (data.jpeg_hw_load), --cpu-share the\n"
+           "share decoded by libjpeg-turbo instead (data.jpeg_cpu_share). --verify N: compare the first\n"
+           "N batches with those of one nvJPEG-only unit, byte for byte (an auto CPU share at 0.3).\n");
 }
 
 int cmd_bench_data(int argc, char **argv) {
     const char *dir = NULL, *cfgfile = NULL, *decode = "cpu", *gpu_backend = NULL;
+    const char *gpu_decoders = NULL, *hw_load = NULL, *cpu_share = NULL;
     int threads = omp_get_num_procs(), images = 2000, size = 224, no_dct = 0, simd = 0, only = -1;
-    int use_loader = 0, batch = 256, prefetch = 3, quality = 90, images_set = 0;
+    int use_loader = 0, batch = 256, prefetch = 3, quality = 90, images_set = 0, verify = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -398,6 +503,16 @@ int cmd_bench_data(int argc, char **argv) {
                 fprintf(stderr, "bench-data: --gpu-backend %s: expected auto, hardware or hybrid\n", gpu_backend);
                 return 2;
             }
+        } else if (!strcmp(a, "--gpu-decoders") && i + 1 < argc) {
+            gpu_decoders = argv[++i];
+        } else if (!strcmp(a, "--hw-load") && i + 1 < argc) {
+            hw_load = argv[++i];
+        } else if (!strcmp(a, "--cpu-share") && i + 1 < argc) {
+            cpu_share = argv[++i];
+            if (!strcmp(cpu_share, "auto")) cpu_share = "-1";
+            else if (!strcmp(cpu_share, "off")) cpu_share = "0";
+        } else if (!strcmp(a, "--verify") && i + 1 < argc) {
+            verify = atoi(argv[++i]);
         } else if (!strcmp(a, "--size") && i + 1 < argc) {
             size = atoi(argv[++i]);
         } else if (!strcmp(a, "--config") && i + 1 < argc) {
@@ -438,6 +553,12 @@ int cmd_bench_data(int argc, char **argv) {
             fprintf(stderr, "bench-data: --gpu-backend: %s\n", err);
             return 2;
         }
+        if ((gpu_decoders && config_set(&cfg, "data.jpeg_decoders", gpu_decoders, err, sizeof err)) ||
+            (hw_load && config_set(&cfg, "data.jpeg_hw_load", hw_load, err, sizeof err)) ||
+            (cpu_share && config_set(&cfg, "data.jpeg_cpu_share", cpu_share, err, sizeof err))) {
+            fprintf(stderr, "bench-data: %s\n", err);
+            return 2;
+        }
         List files = {0};
         walk(dir, &files, 1 << 30, 0);
         if (files.n == 0) {
@@ -456,10 +577,37 @@ int cmd_bench_data(int argc, char **argv) {
                dir, bytes / nstat / 1024, images, size, gpu ? "GPU (nvJPEG + CUDA kernels)" : "CPU",
                gpu ? "" : " through the loader");
         printf("machine: %d cores visible; loader threads: %d\n", omp_get_num_procs(), threads);
+        if (gpu) {
+            char e2[512];
+            GpuImagesConfig gc;
+            memset(&gc, 0, sizeof gc);
+            gc.max_batch = 1;
+            gc.size = 8;
+            gc.channels = 3;
+            gc.backend = !strcmp(cfg.jpeg_backend, "hardware") ? GPU_JPEG_HARDWARE
+                         : !strcmp(cfg.jpeg_backend, "hybrid") ? GPU_JPEG_HYBRID : GPU_JPEG_AUTO;
+            gc.threads = 1;
+            gc.slots = 1;
+            GpuImages *g = gpu_images_create(0, &gc, e2, sizeof e2);
+            if (g) {
+                int en = 0, co = 0;
+                gpu_images_hw_info(g, &en, &co);
+                printf("nvJPEG: %s backend%s", gpu_images_backend(g),
+                       gpu_images_exact(g) ? ", decodes exactly as libjpeg-turbo (self-test)" : ", not libjpeg-exact");
+                if (en) printf("; hardware decoder: %d engine(s) x %d core(s)", en, co);
+                printf("; data.jpeg_decoders %d, jpeg_hw_load %g, jpeg_cpu_share %g\n", cfg.jpeg_decoders,
+                       (double)cfg.jpeg_hw_load, (double)cfg.jpeg_cpu_share);
+                gpu_images_destroy(g);
+            }
+        }
         int rc = 0;
         for (int train = 1; train >= 0 && !rc; train--) {
             if (only >= 0 && train != only) continue;
             rc = loader_bench(&cfg, &files, images, batch, gpu, train, prefetch);
+        }
+        for (int train = 1; train >= 0 && !rc && gpu && verify > 0; train--) {
+            if (only >= 0 && train != only) continue;
+            if (loader_verify(&cfg, &files, verify, batch, train) == 2) rc = 1;
         }
         for (int i = 0; i < files.n; i++) free(files.v[i]);
         free(files.v);

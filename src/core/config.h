@@ -58,6 +58,9 @@ typedef struct {
     int workers;            /* loader threads (0 = auto) */
     char decode[8];         /* "cpu", "gpu" or "auto": where JPEGs are decoded and augmented */
     char jpeg_backend[16];  /* "auto", "hardware" or "hybrid": nvJPEG's backend for decode = gpu */
+    int jpeg_decoders;      /* nvJPEG decode units per loader (0 = auto) */
+    float jpeg_hw_load;     /* hardware backend: share of a batch for the engines, the rest GPU-hybrid (1 = all) */
+    float jpeg_cpu_share;   /* share of a batch decoded by libjpeg-turbo instead (-1 = auto, 0 = off) */
     char interpolation[16]; /* "bicubic" or "bilinear" */
     float crop_pct;         /* eval: resize to size/crop_pct, centre crop */
     float scale_min;        /* RandomResizedCrop lower scale bound */

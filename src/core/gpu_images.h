@@ -9,13 +9,12 @@
  * gpu_images_create fails with a message saying so (data.decode = gpu is then
  * an error naming the key; auto falls back to the CPU).
  *
- * One batch goes through three calls, all from one host thread:
- *   1. gpu_images_decode   the JPEG samples through nvJPEG (hardware JPEG
- *                          engines where the GPU has them, else the
- *                          GPU-hybrid decoder), to planar YCbCr in device
- *                          memory. A sample nvJPEG fails on comes back with
- *                          status GPU_SAMPLE_DECODE_FAILED: the caller decodes
- *                          it on the CPU and passes its pixels instead
+ * One batch goes through three calls:
+ *   1. gpu_images_decode   the JPEG samples through nvJPEG on one decode unit
+ *                          (below), to planar YCbCr in device memory. A
+ *                          sample nvJPEG fails on comes back with status
+ *                          GPU_SAMPLE_DECODE_FAILED: the caller decodes it on
+ *                          the CPU and passes its pixels instead
  *                          (GPU_SRC_PIXELS), never a blank image.
  *   2. (the caller fixes the failed samples)
  *   3. gpu_images_transform  per sample: YCbCr -> RGB (libjpeg's fancy
@@ -29,14 +28,36 @@
  * into its own dtype while it patchifies, so a normalised copy here would
  * only cost memory traffic (4x the bytes for fp32).
  *
- * All device work runs on the pipeline's own CUDA stream. Output slots are
+ * Decode units. A unit is one nvJPEG handle + decoder state, a CUDA stream
+ * and two plane buffers; it decodes one call at a time. Units are numbered
+ * 0 .. gpu_images_units() - 1: first cfg->units of the primary backend
+ * (hardware engines or GPU-hybrid), then cfg->hybrid_units GPU-hybrid ones
+ * (only when the primary backend is the hardware: a batch can then be split
+ * between the engines and the CUDA cores). Different units may be driven
+ * concurrently from different host threads, and concurrently with the probe,
+ * the transform and the slot calls; that is how decoding overlaps across
+ * batches (nvJPEG's hardware decode blocks the calling thread until the
+ * engines are done). A decode call returns when its decode has finished on
+ * the device: the planes are written and nvJPEG no longer reads the JPEG
+ * data. A unit keeps the planes of its last two calls: the transform that
+ * reads call k's samples must have been queued (or call k abandoned) before
+ * the unit's call k + 2 starts. gpu_images_transform is called from one
+ * thread at a time.
+ *
+ * The transform runs on the pipeline's own CUDA stream. Output slots are
  * device buffers owned by the pipeline, each with a "ready" event (its
  * batch is written) and a "consumed" event (its last reader is done): a
  * consumer on another stream calls gpu_images_slot_acquire (its stream waits
  * for ready, no host block) before reading and gpu_images_slot_release after
  * queuing its reads; the next transform into that slot waits for the release
  * on the device. Every CUDA and nvJPEG call is checked; a failure of the
- * device itself prints the call and exits, as the CUDA backend does. */
+ * device itself prints the call and exits, as the CUDA backend does.
+ *
+ * nvJPEG's hardware backend writes its output when the call is made, without
+ * waiting for work queued before it on the stream (or on streams it was made
+ * to wait for): the decode therefore waits on the host for every earlier
+ * reader of the plane buffer it writes, and plane buffers of hardware units
+ * are never handed out by stream-ordered allocation. */
 #ifndef HGRN_GPU_IMAGES_H
 #define HGRN_GPU_IMAGES_H
 
@@ -64,6 +85,8 @@ typedef struct {
     int backend;       /* GPU_JPEG_* */
     int threads;       /* caller threads that call gpu_images_probe: thread ids 0 .. threads-1 */
     int slots;         /* output slots, max_batch * C * S * S bytes each */
+    int units;         /* decode units of the primary backend (0 or 1: one) */
+    int hybrid_units;  /* extra GPU-hybrid units (used only when the primary backend is the hardware) */
 } GpuImagesConfig;
 
 /* NULL with a message when there is no GPU, no nvJPEG in this build, or the
@@ -74,8 +97,22 @@ void gpu_images_destroy(GpuImages *g);
 /* 1 when this build has CUDA and nvJPEG and a GPU is visible. */
 int gpu_images_available(void);
 
-/* "hardware" or "hybrid". */
+/* "hardware" or "hybrid": the primary backend. */
 const char *gpu_images_backend(const GpuImages *g);
+
+/* Decode units in total, and whether unit u is a GPU-hybrid one. */
+int gpu_images_units(const GpuImages *g);
+int gpu_images_unit_hybrid(const GpuImages *g, int unit);
+
+/* 1 when the primary units decoded the embedded test image (4:2:0) to
+ * exactly libjpeg-turbo's pixels (the hardware engines do: same IDCT
+ * results); 0 when they differ in a level anywhere (the GPU-hybrid decoder's
+ * IDCT rounds differently). The loader only moves samples between nvJPEG
+ * and the CPU decoder for speed when this is 1. */
+int gpu_images_exact(const GpuImages *g);
+
+/* The hardware decoder's engines and cores per engine (0, 0 without). */
+void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores);
 
 enum { GPU_SRC_JPEG = 0, GPU_SRC_PIXELS = 1 };
 enum { GPU_SAMPLE_OK = 0, GPU_SAMPLE_DECODE_FAILED = 1 };
@@ -121,8 +158,11 @@ typedef struct {
     int erase, er_x, er_y, er_w, er_h;
     const uint8_t *er_noise;
     int status;                   /* out (gpu_images_decode): GPU_SAMPLE_* */
-    int dec_index;                /* out (gpu_images_decode): where its planes are; the caller may
-                                   * reorder or drop records before the transform */
+    /* out (gpu_images_decode): where its planes are (unit, that unit's call
+     * number, index in the call); the caller may reorder, drop or combine
+     * records of different calls and units before the transform */
+    int dec_unit, dec_index;
+    long long dec_call;
 } GpuSample;
 
 /* Mixup/CutMix over the batch, as the CPU's mixup_apply (mixup.h): pairs
@@ -141,13 +181,16 @@ typedef struct {
  * end-of-image marker). */
 int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s);
 
-/* Decode the GPU_SRC_JPEG samples among s[0..n) (n <= max_batch), setting
- * each one's status. 0, or -1 with a message (a failure that is not a file's). */
+/* Decode the GPU_SRC_JPEG samples among s[0..n) (n <= max_batch) on decode
+ * unit `unit`, setting each one's status and plane reference. Returns when
+ * the decode is finished (see "Decode units"). 0, or -1 with a message (a
+ * failure that is not a file's). gpu_images_decode is unit 0. */
+int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen);
 int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen);
 
-/* Transform s[0..n) (every GPU_SRC_JPEG sample decoded OK by the last
- * gpu_images_decode, in any order or subset of that call's records) into
- * output slot `slot`, sample i at offset i * C * S * S,
+/* Transform s[0..n) (every GPU_SRC_JPEG sample decoded OK by one of the last
+ * two calls of its unit, in any order or combination) into output slot
+ * `slot`, sample i at offset i * C * S * S,
  * then mix (mix may be NULL). Queued on the pipeline's stream, after the
  * slot's last release; records the slot's ready event. The host buffers the
  * samples point at may be reused as soon as this returns. 0 or -1 + message. */
@@ -167,13 +210,19 @@ void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes);
 
 typedef struct {
     long long batches;
+    long long decode_calls;     /* gpu_images_decode calls that decoded something */
     long long jpeg_decoded;     /* samples decoded by nvJPEG */
+    long long jpeg_decoded_hybrid;  /* ... of which by GPU-hybrid units when the primary backend is the hardware */
     long long decode_failed;    /* samples nvJPEG refused or failed on (handed back to the CPU) */
     long long pixels_uploaded;  /* samples the CPU decoded (GPU_SRC_PIXELS) */
     double jpeg_bytes;          /* encoded bytes given to nvJPEG */
-    double host_decode_s;       /* host time in gpu_images_decode (nvJPEG's host-side work) */
+    double host_decode_s;       /* host time in gpu_images_decode, summed over units (nvJPEG's calls, and the
+                                 * waits for the plane buffers' previous readers) */
+    double host_decode_hybrid_s;    /* ... of which in GPU-hybrid units of a split */
+    double decode_cpu_s;        /* CPU time of the calling threads inside gpu_images_decode (nvJPEG's host work,
+                                 * including any spinning while it waits for the device) */
     double host_transform_s;    /* host time in gpu_images_transform (packing, uploads, launches) */
-    double gpu_decode_ms;       /* device time of the decodes (events around them) */
+    double gpu_decode_ms;       /* device time of the decodes (events around them), summed over units */
     double gpu_transform_ms;    /* device time of the transforms */
     double consumer_stall_s;    /* device time consumer streams waited in slot_acquire for a batch */
 } GpuImagesStats;
