@@ -136,7 +136,7 @@ static void test_defaults_valid(void **state)
     assert_string_equal(c.jpeg_backend, "auto");
     assert_int_equal(c.jpeg_decoders, 0);
     assert_true(c.jpeg_hw_load == 1.0f);
-    assert_true(c.jpeg_cpu_share == -1.0f);
+    assert_true(c.jpeg_cpu_share == 0.0f);
     assert_true(c.crop_pct == 0.875f);
     assert_true(c.scale_min == 0.08f);
     assert_string_equal(c.auto_augment, "rand-m9-mstd0.5-inc1");
