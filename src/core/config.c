@@ -109,8 +109,8 @@ static const Key KEYS[] = {
     KF("data", jpeg_cpu_share, -1, 0.95, 0, 0, "0",
        "data.decode = gpu: share of each batch's JPEGs decoded by libjpeg-turbo on the loader's threads instead "
        "of nvJPEG, to add the CPU's throughput; -1 = auto (adapted to the measured balance, only where nvJPEG "
-       "decodes exactly as libjpeg, i.e. on the hardware engines: the batches do not change), 0 = off (the
-       "default: where the loader's threads already keep the cores busy, decoding there slows it down)"),
+       "decodes exactly as libjpeg, i.e. on the hardware engines: the batches do not change), 0 = off "
+       "(the default: where the loader's threads already keep the cores busy, decoding there slows it down)"),
     KS("data", interpolation, "bicubic|bilinear", "bicubic", "resize interpolation"),
     KF("data", crop_pct, 0, 1, 1, 0, "0.875", "eval: resize to image_size / crop_pct, centre crop"),
     KF("data", scale_min, 0, 1, 1, 0, "0.08", "RandomResizedCrop lower area bound"),
