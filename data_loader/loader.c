@@ -404,8 +404,6 @@ static double gpu_plane_bytes(const GpuSample *s) {
 }
 
 #define GPU_PLANE_BUDGET (2.0 * 1024 * 1024 * 1024)   /* decoded planes per batch */
-#define GPU_UNITS_AUTO 2   /* data.jpeg_decoders = 0: H100, 16 cores, 40 KB photographs: 1 unit 13.5k img/s
-                            * (110 KB files), 2 units 21.6k (15.6k), 3 units 20.9k (14.7k) */
 
 /* Redo the flagged slots of job j on the CPU (parallel). Returns 1 when one failed for good. */
 static int gpu_redo(Loader *l, GpuJob *j, int first) {
@@ -1341,7 +1339,7 @@ static int gpu_create(Loader *l, int slots, char *err, size_t errlen) {
                                                           : GPU_JPEG_AUTO;
     gc.threads = l->gpu_threads;
     gc.slots = slots;
-    gc.units = l->cfg.jpeg_decoders > 0 ? l->cfg.jpeg_decoders : GPU_UNITS_AUTO;
+    gc.units = l->cfg.jpeg_decoders > 0 ? l->cfg.jpeg_decoders : LOADER_GPU_UNITS_AUTO;
     gc.hybrid_units = l->cfg.jpeg_hw_load < 1.0f ? gc.units : 0;
     char e2[512];
     gpu_pipe_free(l);   /* its threads drive the old pipeline */

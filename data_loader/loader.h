@@ -141,6 +141,11 @@ int loader_next_ref(Loader *l, const Batch **out);
  * data.decode when "gpu" cannot be honoured. */
 int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, size_t errlen);
 
+/* nvJPEG decode units when data.jpeg_decoders = 0. Measured on an H100 with
+ * 16 host cores (training transform, 40 KB / 110 KB files): 1 unit 13.5k /
+ * 13.5k img/s, 2 units 21.6k / 15.6k, 3 units 20.9k / 14.7k. */
+#define LOADER_GPU_UNITS_AUTO 2
+
 /* 1 when the loader decodes on the GPU. */
 int loader_gpu(const Loader *l);
 

@@ -470,7 +470,7 @@ static void compare_loaders(int train, int prefetch, int cutmix_only, Pipe pp) {
     assert_int_equal(sa.samples, sb.samples);
     assert_true(sb.gpu_decoded > 0);
     assert_true(sb.cpu_not_jpeg + sb.cpu_unsupported + sb.cpu_nvjpeg_refused + sb.cpu_nvjpeg_failed > 0);
-    assert_int_equal(sb.gpu_units, pp.decoders > 0 ? pp.decoders : 3);
+    assert_int_equal(sb.gpu_units, pp.decoders > 0 ? pp.decoders : LOADER_GPU_UNITS_AUTO);
     assert_int_equal(sb.gpu_hybrid_units, pp.hw_load < 1 ? sb.gpu_units : 0);
     if (pp.cpu_share > 0) assert_true(sb.cpu_spilled > 0);
     if (pp.cpu_share == 0) assert_true(sb.cpu_spilled == 0);
