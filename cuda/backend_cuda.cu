@@ -378,6 +378,22 @@ static int cu_graph_launch(Backend *bk, int slot) {
     return 0;
 }
 
+/* idle marks: timing events on the compute stream */
+static void cu_idle_begin(Backend *bk, int slot) {
+    CudaImpl *im = IMPL(bk);
+    CUDA_CHECK(cudaEventRecord(im->idle_ev[slot][0], im->stream));
+}
+static void cu_idle_end(Backend *bk, int slot) {
+    CudaImpl *im = IMPL(bk);
+    CUDA_CHECK(cudaEventRecord(im->idle_ev[slot][1], im->stream));
+}
+static double cu_idle_seconds(Backend *bk, int slot) {
+    CudaImpl *im = IMPL(bk);
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, im->idle_ev[slot][0], im->idle_ev[slot][1]));
+    return ms > 0.0f ? 1e-3 * ms : 0.0;
+}
+
 static void cu_destroy(Backend *bk) {
     if (!bk) return;
     CudaImpl *im = IMPL(bk);
@@ -387,6 +403,10 @@ static void cu_destroy(Backend *bk) {
         if (im->graphs[i]) cudaGraphExecDestroy(im->graphs[i]);
     cudaStreamDestroy(im->copy_stream);
     cudaEventDestroy(im->copy_done);
+    for (int i = 0; i < HGRN_IDLE_SLOTS; i++) {
+        cudaEventDestroy(im->idle_ev[i][0]);
+        cudaEventDestroy(im->idle_ev[i][1]);
+    }
     hgrn_gemm_destroy(im);
     if (im->h2d_stage) cudaFreeHost(im->h2d_stage);
     cudaEventDestroy(im->h2d_done);
@@ -454,6 +474,10 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     CUDA_CHECK(cudaEventCreateWithFlags(&im->h2d_done, cudaEventDisableTiming));
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->copy_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&im->copy_done, cudaEventDisableTiming));
+    for (int i = 0; i < HGRN_IDLE_SLOTS; i++) {
+        CUDA_CHECK(cudaEventCreate(&im->idle_ev[i][0]));
+        CUDA_CHECK(cudaEventCreate(&im->idle_ev[i][1]));
+    }
     CUBLAS_CHECK(cublasLtCreate(&im->lt));
     im->lt_workspace_bytes = 32u << 20;
     im->lt_workspace = dev_malloc(im, im->lt_workspace_bytes, "cuBLASLt workspace");
@@ -481,6 +505,9 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->graph_begin = cu_graph_begin;
     bk->graph_end = cu_graph_end;
     bk->graph_launch = cu_graph_launch;
+    bk->idle_begin = cu_idle_begin;
+    bk->idle_end = cu_idle_end;
+    bk->idle_seconds = cu_idle_seconds;
     bk->matmul_fwd = cu_matmul_fwd;
     bk->matmul_bwd = cu_matmul_bwd;
     bk->layernorm_fwd = cu_layernorm_fwd;

@@ -54,6 +54,7 @@ typedef struct {
     cudaEvent_t copy_done;        /* recorded on copy_stream by copy_fence */
     int capturing;                /* between graph_begin and graph_end */
     cudaGraphExec_t graphs[HGRN_GRAPH_SLOTS];   /* recorded steps (NULL: none) */
+    cudaEvent_t idle_ev[HGRN_IDLE_SLOTS][2];   /* idle_begin / idle_end marks (timing events) */
 } CudaImpl;
 
 /* Growing a buffer would free memory a recorded graph may point at (and

@@ -69,6 +69,7 @@ struct Loader {
     size_t native_bytes, out_bytes;
     uint8_t *scratch;       /* local_bs * native_bytes: one native buffer per slot */
     int *status;            /* local_bs */
+    int *global_index;      /* train: local slot k -> its index in the global batch (local_bs) */
     uint8_t *bad;           /* n: 1 = known unreadable (already reported) */
     int bad_count;
     /* GPU decoding (loader_use_gpu): a pipeline of jobs (one batch each)
@@ -403,15 +404,51 @@ static double gpu_plane_bytes(const GpuSample *s) {
     return px * (1.0 + 2.0 / ((double)(mh / s->hs[1]) * (mv / s->vs[1])));
 }
 
+/* Which samples of each global batch this rank takes (l->global_index). With
+ * Mixup / CutMix on several ranks, whole pairs of timm's pairing (sample i
+ * with G-1-i) stay on one rank: pair p goes to rank p mod world, and the
+ * rank's batch holds the first members of its pairs in order, then the
+ * second members in reverse, so the local pairing (i with n-1-i) is the
+ * global one. Otherwise slot k is sample rank + k * world. One rank: the
+ * identity either way. */
+static void set_global_index(Loader *l) {
+    const int G = l->global_bs, W = l->world, r = l->rank, n = l->local_bs;
+    if (!(l->train && l->mix_on && W > 1)) {
+        for (int k = 0; k < n; k++) l->global_index[k] = r + k * W;
+        return;
+    }
+    const int half = n / 2;   /* pairs per rank (loader_create checked G % (2 W) == 0) */
+    for (int i = 0; i < half; i++) {
+        const int p = r + i * W;
+        l->global_index[i] = p;
+        l->global_index[n - 1 - i] = G - 1 - p;
+    }
+}
+
+/* Where slot k of this rank's batch b comes from: its position in the
+ * epoch's order (the permutation when training, the dataset when
+ * evaluating). Evaluation: positions b*G + rank + k*world. Training: b*G +
+ * global_index[k], this slot's index in the global batch of G (see
+ * loader_global_index). */
+static int slot_position(const Loader *l, int b, int k) {
+    return b * l->global_bs + (l->train ? l->global_index[k] : l->rank + k * l->world);
+}
+
+/* The batch's Mixup / CutMix draws: one stream per global batch, the same on
+ * every rank (lambda, the mode and the CutMix box are the batch's). */
+static Rng mixup_stream(const Loader *l, int b) {
+    return rng_stream(l->cfg.seed ^ MIXUP_SALT, (uint64_t)(int64_t)l->epoch * (uint64_t)l->nb + (uint64_t)b);
+}
+
 #define GPU_PLANE_BUDGET (2.0 * 1024 * 1024 * 1024)   /* decoded planes per batch */
 
 /* Redo the flagged slots of job j on the CPU (parallel). Returns 1 when one failed for good. */
-static int gpu_redo(Loader *l, GpuJob *j, int first) {
+static int gpu_redo(Loader *l, GpuJob *j) {
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
     for (int k = 0; k < j->m; k++) {
         if (!j->redo[k]) continue;
-        j->status[k] = gpu_load_slot(l, j, k, first + k * l->world, j->redo[k], &j->labels[k]);
+        j->status[k] = gpu_load_slot(l, j, k, slot_position(l, j->b, k), j->redo[k], &j->labels[k]);
         failed |= j->status[k] == SLOT_FAILED;
     }
     return failed;
@@ -667,7 +704,6 @@ static void *gpu_unit_main(void *arg) {
  * its JPEGs to the units. 0, or -1 (l->err). */
 static int gpu_prep(Loader *l, GpuJob *j, int b) {
     GpuPipe *P = l->pipe;
-    const int first = b * l->global_bs + l->rank;
     int m = l->local_bs;
     if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
     j->b = b;
@@ -685,7 +721,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
     for (int k = 0; k < m; k++) {
         j->redo[k] = 0;
         int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? FB_SPILL : FB_NONE;
-        j->status[k] = gpu_load_slot(l, j, k, first + k * l->world, why, &j->labels[k]);
+        j->status[k] = gpu_load_slot(l, j, k, slot_position(l, b, k), why, &j->labels[k]);
         failed |= j->status[k] == SLOT_FAILED;
     }
     if (failed) return -1;
@@ -708,7 +744,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
         j->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
         any = 1;
     }
-    if (any && gpu_redo(l, j, first)) return -1;
+    if (any && gpu_redo(l, j)) return -1;
     /* 3. compact (evaluation skips unreadable samples), split between the units */
     int n = 0;
     for (int k = 0; k < m; k++) {
@@ -751,7 +787,6 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
 /* The decoded job j into output slot gslot as batch out. 1, or -1. */
 static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
     char e2[512];
-    const int first = j->b * l->global_bs + l->rank;
     int n = j->n;
     /* the units' results into the records */
     for (int p = 0; p < 2; p++)
@@ -771,7 +806,7 @@ static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
             nfail++;
         }
     if (nfail) {
-        if (gpu_redo(l, j, first)) return -1;
+        if (gpu_redo(l, j)) return -1;
         int i2 = 0;
         for (int i = 0; i < n; i++) {
             int k = j->gmap[i];
@@ -792,9 +827,7 @@ static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
     GpuMix mix;
     memset(&mix, 0, sizeof mix);
     if (l->mix_on) {
-        Rng r = rng_stream(l->cfg.seed ^ MIXUP_SALT,
-                           ((uint64_t)(int64_t)l->epoch * (uint64_t)l->nb + (uint64_t)j->b) * (uint64_t)l->world +
-                               (uint64_t)l->rank);
+        Rng r = mixup_stream(l, j->b);
         MixupResult res = mixup_sample(&l->mix, l->cfg.image_size, l->cfg.image_size, &r);
         mix.on = res.lam < 1.0;
         mix.cutmix = res.cutmix;
@@ -885,6 +918,12 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     }
     if (world < 1 || rank < 0 || rank >= world) {
         set_err(err, errlen, "loader: rank %d out of range for world size %d", rank, world);
+        return NULL;
+    }
+    if (train && world > 1 && (cfg->mixup > 0 || cfg->cutmix > 0) && cfg->mixup_prob > 0 &&
+        cfg->batch_size % (2 * world) != 0) {
+        set_err(err, errlen, "train.batch_size = %d must be a multiple of 2 x the world size %d with Mixup/CutMix "
+                "(each rank holds whole pairs of the global batch)", cfg->batch_size, world);
         return NULL;
     }
     if (cfg->batch_size < 1 || cfg->batch_size % world != 0) {
@@ -991,13 +1030,16 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     }
     l->scratch = l->native_bytes ? malloc((size_t)l->local_bs * l->native_bytes) : NULL;
     l->status = malloc((size_t)l->local_bs * sizeof *l->status);
+    l->global_index = malloc((size_t)l->local_bs * sizeof *l->global_index);
     l->bad = calloc((size_t)n, 1);
     l->perm = l->train ? malloc((size_t)l->plen * sizeof *l->perm) : NULL;
-    if ((l->native_bytes && !l->scratch) || !l->status || !l->bad || (l->train && !l->perm)) {
+    if ((l->native_bytes && !l->scratch) || !l->status || !l->global_index || !l->bad ||
+        (l->train && !l->perm)) {
         loader_destroy(l);
         set_err(err, errlen, "loader: out of memory");
         return NULL;
     }
+    set_global_index(l);
     loader_set_epoch(l, 0, 0);
     return l;
 }
@@ -1064,9 +1106,6 @@ static int produce_cpu(Loader *l, Batch *out) {
     }
     while (l->next_batch < l->nb) {
         const int b = l->next_batch++;
-        /* Slot k holds position b*G + rank + k*world (of the permutation when
-         * training, of the dataset when evaluating). */
-        const int first = b * l->global_bs + l->rank;
         int m = l->local_bs;
         if (!l->train && l->count - b * l->local_bs < m) m = l->count - b * l->local_bs;
         l->err[0] = '\0';
@@ -1075,8 +1114,7 @@ static int produce_cpu(Loader *l, Batch *out) {
          * results do not depend on the schedule (per-sample RNG streams) */
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
         for (int k = 0; k < m; k++) {
-            int pos = first + k * l->world;
-            l->status[k] = load_slot(l, k, pos, out->images + (size_t)k * l->out_bytes,
+            l->status[k] = load_slot(l, k, slot_position(l, b, k), out->images + (size_t)k * l->out_bytes,
                                      &out->labels[k]);
             failed |= l->status[k] == SLOT_FAILED;
         }
@@ -1094,10 +1132,9 @@ static int produce_cpu(Loader *l, Batch *out) {
         out->n = j;
         if (j == 0) continue;   /* a whole eval batch unreadable: go on */
         if (l->mix_on) {
-            /* timm Mixup/CutMix on this rank's batch, smoothing folded in */
-            Rng r = rng_stream(l->cfg.seed ^ MIXUP_SALT,
-                               ((uint64_t)(int64_t)l->epoch * (uint64_t)l->nb + (uint64_t)b) * (uint64_t)l->world +
-                                   (uint64_t)l->rank);
+            /* timm Mixup/CutMix, smoothing folded in: this rank's batch
+             * holds whole pairs of the global batch (slot_position) */
+            Rng r = mixup_stream(l, b);
             mixup_apply(&l->mix, out->images, out->n, l->cfg.channels, l->cfg.image_size, l->cfg.image_size,
                         out->labels, out->targets, &r);
         } else {
@@ -1517,6 +1554,7 @@ void loader_destroy(Loader *l) {
     }
     free(l->scratch);
     free(l->status);
+    free(l->global_index);
     free(l->bad);
     free(l->perm);
     for (int i = 0; i < l->ndscratch && l->dscratch; i++) deit_scratch_free(&l->dscratch[i]);
@@ -1549,3 +1587,5 @@ void batch_free(Batch *b) {
     free(b->targets);
     free(b);
 }
+
+const int *loader_global_index(const Loader *l) { return l->global_index; }

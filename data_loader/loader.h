@@ -9,12 +9,15 @@
  * Training: each epoch a permutation of the (train_limit-capped) samples is
  * drawn from (cfg->seed, epoch); global batch b is positions [b*G, (b+1)*G) of
  * it (G = cfg->batch_size, the global batch) and rank r takes the positions
- * b*G + r + k*world, k = 0 .. G/world - 1. The incomplete last global batch is
+ * b*G + loader_global_index(l)[k], k = 0 .. G/world - 1 (r + k*world, or
+ * whole Mixup pairs). The incomplete last global batch is
  * dropped, so every rank has the same number of full batches. Each sample's
  * augmentation (random crop with cfg->crop_padding zero padding, horizontal
  * flip with probability cfg->hflip) draws from a stream keyed by (cfg->seed,
  * epoch, permutation position), so a global batch holds the same pixels
- * whatever the world size. Targets fold in cfg->label_smoothing.
+ * whatever the world size; Mixup / CutMix draw once per global batch and
+ * pair samples on one rank as one process would. Targets fold in
+ * cfg->label_smoothing.
  *
  * Evaluation: no shuffle, no augmentation, no smoothing (one-hot targets, as
  * timm's validation loss). Rank r takes samples r, r + world, r + 2*world, ...
@@ -64,6 +67,14 @@ int loader_batches_per_epoch(const Loader *l);
 
 /* Per-rank batch size, G / world (the capacity to pass to batch_alloc). */
 int loader_batch_size(const Loader *l);
+
+/* Training: slot k of this rank's batches is sample global_index[k] of the
+ * global batch (loader_batch_size entries; the identity on one rank). With
+ * Mixup/CutMix on several ranks each rank holds whole pairs of timm's
+ * pairing (sample i with G-1-i), which needs G to be a multiple of 2 x world.
+ * The trainer draws per-sample randomness (drop path) for the global batch
+ * and keeps these samples', so N ranks compute what one process would. */
+const int *loader_global_index(const Loader *l);
 
 /* Number of dataset samples the loader draws from (after train_limit /
  * val_limit), over all ranks. */

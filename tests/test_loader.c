@@ -430,6 +430,51 @@ static void test_train_ranks(void **state) {
     ds->close(ds);
 }
 
+/* The same with Mixup / CutMix: every rank holds whole pairs, so its images
+ * and soft targets are exactly those of the world = 1 batch at the global
+ * positions loader_global_index gives (and lambda is the batch's). */
+static void test_train_ranks_mixup(void **state) {
+    (void)state;
+    enum { N = 600, B = 48, W = 3 };
+    Dataset *ds = synth_open(N, 16, 1, 0, 0);
+    Config cfg = make_cfg(16, 1, B);
+    cfg.crop_padding = 2;
+    cfg.hflip = 0.5f;
+    cfg.mixup = 0.8f;
+    cfg.cutmix = 1.0f;
+    cfg.mixup_prob = 1.0f;
+    cfg.mixup_switch_prob = 0.5f;
+    Loader *one = make_loader(ds, &cfg, 1, 0, 1);
+    for (int k = 0; k < B; k++) assert_int_equal(loader_global_index(one)[k], k);   /* the identity */
+    Epoch full = run_epoch(one, &cfg, 2);
+    int seen[B] = {0};
+    for (int r = 0; r < W; r++) {
+        Loader *l = make_loader(ds, &cfg, 1, r, W);
+        const int *gi = loader_global_index(l);
+        Epoch e = run_epoch(l, &cfg, 2);
+        for (int b = 0; b < e.nb; b++)
+            for (int k = 0; k < B / W; k++) {
+                size_t mine = (size_t)b * (B / W) + k, global = (size_t)b * B + gi[k];
+                if (b == 0) seen[gi[k]]++;
+                assert_memory_equal(e.images + mine * e.img_bytes, full.images + global * full.img_bytes,
+                                    e.img_bytes);
+                assert_memory_equal(e.targets + mine * e.K, full.targets + global * full.K,
+                                    e.K * sizeof(float));
+            }
+        epoch_free(&e);
+        loader_destroy(l);
+    }
+    for (int g = 0; g < B; g++) assert_int_equal(seen[g], 1);   /* every sample on exactly one rank */
+    /* pairs must fit: a global batch that is not a multiple of 2 x world */
+    char err[256];
+    cfg.batch_size = 45;   /* 15 a rank: a pair would straddle two ranks */
+    assert_null(loader_create(ds, &cfg, 1, 0, 3, err, sizeof err));
+    assert_non_null(strstr(err, "multiple of 2 x the world size 3"));
+    epoch_free(&full);
+    loader_destroy(one);
+    ds->close(ds);
+}
+
 static void test_eval_ranks(void **state) {
     (void)state;
     enum { N = 1000, B = 30, W = 3 };
@@ -769,6 +814,7 @@ int main(void) {
         cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_train_order_and_coverage),
         cmocka_unit_test(test_train_ranks),
+        cmocka_unit_test(test_train_ranks_mixup),
         cmocka_unit_test(test_eval_ranks),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_targets),

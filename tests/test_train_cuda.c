@@ -53,7 +53,7 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
     rng_seed(&data, 5);
     size_t per = (size_t)c.channels * c.image_size * c.image_size;
     uint8_t *img = bk->host_alloc(per * BATCH);
-    if (graphs) step_init(&st, m, &o, &c, 1);
+    if (graphs) step_init(&st, m, &o, &c, comm_single(), 1);
     float *tg = TU_NEW(float, BATCH * c.num_classes);
     for (int s = 0; s < STEPS; s++) {
         /* class-dependent images so the loss really falls */
@@ -68,7 +68,7 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
         double lr = 2e-3 * (1.0 - 0.02 * s);   /* a changing lr: the graph must take the new one */
         if (graphs) {
             model_stage_images(m, img, BATCH);
-            step_launch(&st, tg, BATCH, lr, &dp);
+            step_launch(&st, tg, BATCH, BATCH, NULL, lr, &dp);
             model_upload_wait(m);
             step_finish(&st, &losses[s], &gnorms[s]);
         } else {

@@ -123,12 +123,12 @@ void cli_free(Cli *cli) {
     free(cli->ov_val);
 }
 
-Backend *cli_backend(const Cli *cli, char *err, size_t errlen) {
+Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen) {
     const char *dev = cli->device;
     if (!dev[0]) dev = backend_cuda_available() ? "cuda" : "cpu";
     if (!strcmp(dev, "cuda")) {
         int bf16 = strcmp(cli->precision, "fp32") != 0;
-        return backend_cuda_create(0, bf16, cli->cfg.gemm_tune, err, errlen);
+        return backend_cuda_create(gpu, bf16, cli->cfg.gemm_tune, err, errlen);
     }
     if (cli->precision[0] && strcmp(cli->precision, "fp32") != 0) {
         snprintf(err, errlen, "--precision %s: the CPU backend computes in fp32 only", cli->precision);

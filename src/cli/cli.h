@@ -38,8 +38,9 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
 int cli_apply_overrides(Cli *cli, char *err, size_t errlen);
 void cli_free(Cli *cli);
 
-/* The backend --device asks for (default: cuda when a GPU is present). */
-Backend *cli_backend(const Cli *cli, char *err, size_t errlen);
+/* The backend --device asks for (default: cuda when a GPU is present), on CUDA
+ * device gpu (a data-parallel rank's launch_device). */
+Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen);
 
 /* Open data.dataset at data.path, split "train" or "val". */
 Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errlen);

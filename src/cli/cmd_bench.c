@@ -107,7 +107,7 @@ int cmd_bench(int argc, char **argv) {
     Optim opt = {0};
     uint8_t *img = NULL;
     float *tg = NULL;
-    if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
+    if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
     double copy_gbs, gemm_tflops;
     int gemm_n;
     bench_ceilings(bk, &copy_gbs, &gemm_tflops, &gemm_n);
@@ -134,12 +134,12 @@ int cmd_bench(int argc, char **argv) {
      * CUDA graph after the first warm-up step unless train.cuda_graph = 0),
      * and the next batch's upload is queued while it runs. */
     Stepper st;
-    step_init(&st, m, &opt, c, c->cuda_graph);
+    step_init(&st, m, &opt, c, comm_single(), c->cuda_graph);
     model_stage_images(m, img, B);
     for (int it = 0; it < steps + 2; it++) {     /* two warm-up steps */
         double t0 = now_seconds();
         Rng dp = rng_stream(c->seed, (uint64_t)it);
-        step_launch(&st, tg, B, lr, &dp);
+        step_launch(&st, tg, B, B, NULL, lr, &dp);
         model_upload_wait(m);
         model_stage_images(m, img, B);
         step_finish(&st, &loss, NULL);

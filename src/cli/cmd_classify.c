@@ -52,7 +52,7 @@ int cmd_classify(int argc, char **argv) {
         image_free(&im);
         if (r < 0) { snprintf(err, sizeof err, "%s: cannot resize to %dx%d", cli.pos[i], S, S); goto fail; }
     }
-    if (!(bk = cli_backend(&cli, err, sizeof err))) goto fail;
+    if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
     int B = n < 64 ? n : 64;
     if (!(m = model_create(bk, c, B, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;

@@ -34,6 +34,7 @@ extern "C" {
 typedef struct Backend Backend;
 
 #define HGRN_GRAPH_SLOTS 4
+#define HGRN_IDLE_SLOTS 2
 
 /* AdamW hyper-parameters for one update of one tensor. */
 typedef struct {
@@ -113,6 +114,18 @@ struct Backend {
     void (*graph_begin)(Backend *);
     void (*graph_end)(Backend *, int slot);
     int (*graph_launch)(Backend *, int slot);
+
+    /* ---- device idle time between steps (how input-bound a run is) ----
+     * idle_begin(slot) marks where the device work queued so far ends,
+     * idle_end(slot) where the next work starts (after what it waits for:
+     * its inputs); idle_seconds(slot), once the device has passed both, is
+     * the time between them. Slots 0 .. HGRN_IDLE_SLOTS-1, so that one gap
+     * can be read while the next is being marked. NULL on backends whose ops
+     * run on the calling thread (CPU: the host's own waits for data are the
+     * idle time). */
+    void (*idle_begin)(Backend *, int slot);
+    void (*idle_end)(Backend *, int slot);
+    double (*idle_seconds)(Backend *, int slot);
 
     /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
      * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */

@@ -19,7 +19,7 @@ void top_k(const float *p, int n, int k, int *idx) {
     }
 }
 
-int evaluate(Model *m, Loader *ld, const Config *c, EvalResult *r, int show_progress,
+int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress,
              char *err, size_t errlen) {
     int K = c->num_classes, B = model_max_batch(m);
     float *onehot = calloc((size_t)B * K, sizeof(float));
@@ -70,6 +70,18 @@ int evaluate(Model *m, Loader *ld, const Config *c, EvalResult *r, int show_prog
         snprintf(err, errlen, "%s", loader_error(ld));
         rc = -1;
     }
+    /* over the ranks: every sample was counted once, by its rank; a rank's
+     * failure is every rank's (no rank may wait for one that stopped) */
+    double sums[5] = {(double)c1, (double)c5, loss_sum, (double)r->count, rc < 0 ? 1.0 : 0.0};
+    comm->host_sum(comm, sums, 5);
+    if (sums[4] > 0 && rc == 0) {
+        snprintf(err, errlen, "evaluation failed on another rank (its message is above)");
+        rc = -1;
+    }
+    c1 = (long)sums[0];
+    c5 = (long)sums[1];
+    loss_sum = sums[2];
+    r->count = (long)sums[3];
     if (r->count > 0) {
         r->top1 = 100.0 * c1 / r->count;
         r->top5 = 100.0 * c5 / r->count;

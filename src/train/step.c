@@ -4,11 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void step_init(Stepper *s, Model *m, Optim *o, const Config *c, int use_graphs) {
+void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int use_graphs) {
     Backend *bk = model_backend(m);
     s->m = m;
     s->o = o;
     s->c = c;
+    s->comm = comm;
     s->graphs = use_graphs && bk->graph_begin && bk->graph_end && bk->graph_launch;
     s->graph_B = -1;
     s->eager_done = 0;
@@ -23,13 +24,20 @@ static void step_device(Stepper *s, int slot, int B) {
     model_forward_slot(s->m, slot, B);
     model_loss_device(s->m, B);
     model_backward(s->m, B);
+    if (s->comm->world > 1) {   /* the mean of the ranks' mean-loss gradients */
+        Backend *bk = model_backend(s->m);
+        const size_t n = model_num_params(s->m);
+        s->comm->allreduce_sum(s->comm, bk, model_grads(s->m), n);
+        bk->scale(bk, model_grads(s->m), 1.0f / (float)s->comm->world, n);
+    }
     optim_step_device(s->o, s->c, s->m);
 }
 
-void step_launch(Stepper *s, const float *targets, int B, double lr, Rng *dp) {
+void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
+                 double lr, Rng *dp) {
     Backend *bk = model_backend(s->m);
     model_set_targets(s->m, targets, B);
-    model_set_drop_path(s->m, B, B, NULL, dp);
+    model_set_drop_path(s->m, B, global_batch, global_index, dp);
     optim_prepare(s->o, s->c, lr);
     int slot = model_take_staged(s->m, B);
     s->B = B;

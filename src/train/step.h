@@ -7,6 +7,7 @@
 #define HGRN_STEP_H
 
 #include "config.h"
+#include "comm.h"
 #include "model.h"
 #include "optim.h"
 
@@ -14,6 +15,7 @@ typedef struct {
     Model *m;
     Optim *o;
     const Config *c;
+    Comm *comm;       /* data parallel: the gradients are summed over its ranks */
     int graphs;       /* record and replay (backend supports it and it was asked for) */
     int graph_B;      /* the batch size the graphs hold; other sizes run eagerly */
     int eager_done;   /* eager steps so far: recording waits for one */
@@ -21,12 +23,20 @@ typedef struct {
     long replays;     /* steps run from a graph (for reporting) */
 } Stepper;
 
-/* use_graphs: 0 never, 1 when the backend can. */
-void step_init(Stepper *s, Model *m, Optim *o, const Config *c, int use_graphs);
+/* use_graphs: 0 never, 1 when the backend can. comm: the data-parallel
+ * ranks (comm_single() for one process). */
+void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int use_graphs);
 /* Queue one step on the staged batch of B images with soft targets[B, K]
- * (host), learning rate lr and drop-path randomness dp. Returns at once; the
- * staged images' host buffer is still being read until model_upload_wait. */
-void step_launch(Stepper *s, const float *targets, int B, double lr, Rng *dp);
+ * (host), learning rate lr and drop-path randomness dp. The B samples are
+ * positions global_index[0..B) of a global batch of global_batch (one
+ * process: global_batch = B, global_index NULL): drop path is drawn for the
+ * global batch, and with more than one rank the gradients are averaged over
+ * the ranks before the optimizer sees them (every rank's B is equal), so the
+ * update is the one a single process would make on the global batch. Returns
+ * at once; the staged images' host buffer is still being read until
+ * model_upload_wait. */
+void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
+                 double lr, Rng *dp);
 /* Wait for the step in flight; its mean loss and gradient norm (before
  * clipping). A NaN/Inf gradient made the optimizer skip the update. */
 void step_finish(Stepper *s, float *loss, float *grad_norm);

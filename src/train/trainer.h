@@ -1,9 +1,10 @@
 /* trainer.h - one training run as named steps, in the order `hgrn train`
  * calls them:
  *
- *   trainer_init        the config and the run directory
+ *   trainer_init        the config, the run directory, this process's rank
  *   trainer_setup_data  loaders over the (already opened) train and val sets
- *   trainer_setup_model the model, AdamW and the step (eager or recorded)
+ *   trainer_setup_model the model, AdamW and the step (eager or recorded),
+ *                       with the ranks' communicator
  *   trainer_start       the run directory, then resume from a checkpoint or
  *                       initialise from the seed
  *   trainer_run         the epochs: train an epoch, evaluate, save
@@ -15,13 +16,20 @@
  * smoothing (folded into the loader's soft targets), per-sample drop path,
  * evaluation each eval_every epochs, `last` and `best` checkpoints. Every
  * random choice is a function of (seed, step) or (seed, epoch, sample), so a
- * resumed run is bit-identical on the CPU to one that never stopped. */
+ * resumed run is bit-identical on the CPU to one that never stopped.
+ *
+ * Data parallel: every rank runs these steps; each holds batch_size / world
+ * samples of every global batch (the loader's share), the gradients are
+ * averaged over the ranks inside the step, drop path is drawn for the global
+ * batch, the loss and evaluation are reduced over the ranks, and rank 0 alone
+ * prints, writes metrics and checkpoints. */
 #ifndef HGRN_TRAINER_H
 #define HGRN_TRAINER_H
 
 #include <stdio.h>
 
 #include "checkpoint.h"
+#include "comm.h"
 #include "feed.h"
 #include "config.h"
 #include "dataset.h"
@@ -33,6 +41,8 @@
 typedef struct {
     const Config *cfg;
     char out[512];                /* run directory */
+    int rank, world, root;        /* this process of the data-parallel run; root: rank 0 */
+    Comm *comm;
     Backend *bk;
     Dataset *train_set, *val_set;
     char **classes;               /* num_classes names, stored in checkpoints */
@@ -50,17 +60,19 @@ typedef struct {
     long steps_this_run, imgs_since_log;
     double loss_since_log;
     int steps_since_log;
-    double data_wait_at_log;      /* the loader's wait counters at the last log (s) */
+    double device_idle_s;         /* the device's idle time between steps so far (s) */
+    double data_wait_at_log;      /* the data wait counters at the last log (s) */
     double data_wait_share;       /* share of the last interval spent waiting for data */
     int stopped;                  /* max_steps reached */
 } Trainer;
 
-void trainer_init(Trainer *t, const Config *cfg, const char *out_dir);
+void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world);
 /* Loaders over train and val (not owned); classes: cfg->num_classes names (not owned). */
 int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err,
                        size_t errlen);
-/* The model, optimizer and step on bk (not owned), and the loaders' prefetching. */
-int trainer_setup_model(Trainer *t, Backend *bk, char *err, size_t errlen);
+/* The model, optimizer and step on bk (CUDA device gpu), summing gradients
+ * over comm's ranks (both not owned), and the loaders' prefetching. */
+int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err, size_t errlen);
 /* Creates the run directory and its config.cfg and metrics.jsonl; resume: ""
  * (initialise from cfg->seed), "auto" (out/last.safetensors) or a weights file. */
 int trainer_start(Trainer *t, const char *resume, char *err, size_t errlen);
