@@ -2,6 +2,7 @@
  * AdamW), evaluation img/s and peak memory for a config, on random images.
  * `hgrn bench --ops` (the CUDA kernels one by one) is in cmd_bench_ops.c. */
 #include "cli.h"
+#include "launch.h"
 #include "cmd_bench.h"
 #include "op_timer.h"
 #include "model.h"
@@ -103,11 +104,17 @@ int cmd_bench(int argc, char **argv) {
     int B = cli.batch ? cli.batch : c->batch_size, steps = cli.steps ? cli.steps : 10;
     int rc = 1;
     Backend *bk = NULL;
+    Comm *comm = NULL;
     Model *m = NULL;
     Optim opt = {0};
     uint8_t *img = NULL;
     float *tg = NULL;
-    if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
+    LaunchInfo li;
+    if (launch_detect(&li, err, sizeof err) < 0) goto fail;
+    if (!(bk = cli_backend(&cli, launch_device(&li), err, sizeof err))) goto fail;
+    /* under a launcher (torchrun-style variables at world 1, say) the step
+     * sums its gradients through the launch's communicator, as hgrn train's */
+    if (!(comm = comm_create(&li, bk, c->comm_timeout, err, sizeof err))) goto fail;
     double copy_gbs, gemm_tflops;
     int gemm_n;
     bench_ceilings(bk, &copy_gbs, &gemm_tflops, &gemm_n);
@@ -134,7 +141,7 @@ int cmd_bench(int argc, char **argv) {
      * CUDA graph after the first warm-up step unless train.cuda_graph = 0),
      * and the next batch's upload is queued while it runs. */
     Stepper st;
-    step_init(&st, m, &opt, c, comm_single(), c->cuda_graph);
+    step_init(&st, m, &opt, c, comm, c->cuda_graph);
     model_stage_images(m, img, B);
     for (int it = 0; it < steps + 2; it++) {     /* two warm-up steps */
         double t0 = now_seconds();
@@ -146,6 +153,15 @@ int cmd_bench(int argc, char **argv) {
         if (it >= 2) t_train += now_seconds() - t0;
     }
     long replays = st.replays;
+    double t_comm = 0;   /* one all-reduce of the gradient buffer, alone */
+    if (strcmp(comm->name, "single") != 0) {
+        const int reps = 20;
+        bk->sync(bk);
+        double t0 = now_seconds();
+        for (int i = 0; i < reps; i++) comm->allreduce_sum(comm, bk, model_grads(m), model_num_params(m));
+        bk->sync(bk);
+        t_comm = (now_seconds() - t0) / reps;
+    }
     for (int it = 0; it < steps + 2; it++) {     /* evaluate()'s order: the next upload overlaps this forward */
         double t0 = now_seconds();
         model_forward(m, NULL, B, 0, NULL);
@@ -177,6 +193,10 @@ int cmd_bench(int argc, char **argv) {
     printf("train step  %s\n", st.graphs ? (replays >= steps ? "CUDA graph: every timed step was one replay"
                                                             : "CUDA graph: some timed steps ran eagerly")
                                         : "launched op by op (no graphs on this backend, or train.cuda_graph = 0)");
+    if (t_comm > 0)
+        printf("comm        %s, world %d: all-reduce of the %zu fp32 gradients %.3f ms (%.1f GB/s)\n",
+               comm->name, comm->world, model_num_params(m), 1e3 * t_comm,
+               4.0 * model_num_params(m) / t_comm * 1e-9);
     printf("eval        %10.1f img/s  %8.2f ms/batch %7.1f GFLOP/s\n", ev_ips, 1e3 * t_eval / steps,
            fl * ev_ips * 1e-9);
     printf("memory      activations %.1f MiB, params+grads+moments %.1f MiB, peak RSS %.1f MiB\n",
@@ -197,6 +217,7 @@ done:
     free(tg);
     optim_free(&opt);
     model_destroy(m);
+    if (comm) comm->destroy(comm);
     if (bk) bk->destroy(bk);
     cli_free(&cli);
     return rc;

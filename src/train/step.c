@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int use_graphs) {
     Backend *bk = model_backend(m);
@@ -24,11 +25,11 @@ static void step_device(Stepper *s, int slot, int B) {
     model_forward_slot(s->m, slot, B);
     model_loss_device(s->m, B);
     model_backward(s->m, B);
-    if (s->comm->world > 1) {   /* the mean of the ranks' mean-loss gradients */
+    if (strcmp(s->comm->name, "single") != 0) {   /* the mean of the ranks' mean-loss gradients */
         Backend *bk = model_backend(s->m);
         const size_t n = model_num_params(s->m);
-        s->comm->allreduce_sum(s->comm, bk, model_grads(s->m), n);
-        bk->scale(bk, model_grads(s->m), 1.0f / (float)s->comm->world, n);
+        s->comm->allreduce_sum(s->comm, bk, model_grads(s->m), n);   /* at world 1 too: the same path */
+        if (s->comm->world > 1) bk->scale(bk, model_grads(s->m), 1.0f / (float)s->comm->world, n);
     }
     optim_step_device(s->o, s->c, s->m);
 }
