@@ -8,7 +8,8 @@
  *  - evaluation over a set whose size no world divides (101 images) counts
  *    every image once and reports the same top-1, top-5 and loss;
  *  - a run saved at 2 ranks resumes at 1 and at 3 and ends where the
- *    uninterrupted run ends.
+ *    uninterrupted run ends;
+ *  - a rank SIGKILLed mid-run stops the run within the bound, non-zero.
  * Fashion-MNIST and mpirun are needed (exit 77 otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -164,6 +165,45 @@ static void test_resume_other_world(void **s) {
     }
 }
 
+/* A rank killed (SIGKILL) in the middle of a run: the others stop within the
+ * bound (train.comm_timeout 10 s here; mpirun notices the death first) with
+ * a non-zero exit and a message naming the failure. */
+static void test_killed_rank(void **s) {
+    (void)s;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s || exit 5; (" MPI_ENV "timeout 120 mpirun -np 2 %s " RECIPE "--train.max_steps 100000 "
+             "--train.epochs 1000 --train.comm_timeout 10 --out %s/kill > kill.log 2>&1; echo $? > kill.rc) & "
+             "for i in $(seq 100); do [ -s %s/kill/metrics.jsonl ] && break; sleep 0.2; done; "
+             "victim=$(pgrep -f '^[^ ]*/hgrn train .*--out %s/kill' | tail -1); "
+             "[ -n \"$victim\" ] || { echo 'no rank process found' >&2; exit 3; }; "
+             "t0=$(date +%%s); kill -9 $victim; "
+             "while [ ! -s kill.rc ]; do sleep 0.2; [ $(( $(date +%%s) - t0 )) -gt 60 ] && exit 4; done; "
+             "echo $(( $(date +%%s) - t0 )) > kill.secs; exit 0",
+             dir, HGRN_BINARY, dir, dir, dir);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "tail -20 %s/kill.log >&2", dir);
+        if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+        fail_msg("the killed run did not end within 60 s (or no rank was found): %d", rc);
+    }
+    char path[256], buf[64] = "";
+    snprintf(path, sizeof path, "%s/kill.rc", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_int_not_equal(atoi(buf), 0);
+    snprintf(cmd, sizeof cmd, "grep -qiE 'signal 9|killed|exited on signal|rank' %s/kill.log", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/kill.secs", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    print_message("  one of 2 ranks SIGKILLed: the run ended, non-zero, after %d s\n", atoi(buf));
+}
+
 int main(void) {
     if (access(FMNIST "/train-images-idx3-ubyte.gz", R_OK) != 0) {
         fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): skipped\n");
@@ -185,6 +225,7 @@ int main(void) {
         cmocka_unit_test(test_train_equals_one_process),
         cmocka_unit_test(test_eval_sharded),
         cmocka_unit_test(test_resume_other_world),
+        cmocka_unit_test(test_killed_rank),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[128];
