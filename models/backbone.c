@@ -92,6 +92,17 @@ int model_check_config(const Config *c, char *err, size_t errlen) {
                  c->image_size, c->patch_size);
         return -1;
     }
+    if (c->causal && !mx->supports_causal) {
+        char names[256] = "";
+        size_t used = 0;
+        for (int i = 0; mixer_at(i) && used < sizeof names; i++)
+            if (mixer_at(i)->supports_causal)
+                used += (size_t)snprintf(names + used, sizeof names - used, used ? ", %s" : "%s",
+                                         mixer_at(i)->name);
+        snprintf(err, errlen, "model.causal = 1: the %s mixer is bidirectional only (mixers with a "
+                 "causal mode: %s)", mx->name, names);
+        return -1;
+    }
     return mx->check_config ? mx->check_config(c, err, errlen) : 0;
 }
 
@@ -448,18 +459,8 @@ void model_init(Model *m, uint64_t seed) {
         const ParamInfo *t = &m->tensors[i];
         float *p = h + t->offset;
         Rng r = rng_stream(seed, (uint64_t)i);
-        if (t->init == INIT_CUSTOM) {
-            m->mixer->init_tensor(t, p, &r);
-            continue;
-        }
-        for (size_t k = 0; k < t->numel; k++) {
-            switch (t->init) {
-            /* timm's trunc_normal_(std=.02) truncates at +-2 absolute (100 sigma): a plain normal */
-            case INIT_TRUNC_NORMAL: p[k] = (float)(0.02 * rng_normal(&r)); break;
-            case INIT_ZERO: p[k] = 0.0f; break;
-            case INIT_ONE: p[k] = 1.0f; break;
-            }
-        }
+        if (t->init == INIT_CUSTOM) m->mixer->init_tensor(&m->config, t, p, &r);
+        else tensor_init_standard(t, p, &r);
     }
     m->bk->to_device(m->bk, m->params, h, m->num_params * sizeof(float));
     free(h);

@@ -791,11 +791,12 @@ static void assert_finite_rows(T2 *t, size_t off, size_t rows, int ld, int w, co
 
 /* One scan_fwd / scan_bwd comparison. x and (per-token) a are views at an
  * offset inside wider rows (ldx = W + xpad, lda = W + apad; an odd offset or
- * stride makes the complex pairs unaligned), out, dx and a per-token da are
- * poisoned (their padding columns must stay NaN on both), a shared da
- * (lda 0) accumulates onto random values. Decays: |a| in [0.5, 0.999), or in
- * [0.999, 0.99999] when stable (random phases for complex, some negative
- * when real). */
+ * stride makes the complex pairs unaligned); decays and their gradients are
+ * fp32 in both precisions (backend.h), the rest activations. out, dx and a
+ * per-token da are poisoned (their padding columns must stay NaN on both),
+ * a shared da (lda 0) accumulates onto random values. Decays: |a| in
+ * [0.5, 0.999), or in [0.999, 0.99999] when stable (random phases for
+ * complex, some negative when real). */
 static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int xpad, int apad,
                      int off, int stable) {
     char what[128];
@@ -808,7 +809,7 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     const char *dn = dirs == SCAN_FORWARD ? "fwd" : dirs == SCAN_REVERSE ? "rev" : "both";
     /* decays */
     const size_t na = shared ? (size_t)W : M * lda + off;
-    T2 a = t2_new(na, !shared);
+    T2 a = t2_new(na, 0);   /* fp32, per-token or shared */
     {
         float *h = TU_NEW(float, na);
         tu_fill_normal(&R, h, na, 1.0f);   /* what lies between the rows */
@@ -826,13 +827,11 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
                     p[0] = (float)(rng_uniform(&R) < 0.2 ? -mag : mag);
                 }
             }
-        if (!shared)
-            for (size_t i = 0; i < na; i++) h[i] = rb(h[i]);
         t2_set(&a, h);
         free(h);
     }
     T2 x = t2_randn(M * ldx + off, 1, 1.0f);
-    const float *ac = shared ? a.c : a.c + off, *ag = shared ? a.g : ACT_AT(GB, a.g, off);
+    const float *ac = shared ? a.c : a.c + off, *ag = shared ? a.g : a.g + off;
     const float *xc = x.c + off, *xg = ACT_AT(GB, x.g, off);
 
     T2 out = t2_new(M * W, 1);
@@ -849,9 +848,9 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     T2 dout = t2_randn(M * W, 1, 1.0f);
     T2 dx = t2_new(M * ldx + off, 1);
     t2_poison(&dx);
-    T2 da = shared ? t2_randn(W, 0, 1.0f) : t2_new(na, 1);
+    T2 da = shared ? t2_randn(W, 0, 1.0f) : t2_new(na, 0);
     if (!shared) t2_poison(&da);
-    float *dac = shared ? da.c : da.c + off, *dag = shared ? da.g : ACT_AT(GB, da.g, off);
+    float *dac = shared ? da.c : da.c + off, *dag = shared ? da.g : da.g + off;
     ref_bwd(CB, dx.c + off, dac, dout.c, ac, lda, xc, ldx, B, N, D, complex, dirs);
     GB->scan_bwd(GB, ACT_AT(GB, dx.g, off), dag, dout.g, ag, lda, xg, ldx, B, N, D, complex, dirs);
     snprintf(what, sizeof what, "scan_bwd dx %s %s %s N%d", dn, complex ? "cpx" : "real",

@@ -47,7 +47,8 @@ typedef struct {
 static const Key KEYS[] = {
     /* [model] */
     KS("model", mixer, NULL, "hgru1", "token mixer, by name: hgru1 (HGRN1, complex element-wise), hgru2 (HGRN2, "
-       "state expansion); `hgrn info --mixers` lists them (the older key model.arch = hgrn1|hgrn2 is read too)"),
+       "state expansion), lru (linear recurrent unit), mingru, minlstm; `hgrn info --mixers` lists them (the "
+       "older key model.arch = hgrn1|hgrn2 is read too)"),
     KI("model", image_size, 1, 8192, "224", "square input side in pixels"),
     KI("model", channels, 1, 4, "3", "input channels (1 grayscale, 3 RGB)"),
     KI("model", patch_size, 1, 8192, "14", "patch side in pixels; image_size must be a multiple"),
@@ -57,6 +58,15 @@ static const Key KEYS[] = {
     KI("model", num_classes, 1, 1000000, "1000", "number of output classes"),
     KF("model", drop_path, 0, 1, 0, 1, "0.1", "max drop-path rate, linear over depth"),
     KI("model", head_size, 1, 65536, "16", "head size e of the hgru2 mixer (dim must be a multiple)"),
+    KI("model", causal, 0, 1, "0", "1: each token sees only itself and the tokens before it (the forward scan "
+       "alone; mixers lru, mingru, minlstm); 0: bidirectional (the forward and reverse scans summed)"),
+    KI("model", rnn_dim, 0, 65536, "0", "state width of the lru (complex states), mingru and minlstm (hidden "
+       "width) mixers; 0 = model.dim"),
+    KF("model", lru_r_min, 0, 1, 1, 1, "0.9", "lru: |lambda| is initialised uniformly on the ring "
+       "[lru_r_min, lru_r_max] of the complex plane"),
+    KF("model", lru_r_max, 0, 1, 1, 1, "0.999", "lru: the ring's outer radius (see lru_r_min)"),
+    KF("model", lru_max_phase, 0, 6.2831855, 0, 0, "0.31415927", "lru: arg(lambda) is initialised uniformly "
+       "in [0, lru_max_phase] (pi/10, the LRU paper's choice for long sequences; 2 pi: the whole ring)"),
 
     /* [train] */
     KI("train", epochs, 1, 1000000, "300", "training epochs"),
@@ -758,6 +768,11 @@ int config_validate(const Config *c, char *err, size_t errlen)
     if (c->num_std != c->channels) {
         set_err(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
                c->num_std == 1 ? "" : "s", c->channels);
+        return -1;
+    }
+    if (c->lru_r_min > c->lru_r_max) {
+        set_err(err, errlen, "model.lru_r_min = %g is larger than model.lru_r_max = %g", (double)c->lru_r_min,
+                (double)c->lru_r_max);
         return -1;
     }
     if (c->min_lr > c->lr) {

@@ -24,6 +24,10 @@ typedef struct {
     int num_classes;
     float drop_path;        /* max drop-path rate, linearly increased over depth */
     int head_size;          /* hgru2 head size e */
+    int causal;             /* 1: the token mixer sees only the tokens before (forward scan only) */
+    int rnn_dim;            /* lru: complex states; mingru / minlstm: hidden width (0 = dim) */
+    float lru_r_min, lru_r_max;   /* lru: |lambda| initialised uniformly on this ring */
+    float lru_max_phase;    /* lru: arg(lambda) initialised uniformly in [0, this] */
 
     /* [train] */
     int epochs;
