@@ -22,9 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* exp(-|y|) by exp_f (the backend's own exp, so that the bits do not depend
+ * on the C library's expf), 0 below exp(-87) = 1.6e-38 where exp_f saturates
+ * (as a flush to zero of the subnormal range would) */
+static inline float exp_neg_abs(float y) {
+    float a = fabsf(y);
+    return a > 87.0f ? 0.0f : exp_f(-a);
+}
 /* sigmoid(y) and sigmoid(-y) from one exp of -|y| */
 static inline void sig_pair(float y, float *s, float *sc) {
-    float e = expf(-fabsf(y)), inv = 1.0f / (1.0f + e);
+    float e = exp_neg_abs(y), inv = 1.0f / (1.0f + e);
     if (y >= 0) {
         *s = inv;
         *sc = e * inv;
@@ -33,8 +40,11 @@ static inline void sig_pair(float y, float *s, float *sc) {
         *sc = inv;
     }
 }
-/* softplus(y) = log(1 + exp(y)) = max(y, 0) + log1p(exp(-|y|)) */
-static inline float softplus(float y) { return fmaxf(y, 0.0f) + log1pf(expf(-fabsf(y))); }
+/* softplus(y) = log(1 + exp(y)) = max(y, 0) + log1p(exp(-|y|)) (log1p in
+ * double, as the backend's other logarithms and exponentials of parameters) */
+static inline float softplus(float y) {
+    return fmaxf(y, 0.0f) + (float)log1p((double)exp_neg_abs(y));
+}
 
 static void check_kind(const char *op, int kind) {
     if (kind != MINGATE_GRU && kind != MINGATE_LSTM) {
