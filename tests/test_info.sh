@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `hgrn info` prints the parameter counts of the papers' ImageNet models: within
 # 1 % of 6.1 M (hgrn1_deit_tiny) and 23.7 M (hgrn1_deit_small), 6.1 M and
-# 23.8 M for hgrn2_deit_tiny/small, and a tensor table with the official PyTorch names.
+# 23.8 M for hgrn2_deit_tiny/small, and a tensor table with the official PyTorch names;
+# `hgrn info --mixers` lists every mixer with its DeiT-Tiny count.
 # usage: test_info.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$1; src=$2; fails=0; passed=0
@@ -26,5 +27,14 @@ check hgrn1_deit_small.cfg 23700000
 # HGRN2: the paper's 6.1 M and 23.8 M (this layout: 6,098,344 and 23,697,256)
 check hgrn2_deit_tiny.cfg 6100000
 check hgrn2_deit_small.cfg 23800000
+# `hgrn info --mixers`: every registered mixer with its count in the default
+# backbone (DeiT-Tiny, GLU 2d; DESIGN.md section 4)
+out=$("$hgrn" info --mixers) || { echo "FAIL info --mixers: exit $?"; fails=$((fails + 1)); }
+for want in "hgru1 6107560" "hgru2 4766632" "lru 4757416" "mingru 4315048" "minlstm 4759720"; do
+  read -r name count <<<"$want"
+  got=$(printf '%s\n' "$out" | awk -v m="$name" '$1 == m {print $2}')
+  if [ "$got" = "$count" ]; then echo "ok   info --mixers: $name $got"; passed=$((passed + 1))
+  else echo "FAIL info --mixers: $name '$got', want $count"; fails=$((fails + 1)); fi
+done
 echo "$passed passed, $fails failed"
 [ $fails -eq 0 ]

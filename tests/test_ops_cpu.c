@@ -95,6 +95,9 @@ static void test_create_and_memory(void **state) {
     assert_non_null(bk->adamw); assert_non_null(bk->scale);
     assert_non_null(bk->hgru2_fwd); assert_non_null(bk->hgru2_bwd);
     assert_non_null(bk->scan_fwd); assert_non_null(bk->scan_bwd);
+    assert_non_null(bk->mingate_fwd); assert_non_null(bk->mingate_bwd);
+    assert_non_null(bk->lru_params_fwd); assert_non_null(bk->lru_params_bwd);
+    assert_non_null(bk->diag_fwd); assert_non_null(bk->diag_bwd);
 
     Rng r;
     rng_seed(&r, 1);
