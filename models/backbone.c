@@ -424,6 +424,7 @@ float *model_params(Model *m) { return m->params; }
 float *model_grads(Model *m) { return m->grads; }
 size_t model_activation_bytes(const Model *m) { return m->act_bytes; }
 Backend *model_backend(Model *m) { return m->bk; }
+const Config *model_config(const Model *m) { return &m->config; }
 int model_max_batch(const Model *m) { return m->max_batch; }
 
 ModelShape model_shape(const Model *m) {
@@ -630,6 +631,23 @@ void model_upload_wait(Model *m) {
 
 void model_probs(Model *m, float *host_probs, int B) {
     m->bk->to_host(m->bk, host_probs, m->probs, (size_t)B * m->classes * sizeof(float));
+}
+
+void model_logits(Model *m, float *host_logits, int B) {
+    const size_t n = (size_t)B * m->classes;
+    if (m->bk->act_elem == 4) {
+        m->bk->to_host(m->bk, host_logits, m->logits, n * sizeof(float));
+        return;
+    }
+    /* bf16 activations: the upper half of an fp32, widened in place from the back */
+    unsigned char *bytes = (unsigned char *)host_logits;
+    m->bk->to_host(m->bk, bytes, m->logits, n * sizeof(uint16_t));
+    for (size_t i = n; i-- > 0;) {
+        uint16_t h;
+        memcpy(&h, bytes + 2 * i, sizeof h);
+        const uint32_t u = (uint32_t)h << 16;
+        memcpy(bytes + 4 * i, &u, sizeof u);
+    }
 }
 
 /* -------------------------------------------------------------- backward */

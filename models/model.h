@@ -35,6 +35,7 @@ float *model_params(Model *m);      /* backend memory */
 float *model_grads(Model *m);       /* backend memory, NULL when not training */
 size_t model_activation_bytes(const Model *m);
 Backend *model_backend(Model *m);
+const Config *model_config(const Model *m);   /* the config the model was created from */
 int model_max_batch(const Model *m);
 
 /* Fill parameters on the host from seed (timm's DeiT init: trunc-normal 0.02
@@ -88,6 +89,9 @@ void model_set_targets(Model *m, const float *targets, int B);
 void model_loss_device(Model *m, int B);
 float model_loss_value(const Model *m, int B, float *per_sample_loss);
 void model_probs(Model *m, float *host_probs, int B);
+/* The logits of the last forward ([B, classes], fp32 on the host; converted
+ * from the backend's activation type). */
+void model_logits(Model *m, float *host_logits, int B);
 /* Backward of the mean loss of the last forward + model_loss. Gradients are
  * ACCUMULATED into model_grads: zero them with model_zero_grads first. */
 void model_backward(Model *m, int B);

@@ -55,7 +55,7 @@ expect_error classify-not-image "fmnist_hgrn1_tiny.cfg.*(not a JPEG or PNG|not a
 expect_error classify-missing "$tmp/missing.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/missing.jpg"
 : >"$tmp/empty.jpg"
 expect_error classify-empty "empty.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/empty.jpg"
-expect_error resume-wrong-model "has shape" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume \
+expect_error resume-wrong-model "different hgru1 model: model.dim 8 \(the config says 16\)" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume \
   --model.dim 16 --model.depth 1 --model.glu_dim 8 --data.train_limit 256 --data.val_limit 64
 
 # a loss that turns NaN (lr 10 with weight decay 1 makes the weights blow up):

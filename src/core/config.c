@@ -366,11 +366,16 @@ void config_defaults(Config *c)
     }
 }
 
-/* Suggestion for an unknown "section.name": the key of that name elsewhere. */
+/* Suggestion for an unknown "section.name": the key of that name in another
+ * section, else the nearest key by spelling. */
 static void unknown_key_msg(const char *section, const char *name, char *msg, size_t ml)
 {
     const Key *other = find_key_any_section(name);
-    if (other && section)
+    char full[160], near[96];
+    snprintf(full, sizeof full, "%s%s%s", section ? section : "", section ? "." : "", name);
+    if (!other && config_nearest_key(full, near, sizeof near) >= 0)
+        set_err(msg, ml, "unknown key '%.100s' (did you mean '%s'?)", full, near);
+    else if (other && section)
         set_err(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
     else if (other)
         set_err(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
@@ -444,6 +449,45 @@ int config_has_key(const char *full_key)
     memcpy(section, full_key, (size_t)(dot - full_key));
     section[dot - full_key] = 0;
     return find_key(section, dot + 1) != NULL || (!strcmp(section, "model") && !strcmp(dot + 1, "arch"));
+}
+
+int edit_distance(const char *a, const char *b)
+{
+    const size_t la = strlen(a), lb = strlen(b);
+    if (la > 255 || lb > 255) return (int)(la > lb ? la : lb);
+    int row[256];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            const int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+int config_nearest_key(const char *name, char *out, size_t outlen)
+{
+    int best = -1;
+    int limit = ((int)strlen(name) + 2) / 3;
+    if (limit < 2) limit = 2;
+    const int bare = strchr(name, '.') == NULL;
+    for (int i = 0; i < NKEYS; i++) {
+        char full[96];
+        snprintf(full, sizeof full, "%s.%s", KEYS[i].section, KEYS[i].name);
+        const int d = edit_distance(name, bare ? KEYS[i].name : full);
+        if (d <= limit && (best < 0 || d < best)) {
+            best = d;
+            if (out && outlen) snprintf(out, outlen, "%s", full);
+        }
+    }
+    return best;
 }
 
 /* Split a value into text: strip an inline comment ('#' or ';' at the start

@@ -110,4 +110,14 @@ void config_print_help(FILE *f);
 /* Is this "section.key" a known key? */
 int config_has_key(const char *full_key);
 
+/* The known "section.key" nearest to name (a full key or a bare key name, as
+ * a user might misspell either) by edit distance, into out. Returns the
+ * distance, or -1 when no key is within ceil(len/3) edits (at least 2) of
+ * name: too far to be a misspelling. */
+int config_nearest_key(const char *name, char *out, size_t outlen);
+
+/* Levenshtein distance between a and b (bytes, case-sensitive), for "did you
+ * mean" suggestions. */
+int edit_distance(const char *a, const char *b);
+
 #endif
