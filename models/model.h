@@ -105,6 +105,22 @@ ModelShape model_shape(const Model *m);
 /* Forward FLOPs per image (multiply-add = 2), for reporting. */
 double model_flops_per_image(const Model *m);
 
+/* What a model of config c at batch `batch` costs, from the config alone (no
+ * allocation), for `hgrn info`: parameters, forward FLOPs per image, and the
+ * bytes of activations and of a whole run on a device whose activations are
+ * act_elem bytes wide (4: CPU or fp32, 2: bf16): for training, the
+ * activations with their backward buffers, parameters, gradients, AdamW's
+ * moments, a bf16 weight copy, the backend's scratch and a margin (what
+ * model_create's out-of-memory message counts); for evaluation the same
+ * without the training parts. */
+typedef struct {
+    size_t params;
+    double flops_per_image;
+    size_t activation_bytes, device_bytes;             /* training */
+    size_t eval_activation_bytes, eval_device_bytes;   /* evaluation */
+} ModelEstimate;
+int model_estimate(const Config *c, int batch, size_t act_elem, ModelEstimate *e, char *err, size_t errlen);
+
 /* Parameter count from a config alone (no allocation), for `hgrn info`. */
 size_t model_count_params(const Config *cfg);
 /* Print the layer table (name, shape, count) to f. */

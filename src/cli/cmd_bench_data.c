@@ -637,26 +637,78 @@ int cmd_bench_data(int argc, char **argv) {
         deit_transform_destroy(t);
         return 1;
     }
-    /* file sizes and dimensions; warms the page cache */
-    double bytes = 0, mw = 0, mh = 0;
-    int nok = 0;
-    ImageBuf b = {0};
-    for (int i = 0; i < files.n; i++) {
-        long long n = image_read_file(files.v[i], &b, err, sizeof err);
-        int w, h;
-        if (n > 0 && image_info_mem(b.p, (size_t)n, files.v[i], &w, &h, err, sizeof err) == 0) {
-            bytes += (double)n;
-            mw += w;
-            mh += h;
-            nok++;
-        }
+    /* Every file decoded once through the eval transform (all threads; this
+     * also warms the page cache): the unreadable ones are named with their
+     * reason and left out of the timed runs, and the sizes and dimensions are
+     * those of the files that decode. */
+    char **why = calloc((size_t)files.n, sizeof *why);
+    double *fbytes = calloc((size_t)files.n, sizeof *fbytes), *fw = calloc((size_t)files.n, sizeof *fw),
+           *fh = calloc((size_t)files.n, sizeof *fh);
+    if (!why || !fbytes || !fw || !fh) {
+        fprintf(stderr, "bench-data: out of memory\n");
+        return 1;
     }
-    image_buf_free(&b);
-    if (nok == 0) nok = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        DeitScratch sc;
+        memset(&sc, 0, sizeof sc);
+        uint8_t *out = malloc((size_t)t->channels * t->size * t->size);
+        ImageBuf fb = {0};
+        char msg[512];
+#pragma omp for schedule(dynamic, 8)
+        for (int i = 0; i < files.n; i++) {
+            int w = 0, h = 0;
+            long long n = out ? image_read_file(files.v[i], &fb, msg, sizeof msg) : -1;
+            if (!out) snprintf(msg, sizeof msg, "out of memory");
+            else if (n > 0 && image_info_mem(fb.p, (size_t)n, files.v[i], &w, &h, msg, sizeof msg) == 0 &&
+                     deit_eval_file(t, files.v[i], &sc, out, msg, sizeof msg) == 0) {
+                fbytes[i] = (double)n;
+                fw[i] = w;
+                fh[i] = h;
+                continue;
+            } else if (n == 0) {
+                snprintf(msg, sizeof msg, "%s: empty file", files.v[i]);
+            }
+            why[i] = strdup(msg);
+        }
+        image_buf_free(&fb);
+        free(out);
+        deit_scratch_free(&sc);
+    }
+    double bytes = 0, mw = 0, mh = 0;
+    int nok = 0, nbad = 0;
+    for (int i = 0; i < files.n; i++) {
+        if (why[i]) {
+            if (nbad < 10) fprintf(stderr, "bench-data: %s\n", why[i]);
+            nbad++;
+            free(why[i]);
+            free(files.v[i]);
+            continue;
+        }
+        bytes += fbytes[i];
+        mw += fw[i];
+        mh += fh[i];
+        files.v[nok++] = files.v[i];
+    }
+    const int nfound = files.n;
+    files.n = nok;
+    free(why);
+    free(fbytes);
+    free(fw);
+    free(fh);
+    if (nbad)
+        fprintf(stderr, "bench-data: %d of %d files do not decode%s; they are left out of the timings\n", nbad,
+                nfound, nbad > 10 ? " (the first 10 named above)" : " (named above)");
+    if (nok == 0) {
+        fprintf(stderr, "bench-data: %s: none of the %d image files decodes\n", dir, nfound);
+        deit_transform_destroy(t);
+        free(files.v);
+        return 1;
+    }
     int count = images > files.n ? images : files.n;
     int cores = omp_get_num_procs();
-    printf("bench-data: %d files under %s (mean %.0f x %.0f px, %.1f KB), %d images per run, size %d\n",
-           files.n, dir, mw / nok, mh / nok, bytes / nok / 1024, count, size);
+    printf("bench-data: %d files under %s (mean %.0f x %.0f px, %.1f KB, of the files that decode), %d images per "
+           "run, size %d\n", files.n, dir, mw / nok, mh / nok, bytes / nok / 1024, count, size);
     printf("train transform: RRC(scale %.2f-1, %s) + flip %.2f + RandAugment '%s'%s + erasing %.2f; DCT scales: %s\n",
            t->rrc.scale_min, t->filter == RESAMPLE_BICUBIC ? "bicubic" : t->filter == RESAMPLE_BILINEAR ? "bilinear" : "random",
            t->hflip, cfg.auto_augment, t->use_cj ? " + colour jitter" : "", cfg.reprob,

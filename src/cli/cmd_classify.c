@@ -143,6 +143,13 @@ static int expand(const char *arg, Entries *e) {
     return add(e, arg, NULL);   /* missing: decoding reports it with the reason */
 }
 
+/* Class k's name: the checkpoint's, or "class k" when it stores none. */
+static const char *class_name(char **classes, int ncls, int k, char *buf, size_t len) {
+    if (k < ncls) return classes[k];
+    snprintf(buf, len, "class %d", k);
+    return buf;
+}
+
 static void print_prob(float p) {
     if (p >= 1e-4f) printf("%8.4f%%", 100.0 * p);
     else printf("%8.1e%%", 100.0 * p);
@@ -270,6 +277,7 @@ int cmd_classify(int argc, char **argv) {
                 continue;
             }
             const float *p = probs + (size_t)K * slot[j];
+            char nbuf[32];
             top_k(p, K, top, idx);
             if (cli.json) {
                 fputs("{\"file\": ", stdout);
@@ -277,7 +285,7 @@ int cmd_classify(int argc, char **argv) {
                 fputs(", \"top\": [", stdout);
                 for (int k = 0; k < top; k++) {
                     fprintf(stdout, "%s{\"index\": %d, \"class\": ", k ? ", " : "", idx[k]);
-                    json_string(stdout, idx[k] < ncls ? classes[idx[k]] : "?");
+                    json_string(stdout, class_name(classes, ncls, idx[k], nbuf, sizeof nbuf));
                     fputs(", \"prob\": ", stdout);
                     json_float(stdout, p[idx[k]]);
                     fputc('}', stdout);
@@ -297,7 +305,7 @@ int cmd_classify(int argc, char **argv) {
                 for (int k = 0; k < top; k++) {
                     fputs("  ", stdout);
                     print_prob(p[idx[k]]);
-                    printf("  %s\n", idx[k] < ncls ? classes[idx[k]] : "?");
+                    printf("  %s\n", class_name(classes, ncls, idx[k], nbuf, sizeof nbuf));
                 }
             }
         }
