@@ -50,7 +50,7 @@ static void unknown_option(const char *name, const char *flags, char *err, size_
     char flagbuf[256];
     snprintf(flagbuf, sizeof flagbuf, "%s", flags);
     int limit = ((int)strlen(name) + 2) / 3;
-    if (limit < 2) limit = 2;
+    if (limit < 1) limit = 1;
     for (char *save = NULL, *f = strtok_r(flagbuf, " ", &save); f; f = strtok_r(NULL, " ", &save)) {
         if (!strcmp(f, "ARGS")) continue;
         const int d = edit_distance(name, f);

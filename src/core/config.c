@@ -474,17 +474,25 @@ int edit_distance(const char *a, const char *b)
 
 int config_nearest_key(const char *name, char *out, size_t outlen)
 {
+    /* "section.key" is compared section to section and key to key: the key
+     * within a third of its length (at least one edit), the section within
+     * two edits, or any section when the key is spelt right */
+    const char *dot = strchr(name, '.');
+    char section[64] = "";
+    const char *key = name;
+    if (dot) {
+        snprintf(section, sizeof section, "%.*s", (int)(dot - name) < 63 ? (int)(dot - name) : 63, name);
+        key = dot + 1;
+    }
+    int limit = ((int)strlen(key) + 2) / 3;
+    if (limit < 1) limit = 1;
     int best = -1;
-    int limit = ((int)strlen(name) + 2) / 3;
-    if (limit < 2) limit = 2;
-    const int bare = strchr(name, '.') == NULL;
     for (int i = 0; i < NKEYS; i++) {
-        char full[96];
-        snprintf(full, sizeof full, "%s.%s", KEYS[i].section, KEYS[i].name);
-        const int d = edit_distance(name, bare ? KEYS[i].name : full);
-        if (d <= limit && (best < 0 || d < best)) {
+        const int dk = edit_distance(key, KEYS[i].name), ds = dot ? edit_distance(section, KEYS[i].section) : 0;
+        const int d = dk + ds;
+        if (dk <= limit && (ds <= 2 || dk == 0) && (best < 0 || d < best)) {
             best = d;
-            if (out && outlen) snprintf(out, outlen, "%s", full);
+            if (out && outlen) snprintf(out, outlen, "%s.%s", KEYS[i].section, KEYS[i].name);
         }
     }
     return best;

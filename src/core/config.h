@@ -111,9 +111,11 @@ void config_print_help(FILE *f);
 int config_has_key(const char *full_key);
 
 /* The known "section.key" nearest to name (a full key or a bare key name, as
- * a user might misspell either) by edit distance, into out. Returns the
- * distance, or -1 when no key is within ceil(len/3) edits (at least 2) of
- * name: too far to be a misspelling. */
+ * a user might misspell either) by edit distance, into out: the key within
+ * a third of its length (at least one edit) and the section within two
+ * edits, or any section for a key spelt right. Returns the distance (key
+ * plus section edits), or -1 when none is that near: too far to be a
+ * misspelling. */
 int config_nearest_key(const char *name, char *out, size_t outlen);
 
 /* Levenshtein distance between a and b (bytes, case-sensitive), for "did you
