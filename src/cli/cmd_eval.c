@@ -41,19 +41,23 @@ static int unnamed(const char *name, int k) {
 }
 
 /* The data's classes against the checkpoint's (DESIGN.md section 8): more
- * than the model has is an error; the same names at other indices (a
- * reordering or a subset) are mapped by name; other differences are a
+ * than the model has is an error; when the checkpoint's names are the
+ * data's own (no data.class_names file), the same names at other indices (a
+ * reordering or a subset) are mapped by name and other differences are a
  * warning (labels taken as indices). Returns 0 (the same classes), 1 (mapped
  * by name: a note in warn), 2 (a warning in warn), or -1 with err. */
-static int check_classes(Dataset *ds, char **ck, int nck, int K, char *warn, size_t wlen, char *err,
-                         size_t errlen) {
+static int check_classes(const Config *c, Dataset *ds, char **ck, int nck, int K, char *warn, size_t wlen,
+                         char *err, size_t errlen) {
     warn[0] = 0;
     if (ds->num_classes > K) {
         snprintf(err, errlen, "the data has %d classes but the checkpoint's model has %d (model.num_classes): "
                  "is this the data it was trained on?", ds->num_classes, K);
         return -1;
     }
-    if (!ck || nck != K || !ds->class_names) return 0;
+    /* With a class-name file (data.class_names: ImageNet's readable names
+     * for its WordNet-id folders, say) the checkpoint's names are that
+     * file's, not the folders': nothing to compare the folders with. */
+    if (c->class_names[0] || !ck || nck != K || !ds->class_names) return 0;
     int differ = 0, first = -1, found = 0;
     for (int k = 0; k < ds->num_classes; k++) {
         if (unnamed(ds->class_names[k], k) || unnamed(ck[k], k)) return 0;
@@ -276,7 +280,7 @@ int cmd_eval(int argc, char **argv) {
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
     if (!(ds = open_eval_dataset(c, err, sizeof err))) goto fail;
     const int available = ds->n;
-    const int classes_rc = check_classes(ds, classes, ncls, c->num_classes, warn, sizeof warn, err, sizeof err);
+    const int classes_rc = check_classes(c, ds, classes, ncls, c->num_classes, warn, sizeof warn, err, sizeof err);
     if (classes_rc < 0) goto fail;
     if (classes_rc > 0 && li.rank == 0) fprintf(stderr, "hgrn eval: %s: %s\n", classes_rc == 2 ? "warning" : "note", warn);
     if (!(names = load_class_names(c, ds, err, sizeof err))) goto fail;
