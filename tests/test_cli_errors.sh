@@ -35,7 +35,8 @@ expect_error patch-divides "patch_size" -- "$hgrn" info --config "$cfg" --model.
 expect_error missing-ckpt "$tmp/none.safetensors" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" --device cpu
 echo "not a checkpoint" >"$tmp/junk.safetensors"
 expect_error junk-ckpt "junk.safetensors" -- "$hgrn" classify --ckpt "$tmp/junk.safetensors" --device cpu "$cfg"
-expect_error unknown-command "unknown command" -- "$hgrn" frobnicate
+expect_error unknown-command "unknown command 'frobnicate'" -- "$hgrn" frobnicate
+expect_error misspelt-command "unknown command 'evl' \(did you mean 'eval'\?\)" -- "$hgrn" evl
 # stray arguments and misspelt options name themselves (and the nearest valid option)
 expect_error eval-stray-arg "unexpected argument 'extra_arg'" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" extra_arg
 expect_error train-stray-arg "unexpected argument 'bogus'" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run0" bogus

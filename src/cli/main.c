@@ -14,6 +14,7 @@ int cmd_forward(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 
 #include "backend.h"
+#include "config.h"
 
 /* `hgrn device`: the device commands use when --device is not given. */
 static int cmd_device(int argc, char **argv) {
@@ -54,7 +55,14 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
+    const char *near = NULL;
+    int best = 3;   /* at most two edits away: a misspelling */
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const int d = edit_distance(argv[1], commands[i].name);
+        if (d < best) { best = d; near = commands[i].name; }
+    }
+    if (near) fprintf(stderr, "hgrn: unknown command '%s' (did you mean '%s'?)\n", argv[1], near);
+    else fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
 }
