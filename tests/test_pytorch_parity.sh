@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # hgrn against the PyTorch implementation (scripts/pytorch/parity.py): every
-# registered token mixer at tiny size, probabilities within 1e-4 and every
-# parameter gradient within 1e-3 of PyTorch's (fp32), the weight conversion
-# both ways bit for bit, and a wrong reference caught (--self-test). Then
-# convert.py's errors: an HGRN2 state dict without --head-size, a missing
-# tensor, a wrong shape. Needs a python3 with torch (Debian: python3-torch,
-# which scripts/deps.sh installs); exits 77 (skipped) without one.
+# registered token mixer at tiny size, bidirectional and (LRU, minGRU,
+# minLSTM) causal, probabilities within 1e-4 and every parameter gradient
+# within 1e-3 of PyTorch's (fp32), the weight conversion both ways bit for
+# bit, and a wrong reference caught for each (--self-test). Then convert.py's
+# errors: an HGRN2 state dict without --head-size, a missing tensor, a wrong
+# shape, a bidirectional-only mixer imported as causal. Needs a python3 with
+# torch (Debian: python3-torch, which scripts/deps.sh installs); exits 77
+# (skipped) without one.
 # usage: test_pytorch_parity.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$1; src=$2
@@ -45,6 +47,7 @@ PY
 expect_error h2-head-size "pass --head-size" -- "$py" "$conv" import "$tmp/h2.pth" "$tmp/h2.safetensors" --image-size 16
 expect_error missing-tensor "layers.1.token_mixer.norm.bias' is missing" -- "$py" "$conv" import "$tmp/missing.pth" "$tmp/m.safetensors" --image-size 16 --head-size 8
 expect_error wrong-shape "l3.weight' has shape \[32, 40\]" -- "$py" "$conv" import "$tmp/shape.pth" "$tmp/s.safetensors" --image-size 16 --head-size 8
+expect_error causal-hgru2 "the hgru2 mixer is bidirectional only" -- "$py" "$conv" import "$tmp/h2.pth" "$tmp/c.safetensors" --image-size 16 --head-size 8 --causal 1
 expect_error not-safetensors "h2.pth: not a safetensors file" -- "$py" "$conv" export "$tmp/h2.pth" "$tmp/x.pth"
 # an imported checkpoint is enough for hgrn: classify a generated image with it
 if "$py" "$conv" import "$tmp/h2.pth" "$tmp/h2.safetensors" --image-size 16 --head-size 8 >/dev/null &&
