@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include "clock.h"
+#include "gpu_sample.h"
 #include "image.h"
 #include "mixup.h"
 #include "rng.h"
@@ -211,21 +212,6 @@ static void write_targets(const Loader *l, Batch *b);
 
 /* ---- one sample, GPU decoding ---- */
 
-typedef struct { ImageRect r; } RectCtx;
-
-static void rect_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
-    (void)w;
-    (void)h;
-    *crop = ((RectCtx *)ctx)->r;
-    *min_w = *min_h = 0;   /* full resolution, as the GPU resamples */
-}
-
-/* Why a sample is decoded on the CPU (FB_NONE: it goes to nvJPEG). FB_SPILL:
- * nvJPEG would take it, but the pipeline moves it to the CPU decoder to
- * balance the load (the same pixels where nvJPEG decodes exactly as
- * libjpeg: gpu_images_exact). */
-enum { FB_NONE, FB_NOT_JPEG, FB_UNSUPPORTED, FB_REFUSED, FB_FAILED, FB_BUDGET, FB_SPILL };
-
 /* One batch in the GPU pipeline: its samples' files, drawn parameters,
  * records and CPU-decoded pixels, from preparation to the transform. */
 typedef struct {
@@ -308,65 +294,19 @@ static int gpu_fetch(Loader *l, GpuJob *j, int k, int idx, Rng *rng, int cpu_rea
         set_err(msg, msglen, "%s: label %d out of range (%d classes)", path, lab, l->cfg.num_classes);
         return -1;
     }
-    /* the job's decode (if any) has finished before a redo: the buffer is free */
-    ImageBuf *fb = &j->file[k];
-    long long n = image_read_file(path, fb, msg, msglen);
-    if (n < 0) return -1;
-    JpegHeader hd;
-    int jpeg = n > 0 && image_jpeg_header(fb->p, (size_t)n, &hd) == 0;
-    int reason = !jpeg ? FB_NOT_JPEG : !image_jpeg_gpu_compatible(&hd) ? FB_UNSUPPORTED : cpu_reason;
-    int w, h;
-    if (jpeg) {
-        w = hd.w;
-        h = hd.h;
-    } else if (image_info_mem(fb->p, (size_t)n, path, &w, &h, msg, msglen)) {
+    /* the job's decode (if any) has finished before a redo: the buffers are free */
+    int via;
+    if (gpu_sample_load(l->gpu, omp_get_thread_num(), l->deit, path, l->cfg.channels, rng, &j->params[k],
+                        j->noise + (size_t)k * l->out_bytes, cpu_reason, &j->file[k], &j->pix[k], &j->gs[k], &via,
+                        msg, msglen))
         return -1;
-    }
-    GpuSample *s = &j->gs[k];
-    memset(s, 0, sizeof *s);
-    if (rng) {
-        DeitTrainParams *p = &j->params[k];
-        deit_train_draw(l->deit, w, h, rng, p);
-        deit_gpu_train_sample(l->deit, p, j->noise + (size_t)k * l->out_bytes, s);
-    } else {
-        deit_gpu_eval_sample(l->deit, w, h, s);
-    }
-    if (reason == FB_NONE) {
-        s->src = GPU_SRC_JPEG;
-        s->data = fb->p;
-        s->len = (size_t)n;
-        s->ncomp = hd.ncomp;
-        for (int c = 0; c < 3; c++) {
-            s->hs[c] = hd.hs[c];
-            s->vs[c] = hd.vs[c];
-        }
-        if (gpu_images_probe(l->gpu, omp_get_thread_num(), s)) {
-            *label = lab;
-            return 0;
-        }
-        reason = FB_REFUSED;
-    }
-    /* the CPU decoder: libjpeg-turbo / libpng, exactly the CPU pipeline's
-     * decode (its errors are the CPU pipeline's bad files) */
-    RectCtx rc = {{s->rx, s->ry, s->rw, s->rh}};
-    ImageRegion reg;
-    if (image_decode_region(fb->p, (size_t)n, path, l->cfg.channels, rect_crop_fn, &rc, 0, &j->pix[k], &reg, msg,
-                            msglen))
-        return -1;
-    if (reg.full_w != w || reg.full_h != h || reg.crop.x != s->rx || reg.crop.y != s->ry || reg.im.w != s->rw ||
-        reg.im.h != s->rh) {
-        set_err(msg, msglen, "%s: the decoder's image (%d x %d) is not the header's (%d x %d)", path, reg.full_w,
-                reg.full_h, w, h);
-        return -1;
-    }
-    s->src = GPU_SRC_PIXELS;
-    s->px = reg.im.px;
-    s->stride = reg.stride;
-    long long *ctr = reason == FB_NOT_JPEG ? &l->n_not_jpeg : reason == FB_UNSUPPORTED ? &l->n_unsupported
-                   : reason == FB_REFUSED ? &l->n_refused : reason == FB_FAILED ? &l->n_failed
-                   : reason == FB_SPILL ? &l->n_spill : &l->n_budget;
+    if (via != GPU_VIA_NVJPEG) {
+        long long *ctr = via == GPU_VIA_NOT_JPEG ? &l->n_not_jpeg : via == GPU_VIA_UNSUPPORTED ? &l->n_unsupported
+                       : via == GPU_VIA_REFUSED ? &l->n_refused : via == GPU_VIA_FAILED ? &l->n_failed
+                       : via == GPU_VIA_SPILL ? &l->n_spill : &l->n_budget;
 #pragma omp atomic update
-    (*ctr)++;
+        (*ctr)++;
+    }
     *label = lab;
     return 0;
 }
@@ -721,7 +661,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1) num_threads(l->workers)
     for (int k = 0; k < m; k++) {
         j->redo[k] = 0;
-        int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? FB_SPILL : FB_NONE;
+        int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? GPU_VIA_SPILL : GPU_VIA_NVJPEG;
         j->status[k] = gpu_load_slot(l, j, k, slot_position(l, b, k), why, &j->labels[k]);
         failed |= j->status[k] == SLOT_FAILED;
     }
@@ -741,7 +681,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
             }
         }
         if (tot <= GPU_PLANE_BUDGET || kb < 0) break;
-        j->redo[kb] = FB_BUDGET;
+        j->redo[kb] = GPU_VIA_BUDGET;
         j->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
         any = 1;
     }
@@ -803,7 +743,7 @@ static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
     int nfail = 0;
     for (int i = 0; i < n; i++)
         if (j->gsv[i].src == GPU_SRC_JPEG && j->gsv[i].status != GPU_SAMPLE_OK) {
-            j->redo[j->gmap[i]] = FB_FAILED;
+            j->redo[j->gmap[i]] = GPU_VIA_FAILED;
             nfail++;
         }
     if (nfail) {
