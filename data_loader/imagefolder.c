@@ -89,12 +89,6 @@ static int file_label(Dataset *ds, int i) {
     return (i >= 0 && i < ds->n) ? f->fl.labels[i] : -1;
 }
 
-void dataset_free_names(char **names, int n) {
-    if (!names) return;
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
-}
-
 static void file_close(Dataset *ds) {
     if (!ds) return;
     FileDs *f = ds->impl;
@@ -156,41 +150,6 @@ int dataset_mark_bad(Dataset *ds, int i) {
         return 1;
     }
     return 0;
-}
-
-int dataset_read_names(const char *path, char ***names, char *err, size_t errlen) {
-    *names = NULL;
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    char line[1024];
-    int n = 0, cap = 0;
-    char **v = NULL;
-    while (fgets(line, sizeof line, fp)) {
-        size_t len = strlen(line);
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
-            line[--len] = 0;
-        if (!len) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nv = realloc(v, sizeof *v * cap);
-            if (!nv) break;
-            v = nv;
-        }
-        v[n] = strdup(line);
-        if (!v[n]) break;
-        n++;
-    }
-    fclose(fp);
-    if (n == 0) {
-        free(v);
-        snprintf(err, errlen, "%s: no class names", path);
-        return -1;
-    }
-    *names = v;
-    return n;
 }
 
 /* ---------------------------------------------------------------- ImageFolder */

@@ -1,5 +1,6 @@
 /* checkpoint.c - safetensors weights + training state; see checkpoint.h. */
 #include "checkpoint.h"
+#include "errmsg.h"
 #include "safetensors.h"
 
 #include <math.h>
@@ -66,15 +67,15 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     char cfgtext[16384], stepbuf[32];
     char *cls = classes ? join_classes(classes, c->num_classes) : NULL;
     int rc = -1;
-    if (!ts || (classes && !cls)) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || (classes && !cls)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     const char *bad = non_finite_tensor(m, h);
     if (bad) {
-        snprintf(err, errlen, "%s: not written: weight tensor '%s' holds NaN or Inf", path, bad);
+        set_err(err, errlen, "%s: not written: weight tensor '%s' holds NaN or Inf", path, bad);
         goto out;
     }
     for (int i = 0; i < n; i++) fill_tensor(&ts[i], model_tensor(m, i), model_tensor(m, i)->name, h);
     if (config_write(c, cfgtext, sizeof cfgtext) < 0) {
-        snprintf(err, errlen, "%s: config too long to store", path);
+        set_err(err, errlen, "%s: config too long to store", path);
         goto out;
     }
     snprintf(stepbuf, sizeof stepbuf, "%d", step);
@@ -115,11 +116,11 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     char (*names)[128] = calloc((size_t)(2 * n), sizeof *names);
     char cfgtext[16384], stepbuf[32];
     int rc = -1;
-    if (!ts || !names) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || !names) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     const char *bad = non_finite_tensor(m, mh);
     if (!bad) bad = non_finite_tensor(m, vh);
     if (bad) {
-        snprintf(err, errlen, "%s: not written: the AdamW moments of '%s' hold NaN or Inf", path, bad);
+        set_err(err, errlen, "%s: not written: the AdamW moments of '%s' hold NaN or Inf", path, bad);
         goto out;
     }
     for (int i = 0; i < n; i++) {
@@ -139,7 +140,7 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     put_scalar(&ts[2 * n + 5], "log_loss_sum", "F64", &st->log_loss_sum, 8);
     put_scalar(&ts[2 * n + 6], "log_steps", "I64", &log_steps, 8);
     if (config_write(c, cfgtext, sizeof cfgtext) < 0) {
-        snprintf(err, errlen, "%s: config too long to store", path);
+        set_err(err, errlen, "%s: config too long to store", path);
         goto out;
     }
     snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
@@ -158,11 +159,11 @@ out:
 static const float *match(const char *path, const StTensor *t, const ParamInfo *pi, const char *name,
                           char *err, size_t errlen) {
     if (!t) {
-        snprintf(err, errlen, "%s: tensor '%s' is missing (is this a checkpoint of this model?)", path, name);
+        set_err(err, errlen, "%s: tensor '%s' is missing (is this a checkpoint of this model?)", path, name);
         return NULL;
     }
     if (strcmp(t->dtype, "F32") != 0) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", path, name, t->dtype);
+        set_err(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", path, name, t->dtype);
         return NULL;
     }
     int same = t->ndim == pi->ndim;
@@ -174,7 +175,7 @@ static const float *match(const char *path, const StTensor *t, const ParamInfo *
             la += (size_t)snprintf(a + la, sizeof a - la, d ? ", %lld" : "%lld", (long long)t->shape[d]);
         for (int d = 0; d < pi->ndim; d++)
             lb += (size_t)snprintf(b + lb, sizeof b - lb, d ? ", %lld" : "%lld", (long long)pi->shape[d]);
-        snprintf(err, errlen, "%s: tensor '%s' has shape [%s] but the model expects [%s]", path, name, a, b);
+        set_err(err, errlen, "%s: tensor '%s' has shape [%s] but the model expects [%s]", path, name, a, b);
         return NULL;
     }
     return t->data;
@@ -200,11 +201,11 @@ static int check_no_extra(const char *path, const SafeTensors *f, Model *m, cons
         }
         for (int k = 0; k < nscalars && !known; k++) known = !strcmp(SCALARS[k], nm);
         if (!known) {
-            snprintf(err, errlen, "%s: tensor '%s' is not part of this model (wrong checkpoint?)", path, nm);
+            set_err(err, errlen, "%s: tensor '%s' is not part of this model (wrong checkpoint?)", path, nm);
             return -1;
         }
     }
-    snprintf(err, errlen, "%s: holds %d tensors, the model has %d", path, st_count(f), expect);
+    set_err(err, errlen, "%s: holds %d tensors, the model has %d", path, st_count(f), expect);
     return -1;
 }
 
@@ -214,7 +215,7 @@ int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t e
     int rc = -1;
     size_t np = model_num_params(m);
     float *h = malloc(np * sizeof(float));
-    if (!h) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!h) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         const float *d = match(path, st_find(f, pi->name), pi, pi->name, err, errlen);
@@ -240,7 +241,7 @@ static int scalar(const char *path, const SafeTensors *f, const char *name, cons
                   void *out, size_t sz, char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
     if (!t || strcmp(t->dtype, dtype) != 0 || t->nbytes != sz) {
-        snprintf(err, errlen, "%s: tensor '%s' missing or not a %s scalar", path, name, dtype);
+        set_err(err, errlen, "%s: tensor '%s' missing or not a %s scalar", path, name, dtype);
         return -1;
     }
     memcpy(out, t->data, sz);
@@ -253,7 +254,7 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     int rc = -1;
     size_t np = model_num_params(m);
     float *mh = malloc(np * sizeof(float)), *vh = malloc(np * sizeof(float));
-    if (!mh || !vh) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!mh || !vh) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         char a[160], b[160];
@@ -285,7 +286,7 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
         goto out;
     if (step < 0 || step > INT32_MAX || epoch < 0 || epoch > INT32_MAX || batch < 0 || batch > INT32_MAX ||
         log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1)) {
-        snprintf(err, errlen, "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld)", path,
+        set_err(err, errlen, "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld)", path,
                  (long long)step, (long long)epoch, (long long)batch, (long long)log_steps);
         goto out;
     }
@@ -314,7 +315,7 @@ int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err
     char *end = NULL;
     long v = sm ? strtol(sm, &end, 10) : -1;
     if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !sm || *end || v < 0 || v > INT32_MAX) {
-        snprintf(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' %s, 'step' %s)", path,
+        set_err(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' %s, 'step' %s)", path,
                  fmt ? fmt : "missing", sm ? sm : "missing");
         goto out;
     }
@@ -341,7 +342,7 @@ int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses
     *nclasses = 0;
     const char *fmt = st_meta(f, "format"), *cfg = st_meta(f, "config");
     if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !cfg) {
-        snprintf(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
+        set_err(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
                  "'config' %s)", path, fmt ? fmt : "(none)", FORMAT_TAG, cfg ? "present" : "missing");
         goto out;
     }
@@ -353,7 +354,7 @@ int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses
         int n = 0;
         for (const char *q = cls; *q; q++) n += *q == '\n';
         char **v = calloc((size_t)n + 1, sizeof *v);
-        if (!v) { snprintf(err, errlen, "out of host memory"); goto out; }
+        if (!v) { set_err(err, errlen, "out of host memory"); goto out; }
         const char *q = cls;
         int k = 0;
         while (*q && k < n) {

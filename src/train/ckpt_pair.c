@@ -1,5 +1,6 @@
 /* ckpt_pair.c - writing and finding the checkpoint pair; see ckpt_pair.h. */
 #include "ckpt_pair.h"
+#include "errmsg.h"
 #include "fault.h"
 #include "fsutil.h"
 
@@ -129,18 +130,18 @@ int ckpt_pair_of(const char *weights, CkptPair *out, char *err, size_t errlen) {
     snprintf(out->weights, sizeof out->weights, "%s", weights);
     ckpt_state_path(weights, out->state, sizeof out->state);
     if (!file_exists(weights) || !file_exists(out->state)) {
-        snprintf(err, errlen, "%.500s: cannot resume: %.500s does not exist", weights,
+        set_err(err, errlen, "%.500s: cannot resume: %.500s does not exist", weights,
                  file_exists(weights) ? out->state : weights);
         return -1;
     }
     peek(&w, weights, seen, sizeof seen);
     peek(&s, out->state, seen, sizeof seen);
     if (seen[0]) {
-        snprintf(err, errlen, "%s", seen);
+        set_err(err, errlen, "%s", seen);
         return -1;
     }
     if (!matches(&w, &s)) {
-        snprintf(err, errlen, "%.400s (step %d) and %.400s (step %d) are not one save's pair; --resume "
+        set_err(err, errlen, "%.400s (step %d) and %.400s (step %d) are not one save's pair; --resume "
                  "without a file finds the newest complete pair of the run directory", weights, w.step,
                  out->state, s.step);
         return -1;
