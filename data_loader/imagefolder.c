@@ -244,23 +244,36 @@ Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, siz
     }
     FileList fl;
     memset(&fl, 0, sizeof fl);
+    int *first = calloc((size_t)k + 1, sizeof *first);   /* each class's first file */
+    if (!first) {
+        dataset_free_names(ent, k);
+        snprintf(err, errlen, "%s: out of memory", root);
+        return NULL;
+    }
     for (int c = 0; c < k; c++) {
         snprintf(path, sizeof path, "%s/%s", root, ent[c]);
-        int before = fl.n;
+        first[c] = fl.n;
         if (scan_class(&fl, path, c, 0)) {
             filelist_free(&fl);
             dataset_free_names(ent, k);
+            free(first);
             snprintf(err, errlen, "%s: out of memory", root);
             return NULL;
         }
-        if (fl.n == before) fprintf(stderr, "warning: %s: class directory has no .jpg/.jpeg/.png images\n", path);
     }
+    first[k] = fl.n;
     if (fl.n == 0) {
         filelist_free(&fl);
         dataset_free_names(ent, k);
+        free(first);
         snprintf(err, errlen, "%s: no .jpg/.jpeg/.png images in %d class directories", root, k);
         return NULL;
     }
+    /* said only for a dataset that opens: otherwise the error alone */
+    for (int c = 0; c < k; c++)
+        if (first[c] == first[c + 1])
+            fprintf(stderr, "warning: %s/%s: class directory has no .jpg/.jpeg/.png images\n", root, ent[c]);
+    free(first);
     Dataset *ds = filelist_dataset(&fl, ent, k, channels);
     if (!ds) snprintf(err, errlen, "%s: out of memory", root);
     return ds;

@@ -95,7 +95,7 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
             }
             if (rundir_clear(t->out, err, errlen) < 0) return -1;
         }
-        return mkdir_p(t->out, err, errlen) < 0 ? -1 : 0;
+        return 0;
     }
     CkptPair pair;
     if (!strcmp(resume, "auto")) {
@@ -117,7 +117,7 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
     }
     snprintf(plan->weights, sizeof plan->weights, "%s", pair.weights);
     snprintf(plan->state, sizeof plan->state, "%s", pair.state);
-    return mkdir_p(t->out, err, errlen) < 0 ? -1 : 0;
+    return 0;
 }
 
 /* Every rank loads the pair rank 0 chose. */
@@ -189,8 +189,10 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
         }
     }
     if (rc < 0) return -1;
+    /* only now, with the inputs known good, is anything written */
     int dropped = 0;
-    if (t->root && open_run_files(t, !plan.weights[0], &dropped, err, errlen) < 0) return -1;
+    if (t->root && (mkdir_p(t->out, err, errlen) < 0 || open_run_files(t, !plan.weights[0], &dropped, err, errlen) < 0))
+        return -1;
     if (plan.weights[0]) t->saved_step = t->state.step;
     t->last_save_time = now_seconds();
     if (t->root && plan.weights[0]) {
@@ -263,6 +265,7 @@ static Events poll_events(Trainer *t, float *loss, int n) {
  * returns the same. */
 static int stop_run(Trainer *t, int sig, char *err, size_t errlen) {
     const TrainState *ts = &t->state;
+    if (fault_hit("stop-pause", ts->step)) sleep(3);   /* a test's second signal lands here */
     int rc = t->saved_step == ts->step ? 0 : save_last(t, err, errlen);
     if (t->world > 1) {
         double failed = rc < 0;

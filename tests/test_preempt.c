@@ -1,0 +1,299 @@
+/* test_preempt.c - a training run interrupted every way a cluster or a
+ * machine interrupts it, through the real `hgrn train` as a child process,
+ * compared with the same run uninterrupted (bitwise on the CPU: the last
+ * and best weights, the optimizer state, and every metrics record but the
+ * timings, each appearing once):
+ *  - SIGTERM, then SIGKILL, then SIGINT at random steps of one run, each
+ *    followed by --resume (exit 75 and the line saying where for the
+ *    signals, the last periodic checkpoint for SIGKILL);
+ *  - SIGUSR1 at a random step: a checkpoint, the line, and the run goes on
+ *    unchanged;
+ *  - a second SIGTERM while the first one's checkpoint is being written:
+ *    the process dies at once and the resume finds the newest complete pair;
+ *  - SIGKILL at each of the four instants of a checkpoint save (HGRN_FAULT):
+ *    the resume takes the pair that instant leaves complete and says which;
+ *  - a NaN loss (HGRN_FAULT=nan@N): the step is skipped with a warning
+ *    naming it, the weights and moments are those of the step before, and
+ *    train.max_bad_steps in a row stop the run with the last good
+ *    checkpoint left as it was.
+ * The random steps come from HGRN_TEST_SEED (default: the time, printed).
+ * Fashion-MNIST is needed (exit 77 otherwise). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "run_util.h"
+
+static char dir[64];
+static unsigned seed;
+
+#define RECIPE RU_RECIPE
+#define TOTAL_STEPS 96
+
+static int rnd(int lo, int hi) {   /* in [lo, hi] */
+    seed = seed * 1103515245u + 12345u;
+    return lo + (int)((seed >> 8) % (unsigned)(hi - lo + 1));
+}
+
+static void paths(const char *run, char *out, char *log, const char *tag) {
+    snprintf(out, 256, "%s/%s", dir, run);
+    snprintf(log, 256, "%s/%s.%s.log", dir, run, tag);
+}
+
+/* A whole run (or a resume) in the foreground: its exit code. */
+static int run_to_end(const RunOpts *o, const char *run, const char *tag, const char *extra) {
+    char out[256], log[256];
+    paths(run, out, log, tag);
+    int rc = ru_wait(ru_start(o, log, RECIPE " --out %s %s", out, extra));
+    if (rc != 0) ru_show(log);
+    return rc;
+}
+
+/* Start a run, signal it once its records reach step k; its exit code. */
+static int run_and_signal(const RunOpts *o, const char *run, const char *tag, const char *extra, int k,
+                          int sig, int second_after_ms) {
+    char out[256], log[256];
+    paths(run, out, log, tag);
+    pid_t pid = ru_start(o, log, RECIPE " --out %s %s", out, extra);
+    if (!ru_wait_step(pid, out, k, 120)) {
+        ru_show(log);
+        fail_msg("%s: the run ended before step %d", tag, k);
+    }
+    assert_int_equal(kill(pid, sig), 0);
+    if (second_after_ms > 0) {
+        usleep((useconds_t)second_after_ms * 1000);
+        kill(pid, sig);
+    }
+    return ru_wait(pid);
+}
+
+static void assert_same_run(const char *a, const char *b) {
+    const char *files[] = {"last.safetensors", "last.state.safetensors", "best.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        char pa[300], pb[300];
+        snprintf(pa, sizeof pa, "%s/%s/%s", dir, a, files[i]);
+        snprintf(pb, sizeof pb, "%s/%s/%s", dir, b, files[i]);
+        if (!ru_same_tensors(pa, pb, NULL)) fail_msg("%s differs between runs %s and %s", files[i], a, b);
+    }
+    char ma[300], mb[300];
+    snprintf(ma, sizeof ma, "%s/%s/metrics.jsonl", dir, a);
+    snprintf(mb, sizeof mb, "%s/%s/metrics.jsonl", dir, b);
+    char *x = ru_metrics_canon(ma), *y = ru_metrics_canon(mb);
+    assert_non_null(x);
+    assert_non_null(y);
+    if (strcmp(x, y) != 0) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "diff %s %s | head -n 6 >&2", ma, mb);
+        if (system(cmd) < 0) fprintf(stderr, "diff failed\n");
+        fail_msg("metrics.jsonl of %s and %s differ (timings aside)", a, b);
+    }
+    free(x);
+    free(y);
+}
+
+/* "stopped by SIG after step S": S, checked to be at or after k. */
+static int stopped_step(const char *run, const char *tag, const char *signame, int k) {
+    char out[256], log[256], line[4096], want[64];
+    paths(run, out, log, tag);
+    snprintf(want, sizeof want, "stopped by %s after step ", signame);
+    ru_line(log, want, line, sizeof line);
+    if (!line[0]) {
+        ru_show(log);
+        fail_msg("%s: no line '%s'", tag, want);
+    }
+    int s = atoi(strstr(line, want) + strlen(want));
+    assert_true(s >= k && s < TOTAL_STEPS);
+    char ck[300];
+    snprintf(ck, sizeof ck, "%s/last.safetensors", out);
+    assert_int_equal(ru_ckpt_step(ck), s);   /* the checkpoint is of that step */
+    return s;
+}
+
+static void test_reference(void **st) {
+    (void)st;
+    assert_int_equal(run_to_end(NULL, "ref", "run", ""), 0);
+    char m[300];
+    snprintf(m, sizeof m, "%s/ref/metrics.jsonl", dir);
+    assert_int_equal(ru_last_step(m), TOTAL_STEPS);
+}
+
+/* SIGTERM, SIGKILL, SIGINT at random steps, one after the other. */
+static void test_term_kill_int(void **st) {
+    (void)st;
+    int k = rnd(3, 30);
+    print_message("  SIGTERM at step >= %d\n", k);
+    assert_int_equal(run_and_signal(NULL, "tki", "term", "", k, SIGTERM, 0), 75);
+    int s = stopped_step("tki", "term", "SIGTERM", k);
+    char log[256], out[256], line[4096];
+    /* SIGKILL during the resumed run */
+    k = rnd(s + 2, 60);
+    print_message("  SIGKILL at step >= %d\n", k);
+    assert_int_equal(run_and_signal(NULL, "tki", "kill", "--resume", k, SIGKILL, 0), 128 + SIGKILL);
+    paths("tki", out, log, "kill");
+    ru_line(log, "resumed from", line, sizeof line);
+    assert_non_null(strstr(line, "step"));
+    /* SIGINT during the next one, which resumes from a periodic checkpoint */
+    k = rnd(k + 2, 75);
+    print_message("  SIGINT at step >= %d\n", k);
+    assert_int_equal(run_and_signal(NULL, "tki", "int", "--resume", k, SIGINT, 0), 75);
+    paths("tki", out, log, "int");
+    ru_line(log, "resumed from", line, sizeof line);
+    int from = atoi(strstr(line, "step ") + 5);
+    assert_true(from % 7 == 0 || from % 32 == 0);   /* a periodic or epoch-end checkpoint */
+    stopped_step("tki", "int", "SIGINT", k);
+    assert_int_equal(run_to_end(NULL, "tki", "end", "--resume"), 0);
+    assert_same_run("ref", "tki");
+}
+
+/* SIGUSR1: a checkpoint at the next step, training goes on unchanged. */
+static void test_usr1(void **st) {
+    (void)st;
+    int k = rnd(3, 60);
+    print_message("  SIGUSR1 at step >= %d\n", k);
+    assert_int_equal(run_and_signal(NULL, "usr1", "run", "", k, SIGUSR1, 0), 0);
+    char out[256], log[256], line[4096];
+    paths("usr1", out, log, "run");
+    ru_line(log, "(SIGUSR1)", line, sizeof line);
+    if (!line[0]) {
+        ru_show(log);
+        fail_msg("no SIGUSR1 checkpoint line");
+    }
+    assert_true(atoi(strstr(line, "step ") + 5) >= k);
+    assert_same_run("ref", "usr1");
+}
+
+/* A second SIGTERM while the first one's checkpoint is written. */
+static void test_second_signal(void **st) {
+    (void)st;
+    RunOpts o = {0, 0, "stop-pause"};
+    int k = rnd(10, 60);
+    print_message("  two SIGTERMs at step >= %d\n", k);
+    assert_int_equal(run_and_signal(&o, "twice", "run", "", k, SIGTERM, 500), 128 + SIGTERM);
+    char out[256], log[256], line[4096];
+    paths("twice", out, log, "run");
+    assert_true(ru_grep(log, "second signal: stopping at once"));
+    assert_int_equal(run_to_end(NULL, "twice", "end", "--resume"), 0);
+    paths("twice", out, log, "end");
+    ru_line(log, "resumed from", line, sizeof line);
+    int from = atoi(strstr(line, "step ") + 5);
+    assert_true(from <= k && from % 7 == 0);   /* the last periodic one: the stop's never completed */
+    assert_same_run("ref", "twice");
+}
+
+/* SIGKILL at each instant of a save; each resume names the pair it took.
+ * One run: killed at the first case's instant, resumed and killed at the
+ * next one's, and so on, then resumed to the end. */
+static void test_kill_inside_save(void **st) {
+    (void)st;
+    static const struct { const char *fault; int from; const char *weights, *state; } cases[] = {
+        /* weights staged, not the state: the previous pair */
+        {"ckpt-staged-weights@14", 7, "last.safetensors", "last.state.safetensors"},
+        /* both staged, nothing renamed: the staged pair */
+        {"ckpt-staged-state@28", 28, "last.next.safetensors", "last.next.state.safetensors"},
+        /* the state renamed: it and the staged weights */
+        {"ckpt-renamed-state@42", 42, "last.next.safetensors", "last.state.safetensors"},
+        /* both renamed: the new pair */
+        {"ckpt-renamed-weights@56", 56, "last.safetensors", "last.state.safetensors"},
+    };
+    for (int i = 0; i <= 4; i++) {
+        RunOpts o = {0, 0, i < 4 ? cases[i].fault : NULL};
+        char tag[16], out[256], log[256], line[4096], want[700], stepbuf[32];
+        snprintf(tag, sizeof tag, "k%d", i);
+        assert_int_equal(run_to_end(&o, "save", tag, i ? "--resume" : ""), i < 4 ? 128 + SIGKILL : 0);
+        if (i == 0) continue;
+        paths("save", out, log, tag);
+        ru_line(log, "resumed from", line, sizeof line);
+        snprintf(want, sizeof want, "resumed from %s/%s + %s/%s: epoch", out, cases[i - 1].weights, out,
+                 cases[i - 1].state);
+        snprintf(stepbuf, sizeof stepbuf, "step %d", cases[i - 1].from);
+        if (!strstr(line, want) || !strstr(line, stepbuf))
+            fail_msg("after %s: '%s', want '%s' and %s", cases[i - 1].fault, line, want, stepbuf);
+        if (strstr(cases[i - 1].weights, ".next") && !strstr(line, "interrupted"))
+            fail_msg("the resume does not say why it took the staged weights: %s", line);
+    }
+    assert_same_run("ref", "save");
+}
+
+/* A NaN loss: skipped, the weights of the step before; too many stop. */
+static void test_non_finite(void **st) {
+    (void)st;
+    const int k = rnd(3, 20);
+    char extra[128], fault[64], out[256], log[256], a[300], b[300], want[700];
+    /* the run up to step k with step k poisoned == the clean run up to k - 1 */
+    snprintf(fault, sizeof fault, "nan@%d", k);
+    RunOpts o = {0, 0, fault};
+    snprintf(extra, sizeof extra, "--train.max_steps %d", k);
+    assert_int_equal(run_to_end(&o, "nan", "run", extra), 0);
+    snprintf(extra, sizeof extra, "--train.max_steps %d", k - 1);
+    assert_int_equal(run_to_end(NULL, "clean", "run", extra), 0);
+    paths("nan", out, log, "run");
+    snprintf(want, sizeof want, "warning: loss is NaN at step %d (epoch 1, batch %d): step skipped", k, k);
+    if (!ru_grep(log, want)) {
+        ru_show(log);
+        fail_msg("no line '%s'", want);
+    }
+    snprintf(a, sizeof a, "%s/nan/last.safetensors", dir);
+    snprintf(b, sizeof b, "%s/clean/last.safetensors", dir);
+    assert_int_equal(ru_ckpt_step(a), k);
+    assert_true(ru_same_tensors(a, b, NULL));
+    assert_true(ru_all_finite(a));
+    snprintf(a, sizeof a, "%s/nan/last.state.safetensors", dir);
+    snprintf(b, sizeof b, "%s/clean/last.state.safetensors", dir);
+    assert_true(ru_same_tensors(a, b, "exp_avg"));
+
+    /* three in a row with train.max_bad_steps 3: stopped, the pair of step 7 untouched */
+    snprintf(fault, sizeof fault, "nan@9,nan@10,nan@11");
+    RunOpts o3 = {0, 0, fault};
+    assert_int_equal(run_to_end(&o3, "nan3", "run", "--train.max_bad_steps 3"), 1);
+    paths("nan3", out, log, "run");
+    snprintf(want, sizeof want, "loss is NaN at step 11 (epoch 1, batch 11, lr");
+    assert_true(ru_grep(log, want));
+    snprintf(want, sizeof want, "3 non-finite steps in a row (train.max_bad_steps): stopping; the last good "
+             "checkpoint is %s/last.safetensors (step 7)", out);
+    if (!ru_grep(log, want)) {
+        ru_show(log);
+        fail_msg("no line '%s'", want);
+    }
+    snprintf(a, sizeof a, "%s/last.safetensors", out);
+    assert_int_equal(ru_ckpt_step(a), 7);
+    assert_true(ru_all_finite(a));
+    /* two in a row go by, each named */
+    snprintf(fault, sizeof fault, "nan@9,nan@10");
+    RunOpts o2 = {0, 0, fault};
+    assert_int_equal(run_to_end(&o2, "nan2", "run", "--train.max_bad_steps 3 --train.max_steps 20"), 0);
+    paths("nan2", out, log, "run");
+    assert_true(ru_grep(log, "loss is NaN at step 9 "));
+    assert_true(ru_grep(log, "loss is NaN at step 10 "));
+    snprintf(a, sizeof a, "%s/last.safetensors", out);
+    assert_true(ru_all_finite(a));
+}
+
+int main(void) {
+    if (access(FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
+        fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): skipped\n");
+        return 77;
+    }
+    const char *s = getenv("HGRN_TEST_SEED");
+    seed = s ? (unsigned)strtoul(s, NULL, 10) : (unsigned)time(NULL);
+    fprintf(stderr, "test_preempt: HGRN_TEST_SEED=%u\n", seed);
+    snprintf(dir, sizeof dir, "/tmp/hgrn_preempt_XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_term_kill_int),
+        cmocka_unit_test(test_usr1),
+        cmocka_unit_test(test_second_signal),
+        cmocka_unit_test(test_kill_inside_save),
+        cmocka_unit_test(test_non_finite),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[128];
+    if (rc == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    } else {
+        fprintf(stderr, "logs kept in %s (HGRN_TEST_SEED=%u)\n", dir, seed);
+    }
+    return rc;
+}
