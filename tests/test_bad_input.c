@@ -404,20 +404,20 @@ static void test_table(void **st) {
     row("CIFAR", "missing batch file", 1, "data_batch_1.bin: cannot open (No such file or directory)", d, 0,
         "train --config %s --device cpu --data %s --out %s --data.dataset cifar10", CFG, d, run);
 
-    /* ---- config (hgrn train / info) ---- */
+    /* ---- config (hgrn train) ---- */
     char c[400];
 #define CFG_ROW(what, rc, msg, text)                                                                          \
     do {                                                                                                      \
         snprintf(c, sizeof c, "%s/c%d.cfg", T, rows);                                                         \
         puts_(c, text);                                                                                       \
-        row("config", what, rc, msg, T, 0, "info --config %s", c);                                            \
+        row("config", what, rc, msg, T, 0, "train --config %s", c);                                           \
     } while (0)
     CFG_ROW("truncated (unterminated string)", 2, ".cfg:2: data.path: unterminated quoted string",
             "[data]\npath = \"/data/ima");
     CFG_ROW("empty key", 2, ":2: missing key before '='", "[model]\n = 3\n");
     snprintf(c, sizeof c, "%s/elf.cfg", T);
     put(c, "\x7f" "ELF\x02\x01\x01\0\0\0\n", 11);
-    row("config", "wrong magic (binary)", 2, "elf.cfg:1: NUL byte in line (not a text file?)", T, 0, "info --config %s", c);
+    row("config", "wrong magic (binary)", 2, "elf.cfg:1: NUL byte in line (not a text file?)", T, 0, "train --config %s", c);
     CFG_ROW("huge value", 2, "model.dim = 100000000 is out of range [1, 65536]", "[model]\ndim = 100000000\n");
     CFG_ROW("absurd value (NaN)", 2, "train.lr = 'nan' is not a number", "[train]\nlr = nan\n");
     CFG_ROW("absurd value (ckpt_every)", 2, "train.ckpt_every = '5x': expected a number of steps (500), of minutes (30m) or 0",
@@ -427,8 +427,8 @@ static void test_table(void **st) {
             "[data]\nmean = 0.5, 0.5\n");
     CFG_ROW("duplicate key", 2, ":3: train.lr is set twice (first on line 2)", "[train]\nlr = 1e-3\nlr = 2e-3\n");
     CFG_ROW("unknown section", 2, "unknown section [optim]", "[optim]\nlr = 1\n");
-    row("config", "unreadable (a directory)", 2, "is a directory, not a file", T, 0, "info --config %s", T);
-    row("config", "missing", 2, "nope.cfg: cannot open (No such file or directory)", T, 0, "info --config %s/nope.cfg", T);
+    row("config", "unreadable (a directory)", 2, "is a directory, not a file", T, 0, "train --config %s", T);
+    row("config", "missing", 2, "nope.cfg: cannot open (No such file or directory)", T, 0, "train --config %s/nope.cfg", T);
 
     /* ---- command line (hgrn train) ---- */
     snprintf(run, sizeof run, "%s/cl", T);

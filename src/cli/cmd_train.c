@@ -8,6 +8,7 @@
 #include "trainer.h"
 
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,9 @@ static int run_local_ranks(int gpus, int argc, char **argv, int overwrite) {
 
 int cmd_train(int argc, char **argv) {
     char err[1024];
+    /* a file-size limit (RLIMIT_FSIZE) fails a write with EFBIG, reported like
+     * a full disk, instead of killing the run */
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR) perror("hgrn train: signal(SIGXFSZ)");
     int gpus = 0;
     if (launch_take_gpus(&argc, argv, &gpus, err, sizeof err) < 0) {
         fprintf(stderr, "hgrn train: %s\n", err);
@@ -77,6 +81,7 @@ int cmd_train(int argc, char **argv) {
     Cli cli;
     if (cli_parse(&cli, argc, argv, "config device precision threads out resume data", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn train: %s\n", err);
+        cli_free(&cli);
         return 2;
     }
     if (cli.help) { usage(); cli_free(&cli); return 0; }

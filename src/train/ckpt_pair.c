@@ -124,6 +124,24 @@ int ckpt_pair_find(const char *dir, const char *name, CkptPair *out, char *note,
     return 1;
 }
 
+int ckpt_pair_settle(const char *dir, const char *name, CkptPair *pair, char *err, size_t errlen) {
+    char w[1100], s[1200], W[1100], S[1200];
+    paths(dir, name, 1, w, sizeof w, s, sizeof s);
+    paths(dir, name, 0, W, sizeof W, S, sizeof S);
+    /* in the save's order: the state, then the weights */
+    if (!strcmp(pair->state, s)) {
+        if (rename_durable(s, S, err, errlen) < 0) return -1;
+        snprintf(pair->state, sizeof pair->state, "%s", S);
+    }
+    if (!strcmp(pair->weights, w)) {
+        if (rename_durable(w, W, err, errlen) < 0) return -1;
+        snprintf(pair->weights, sizeof pair->weights, "%s", W);
+    }
+    /* staged files of no complete pair: a save that never got that far */
+    if (remove_file(w, err, errlen) < 0 || remove_file(s, err, errlen) < 0) return -1;
+    return 0;
+}
+
 int ckpt_pair_of(const char *weights, CkptPair *out, char *err, size_t errlen) {
     Cand w, s;
     char seen[2100] = "";

@@ -38,6 +38,12 @@ int ckpt_pair_save(const char *dir, const char *name, Model *m, const Optim *o, 
  * ("" when none of the files exists). */
 int ckpt_pair_find(const char *dir, const char *name, CkptPair *out, char *note, size_t notelen);
 
+/* After ckpt_pair_find: finish the renames of the interrupted save whose
+ * staged files *pair holds (so that the next save cannot overwrite them)
+ * and remove staged files of no complete pair; *pair then names DIR/NAME's
+ * plain files. 0, or -1 with a message. */
+int ckpt_pair_settle(const char *dir, const char *name, CkptPair *pair, char *err, size_t errlen);
+
 /* The pair of an explicit weights file (its state file beside it): 0 with
  * *out when their steps and pair ids agree, else -1 with a message. */
 int ckpt_pair_of(const char *weights, CkptPair *out, char *err, size_t errlen);

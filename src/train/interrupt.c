@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t g_stop, g_ckpt;
-static struct sigaction g_old_int, g_old_term, g_old_usr1, g_old_xfsz;
+static struct sigaction g_old_int, g_old_term, g_old_usr1;
 static int g_installed;
 
 static void on_stop(int sig) {
@@ -48,15 +48,14 @@ void interrupt_install(void) {
     set(SIGINT, on_stop, &g_old_int);
     set(SIGTERM, on_stop, &g_old_term);
     set(SIGUSR1, on_usr1, &g_old_usr1);
-    set(SIGXFSZ, SIG_IGN, &g_old_xfsz);
     g_installed = 1;
 }
 
 void interrupt_restore(void) {
     if (!g_installed) return;
-    const struct sigaction *old[4] = {&g_old_int, &g_old_term, &g_old_usr1, &g_old_xfsz};
-    const int sigs[4] = {SIGINT, SIGTERM, SIGUSR1, SIGXFSZ};
-    for (int i = 0; i < 4; i++)
+    const struct sigaction *old[3] = {&g_old_int, &g_old_term, &g_old_usr1};
+    const int sigs[3] = {SIGINT, SIGTERM, SIGUSR1};
+    for (int i = 0; i < 3; i++)
         if (sigaction(sigs[i], old[i], NULL) != 0) perror("hgrn: sigaction");
     g_installed = 0;
 }

@@ -4,9 +4,7 @@
  *   SIGINT / SIGTERM  finish the step, write the checkpoint pair, exit 75;
  *                     a second one (either) ends the process at once, by
  *                     that signal's default action;
- *   SIGUSR1           write the checkpoint pair at the next step, go on.
- * SIGXFSZ is ignored while installed, so a file-size limit makes writes
- * fail with EFBIG (reported like a full disk) instead of killing. */
+ *   SIGUSR1           write the checkpoint pair at the next step, go on. */
 #ifndef HGRN_INTERRUPT_H
 #define HGRN_INTERRUPT_H
 

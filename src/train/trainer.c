@@ -111,7 +111,9 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
             snprintf(err, errlen, "%.600s: no complete checkpoint pair to resume from: %.1000s", t->out, found);
             return -1;
         }
-        snprintf(note, notelen, "%s", found);
+        const int staged = strstr(pair.weights, ".next.") || strstr(pair.state, ".next.");
+        if (ckpt_pair_settle(t->out, "last", &pair, err, errlen) < 0) return -1;
+        snprintf(note, notelen, "%s%s", found, staged ? "; its renames are done now" : "");
     } else if (ckpt_pair_of(resume, &pair, err, errlen) < 0) {
         return -1;
     }
@@ -169,7 +171,7 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
     }
     /* rank 0 alone looks at the run directory; every rank reads what it chose */
     StartPlan plan;
-    char note[3000];
+    char note[3100];
     memset(&plan, 0, sizeof plan);
     if (t->root) plan.status = plan_start(t, resume, overwrite, &plan, note, sizeof note, err, errlen);
     if (t->world > 1) t->comm->host_broadcast(t->comm, &plan, sizeof plan, 0);
