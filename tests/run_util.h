@@ -29,9 +29,11 @@
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 /* The tests' run: 3 epochs of 32 steps, evaluation after each, a checkpoint
- * every 7 steps, drop path and augmentation on, a record every step. */
-#define RU_RECIPE                                                                                  \
-    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 2 "   \
+ * every 7 steps, drop path and augmentation on, a record every step; on the
+ * CPU unless RU_RECIPE_ON("cuda"). */
+#define RU_RECIPE RU_RECIPE_ON("cpu")
+#define RU_RECIPE_ON(device)                                                                       \
+    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device " device " --threads 2 " \
     "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.2 "                     \
     "--train.batch_size 64 --data.train_limit 2048 --data.val_limit 256 --train.epochs 3 "         \
     "--train.warmup_epochs 1 --train.log_every 1 --data.crop_padding 2 --data.hflip 0.5 "          \

@@ -15,13 +15,17 @@
  *  - a NaN loss (HGRN_FAULT=nan@N): the step is skipped with a warning
  *    naming it, the weights and moments are those of the step before, and
  *    train.max_bad_steps in a row stop the run with the last good
- *    checkpoint left as it was.
+ *    checkpoint left as it was;
+ *  - on a GPU (skipped elsewhere): SIGTERM and --resume give the loss curve
+ *    of the uninterrupted run within bf16's tolerance.
  * The random steps come from HGRN_TEST_SEED (default: the time, printed).
  * Fashion-MNIST is needed (exit 77 otherwise). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+
+#include <math.h>
 
 #include "run_util.h"
 
@@ -282,6 +286,54 @@ static void test_non_finite(void **st) {
     assert_true(ru_all_finite(a));
 }
 
+/* The training losses of a metrics.jsonl by step (0 where there is none). */
+static void losses(const char *run, double *loss, int n) {
+    char path[300], line[1024];
+    snprintf(path, sizeof path, "%s/%s/metrics.jsonl", dir, run);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    memset(loss, 0, sizeof *loss * (size_t)n);
+    while (fgets(line, sizeof line, f)) {
+        int step;
+        const char *l = strstr(line, "\"loss\": ");
+        if (sscanf(line, "{\"step\": %d,", &step) == 1 && l && step > 0 && step <= n) loss[step - 1] = atof(l + 8);
+    }
+    fclose(f);
+}
+
+/* On a GPU (bf16): SIGTERM at a random step and --resume give the loss
+ * curve of the uninterrupted run within bf16's tolerance. Skipped without one. */
+static void test_gpu_resume(void **st) {
+    (void)st;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test \"$(%s device)\" = cuda", HGRN_BINARY);
+    if (system(cmd) != 0) {
+        print_message("  skipped: no GPU (hgrn device is not cuda)\n");
+        skip();
+    }
+    char out[256], log[256];
+    paths("gpuref", out, log, "run");
+    assert_int_equal(ru_wait(ru_start(NULL, log, RU_RECIPE_ON("cuda") " --out %s", out)), 0);
+    const int k = rnd(5, 40);
+    print_message("  GPU: SIGTERM at step >= %d\n", k);
+    paths("gpu", out, log, "term");
+    pid_t pid = ru_start(NULL, log, RU_RECIPE_ON("cuda") " --out %s", out);
+    if (!ru_wait_step(pid, out, k, 300)) fail_msg("the GPU run ended before step %d", k);
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(ru_wait(pid), 75);
+    paths("gpu", out, log, "end");
+    assert_int_equal(ru_wait(ru_start(NULL, log, RU_RECIPE_ON("cuda") " --out %s --resume", out)), 0);
+    double a[TOTAL_STEPS], b[TOTAL_STEPS], worst = 0;
+    losses("gpuref", a, TOTAL_STEPS);
+    losses("gpu", b, TOTAL_STEPS);
+    for (int i = 0; i < TOTAL_STEPS; i++) {
+        assert_true(a[i] > 0 && b[i] > 0);
+        worst = fmax(worst, fabs(a[i] - b[i]));
+    }
+    print_message("  GPU: largest loss difference to the uninterrupted run %.3g\n", worst);
+    assert_true(worst <= 5e-2);
+}
+
 int main(void) {
     if (access(FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
         fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): skipped\n");
@@ -299,6 +351,7 @@ int main(void) {
         cmocka_unit_test(test_second_signal),
         cmocka_unit_test(test_kill_inside_save),
         cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_gpu_resume),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[128];

@@ -277,7 +277,12 @@ static int stop_run(Trainer *t, int sig, char *err, size_t errlen) {
             rc = -1;
         }
     }
-    if (rc < 0) return -1;
+    if (rc < 0) {   /* err says why and what is intact */
+        char why[1500];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "stopped by %s: %s", sig > 0 ? interrupt_name(sig) : "a signal to another rank", why);
+        return -1;
+    }
     if (t->root)
         fprintf(stderr, "%sstopped by %s after step %d (epoch %d, batch %d of %d): checkpoint %s/last.safetensors + "
                 "last.state.safetensors; continue with --resume\n", isatty(2) ? "\n" : "",
