@@ -3,6 +3,8 @@
  * compared with the same run uninterrupted (bitwise on the CPU: the last
  * and best weights, the optimizer state, and every metrics record but the
  * timings, each appearing once):
+ *  - --overwrite over an earlier run: its files go, the new run is the
+ *    uninterrupted one;
  *  - SIGTERM, then SIGKILL, then SIGINT at random steps of one run, each
  *    followed by --resume (exit 75 and the line saying where for the
  *    signals, the last periodic checkpoint for SIGKILL);
@@ -120,6 +122,22 @@ static void test_reference(void **st) {
     char m[300];
     snprintf(m, sizeof m, "%s/ref/metrics.jsonl", dir);
     assert_int_equal(ru_last_step(m), TOTAL_STEPS);
+}
+
+/* --overwrite over a run that stopped early: the run's files go (not the
+ * others), and the new run is the reference's. */
+static void test_overwrite(void **st) {
+    (void)st;
+    assert_int_equal(run_to_end(NULL, "ow", "first", "--train.max_steps 5"), 0);
+    char notes[300];
+    snprintf(notes, sizeof notes, "%s/ow/notes.txt", dir);
+    FILE *f = fopen(notes, "w");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(run_to_end(NULL, "ow", "refused", ""), 2);
+    assert_int_equal(run_to_end(NULL, "ow", "again", "--overwrite"), 0);
+    assert_int_equal(access(notes, F_OK), 0);
+    assert_same_run("ref", "ow");
 }
 
 /* SIGTERM, SIGKILL, SIGINT at random steps, one after the other. */
@@ -346,6 +364,7 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_overwrite),
         cmocka_unit_test(test_term_kill_int),
         cmocka_unit_test(test_usr1),
         cmocka_unit_test(test_second_signal),
