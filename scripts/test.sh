@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies (apt-get, as root), builds, runs the
 # whole ctest suite, fuzzes every parser for a bounded time each
-# (HGRN_FUZZ_SECONDS per target, default 60; scripts/fuzz.sh), then rebuilds
+# (HGRN_FUZZ_SECONDS per target, default 60, as many targets at once as there
+# are cores: 3 minutes for the 6 targets on 2 cores; scripts/fuzz.sh), then rebuilds
 # with AddressSanitizer + UBSan and runs the suite again. Ends with one line
 # per fuzz target: runs, seconds, crashes. HGRN_FUZZ_SECONDS=0 /
 # HGRN_SKIP_SANITIZE=1 skip those passes.

@@ -268,6 +268,10 @@ static void test_non_finite(void **st) {
         ru_show(log);
         fail_msg("no line '%s'", want);
     }
+    /* the test hook says it is on, and is silent when unset */
+    assert_true(ru_grep(log, "warning: HGRN_FAULT is set (nan@"));
+    paths("clean", out, log, "run");
+    assert_false(ru_grep(log, "HGRN_FAULT"));
     snprintf(a, sizeof a, "%s/nan/last.safetensors", dir);
     snprintf(b, sizeof b, "%s/clean/last.safetensors", dir);
     assert_int_equal(ru_ckpt_step(a), k);

@@ -10,6 +10,12 @@ int fault_hit(const char *point, long n)
 {
     const char *spec = getenv("HGRN_FAULT");
     if (!spec || !*spec) return 0;
+    static int warned;   /* asked from the training thread alone */
+    if (!warned) {
+        warned = 1;
+        fprintf(stderr, "hgrn: warning: HGRN_FAULT is set (%.200s): test fault injection is on; unset it outside "
+                "the tests\n", spec);
+    }
     const size_t pl = strlen(point);
     for (const char *p = spec; *p;) {
         const char *end = strchr(p, ',');

@@ -207,7 +207,10 @@ int mkdir_p(const char *path, char *err, size_t errlen)
                  * mkdir gave (EACCES on a read-only parent, for example). */
                 if (stat(p, &st) == 0) {
                     if (!S_ISDIR(st.st_mode)) {
-                        set_err(err, errlen, "%s: %s exists and is not a directory", path, p);
+                        if (!strcmp(p, path) || last)   /* the directory itself, not one on the way */
+                            set_err(err, errlen, "%s: exists and is not a directory", path);
+                        else
+                            set_err(err, errlen, "%s: %s exists and is not a directory", path, p);
                         free(p);
                         return -1;
                     }
