@@ -524,6 +524,12 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->hgru2_bwd = cu_hgru2_bwd;
     bk->scan_fwd = cu_scan_fwd;
     bk->scan_bwd = cu_scan_bwd;
+    bk->mingate_fwd = cu_mingate_fwd;
+    bk->mingate_bwd = cu_mingate_bwd;
+    bk->lru_params_fwd = cu_lru_params_fwd;
+    bk->lru_params_bwd = cu_lru_params_bwd;
+    bk->diag_fwd = cu_diag_fwd;
+    bk->diag_bwd = cu_diag_bwd;
     bk->lower_bounds_fwd = cu_lower_bounds_fwd;
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;
     bk->normalize_u8 = cu_normalize_u8;

@@ -231,6 +231,17 @@ void cu_scan_fwd(Backend *, float *out, const float *a, int lda, const float *x,
                  int N, int D, int complex, int dirs);
 void cu_scan_bwd(Backend *, float *dx, float *da, const float *dout, const float *a, int lda,
                  const float *x, int ldx, int B, int N, int D, int complex, int dirs);
+void cu_mingate_fwd(Backend *, float *a, float *x, const float *p, int ldp, int M, int E, int kind);
+void cu_mingate_bwd(Backend *, float *dp, const float *da, const float *dx, const float *p, int ldp,
+                    int M, int E, int kind);
+void cu_lru_params_fwd(Backend *, float *lam, float *beff, const float *nu, const float *theta,
+                       const float *b, int S, int H);
+void cu_lru_params_bwd(Backend *, float *dnu, float *dtheta, float *db, const float *dlam,
+                       const float *dbeff, const float *nu, const float *theta, const float *b,
+                       int S, int H);
+void cu_diag_fwd(Backend *, float *out, const float *x, const float *d, int M, int C);
+void cu_diag_bwd(Backend *, float *dx, float *dd, const float *dout, const float *x, const float *d,
+                 int M, int C);
 void cu_lower_bounds_fwd(Backend *, float *beta, const float *gamma, int L, int D);
 void cu_lower_bounds_bwd(Backend *, float *dgamma, const float *dbeta, const float *gamma,
                          int L, int D);

@@ -5,8 +5,10 @@
  * scan_chunks.cuh (docs/CUDA.md, "Element-wise scans").
  *
  * A thread's chunk holds its TT tokens of one channel: one value (real) or
- * one (re, im) pair (complex; a single 4- or 8-byte access where aligned,
- * template V). Tokens past the chunk's end get a = 0 and x = 0 (dout = 0 in
+ * one (re, im) pair (complex; a single access where aligned, template V).
+ * x, out, dout and dx have the activation type T; a per-token decay a and
+ * its gradient da are fp32 whatever T is (backend.h: a decay near 1 must
+ * not be rounded to bf16), a shared decay is an fp32 row. Tokens past the chunk's end get a = 0 and x = 0 (dout = 0 in
  * the backward): every state there is exactly zero from the reverse
  * recurrences' point of view, and a chunk with such a token has the
  * transfer 0, which only ever multiplies a zero state (reverse) or feeds
@@ -118,24 +120,28 @@ template <typename Tr> __device__ __forceinline__ Tr tr_zero() {
  * chunk's decays and inputs. SHA: one shared fp32 decay row (lda == 0). */
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA> struct ScanChunk {
     typedef Elem<T, CPX, V> E;
+    typedef Elem<float, CPX, V> EA;   /* the per-token decays: fp32 */
     typedef typename E::U U;
     typedef typename E::Raw Raw;
+    typedef typename EA::Raw RawA;
     typedef typename std::conditional<CPX, float2, float>::type Val;
     /* a shared decay's transfer is the same for every chunk: hi + lo */
     typedef typename std::conditional<SHA, Split<Val>, Val>::type Tr;
     static constexpr int NV = CPX ? 2 : 1;   /* values per channel */
 
-    const T *__restrict__ a;
+    const float *__restrict__ a;
     const float *__restrict__ ash;
     const T *__restrict__ x;
     int lda, ldx, N, D, W, j, jr, k, n, seglen;
     size_t b, row0;
-    const T *pa, *px;
-    Raw ar[TT], xr[TT];
+    const float *pa;
+    const T *px;
+    RawA ar[TT];
+    Raw xr[TT];
     U av[TT], xv[TT];
     U a1;   /* the shared decay */
 
-    __device__ __forceinline__ void init(const T *a_, const float *ash_, int lda_, const T *x_,
+    __device__ __forceinline__ void init(const float *a_, const float *ash_, int lda_, const T *x_,
                                          int ldx_, int N_, int D_) {
         a = a_;
         ash = ash_;
@@ -166,7 +172,7 @@ template <typename T, int TT, int CH, bool CPX, bool V, bool SHA> struct ScanChu
 #pragma unroll
         for (int i = 0; i < TT; i++) {
             const int r = min(i, last);
-            if (!SHA) ar[i] = E::load(pa + r * lda);
+            if (!SHA) ar[i] = EA::load(pa + r * lda);
             xr[i] = E::load(px + r * ldx);
         }
         if (SHA) ld_shared(ash + NV * jr, a1);
@@ -174,7 +180,7 @@ template <typename T, int TT, int CH, bool CPX, bool V, bool SHA> struct ScanChu
     __device__ __forceinline__ void convert_inputs() {
 #pragma unroll
         for (int i = 0; i < TT; i++) {
-            if (!SHA) av[i] = E::cvt(ar[i]);
+            if (!SHA) av[i] = EA::cvt(ar[i]);
             xv[i] = E::cvt(xr[i]);
         }
         zero_past<TT>(xv, n);
@@ -210,7 +216,7 @@ struct ScanFwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
 
     T *__restrict__ out;
 
-    __device__ __forceinline__ ScanFwd(T *out_, const T *a, const float *ash, int lda,
+    __device__ __forceinline__ ScanFwd(T *out_, const float *a, const float *ash, int lda,
                                        const T *x, int ldx, int N, int D) : out(out_) {
         C::init(a, ash, lda, x, ldx, N, D);
         C::at_segment(0);
@@ -277,6 +283,7 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
     typedef typename C::Val Val;
     typedef typename C::Tr Tr;
     typedef typename C::E E;
+    typedef typename C::EA EA;
     typedef typename C::Raw Raw;
     static constexpr bool HF = (DIRS & SCAN_FORWARD) != 0, HR = (DIRS & SCAN_REVERSE) != 0;
     static constexpr int NF = (HF ? 1 : 0) + (HR ? 1 : 0);   /* forward-running ones */
@@ -285,14 +292,14 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
     static __host__ __device__ constexpr bool rev(int r) { return r >= NF; }
 
     T *__restrict__ dx;
-    T *__restrict__ da;
+    float *__restrict__ da;
     const T *__restrict__ dout;
     const T *pg;
     Raw gr[TT];
     U gv[TT];
     U dsum;   /* shared decay: dL/da summed over the thread's tokens */
 
-    __device__ __forceinline__ ScanBwd(T *dx_, T *da_, const T *dout_, const T *a,
+    __device__ __forceinline__ ScanBwd(T *dx_, float *da_, const T *dout_, const float *a,
                                        const float *ash, int lda, const T *x, int ldx, int N,
                                        int D)
         : dx(dx_), da(da_), dout(dout_) {
@@ -360,7 +367,7 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
         }
         /* backward: r_{t+1}, dh_t, and the gradients */
         T *ox = dx + C::row0 * C::ldx + C::NV * C::j;
-        T *oa = SHA ? nullptr : da + C::row0 * C::lda + C::NV * C::j;
+        float *oa = SHA ? nullptr : da + C::row0 * C::lda + C::NV * C::j;
 #pragma unroll
         for (int i = TT - 1; i >= 0; i--) {
             const U a = C::dec(i);
@@ -380,7 +387,7 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
             if (i < C::n) {
                 E::store(ox + i * C::ldx, gx);
                 if (SHA) dsum = vadd(dsum, ga);
-                else E::store(oa + i * C::lda, ga);
+                else EA::store(oa + i * C::lda, ga);
             }
         }
     }
@@ -389,7 +396,7 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
 /* ------------------------------------------------------------------ kernels */
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
 __global__ void __launch_bounds__(SCAN_MAXT, (TT <= 8 ? 2 : 1))
-k_scan_fwd(T *__restrict__ out, const T *__restrict__ a, const float *__restrict__ ash, int lda,
+k_scan_fwd(T *__restrict__ out, const float *__restrict__ a, const float *__restrict__ ash, int lda,
            const T *__restrict__ x, int ldx, int N, int D, int nseg,
            typename std::conditional<CPX, float2, float>::type *__restrict__ scratch) {
     typedef ScanFwd<T, TT, CH, CPX, V, SHA, DIRS> R;
@@ -401,8 +408,8 @@ k_scan_fwd(T *__restrict__ out, const T *__restrict__ a, const float *__restrict
 
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
 __global__ void __launch_bounds__(SCAN_MAXT, 1)   /* <= 128 registers */
-k_scan_bwd(T *__restrict__ dx, T *__restrict__ da, float *__restrict__ part,
-           const T *__restrict__ dout, const T *__restrict__ a, const float *__restrict__ ash,
+k_scan_bwd(T *__restrict__ dx, float *__restrict__ da, float *__restrict__ part,
+           const T *__restrict__ dout, const float *__restrict__ a, const float *__restrict__ ash,
            int lda, const T *__restrict__ x, int ldx, int N, int D, int nseg,
            typename std::conditional<CPX, float2, float>::type *__restrict__ scratch) {
     typedef ScanBwd<T, TT, CH, CPX, V, SHA, DIRS> R;
@@ -447,7 +454,7 @@ static void launch_fwd_k(CudaImpl *im, ScanShape s, const ScanArgs &g) {
     typedef typename std::conditional<CPX, float2, float>::type Val;
     scan_launch(im, false, k_scan_fwd<T, TT, CH, CPX, V, SHA, DIRS>,
                 dim3(ceil_div(g.D, CH), g.B), dim3(CH * s.P), "kernel launch k_scan_fwd",
-                (T *)g.out, (const T *)g.a, g.ash, g.lda, (const T *)g.x, g.ldx, g.N, g.D, s.nseg,
+                (T *)g.out, (const float *)g.a, g.ash, g.lda, (const T *)g.x, g.ldx, g.N, g.D, s.nseg,
                 (Val *)g.scratch);
 }
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
@@ -455,7 +462,7 @@ static void launch_bwd_k(CudaImpl *im, ScanShape s, const ScanArgs &g) {
     typedef typename std::conditional<CPX, float2, float>::type Val;
     scan_launch(im, false, k_scan_bwd<T, TT, CH, CPX, V, SHA, DIRS>,
                 dim3(ceil_div(g.D, CH), g.B), dim3(CH * s.P), "kernel launch k_scan_bwd",
-                (T *)g.dx, (T *)g.da, g.part, (const T *)g.dout, (const T *)g.a, g.ash, g.lda,
+                (T *)g.dx, (float *)g.da, g.part, (const T *)g.dout, (const float *)g.a, g.ash, g.lda,
                 (const T *)g.x, g.ldx, g.N, g.D, s.nseg, (Val *)g.scratch);
 }
 
@@ -520,10 +527,10 @@ static void check_args(const char *op, int B, int ldx, int lda, int D, int compl
 template <typename T>
 static bool all_pairs_aligned(const ScanArgs &g, bool fwd, int W) {
     bool v = pair_aligned((const T *)g.x, g.ldx);
-    if (g.lda) v = v && pair_aligned((const T *)g.a, g.lda);
+    if (g.lda) v = v && pair_aligned((const float *)g.a, g.lda);
     if (fwd) return v && pair_aligned((const T *)g.out, W);
     v = v && pair_aligned((const T *)g.dx, g.ldx) && pair_aligned((const T *)g.dout, W);
-    if (g.lda) v = v && pair_aligned((const T *)g.da, g.lda);
+    if (g.lda) v = v && pair_aligned((const float *)g.da, g.lda);
     return v;
 }
 

@@ -52,6 +52,7 @@ struct Loader {
     DeitTransform *deit;
     DeitScratch *dscratch;
     int ndscratch;
+    int workers;          /* the OpenMP team that builds a batch (data.workers; 0 = OpenMP's default) */
     Mixup mix;
     int mix_on;
     /* prefetching: a producer thread fills a ring of `depth` batches ahead */
@@ -445,7 +446,7 @@ static Rng mixup_stream(const Loader *l, int b) {
 /* Redo the flagged slots of job j on the CPU (parallel). Returns 1 when one failed for good. */
 static int gpu_redo(Loader *l, GpuJob *j) {
     int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) num_threads(l->workers)
     for (int k = 0; k < j->m; k++) {
         if (!j->redo[k]) continue;
         j->status[k] = gpu_load_slot(l, j, k, slot_position(l, j->b, k), j->redo[k], &j->labels[k]);
@@ -717,7 +718,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
     P->share_n++;
     int failed = 0;
     /* 1. files, headers, draws, records (CPU decode where the GPU cannot, or for the balance) */
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1) num_threads(l->workers)
     for (int k = 0; k < m; k++) {
         j->redo[k] = 0;
         int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? FB_SPILL : FB_NONE;
@@ -985,6 +986,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     }
     l->ds = ds;
     l->cfg = *cfg;
+    l->workers = cfg->workers > 0 ? cfg->workers : omp_get_max_threads();
     l->train = train != 0;
     l->rank = rank;
     l->world = world;
@@ -1001,7 +1003,8 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         l->deit = deit_transform_create(cfg, err, errlen);
         /* one scratch per OpenMP thread of whichever thread builds batches
          * (the caller's, or the prefetch thread with the default team size) */
-        l->ndscratch = (omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs()) + 1;
+        int team = cfg->workers > 0 ? cfg->workers : omp_get_max_threads();
+        l->ndscratch = (team > omp_get_num_procs() ? team : omp_get_num_procs()) + 1;
         l->dscratch = calloc((size_t)l->ndscratch, sizeof *l->dscratch);
         if (!l->deit || !l->dscratch) {
             if (l->deit && !l->dscratch) set_err(err, errlen, "loader: out of memory");
@@ -1112,7 +1115,7 @@ static int produce_cpu(Loader *l, Batch *out) {
         int failed = 0;
         /* dynamic: per-image cost varies a lot (decode size, RandAugment op);
          * results do not depend on the schedule (per-sample RNG streams) */
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1) num_threads(l->workers)
         for (int k = 0; k < m; k++) {
             l->status[k] = load_slot(l, k, slot_position(l, b, k), out->images + (size_t)k * l->out_bytes,
                                      &out->labels[k]);
@@ -1531,6 +1534,26 @@ void loader_stats(Loader *l, LoaderStats *st) {
         st->collect_s = P->collect_s;
         st->decode_wait_s = P->wait_decode_s;
     }
+}
+
+void loader_gpu_split(const LoaderStats *a, const LoaderStats *b, double batches, double seconds, char *buf,
+                      size_t buflen) {
+    buf[0] = '\0';
+    if (!b->gpu || batches <= 0 || seconds <= 0) return;
+    const GpuImagesStats *x = &a->gpu_stats, *z = &b->gpu_stats;
+    double calls = (double)(z->decode_calls - x->decode_calls);
+    if (calls < 1) calls = 1;
+    const int units = b->gpu_units + b->gpu_hybrid_units;
+    snprintf(buf, buflen,
+             "per batch: producer %.2f ms = prep %.2f + collect %.2f (transform queueing %.2f) + waiting for nvJPEG "
+             "%.2f; nvJPEG %.2f ms per call (device %.2f), %.2f calls per batch, units busy %.0f%%, %.1f cores in "
+             "nvJPEG calls; transform device %.2f ms",
+             (b->produce_s - a->produce_s) / batches * 1e3, (b->prep_s - a->prep_s) / batches * 1e3,
+             (b->collect_s - a->collect_s) / batches * 1e3, (z->host_transform_s - x->host_transform_s) / batches * 1e3,
+             (b->decode_wait_s - a->decode_wait_s) / batches * 1e3, (z->host_decode_s - x->host_decode_s) / calls * 1e3,
+             (z->gpu_decode_ms - x->gpu_decode_ms) / calls, calls / batches,
+             100.0 * (z->host_decode_s - x->host_decode_s) / (seconds * (units > 0 ? units : 1)),
+             (z->decode_cpu_s - x->decode_cpu_s) / seconds, (z->gpu_transform_ms - x->gpu_transform_ms) / batches);
 }
 
 void loader_destroy(Loader *l) {

@@ -32,6 +32,10 @@ typedef struct TokenMixer {
      * to its gradient (backward); the backbone then owns the lower_bounds
      * parameter. 0: beta is NULL. */
     int uses_lower_bounds;
+    /* 1: the mixer honours model.causal = 1 (each token sees only itself and
+     * the tokens before it); 0: it is bidirectional only, and model.causal =
+     * 1 is a config error naming it (model_check_config). */
+    int supports_causal;
 
     /* Mixer-specific config checks (the generic ones are done): 0, or -1 with
      * a message naming the key. */
@@ -40,8 +44,9 @@ typedef struct TokenMixer {
      * to layers.<l>.token_mixer. (tl->prefix holds that). */
     void (*declare)(TensorList *tl, const Config *c);
     /* Values of a tensor declared with INIT_CUSTOM (values: numel floats; r
-     * is that tensor's own random stream). NULL when the mixer has none. */
-    void (*init_tensor)(const ParamInfo *t, float *values, Rng *r);
+     * is that tensor's own random stream; c the model config, for the
+     * mixer's initialisation keys). NULL when the mixer has none. */
+    void (*init_tensor)(const Config *c, const ParamInfo *t, float *values, Rng *r);
     /* Forward multiply-adds per token, for FLOP reports. */
     double (*madds_per_token)(const Config *c);
 

@@ -37,3 +37,14 @@ float *tensor_at(const TensorView *view, const char *name) {
     fprintf(stderr, "internal error: no tensor %s\n", full);
     abort();
 }
+
+void tensor_init_standard(const ParamInfo *t, float *p, Rng *r) {
+    for (size_t k = 0; k < t->numel; k++) {
+        switch (t->init) {
+        /* timm's trunc_normal_(std=.02) truncates at +-2 absolute (100 sigma): a plain normal */
+        case INIT_TRUNC_NORMAL: p[k] = (float)(0.02 * rng_normal(r)); break;
+        case INIT_ZERO: p[k] = 0.0f; break;
+        case INIT_ONE: p[k] = 1.0f; break;
+        }
+    }
+}

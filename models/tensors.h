@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rng.h"
+
 /* How model_init fills a tensor. INIT_CUSTOM: the token mixer's init hook. */
 enum { INIT_TRUNC_NORMAL, INIT_ZERO, INIT_ONE, INIT_CUSTOM };
 
@@ -47,5 +49,10 @@ typedef struct {
 } TensorView;
 
 float *tensor_at(const TensorView *view, const char *name);
+
+/* The values of a tensor whose init is not INIT_CUSTOM, from its own random
+ * stream r (timm's DeiT init: Linear weights normal with std 0.02, biases 0,
+ * norm weights 1). */
+void tensor_init_standard(const ParamInfo *t, float *values, Rng *r);
 
 #endif

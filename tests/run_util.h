@@ -43,6 +43,7 @@ typedef struct {
     long fsize_limit;     /* > 0: RLIMIT_FSIZE in bytes (SIGXFSZ ignored, as hgrn does) */
     int drop_dac;         /* 1: without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (root obeys permissions) */
     const char *fault;    /* HGRN_FAULT for the child, or NULL */
+    const char *out_log;  /* stdout to this file instead of the log, or NULL */
 } RunOpts;
 
 static inline double ru_now(void) {
@@ -77,7 +78,8 @@ static inline int ru_can_drop_dac(void) {
     return waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-/* Start `BINARY args` (printf format) with stdout and stderr to log; its pid. */
+/* Start `BINARY args` (printf format) with stdout and stderr to log (stdout
+ * to o->out_log when given); its pid. */
 static inline pid_t ru_start(const RunOpts *o, const char *log, const char *fmt, ...) {
     char *cmd = malloc(16384);
     if (!cmd) abort();
@@ -94,6 +96,11 @@ static inline pid_t ru_start(const RunOpts *o, const char *log, const char *fmt,
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
         close(fd);
+        if (o && o->out_log) {
+            fd = open(o->out_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0 || dup2(fd, 1) < 0) _exit(126);
+            close(fd);
+        }
         setenv("OMP_NUM_THREADS", "2", 1);
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
         if (o && o->fault) setenv("HGRN_FAULT", o->fault, 1);

@@ -4,9 +4,12 @@
  * empty, wrong magic, huge dimensions, absurd values, wrong shapes or
  * dtypes, offsets out of bounds, duplicate keys, unreadable paths) through
  * the real binary. Each must exit with the expected code and print exactly
- * one line, holding the expected text, on stderr, and leave the files it
- * was pointed at (its run directory included) as they were: a fresh run
- * directory is not created at all. The table is printed as it ran
+ * one line, holding the expected text, on stderr and nothing on stdout, and
+ * leave the files it was pointed at (its run directory included) as they
+ * were: a fresh run directory is not created at all. Images go through
+ * `hgrn classify`, which answers every file on stdout: there the file's
+ * answer is the one line on stdout that holds the text, and the one line on
+ * stderr is the summary counting it as failed. The table is printed as it ran
  * (docs/RELIABILITY.md shows it). Unreadable paths are directories where a
  * file belongs, and, where this process can run hgrn without
  * CAP_DAC_OVERRIDE, files with mode 000. Fashion-MNIST is needed for the
@@ -212,35 +215,50 @@ static void listing(const char *d, char *out, size_t len) {
 /* ---- the table ---- */
 
 static int rows, failures;
+static int answers_on_stdout;   /* the rows run hgrn classify (see the top) */
+
+static int count_lines(const char *text, size_t n) {
+    int lines = 0;
+    for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+    return lines;
+}
 
 /* Run `hgrn ARGS` (watch: the directory whose files must not change):
- * exit code want_rc, one line on stderr holding want_msg. */
+ * exit code want_rc, one line on stderr holding want_msg (or, with
+ * answers_on_stdout, one line on stdout holding it and on stderr the
+ * summary counting one failed file). */
 static void row(const char *kind, const char *what, int want_rc, const char *want_msg, const char *watch,
                 int drop, const char *fmt, ...) {
-    char args[4096], log[300], before[8192], after[8192];
+    char args[4096], log[300], outlog[300], before[8192], after[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(log, sizeof log, "%s/row%d.log", L, rows);
+    snprintf(outlog, sizeof outlog, "%s/row%d.out", L, rows);
     listing(watch, before, sizeof before);
-    RunOpts o = {0, drop, NULL};
+    RunOpts o = {0, drop, NULL, outlog};
     int rc = ru_wait(ru_start(&o, log, "%s", args));
     listing(watch, after, sizeof after);
-    size_t n;
-    char *text = get(log, &n);
-    int lines = 0;
-    for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
-    const char *why = rc != want_rc ? "exit code" : lines != 1 ? "not one line" :
-                      !strstr(text, want_msg) ? "message" : strcmp(before, after) ? "files changed" : NULL;
+    size_t n, on;
+    char *text = get(log, &n), *out = get(outlog, &on);
+    const int lines = count_lines(text, n), out_lines = count_lines(out, on);
+    const char *line = answers_on_stdout ? out : text;   /* the line that must hold want_msg */
+    const char *why = rc != want_rc ? "exit code" : lines != 1 ? "not one line on stderr" :
+                      out_lines != answers_on_stdout ? (answers_on_stdout ? "not one answer on stdout" : "stdout not empty") :
+                      !strstr(line, want_msg) ? "message" :
+                      answers_on_stdout && !strstr(text, "0 images classified, 1 failed") ? "summary" :
+                      strcmp(before, after) ? "files changed" : NULL;
     text[strcspn(text, "\n")] = 0;
-    printf("| %s | %s | %d | `%s` |\n", kind, what, rc, text);
+    out[strcspn(out, "\n")] = 0;
+    printf("| %s | %s | %d | `%s` |\n", kind, what, rc, answers_on_stdout ? out : text);
     if (why) {
-        fprintf(stderr, "FAIL %s / %s: %s (exit %d, want %d; want text '%s'; %d lines):\n%s\n", kind, what, why, rc,
-                want_rc, want_msg, lines, text);
+        fprintf(stderr, "FAIL %s / %s: %s (exit %d, want %d; want text '%s'; %d + %d lines):\n%s\n%s\n", kind, what,
+                why, rc, want_rc, want_msg, lines, out_lines, text, out);
         failures++;
     }
     free(text);
+    free(out);
     rows++;
 }
 
@@ -251,7 +269,7 @@ static void row(const char *kind, const char *what, int want_rc, const char *wan
 static void test_table(void **st) {
     (void)st;
     char p[600], q[600], good[300], run[300];
-    printf("| input | case | exit | the line on stderr |\n|---|---|---|---|\n");
+    printf("| input | case | exit | the line on stderr (images: the file's answer on stdout) |\n|---|---|---|---|\n");
 
     /* a tiny real checkpoint pair to damage */
     snprintf(good, sizeof good, "%s/good", T);
@@ -261,7 +279,8 @@ static void test_table(void **st) {
     snprintf(W, sizeof W, "%s/last.safetensors", good);
     snprintf(S, sizeof S, "%s/last.state.safetensors", good);
 
-    /* ---- JPEG and PNG (hgrn classify) ---- */
+    /* ---- JPEG and PNG (hgrn classify: the answer on stdout) ---- */
+    answers_on_stdout = 1;
     char img[300];
     snprintf(img, sizeof img, "%s/img", T);
     sh("%s bench-data --synth %s 1 64x48 >/dev/null 2>&1 && mv %s/synth_00000.jpg %s/good.jpg", H, img, img, img);
@@ -269,13 +288,13 @@ static void test_table(void **st) {
     char *jpg = get((snprintf(p, sizeof p, "%s/good.jpg", img), p), &jn);
     snprintf(p, sizeof p, "%s/trunc.jpg", img);
     put(p, jpg, jn / 3);
-    row("JPEG", "truncated", 1, "trunc.jpg", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("JPEG", "truncated", 1, "trunc.jpg: error: truncated JPEG data", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     snprintf(p, sizeof p, "%s/empty.jpg", img);
     put(p, "", 0);
-    row("JPEG", "empty", 1, "empty.jpg", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("JPEG", "empty", 1, "empty.jpg: error: empty file", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     snprintf(p, sizeof p, "%s/magic.jpg", img);
     puts_(p, "GIF89a not a jpeg at all");
-    row("JPEG", "wrong magic", 1, "magic.jpg", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("JPEG", "wrong magic", 1, "magic.jpg: error: not a JPEG or PNG image", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     for (size_t i = 0; i + 8 < jn; i++)   /* SOF0: length, precision, then height and width */
         if ((unsigned char)jpg[i] == 0xFF && (unsigned char)jpg[i + 1] == 0xC0) {
             jpg[i + 5] = jpg[i + 6] = jpg[i + 7] = jpg[i + 8] = (char)0xFF;
@@ -283,7 +302,8 @@ static void test_table(void **st) {
         }
     snprintf(p, sizeof p, "%s/huge.jpg", img);
     put(p, jpg, jn);
-    row("JPEG", "huge dimensions (65535 x 65535)", 1, "huge.jpg", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("JPEG", "huge dimensions (65535 x 65535)", 1, "huge.jpg: error: corrupt JPEG: Maximum supported image dimension",
+        img, 0, "classify --ckpt %s --device cpu %s", W, p);
     free(jpg);
     snprintf(p, sizeof p, "%s/good.png", img);
     png_file(p, 20, 10, 20, 10);
@@ -291,24 +311,36 @@ static void test_table(void **st) {
     char *png = get(p, &pn);
     snprintf(p, sizeof p, "%s/trunc.png", img);
     put(p, png, pn - 30);
-    row("PNG", "truncated", 1, "trunc.png", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "truncated", 1, "trunc.png: error: corrupt PNG: truncated", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     snprintf(p, sizeof p, "%s/empty.png", img);
     put(p, "", 0);
-    row("PNG", "empty", 1, "empty.png", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "empty", 1, "empty.png: error: empty file", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     png[1] = 'X';
     snprintf(p, sizeof p, "%s/magic.png", img);
     put(p, png, pn);
-    row("PNG", "wrong magic", 1, "magic.png", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "wrong magic", 1, "magic.png: error: not a JPEG or PNG image", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     free(png);
     snprintf(p, sizeof p, "%s/huge.png", img);
     png_file(p, 100000, 100000, 20, 10);
-    row("PNG", "huge dimensions (100000 x 100000)", 1, "huge.png", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "huge dimensions (100000 x 100000)", 1, "huge.png: error: image too large", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
     snprintf(p, sizeof p, "%s/short.png", img);
     png_file(p, 20, 30, 20, 10);
-    row("PNG", "less data than the header says", 1, "short.png", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "less data than the header says", 1, "short.png: error: corrupt PNG: Not enough image data", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
     snprintf(p, sizeof p, "%s/adir.png", img);
     sh("mkdir -p %s", p);
-    row("PNG", "unreadable (a directory)", 1, "adir.png", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "a directory without images", 1, "adir.png: error: no .jpg, .jpeg or .png files", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
+    if (can_drop) {
+        snprintf(p, sizeof p, "%s/perm.png", img);
+        png_file(p, 20, 10, 20, 10);
+        sh("chmod 000 %s", p);
+        row("PNG", "unreadable (mode 000)", 1, "perm.png: error: Permission denied", img, 1,
+            "classify --ckpt %s --device cpu %s", W, p);
+        sh("chmod 644 %s", p);
+    }
+    answers_on_stdout = 0;
 
     /* ---- IDX (a Fashion-MNIST directory; hgrn train) ---- */
     char d[400], f[500];
@@ -435,7 +467,7 @@ static void test_table(void **st) {
     row("command line", "unknown option", 2, "unknown option --frobnicate", T, 0, "train --config %s --frobnicate 1", CFG);
     row("command line", "missing value", 2, "--out needs a value", T, 0, "train --config %s --out", CFG);
     row("command line", "absurd value", 2, "--device tpu: expected cpu or cuda", T, 0, "train --config %s --device tpu", CFG);
-    row("command line", "unknown key", 2, "no config key 'train.lrr'", T, 0, "train --config %s --train.lrr 1", CFG);
+    row("command line", "unknown key", 2, "unknown option --train.lrr (did you mean --train.lr?", T, 0, "train --config %s --train.lrr 1", CFG);
     row("command line", "--resume and --overwrite", 2, "give one of them", T, 0,
         "train --config %s --device cpu --out %s --resume --overwrite " TINY, CFG, run);
     row("command line", "--gpus 0", 2, "--gpus", T, 0, "train --config %s --gpus 0", CFG);
@@ -480,7 +512,11 @@ static void test_table(void **st) {
         "eval --ckpt %s --device cpu", p);
     row("checkpoint", "unreadable (a directory)", 1, "is a directory, not a file", ck, 0, "eval --ckpt %s --device cpu", ck);
     snprintf(run, sizeof run, "%s/wide", T);
-    row("checkpoint", "wrong shapes (another model.dim)", 1, "has shape [8, 16] but the model expects [12, 16]", good, 0,
+    st_patch(W, CK("shape.safetensors"), "\"shape\":[8,16]", "\"shape\":[16,8]");
+    row("checkpoint", "wrong shape (a tensor transposed)", 1,
+        "tensor 'to_patch_embedding.1.weight' has shape [16, 8] but the model expects [8, 16]", ck, 0,
+        "eval --ckpt %s --device cpu", p);
+    row("checkpoint", "another model (model.dim)", 1, "holds a different hgru1 model: model.dim 8 (the config says 12)", good, 0,
         "train --config %s --device cpu --out %s --resume %s --model.dim 12 --model.depth 1 --model.glu_dim 8 "
         "--data.train_limit 256 --data.val_limit 64", CFG, run, W);
     if (access(run, F_OK) == 0) fail_msg("a failed resume created %s", run);

@@ -106,6 +106,10 @@ static void test_defaults_valid(void **state)
     assert_int_equal(c.num_classes, 1000);
     assert_true(c.drop_path == 0.1f);
     assert_int_equal(c.head_size, 16);
+    assert_int_equal(c.causal, 0);
+    assert_int_equal(c.rnn_dim, 0);
+    assert_true(c.lru_r_min == 0.9f && c.lru_r_max == 0.999f);
+    assert_true(c.lru_max_phase == (float)(3.14159265358979 / 10));
     assert_int_equal(c.epochs, 300);
     assert_int_equal(c.batch_size, 1024);
     assert_true(c.lr == 5e-4f);
@@ -151,6 +155,8 @@ static void test_defaults_valid(void **state)
     assert_int_equal(c.val_limit, 0);
 }
 
+static void assert_config_equal(const Config *a, const Config *b);
+
 static void load_shipped(const char *name, Config *c)
 {
     char path[512], err[512] = "";
@@ -185,6 +191,25 @@ static void test_shipped_configs(void **state)
     snprintf(want, sizeof want, "%s/configs/fmnist_classes.txt", HGRN_SOURCE_DIR);
     assert_string_equal(c.class_names, want);
     assert_true(file_exists(c.class_names));
+
+    /* the scan mixers' demos: fmnist_hgrn1_tiny's shapes and recipe, their own mixer */
+    const char *scan_mixers[3] = {"lru", "mingru", "minlstm"};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        Config h;
+        load_shipped("fmnist_hgrn1_tiny.cfg", &h);
+        snprintf(name, sizeof name, "fmnist_%s_tiny.cfg", scan_mixers[i]);
+        load_shipped(name, &c);
+        assert_string_equal(c.mixer, scan_mixers[i]);
+        assert_int_equal(c.causal, 0);
+        assert_int_equal(c.rnn_dim, 0);
+        snprintf(h.mixer, sizeof h.mixer, "%s", c.mixer);   /* all else equal but LRU's phase */
+        if (!strcmp(c.mixer, "lru")) {
+            assert_true(c.lru_max_phase == 6.2831853f);
+            h.lru_max_phase = c.lru_max_phase;
+        }
+        assert_config_equal(&h, &c);
+    }
 
     const int dims[2] = {192, 384};
     const char *names[2] = {"hgrn1_deit_tiny.cfg", "hgrn1_deit_small.cfg"};
@@ -491,6 +516,7 @@ static void assert_config_equal(const Config *a, const Config *b)
 #define EQ_S(f) assert_string_equal(a->f, b->f)
     EQ_S(mixer); EQ_I(image_size); EQ_I(channels); EQ_I(patch_size); EQ_I(dim); EQ_I(depth);
     EQ_I(glu_dim); EQ_I(num_classes); EQ_F(drop_path); EQ_I(head_size);
+    EQ_I(causal); EQ_I(rnn_dim); EQ_F(lru_r_min); EQ_F(lru_r_max); EQ_F(lru_max_phase);
     EQ_I(epochs); EQ_I(batch_size); EQ_F(lr); EQ_I(lr_batch_ref); EQ_F(min_lr); EQ_F(warmup_lr);
     EQ_F(warmup_epochs); EQ_F(weight_decay); EQ_F(beta1); EQ_F(beta2); EQ_F(eps); EQ_F(clip_grad);
     EQ_F(label_smoothing); assert_true(a->seed == b->seed); EQ_I(eval_every); EQ_I(max_steps);
@@ -542,7 +568,9 @@ static void test_roundtrip(void **state)
         {"model.mixer", "hgru2"}, {"model.image_size", "96"}, {"model.channels", "2"},
         {"model.patch_size", "8"}, {"model.dim", "320"}, {"model.depth", "7"},
         {"model.glu_dim", "960"}, {"model.num_classes", "37"}, {"model.drop_path", "0.123456789"},
-        {"model.head_size", "32"}, {"train.epochs", "11"}, {"train.batch_size", "3"},
+        {"model.head_size", "32"}, {"model.causal", "1"}, {"model.rnn_dim", "48"},
+        {"model.lru_r_min", "0.25"}, {"model.lru_r_max", "0.9999"}, {"model.lru_max_phase", "6.2831853"},
+        {"train.epochs", "11"}, {"train.batch_size", "3"},
         {"train.lr", "0.1"}, {"train.lr_batch_ref", "256"}, {"train.min_lr", "3.3333333e-7"},
         {"train.warmup_lr", "1.17549435e-38"}, {"train.warmup_epochs", "2.5"},
         {"train.weight_decay", "0.3"}, {"train.beta1", "0.95"}, {"train.beta2", "0.98765432"},
@@ -705,6 +733,69 @@ static void test_comm_timeout(void **state)
     free(buf);
 }
 
+/* The scan mixers' keys: model.causal (0 | 1), model.rnn_dim (0 = dim),
+ * model.lru_r_min < lru_r_max in (0, 1), model.lru_max_phase in [0, 2 pi]:
+ * from a file and the command line, range-checked, the ring's order checked
+ * by config_validate, written back, documented in --help. */
+static void test_mixer_keys(void **state)
+{
+    (void)state;
+    Config c;
+    config_defaults(&c);
+    char err[512] = "";
+    const char *path = write_cfg("scan.cfg", "[model]\nmixer = lru\ncausal = 1\nrnn_dim = 96\n"
+                                             "lru_r_min = 0.5\nlru_r_max = 0.99\nlru_max_phase = 3.1415927\n");
+    if (config_load(&c, path, err, sizeof err) != 0) fail_msg("%s", err);
+    if (config_validate(&c, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_string_equal(c.mixer, "lru");
+    assert_int_equal(c.causal, 1);
+    assert_int_equal(c.rnn_dim, 96);
+    assert_true(c.lru_r_min == 0.5f && c.lru_r_max == 0.99f && c.lru_max_phase == 3.1415927f);
+    assert_int_equal(config_set(&c, "model.causal", "0", err, sizeof err), 0);
+    assert_int_equal(c.causal, 0);
+    assert_int_equal(config_set(&c, "model.mixer", "minlstm", err, sizeof err), 0);
+    assert_int_equal(config_set(&c, "model.rnn_dim", "0", err, sizeof err), 0);
+    const char *keys[5] = {"model.causal", "model.rnn_dim", "model.lru_r_min", "model.lru_r_max",
+                           "model.lru_max_phase"};
+    for (int i = 0; i < 5; i++) assert_true(config_has_key(keys[i]));
+    expect_set_error("model.causal", "2", "model.causal = 2 is out of range [0, 1]");
+    expect_set_error("model.rnn_dim", "-1", "model.rnn_dim");
+    expect_set_error("model.lru_r_min", "0", "model.lru_r_min = 0 is out of range (0, 1)");
+    expect_set_error("model.lru_r_max", "1", "model.lru_r_max = 1 is out of range (0, 1)");
+    expect_set_error("model.lru_max_phase", "7", "model.lru_max_phase");
+    expect_set_error("model.lru_max_phase", "-0.1", "model.lru_max_phase");
+    expect_load_error("[model]\ncausal = yes\n", 2, "model.causal", NULL);
+    config_defaults(&c);
+    c.lru_r_min = 0.99f;
+    c.lru_r_max = 0.9f;
+    expect_validate_error(&c, "model.lru_r_min = 0.99 is larger than model.lru_r_max = 0.9", NULL);
+    c.lru_r_min = 0.9f;   /* a ring of one radius is allowed */
+    assert_int_equal(config_validate(&c, err, sizeof err), 0);
+    c.causal = 3;
+    expect_validate_error(&c, "model.causal", "out of range");
+
+    config_defaults(&c);
+    c.causal = 1;
+    c.rnn_dim = 12;
+    c.lru_max_phase = 1.5f;
+    char text[CONFIG_TEXT_MAX];
+    assert_true(config_write_model(&c, text, sizeof text) > 0);   /* part of the model text */
+    assert_non_null(strstr(text, "causal = 1\n"));
+    assert_non_null(strstr(text, "rnn_dim = 12\n"));
+    assert_non_null(strstr(text, "lru_max_phase = 1.5\n"));
+    roundtrip(&c);
+
+    char *buf = help_text();
+    for (int i = 0; i < 5; i++) {
+        char opt[64];
+        snprintf(opt, sizeof opt, "--%s ", keys[i]);
+        if (!strstr(buf, opt)) fail_msg("help lacks %s", opt);
+    }
+    assert_non_null(strstr(buf, "mingru"));
+    assert_non_null(strstr(buf, "minlstm"));
+    free(buf);
+}
+
 static void test_help(void **state)
 {
     (void)state;
@@ -751,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_write_model),
         cmocka_unit_test(test_gemm_tune),
         cmocka_unit_test(test_comm_timeout),
+        cmocka_unit_test(test_mixer_keys),
         cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);

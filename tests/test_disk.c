@@ -84,7 +84,7 @@ static void test_full_disk(void **st) {
     assert_int_equal(run(NULL, out, log, "--train.max_steps 10"), 0);
     Pair was = snapshot(out);
     /* the weights files fit under the limit, the state file does not */
-    RunOpts lim = {(was.wl + was.sl) / 2, 0, NULL};
+    RunOpts lim = {(was.wl + was.sl) / 2, 0, NULL, NULL};
     snprintf(log, sizeof log, "%s/full.2.log", dir);
     assert_int_equal(run(&lim, out, log, "--resume --train.max_steps 40"), 1);
     snprintf(want, sizeof want, "hgrn: warning: step 14: checkpoint not saved: %s/last.next.state.safetensors: "
@@ -128,7 +128,7 @@ static void test_unwritable_mid_run(void **st) {
     char out[256], log[300], want[700], line[4096];
     snprintf(out, sizeof out, "%s/ro", dir);
     snprintf(log, sizeof log, "%s/ro.1.log", dir);
-    RunOpts o = {0, 1, NULL};
+    RunOpts o = {0, 1, NULL, NULL};
     pid_t pid = ru_start(&o, log, RU_RECIPE " --out %s --train.max_steps 60", out);
     if (!ru_wait_step(pid, out, 16, 120)) fail_msg("the run ended before step 16");
     assert_int_equal(chmod(out, 0555), 0);
@@ -169,7 +169,7 @@ static void test_unwritable_at_resume(void **st) {
     assert_int_equal(run(NULL, out, log, "--train.max_steps 5"), 0);
     Pair was = snapshot(out);
     assert_int_equal(chmod(out, 0555), 0);
-    RunOpts o = {0, 1, NULL};
+    RunOpts o = {0, 1, NULL, NULL};
     snprintf(log, sizeof log, "%s/ro2.2.log", dir);
     const int rc = run(&o, out, log, "--resume --train.max_steps 10");
     assert_int_equal(chmod(out, 0755), 0);

@@ -99,7 +99,7 @@ static Golden run_model(const char *mixer) {
     return g;
 }
 
-static const char *mixers[] = {"hgru1", "hgru2"};
+static const char *mixers[] = {"hgru1", "hgru2", "lru", "mingru", "minlstm"};
 #define NMIXERS (int)(sizeof mixers / sizeof mixers[0])
 
 static void test_golden(void **s) {

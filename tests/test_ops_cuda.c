@@ -17,7 +17,14 @@
  *     (for short compute-sanitizer passes; scripts/gpu_scan_check.sh runs
  *     test_hgru1,test_scan that way).
  *   HGRN_TEST_SCAN_QUICK=1 trims test_scan to N 1, 37, 1024 and one
- *     16384-token case (the sanitizer runs). */
+ *     16384-token case, and test_min_long and test_mixer_layers to two and
+ *     one 16384-token cases (the sanitizer runs; scripts/gpu_mixers_check.sh
+ *     runs test_mingate,test_lru_params,test_diag,test_min_long,
+ *     test_mixer_layers that way).
+ * The scan mixers' ops (mingate, lru_params, diag), their recurrences at
+ * 16384 tokens and whole LRU / minGRU / minLSTM layers (models/mixer_layer.h)
+ * are compared like the rest; test_model runs every registered mixer, and
+ * the causal mode of those that have one. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -33,6 +40,7 @@
 #include "cpu_hgru2.h"
 #include "config.h"
 #include "mixer.h"
+#include "mixer_layer.h"
 #include "model.h"
 #include "rng.h"
 #include "test_util.h"
@@ -791,11 +799,12 @@ static void assert_finite_rows(T2 *t, size_t off, size_t rows, int ld, int w, co
 
 /* One scan_fwd / scan_bwd comparison. x and (per-token) a are views at an
  * offset inside wider rows (ldx = W + xpad, lda = W + apad; an odd offset or
- * stride makes the complex pairs unaligned), out, dx and a per-token da are
- * poisoned (their padding columns must stay NaN on both), a shared da
- * (lda 0) accumulates onto random values. Decays: |a| in [0.5, 0.999), or in
- * [0.999, 0.99999] when stable (random phases for complex, some negative
- * when real). */
+ * stride makes the complex pairs unaligned); decays and their gradients are
+ * fp32 in both precisions (backend.h), the rest activations. out, dx and a
+ * per-token da are poisoned (their padding columns must stay NaN on both),
+ * a shared da (lda 0) accumulates onto random values. Decays: |a| in
+ * [0.5, 0.999), or in [0.999, 0.99999] when stable (random phases for
+ * complex, some negative when real). */
 static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int xpad, int apad,
                      int off, int stable) {
     char what[128];
@@ -808,7 +817,7 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     const char *dn = dirs == SCAN_FORWARD ? "fwd" : dirs == SCAN_REVERSE ? "rev" : "both";
     /* decays */
     const size_t na = shared ? (size_t)W : M * lda + off;
-    T2 a = t2_new(na, !shared);
+    T2 a = t2_new(na, 0);   /* fp32, per-token or shared */
     {
         float *h = TU_NEW(float, na);
         tu_fill_normal(&R, h, na, 1.0f);   /* what lies between the rows */
@@ -826,13 +835,11 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
                     p[0] = (float)(rng_uniform(&R) < 0.2 ? -mag : mag);
                 }
             }
-        if (!shared)
-            for (size_t i = 0; i < na; i++) h[i] = rb(h[i]);
         t2_set(&a, h);
         free(h);
     }
     T2 x = t2_randn(M * ldx + off, 1, 1.0f);
-    const float *ac = shared ? a.c : a.c + off, *ag = shared ? a.g : ACT_AT(GB, a.g, off);
+    const float *ac = shared ? a.c : a.c + off, *ag = shared ? a.g : a.g + off;
     const float *xc = x.c + off, *xg = ACT_AT(GB, x.g, off);
 
     T2 out = t2_new(M * W, 1);
@@ -849,9 +856,9 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     T2 dout = t2_randn(M * W, 1, 1.0f);
     T2 dx = t2_new(M * ldx + off, 1);
     t2_poison(&dx);
-    T2 da = shared ? t2_randn(W, 0, 1.0f) : t2_new(na, 1);
+    T2 da = shared ? t2_randn(W, 0, 1.0f) : t2_new(na, 0);
     if (!shared) t2_poison(&da);
-    float *dac = shared ? da.c : da.c + off, *dag = shared ? da.g : ACT_AT(GB, da.g, off);
+    float *dac = shared ? da.c : da.c + off, *dag = shared ? da.g : da.g + off;
     ref_bwd(CB, dx.c + off, dac, dout.c, ac, lda, xc, ldx, B, N, D, complex, dirs);
     GB->scan_bwd(GB, ACT_AT(GB, dx.g, off), dag, dout.g, ag, lda, xg, ldx, B, N, D, complex, dirs);
     snprintf(what, sizeof what, "scan_bwd dx %s %s %s N%d", dn, complex ? "cpx" : "real",
@@ -905,6 +912,187 @@ static void test_scan(void **state) {
                 if (quick && !(complex && dirs == SCAN_BOTH && !shared)) continue;
                 run_scan(1, 16384, 3, complex, dirs, shared, 1, 1, 1, 1);
             }
+}
+
+/* ------------------------------------- the scan mixers' element-wise ops */
+/* mingate: p [M, ld] (parts of E columns) random with sd 3 (saturated to
+ * balanced gates) and a few +-110 (sigmoid underflows); a (fp32) and x
+ * poisoned; the backward's dp poisoned (its padding columns stay NaN on
+ * both). vec: the widths and base allow the 16-byte path. */
+static void run_mingate(int M, int E, int ld, int lstm) {
+    char what[96];
+    const int kind = lstm ? MINGATE_LSTM : MINGATE_GRU, parts = lstm ? 3 : 2;
+    const size_t np = (size_t)M * ld, n = (size_t)M * E;
+    T2 p = t2_new(np, 1);
+    {
+        float *h = TU_NEW(float, np);
+        tu_fill_normal(&R, h, np, 3.0f);
+        for (size_t i = 0; i < np; i += 97) h[i] = i % 2 ? 110.0f : -110.0f;
+        for (size_t i = 0; i < np; i++) h[i] = rb(h[i]);
+        t2_set(&p, h);
+        free(h);
+    }
+    T2 a = t2_new(n, 0), x = t2_new(n, 1);
+    t2_poison(&a);
+    t2_poison(&x);
+    CB->mingate_fwd(CB, a.c, x.c, p.c, ld, M, E, kind);
+    GB->mingate_fwd(GB, a.g, x.g, p.g, ld, M, E, kind);
+    snprintf(what, sizeof what, "mingate_fwd %s a %dx%d ld%d", lstm ? "lstm" : "gru", M, E, ld);
+    CHECK(a, what);
+    snprintf(what, sizeof what, "mingate_fwd %s x", lstm ? "lstm" : "gru");
+    CHECK(x, what);
+    T2 da = t2_randn(n, 0, 1.0f), dx = t2_randn(n, 1, 1.0f), dp = t2_new(np, 1);
+    t2_poison(&dp);
+    CB->mingate_bwd(CB, dp.c, da.c, dx.c, p.c, ld, M, E, kind);
+    GB->mingate_bwd(GB, dp.g, da.g, dx.g, p.g, ld, M, E, kind);
+    snprintf(what, sizeof what, "mingate_bwd %s dp (%d parts)", lstm ? "lstm" : "gru", parts);
+    CHECK(dp, what);
+    T2 *ts[] = {&p, &a, &x, &da, &dx, &dp};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+}
+
+static void test_mingate(void **state) {
+    (void)state;
+    for (int lstm = 0; lstm < 2; lstm++) {
+        const int parts = lstm ? 3 : 2;
+        run_mingate(37, 29, parts * 29 + 3, lstm);   /* odd: the scalar kernels */
+        run_mingate(301, 48, parts * 48, lstm);      /* 16-byte vectors */
+        run_mingate(64, 48, parts * 48 + 2, lstm);   /* even but misaligned rows: scalar */
+    }
+}
+
+static void run_lru_params(int S, int H) {
+    char what[64];
+    const size_t nb = (size_t)2 * S * H;
+    T2 nu = t2_new(S, 0), th = t2_randn(S, 0, 2.0f), b = t2_randn(nb, 0, 1.0f);
+    {
+        float *h = TU_NEW(float, S);
+        for (int k = 0; k < S; k++) h[k] = (float)log(-log(0.05 + 0.9495 * rng_uniform(&R)));
+        t2_set(&nu, h);
+        free(h);
+    }
+    T2 lam = t2_new(2 * (size_t)S, 0), beff = t2_new(nb, 0);
+    t2_poison(&lam);
+    t2_poison(&beff);
+    CB->lru_params_fwd(CB, lam.c, beff.c, nu.c, th.c, b.c, S, H);
+    GB->lru_params_fwd(GB, lam.g, beff.g, nu.g, th.g, b.g, S, H);
+    snprintf(what, sizeof what, "lru_params_fwd lam S%d H%d", S, H);
+    CHECK(lam, what);
+    CHECK(beff, "lru_params_fwd beff");
+    T2 dlam = t2_randn(2 * (size_t)S, 0, 1.0f), dbeff = t2_randn(nb, 0, 1.0f);
+    T2 dnu = t2_randn(S, 0, 1.0f), dth = t2_randn(S, 0, 1.0f), db = t2_randn(nb, 0, 1.0f);
+    CB->lru_params_bwd(CB, dnu.c, dth.c, db.c, dlam.c, dbeff.c, nu.c, th.c, b.c, S, H);
+    GB->lru_params_bwd(GB, dnu.g, dth.g, db.g, dlam.g, dbeff.g, nu.g, th.g, b.g, S, H);
+    CHECK(dnu, "lru_params_bwd dnu (+=)");
+    CHECK(dth, "lru_params_bwd dtheta (+=)");
+    CHECK(db, "lru_params_bwd dB (+=)");
+    T2 *ts[] = {&nu, &th, &b, &lam, &beff, &dlam, &dbeff, &dnu, &dth, &db};
+    for (int i = 0; i < 10; i++) t2_free(ts[i]);
+}
+
+static void test_lru_params(void **state) {
+    (void)state;
+    run_lru_params(19, 37);
+    run_lru_params(192, 192);
+    run_lru_params(1, 1);
+}
+
+static void run_diag(int M, int C) {
+    char what[64];
+    const size_t n = (size_t)M * C;
+    T2 x = t2_randn(n, 1, 1.0f), d = t2_randn(C, 0, 1.0f), out = t2_randn(n, 1, 1.0f);
+    CB->diag_fwd(CB, out.c, x.c, d.c, M, C);
+    GB->diag_fwd(GB, out.g, x.g, d.g, M, C);
+    snprintf(what, sizeof what, "diag_fwd %dx%d (+=)", M, C);
+    CHECK(out, what);
+    T2 dout = t2_randn(n, 1, 1.0f), dx = t2_randn(n, 1, 1.0f), dd = t2_randn(C, 0, 1.0f);
+    CB->diag_bwd(CB, dx.c, dd.c, dout.c, x.c, d.c, M, C);
+    GB->diag_bwd(GB, dx.g, dd.g, dout.g, x.g, d.g, M, C);
+    CHECK(dx, "diag_bwd dx (+=)");
+    /* dd sums M products with cancellation: a sequential fp32 sum alone is
+     * ~1e-6 off the exact one at M 65536 */
+    t2_check(&dd, "diag_bwd dd (+=)", BF ? TOL : 1e-4);
+    T2 *ts[] = {&x, &d, &out, &dout, &dx, &dd};
+    for (int i = 0; i < 6; i++) t2_free(ts[i]);
+}
+
+static void test_diag(void **state) {
+    (void)state;
+    run_diag(37, 29);       /* scalar */
+    run_diag(4099, 64);     /* vectorised forward */
+    run_diag(65536, 192);   /* DeiT-Tiny rows; more row tiles than the cap */
+}
+
+/* The minGRU / minLSTM recurrence over 16384 tokens, the gates in front of
+ * the scan (forward and backward), bidirectional and causal: CUDA against
+ * the CPU backend (itself checked against the sequential form in double,
+ * test_ops_cpu's test_min_long). Decays from 1 - 1e-3 to 1 - 1e-4 with a
+ * few saturated tokens; every output must be finite. In bf16 the
+ * pre-activations are rounded for both, the decay stays fp32. */
+static void run_min_long(int lstm, int dirs) {
+    char what[96];
+    const int B = 2, N = 16384, E = 8, M = B * N, parts = lstm ? 3 : 2, ld = parts * E;
+    const int kind = lstm ? MINGATE_LSTM : MINGATE_GRU;
+    const size_t np = (size_t)M * ld, n = (size_t)M * E;
+    T2 p = t2_new(np, 1);
+    {
+        float *h = TU_NEW(float, np);
+        for (int m = 0; m < M; m++)
+            for (int c = 0; c < E; c++) {
+                float *pr = h + (size_t)m * ld;
+                const double lz = -7.0 - 2.0 * rng_uniform(&R);
+                if (!lstm) {
+                    pr[c] = (float)lz;
+                } else {
+                    pr[c] = (float)(4.0 + rng_normal(&R));
+                    pr[E + c] = (float)(lz + 0.3 * rng_normal(&R));
+                }
+                pr[(parts - 1) * E + c] = (float)(0.5 + rng_normal(&R));
+                if (rng_uniform(&R) < 1e-3) pr[c] = rng_uniform(&R) < 0.5 ? -110.0f : 110.0f;
+            }
+        for (size_t i = 0; i < np; i++) h[i] = rb(h[i]);
+        t2_set(&p, h);
+        free(h);
+    }
+    T2 a = t2_new(n, 0), x = t2_new(n, 1), out = t2_new(n, 1);
+    t2_poison(&out);
+    CB->mingate_fwd(CB, a.c, x.c, p.c, ld, M, E, kind);
+    GB->mingate_fwd(GB, a.g, x.g, p.g, ld, M, E, kind);
+    CB->scan_fwd(CB, out.c, a.c, E, x.c, E, B, N, E, 0, dirs);
+    GB->scan_fwd(GB, out.g, a.g, E, x.g, E, B, N, E, 0, dirs);
+    snprintf(what, sizeof what, "%s N %d %s: out", lstm ? "minlstm" : "mingru", N,
+             dirs == SCAN_BOTH ? "both" : "causal");
+    assert_finite_rows(&out, 0, M, E, E, what);
+    /* fp32: the decays' products over ~1000-10000 tokens in two summation
+     * orders (chunked against sequential), as test_scan's long cases */
+    const double tol = BF ? TOL : 5e-5;
+    t2_check(&out, what, tol);
+    T2 w = t2_randn(n, 1, 1.0f), dx = t2_new(n, 1), da = t2_new(n, 0), dp = t2_new(np, 1);
+    t2_poison(&dp);
+    CB->scan_bwd(CB, dx.c, da.c, w.c, a.c, E, x.c, E, B, N, E, 0, dirs);
+    GB->scan_bwd(GB, dx.g, da.g, w.g, a.g, E, x.g, E, B, N, E, 0, dirs);
+    CB->mingate_bwd(CB, dp.c, da.c, dx.c, p.c, ld, M, E, kind);
+    GB->mingate_bwd(GB, dp.g, da.g, dx.g, p.g, ld, M, E, kind);
+    snprintf(what, sizeof what, "%s N %d %s: dp", lstm ? "minlstm" : "mingru", N,
+             dirs == SCAN_BOTH ? "both" : "causal");
+    assert_finite_rows(&dp, 0, M, ld, ld, what);
+    t2_check(&dp, what, tol);
+    T2 *ts[] = {&p, &a, &x, &out, &w, &dx, &da, &dp};
+    for (int i = 0; i < 8; i++) t2_free(ts[i]);
+}
+
+static int scan_quick(void) {
+    const char *q = getenv("HGRN_TEST_SCAN_QUICK");
+    return q && *q && *q != '0';
+}
+
+/* HGRN_TEST_SCAN_QUICK=1: minLSTM both ways and minGRU causal only */
+static void test_min_long(void **state) {
+    (void)state;
+    for (int lstm = 0; lstm < 2; lstm++) {
+        if (!scan_quick() || lstm) run_min_long(lstm, SCAN_BOTH);
+        if (!scan_quick() || !lstm) run_min_long(lstm, SCAN_FORWARD);
+    }
 }
 
 static void test_lower_bounds(void **state) {
@@ -1391,15 +1579,87 @@ static void test_hgru2(void **state) {
     run_hgru2(2, 256, 48, 8);
 }
 
+/* ------------------------------------------------ one mixer layer, long */
+/* The same mixer layer (models/mixer_layer.h: the mixer's own
+ * initialisation, LRU's ring up to |lambda| 0.999) on both backends at
+ * 16384 tokens and at an odd length, bidirectional and causal: out, dx and
+ * every parameter gradient, all finite. Tolerances as the model test's
+ * (1e-4 fp32: two GEMM and scan orders over long sums; 5e-2 bf16). */
+static void run_mixer_layer(const char *mixer, int B, int N, int D, int causal) {
+    char err[256], what[96];
+    Config c;
+    config_defaults(&c);
+    snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
+    c.dim = D;
+    c.causal = causal;
+    const int M = B * N;
+    MixerLayer *lc = mixer_layer_create(CB, &c, M, 1, err, sizeof err);
+    if (!lc) fail_msg("%s", err);
+    MixerLayer *lg = mixer_layer_create(GB, &c, M, 1, err, sizeof err);
+    if (!lg) fail_msg("%s", err);
+    mixer_layer_init(lc, 21);
+    mixer_layer_init(lg, 21);
+    const size_t np = mixer_layer_num_params(lc), nx = (size_t)M * D;
+    T2 x = t2_randn(nx, 1, 1.0f), out = t2_new(nx, 1), dout = t2_randn(nx, 1, 1.0f), dx = t2_new(nx, 1);
+    t2_poison(&out);
+    t2_poison(&dx);
+    CB->zero(CB, mixer_layer_grads(lc), np * 4);
+    GB->zero(GB, mixer_layer_grads(lg), np * 4);
+    mixer_layer_forward(lc, x.c, out.c, B, N);
+    mixer_layer_forward(lg, x.g, out.g, B, N);
+    mixer_layer_backward(lc, x.c, dout.c, dx.c, B, N);
+    mixer_layer_backward(lg, x.g, dout.g, dx.g, B, N);
+    const double tol = BF ? 5e-2 : 1e-4;
+    snprintf(what, sizeof what, "%s %s N%d layer out", mixer, causal ? "causal" : "bidir", N);
+    assert_finite_rows(&out, 0, M, D, D, what);
+    t2_check(&out, what, tol);
+    snprintf(what, sizeof what, "%s %s N%d layer dx", mixer, causal ? "causal" : "bidir", N);
+    assert_finite_rows(&dx, 0, M, D, D, what);
+    t2_check(&dx, what, tol);
+    float *gc = TU_NEW(float, np), *gg = TU_NEW(float, np);
+    CB->to_host(CB, gc, mixer_layer_grads(lc), np * 4);
+    GB->to_host(GB, gg, mixer_layer_grads(lg), np * 4);
+    for (int i = 0; i < mixer_layer_num_tensors(lc); i++) {
+        const ParamInfo *t = mixer_layer_tensor(lc, i);
+        for (size_t k = 0; k < t->numel; k++) assert_true(isfinite(gg[t->offset + k]));
+        double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
+        printf("  %-5s %s %s N%d d%-22s rel.err %.3e %s\n", BF ? "bf16" : "fp32", mixer,
+               causal ? "causal" : "bidir", N, t->name, e, e <= tol ? "ok" : "FAIL");
+        if (!(e <= tol)) {
+            if (keep_going) kept_failures++;
+            else fail();
+        }
+    }
+    free(gc);
+    free(gg);
+    T2 *ts[] = {&x, &out, &dout, &dx};
+    for (int i = 0; i < 4; i++) t2_free(ts[i]);
+    mixer_layer_destroy(lc);
+    mixer_layer_destroy(lg);
+}
+
+/* HGRN_TEST_SCAN_QUICK=1: every mixer both ways at 1001 tokens, the 16384
+ * tokens for LRU bidirectional only */
+static void test_mixer_layers(void **state) {
+    (void)state;
+    const char *mixers[3] = {"lru", "mingru", "minlstm"};
+    for (int m = 0; m < 3; m++)
+        for (int causal = 0; causal < 2; causal++) {
+            run_mixer_layer(mixers[m], 3, 1001, 24, causal);
+            if (!scan_quick() || (m == 0 && !causal)) run_mixer_layer(mixers[m], 1, 16384, 16, causal);
+        }
+}
+
 /* ------------------------------------------------------- whole model */
 /* The same model (config, seed, images, soft targets, drop-path masks) on
  * both backends: probabilities, loss and every parameter gradient. */
-static void check_model(const char *mixer) {
+static void check_model(const char *mixer, int causal) {
     char err[256];
     Config c;
     config_defaults(&c);
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
-    print_message("  mixer %s\n", mixer);
+    c.causal = causal;
+    print_message("  mixer %s%s\n", mixer, causal ? " (causal)" : "");
     c.head_size = 16;   /* hgru2: 3 heads */
     c.image_size = 32; c.channels = 3; c.patch_size = 4;   /* 64 tokens of 48 values */
     c.dim = 48; c.depth = 3; c.glu_dim = 96; c.num_classes = 10;
@@ -1471,10 +1731,13 @@ static void check_model(const char *mixer) {
     free(img);
     free(tg);
 }
-/* every registered token mixer */
+/* every registered token mixer, and the causal mode of those that have one */
 static void test_model(void **state) {
     (void)state;
-    for (int i = 0; mixer_at(i); i++) check_model(mixer_at(i)->name);
+    for (int i = 0; mixer_at(i); i++) {
+        check_model(mixer_at(i)->name, 0);
+        if (mixer_at(i)->supports_causal) check_model(mixer_at(i)->name, 1);
+    }
 }
 
 /* ------------------------------------------------------------------ main */
@@ -1519,6 +1782,9 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
         cmocka_unit_test(test_hgru2),       cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_mingate),     cmocka_unit_test(test_lru_params),
+        cmocka_unit_test(test_diag),        cmocka_unit_test(test_min_long),
+        cmocka_unit_test(test_mixer_layers),
         cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),
         cmocka_unit_test(test_patchify_u8),
         cmocka_unit_test(test_patchify),   cmocka_unit_test(test_meanpool),

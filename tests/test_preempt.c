@@ -193,7 +193,7 @@ static void test_usr1(void **st) {
 /* A second SIGTERM while the first one's checkpoint is written. */
 static void test_second_signal(void **st) {
     (void)st;
-    RunOpts o = {0, 0, "stop-pause"};
+    RunOpts o = {0, 0, "stop-pause", NULL};
     int k = rnd(10, 60);
     print_message("  two SIGTERMs at step >= %d\n", k);
     assert_int_equal(run_and_signal(&o, "twice", "run", "", k, SIGTERM, 500), 128 + SIGTERM);
@@ -225,7 +225,7 @@ static void test_kill_inside_save(void **st) {
         {"ckpt-renamed-weights@56", 56, "last.safetensors", "last.state.safetensors"},
     };
     for (int i = 0; i <= 4; i++) {
-        RunOpts o = {0, 0, i < 4 ? cases[i].fault : NULL};
+        RunOpts o = {0, 0, i < 4 ? cases[i].fault : NULL, NULL};
         char tag[16], out[256], log[256], line[4096], want[700], stepbuf[32];
         snprintf(tag, sizeof tag, "k%d", i);
         assert_int_equal(run_to_end(&o, "save", tag, i ? "--resume" : ""), i < 4 ? 128 + SIGKILL : 0);
@@ -257,7 +257,7 @@ static void test_non_finite(void **st) {
     char extra[128], fault[64], out[256], log[256], a[300], b[300], want[700];
     /* the run up to step k with step k poisoned == the clean run up to k - 1 */
     snprintf(fault, sizeof fault, "nan@%d", k);
-    RunOpts o = {0, 0, fault};
+    RunOpts o = {0, 0, fault, NULL};
     snprintf(extra, sizeof extra, "--train.max_steps %d", k);
     assert_int_equal(run_to_end(&o, "nan", "run", extra), 0);
     snprintf(extra, sizeof extra, "--train.max_steps %d", k - 1);
@@ -283,7 +283,7 @@ static void test_non_finite(void **st) {
 
     /* three in a row with train.max_bad_steps 3: stopped, the pair of step 7 untouched */
     snprintf(fault, sizeof fault, "nan@9,nan@10,nan@11");
-    RunOpts o3 = {0, 0, fault};
+    RunOpts o3 = {0, 0, fault, NULL};
     assert_int_equal(run_to_end(&o3, "nan3", "run", "--train.max_bad_steps 3"), 1);
     paths("nan3", out, log, "run");
     snprintf(want, sizeof want, "loss is NaN at step 11 (epoch 1, batch 11, lr");
@@ -299,7 +299,7 @@ static void test_non_finite(void **st) {
     assert_true(ru_all_finite(a));
     /* two in a row go by, each named */
     snprintf(fault, sizeof fault, "nan@9,nan@10");
-    RunOpts o2 = {0, 0, fault};
+    RunOpts o2 = {0, 0, fault, NULL};
     assert_int_equal(run_to_end(&o2, "nan2", "run", "--train.max_bad_steps 3 --train.max_steps 20"), 0);
     paths("nan2", out, log, "run");
     assert_true(ru_grep(log, "loss is NaN at step 9 "));

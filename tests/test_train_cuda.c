@@ -1,5 +1,6 @@
 /* test_train_cuda.c - a short training run on the GPU follows the CPU one:
- * the same tiny HGRN1 model, initialisation, batches and drop-path draws,
+ * the same tiny model (every registered token mixer in turn; the scan
+ * mixers causal too), initialisation, batches and drop-path draws,
  * 30 AdamW steps on each backend; per-step losses agree within 1e-3
  * (relative) in fp32 and 5e-2 in bf16. The distance between the final weights
  * is printed (AdamW turns sign flips of near-zero gradients into full-size
@@ -19,6 +20,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "mixer.h"
 #include "model.h"
 #include "optim.h"
 #include "step.h"
@@ -27,9 +29,11 @@
 #define STEPS 30
 #define BATCH 16
 
-static Config tiny(void) {
+static Config tiny(const char *mixer, int causal) {
     Config c;
     config_defaults(&c);
+    snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
+    c.causal = causal;
     c.image_size = 16; c.channels = 3; c.patch_size = 4;    /* 16 tokens of 48 values */
     c.dim = 32; c.depth = 2; c.glu_dim = 64; c.num_classes = 7; c.drop_path = 0.1f;
     c.num_mean = c.num_std = 3;
@@ -40,9 +44,10 @@ static Config tiny(void) {
 
 /* Runs STEPS training steps; losses[STEPS], grad norms and the final weights
  * out. graphs: through the Stepper with CUDA-graph replay (else op by op). */
-static void train(Backend *bk, int graphs, float *losses, float *gnorms, float **weights, size_t *np) {
+static void train(Backend *bk, const char *mixer, int causal, int graphs, float *losses,
+                  float *gnorms, float **weights, size_t *np) {
     char err[256];
-    Config c = tiny();
+    Config c = tiny(mixer, causal);
     Stepper st;
     Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
     if (!m) fail_msg("%s", err);
@@ -80,7 +85,7 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
         }
     }
     if (graphs) {
-        printf("%s: %ld of %d steps replayed from a CUDA graph\n", bk->name, st.replays, STEPS);
+        printf("%s %s: %ld of %d steps replayed from a CUDA graph\n", bk->name, mixer, st.replays, STEPS);
         if (st.graphs) assert_int_equal(st.replays, STEPS - 1);   /* all but the first */
     }
     *np = model_num_params(m);
@@ -92,40 +97,48 @@ static void train(Backend *bk, int graphs, float *losses, float *gnorms, float *
     model_destroy(m);
 }
 
-static void compare(int bf16, double tol) {
+static void compare(const char *mixer, int causal, int bf16, double tol) {
     char err[256];
     Backend *cpu = backend_cpu_create(2, err, sizeof err), *gpu = backend_cuda_create(0, bf16, 1, err, sizeof err);
     if (!cpu || !gpu) fail_msg("%s", err);
     float lc[STEPS], lg[STEPS], lr[STEPS], gc[STEPS], gg[STEPS], gr[STEPS], *wc, *wg, *wr;
     size_t nc, ng, nr;
-    train(cpu, 0, lc, gc, &wc, &nc);
-    train(gpu, 0, lg, gg, &wg, &ng);
-    train(gpu, 1, lr, gr, &wr, &nr);   /* recorded and replayed */
+    train(cpu, mixer, causal, 0, lc, gc, &wc, &nc);
+    train(gpu, mixer, causal, 0, lg, gg, &wg, &ng);
+    train(gpu, mixer, causal, 1, lr, gr, &wr, &nr);   /* recorded and replayed */
     assert_int_equal(nc, ng);
     assert_int_equal(ng, nr);
     for (int s = 0; s < STEPS; s++)
         if (memcmp(&lg[s], &lr[s], sizeof(float)) || memcmp(&gg[s], &gr[s], sizeof(float)))
-            fail_msg("%s step %d: graph replay loss %.9g / grad norm %.9g vs op by op %.9g / %.9g",
-                     bf16 ? "bf16" : "fp32", s, lr[s], gr[s], lg[s], gg[s]);
+            fail_msg("%s %s step %d: graph replay loss %.9g / grad norm %.9g vs op by op %.9g / %.9g",
+                     mixer, bf16 ? "bf16" : "fp32", s, lr[s], gr[s], lg[s], gg[s]);
     assert_memory_equal(wg, wr, ng * sizeof(float));
     free(wr);
     for (int s = 0; s < STEPS; s++) {
         if (!isfinite(lg[s]) || fabs(lg[s] - lc[s]) > tol * fabs(lc[s]))
-            fail_msg("%s step %d: GPU loss %.6f vs CPU %.6f", bf16 ? "bf16" : "fp32", s, lg[s], lc[s]);
+            fail_msg("%s %s step %d: GPU loss %.6f vs CPU %.6f", mixer, bf16 ? "bf16" : "fp32", s, lg[s],
+                     lc[s]);
     }
     assert_true(lc[STEPS - 1] < 0.8 * lc[0]);   /* it did learn */
     double num = 0, den = 0;
     for (size_t i = 0; i < nc; i++) { num += (wg[i] - wc[i]) * (double)(wg[i] - wc[i]); den += (double)wc[i] * wc[i]; }
-    printf("%s: loss %.4f -> %.4f (CPU) / %.4f -> %.4f (GPU), weights rel. L2 %.2e\n", bf16 ? "bf16" : "fp32",
-           lc[0], lc[STEPS - 1], lg[0], lg[STEPS - 1], sqrt(num / den));
+    printf("%s %s%s: loss %.4f -> %.4f (CPU) / %.4f -> %.4f (GPU), weights rel. L2 %.2e\n", mixer,
+           causal ? "(causal) " : "", bf16 ? "bf16" : "fp32", lc[0], lc[STEPS - 1], lg[0], lg[STEPS - 1],
+           sqrt(num / den));
     free(wc);
     free(wg);
     gpu->destroy(gpu);
     cpu->destroy(cpu);
 }
 
-static void test_fp32(void **s) { (void)s; compare(0, 1e-3); }
-static void test_bf16(void **s) { (void)s; compare(1, 5e-2); }
+static void all_mixers(int bf16, double tol) {
+    for (int i = 0; mixer_at(i); i++) {
+        compare(mixer_at(i)->name, 0, bf16, tol);
+        if (mixer_at(i)->supports_causal) compare(mixer_at(i)->name, 1, bf16, tol);
+    }
+}
+static void test_fp32(void **s) { (void)s; all_mixers(0, 1e-3); }
+static void test_bf16(void **s) { (void)s; all_mixers(1, 5e-2); }
 
 int main(void) {
     if (!backend_cuda_available()) {

@@ -52,7 +52,8 @@ static void declare(TensorList *tl, const Config *c) {
 }
 
 /* theta_j = 10000^(-2j/D), the official initialisation of both directions */
-static void init_tensor(const ParamInfo *t, float *values, Rng *r) {
+static void init_tensor(const Config *c, const ParamInfo *t, float *values, Rng *r) {
+    (void)c;
     (void)r;
     const size_t D = (size_t)t->shape[t->ndim - 1];
     for (size_t k = 0; k < t->numel; k++)
@@ -148,6 +149,7 @@ const TokenMixer hgru1_mixer = {
     .name = "hgru1",
     .summary = "HGRN1: bidirectional complex element-wise recurrence, lower-bounded forget gates",
     .uses_lower_bounds = 1,
+    .supports_causal = 0,   /* the fused op runs both directions */
     .check_config = NULL,
     .declare = declare,
     .init_tensor = init_tensor,

@@ -125,6 +125,7 @@ const TokenMixer hgru2_mixer = {
     .name = "hgru2",
     .summary = "HGRN2: bidirectional outer-product state expansion (heads of model.head_size)",
     .uses_lower_bounds = 1,
+    .supports_causal = 0,   /* the fused op runs both directions */
     .check_config = check_config,
     .declare = declare,
     .init_tensor = NULL,

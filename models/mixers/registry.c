@@ -9,7 +9,10 @@
 /* X(name): the file name.c here defines `const TokenMixer name_mixer`. */
 #define MIXERS(X) \
     X(hgru1)      \
-    X(hgru2)
+    X(hgru2)      \
+    X(lru)        \
+    X(mingru)     \
+    X(minlstm)
 
 #define DECLARE(name) extern const TokenMixer name##_mixer;
 MIXERS(DECLARE)

@@ -1,6 +1,8 @@
 /* cmd_bench.c - `hgrn bench`: training img/s (forward, loss, backward,
  * AdamW), evaluation img/s and peak memory for a config, on random images.
- * `hgrn bench --ops` (the CUDA kernels one by one) is in cmd_bench_ops.c. */
+ * `hgrn bench --ops` (the CUDA kernels one by one) is in cmd_bench_ops.c,
+ * `hgrn bench --mixers` (one token mixer layer at long sequences) in
+ * cmd_bench_mixers.c. */
 #include "cli.h"
 #include "launch.h"
 #include "cmd_bench.h"
@@ -74,7 +76,8 @@ void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n) {
 
 void bench_usage(void) {
     printf("usage: hgrn bench --config FILE [--device cpu|cuda] [--batch N] [--steps N] [--section.key V]\n"
-           "       hgrn bench --ops\n\n"
+           "       hgrn bench --ops\n"
+           "       hgrn bench --mixers [--precision bf16|fp32]\n\n"
            "Times full training steps (forward, loss, backward, AdamW) and evaluation\n"
            "forwards on random images at the config's shapes; prints img/s, peak memory\n"
            "and the time of each op in one step.\n\n"
@@ -83,12 +86,19 @@ void bench_usage(void) {
            "in fp32 and bf16, and prints one table: ms per call, the MB the op must move,\n"
            "GB/s and its %% of a measured device-to-device copy, and TFLOP/s for the GEMMs\n"
            "(with train.gemm_tune 0 and 1). Needs the CUDA backend and a GPU: exits 2\n"
-           "without them.\n");
+           "without them.\n\n"
+           "--mixers times one layer of every token mixer, forward + backward, at 256,\n"
+           "1,024, 4,096 and 16,384 tokens, batch 50 width 512 and batch 8 width 64, in\n"
+           "bf16 (or --precision fp32): ms, GB moved, GB/s and %% of the copy rate for\n"
+           "the whole layer and for its non-GEMM ops (the scan and its gates), GEMM\n"
+           "ms and TFLOP/s. CUDA only: exits 2 without a GPU.\n");
 }
 
 int cmd_bench(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
+    for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--ops")) return cmd_bench_ops(argc, argv);
+        if (!strcmp(argv[i], "--mixers")) return cmd_bench_mixers(argc, argv);
+    }
     char err[1024];
     Cli cli;
     if (cli_parse(&cli, argc, argv, "config device precision threads batch steps", err, sizeof err) < 0) {

@@ -1,5 +1,6 @@
-/* cmd_bench.h - what `hgrn bench` (cmd_bench.c) and its kernel timings
- * `hgrn bench --ops` (cmd_bench_ops.c) share. */
+/* cmd_bench.h - what `hgrn bench` (cmd_bench.c), its kernel timings
+ * `hgrn bench --ops` (cmd_bench_ops.c) and its token-mixer timings
+ * `hgrn bench --mixers` (cmd_bench_mixers.c) share. */
 #ifndef HGRN_CMD_BENCH_H
 #define HGRN_CMD_BENCH_H
 
@@ -21,6 +22,8 @@ void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n);
 
 /* `hgrn bench --ops` (argv as given to `hgrn bench`). */
 int cmd_bench_ops(int argc, char **argv);
+/* `hgrn bench --mixers` (cmd_bench_mixers.c; argv as given to `hgrn bench`). */
+int cmd_bench_mixers(int argc, char **argv);
 
 /* The --help text of `hgrn bench`, --ops included, on stdout. */
 void bench_usage(void);

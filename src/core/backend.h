@@ -11,15 +11,18 @@
  *  - Shapes: B batch, N tokens, D width, M = B*N rows.
  *  - Parameter gradients ACCUMULATE (+=): the trainer zeroes them once per
  *    step. Activation gradients OVERWRITE (=), except where the comment says
- *    "+=" (the residual-stream gradient, which LayerNorm backward adds into).
+ *    "+=" (the residual-stream gradient, which LayerNorm backward adds into;
+ *    diag_bwd's input gradient, the skip's share added to another op's).
  *  - Element types. These are always fp32: parameters and their gradients
  *    (w, b, dw, db, theta*, gamma, beta, d*), optimizer moments, norm
- *    statistics (mean, rstd, rms), loss, probs, targets, drop-path scales and
- *    the sumsq accumulator. Every other tensor (activations and their
- *    gradients, logits included) has the backend's activation element type,
- *    act_elem bytes wide: 4 (fp32) on the CPU backend; the CUDA backend may
- *    store bf16 (2). Such pointers are typed float* for readability only;
- *    model code offsets them with ACT_AT(bk, p, n), never with p + n.
+ *    statistics (mean, rstd, rms), loss, probs, targets, drop-path scales,
+ *    the sumsq accumulator, the scan's decays and their gradients (a, da:
+ *    per-token or shared) and LRU's lam, beff and their gradients. Every
+ *    other tensor (activations and their gradients, logits included) has
+ *    the backend's activation element type, act_elem bytes wide: 4 (fp32)
+ *    on the CPU backend; the CUDA backend may store bf16 (2). Such pointers
+ *    are typed float* for readability only; model code offsets them with
+ *    ACT_AT(bk, p, n), never with p + n.
  */
 #ifndef HGRN_BACKEND_H
 #define HGRN_BACKEND_H
@@ -295,24 +298,72 @@ struct Backend {
      * two, (re, im) interleaved (channel j at [2j], [2j+1] of a row), and * is
      * the complex product. W = D (real) or 2D (complex) values per row:
      *   x[M, W] with row stride ldx >= W; out[M, W] contiguous;
-     *   a[M, W] with row stride lda >= W, an activation tensor like x; or
+     *   a[M, W] with row stride lda >= W: a per-token decay, FP32 ON EVERY
+     *   BACKEND (not the activation type: a decay near 1 must not be rounded
+     *   to bf16, where 0.999 becomes 1.0 and the memory of the recurrence
+     *   changes from ~1000 tokens to forever); or
      *   lda == 0: a is one fp32 row of W values shared by every token and image
      *   (a decay that does not depend on the input, as LRU's lambda).
      * The backends may evaluate it sequentially or in chunks. */
     void (*scan_fwd)(Backend *, float *out, const float *a, int lda, const float *x, int ldx,
                      int B, int N, int D, int complex, int dirs);
-    /* dx (stride ldx) is OVERWRITTEN with dL/dx. lda > 0: da (stride lda) is
-     * OVERWRITTEN with dL/da; lda == 0: da is fp32 [W] and ACCUMULATES dL/da
+    /* dx (stride ldx) is OVERWRITTEN with dL/dx. lda > 0: da (fp32, stride lda)
+     * is OVERWRITTEN with dL/da; lda == 0: da is fp32 [W] and ACCUMULATES dL/da
      * summed over tokens and images. A complex gradient is dL/dRe + i dL/dIm
      * (for the forward direction: dL/dx_t = g_t + conj(a_{t+1}) dL/dx_{t+1},
      * dL/da_t = dL/dx_t conj(h_{t-1})). Recomputes the states (nothing is
      * saved by fwd). */
     void (*scan_bwd)(Backend *, float *dx, float *da, const float *dout, const float *a, int lda,
                      const float *x, int ldx, int B, int N, int D, int complex, int dirs);
+
+    /* ---- the gates of minGRU and minLSTM (DESIGN.md section 4) ----
+     * From the in-projection p (row stride ldp >= 2E or 3E), per row m and
+     * channel c in [0, E), the scan's decay and input:
+     *   MINGATE_GRU,  p = [z | h]:      a = sigmoid(-z),  x = sigmoid(z) h
+     *   MINGATE_LSTM, p = [f | i | h]:  d = log sigmoid(f) - log sigmoid(i)
+     *                                     = softplus(-i) - softplus(-f),
+     *                                   a = sigmoid(d) = sf / (sf + si),
+     *                                   x = sigmoid(-d) h = si / (sf + si) h
+     * (sf = sigmoid(f), si = sigmoid(i); the normalisation is taken in log
+     * space, so it stays finite where sf and si both underflow). Every
+     * sigmoid is evaluated from exp(-|.|): a decay is as accurate near 0 as
+     * near 1. a: fp32 [M, E] contiguous (the scan's per-token decay, fp32 on
+     * every backend); x: [M, E] contiguous activations. */
+    void (*mingate_fwd)(Backend *, float *a, float *x, const float *p, int ldp, int M, int E,
+                        int kind);
+    /* dp (row stride ldp, p's 2E or 3E columns) is OVERWRITTEN with dL/dp from
+     * da (fp32 [M, E]) and dx ([M, E]), the scan's input gradients. */
+    void (*mingate_bwd)(Backend *, float *dp, const float *da, const float *dx, const float *p,
+                        int ldp, int M, int E, int kind);
+
+    /* ---- LRU: the decay and the normalised input matrix from the parameters ----
+     * Per state k in [0, S) (every array fp32):
+     *   r_k = exp(-exp(nu[k])),  gamma_k = sqrt(1 - r_k^2),
+     *   lam[2k] = r_k cos(theta[k]),  lam[2k+1] = r_k sin(theta[k])      lam [2S]
+     *   beff[(2k+v) H + h] = gamma_k b[(2k+v) H + h]   (v = 0, 1)          beff, b [2S, H]
+     * b holds B's rows (Re B_k, Im B_k) interleaved, so that one GEMM with
+     * beff gives gamma (B u) as (re, im) pairs: the scan's complex input. */
+    void (*lru_params_fwd)(Backend *, float *lam, float *beff, const float *nu,
+                           const float *theta, const float *b, int S, int H);
+    /* dnu[S], dtheta[S] and db[2S, H] ACCUMULATE, from dlam [2S] (dL/dRe +
+     * i dL/dIm of lam) and dbeff [2S, H]. */
+    void (*lru_params_bwd)(Backend *, float *dnu, float *dtheta, float *db, const float *dlam,
+                           const float *dbeff, const float *nu, const float *theta,
+                           const float *b, int S, int H);
+
+    /* ---- a diagonal skip (LRU's D u) ----
+     * out[m, c] += d[c] * x[m, c]; out and x [M, C] contiguous, d fp32 [C]. */
+    void (*diag_fwd)(Backend *, float *out, const float *x, const float *d, int M, int C);
+    /* dx[m, c] += d[c] * dout[m, c] (ACCUMULATES: the skip's share of an input
+     * gradient that another op wrote first); dd[c] += sum_m dout[m, c] x[m, c]. */
+    void (*diag_bwd)(Backend *, float *dx, float *dd, const float *dout, const float *x,
+                     const float *d, int M, int C);
 };
 
 /* scan_fwd / scan_bwd directions */
 enum { SCAN_FORWARD = 1, SCAN_REVERSE = 2, SCAN_BOTH = 3 };
+/* mingate_fwd / mingate_bwd kinds */
+enum { MINGATE_GRU = 1, MINGATE_LSTM = 2 };
 
 /* Address of element n of an activation tensor. */
 #define ACT_AT(bk, p, n) ((float *)((char *)(p) + (size_t)(n) * (bk)->act_elem))

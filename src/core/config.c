@@ -53,7 +53,8 @@ static int check_every(const char *full, const char *text, char *msg, size_t ml)
 static const Key KEYS[] = {
     /* [model] */
     KS("model", mixer, NULL, "hgru1", "token mixer, by name: hgru1 (HGRN1, complex element-wise), hgru2 (HGRN2, "
-       "state expansion); `hgrn info --mixers` lists them (the older key model.arch = hgrn1|hgrn2 is read too)"),
+       "state expansion), lru (linear recurrent unit), mingru, minlstm; `hgrn info --mixers` lists them (the "
+       "older key model.arch = hgrn1|hgrn2 is read too)"),
     KI("model", image_size, 1, 8192, "224", "square input side in pixels"),
     KI("model", channels, 1, 4, "3", "input channels (1 grayscale, 3 RGB)"),
     KI("model", patch_size, 1, 8192, "14", "patch side in pixels; image_size must be a multiple"),
@@ -63,6 +64,15 @@ static const Key KEYS[] = {
     KI("model", num_classes, 1, 1000000, "1000", "number of output classes"),
     KF("model", drop_path, 0, 1, 0, 1, "0.1", "max drop-path rate, linear over depth"),
     KI("model", head_size, 1, 65536, "16", "head size e of the hgru2 mixer (dim must be a multiple)"),
+    KI("model", causal, 0, 1, "0", "1: each token sees only itself and the tokens before it (the forward scan "
+       "alone; mixers lru, mingru, minlstm); 0: bidirectional (the forward and reverse scans summed)"),
+    KI("model", rnn_dim, 0, 65536, "0", "state width of the lru (complex states), mingru and minlstm (hidden "
+       "width) mixers; 0 = model.dim"),
+    KF("model", lru_r_min, 0, 1, 1, 1, "0.9", "lru: |lambda| is initialised uniformly on the ring "
+       "[lru_r_min, lru_r_max] of the complex plane"),
+    KF("model", lru_r_max, 0, 1, 1, 1, "0.999", "lru: the ring's outer radius (see lru_r_min)"),
+    KF("model", lru_max_phase, 0, 6.2831855, 0, 0, "0.31415927", "lru: arg(lambda) is initialised uniformly "
+       "in [0, lru_max_phase] (pi/10, the LRU paper's choice for long sequences; 2 pi: the whole ring)"),
 
     /* [train] */
     KI("train", epochs, 1, 1000000, "300", "training epochs"),
@@ -102,7 +112,7 @@ static const Key KEYS[] = {
     KF("data", hflip, 0, 1, 0, 0, "0.5", "horizontal flip probability"),
     KI("data", train_limit, 0, INT_MAX, "0", "use only the first N training samples (0 = all)"),
     KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),
-    KI("data", workers, 0, 1024, "0", "data loader threads (0 = auto)"),
+    KI("data", workers, 0, 1024, "0", "threads that build each batch of images (0 = one per core)"),
     KS("data", decode, "cpu|gpu|auto", "auto",
        "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
        "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),
@@ -408,11 +418,16 @@ void config_defaults(Config *c)
     }
 }
 
-/* Suggestion for an unknown "section.name": the key of that name elsewhere. */
+/* Suggestion for an unknown "section.name": the key of that name in another
+ * section, else the nearest key by spelling. */
 static void unknown_key_msg(const char *section, const char *name, char *msg, size_t ml)
 {
     const Key *other = find_key_any_section(name);
-    if (other && section)
+    char full[160], near[96];
+    snprintf(full, sizeof full, "%s%s%s", section ? section : "", section ? "." : "", name);
+    if (!other && config_nearest_key(full, near, sizeof near) >= 0)
+        set_err(msg, ml, "unknown key '%.100s' (did you mean '%s'?)", full, near);
+    else if (other && section)
         set_err(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
     else if (other)
         set_err(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
@@ -486,6 +501,53 @@ int config_has_key(const char *full_key)
     memcpy(section, full_key, (size_t)(dot - full_key));
     section[dot - full_key] = 0;
     return find_key(section, dot + 1) != NULL || (!strcmp(section, "model") && !strcmp(dot + 1, "arch"));
+}
+
+int edit_distance(const char *a, const char *b)
+{
+    const size_t la = strlen(a), lb = strlen(b);
+    if (la > 255 || lb > 255) return (int)(la > lb ? la : lb);
+    int row[256];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            const int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+int config_nearest_key(const char *name, char *out, size_t outlen)
+{
+    /* "section.key" is compared section to section and key to key: the key
+     * within a third of its length (at least one edit), the section within
+     * two edits, or any section when the key is spelt right */
+    const char *dot = strchr(name, '.');
+    char section[64] = "";
+    const char *key = name;
+    if (dot) {
+        snprintf(section, sizeof section, "%.*s", (int)(dot - name) < 63 ? (int)(dot - name) : 63, name);
+        key = dot + 1;
+    }
+    int limit = ((int)strlen(key) + 2) / 3;
+    if (limit < 1) limit = 1;
+    int best = -1;
+    for (int i = 0; i < NKEYS; i++) {
+        const int dk = edit_distance(key, KEYS[i].name), ds = dot ? edit_distance(section, KEYS[i].section) : 0;
+        const int d = dk + ds;
+        if (dk <= limit && (ds <= 2 || dk == 0) && (best < 0 || d < best)) {
+            best = d;
+            if (out && outlen) snprintf(out, outlen, "%s.%s", KEYS[i].section, KEYS[i].name);
+        }
+    }
+    return best;
 }
 
 /* Split a value into text: strip an inline comment ('#' or ';' at the start
@@ -800,6 +862,11 @@ int config_validate(const Config *c, char *err, size_t errlen)
     if (c->num_std != c->channels) {
         set_err(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
                c->num_std == 1 ? "" : "s", c->channels);
+        return -1;
+    }
+    if (c->lru_r_min > c->lru_r_max) {
+        set_err(err, errlen, "model.lru_r_min = %g is larger than model.lru_r_max = %g", (double)c->lru_r_min,
+                (double)c->lru_r_max);
         return -1;
     }
     if (c->min_lr > c->lr) {

@@ -24,6 +24,10 @@ typedef struct {
     int num_classes;
     float drop_path;        /* max drop-path rate, linearly increased over depth */
     int head_size;          /* hgru2 head size e */
+    int causal;             /* 1: the token mixer sees only the tokens before (forward scan only) */
+    int rnn_dim;            /* lru: complex states; mingru / minlstm: hidden width (0 = dim) */
+    float lru_r_min, lru_r_max;   /* lru: |lambda| initialised uniformly on this ring */
+    float lru_max_phase;    /* lru: arg(lambda) initialised uniformly in [0, this] */
 
     /* [train] */
     int epochs;
@@ -57,7 +61,7 @@ typedef struct {
     float hflip;            /* horizontal flip probability */
     int train_limit;        /* use only the first N training samples (0 = all) */
     int val_limit;          /* use only the first N evaluation samples (0 = all) */
-    int workers;            /* loader threads (0 = auto) */
+    int workers;            /* threads that build each batch of images (0 = OpenMP's default: one per core) */
     char decode[8];         /* "cpu", "gpu" or "auto": where JPEGs are decoded and augmented */
     char jpeg_backend[16];  /* "auto", "hardware" or "hybrid": nvJPEG's backend for decode = gpu */
     int jpeg_decoders;      /* nvJPEG decode units per loader (0 = auto) */
@@ -116,5 +120,17 @@ void config_print_help(FILE *f);
 
 /* Is this "section.key" a known key? */
 int config_has_key(const char *full_key);
+
+/* The known "section.key" nearest to name (a full key or a bare key name, as
+ * a user might misspell either) by edit distance, into out: the key within
+ * a third of its length (at least one edit) and the section within two
+ * edits, or any section for a key spelt right. Returns the distance (key
+ * plus section edits), or -1 when none is that near: too far to be a
+ * misspelling. */
+int config_nearest_key(const char *name, char *out, size_t outlen);
+
+/* Levenshtein distance between a and b (bytes, case-sensitive), for "did you
+ * mean" suggestions. */
+int edit_distance(const char *a, const char *b);
 
 #endif

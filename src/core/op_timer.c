@@ -47,7 +47,13 @@
     X(hgru2_fwd, "hgru2_fwd")                \
     X(hgru2_bwd, "hgru2_bwd")                \
     X(scan_fwd, "scan_fwd")                  \
-    X(scan_bwd, "scan_bwd")
+    X(scan_bwd, "scan_bwd")                  \
+    X(mingate_fwd, "mingate_fwd")            \
+    X(mingate_bwd, "mingate_bwd")            \
+    X(lru_params_fwd, "lru_params_fwd")      \
+    X(lru_params_bwd, "lru_params_bwd")      \
+    X(diag_fwd, "diag_fwd")                  \
+    X(diag_bwd, "diag_bwd")
 
 #define OP_ENUM(field, label) OP_##field,
 enum { TIMED_OPS(OP_ENUM) OP_COUNT };
@@ -199,12 +205,13 @@ static void t_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout,
     double t0 = tic(bk); IN(bk)->hgru2_bwd(IN(bk), dx, dbeta, dout, x, ld, beta, B, N, D, e);
     toc(bk, OP_hgru2_bwd, t0, 7 * E(bk) * B * N * D, 24.0 * e * B * N * D);
 }
-/* scan: x, a and dout read once, out, dx and da written once, in activation
- * elements; a shared decay row (lda == 0) is fp32: read once, its gradient
- * read and written once. FLOPs per token, channel and direction: the state
- * update, 2 real / 8 complex (adding the two directions is not counted); the
- * backward redoes it, runs the adjoint (as many again) and forms d conj(s)
- * (1 real / 6 complex): 5 / 22. */
+/* scan: x and dout read once, out and dx written once, in activation
+ * elements; a per-token decay (lda > 0) is fp32: read once, its gradient
+ * written once; a shared decay row (lda == 0) is fp32: read once, its
+ * gradient read and written once. FLOPs per token, channel and direction:
+ * the state update, 2 real / 8 complex (adding the two directions is not
+ * counted); the backward redoes it, runs the adjoint (as many again) and
+ * forms d conj(s) (1 real / 6 complex): 5 / 22. */
 static double scan_flops(int B, int N, int D, int cplx, int dirs, double real, double cx) {
     return (dirs == SCAN_BOTH ? 2.0 : 1.0) * B * N * D * (cplx ? cx : real);
 }
@@ -212,7 +219,7 @@ static void t_scan_fwd(Backend *bk, float *o, const float *a, int lda, const flo
                        int B, int N, int D, int cplx, int dirs) {
     double t0 = tic(bk); IN(bk)->scan_fwd(IN(bk), o, a, lda, x, ldx, B, N, D, cplx, dirs);
     double row = cplx ? 2.0 * D : D, n = (double)B * N * row;   /* values per row, per tensor */
-    double by = 2 * E(bk) * n + (lda ? E(bk) * n : 4.0 * row);
+    double by = 2 * E(bk) * n + (lda ? 4.0 * n : 4.0 * row);
     toc(bk, OP_scan_fwd, t0, by, scan_flops(B, N, D, cplx, dirs, 2, 8));
 }
 static void t_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a,
@@ -220,8 +227,47 @@ static void t_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, con
     double t0 = tic(bk);
     IN(bk)->scan_bwd(IN(bk), dx, da, dout, a, lda, x, ldx, B, N, D, cplx, dirs);
     double row = cplx ? 2.0 * D : D, n = (double)B * N * row;
-    double by = 3 * E(bk) * n + (lda ? 2 * E(bk) * n : 12.0 * row);
+    double by = 3 * E(bk) * n + (lda ? 8.0 * n : 12.0 * row);
     toc(bk, OP_scan_bwd, t0, by, scan_flops(B, N, D, cplx, dirs, 5, 22));
+}
+/* mingate: fwd reads p (2E or 3E columns), writes a (fp32) and x; bwd reads
+ * p, da (fp32) and dx, writes dp */
+static void t_mingate_fwd(Backend *bk, float *a, float *x, const float *p, int ldp, int M, int E_,
+                          int kind) {
+    double t0 = tic(bk); IN(bk)->mingate_fwd(IN(bk), a, x, p, ldp, M, E_, kind);
+    double n = (double)M * E_, k = kind == MINGATE_LSTM ? 3 : 2;
+    toc(bk, OP_mingate_fwd, t0, n * ((k + 1) * E(bk) + 4.0), 0);
+}
+static void t_mingate_bwd(Backend *bk, float *dp, const float *da, const float *dx, const float *p,
+                          int ldp, int M, int E_, int kind) {
+    double t0 = tic(bk); IN(bk)->mingate_bwd(IN(bk), dp, da, dx, p, ldp, M, E_, kind);
+    double n = (double)M * E_, k = kind == MINGATE_LSTM ? 3 : 2;
+    toc(bk, OP_mingate_bwd, t0, n * ((2 * k + 1) * E(bk) + 4.0), 0);
+}
+/* lru_params (fp32): fwd reads nu, theta, b, writes lam, beff; bwd reads
+ * nu, theta, b, dlam, dbeff and reads and writes dnu, dtheta, db */
+static void t_lru_params_fwd(Backend *bk, float *lam, float *beff, const float *nu,
+                             const float *th, const float *b, int S, int H) {
+    double t0 = tic(bk); IN(bk)->lru_params_fwd(IN(bk), lam, beff, nu, th, b, S, H);
+    toc(bk, OP_lru_params_fwd, t0, 16.0 * S + 16.0 * S * H, 0);
+}
+static void t_lru_params_bwd(Backend *bk, float *dnu, float *dth, float *db, const float *dlam,
+                             const float *dbeff, const float *nu, const float *th, const float *b,
+                             int S, int H) {
+    double t0 = tic(bk);
+    IN(bk)->lru_params_bwd(IN(bk), dnu, dth, db, dlam, dbeff, nu, th, b, S, H);
+    toc(bk, OP_lru_params_bwd, t0, 32.0 * S + 32.0 * S * H, 0);
+}
+/* diag: fwd reads x and out, writes out; bwd reads dout, x and dx, writes
+ * dx; d (and dd, read and written) fp32 */
+static void t_diag_fwd(Backend *bk, float *o, const float *x, const float *d, int M, int C) {
+    double t0 = tic(bk); IN(bk)->diag_fwd(IN(bk), o, x, d, M, C);
+    toc(bk, OP_diag_fwd, t0, 3 * E(bk) * M * C + 4.0 * C, 0);
+}
+static void t_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, const float *x,
+                       const float *d, int M, int C) {
+    double t0 = tic(bk); IN(bk)->diag_bwd(IN(bk), dx, dd, dout, x, d, M, C);
+    toc(bk, OP_diag_bwd, t0, 4 * E(bk) * M * C + 12.0 * C, 0);
 }
 static void t_lower_bounds_fwd(Backend *bk, float *beta, const float *g, int L, int D) {
     double t0 = tic(bk); IN(bk)->lower_bounds_fwd(IN(bk), beta, g, L, D); toc(bk, OP_lower_bounds_fwd, t0, 8.0 * L * D, 0);
@@ -330,6 +376,17 @@ void op_timer_reset(Backend *bk) {
     memset(t->bytes, 0, sizeof t->bytes);
     memset(t->flops, 0, sizeof t->flops);
     memset(t->calls, 0, sizeof t->calls);
+}
+
+void op_timer_totals(Backend *bk, int which, double *sec, double *bytes) {
+    Timer *t = bk->impl;
+    *sec = *bytes = 0;
+    for (int i = 0; i < OP_COUNT; i++) {
+        int gemm = i == OP_matmul_fwd || i == OP_matmul_bwd;
+        if (which == OPS_GEMM ? !gemm : which == OPS_NON_GEMM ? gemm : 0) continue;
+        *sec += t->sec[i];
+        *bytes += t->bytes[i];
+    }
 }
 
 void op_timer_print(Backend *bk, FILE *f, int steps, double copy_gbs, double gemm_tflops) {

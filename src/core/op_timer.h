@@ -14,5 +14,9 @@ void op_timer_reset(Backend *timer);
 /* Print the table: per step (totals divided by steps), against the given
  * ceilings (GB/s counting bytes read + written; GEMM FLOP/s). */
 void op_timer_print(Backend *timer, FILE *f, int steps, double copy_gbs, double gemm_tflops);
+/* Seconds and bytes summed over the ops timed since the last reset:
+ * OPS_ALL, OPS_GEMM (matmul_fwd / matmul_bwd) or OPS_NON_GEMM (the rest). */
+enum { OPS_ALL, OPS_GEMM, OPS_NON_GEMM };
+void op_timer_totals(Backend *timer, int which, double *sec, double *bytes);
 
 #endif

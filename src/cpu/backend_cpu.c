@@ -835,5 +835,6 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     backend_cpu_hgru1_register(bk);   /* hgru1_fwd / hgru1_bwd: cpu_hgru1.c */
     backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd: cpu_hgru2.c */
     backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: cpu_scan.c */
+    backend_cpu_scan_gates_register(bk);   /* mingate, lru_params, diag: cpu_scan_gates.c */
     return bk;
 }

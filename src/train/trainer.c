@@ -353,6 +353,12 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
     t->steps_since_log++;
     const int tty = isatty(2);
     const double now = now_seconds();
+    /* elapsed since this run (re)started; the ETA extrapolates its mean step
+     * time (evaluations and saving included) over the steps left */
+    const double el = now - t->t_start;
+    char elapsed[32], eta[32];
+    format_duration(el, elapsed, sizeof elapsed);
+    format_duration(el / t->steps_this_run * (double)(t->total_steps - ts->step), eta, sizeof eta);
     if (ts->step % c->log_every == 0 || ts->step == t->total_steps) {
         const double ips = t->imgs_since_log / (now - t->t_log);
         const double mean_loss = t->loss_since_log / t->steps_since_log;
@@ -364,26 +370,27 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
                       epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips,
                       t->data_wait_share);
         if (!tty && t->root)
-            fprintf(stderr, "step %d/%ld  epoch %d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%\n",
-                    ts->step, t->total_steps, epoch, mean_loss, lr, ips, 100 * t->data_wait_share);
+            fprintf(stderr, "step %d/%ld  epoch %d/%d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%  "
+                    "elapsed %s  ETA %s\n", ts->step, t->total_steps, epoch + 1, c->epochs, mean_loss, lr, ips,
+                    100 * t->data_wait_share, elapsed, eta);
         t->t_log = now;
         t->imgs_since_log = 0;
         t->loss_since_log = 0;
         t->steps_since_log = 0;
     }
-    if (tty && t->root) {
-        const double el = now - t->t_start;
-        char eta[32];
-        format_duration(el / t->steps_this_run * (double)(t->total_steps - ts->step), eta, sizeof eta);
-        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  ETA %s   ",
+    if (tty && t->root)   /* redrawn in place; \033[K clears what a longer line left */
+        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  %s, ETA %s\033[K",
                 epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
-                (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, eta);
-    }
+                (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, elapsed, eta);
 }
 
 /* GPU decoding: how many files went where this epoch's summary (files
- * nvJPEG cannot take are decoded on the CPU instead, never skipped). */
-static void report_decoding(Loader *l, int epoch, int rank) {
+ * nvJPEG cannot take are decoded on the CPU instead, never skipped), and
+ * where the input pipeline's time went over the epoch's steps (`since`: the
+ * loader's counters when they began), so a run that waits for data shows
+ * which stage holds it. */
+static void report_decoding(Loader *l, const LoaderStats *since, long steps, double seconds, int epoch,
+                            int rank) {
     LoaderStats st;
     loader_stats(l, &st);
     if (!st.gpu || rank != 0) return;
@@ -393,6 +400,9 @@ static void report_decoding(Loader *l, int epoch, int rank) {
             "unsupported, %lld refused, %lld failed, %lld over the memory budget) so far\n", epoch + 1,
             st.gpu_decoded, st.gpu_backend ? st.gpu_backend : "?", cpu, st.cpu_not_jpeg, st.cpu_unsupported,
             st.cpu_nvjpeg_refused, st.cpu_nvjpeg_failed, st.cpu_budget);
+    char split[640];
+    loader_gpu_split(since, &st, (double)steps, seconds, split, sizeof split);
+    if (split[0]) fprintf(stderr, "epoch %d: GPU input %s\n", epoch + 1, split);
 }
 
 /* The rest of epoch `epoch` from the state's batch position. The next batch
@@ -401,6 +411,10 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     const Config *c = t->cfg;
     TrainState *ts = &t->state;
     loader_set_epoch(t->train_loader, epoch, ts->batch);
+    LoaderStats at_start;
+    loader_stats(t->train_loader, &at_start);
+    const double t_start = now_seconds();
+    long steps = 0;
     Backend *bk = t->bk;
     const int idle = bk->idle_begin != NULL;   /* device idle between steps is measured */
     const int *global_index = loader_global_index(t->train_loader);
@@ -428,6 +442,7 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
         const Events ev = poll_events(t, &loss, n);
         ts->step++;
         ts->batch++;
+        steps++;   /* skipped ones too: the input pipeline fed them */
         if (!isfinite(loss) || !isfinite(gn)) {
             if (bad_step(t, loss, gn, epoch, lr, err, errlen) < 0) return -1;
         } else {
@@ -443,7 +458,7 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
             save_or_warn(t, NULL);
     }
     if (isatty(2) && t->root) fprintf(stderr, "\n");
-    report_decoding(t->train_loader, epoch, t->rank);
+    report_decoding(t->train_loader, &at_start, steps, now_seconds() - t_start, epoch, t->rank);
     if (loader_bad_samples(t->train_loader) > 0)
         fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n",
                 epoch + 1, loader_bad_samples(t->train_loader));
@@ -508,10 +523,14 @@ static int run_epochs(Trainer *t, char *err, size_t errlen) {
 int trainer_run(Trainer *t, char *err, size_t errlen) {
     const Config *c = t->cfg;
     if (t->root) {
-        fprintf(stderr, "training %s: %zu params, %d train / %d val samples, batch %d, %d steps/epoch, "
-                "%d epochs, device %s, peak lr %.3g", c->mixer, model_num_params(t->model),
-                t->train_set->n, t->val_set->n, c->batch_size, t->steps_per_epoch, c->epochs,
-                t->bk->name, peak_lr(c));
+        /* the samples the loaders use: data.train_limit / val_limit may cut the sets */
+        const int ntrain = loader_num_samples(t->train_loader), nval = loader_num_samples(t->val_loader);
+        fprintf(stderr, "training %s: %zu params, %d train", c->mixer, model_num_params(t->model), ntrain);
+        if (ntrain < t->train_set->n) fprintf(stderr, " (of %d, data.train_limit)", t->train_set->n);
+        fprintf(stderr, " / %d val samples", nval);
+        if (nval < t->val_set->n) fprintf(stderr, " (of %d, data.val_limit)", t->val_set->n);
+        fprintf(stderr, ", batch %d, %d steps/epoch, %d epochs, device %s, peak lr %.3g", c->batch_size,
+                t->steps_per_epoch, c->epochs, t->bk->name, peak_lr(c));
         if (t->world > 1)
             fprintf(stderr, ", %d ranks (%s) of batch %d", t->world, t->comm->name,
                     loader_batch_size(t->train_loader));

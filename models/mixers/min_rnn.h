@@ -1,0 +1,45 @@
+/* min_rnn.h - what the minGRU and minLSTM token mixers (mingru.c, minlstm.c)
+ * share: the layer is the same up to its gate (the backend's mingate kind)
+ * and the width of its in-projection (2 or 3 parts of E = model.rnn_dim
+ * channels). Private to models/mixers/. */
+#ifndef HGRN_MIN_RNN_H
+#define HGRN_MIN_RNN_H
+
+#include "mixer.h"
+
+typedef struct {
+    float *in_w, *in_b;        /* in_proj [parts * E, D], [parts * E] */
+    float *out_w, *out_b;      /* out_proj [D, E], [D] */
+} MinRnnParams;
+
+typedef struct {
+    int kind, parts;           /* MINGATE_GRU (2 parts: z | h) or MINGATE_LSTM (3: f | i | h) */
+    int width, hidden, dirs;   /* D, E, SCAN_BOTH or SCAN_FORWARD (causal) */
+    MinRnnParams p, g;         /* parameters and their gradients */
+    /* saved for the backward */
+    float *proj;               /* [M, parts * E] gate and input pre-activations */
+    float *decay;              /* fp32 [M, E]: the scan's decay */
+    float *xin;                /* [M, E]: the scan's input */
+    float *h;                  /* [M, E]: h (+ r) */
+} MinRnnLayer;
+
+typedef struct {               /* backward scratch, shared by the layers */
+    float *dh, *dxin;          /* [M, E] */
+    float *ddecay;             /* fp32 [M, E] */
+    float *dproj;              /* [M, parts * E] */
+} MinRnnScratch;
+
+int min_rnn_hidden(const Config *c);   /* E */
+void min_rnn_declare(TensorList *tl, const Config *c, int parts);
+double min_rnn_madds(const Config *c, int parts);
+void *min_rnn_create(const Config *c, int kind);
+void min_rnn_bind(void *layer, const TensorView *params, const TensorView *grads);
+void min_rnn_layout(void *layer, Arena *a, const Backend *bk, int rows);
+void min_rnn_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Config *c, int rows,
+                            int parts);
+void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta, float *out,
+                     int B, int N);
+void min_rnn_backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
+                      float *dbeta, const float *dout, float *dx, int B, int N);
+
+#endif
