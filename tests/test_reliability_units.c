@@ -141,6 +141,13 @@ static void test_metrics_cut(void **st) {
                 if (s / spe <= epochs_done) w += (size_t)sprintf(want + w, "{\"epoch\": %d, \"step\": %d, \"val_top1\": "
                                                                  "50.0}\n", s / spe, s);
                 else want_dropped++;
+            } else if (rng_u64(&r) % 5 == 0) {
+                /* train.max_steps ended an earlier run here, inside an epoch, with an
+                 * evaluation (fractional epoch) before its save: kept up to the step */
+                n += (size_t)sprintf(text + n, "{\"epoch\": %.4f, \"step\": %d, \"val_top1\": 50.0}\n", (double)s / spe, s);
+                if (s <= step) w += (size_t)sprintf(want + w, "{\"epoch\": %.4f, \"step\": %d, \"val_top1\": 50.0}\n",
+                                                    (double)s / spe, s);
+                else want_dropped++;
             }
             if (rng_u64(&r) % 17 == 0) {   /* garbage, as a crash mid-write leaves */
                 n += (size_t)sprintf(text + n, "{\"ste\n");

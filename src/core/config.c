@@ -90,7 +90,7 @@ static const Key KEYS[] = {
     KF("train", label_smoothing, 0, 1, 0, 1, "0.1", "label smoothing"),
     KU("train", seed, "0", "random seed (same seed, same run)"),
     KI("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
-    KI("train", max_steps, 0, INT_MAX, "0", "stop after this many optimizer steps (0 = run all epochs)"),
+    KI("train", max_steps, 0, INT_MAX, "0", "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),
     KV("train", ckpt_every, check_every, "30m", "write the last checkpoint pair every N steps (`500`) or every N "
        "minutes (`30m`), besides each epoch end; `0` = at epoch ends only"),
     KI("train", max_bad_steps, 1, 1000000, "5", "a step whose loss or gradient is NaN/Inf is skipped (weights "

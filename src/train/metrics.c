@@ -11,7 +11,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-/* The integer after `"key": ` in line[0..len), or -1. */
+/* The integer after `"key": ` in line[0..len) (of a fractional number, its
+ * integer part), or -1. */
 static long field(const char *line, size_t len, const char *key) {
     size_t kl = strlen(key);
     for (size_t i = 0; i + kl + 4 < len; i++) {
@@ -45,9 +46,9 @@ size_t metrics_cut(char *text, size_t len, int step, int epochs_done, int *dropp
         const char *line = text + pos;
         int keep = 0;
         if (nl) {   /* a line without its newline was cut short by a crash */
-            if (has(line, ll, "\"val_top1\"")) {
-                long e = field(line, ll, "epoch");
-                keep = e >= 0 && e <= epochs_done;
+            if (has(line, ll, "\"val_top1\"")) {   /* made before the checkpoint's position */
+                long e = field(line, ll, "epoch"), s = field(line, ll, "step");
+                keep = e >= 0 && s >= 0 && (s < step || (s == step && e <= epochs_done));
             } else {
                 long s = field(line, ll, "step");
                 keep = s >= 0 && s <= step;

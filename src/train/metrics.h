@@ -15,9 +15,12 @@ typedef struct {
     long lost;        /* records not written */
 } Metrics;
 
-/* Open DIR/metrics.jsonl. fresh: truncate. Else keep the training records
- * of steps <= step and the evaluation records of epochs <= epochs_done
- * (the checkpoint's position) and drop the rest, rewriting the file
+/* Open DIR/metrics.jsonl. fresh: truncate. Else keep what was recorded
+ * before the checkpoint's position (step, epochs_done): the training records
+ * of steps <= step, the evaluation records of earlier steps and those of
+ * this step whose (integer) epoch is <= epochs_done (an epoch's evaluation
+ * comes after a save at its last step, and train.max_steps's evaluation
+ * inside an epoch before its save); drop the rest, rewriting the file
  * atomically; *dropped says how many went. 0, or -1 with a message. */
 int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_done, int *dropped,
                  char *err, size_t errlen);

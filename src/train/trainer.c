@@ -469,17 +469,30 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     return 0;
 }
 
-/* Validation after an epoch: a metrics record, and `best` when top-1 improved. */
-static int evaluate_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
+/* Validation at the state's position: after an epoch (batch 0 of the
+ * next), or where train.max_steps ended training inside one. A metrics
+ * record (its "epoch" fractional for the latter, as training records have
+ * it), and `best` when top-1 improved. */
+static int evaluate_here(Trainer *t, char *err, size_t errlen) {
+    const TrainState *ts = &t->state;
     EvalResult r;
     if (evaluate(t->model, t->val_loader, t->cfg, t->comm, &r, t->root, err, errlen) < 0) return -1;
     const int improved = r.top1 > t->state.best_top1;   /* r is global: every rank agrees */
     if (improved) t->state.best_top1 = (float)r.top1;
     if (!t->root) return 0;
-    fprintf(stderr, "epoch %d: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)\n",
-            epoch + 1, r.top1, r.top5, r.loss, r.count, r.seconds);
-    metrics_write(&t->metrics, "{\"epoch\": %d, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
-                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f}", epoch + 1, t->state.step, r.top1,
+    char where[96], epoch[32];
+    if (ts->batch == 0) {
+        snprintf(where, sizeof where, "epoch %d", ts->epoch);
+        snprintf(epoch, sizeof epoch, "%d", ts->epoch);
+    } else {
+        const double e = ts->epoch + (double)ts->batch / t->steps_per_epoch;
+        snprintf(where, sizeof where, "step %d (train.max_steps, epoch %.2f)", ts->step, e);
+        snprintf(epoch, sizeof epoch, "%.4f", e);
+    }
+    fprintf(stderr, "%s: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)\n",
+            where, r.top1, r.top5, r.loss, r.count, r.seconds);
+    metrics_write(&t->metrics, "{\"epoch\": %s, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
+                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f}", epoch, t->state.step, r.top1,
                   r.top5, r.loss, r.count / r.seconds);
     if (improved) {   /* atomic: a failure leaves the previous best as it was */
         char w[1024];
@@ -496,15 +509,25 @@ static int evaluate_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
 static int run_epochs(Trainer *t, char *err, size_t errlen) {
     const Config *c = t->cfg;
     TrainState *ts = &t->state;
+    if (c->max_steps > 0 && ts->step >= c->max_steps) {   /* resumed where train.max_steps ends it */
+        if (t->root)
+            fprintf(stderr, "nothing to train: the checkpoint is at step %d and train.max_steps is %d\n", ts->step,
+                    c->max_steps);
+        return 0;
+    }
     for (int epoch = ts->epoch; epoch < c->epochs && !t->stopped; epoch++) {
         const int r = train_epoch(t, epoch, err, errlen);
         if (r != 0) return r;
-        if (t->stopped && ts->batch < t->steps_per_epoch)
-            return save_last(t, err, errlen);   /* mid-epoch: the data position is saved */
+        /* t->stopped: train.max_steps ended training; it ends, as every run
+         * does, with an evaluation of its last weights */
+        if (t->stopped && ts->batch < t->steps_per_epoch) {   /* inside an epoch */
+            if (evaluate_here(t, err, errlen) < 0) return -1;
+            return save_last(t, err, errlen);   /* with the data position */
+        }
         ts->epoch = epoch + 1;
         ts->batch = 0;
-        if ((epoch + 1) % c->eval_every == 0 || epoch + 1 == c->epochs)
-            if (evaluate_epoch(t, epoch, err, errlen) < 0) return -1;
+        if ((epoch + 1) % c->eval_every == 0 || epoch + 1 == c->epochs || t->stopped)
+            if (evaluate_here(t, err, errlen) < 0) return -1;
         const int last = t->stopped || epoch + 1 == c->epochs;
         if (last) return save_last(t, err, errlen);
         save_or_warn(t, NULL);
@@ -546,8 +569,12 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
 
 void trainer_finish(Trainer *t) {
     if (!t->root) return;
-    fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%%; checkpoints in %s/\n",
-            t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out);
+    if (t->state.best_top1 >= 0)
+        fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%% (%s/best.safetensors); checkpoints in %s/\n",
+                t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out, t->out);
+    else   /* no validation pass ran (a resumed run that had nothing left to train) */
+        fprintf(stderr, "done: %d steps in %.1f s; not evaluated on a validation set, so there is no best "
+                "checkpoint; checkpoints in %s/\n", t->state.step, now_seconds() - t->t_start, t->out);
 }
 
 void trainer_destroy(Trainer *t) {
