@@ -778,6 +778,29 @@ int config_load(Config *c, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+int config_absolute_paths(Config *c, char *err, size_t errlen)
+{
+    Config tmp = *c;
+    static const char *const keys[3] = {"data.path", "data.class_names", "data.val_labels"};
+    char *fields[3] = {tmp.path, tmp.class_names, tmp.val_labels};
+    for (int i = 0; i < 3; i++) {
+        char abs[4096], why[512];
+        if (!fields[i][0] || fields[i][0] == '/') continue;
+        if (absolute_path(fields[i], abs, sizeof abs, why, sizeof why) < 0) {
+            set_err(err, errlen, "%s: %s", keys[i], why);
+            return -1;
+        }
+        if (strlen(abs) >= CFG_STR) {
+            set_err(err, errlen, "%s: the absolute path %.300s is longer than a config value may be (%d bytes)",
+                    keys[i], abs, CFG_STR - 1);
+            return -1;
+        }
+        strcpy(fields[i], abs);
+    }
+    *c = tmp;
+    return 0;
+}
+
 int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen)
 {
     if (!text) {

@@ -106,6 +106,12 @@ int config_validate(const Config *c, char *err, size_t errlen);
  * buflen is too small (CONFIG_TEXT_MAX always suffices). */
 int config_write(const Config *c, char *buf, size_t buflen);
 
+/* Make the files c names (data.path, data.class_names, data.val_labels)
+ * absolute against the working directory, in place, so that a config
+ * stored in a checkpoint or a run directory works from any directory.
+ * Returns 0, or -1 (c unchanged) with a message naming the key. */
+int config_absolute_paths(Config *c, char *err, size_t errlen);
+
 /* Serialise only the [model] section (one line per key, same syntax). */
 int config_write_model(const Config *c, char *buf, size_t buflen);
 

@@ -1,7 +1,6 @@
 /* checkpoint.c - safetensors weights + training state; see checkpoint.h. */
 #include "checkpoint.h"
 #include "errmsg.h"
-#include "fsutil.h"
 #include "safetensors.h"
 
 #include <math.h>
@@ -49,23 +48,16 @@ static const char *non_finite_tensor(Model *m, const float *base) {
     return NULL;
 }
 
-/* The config as stored in a checkpoint: the files it names (data.path,
- * data.class_names, data.val_labels) absolute, so that `hgrn eval --ckpt`
- * finds them from any working directory. */
+/* The config as stored in a checkpoint: the files it names absolute
+ * (config_absolute_paths), so that `hgrn eval --ckpt` finds them from any
+ * working directory. */
 static int stored_config_text(const char *path, const Config *c, char *text, size_t len, char *err,
                               size_t errlen) {
     Config s = *c;
-    char *fields[3] = {s.path, s.class_names, s.val_labels};
-    for (int i = 0; i < 3; i++) {
-        char abs[4096];
-        if (!fields[i][0]) continue;
-        if (absolute_path(fields[i], abs, sizeof abs, err, errlen) < 0) return -1;
-        if (strlen(abs) >= CFG_STR) {
-            set_err(err, errlen, "%s: the absolute path %.300s is longer than a config value may be (%d bytes)",
-                    path, abs, CFG_STR - 1);
-            return -1;
-        }
-        strcpy(fields[i], abs);
+    char why[1024];
+    if (config_absolute_paths(&s, why, sizeof why) < 0) {
+        set_err(err, errlen, "%s: %s", path, why);
+        return -1;
     }
     if (config_write(&s, text, len) < 0) {
         set_err(err, errlen, "%s: config too long to store", path);

@@ -142,16 +142,25 @@ static int load_pair(Trainer *t, const StartPlan *plan, char *err, size_t errlen
     return 0;
 }
 
-/* The run directory's files: written by rank 0 only. */
+/* The run directory's files: written by rank 0 only. config.cfg is the
+ * run's full config, for the record and to train or evaluate with again,
+ * with the files it names absolute as in the checkpoints. */
 static int open_run_files(Trainer *t, int fresh, int *dropped, char *err, size_t errlen) {
-    const Config *c = t->cfg;
+    Config c = *t->cfg;
     char text[CONFIG_TEXT_MAX], path[1024];
-    if (config_write(c, text, sizeof text) >= 0) {   /* the run's full config, for the record */
-        snprintf(path, sizeof path, "%s/config.cfg", t->out);
-        const void *chunks[1] = {text};
-        size_t lens[1] = {strlen(text)};
-        if (write_file_atomic(path, chunks, lens, 1, err, errlen) < 0) return -1;
+    snprintf(path, sizeof path, "%s/config.cfg", t->out);
+    char why[1024];
+    if (config_absolute_paths(&c, why, sizeof why) < 0) {
+        snprintf(err, errlen, "%.1000s: %s", path, why);
+        return -1;
     }
+    if (config_write(&c, text, sizeof text) < 0) {
+        snprintf(err, errlen, "%.1000s: config too long to store", path);
+        return -1;
+    }
+    const void *chunks[1] = {text};
+    size_t lens[1] = {strlen(text)};
+    if (write_file_atomic(path, chunks, lens, 1, err, errlen) < 0) return -1;
     return metrics_open(&t->metrics, t->out, fresh, t->state.step, t->state.epoch, dropped, err, errlen);
 }
 
