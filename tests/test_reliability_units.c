@@ -5,8 +5,10 @@
  *    newest weights + state of one save (same step and pair id), the plain
  *    names on a tie, and find none when no such pair exists;
  *  - metrics_cut: random metrics files (training and evaluation records in
- *    order, cut-off last lines, garbage) against the rule "training records
- *    up to the step, evaluation records up to the epochs done";
+ *    order, end-of-training evaluations inside an epoch, cut-off last lines,
+ *    garbage) against the rule "training records up to the step, epoch-end
+ *    evaluations up to the epochs done, evaluations inside an epoch up to
+ *    the step";
  *  - train.ckpt_every values; HGRN_FAULT lists; one-line error messages
  *    (set_err escapes control characters); run-directory files and dead
  *    processes' temporaries. */
