@@ -76,10 +76,14 @@ int dataset_mark_bad(Dataset *ds, int i);
  * caller's). */
 int dataset_relabel(Dataset *ds, const int *map, char **names, int num_classes);
 
-/* Read class names (one per line, blank lines and trailing spaces dropped).
- * Returns the count (names malloc'd, free with dataset_free_names), or -1
- * with a message naming the file. */
+/* Read class names (one per line; trailing blanks and blank lines dropped;
+ * each UTF-8 without control characters, at most 1024 bytes). Returns the
+ * count (names malloc'd, free with dataset_free_names), or -1 with a message
+ * naming the file and line. */
 int dataset_read_names(const char *path, char ***names, char *err, size_t errlen);
+/* The same from text[0..len); origin names it in messages. */
+int dataset_parse_names(const char *text, size_t len, const char *origin, char ***names, char *err,
+                        size_t errlen);
 void dataset_free_names(char **names, int n);
 
 #endif

@@ -65,22 +65,28 @@ static int rd_fill(Reader *r) {
     return (int)(n > 0);
 }
 
-/* Returns 0, or -1 with errno set (the file cannot be opened). */
-static int rd_open(Reader *r, const char *path) {
+/* Read from f (owned from here on): gzip when it starts with gzip's magic. */
+static void rd_start(Reader *r, FILE *f) {
     memset(r, 0, sizeof *r);
-    r->f = fopen(path, "rb");
-    if (!r->f) return -1;
-    if (rd_fill(r) < 0) return 0;   /* reported by the first read */
+    r->f = f;
+    if (rd_fill(r) < 0) return;   /* reported by the first read */
     if (r->zs.avail_in >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b) {
         r->gz = 1;
         if (inflateInit2(&r->zs, 15 + 16) != Z_OK) {
             r->status = RD_BROKEN;
             r->why = "zlib initialisation failed";
             r->gz = 0;
-            return 0;
+            return;
         }
         r->zinit = 1;
     }
+}
+
+/* Returns 0, or -1 with errno set (the file cannot be opened). */
+static int rd_open(Reader *r, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    rd_start(r, f);
     return 0;
 }
 
@@ -183,6 +189,33 @@ static uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+/* Read up to total bytes into a malloc'ed *out that grows with what arrives,
+ * so that a header announcing more than the file holds fails as truncated
+ * instead of allocating what it announces. *got: the bytes read. 0, or -1
+ * when out of memory. */
+static int read_grown(Reader *r, size_t total, uint8_t **out, size_t *got) {
+    size_t cap = total < ((size_t)1 << 24) ? total : ((size_t)1 << 24);
+    uint8_t *b = malloc(cap ? cap : 1);
+    *out = NULL;
+    *got = 0;
+    if (!b) return -1;
+    for (;;) {
+        size_t k = rd_read(r, b + *got, cap - *got);
+        *got += k;
+        if (*got < cap || cap == total) break;   /* the data ended, or all of it is here */
+        size_t nc = cap > total / 2 ? total : cap * 2;
+        uint8_t *nb = realloc(b, nc);
+        if (!nb) {
+            free(b);
+            return -1;
+        }
+        b = nb;
+        cap = nc;
+    }
+    *out = b;
+    return 0;
+}
+
 /* Open <dir>/<base>.gz, falling back to the uncompressed <dir>/<base>.
  * On failure names the .gz path (what the user is expected to have). */
 static int open_idx(Reader *r, const char *dir, const char *base, char *path, size_t pathlen,
@@ -202,19 +235,10 @@ static int open_idx(Reader *r, const char *dir, const char *base, char *path, si
     return -1;
 }
 
-static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n_out,
-                       uint32_t *rows_out, uint32_t *cols_out, char *ipath, size_t ipathlen,
-                       char *err, size_t errlen) {
-    Reader *r = malloc(sizeof *r);
-    if (!r) {
-        set_err(err, errlen, "%s/%s.gz: out of memory", dir, base);
-        return -1;
-    }
+/* An IDX uint8 image file from r (ipath names it): d->pixels and the dimensions. */
+static int parse_images(Reader *r, const char *ipath, Fmnist *d, uint32_t *n_out, uint32_t *rows_out,
+                        uint32_t *cols_out, char *err, size_t errlen) {
     int rc = -1;
-    if (open_idx(r, dir, base, ipath, ipathlen, err, errlen) != 0) {
-        free(r);
-        return -1;
-    }
     uint8_t hdr[16];
     size_t got = rd_read(r, hdr, sizeof hdr);
     if (got < sizeof hdr) {
@@ -233,12 +257,10 @@ static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n
         goto out;
     }
     size_t total = (size_t)n * rows * cols;
-    d->pixels = malloc(total);
-    if (!d->pixels) {
+    if (read_grown(r, total, &d->pixels, &got) < 0) {
         set_err(err, errlen, "%s: out of memory for %zu pixel bytes", ipath, total);
         goto out;
     }
-    got = rd_read(r, d->pixels, total);
     if (got < total) {
         short_read_err(r, ipath, total, got, "pixel bytes", err, errlen);
         goto out;
@@ -249,24 +271,30 @@ static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n
     *cols_out = cols;
     rc = 0;
 out:
-    rd_close(r);
-    free(r);
     return rc;
 }
 
-static int read_labels(const char *dir, const char *base, Fmnist *d, uint32_t n_images,
-                       const char *ipath, char *err, size_t errlen) {
-    char lpath[4096];
+static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n_out,
+                       uint32_t *rows_out, uint32_t *cols_out, char *ipath, size_t ipathlen,
+                       char *err, size_t errlen) {
     Reader *r = malloc(sizeof *r);
     if (!r) {
         set_err(err, errlen, "%s/%s.gz: out of memory", dir, base);
         return -1;
     }
     int rc = -1;
-    if (open_idx(r, dir, base, lpath, sizeof lpath, err, errlen) != 0) {
-        free(r);
-        return -1;
+    if (open_idx(r, dir, base, ipath, ipathlen, err, errlen) == 0) {
+        rc = parse_images(r, ipath, d, n_out, rows_out, cols_out, err, errlen);
+        rd_close(r);
     }
+    free(r);
+    return rc;
+}
+
+/* An IDX uint8 label file from r (lpath names it) for n_images images. */
+static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_images, const char *ipath,
+                        char *err, size_t errlen) {
+    int rc = -1;
     uint8_t hdr[8];
     size_t got = rd_read(r, hdr, sizeof hdr);
     if (got < sizeof hdr) {
@@ -303,7 +331,22 @@ static int read_labels(const char *dir, const char *base, Fmnist *d, uint32_t n_
     }
     rc = 0;
 out:
-    rd_close(r);
+    return rc;
+}
+
+static int read_labels(const char *dir, const char *base, Fmnist *d, uint32_t n_images,
+                       const char *ipath, char *err, size_t errlen) {
+    char lpath[4096];
+    Reader *r = malloc(sizeof *r);
+    if (!r) {
+        set_err(err, errlen, "%s/%s.gz: out of memory", dir, base);
+        return -1;
+    }
+    int rc = -1;
+    if (open_idx(r, dir, base, lpath, sizeof lpath, err, errlen) == 0) {
+        rc = parse_labels(r, lpath, d, n_images, ipath, err, errlen);
+        rd_close(r);
+    }
     free(r);
     return rc;
 }

@@ -89,12 +89,6 @@ static int file_label(Dataset *ds, int i) {
     return (i >= 0 && i < ds->n) ? f->fl.labels[i] : -1;
 }
 
-void dataset_free_names(char **names, int n) {
-    if (!names) return;
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
-}
-
 static void file_close(Dataset *ds) {
     if (!ds) return;
     FileDs *f = ds->impl;
@@ -167,41 +161,6 @@ int dataset_mark_bad(Dataset *ds, int i) {
         return 1;
     }
     return 0;
-}
-
-int dataset_read_names(const char *path, char ***names, char *err, size_t errlen) {
-    *names = NULL;
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    char line[1024];
-    int n = 0, cap = 0;
-    char **v = NULL;
-    while (fgets(line, sizeof line, fp)) {
-        size_t len = strlen(line);
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
-            line[--len] = 0;
-        if (!len) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nv = realloc(v, sizeof *v * cap);
-            if (!nv) break;
-            v = nv;
-        }
-        v[n] = strdup(line);
-        if (!v[n]) break;
-        n++;
-    }
-    fclose(fp);
-    if (n == 0) {
-        free(v);
-        snprintf(err, errlen, "%s: no class names", path);
-        return -1;
-    }
-    *names = v;
-    return n;
 }
 
 /* ---------------------------------------------------------------- ImageFolder */
@@ -296,23 +255,36 @@ Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, siz
     }
     FileList fl;
     memset(&fl, 0, sizeof fl);
+    int *first = calloc((size_t)k + 1, sizeof *first);   /* each class's first file */
+    if (!first) {
+        dataset_free_names(ent, k);
+        snprintf(err, errlen, "%s: out of memory", root);
+        return NULL;
+    }
     for (int c = 0; c < k; c++) {
         snprintf(path, sizeof path, "%s/%s", root, ent[c]);
-        int before = fl.n;
+        first[c] = fl.n;
         if (scan_class(&fl, path, c, 0)) {
             filelist_free(&fl);
             dataset_free_names(ent, k);
+            free(first);
             snprintf(err, errlen, "%s: out of memory", root);
             return NULL;
         }
-        if (fl.n == before) fprintf(stderr, "warning: %s: class directory has no .jpg/.jpeg/.png images\n", path);
     }
+    first[k] = fl.n;
     if (fl.n == 0) {
         filelist_free(&fl);
         dataset_free_names(ent, k);
+        free(first);
         snprintf(err, errlen, "%s: no .jpg/.jpeg/.png images in %d class directories", root, k);
         return NULL;
     }
+    /* said only for a dataset that opens: otherwise the error alone */
+    for (int c = 0; c < k; c++)
+        if (first[c] == first[c + 1])
+            fprintf(stderr, "warning: %s/%s: class directory has no .jpg/.jpeg/.png images\n", root, ent[c]);
+    free(first);
     Dataset *ds = filelist_dataset(&fl, ent, k, channels);
     if (!ds) snprintf(err, errlen, "%s: out of memory", root);
     return ds;

@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh [SECONDS] - build the libFuzzer target over the image
-# decode path (data_loader/fuzz_decode.c) with clang + ASan + UBSan and run it
-# for SECONDS (default 30) on a seed corpus of generated JPEG / PNG files
-# (baseline, progressive, grayscale, CMYK, 4:4:4, PNG variants, truncations).
-# Exit status: 0 when no crash was found. Crash inputs land in $OUT (default
-# build/fuzz/crashes).
+# scripts/fuzz.sh [SECONDS] [TARGET...] - build the libFuzzer targets with
+# clang + ASan + UBSan and run each for SECONDS (default 60), as many at
+# once as there are cores (HGRN_FUZZ_JOBS to choose; 6 targets of 60 s take
+# 3 minutes on 2 cores):
+#   decode       data_loader/fuzz_decode.c: JPEG / PNG decoding, crops, resizing
+#   safetensors  tests/fuzz_safetensors.c: the safetensors reader (+ write round trip)
+#   config       tests/fuzz_config.c: the config parser and overrides (+ write round trip)
+#   idx          tests/fuzz_idx.c: the IDX (Fashion-MNIST) reader, gzip or plain
+#   cifar        tests/fuzz_cifar.c: the CIFAR-10 batch reader
+#   class_names  tests/fuzz_class_names.c: the class-names reader
+# (all of them when none is named). Seeds: tests/fuzz/<target>/ (the decode
+# seeds are generated with libjpeg / libpng). Each target's run grows its
+# own corpus in $OUT/<target>/corpus (default build/fuzz); crash inputs land
+# in $OUT/<target>/crashes, to be kept in tests/fuzz/<target>/ once fixed.
+# Ends with one line per target, "fuzz_NAME: R runs, S s, C crashes",
+# also written to $OUT/summary.txt. Exit status 1 when any target crashed.
 set -euo pipefail
-secs="${1:-30}"
+secs="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(decode safetensors config idx cifar class_names)
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${OUT:-$root/build/fuzz}"
-mkdir -p "$out/corpus" "$out/crashes"
-out="$(cd "$out" && pwd)"   # absolute: the run below changes directory
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"   # absolute: the runs below change directory
 
 if ! command -v clang >/dev/null 2>&1; then
     echo "fuzz.sh: installing clang" >&2
-    if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq clang >/dev/null
-    else sudo apt-get update -qq && sudo apt-get install -y -qq clang >/dev/null; fi
+    if [ "$(id -u)" = 0 ]; then bash "$root/scripts/deps.sh" clang
+    else sudo bash "$root/scripts/deps.sh" clang; fi
 fi
 
-# 1. seed corpus, written with libjpeg / libpng by a small generator
-cat > "$out/gen.c" <<'GEN'
+# the decode seeds: small JPEG / PNG files written with libjpeg / libpng
+decode_seeds() {
+    local d="$out/decode/seeds"
+    mkdir -p "$d"
+cat > "$out/decode/gen.c" <<'GEN'
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,18 +79,75 @@ int main(int argc, char **argv) {
     return 0;
 }
 GEN
-cc -O1 -o "$out/gen" "$out/gen.c" -ljpeg -lpng
-"$out/gen" "$out/corpus"
-# truncated copies as seeds too
-for f in "$out"/corpus/*.jpg; do head -c $(( $(stat -c %s "$f") / 2 )) "$f" > "${f%.jpg}_half.bin"; done
+    cc -O1 -o "$out/decode/gen" "$out/decode/gen.c" -ljpeg -lpng
+    "$out/decode/gen" "$d"
+    for f in "$d"/*.jpg; do head -c $(( $(stat -c %s "$f") / 2 )) "$f" > "${f%.jpg}_half.bin"; done
+}
 
-# 2. the fuzzer
-clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root/data_loader" -I"$root/src/core" \
-    "$root/data_loader/fuzz_decode.c" -o "$out/fuzz_decode" -ljpeg -lpng -lz -lm
+core="$root/src/core"
+data="$root/data_loader"
+sources() {   # the sources each target is built from (its reader compiled in, instrumented)
+    case $1 in
+    decode) echo "$data/fuzz_decode.c -ljpeg -lpng -lz -lm" ;;
+    safetensors) echo "$root/tests/fuzz_safetensors.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
+    config) echo "$root/tests/fuzz_config.c $core/config.c $core/fsutil.c $core/errmsg.c -lm" ;;
+    idx) echo "$root/tests/fuzz_idx.c $core/errmsg.c -lz" ;;
+    cifar) echo "$root/tests/fuzz_cifar.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
+    class_names) echo "$root/tests/fuzz_class_names.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
+    *) echo "fuzz.sh: unknown target '$1' (decode safetensors config idx cifar class_names)" >&2; exit 2 ;;
+    esac
+}
 
-# 3. run for a bounded time
-cd "$out"
-"$out/fuzz_decode" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
-    -artifact_prefix="$out/crashes/" -print_final_stats=1 "$out/corpus" 2>&1 | tail -n 25
+jobs="${HGRN_FUZZ_JOBS:-$(nproc)}"
+case $jobs in ''|*[!0-9]*|0) echo "fuzz.sh: HGRN_FUZZ_JOBS must be a positive integer, not '$jobs'" >&2; exit 2 ;; esac
+
+# build every target first (a compile error stops here, before any fuzzing)
+for t in "${targets[@]}"; do
+    src=$(sources "$t")
+    mkdir -p "$out/$t/corpus" "$out/$t/crashes" "$out/$t/crashes.earlier"
+    # this run's crashes alone are counted; earlier ones are kept aside
+    find "$out/$t/crashes" -type f -exec mv -t "$out/$t/crashes.earlier" {} +
+    # shellcheck disable=SC2086  # src is a list of files and flags
+    clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -I"$data" -I"$core" -I"$root/tests" $src -o "$out/$t/fuzz_$t"
+    if [ "$t" = decode ]; then decode_seeds; fi
+done
+
+# one target's run; its exit status lands in $out/<target>/rc
+fuzz_one() {
+    local t=$1 seeds="$root/tests/fuzz/$1" rc=0
+    [ "$t" != decode ] || seeds="$out/decode/seeds"
+    (cd "$out/$t" && ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 ./fuzz_$t \
+        -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=10 \
+        -artifact_prefix="$out/$t/crashes/" -print_final_stats=1 corpus "$seeds" >log.txt 2>&1) || rc=$?
+    echo "$rc" > "$out/$t/rc"
+}
+
+echo "== fuzzing ${#targets[@]} targets, ${secs} s each, $jobs at once =="
+running=0
+for t in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+    echo "== fuzz_$t: ${secs} s =="
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait
+
+summary=()
+crashed=0
+for t in "${targets[@]}"; do
+    echo "== fuzz_$t =="
+    tail -n 8 "$out/$t/log.txt"
+    rc=$(cat "$out/$t/rc" 2>/dev/null || echo 1)
+    runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$t/log.txt" | grep -o '[0-9]*$' || echo 0)
+    took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$out/$t/log.txt" | grep -o 'in [0-9]*' | grep -o '[0-9]*' || echo "$secs")
+    crashes=$(find "$out/$t/crashes" -type f | wc -l)
+    if [ "$rc" != 0 ] && [ "$crashes" = 0 ]; then crashes=1; fi   # died without an artifact: still a failure
+    [ "$crashes" = 0 ] || crashed=1
+    summary+=("fuzz_$t: ${runs:-0} runs, ${took:-$secs} s, $crashes crashes")
+done
+printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+echo "== fuzzing summary =="
+cat "$out/summary.txt"
+exit $crashed

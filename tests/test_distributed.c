@@ -9,6 +9,8 @@
  *    every image once and reports the same top-1, top-5 and loss;
  *  - a run saved at 2 ranks resumes at 1 and at 3 and ends where the
  *    uninterrupted run ends;
+ *  - SIGTERM to one rank: every rank stops at the same step, the pair is
+ *    saved, exit 75, and the resumed run ends where the uninterrupted one does;
  *  - a rank SIGKILLed mid-run stops the run within the bound, non-zero.
  * Fashion-MNIST and mpirun are needed (exit 77 otherwise). */
 #include <setjmp.h>
@@ -180,6 +182,58 @@ static void test_resume_other_world(void **s) {
     }
 }
 
+/* SIGTERM to one rank of two (as a scheduler that signals one process):
+ * both ranks agree on the step, rank 0 saves the pair, both exit 75; the
+ * run resumed at 2 ranks ends where the uninterrupted one does. */
+static void test_signal_one_rank(void **s) {
+    (void)s;
+    assert_int_equal(run(2, "sigref.log", RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 --out %s/sigref", dir), 0);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s || exit 5; (" MPI_ENV "timeout 120 mpirun -np 2 %s " RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 "
+             "--out %s/sig > sig.log 2>&1; echo $? > sig.rc) & "
+             "for i in $(seq 500); do grep -q '\"step\": 3,' %s/sig/metrics.jsonl 2>/dev/null && break; sleep 0.02; done; "
+             "victim=$(pgrep -f '^[^ ]*/hgrn train .*--out %s/sig' | tail -1); "
+             "[ -n \"$victim\" ] || { echo 'no rank process found' >&2; exit 3; }; kill -TERM $victim; "
+             "for i in $(seq 600); do [ -s sig.rc ] && exit 0; sleep 0.1; done; exit 4",
+             dir, HGRN_BINARY, dir, dir, dir);
+    int rc = system(cmd);
+    char path[256], buf[4096] = "", line[4096] = "";
+    snprintf(path, sizeof path, "%s/sig.log", dir);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "tail -20 %s >&2", path);
+        if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+        fail_msg("the signalled run did not end (or no rank was found): %d", rc);
+    }
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(buf, sizeof buf, f))
+        if (strstr(buf, "stopped by ")) snprintf(line, sizeof line, "%s", buf);
+    fclose(f);
+    if (!line[0]) fail_msg("no 'stopped by' line in %s", path);
+    int step = atoi(strstr(line, "after step ") + strlen("after step "));
+    print_message("  %s", line);
+    snprintf(path, sizeof path, "%s/sig.rc", dir);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_int_equal(atoi(buf), 75);
+    SafeTensors *w;
+    char err[512];
+    path_of(path, sizeof path, "sig", "last.safetensors");
+    assert_non_null(w = st_open(path, err, sizeof err));
+    assert_int_equal(atoi(st_meta(w, "step")), step);
+    st_close(w);
+    assert_true(step >= 3 && step < 150);
+    assert_int_equal(run(2, "sig2.log", RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 --out %s/sig --resume", dir), 0);
+    char ref[256];
+    path_of(ref, sizeof ref, "sigref", "last.safetensors");
+    double d = weights_rel_diff(path, ref);
+    print_message("  resumed at 2 ranks: differs from the uninterrupted run by %.3g\n", d);
+    assert_true(d == 0.0);
+}
+
 /* A rank killed (SIGKILL) in the middle of a run: the others stop within the
  * bound (train.comm_timeout 10 s here; mpirun notices the death first) with
  * a non-zero exit and a message naming the failure. */
@@ -240,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_train_equals_one_process),
         cmocka_unit_test(test_eval_sharded),
         cmocka_unit_test(test_resume_other_world),
+        cmocka_unit_test(test_signal_one_rank),
         cmocka_unit_test(test_killed_rank),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,10 @@
 #     decode libjpeg's exact pixels; the GPU-hybrid decoder's IDCT may move a
 #     pixel a level), a PNG named .jpg and a truncated JPEG among them;
 #   - the checkpoint trained from a relative --data path, evaluated from
-#     another directory; a data directory without train/ and val/ refused;
+#     another directory; the run directory's config.cfg and the checkpoints
+#     hold data.path and data.class_names absolute, and training again from
+#     that config.cfg works from another directory; a data directory without
+#     train/ and val/ refused;
 #     another token mixer than the checkpoint's named.
 # usage: test_eval_classify.sh HGRN_BINARY SOURCE_DIR
 set -u
@@ -55,6 +58,28 @@ ckpt=$tmp/a/run/best.safetensors
 data_abs=$(cd "$tmp/data" && pwd -P)
 grep -q "\"data\": \"$data_abs\"" "$tmp/b/eval.json" && ok "relative --data stored absolute: $data_abs" ||
   { fail "stored data path:"; cat "$tmp/b/eval.json"; }
+
+# --- the run directory's config.cfg, with a relative class-names file too:
+# both paths absolute there and in the checkpoints (whose header holds the
+# config as a JSON string: quotes escaped), and the config trains again from
+# another directory
+printf '%s\n' $classes >"$tmp/a/names.txt"
+(cd "$tmp/a" && "$hgrn" train --config "$cfg" "${common[@]}" --data ../data --data.class_names names.txt --out run_names \
+  --train.max_steps 2 >train_names.log 2>&1) || { fail "train with relative class names:"; cat "$tmp/a/train_names.log"; }
+names_abs=$(cd "$tmp/a" && pwd -P)/names.txt
+grep -qxF "path = \"$data_abs\"" "$tmp/a/run_names/config.cfg" &&
+  grep -qxF "class_names = \"$names_abs\"" "$tmp/a/run_names/config.cfg" &&
+  ok "config.cfg: data.path and data.class_names absolute" || { fail "config.cfg paths:"; grep -E '^(path|class_names) =' "$tmp/a/run_names/config.cfg"; }
+for f in best last last.state; do
+  grep -qaF "path = \\\"$data_abs\\\"" "$tmp/a/run_names/$f.safetensors" &&
+    grep -qaF "class_names = \\\"$names_abs\\\"" "$tmp/a/run_names/$f.safetensors" &&
+    ok "$f.safetensors: data.path and data.class_names absolute" || fail "$f.safetensors: stored paths not absolute"
+done
+(cd "$tmp/b" && "$hgrn" train --config ../a/run_names/config.cfg --device cpu --out again --train.max_steps 1 >again.log 2>&1) &&
+  grep -q "done: 1 steps" "$tmp/b/again.log" && ok "trained again from config.cfg in another directory" ||
+  { fail "train from config.cfg elsewhere:"; cat "$tmp/b/again.log"; }
+(cd "$tmp/b" && "$hgrn" eval --ckpt ../a/run_names/best.safetensors --device cpu >names_eval.out 2>&1) &&
+  ok "evaluated the class-names run from another directory" || { fail "eval of the class-names run:"; cat "$tmp/b/names_eval.out"; }
 
 # --- classify every validation image (a directory argument), JSON, all 6
 # classes; batches of 8 in the directory's sorted order are eval's batches,

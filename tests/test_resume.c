@@ -2,7 +2,10 @@
  * tiny size: (1) the same seed gives the same run bit for bit; (2) N steps,
  * stop, --resume, N more steps == 2N steps uninterrupted, bitwise, for
  * weights and optimizer moments, across a mid-epoch stop and an epoch end
- * with evaluation; (3) a mismatched or truncated checkpoint is refused. */
+ * with evaluation; (3) a mismatched or truncated checkpoint is refused.
+ * The stop is train.max_steps, which ends a run with an evaluation: the
+ * resumed run holds that one more, and its best checkpoint is the best of
+ * all its evaluations. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,8 +33,9 @@ static int run(const char *out, const char *extra) {
     return system(cmd);
 }
 
-/* Every tensor of a and b equal byte for byte (metadata may differ: it holds max_steps). */
-static void assert_same_tensors(const char *a, const char *b) {
+/* Every tensor of a and b but `except` (NULL: none) equal byte for byte
+ * (metadata may differ: it holds max_steps). */
+static void assert_same_tensors_but(const char *a, const char *b, const char *except) {
     char err[512], pa[512], pb[512];
     snprintf(pa, sizeof pa, "%s/%s", dir, a);
     snprintf(pb, sizeof pb, "%s/%s", dir, b);
@@ -41,11 +45,46 @@ static void assert_same_tensors(const char *a, const char *b) {
     for (int i = 0; i < st_count(x); i++) {
         const StTensor *t = st_at(x, i), *u = st_find(y, t->name);
         if (!u) fail_msg("%s: tensor %s missing in %s", a, t->name, b);
+        if (except && !strcmp(t->name, except)) continue;
         assert_int_equal(t->nbytes, u->nbytes);
         if (memcmp(t->data, u->data, t->nbytes) != 0) fail_msg("tensor %s differs between %s and %s", t->name, a, b);
     }
     st_close(x);
     st_close(y);
+}
+
+static void assert_same_tensors(const char *a, const char *b) { assert_same_tensors_but(a, b, NULL); }
+
+/* The state file's best_top1. */
+static float best_top1(const char *state) {
+    char err[512], p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, state);
+    SafeTensors *x = st_open(p, err, sizeof err);
+    if (!x) fail_msg("%s", err);
+    const StTensor *t = st_find(x, "best_top1");
+    assert_non_null(t);
+    float v;
+    memcpy(&v, t->data, sizeof v);
+    st_close(x);
+    return v;
+}
+
+/* The val_top1 of the evaluation record at `step` in run's metrics.jsonl
+ * (-1 when there is none; a second one there fails). */
+static double val_at(const char *run, int step) {
+    char p[512], line[1024];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", dir, run);
+    FILE *f = fopen(p, "r");
+    if (!f) fail_msg("cannot open %s", p);
+    double v = -1;
+    while (fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "\"step\": "), *t = strstr(line, "\"val_top1\": ");
+        if (!s || !t || atoi(s + 8) != step) continue;
+        if (v >= 0) fail_msg("%s: two evaluations at step %d", p, step);
+        v = atof(t + 12);
+    }
+    fclose(f);
+    return v;
 }
 
 static void assert_differs(const char *a, const char *b) {
@@ -71,11 +110,36 @@ static void test_determinism_and_resume(void **s) {
 
     assert_int_equal(run("split", "--train.max_steps 5"), 0);
     assert_differs("full/last.safetensors", "split/last.safetensors");
+    char cmd[2048];   /* what the first part ended with: its evaluation at step 5 */
+    snprintf(cmd, sizeof cmd, "cp %s/split/best.safetensors %s/best5.safetensors && cp %s/split/last.state.safetensors "
+             "%s/state5.safetensors", dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    const float v5 = best_top1("state5.safetensors");
     assert_int_equal(run("split", "--train.max_steps 12 --resume"), 0);
     assert_same_tensors("full/last.safetensors", "split/last.safetensors");
-    assert_same_tensors("full/last.state.safetensors", "split/last.state.safetensors");
-    /* both evaluated after epoch 1 and agree on the best checkpoint */
-    assert_same_tensors("full/best.safetensors", "split/best.safetensors");
+    /* the optimizer state too; the best top-1 differs by the evaluation at step 5 */
+    assert_same_tensors_but("full/last.state.safetensors", "split/last.state.safetensors", "best_top1");
+    /* the same evaluations after epoch 1 and at the end, and one at step 5 */
+    assert_true(val_at("split", 5) >= 0 && val_at("full", 5) < 0);
+    assert_true(val_at("full", 8) >= 0 && val_at("full", 8) == val_at("split", 8));
+    assert_true(val_at("full", 12) >= 0 && val_at("full", 12) == val_at("split", 12));
+    /* best: step 5's when none later was better, else the same as the full run's */
+    const float full_best = best_top1("full/last.state.safetensors");
+    if (v5 >= full_best) {
+        assert_true(best_top1("split/last.state.safetensors") == v5);
+        assert_same_tensors("best5.safetensors", "split/best.safetensors");
+    } else {
+        assert_true(best_top1("split/last.state.safetensors") == full_best);
+        assert_same_tensors("full/best.safetensors", "split/best.safetensors");
+    }
+
+    /* resumed where train.max_steps ends it: nothing is trained or written */
+    snprintf(cmd, sizeof cmd, "md5sum %s/split/* > %s/sums", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(run("split", "--train.max_steps 12 --resume"), 0);
+    snprintf(cmd, sizeof cmd, "md5sum -c --quiet %s/sums && grep -q 'nothing to train: the checkpoint is at step 12 "
+             "and train.max_steps is 12' %s/split.log", dir, dir);
+    assert_int_equal(system(cmd), 0);
 
     /* a different seed is a different run */
     assert_int_equal(run("seed1", "--train.max_steps 12 --train.seed 1"), 0);

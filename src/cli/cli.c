@@ -275,30 +275,22 @@ Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen) {
 
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen) {
     int K = c->num_classes;
-    char **v = calloc((size_t)K, sizeof *v);
-    if (!v) { snprintf(err, errlen, "out of memory"); return NULL; }
     if (c->class_names[0]) {
-        FILE *f = fopen(c->class_names, "r");
-        if (!f) {
-            snprintf(err, errlen, "data.class_names: cannot open %s", c->class_names);
-            free(v);
+        char **names, why[1024];
+        int k = dataset_read_names(c->class_names, &names, why, sizeof why);
+        if (k < 0) {
+            snprintf(err, errlen, "data.class_names: %s", why);
             return NULL;
         }
-        char line[512];
-        int k = 0;
-        while (k < K && fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\r\n")] = 0;
-            v[k++] = strdup(line);
-        }
-        fclose(f);
         if (k != K) {
             snprintf(err, errlen, "%s: has %d class names, model.num_classes is %d", c->class_names, k, K);
-            for (int i = 0; i < k; i++) free(v[i]);
-            free(v);
+            dataset_free_names(names, k);
             return NULL;
         }
-        return v;
+        return names;
     }
+    char **v = calloc((size_t)K, sizeof *v);
+    if (!v) { snprintf(err, errlen, "out of memory"); return NULL; }
     for (int k = 0; k < K; k++) {
         if (ds && ds->class_names && k < ds->num_classes) v[k] = strdup(ds->class_names[k]);
         else {

@@ -3,21 +3,30 @@
  * trainer's steps (src/train/trainer.h). `--gpus N` starts N local ranks of
  * this same command instead (src/train/launch.h). */
 #include "cli.h"
+#include "exit_codes.h"
 #include "launch.h"
 #include "trainer.h"
 
 #include <omp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(void) {
     printf("usage: hgrn train --config FILE [--out DIR] [--data DIR] [--device cpu|cuda]\n"
-           "                  [--precision bf16|fp32] [--threads N] [--resume [FILE]] [--gpus N]\n"
-           "                  [--section.key VALUE ...]\n\n"
+           "                  [--precision bf16|fp32] [--threads N] [--resume [FILE] | --overwrite]\n"
+           "                  [--gpus N] [--section.key VALUE ...]\n\n"
            "Trains the model of the config on its dataset. Writes DIR/last.safetensors (+ .state),\n"
-           "DIR/best.safetensors, DIR/metrics.jsonl and DIR/config.cfg. --resume continues from\n"
-           "DIR/last.safetensors (or FILE) bit for bit.\n\n"
+           "DIR/best.safetensors, DIR/metrics.jsonl and DIR/config.cfg. --resume continues from the\n"
+           "newest complete checkpoint pair of DIR (or FILE) bit for bit; a DIR that holds a run is\n"
+           "refused without --resume, or --overwrite to start it over.\n\n"
+           "Checkpoints: every train.ckpt_every (steps, or minutes as 30m), at each epoch end, at\n"
+           "the end, and on SIGUSR1 (training goes on). SIGINT or SIGTERM finishes the step, saves,\n"
+           "prints where and exits 75; a second one stops at once.\n\n"
+           "Exit codes: 0 done; 1 error; 2 bad command line or input refused before any work;\n"
+           "75 stopped by SIGINT/SIGTERM with the checkpoint saved (continue with --resume);\n"
+           "128+N killed by signal N.\n\n"
            "Data parallel (train.batch_size is the global batch, split over the ranks):\n"
            "  hgrn train --gpus N ...             N processes on this host, one per GPU (NCCL)\n"
            "  mpirun -np N hgrn train ...         MPI launch (srun too): NCCL on GPUs, MPI on the CPU\n"
@@ -27,10 +36,23 @@ static void usage(void) {
     config_print_help(stdout);
 }
 
+/* Remove --overwrite (which takes no value) from argv[0 .. *argc): 1 when
+ * it was there. */
+static int take_overwrite(int *argc, char **argv) {
+    int found = 0, k = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strcmp(argv[i], "--overwrite")) found = 1;
+        else argv[k++] = argv[i];
+    }
+    for (int i = k; i < *argc; i++) argv[i] = NULL;
+    *argc = k;
+    return found;
+}
+
 /* --gpus N: this command again as N local ranks. */
-static int run_local_ranks(int gpus, int argc, char **argv) {
+static int run_local_ranks(int gpus, int argc, char **argv, int overwrite) {
     char err[1024];
-    char **child = calloc((size_t)argc + 3, sizeof *child);
+    char **child = calloc((size_t)argc + 4, sizeof *child);
     if (!child) {
         fprintf(stderr, "hgrn train: out of memory\n");
         return 1;
@@ -38,7 +60,8 @@ static int run_local_ranks(int gpus, int argc, char **argv) {
     child[0] = "hgrn";
     child[1] = "train";
     for (int i = 0; i < argc; i++) child[i + 2] = argv[i];
-    int rc = launch_local(gpus, argc + 2, child, 10, err, sizeof err);
+    if (overwrite) child[argc + 2] = "--overwrite";
+    int rc = launch_local(gpus, argc + 2 + overwrite, child, 10, err, sizeof err);
     if (rc) fprintf(stderr, "hgrn train: %s\n", err);
     free(child);
     return rc;
@@ -46,14 +69,19 @@ static int run_local_ranks(int gpus, int argc, char **argv) {
 
 int cmd_train(int argc, char **argv) {
     char err[1024];
+    /* a file-size limit (RLIMIT_FSIZE) fails a write with EFBIG, reported like
+     * a full disk, instead of killing the run */
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR) perror("hgrn train: signal(SIGXFSZ)");
     int gpus = 0;
     if (launch_take_gpus(&argc, argv, &gpus, err, sizeof err) < 0) {
         fprintf(stderr, "hgrn train: %s\n", err);
         return 2;
     }
+    const int overwrite = take_overwrite(&argc, argv);
     Cli cli;
     if (cli_parse(&cli, argc, argv, "config device precision threads out resume data", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn train: %s\n", err);
+        cli_free(&cli);
         return 2;
     }
     if (cli.help) { usage(); cli_free(&cli); return 0; }
@@ -64,7 +92,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (gpus > 0) {
         cli_free(&cli);
-        return run_local_ranks(gpus, argc, argv);
+        return run_local_ranks(gpus, argc, argv, overwrite);
     }
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {
@@ -84,6 +112,7 @@ int cmd_train(int argc, char **argv) {
     Comm *comm = NULL;
     Trainer t;
     trainer_init(&t, c, cli.out[0] ? cli.out : "runs/train", li.rank, li.world);
+    int start = -1, run = -1;
     int ok = (train = open_dataset(c, "train", err, sizeof err)) &&
              (val = open_dataset(c, "val", err, sizeof err)) &&
              (classes = load_class_names(c, train, err, sizeof err)) &&
@@ -91,11 +120,16 @@ int cmd_train(int argc, char **argv) {
              (bk = cli_backend(&cli, gpu, err, sizeof err)) &&
              (comm = comm_create(&li, bk, c->comm_timeout, err, sizeof err)) &&
              trainer_setup_model(&t, bk, comm, gpu, err, sizeof err) == 0 &&
-             trainer_start(&t, cli.resume, err, sizeof err) == 0 &&
-             trainer_run(&t, err, sizeof err) == 0;
-    if (ok) trainer_finish(&t);
-    else if (li.world > 1) fprintf(stderr, "hgrn train: rank %d: %s\n", li.rank, err);
-    else fprintf(stderr, "hgrn train: %s\n", err);
+             (start = trainer_start(&t, cli.resume, overwrite, err, sizeof err)) == 0 &&
+             (run = trainer_run(&t, err, sizeof err)) >= 0;
+    int code = HGRN_EXIT_OK;
+    if (ok && run == 0) trainer_finish(&t);
+    else if (ok) code = HGRN_EXIT_STOPPED;   /* the trainer said where the checkpoint is */
+    else {
+        code = start == -2 ? HGRN_EXIT_USAGE : HGRN_EXIT_ERROR;
+        if (li.world > 1) fprintf(stderr, "hgrn train: rank %d: %s\n", li.rank, err);
+        else fprintf(stderr, "hgrn train: %s\n", err);
+    }
     trainer_destroy(&t);
     if (classes) free_class_names(classes, c->num_classes);
     if (train) train->close(train);
@@ -103,5 +137,5 @@ int cmd_train(int argc, char **argv) {
     if (comm) comm->destroy(comm);   /* before the backend: NCCL works on its stream */
     if (bk) bk->destroy(bk);
     cli_free(&cli);
-    return ok ? 0 : 1;
+    return code;
 }

@@ -29,20 +29,26 @@ typedef struct {
     const char *choices;  /* T_STR: "a|b|c", or NULL for any text */
     const char *def;    /* default, as it would be written in a file */
     const char *help;
+    /* T_STR: a check of the text beyond its length and choices (NULL: none) */
+    int (*check)(const char *full, const char *text, char *msg, size_t ml);
 } Key;
 
 #define FSIZE(f) sizeof(((Config *)0)->f)
 #define KI(s, f, lo, hi, def, help) \
-    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help}
+    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL}
 #define KF(s, f, lo, hi, lo_open, hi_open, def, help) \
-    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help}
+    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL}
 #define KU(s, f, def, help) \
-    {s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help}
+    {s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help, NULL}
 #define KS(s, f, choices, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help}
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL}
+#define KV(s, f, check, def, help) \
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check}
 #define KL(s, f, cnt, lo, hi, lo_open, hi_open, def, help) \
     {s, #f, T_FLIST, offsetof(Config, f), FSIZE(f) / sizeof(float), offsetof(Config, cnt), \
-     lo, hi, lo_open, hi_open, NULL, def, help}
+     lo, hi, lo_open, hi_open, NULL, def, help, NULL}
+
+static int check_every(const char *full, const char *text, char *msg, size_t ml);
 
 static const Key KEYS[] = {
     /* [model] */
@@ -84,7 +90,11 @@ static const Key KEYS[] = {
     KF("train", label_smoothing, 0, 1, 0, 1, "0.1", "label smoothing"),
     KU("train", seed, "0", "random seed (same seed, same run)"),
     KI("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
-    KI("train", max_steps, 0, INT_MAX, "0", "stop after this many optimizer steps (0 = run all epochs)"),
+    KI("train", max_steps, 0, INT_MAX, "0", "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),
+    KV("train", ckpt_every, check_every, "30m", "write the last checkpoint pair every N steps (`500`) or every N "
+       "minutes (`30m`), besides each epoch end; `0` = at epoch ends only"),
+    KI("train", max_bad_steps, 1, 1000000, "5", "a step whose loss or gradient is NaN/Inf is skipped (weights "
+       "untouched) with a warning; this many in a row stop the run"),
     KI("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
     KI("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
     KI("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
@@ -321,6 +331,7 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
                 return -1;
             }
         }
+        if (k->check && k->check(full, text, msg, ml) != 0) return -1;
         memcpy(field, text, n + 1);
         return 0;
     }
@@ -361,6 +372,37 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
         return 0;
     }
     }
+    return -1;
+}
+
+int config_every(const char *text, long *steps, double *minutes)
+{
+    *steps = 0;
+    *minutes = 0;
+    if (!text || !*text) return -1;
+    char *end;
+    errno = 0;
+    if (strchr(text, 'm')) {
+        double v = strtod(text, &end);
+        if (end == text || errno || !(v > 0) || v > 1e7 || (strcmp(end, "m") && strcmp(end, "min")))
+            return -1;
+        *minutes = v;
+        return 0;
+    }
+    if (*text < '0' || *text > '9') return -1;
+    long long v = strtoll(text, &end, 10);
+    if (*end || errno || v < 0 || v > INT_MAX) return -1;
+    *steps = (long)v;
+    return 0;
+}
+
+static int check_every(const char *full, const char *text, char *msg, size_t ml)
+{
+    long steps;
+    double minutes;
+    if (config_every(text, &steps, &minutes) == 0) return 0;
+    set_err(msg, ml, "%s = '" VALFMT "': expected a number of steps (500), of minutes (30m) or 0 (epoch ends only)",
+            full, VALARG(text));
     return -1;
 }
 
@@ -736,6 +778,29 @@ int config_load(Config *c, const char *path, char *err, size_t errlen)
     return rc;
 }
 
+int config_absolute_paths(Config *c, char *err, size_t errlen)
+{
+    Config tmp = *c;
+    static const char *const keys[3] = {"data.path", "data.class_names", "data.val_labels"};
+    char *fields[3] = {tmp.path, tmp.class_names, tmp.val_labels};
+    for (int i = 0; i < 3; i++) {
+        char abs[4096], why[512];
+        if (!fields[i][0] || fields[i][0] == '/') continue;
+        if (absolute_path(fields[i], abs, sizeof abs, why, sizeof why) < 0) {
+            set_err(err, errlen, "%s: %s", keys[i], why);
+            return -1;
+        }
+        if (strlen(abs) >= CFG_STR) {
+            set_err(err, errlen, "%s: the absolute path %.300s is longer than a config value may be (%d bytes)",
+                    keys[i], abs, CFG_STR - 1);
+            return -1;
+        }
+        strcpy(fields[i], abs);
+    }
+    *c = tmp;
+    return 0;
+}
+
 int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen)
 {
     if (!text) {
@@ -778,7 +843,7 @@ static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
         }
         Config scratch;
         char msg[256];
-        if (k->choices && set_value(&scratch, k, field, msg, sizeof msg) != 0) {
+        if ((k->choices || k->check) && set_value(&scratch, k, field, msg, sizeof msg) != 0) {
             set_err(err, errlen, "%s", msg);
             return -1;
         }

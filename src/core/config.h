@@ -44,6 +44,8 @@ typedef struct {
     unsigned long long seed;
     int eval_every;         /* epochs between evaluations */
     int max_steps;          /* stop after this many steps (0 = run all epochs) */
+    char ckpt_every[16];    /* the last checkpoint every N steps ("500"), N minutes ("30m") or "0" (epoch ends only) */
+    int max_bad_steps;      /* non-finite steps in a row (each skipped) that stop the run */
     int threads;            /* CPU threads (0 = all cores) */
     int log_every;          /* steps between metrics lines */
     int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
@@ -104,8 +106,19 @@ int config_validate(const Config *c, char *err, size_t errlen);
  * buflen is too small (CONFIG_TEXT_MAX always suffices). */
 int config_write(const Config *c, char *buf, size_t buflen);
 
+/* Make the files c names (data.path, data.class_names, data.val_labels)
+ * absolute against the working directory, in place, so that a config
+ * stored in a checkpoint or a run directory works from any directory.
+ * Returns 0, or -1 (c unchanged) with a message naming the key. */
+int config_absolute_paths(Config *c, char *err, size_t errlen);
+
 /* Serialise only the [model] section (one line per key, same syntax). */
 int config_write_model(const Config *c, char *buf, size_t buflen);
+
+/* Parse a train.ckpt_every value: "N" (steps, 0 = off) sets *steps, "Nm" or
+ * "Nmin" (minutes, N > 0, may be fractional) sets *minutes; the other is 0.
+ * Returns 0, or -1 when the text is neither. */
+int config_every(const char *text, long *steps, double *minutes);
 
 /* Every key with its type, default, range or choices and a line of help,
  * by section (for --help). */

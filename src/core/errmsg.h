@@ -1,5 +1,7 @@
 /* errmsg.h - the one way errors are reported upward: a printf-style message
- * into the caller's (err, errlen) buffer, which may be NULL. */
+ * into the caller's (err, errlen) buffer, which may be NULL. The message is
+ * kept to one line: control characters in it (from a quoted name or value)
+ * become escapes such as \n. At most 2047 characters before escaping. */
 #ifndef HGRN_ERRMSG_H
 #define HGRN_ERRMSG_H
 

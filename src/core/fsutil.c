@@ -1,4 +1,4 @@
-/* fsutil.c - atomic writes, mkdir -p, whole-file reads. See fsutil.h. */
+/* fsutil.c - atomic writes, durable renames, mkdir -p, whole-file reads. See fsutil.h. */
 #include "errmsg.h"
 #include "fsutil.h"
 
@@ -63,6 +63,8 @@ static char *dir_of(const char *path)
     return d;
 }
 
+static int sync_dir_of(const char *path, const char *done, char *err, size_t errlen);
+
 int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens,
                       int nchunks, char *err, size_t errlen)
 {
@@ -125,8 +127,14 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
         return -1;
     }
     free(tmp);
-
     /* Make the rename itself durable. */
+    return sync_dir_of(path, "written", err, errlen);
+}
+
+/* fsync the directory that holds path; `done` says what already happened to
+ * path, for the message. */
+static int sync_dir_of(const char *path, const char *done, char *err, size_t errlen)
+{
     char *dir = dir_of(path);
     if (!dir) {
         set_err(err, errlen, "%s: out of memory", path);
@@ -134,24 +142,40 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        set_err(err, errlen, "%s: written, but cannot open directory %s to fsync it (%s)",
-               path, dir, strerror(errno));
+        set_err(err, errlen, "%s: %s, but cannot open directory %s to fsync it (%s)",
+               path, done, dir, strerror(errno));
         free(dir);
         return -1;
     }
     int rc = 0;
     if (fsync_retry(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
-        set_err(err, errlen, "%s: written, but fsync of directory %s failed (%s)",
-               path, dir, strerror(errno));
+        set_err(err, errlen, "%s: %s, but fsync of directory %s failed (%s)",
+               path, done, dir, strerror(errno));
         rc = -1;
     }
     if (close(dfd) != 0 && rc == 0) {
-        set_err(err, errlen, "%s: written, but closing directory %s failed (%s)",
-               path, dir, strerror(errno));
+        set_err(err, errlen, "%s: %s, but closing directory %s failed (%s)",
+               path, done, dir, strerror(errno));
         rc = -1;
     }
     free(dir);
     return rc;
+}
+
+int rename_durable(const char *from, const char *to, char *err, size_t errlen)
+{
+    if (rename(from, to) != 0) {
+        set_err(err, errlen, "%s: cannot rename to %s (%s)", from, to, strerror(errno));
+        return -1;
+    }
+    return sync_dir_of(to, "renamed", err, errlen);
+}
+
+int remove_file(const char *path, char *err, size_t errlen)
+{
+    if (unlink(path) == 0 || errno == ENOENT) return 0;
+    set_err(err, errlen, "%s: cannot remove (%s)", path, strerror(errno));
+    return -1;
 }
 
 int mkdir_p(const char *path, char *err, size_t errlen)
@@ -183,7 +207,10 @@ int mkdir_p(const char *path, char *err, size_t errlen)
                  * mkdir gave (EACCES on a read-only parent, for example). */
                 if (stat(p, &st) == 0) {
                     if (!S_ISDIR(st.st_mode)) {
-                        set_err(err, errlen, "%s: %s exists and is not a directory", path, p);
+                        if (!strcmp(p, path) || last)   /* the directory itself, not one on the way */
+                            set_err(err, errlen, "%s: exists and is not a directory", path);
+                        else
+                            set_err(err, errlen, "%s: %s exists and is not a directory", path, p);
                         free(p);
                         return -1;
                     }

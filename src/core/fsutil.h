@@ -18,6 +18,13 @@
 int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens,
                       int nchunks, char *err, size_t errlen);
 
+/* rename(from, to) within one directory, then fsync that directory, so that
+ * the rename survives a crash and is ordered before what follows. */
+int rename_durable(const char *from, const char *to, char *err, size_t errlen);
+
+/* unlink(path); a path that does not exist is success. */
+int remove_file(const char *path, char *err, size_t errlen);
+
 /* Create a directory and its missing parents (mode 0777 & ~umask). An existing
  * directory is success; an existing non-directory is an error. */
 int mkdir_p(const char *path, char *err, size_t errlen);

@@ -57,10 +57,9 @@ int64_t st_numel(const StTensor *t)
 }
 
 
-/* Length of the valid UTF-8 prefix of s[0..n) (== n when all valid). Rejects
- * overlong forms, surrogates and code points beyond U+10FFFF. */
-static size_t utf8_valid_prefix(const unsigned char *s, size_t n)
+size_t st_utf8_valid_prefix(const void *bytes, size_t n)
 {
+    const unsigned char *s = bytes;
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
@@ -119,7 +118,7 @@ static int perr(Parser *p, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        snprintf(p->err, p->errlen, "%s: malformed header JSON: %s at header byte %zu (file offset %zu)",
+        set_err(p->err, p->errlen, "%s: malformed header JSON: %s at header byte %zu (file offset %zu)",
                  p->file, msg, p->pos, p->pos + 8);
     }
     return -1;
@@ -416,7 +415,7 @@ static int parse_tensor(Parser *p, char *name)
                 int di = dtype_index(d);
                 if (di < 0) {
                     if (p->err && p->errlen)
-                        snprintf(p->err, p->errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'",
+                        set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'",
                                  p->file, NAMEARG(name), d);
                     return -1;
                 }
@@ -433,7 +432,7 @@ static int parse_tensor(Parser *p, char *name)
                     if (parse_uint(p, &v)) return -1;
                     if (t->ndim == ST_MAX_DIMS) {
                         if (p->err && p->errlen)
-                            snprintf(p->err, p->errlen, "%s: tensor '" NAMEFMT "': more than %d dimensions",
+                            set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': more than %d dimensions",
                                      p->file, NAMEARG(name), ST_MAX_DIMS);
                         return -1;
                     }
@@ -470,7 +469,7 @@ static int parse_tensor(Parser *p, char *name)
     const char *missing = !have_dtype ? "dtype" : !have_shape ? "shape" : !have_offs ? "data_offsets" : NULL;
     if (missing) {
         if (p->err && p->errlen)
-            snprintf(p->err, p->errlen, "%s: tensor '" NAMEFMT "': missing \"%s\"", p->file, NAMEARG(name), missing);
+            set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': missing \"%s\"", p->file, NAMEARG(name), missing);
         return -1;
     }
     st->n++;
@@ -663,7 +662,7 @@ static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, c
         free(buf);
         return NULL;
     }
-    size_t bad = utf8_valid_prefix(buf + 8, (size_t)hn);
+    size_t bad = st_utf8_valid_prefix(buf + 8, (size_t)hn);
     if (bad != hn) {
         set_err(err, errlen, "%s: header is not valid UTF-8 at header byte %zu (file offset %zu)", file, bad, bad + 8);
         free(buf);
@@ -844,7 +843,7 @@ int st_write(const char *path, const StTensor *tensors, int n,
             return -1;
         }
         size_t nl = strlen(t->name);
-        if (utf8_valid_prefix((const unsigned char *)t->name, nl) != nl) {
+        if (st_utf8_valid_prefix(t->name, nl) != nl) {
             set_err(err, errlen, "%s: tensor name '" NAMEFMT "' is not valid UTF-8", path, NAMEARG(t->name));
             return -1;
         }
@@ -886,11 +885,11 @@ int st_write(const char *path, const StTensor *tensors, int n,
             return -1;
         }
         size_t kl = strlen(meta_keys[i]), vl = strlen(meta_vals[i]);
-        if (utf8_valid_prefix((const unsigned char *)meta_keys[i], kl) != kl) {
+        if (st_utf8_valid_prefix(meta_keys[i], kl) != kl) {
             set_err(err, errlen, "%s: metadata key '" NAMEFMT "' is not valid UTF-8", path, NAMEARG(meta_keys[i]));
             return -1;
         }
-        size_t bad = utf8_valid_prefix((const unsigned char *)meta_vals[i], vl);
+        size_t bad = st_utf8_valid_prefix(meta_vals[i], vl);
         if (bad != vl) {
             set_err(err, errlen, "%s: metadata '" NAMEFMT "': value is not valid UTF-8 at byte %zu", path,
                    NAMEARG(meta_keys[i]), bad);

@@ -31,6 +31,10 @@ typedef struct {
     size_t nbytes;         /* must equal numel * dtype size */
 } StTensor;
 
+/* Length of the valid UTF-8 prefix of bytes[0..n) (n when all of it is
+ * valid): overlong forms, surrogates and code points beyond U+10FFFF are not. */
+size_t st_utf8_valid_prefix(const void *bytes, size_t n);
+
 /* Bytes per element of a dtype name, or 0 if the dtype is unknown. */
 size_t st_dtype_size(const char *dtype);
 

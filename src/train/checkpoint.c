@@ -1,8 +1,9 @@
 /* checkpoint.c - safetensors weights + training state; see checkpoint.h. */
 #include "checkpoint.h"
-#include "fsutil.h"
+#include "errmsg.h"
 #include "safetensors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,26 +37,30 @@ static void fill_tensor(StTensor *t, const ParamInfo *pi, const char *name, cons
     t->nbytes = pi->numel * sizeof(float);
 }
 
-/* The config as stored in a checkpoint: the files it names (data.path,
- * data.class_names, data.val_labels) absolute, so that `hgrn eval --ckpt`
- * finds them from any working directory. */
+/* A NaN or Inf never reaches a file: the name of the first tensor of the
+ * model whose values in base (prefix + name) are not all finite, else NULL. */
+static const char *non_finite_tensor(Model *m, const float *base) {
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *pi = model_tensor(m, i);
+        for (size_t k = 0; k < pi->numel; k++)
+            if (!isfinite(base[pi->offset + k])) return pi->name;
+    }
+    return NULL;
+}
+
+/* The config as stored in a checkpoint: the files it names absolute
+ * (config_absolute_paths), so that `hgrn eval --ckpt` finds them from any
+ * working directory. */
 static int stored_config_text(const char *path, const Config *c, char *text, size_t len, char *err,
                               size_t errlen) {
     Config s = *c;
-    char *fields[3] = {s.path, s.class_names, s.val_labels};
-    for (int i = 0; i < 3; i++) {
-        char abs[4096];
-        if (!fields[i][0]) continue;
-        if (absolute_path(fields[i], abs, sizeof abs, err, errlen) < 0) return -1;
-        if (strlen(abs) >= CFG_STR) {
-            snprintf(err, errlen, "%s: the absolute path %.300s is longer than a config value may be (%d bytes)",
-                     path, abs, CFG_STR - 1);
-            return -1;
-        }
-        strcpy(fields[i], abs);
+    char why[1024];
+    if (config_absolute_paths(&s, why, sizeof why) < 0) {
+        set_err(err, errlen, "%s: %s", path, why);
+        return -1;
     }
     if (config_write(&s, text, len) < 0) {
-        snprintf(err, errlen, "%s: config too long to store", path);
+        set_err(err, errlen, "%s: config too long to store", path);
         return -1;
     }
     return 0;
@@ -72,7 +77,7 @@ static char *join_classes(char *const *classes, int n) {
 }
 
 int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *classes,
-                      int step, char *err, size_t errlen) {
+                      int step, const char *pair, char *err, size_t errlen) {
     Backend *bk = model_backend(m);
     int n = model_num_tensors(m);
     float *h = download_all(bk, model_params(m), model_num_params(m));
@@ -80,13 +85,22 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     char cfgtext[16384], stepbuf[32];
     char *cls = classes ? join_classes(classes, c->num_classes) : NULL;
     int rc = -1;
-    if (!ts || (classes && !cls)) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || (classes && !cls)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    const char *bad = non_finite_tensor(m, h);
+    if (bad) {
+        set_err(err, errlen, "%s: not written: weight tensor '%s' holds NaN or Inf", path, bad);
+        goto out;
+    }
     for (int i = 0; i < n; i++) fill_tensor(&ts[i], model_tensor(m, i), model_tensor(m, i)->name, h);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", step);
-    const char *keys[4] = {"format", "config", "step", "classes"};
-    const char *vals[4] = {FORMAT_TAG, cfgtext, stepbuf, cls ? cls : ""};
-    rc = st_write(path, ts, n, keys, vals, cls ? 4 : 3, err, errlen);
+    const char *keys[5] = {"format", "config", "step", "pair", "classes"};
+    const char *vals[5] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : "", cls ? cls : ""};
+    int nk = 3;
+    if (pair) nk++;
+    else { keys[3] = keys[4]; vals[3] = vals[4]; }
+    if (cls) nk++;
+    rc = st_write(path, ts, n, keys, vals, nk, err, errlen);
 out:
     free(cls);
     free(ts);
@@ -94,22 +108,36 @@ out:
     return rc;
 }
 
+/* The state's scalars: step, epoch, batch, best_top1, seed, and the metrics
+ * interval in progress (log_loss_sum, log_steps; absent from files written
+ * before they existed, which load as an interval just started). */
+#define NSCALARS 7
+#define NSCALARS_REQUIRED 5
+static const char *const SCALARS[NSCALARS] = {"step", "epoch", "batch", "best_top1", "seed", "log_loss_sum",
+                                              "log_steps"};
+
 static void put_scalar(StTensor *t, const char *name, const char *dtype, const void *p, size_t sz) {
     memset(t, 0, sizeof *t);
     t->name = name; t->dtype = dtype; t->ndim = 1; t->shape[0] = 1; t->data = p; t->nbytes = sz;
 }
 
 int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
-                    const TrainState *st, char *err, size_t errlen) {
+                    const TrainState *st, const char *pair, char *err, size_t errlen) {
     Backend *bk = model_backend(m);
     int n = model_num_tensors(m);
     size_t np = model_num_params(m);
     float *mh = download_all(bk, o->m, np), *vh = download_all(bk, o->v, np);
-    StTensor *ts = calloc((size_t)(2 * n + 5), sizeof *ts);
+    StTensor *ts = calloc((size_t)(2 * n + NSCALARS), sizeof *ts);
     char (*names)[128] = calloc((size_t)(2 * n), sizeof *names);
     char cfgtext[16384], stepbuf[32];
     int rc = -1;
-    if (!ts || !names) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || !names) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    const char *bad = non_finite_tensor(m, mh);
+    if (!bad) bad = non_finite_tensor(m, vh);
+    if (bad) {
+        set_err(err, errlen, "%s: not written: the AdamW moments of '%s' hold NaN or Inf", path, bad);
+        goto out;
+    }
     for (int i = 0; i < n; i++) {
         const ParamInfo *pi = model_tensor(m, i);
         snprintf(names[2 * i], sizeof names[0], "exp_avg.%s", pi->name);
@@ -117,18 +145,20 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
         fill_tensor(&ts[2 * i], pi, names[2 * i], mh);
         fill_tensor(&ts[2 * i + 1], pi, names[2 * i + 1], vh);
     }
-    int64_t step = st->step, epoch = st->epoch, batch = st->batch;
+    int64_t step = st->step, epoch = st->epoch, batch = st->batch, log_steps = st->log_steps;
     uint64_t seed = c->seed;
     put_scalar(&ts[2 * n + 0], "step", "I64", &step, 8);
     put_scalar(&ts[2 * n + 1], "epoch", "I64", &epoch, 8);
     put_scalar(&ts[2 * n + 2], "batch", "I64", &batch, 8);
     put_scalar(&ts[2 * n + 3], "best_top1", "F32", &st->best_top1, 4);
     put_scalar(&ts[2 * n + 4], "seed", "U64", &seed, 8);
+    put_scalar(&ts[2 * n + 5], "log_loss_sum", "F64", &st->log_loss_sum, 8);
+    put_scalar(&ts[2 * n + 6], "log_steps", "I64", &log_steps, 8);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
-    const char *keys[3] = {"format", "config", "step"};
-    const char *vals[3] = {FORMAT_TAG, cfgtext, stepbuf};
-    rc = st_write(path, ts, 2 * n + 5, keys, vals, 3, err, errlen);
+    const char *keys[4] = {"format", "config", "step", "pair"};
+    const char *vals[4] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : ""};
+    rc = st_write(path, ts, 2 * n + NSCALARS, keys, vals, pair ? 4 : 3, err, errlen);
 out:
     free(names);
     free(ts);
@@ -141,11 +171,11 @@ out:
 static const float *match(const char *path, const StTensor *t, const ParamInfo *pi, const char *name,
                           char *err, size_t errlen) {
     if (!t) {
-        snprintf(err, errlen, "%s: tensor '%s' is missing (is this a checkpoint of this model?)", path, name);
+        set_err(err, errlen, "%s: tensor '%s' is missing (is this a checkpoint of this model?)", path, name);
         return NULL;
     }
     if (strcmp(t->dtype, "F32") != 0) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", path, name, t->dtype);
+        set_err(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", path, name, t->dtype);
         return NULL;
     }
     int same = t->ndim == pi->ndim;
@@ -157,7 +187,7 @@ static const float *match(const char *path, const StTensor *t, const ParamInfo *
             la += (size_t)snprintf(a + la, sizeof a - la, d ? ", %lld" : "%lld", (long long)t->shape[d]);
         for (int d = 0; d < pi->ndim; d++)
             lb += (size_t)snprintf(b + lb, sizeof b - lb, d ? ", %lld" : "%lld", (long long)pi->shape[d]);
-        snprintf(err, errlen, "%s: tensor '%s' has shape [%s] but the model expects [%s]", path, name, a, b);
+        set_err(err, errlen, "%s: tensor '%s' has shape [%s] but the model expects [%s]", path, name, a, b);
         return NULL;
     }
     return t->data;
@@ -181,16 +211,13 @@ static int check_no_extra(const char *path, const SafeTensors *f, Model *m, cons
                 known = !strcmp(buf, nm);
             }
         }
-        if (!known && nscalars) {
-            static const char *sc[] = {"step", "epoch", "batch", "best_top1", "seed"};
-            for (int k = 0; k < 5 && !known; k++) known = !strcmp(sc[k], nm);
-        }
+        for (int k = 0; k < nscalars && !known; k++) known = !strcmp(SCALARS[k], nm);
         if (!known) {
-            snprintf(err, errlen, "%s: tensor '%s' is not part of this model (wrong checkpoint?)", path, nm);
+            set_err(err, errlen, "%s: tensor '%s' is not part of this model (wrong checkpoint?)", path, nm);
             return -1;
         }
     }
-    snprintf(err, errlen, "%s: holds %d tensors, the model has %d", path, st_count(f), expect);
+    set_err(err, errlen, "%s: holds %d tensors, the model has %d", path, st_count(f), expect);
     return -1;
 }
 
@@ -243,7 +270,7 @@ int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t e
     }
     size_t np = model_num_params(m);
     float *h = malloc(np * sizeof(float));
-    if (!h) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!h) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         const float *d = match(path, st_find(f, pi->name), pi, pi->name, err, errlen);
@@ -269,7 +296,7 @@ static int scalar(const char *path, const SafeTensors *f, const char *name, cons
                   void *out, size_t sz, char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
     if (!t || strcmp(t->dtype, dtype) != 0 || t->nbytes != sz) {
-        snprintf(err, errlen, "%s: tensor '%s' missing or not a %s scalar", path, name, dtype);
+        set_err(err, errlen, "%s: tensor '%s' missing or not a %s scalar", path, name, dtype);
         return -1;
     }
     memcpy(out, t->data, sz);
@@ -282,7 +309,7 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     int rc = -1;
     size_t np = model_num_params(m);
     float *mh = malloc(np * sizeof(float)), *vh = malloc(np * sizeof(float));
-    if (!mh || !vh) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!mh || !vh) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         char a[160], b[160];
@@ -303,10 +330,26 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
         scalar(path, f, "best_top1", "F32", &ts->best_top1, 4, err, errlen) ||
         scalar(path, f, "seed", "U64", &seed, 8, err, errlen))
         goto out;
-    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", 5, err, errlen) < 0) goto out;
+    int64_t log_steps = 0;
+    double log_loss_sum = 0;
+    const int has_log = st_find(f, "log_steps") != NULL || st_find(f, "log_loss_sum") != NULL;
+    if (has_log && (scalar(path, f, "log_loss_sum", "F64", &log_loss_sum, 8, err, errlen) ||
+                    scalar(path, f, "log_steps", "I64", &log_steps, 8, err, errlen)))
+        goto out;
+    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", has_log ? NSCALARS : NSCALARS_REQUIRED, err,
+                       errlen) < 0)
+        goto out;
+    if (step < 0 || step > INT32_MAX || epoch < 0 || epoch > INT32_MAX || batch < 0 || batch > INT32_MAX ||
+        log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1)) {
+        set_err(err, errlen, "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld)", path,
+                 (long long)step, (long long)epoch, (long long)batch, (long long)log_steps);
+        goto out;
+    }
     ts->step = (int)step;
     ts->epoch = (int)epoch;
     ts->batch = (int)batch;
+    ts->log_steps = (int)log_steps;
+    ts->log_loss_sum = log_loss_sum;
     Backend *bk = model_backend(m);
     bk->to_device(bk, o->m, mh, np * sizeof(float));
     bk->to_device(bk, o->v, vh, np * sizeof(float));
@@ -315,6 +358,26 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
 out:
     free(mh);
     free(vh);
+    st_close(f);
+    return rc;
+}
+
+int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err, size_t errlen) {
+    SafeTensors *f = st_open(path, err, errlen);
+    if (!f) return -1;
+    int rc = -1;
+    const char *fmt = st_meta(f, "format"), *sm = st_meta(f, "step"), *pm = st_meta(f, "pair");
+    char *end = NULL;
+    long v = sm ? strtol(sm, &end, 10) : -1;
+    if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !sm || *end || v < 0 || v > INT32_MAX) {
+        set_err(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' %s, 'step' %s)", path,
+                 fmt ? fmt : "missing", sm ? sm : "missing");
+        goto out;
+    }
+    *step = (int)v;
+    snprintf(pair, paircap, "%s", pm ? pm : "");
+    rc = 0;
+out:
     st_close(f);
     return rc;
 }
@@ -334,7 +397,7 @@ int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses
     *nclasses = 0;
     const char *fmt = st_meta(f, "format"), *cfg = st_meta(f, "config");
     if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !cfg) {
-        snprintf(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
+        set_err(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
                  "'config' %s)", path, fmt ? fmt : "(none)", FORMAT_TAG, cfg ? "present" : "missing");
         goto out;
     }
@@ -346,7 +409,7 @@ int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses
         int n = 0;
         for (const char *q = cls; *q; q++) n += *q == '\n';
         char **v = calloc((size_t)n + 1, sizeof *v);
-        if (!v) { snprintf(err, errlen, "out of host memory"); goto out; }
+        if (!v) { set_err(err, errlen, "out of host memory"); goto out; }
         const char *q = cls;
         int k = 0;
         while (*q && k < n) {

@@ -3,7 +3,9 @@
  * modules; metadata holds the model config (`config`), the class names
  * (`classes`, one per line) and the step. Training state in a second file
  * next to it: AdamW moments per tensor (exp_avg.NAME, exp_avg_sq.NAME), step,
- * epoch, data position, best top-1, seed. Both written atomically. */
+ * epoch, data position, best top-1, seed, the metrics interval in progress.
+ * Each file is written atomically; ckpt_pair.h writes and finds them as a
+ * consistent pair. */
 #ifndef HGRN_CHECKPOINT_H
 #define HGRN_CHECKPOINT_H
 
@@ -17,14 +19,23 @@ typedef struct {
     int epoch;           /* epoch in progress */
     int batch;           /* batches of that epoch already consumed (data position) */
     float best_top1;     /* best evaluation top-1 so far (-1 if none) */
+    double log_loss_sum; /* the metrics interval in progress: sum of its steps' losses */
+    int log_steps;       /* and how many steps it holds (so a resumed record is the same) */
 } TrainState;
 
-/* Write PATH (weights). classes: num_classes names or NULL. */
+/* Write PATH (weights). classes: num_classes names or NULL. pair: an id
+ * stored in the metadata ("pair") that names the state file written with
+ * these weights, or NULL. Weights holding NaN or Inf are refused (nothing
+ * is written). */
 int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *classes,
-                      int step, char *err, size_t errlen);
-/* Write the training state file for the weights at PATH. */
+                      int step, const char *pair, char *err, size_t errlen);
+/* Write the training state file for the weights at PATH (pair as above;
+ * non-finite moments are refused). */
 int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
-                    const TrainState *ts, char *err, size_t errlen);
+                    const TrainState *ts, const char *pair, char *err, size_t errlen);
+/* A weights or state file's step and pair id ("" when it has none), from
+ * its metadata, after the whole file has been read and validated. */
+int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err, size_t errlen);
 /* Load weights into m; every tensor must be present with the right shape and
  * dtype and nothing else may be there; errors name the tensor. */
 int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen);  /* step may be NULL */

@@ -75,11 +75,13 @@ int launch_take_gpus(int *argc, char **argv, int *gpus, char *err, size_t errlen
 /* Start n copies of this binary (/proc/self/exe) with argv (argv[0]
  * included; without --gpus) and the torchrun-style variables RANK,
  * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a
- * free MASTER_PORT; forward SIGINT and SIGTERM to them; wait. When one exits
- * non-zero or is killed, stop the others (SIGTERM, SIGKILL after grace_s).
- * Returns 0 when every rank exited 0; else the exit status to pass on (the
- * first failed rank's code, 128 + its signal, or 128 + the signal this
- * process received) with a one-line message naming the rank in err. Refuses
+ * free MASTER_PORT; forward SIGINT, SIGTERM and SIGUSR1 to them; wait. When
+ * one exits non-zero or is killed, stop the others (SIGTERM, SIGKILL after
+ * grace_s). After a forwarded SIGINT/SIGTERM the ranks get 120 s (or
+ * grace_s if longer) to save their checkpoint. Returns 0 when every rank
+ * exited 0; else the exit status to pass on (the first failed rank's code,
+ * 128 + its signal; after a forwarded signal 75 when every rank exited 75,
+ * having saved, else 128 + that signal) with a one-line message in err. Refuses
  * (returns 2) in a process that is one rank of a bigger launch; a launch of
  * one (srun -n1, one task per node) is fine, and the children do not see
  * its variables. */

@@ -1,6 +1,6 @@
 /* launch_local.c - `hgrn train --gpus N`: this process becomes a small
  * launcher (launch.h). It re-executes its own binary N times with the
- * torchrun-style variables, forwards SIGINT / SIGTERM, and when one rank
+ * torchrun-style variables, forwards SIGINT / SIGTERM / SIGUSR1, and when one rank
  * fails stops the others, so that no rank is left waiting on a dead peer.
  *
  * The children run in their own process groups (a Ctrl-C at the terminal
@@ -9,6 +9,7 @@
 #include "launch.h"
 #include "clock.h"
 #include "errmsg.h"
+#include "exit_codes.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -156,6 +157,10 @@ static int exit_code(int status) {
     return 1;
 }
 
+/* After a forwarded SIGINT/SIGTERM the ranks finish their step and save the
+ * checkpoint pair; past this many seconds what is left is killed. */
+#define SIGNAL_GRACE_S 120
+
 static void signal_alive(Child *ch, int n, int sig) {
     for (int i = 0; i < n; i++)
         if (ch[i].alive) kill(ch[i].pid, sig);
@@ -203,6 +208,7 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
     sigaddset(&wait_set, SIGCHLD);
     sigaddset(&wait_set, SIGINT);
     sigaddset(&wait_set, SIGTERM);
+    sigaddset(&wait_set, SIGUSR1);
     if (sigprocmask(SIG_BLOCK, &wait_set, &old) < 0) {
         set_err(err, errlen, "--gpus: sigprocmask: %s", strerror(errno));
         for (int r = 0; r < n; r++) free_child_env(envs[r]);
@@ -246,11 +252,13 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
         if (wait_s < 0.001) wait_s = 0.001;
         struct timespec ts = {(time_t)wait_s, (long)((wait_s - (time_t)wait_s) * 1e9)};
         int sig = sigtimedwait(&wait_set, NULL, &ts);
+        if (sig == SIGUSR1) signal_alive(ch, n, sig);   /* the ranks save a checkpoint and go on */
         if (sig == SIGINT || sig == SIGTERM) {
             signal_alive(ch, n, sig);   /* forwarded every time: a second Ctrl-C is a second SIGINT */
             if (!got_sig && first_bad < 0) {
                 got_sig = sig;
-                stop_deadline = now_seconds() + grace_s;
+                /* time to finish the step and save (a second signal stops them at once) */
+                stop_deadline = now_seconds() + (grace_s > SIGNAL_GRACE_S ? grace_s : SIGNAL_GRACE_S);
             }
         }
         /* reap whatever ended (SIGCHLD or not: signals merge) */
@@ -284,8 +292,12 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
     for (int r = 0; r < n; r++) free_child_env(envs[r]);
     free(args);
     if (got_sig && first_bad < 0) {
-        set_err(err, errlen, "stopped by signal %d (%s), forwarded to the %d ranks", got_sig, strsignal(got_sig), n);
-        return 128 + got_sig;
+        int saved = 1;   /* every rank stopped with the checkpoint saved */
+        for (int r = 0; r < n; r++)
+            saved &= WIFEXITED(ch[r].status) && WEXITSTATUS(ch[r].status) == HGRN_EXIT_STOPPED;
+        set_err(err, errlen, "stopped by signal %d (%s), forwarded to the %d ranks%s", got_sig, strsignal(got_sig), n,
+                saved ? "; they saved the checkpoint (continue with --resume)" : "");
+        return saved ? HGRN_EXIT_STOPPED : 128 + got_sig;
     }
     return status;
 }

@@ -1,8 +1,12 @@
 /* trainer.c - a training run; see trainer.h. */
 #include "trainer.h"
+#include "ckpt_pair.h"
 #include "clock.h"
 #include "evaluate.h"
+#include "fault.h"
 #include "fsutil.h"
+#include "interrupt.h"
+#include "rundir.h"
 #include "schedule.h"
 
 #include <math.h>
@@ -17,7 +21,9 @@ void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, 
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
     snprintf(t->out, sizeof t->out, "%s", out_dir);
-    t->state = (TrainState){0, 0, 0, -1.0f};
+    t->state = (TrainState){0, 0, 0, -1.0f, 0.0, 0};
+    t->metrics.fd = -1;
+    t->saved_step = -1;
     t->rank = rank;
     t->world = world;
     t->root = rank == 0;
@@ -64,93 +70,269 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
     return 0;
 }
 
-static void last_paths(const Trainer *t, char *weights, size_t wlen, char *state, size_t slen) {
-    snprintf(weights, wlen, "%s/last.safetensors", t->out);
-    ckpt_state_path(weights, state, slen);
+/* What rank 0 decided to start from, sent to every rank. */
+typedef struct {
+    int32_t status;         /* 0, -1 error, -2 refused (a usage error) */
+    char weights[1100], state[1200];   /* "" = initialise from the seed */
+} StartPlan;
+
+/* Rank 0: check the run directory and pick the checkpoint pair (resume:
+ * "" fresh, "auto" the newest complete pair of out, else a weights file). */
+static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *plan, char *note,
+                      size_t notelen, char *err, size_t errlen) {
+    char what[64];
+    note[0] = 0;
+    if (resume[0] && overwrite) {
+        snprintf(err, errlen, "--resume continues a run and --overwrite starts it over: give one of them");
+        return -2;
+    }
+    if (!resume[0]) {
+        if (dir_exists(t->out) && rundir_holds_run(t->out, what, sizeof what)) {
+            if (!overwrite) {
+                snprintf(err, errlen, "%.600s already holds a run (%s): continue it with --resume, or start "
+                         "over with --overwrite (deletes its checkpoints and metrics)", t->out, what);
+                return -2;
+            }
+            if (rundir_clear(t->out, err, errlen) < 0) return -1;
+        }
+        return 0;
+    }
+    CkptPair pair;
+    if (!strcmp(resume, "auto")) {
+        char found[3000];
+        if (dir_exists(t->out)) rundir_remove_temporaries(t->out);
+        int r = ckpt_pair_find(t->out, "last", &pair, found, sizeof found);
+        if (r == 0 && !found[0]) {
+            snprintf(err, errlen, "%.600s: no checkpoint to resume from (no last.safetensors); start without "
+                     "--resume", t->out);
+            return -2;
+        }
+        if (r == 0) {
+            snprintf(err, errlen, "%.600s: no complete checkpoint pair to resume from: %.1000s", t->out, found);
+            return -1;
+        }
+        const int staged = strstr(pair.weights, ".next.") || strstr(pair.state, ".next.");
+        if (ckpt_pair_settle(t->out, "last", &pair, err, errlen) < 0) return -1;
+        snprintf(note, notelen, "%s%s", found, staged ? "; its renames are done now" : "");
+    } else if (ckpt_pair_of(resume, &pair, err, errlen) < 0) {
+        return -1;
+    }
+    snprintf(plan->weights, sizeof plan->weights, "%s", pair.weights);
+    snprintf(plan->state, sizeof plan->state, "%s", pair.state);
+    return 0;
 }
 
-static int resume_from(Trainer *t, const char *resume, char *err, size_t errlen) {
-    char w[1024], s[1100];
-    if (!strcmp(resume, "auto")) last_paths(t, w, sizeof w, s, sizeof s);
-    else {
-        snprintf(w, sizeof w, "%s", resume);
-        ckpt_state_path(w, s, sizeof s);
-    }
+/* Every rank loads the pair rank 0 chose. */
+static int load_pair(Trainer *t, const StartPlan *plan, char *err, size_t errlen) {
     int wstep;
-    if (ckpt_load_weights(w, t->model, &wstep, err, errlen) < 0) return -1;
-    if (ckpt_load_state(s, t->model, &t->opt, &t->state, err, errlen) < 0) return -1;
+    if (ckpt_load_weights(plan->weights, t->model, &wstep, err, errlen) < 0) return -1;
+    if (ckpt_load_state(plan->state, t->model, &t->opt, &t->state, err, errlen) < 0) return -1;
     if (wstep != t->state.step) {
-        snprintf(err, errlen, "%.400s is from step %d but %.400s is from step %d (the run was killed "
-                 "while saving?): resume from a matching pair", w, wstep, s, t->state.step);
+        snprintf(err, errlen, "%.400s is from step %d but %.400s is from step %d: not one save's pair", plan->weights,
+                 wstep, plan->state, t->state.step);
         return -1;
     }
-    if (t->root)
-        fprintf(stderr, "resumed from %s: epoch %d, batch %d, step %d\n", w, t->state.epoch,
-                t->state.batch, t->state.step);
+    if (t->state.batch > t->steps_per_epoch) {
+        snprintf(err, errlen, "%.400s: batch %d of an epoch of %d batches: saved with another batch size or "
+                 "dataset?", plan->state, t->state.batch, t->steps_per_epoch);
+        return -1;
+    }
+    t->loss_since_log = t->state.log_loss_sum;
+    t->steps_since_log = t->state.log_steps;
     return 0;
 }
 
-/* The run directory's files: written by rank 0 only. */
-static int open_run_files(Trainer *t, const char *resume, char *err, size_t errlen) {
-    const Config *c = t->cfg;
+/* The run directory's files: written by rank 0 only. config.cfg is the
+ * run's full config, for the record and to train or evaluate with again,
+ * with the files it names absolute as in the checkpoints. */
+static int open_run_files(Trainer *t, int fresh, int *dropped, char *err, size_t errlen) {
+    Config c = *t->cfg;
     char text[CONFIG_TEXT_MAX], path[1024];
-    if (config_write(c, text, sizeof text) >= 0) {   /* the run's full config, for the record */
-        snprintf(path, sizeof path, "%s/config.cfg", t->out);
-        const void *chunks[1] = {text};
-        size_t lens[1] = {strlen(text)};
-        if (write_file_atomic(path, chunks, lens, 1, err, errlen) < 0) return -1;
-    }
-    snprintf(path, sizeof path, "%s/metrics.jsonl", t->out);
-    if (!(t->metrics = fopen(path, resume[0] ? "a" : "w"))) {
-        snprintf(err, errlen, "%.900s: cannot open for writing", path);
+    snprintf(path, sizeof path, "%s/config.cfg", t->out);
+    char why[1024];
+    if (config_absolute_paths(&c, why, sizeof why) < 0) {
+        snprintf(err, errlen, "%.1000s: %s", path, why);
         return -1;
     }
-    return 0;
+    if (config_write(&c, text, sizeof text) < 0) {
+        snprintf(err, errlen, "%.1000s: config too long to store", path);
+        return -1;
+    }
+    const void *chunks[1] = {text};
+    size_t lens[1] = {strlen(text)};
+    if (write_file_atomic(path, chunks, lens, 1, err, errlen) < 0) return -1;
+    return metrics_open(&t->metrics, t->out, fresh, t->state.step, t->state.epoch, dropped, err, errlen);
 }
 
-int trainer_start(Trainer *t, const char *resume, char *err, size_t errlen) {
+int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size_t errlen) {
     const Config *c = t->cfg;
-    /* only once the inputs are known good; every rank reads the checkpoint */
-    if (t->root && mkdir_p(t->out, err, errlen) < 0) return -1;
-    if (resume[0]) {
-        if (resume_from(t, resume, err, errlen) < 0) return -1;
-    } else {
-        model_init(t->model, c->seed);
-    }
-    if (t->root && open_run_files(t, resume, err, errlen) < 0) return -1;
     t->steps_per_epoch = loader_batches_per_epoch(t->train_loader);
     if (t->steps_per_epoch <= 0) {
         snprintf(err, errlen, "the training set (%d samples) is smaller than one batch of %d",
                  t->train_set->n, c->batch_size);
-        return -1;
+        return -2;
     }
     t->total_steps = (long)t->steps_per_epoch * c->epochs;
     if (c->max_steps > 0 && c->max_steps < t->total_steps) t->total_steps = c->max_steps;
+    if (config_every(c->ckpt_every, &t->ckpt_steps, &t->ckpt_minutes) < 0) {
+        snprintf(err, errlen, "train.ckpt_every = '%s' is not a number of steps or minutes", c->ckpt_every);
+        return -2;
+    }
+    /* rank 0 alone looks at the run directory; every rank reads what it chose */
+    StartPlan plan;
+    char note[3100];
+    memset(&plan, 0, sizeof plan);
+    if (t->root) plan.status = plan_start(t, resume, overwrite, &plan, note, sizeof note, err, errlen);
+    if (t->world > 1) t->comm->host_broadcast(t->comm, &plan, sizeof plan, 0);
+    if (plan.status != 0) {
+        if (!t->root) snprintf(err, errlen, "rank 0 could not start the run (its message says why)");
+        return plan.status;
+    }
+    int rc = 0;
+    if (plan.weights[0]) rc = load_pair(t, &plan, err, errlen);
+    else model_init(t->model, c->seed);
+    if (t->world > 1) {   /* one rank that cannot load stops them all */
+        double failed = rc < 0;
+        t->comm->host_sum(t->comm, &failed, 1);
+        if (failed > 0 && rc == 0) {
+            snprintf(err, errlen, "another rank could not load the checkpoint (its message says why)");
+            rc = -1;
+        }
+    }
+    if (rc < 0) return -1;
+    /* only now, with the inputs known good, is anything written */
+    int dropped = 0;
+    if (t->root && (mkdir_p(t->out, err, errlen) < 0 || open_run_files(t, !plan.weights[0], &dropped, err, errlen) < 0))
+        return -1;
+    if (plan.weights[0]) t->saved_step = t->state.step;
+    t->last_save_time = now_seconds();
+    if (t->root && plan.weights[0]) {
+        fprintf(stderr, "resumed from %s + %s: epoch %d, batch %d, step %d", plan.weights, plan.state,
+                t->state.epoch, t->state.batch, t->state.step);
+        if (note[0]) fprintf(stderr, "; %s", note);
+        if (dropped) fprintf(stderr, "; %d metrics records after it dropped", dropped);
+        fprintf(stderr, "\n");
+    }
     return 0;
 }
 
+/* Rank 0 writes the last pair (ckpt_pair.h). 0, or -1 with a message that
+ * says the previous pair is intact. */
 static int save_last(Trainer *t, char *err, size_t errlen) {
     if (!t->root) return 0;
-    char w[1024], s[1100];
-    last_paths(t, w, sizeof w, s, sizeof s);
-    /* state first: a kill between the two leaves an older weights file whose
-     * step disagrees with the state, which --resume detects and reports */
-    if (ckpt_save_state(s, t->model, &t->opt, t->cfg, &t->state, err, errlen) < 0) return -1;
-    return ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, err, errlen);
+    TrainState *ts = &t->state;
+    ts->log_loss_sum = t->loss_since_log;
+    ts->log_steps = t->steps_since_log;
+    char why[1200];
+    t->last_save_time = now_seconds();   /* a failed save is retried one interval later */
+    if (ckpt_pair_save(t->out, "last", t->model, &t->opt, t->cfg, t->classes, ts, why, sizeof why) == 0) {
+        t->saved_step = ts->step;
+        return 0;
+    }
+    if (t->saved_step >= 0)
+        snprintf(err, errlen, "step %d: checkpoint not saved: %.900s; the previous one (step %d, %.200s/last.safetensors) "
+                 "is intact", ts->step, why, t->saved_step, t->out);
+    else
+        snprintf(err, errlen, "step %d: checkpoint not saved: %.900s; there is no earlier one", ts->step, why);
+    return -1;
 }
 
-/* A NaN/Inf gradient made the optimizer skip the update on the device: stop
- * before anything is saved from this state, saying where it happened. */
-static void non_finite_error(const Trainer *t, float loss, float gn, int epoch, double lr,
-                             char *err, size_t errlen) {
-    char last[1024];
-    snprintf(last, sizeof last, "%s/last.safetensors", t->out);
-    const int have = file_exists(last);
-    snprintf(err, errlen, "%s is %s at step %d (epoch %d, batch %d, lr %.3g): stopping; %s%.600s",
-             isfinite(loss) ? "the gradient norm" : "loss",
-             isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite", t->state.step, epoch,
-             t->state.batch, lr, have ? "the last good checkpoint is " : "no checkpoint was written yet",
-             have ? last : "");
+/* A save during the run: a failure is a warning (the disk may recover).
+ * why: said in a line after saving (NULL: silent). */
+static void save_or_warn(Trainer *t, const char *why) {
+    char err[1500];
+    if (t->saved_step == t->state.step) {   /* this position is on disk already */
+        if (why && t->root)
+            fprintf(stderr, "checkpoint at step %d (%s): %s/last.safetensors\n", t->state.step, why, t->out);
+        return;
+    }
+    if (save_last(t, err, sizeof err) < 0) fprintf(stderr, "hgrn: warning: %s; training goes on\n", err);
+    else if (why && t->root)
+        fprintf(stderr, "checkpoint at step %d (%s): %s/last.safetensors\n", t->state.step, why, t->out);
+}
+
+/* What the ranks agree on after each step (one host sum with the loss). */
+typedef struct {
+    int stop;       /* a SIGINT/SIGTERM reached some rank: its number, or -1 when not rank 0 */
+    int ckpt;       /* SIGUSR1 reached some rank */
+    int time_due;   /* rank 0: train.ckpt_every minutes have passed */
+} Events;
+
+/* *loss: this rank's mean loss over n images in, the global mean out. */
+static Events poll_events(Trainer *t, float *loss, int n) {
+    const int sig = interrupt_stop_signal();
+    double v[4] = {loss ? (double)*loss * n : 0.0, sig != 0, interrupt_take_checkpoint(),
+                   t->root && t->ckpt_minutes > 0 && now_seconds() - t->last_save_time >= 60 * t->ckpt_minutes};
+    if (t->world > 1) {
+        t->comm->host_sum(t->comm, v, 4);
+        if (loss) *loss = (float)(v[0] / ((double)n * t->world));
+    }
+    Events ev = {v[1] > 0 ? (sig ? sig : -1) : 0, v[2] > 0, v[3] > 0};
+    return ev;
+}
+
+/* A SIGINT/SIGTERM: the pair for this step (unless it is on disk already),
+ * the line saying where, 1; -1 when it could not be saved. Every rank
+ * returns the same. */
+static int stop_run(Trainer *t, int sig, char *err, size_t errlen) {
+    const TrainState *ts = &t->state;
+    if (fault_hit("stop-pause", ts->step)) sleep(3);   /* a test's second signal lands here */
+    int rc = t->saved_step == ts->step ? 0 : save_last(t, err, errlen);
+    if (t->world > 1) {
+        double failed = rc < 0;
+        t->comm->host_sum(t->comm, &failed, 1);
+        if (failed > 0 && rc == 0) {
+            snprintf(err, errlen, "rank 0 could not save the checkpoint (its message says why)");
+            rc = -1;
+        }
+    }
+    if (rc < 0) {   /* err says why and what is intact */
+        char why[1500];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "stopped by %s: %s", sig > 0 ? interrupt_name(sig) : "a signal to another rank", why);
+        return -1;
+    }
+    if (t->root)
+        fprintf(stderr, "%sstopped by %s after step %d (epoch %d, batch %d of %d): checkpoint %s/last.safetensors + "
+                "last.state.safetensors; continue with --resume\n", isatty(2) ? "\n" : "",
+                sig > 0 ? interrupt_name(sig) : "a signal to another rank", ts->step, ts->epoch + 1, ts->batch,
+                t->steps_per_epoch, t->out);
+    return 1;
+}
+
+/* A NaN/Inf loss or gradient: the optimizer skipped the update on the
+ * device, so the weights and moments are those of the step before. Warn;
+ * stop after train.max_bad_steps in a row, before anything is saved. */
+static int bad_step(Trainer *t, float loss, float gn, int epoch, double lr, char *err, size_t errlen) {
+    const TrainState *ts = &t->state;
+    const char *what = isfinite(loss) ? "the gradient norm" : "loss";
+    const char *how = isnan(isfinite(loss) ? gn : loss) ? "NaN" : "infinite";
+    t->bad_steps++;
+    if (t->bad_steps < t->cfg->max_bad_steps) {
+        if (t->root)
+            fprintf(stderr, "%shgrn: warning: %s is %s at step %d (epoch %d, batch %d): step skipped, weights "
+                    "untouched (%d in a row; train.max_bad_steps %d stops the run)\n", isatty(2) ? "\n" : "",
+                    what, how, ts->step, epoch + 1, ts->batch, t->bad_steps, t->cfg->max_bad_steps);
+        return 0;
+    }
+    char last[1100] = "";
+    if (t->saved_step >= 0) snprintf(last, sizeof last, "%s/last.safetensors (step %d)", t->out, t->saved_step);
+    snprintf(err, errlen, "%s is %s at step %d (epoch %d, batch %d, lr %.3g): %d non-finite steps in a row "
+             "(train.max_bad_steps): stopping; %s%.1000s", what, how, ts->step, epoch + 1, ts->batch, lr,
+             t->bad_steps, last[0] ? "the last good checkpoint is " : "no checkpoint was written yet", last);
+    return -1;
+}
+
+/* HGRN_FAULT=nan@N (fault.h): step N's targets with a NaN, so that its loss
+ * and gradients are NaN on the device; NULL for every other step. */
+static float *fault_targets(const Trainer *t, const Batch *b, int step) {
+    if (!fault_hit("nan", step)) return NULL;
+    const size_t n = (size_t)b->n * (size_t)t->cfg->num_classes;
+    float *p = malloc(n * sizeof *p);
+    if (!p) return NULL;
+    memcpy(p, b->targets, n * sizeof *p);
+    p[0] = NAN;
+    return p;
 }
 
 /* Seconds the compute has waited for training data so far. On a device
@@ -192,13 +374,10 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
         const double waited = data_wait_seconds(t);
         t->data_wait_share = (waited - t->data_wait_at_log) / (now - t->t_log);
         t->data_wait_at_log = waited;
-        if (t->metrics) {
-            fprintf(t->metrics, "{\"step\": %d, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6f, "
-                    "\"grad_norm\": %.6g, \"img_per_s\": %.1f, \"data_wait\": %.4f}\n", ts->step,
-                    epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips,
-                    t->data_wait_share);
-            fflush(t->metrics);
-        }
+        metrics_write(&t->metrics, "{\"step\": %d, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6f, "
+                      "\"grad_norm\": %.6g, \"img_per_s\": %.1f, \"data_wait\": %.4f}", ts->step,
+                      epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips,
+                      t->data_wait_share);
         if (!tty && t->root)
             fprintf(stderr, "step %d/%ld  epoch %d/%d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%  "
                     "elapsed %s  ETA %s\n", ts->step, t->total_steps, epoch + 1, c->epochs, mean_loss, lr, ips,
@@ -255,7 +434,9 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
         const double lr = lr_at(c, epoch + (double)ts->batch / t->steps_per_epoch);
         Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts->step);
         if (idle && k > 0) bk->idle_end(bk, (int)((k - 1) % HGRN_IDLE_SLOTS));   /* its inputs are there */
-        step_launch(&t->stepper, batch->targets, n, c->batch_size, global_index, lr, &dp);
+        float *poisoned = fault_targets(t, batch, ts->step + 1);
+        step_launch(&t->stepper, poisoned ? poisoned : batch->targets, n, c->batch_size, global_index, lr, &dp);
+        free(poisoned);
         if (idle) bk->idle_begin(bk, slot);
         /* while it runs: this batch's input slot is released, and the next
          * batch is fetched and staged */
@@ -265,20 +446,25 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
         float loss, gn;
         step_finish(&t->stepper, &loss, &gn);
         if (idle && k > 0) t->device_idle_s += bk->idle_seconds(bk, (int)((k - 1) % HGRN_IDLE_SLOTS));
-        if (t->world > 1) {   /* the global batch's mean loss; the norm is already global */
-            double sum = (double)loss * n;
-            t->comm->host_sum(t->comm, &sum, 1);
-            loss = (float)(sum / ((double)n * t->world));
-        }
-        if (!isfinite(loss) || !isfinite(gn)) {
-            non_finite_error(t, loss, gn, epoch, lr, err, errlen);
-            return -1;
-        }
+        /* the global batch's mean loss (the norm is already global) and the
+         * signals, agreed by every rank in one host sum */
+        const Events ev = poll_events(t, &loss, n);
         ts->step++;
         ts->batch++;
-        steps++;
-        log_step(t, epoch, n * t->world, loss, gn, lr);
+        steps++;   /* skipped ones too: the input pipeline fed them */
+        if (!isfinite(loss) || !isfinite(gn)) {
+            if (bad_step(t, loss, gn, epoch, lr, err, errlen) < 0) return -1;
+        } else {
+            t->bad_steps = 0;
+            log_step(t, epoch, n * t->world, loss, gn, lr);
+        }
         if (c->max_steps > 0 && ts->step >= c->max_steps) t->stopped = 1;
+        if (ev.stop) return stop_run(t, ev.stop, err, errlen);
+        /* train.ckpt_every and SIGUSR1; the epoch end and max_steps save anyway */
+        const int saves_soon = t->stopped || ts->batch >= t->steps_per_epoch;
+        if (ev.ckpt) save_or_warn(t, "SIGUSR1");
+        else if (!saves_soon && (ev.time_due || (t->ckpt_steps > 0 && ts->step % t->ckpt_steps == 0)))
+            save_or_warn(t, NULL);
     }
     if (isatty(2) && t->root) fprintf(stderr, "\n");
     report_decoding(t->train_loader, &at_start, steps, now_seconds() - t_start, epoch, t->rank);
@@ -292,31 +478,82 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     return 0;
 }
 
-/* Validation after an epoch: a metrics record, and `best` when top-1 improved. */
-static int evaluate_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
+/* Validation at the state's position: after an epoch (batch 0 of the
+ * next), or where train.max_steps ended training inside one. A metrics
+ * record (its "epoch" fractional for the latter, as training records have
+ * it), and `best` when top-1 improved. */
+static int evaluate_here(Trainer *t, char *err, size_t errlen) {
+    const TrainState *ts = &t->state;
     EvalResult r;
     if (evaluate(t->model, t->val_loader, t->cfg, t->comm, &r, t->root, err, errlen) < 0) return -1;
     const int improved = r.top1 > t->state.best_top1;   /* r is global: every rank agrees */
     if (improved) t->state.best_top1 = (float)r.top1;
     if (!t->root) return 0;
-    fprintf(stderr, "epoch %d: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)\n",
-            epoch + 1, r.top1, r.top5, r.loss, r.count, r.seconds);
-    fprintf(t->metrics, "{\"epoch\": %d, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
-            "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f}\n", epoch + 1, t->state.step, r.top1,
-            r.top5, r.loss, r.count / r.seconds);
-    fflush(t->metrics);
-    if (improved) {
+    char where[96], epoch[32];
+    if (ts->batch == 0) {
+        snprintf(where, sizeof where, "epoch %d", ts->epoch);
+        snprintf(epoch, sizeof epoch, "%d", ts->epoch);
+    } else {
+        const double e = ts->epoch + (double)ts->batch / t->steps_per_epoch;
+        snprintf(where, sizeof where, "step %d (train.max_steps, epoch %.2f)", ts->step, e);
+        snprintf(epoch, sizeof epoch, "%.4f", e);
+    }
+    fprintf(stderr, "%s: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)\n",
+            where, r.top1, r.top5, r.loss, r.count, r.seconds);
+    metrics_write(&t->metrics, "{\"epoch\": %s, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
+                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f}", epoch, t->state.step, r.top1,
+                  r.top5, r.loss, r.count / r.seconds);
+    if (improved) {   /* atomic: a failure leaves the previous best as it was */
         char w[1024];
         snprintf(w, sizeof w, "%s/best.safetensors", t->out);
-        if (ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, err, errlen) < 0)
-            return -1;
+        if (ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, NULL, err, errlen) < 0)
+            fprintf(stderr, "hgrn: warning: %s/best.safetensors not updated: %s; training goes on\n", t->out, err);
+    }
+    return 0;
+}
+
+/* The epochs from the state's position: 0 done, 1 stopped by a signal with
+ * the pair saved, -1 error. The last save of a run must succeed; the others
+ * only warn. */
+static int run_epochs(Trainer *t, char *err, size_t errlen) {
+    const Config *c = t->cfg;
+    TrainState *ts = &t->state;
+    if (c->max_steps > 0 && ts->step >= c->max_steps) {   /* resumed where train.max_steps ends it */
+        if (t->root)
+            fprintf(stderr, "nothing to train: the checkpoint is at step %d and train.max_steps is %d\n", ts->step,
+                    c->max_steps);
+        return 0;
+    }
+    for (int epoch = ts->epoch; epoch < c->epochs && !t->stopped; epoch++) {
+        const int r = train_epoch(t, epoch, err, errlen);
+        if (r != 0) return r;
+        /* t->stopped: train.max_steps ended training; it ends, as every run
+         * does, with an evaluation of its last weights */
+        if (t->stopped && ts->batch < t->steps_per_epoch) {   /* inside an epoch */
+            if (evaluate_here(t, err, errlen) < 0) return -1;
+            return save_last(t, err, errlen);   /* with the data position */
+        }
+        ts->epoch = epoch + 1;
+        ts->batch = 0;
+        if ((epoch + 1) % c->eval_every == 0 || epoch + 1 == c->epochs || t->stopped)
+            if (evaluate_here(t, err, errlen) < 0) return -1;
+        const int last = t->stopped || epoch + 1 == c->epochs;
+        if (last) return save_last(t, err, errlen);
+        save_or_warn(t, NULL);
+        /* a signal that came during evaluation or the save */
+        const Events ev = poll_events(t, NULL, 0);
+        if (ev.stop) return stop_run(t, ev.stop, err, errlen);
+        if (ev.ckpt) save_or_warn(t, "SIGUSR1");
+        /* training img/s covers training only: restart its clock after eval and saving */
+        t->t_log = now_seconds();
+        t->imgs_since_log = 0;
+        t->data_wait_at_log = data_wait_seconds(t);
     }
     return 0;
 }
 
 int trainer_run(Trainer *t, char *err, size_t errlen) {
     const Config *c = t->cfg;
-    TrainState *ts = &t->state;
     if (t->root) {
         /* the samples the loaders use: data.train_limit / val_limit may cut the sets */
         const int ntrain = loader_num_samples(t->train_loader), nval = loader_num_samples(t->val_loader);
@@ -333,31 +570,24 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
     }
     t->t_start = t->t_log = now_seconds();
     t->data_wait_at_log = data_wait_seconds(t);
-    for (int epoch = ts->epoch; epoch < c->epochs && !t->stopped; epoch++) {
-        if (train_epoch(t, epoch, err, errlen) < 0) return -1;
-        if (t->stopped && ts->batch < t->steps_per_epoch)
-            return save_last(t, err, errlen);   /* mid-epoch: the data position is saved */
-        ts->epoch = epoch + 1;
-        ts->batch = 0;
-        if ((epoch + 1) % c->eval_every == 0 || epoch + 1 == c->epochs)
-            if (evaluate_epoch(t, epoch, err, errlen) < 0) return -1;
-        if (save_last(t, err, errlen) < 0) return -1;
-        /* training img/s covers training only: restart its clock after eval and saving */
-        t->t_log = now_seconds();
-        t->imgs_since_log = 0;
-        t->data_wait_at_log = data_wait_seconds(t);
-    }
-    return 0;
+    interrupt_install();
+    const int rc = run_epochs(t, err, errlen);
+    interrupt_restore();
+    return rc;
 }
 
 void trainer_finish(Trainer *t) {
     if (!t->root) return;
-    fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%%; checkpoints in %s/\n",
-            t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out);
+    if (t->state.best_top1 >= 0)
+        fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%% (%s/best.safetensors); checkpoints in %s/\n",
+                t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out, t->out);
+    else   /* no validation pass ran (a resumed run that had nothing left to train) */
+        fprintf(stderr, "done: %d steps in %.1f s; not evaluated on a validation set, so there is no best "
+                "checkpoint; checkpoints in %s/\n", t->state.step, now_seconds() - t->t_start, t->out);
 }
 
 void trainer_destroy(Trainer *t) {
-    if (t->metrics) fclose(t->metrics);
+    metrics_close(&t->metrics);
     optim_free(&t->opt);
     model_destroy(t->model);
     loader_destroy(t->train_loader);

@@ -31,6 +31,7 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "feed.h"
+#include "metrics.h"
 #include "config.h"
 #include "dataset.h"
 #include "loader.h"
@@ -52,7 +53,7 @@ typedef struct {
     Optim opt;
     Stepper stepper;
     TrainState state;
-    FILE *metrics;                /* out/metrics.jsonl */
+    Metrics metrics;              /* out/metrics.jsonl (rank 0) */
     int steps_per_epoch;
     long total_steps;
     /* progress of this process (not of the run: a resumed run starts again) */
@@ -64,6 +65,12 @@ typedef struct {
     double data_wait_at_log;      /* the data wait counters at the last log (s) */
     double data_wait_share;       /* share of the last interval spent waiting for data */
     int stopped;                  /* max_steps reached */
+    /* checkpoints and trouble */
+    long ckpt_steps;              /* train.ckpt_every in steps (0: not by steps) */
+    double ckpt_minutes;          /* or in minutes (0: not by time) */
+    double last_save_time;        /* when the last save was tried (rank 0) */
+    int saved_step;               /* step of the newest pair on disk (rank 0; -1 none) */
+    int bad_steps;                /* non-finite steps in a row */
 } Trainer;
 
 void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world);
@@ -73,10 +80,17 @@ int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes,
 /* The model, optimizer and step on bk (CUDA device gpu), summing gradients
  * over comm's ranks (both not owned), and the loaders' prefetching. */
 int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err, size_t errlen);
-/* Creates the run directory and its config.cfg and metrics.jsonl; resume: ""
- * (initialise from cfg->seed), "auto" (out/last.safetensors) or a weights file. */
-int trainer_start(Trainer *t, const char *resume, char *err, size_t errlen);
-/* Every remaining epoch, or until train.max_steps. */
+/* The run directory and its config.cfg and metrics.jsonl, then the weights.
+ * resume: "" initialise from cfg->seed, in a directory that holds no run
+ * (overwrite: remove the run's files first; else refused); "auto" the
+ * newest complete checkpoint pair of out (ckpt_pair.h), metrics.jsonl cut
+ * back to it; or a weights file and its state file. Returns 0, -1 (error)
+ * or -2 (refused: an input or usage error), with a message. */
+int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size_t errlen);
+/* Every remaining epoch, or until train.max_steps. The last pair is saved
+ * every train.ckpt_every, at each epoch end, at the end and on SIGUSR1
+ * (interrupt.h). Returns 0 when done, 1 when stopped by SIGINT/SIGTERM after
+ * saving the pair (every rank at the same step), -1 on error. */
 int trainer_run(Trainer *t, char *err, size_t errlen);
 void trainer_finish(Trainer *t);
 void trainer_destroy(Trainer *t);
