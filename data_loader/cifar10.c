@@ -101,6 +101,12 @@ Dataset *dataset_cifar10_open(const char *dir, const char *split, int gray, char
                 memcpy(dst, rec + 1, 3072);
             }
         }
+        if (fgetc(fp) != EOF) {   /* a batch holds exactly per_file records */
+            snprintf(err, errlen, "%s: more than the %d records of %d bytes a CIFAR-10 batch holds", path,
+                     per_file, REC);
+            fclose(fp);
+            goto fail;
+        }
         fclose(fp);
     }
     free(rec);

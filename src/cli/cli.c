@@ -1,5 +1,6 @@
 /* cli.c - shared command-line handling; see cli.h. */
 #include "cli.h"
+#include "fmnist32.h"
 #include "fsutil.h"
 #include "model.h"
 
@@ -154,6 +155,7 @@ Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errl
         return NULL;
     }
     if (!strcmp(c->dataset, "fmnist")) return dataset_fmnist_open(c->path, split, err, errlen);
+    if (!strcmp(c->dataset, "fmnist32")) return dataset_fmnist32_open(c->path, split, err, errlen);
     if (!strcmp(c->dataset, "cifar10"))
         return dataset_cifar10_open(c->path, !strcmp(split, "train") ? "train" : "test", c->channels == 1,
                                     err, errlen);

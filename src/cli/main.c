@@ -10,6 +10,7 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_bench_data(int argc, char **argv);
+int cmd_lra(int argc, char **argv);
 
 #include "backend.h"
 
@@ -26,13 +27,14 @@ static const struct {
     const char *help;
 } commands[] = {
     {"train", cmd_train, "train a model from a config (--config FILE --out DIR)"},
+    {"lra", cmd_lra, "the LRA image task: 1,024-pixel sequences (--mixer NAME --data cifar10|fmnist32|DIR)"},
     {"eval", cmd_eval, "top-1/top-5/loss of a checkpoint (--ckpt FILE [--data DIR])"},
     {"classify", cmd_classify, "top-5 classes of image files (--ckpt FILE IMAGE...)"},
     {"info", cmd_info, "parameter count and tensor table of a config (--config FILE)"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE); --ops: CUDA kernel timings"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
-    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree (prepare fmnist OUT)"},
+    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree or CIFAR-10 batches (prepare [cifar-like] fmnist OUT)"},
 };
 
 static void usage(FILE *f) {
