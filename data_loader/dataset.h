@@ -67,6 +67,15 @@ int dataset_bad_count(const Dataset *ds);
  * the caller reports it once; 0 afterwards or for other datasets). */
 int dataset_mark_bad(Dataset *ds, int i);
 
+/* Give a file-backed dataset (ImageFolder, ImageNet val) other class
+ * indices: sample label l becomes map[l] (every map value in [0,
+ * num_classes)), and names (num_classes malloc'd strings, owned by the
+ * dataset from here) replace its class names. Used to evaluate a checkpoint
+ * on data whose classes are the checkpoint's in another order or a subset.
+ * Returns 0, or -1 for other datasets (nothing changed; names still the
+ * caller's). */
+int dataset_relabel(Dataset *ds, const int *map, char **names, int num_classes);
+
 /* Read class names (one per line, blank lines and trailing spaces dropped).
  * Returns the count (names malloc'd, free with dataset_free_names), or -1
  * with a message naming the file. */

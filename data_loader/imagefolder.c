@@ -142,6 +142,17 @@ const char *dataset_file_path(const Dataset *ds, int i) {
     return f->fl.pool + f->fl.off[i];
 }
 
+int dataset_relabel(Dataset *ds, const int *map, char **names, int num_classes) {
+    if (!ds || ds->close != file_close) return -1;
+    FileDs *f = ds->impl;
+    for (int i = 0; i < f->fl.n; i++)
+        if (f->fl.labels[i] >= 0 && f->fl.labels[i] < ds->num_classes) f->fl.labels[i] = map[f->fl.labels[i]];
+    dataset_free_names(ds->class_names, ds->num_classes);
+    ds->class_names = names;
+    ds->num_classes = num_classes;
+    return 0;
+}
+
 int dataset_bad_count(const Dataset *ds) {
     if (!ds || ds->close != file_close) return 0;
     FileDs *f = ds->impl;

@@ -407,8 +407,10 @@ static void host_buf_free(Backend *bk, void *p) {
     if (p) bk->host_free(p);
 }
 
-Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
-                    char *err, size_t errlen) {
+/* The model's shapes, tensor table, blocks and mixer states: everything
+ * but backend memory (what model_create and model_estimate share). NULL
+ * with a message. */
+static Model *model_new(Backend *bk, const Config *c, int max_batch, int training, char *err, size_t errlen) {
     if (model_check_config(c, err, errlen) < 0) return NULL;
     Model *m = calloc(1, sizeof *m);
     if (!m) { snprintf(err, errlen, "out of host memory creating the model"); return NULL; }
@@ -434,15 +436,11 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
         m->norm_mean[i] = i < c->num_mean ? c->mean[i] : 0.0f;
         m->norm_std[i] = i < c->num_std ? c->std[i] : 1.0f;
     }
-
     int ok = (m->tensors = tensor_table(c, &m->num_tensors, err, errlen)) != NULL;
     if (!ok) { model_destroy(m); return NULL; }
     m->blocks = calloc((size_t)m->depth, sizeof *m->blocks);
     m->stream = calloc((size_t)(2 * m->depth + 1), sizeof *m->stream);
     m->mixer_scratch = calloc(1, m->mixer->scratch_bytes ? m->mixer->scratch_bytes : 1);
-    m->host_scales = host_buf(bk, (size_t)m->depth * 2 * max_batch * sizeof(float));
-    m->host_loss = host_buf(bk, (size_t)max_batch * sizeof(float));
-    m->host_targets = host_buf(bk, (size_t)max_batch * m->classes * sizeof(float));
     ok = m->blocks && m->stream && m->mixer_scratch;
     for (int l = 0; ok && l < m->depth; l++) ok = (m->blocks[l].mixer = m->mixer->create(c)) != NULL;
     if (!ok) {
@@ -451,6 +449,16 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
         return NULL;
     }
     m->num_params = assign_offsets(m->tensors, m->num_tensors, &m->decay_numel);
+    return m;
+}
+
+Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
+                    char *err, size_t errlen) {
+    Model *m = model_new(bk, c, max_batch, training, err, errlen);
+    if (!m) return NULL;
+    m->host_scales = host_buf(bk, (size_t)m->depth * 2 * max_batch * sizeof(float));
+    m->host_loss = host_buf(bk, (size_t)max_batch * sizeof(float));
+    m->host_targets = host_buf(bk, (size_t)max_batch * m->classes * sizeof(float));
 
     /* parameters and gradients: one allocation, gradients at the same offsets */
     m->param_mem = bk->alloc(bk, m->num_params * sizeof(float) * (training ? 2 : 1));
@@ -471,6 +479,24 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
     a = (Arena){.base = m->act_mem, .cap = m->act_bytes};
     layout_acts(m, &a);               /* assign */
     return m;
+}
+
+int model_estimate(const Config *c, int batch, size_t act_elem, ModelEstimate *e, char *err, size_t errlen) {
+    Backend counting;   /* only its activation width is read: the layouts count, nothing is allocated */
+    memset(&counting, 0, sizeof counting);
+    counting.act_elem = act_elem;
+    Model *m = model_new(&counting, c, batch, 1, err, errlen);
+    if (!m) return -1;
+    e->params = m->num_params;
+    e->flops_per_image = model_flops_per_image(m);
+    /* run_bytes_at counts what comes after the parameters (and gradients) */
+    e->activation_bytes = act_bytes_at(m, batch);
+    e->device_bytes = run_bytes_at(m, batch) + m->num_params * 2 * sizeof(float);
+    m->training = 0;
+    e->eval_activation_bytes = act_bytes_at(m, batch);
+    e->eval_device_bytes = run_bytes_at(m, batch) + m->num_params * sizeof(float);
+    model_destroy(m);
+    return 0;
 }
 
 void model_destroy(Model *m) {
@@ -498,6 +524,7 @@ float *model_params(Model *m) { return m->params; }
 float *model_grads(Model *m) { return m->grads; }
 size_t model_activation_bytes(const Model *m) { return m->act_bytes; }
 Backend *model_backend(Model *m) { return m->bk; }
+const Config *model_config(const Model *m) { return &m->config; }
 int model_max_batch(const Model *m) { return m->max_batch; }
 
 ModelShape model_shape(const Model *m) {
@@ -728,6 +755,23 @@ void model_upload_wait(Model *m) {
 
 void model_probs(Model *m, float *host_probs, int B) {
     m->bk->to_host(m->bk, host_probs, m->probs, (size_t)B * m->classes * sizeof(float));
+}
+
+void model_logits(Model *m, float *host_logits, int B) {
+    const size_t n = (size_t)B * m->classes;
+    if (m->bk->act_elem == 4) {
+        m->bk->to_host(m->bk, host_logits, m->logits, n * sizeof(float));
+        return;
+    }
+    /* bf16 activations: the upper half of an fp32, widened in place from the back */
+    unsigned char *bytes = (unsigned char *)host_logits;
+    m->bk->to_host(m->bk, bytes, m->logits, n * sizeof(uint16_t));
+    for (size_t i = n; i-- > 0;) {
+        uint16_t h;
+        memcpy(&h, bytes + 2 * i, sizeof h);
+        const uint32_t u = (uint32_t)h << 16;
+        memcpy(bytes + 4 * i, &u, sizeof u);
+    }
 }
 
 /* -------------------------------------------------------------- backward */

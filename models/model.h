@@ -35,6 +35,7 @@ float *model_params(Model *m);      /* backend memory */
 float *model_grads(Model *m);       /* backend memory, NULL when not training */
 size_t model_activation_bytes(const Model *m);
 Backend *model_backend(Model *m);
+const Config *model_config(const Model *m);   /* the config the model was created from */
 int model_max_batch(const Model *m);
 
 /* Fill parameters on the host from seed (timm's DeiT init: trunc-normal 0.02
@@ -88,6 +89,9 @@ void model_set_targets(Model *m, const float *targets, int B);
 void model_loss_device(Model *m, int B);
 float model_loss_value(const Model *m, int B, float *per_sample_loss);
 void model_probs(Model *m, float *host_probs, int B);
+/* The logits of the last forward ([B, classes], fp32 on the host; converted
+ * from the backend's activation type). */
+void model_logits(Model *m, float *host_logits, int B);
 /* Backward of the mean loss of the last forward + model_loss. Gradients are
  * ACCUMULATED into model_grads: zero them with model_zero_grads first. */
 void model_backward(Model *m, int B);
@@ -100,6 +104,22 @@ typedef struct {
 ModelShape model_shape(const Model *m);
 /* Forward FLOPs per image (multiply-add = 2), for reporting. */
 double model_flops_per_image(const Model *m);
+
+/* What a model of config c at batch `batch` costs, from the config alone (no
+ * allocation), for `hgrn info`: parameters, forward FLOPs per image, and the
+ * bytes of activations and of a whole run on a device whose activations are
+ * act_elem bytes wide (4: CPU or fp32, 2: bf16): for training, the
+ * activations with their backward buffers, parameters, gradients, AdamW's
+ * moments, a bf16 weight copy, the backend's scratch and a margin (what
+ * model_create's out-of-memory message counts); for evaluation the same
+ * without the training parts. */
+typedef struct {
+    size_t params;
+    double flops_per_image;
+    size_t activation_bytes, device_bytes;             /* training */
+    size_t eval_activation_bytes, eval_device_bytes;   /* evaluation */
+} ModelEstimate;
+int model_estimate(const Config *c, int batch, size_t act_elem, ModelEstimate *e, char *err, size_t errlen);
 
 /* Parameter count from a config alone (no allocation), for `hgrn info`. */
 size_t model_count_params(const Config *cfg);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST demo: installs packages, builds, trains HGRN1 on
-# Fashion-MNIST, evaluates the best checkpoint, writes a test image as a JPEG
-# and classifies it. Runs on the GPU when one is present, else on the CPU
+# Fashion-MNIST, evaluates the best checkpoint, classifies a test image (a
+# JPEG file) and plots the run's metrics (runs/fmnist_demo/metrics.png). Runs on the GPU when one is present, else on the CPU
 # (pass --device cpu to force it). Extra arguments go to `hgrn train`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,3 +32,4 @@ imgs=("$tree"/val/9_Ankle_boot/*.jpg)   # (not ls | head: SIGPIPE under pipefail
 img=${imgs[0]}
 echo "classifying $img (true class: Ankle boot)"
 $hgrn classify --ckpt "$out/best.safetensors" --device "$device" "$img" "$@"
+$hgrn plot "$out"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what hgrn needs to build, test and run its demo on Debian (as root),
-# skipping packages that are already there.
+# skipping packages that are already there. python3-torch runs the PyTorch
+# parity test (scripts/pytorch/), python3-matplotlib the plots.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-      libjpeg62-turbo-dev libpng-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist "$@")
+      libjpeg62-turbo-dev libpng-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
+      python3-torch python3-matplotlib "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

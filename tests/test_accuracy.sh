@@ -11,8 +11,8 @@ hgrn=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$hgrn" train --config "$src/configs/fmnist_hgrn1_tiny.cfg" --device cpu --threads 2 --out "$tmp/run" \
   --train.epochs 2 >"$tmp/train.log" 2>&1 || { echo "FAIL training: $(tail -2 "$tmp/train.log")"; echo "0 passed, 1 failed"; exit 1; }
-line=$("$hgrn" eval --ckpt "$tmp/run/best.safetensors" --device cpu 2>&1) || { echo "FAIL eval: $line"; echo "0 passed, 1 failed"; exit 1; }
-top1=$(printf '%s\n' "$line" | grep -o 'top-1 [0-9.]*' | grep -o '[0-9.]*$')
+line=$("$hgrn" eval --ckpt "$tmp/run/best.safetensors" --device cpu --json 2>&1) || { echo "FAIL eval: $line"; echo "0 passed, 1 failed"; exit 1; }
+top1=$(printf '%s\n' "$line" | grep -o '"top1": [0-9.]*' | head -n 1 | awk '{print $2}')
 echo "$line"
 if awk -v a="$top1" 'BEGIN{exit !(a >= 85.5)}'; then
   echo "ok   2-epoch Fashion-MNIST top-1 $top1 % >= 85.5 %"; echo "1 passed, 0 failed"

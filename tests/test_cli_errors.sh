@@ -8,16 +8,17 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0; n=0
 cfg=$src/configs/fmnist_hgrn1_tiny.cfg
 
-# expect_error NAME PATTERN -- COMMAND...: non-zero exit, stderr matches PATTERN
+# expect_error NAME PATTERN -- COMMAND...: non-zero exit, the output matches
+# PATTERN (stderr, or stdout where classify answers a bad file in place)
 expect_error() {
   local name=$1 pat=$2; shift 3
   n=$((n + 1))
   "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
   if [ $rc -eq 0 ]; then echo "FAIL $name: exit 0"; fails=$((fails + 1)); return; fi
-  if ! grep -qE -- "$pat" "$tmp/err"; then
-    echo "FAIL $name: stderr does not match /$pat/:"; cat "$tmp/err"; fails=$((fails + 1)); return
+  if ! cat "$tmp/err" "$tmp/out" | grep -qE -- "$pat"; then
+    echo "FAIL $name: the output does not match /$pat/:"; cat "$tmp/err" "$tmp/out"; fails=$((fails + 1)); return
   fi
-  echo "ok   $name: $(head -n 1 "$tmp/err")"
+  echo "ok   $name: $(cat "$tmp/err" "$tmp/out" | grep -E -- "$pat" | head -n 1)"
 }
 
 expect_error bad-value "model.dim" -- "$hgrn" info --config "$cfg" --model.dim -3
@@ -34,7 +35,30 @@ expect_error patch-divides "patch_size" -- "$hgrn" info --config "$cfg" --model.
 expect_error missing-ckpt "$tmp/none.safetensors" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" --device cpu
 echo "not a checkpoint" >"$tmp/junk.safetensors"
 expect_error junk-ckpt "junk.safetensors" -- "$hgrn" classify --ckpt "$tmp/junk.safetensors" --device cpu "$cfg"
-expect_error unknown-command "unknown command" -- "$hgrn" frobnicate
+expect_error unknown-command "unknown command 'frobnicate'" -- "$hgrn" frobnicate
+expect_error misspelt-command "unknown command 'evl' \(did you mean 'eval'\?\)" -- "$hgrn" evl
+# stray arguments and misspelt options name themselves (and the nearest valid option)
+expect_error eval-stray-arg "unexpected argument 'extra_arg'" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" extra_arg
+expect_error train-stray-arg "unexpected argument 'bogus'" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run0" bogus
+[ -e "$tmp/run0" ] && { echo "FAIL train-stray-arg created its run directory"; fails=$((fails + 1)); }
+expect_error misspelt-flag "unknown option --ckp \(did you mean --ckpt\?" -- "$hgrn" eval --ckp x
+expect_error misspelt-key "unknown option --train.lrr \(did you mean --train.lr\?" -- "$hgrn" train --config "$cfg" --train.lrr 1
+expect_error bare-key "unknown option --lr \(did you mean --train.lr\?" -- "$hgrn" train --config "$cfg" --lr 1
+printf '[train]\nlrr = 1\n' >"$tmp/typo.cfg"
+expect_error misspelt-config-key "typo.cfg:2: unknown key 'train.lrr' \(did you mean 'train.lr'\?\)" -- "$hgrn" info --config "$tmp/typo.cfg"
+expect_error bench-data-option "unknown option --thread \(did you mean --threads\?\)" -- "$hgrn" bench-data "$tmp" --thread 2
+# every numeric flag's error names its range
+expect_error eval-batch-range "--batch 100000000 is out of range \[1, 16777216\]" -- "$hgrn" eval --ckpt x --batch 100000000
+expect_error eval-batch-int "--batch 12x: not an integer \(range \[1, 16777216\]\)" -- "$hgrn" eval --ckpt x --batch 12x
+expect_error bench-steps-range "--steps 0 is out of range \[1, 1000000\]" -- "$hgrn" bench --config "$cfg" --steps 0
+expect_error info-batch-range "--batch 0 is out of range \[1, 16777216\]" -- "$hgrn" info --config "$cfg" --batch 0
+expect_error classify-top-range "--top 0 is out of range \[1, 1000000\]" -- "$hgrn" classify --ckpt x --top 0 a.jpg
+expect_error gpus-range "--gpus '0': not a number of GPUs in 1..256" -- "$hgrn" eval --ckpt x --gpus 0
+expect_error bench-data-threads "--threads 0 is out of range \[1, 4096\]" -- "$hgrn" bench-data "$tmp" --threads 0
+expect_error bench-data-size "--size 4 is out of range \[8, 8192\]" -- "$hgrn" bench-data "$tmp" --size 4
+expect_error config-key-range "model.dim = -3 is out of range \[1, 65536\]" -- "$hgrn" info --config "$cfg" --model.dim -3
+expect_error json-value "--json takes no value" -- "$hgrn" eval --ckpt x --json=1
+expect_error logits-without-json "--logits needs --json" -- "$hgrn" classify --ckpt x --logits a.jpg
 expect_error bench-ops-option "takes no other options" -- "$hgrn" bench --ops --device cuda
 if [ "$("$hgrn" device)" = cpu ]; then   # the kernel timings need the CUDA backend and a GPU: exit 2
   expect_error bench-ops-no-gpu "bench --ops: .*CUDA" -- "$hgrn" bench --ops
@@ -52,10 +76,11 @@ fi
 "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --model.dim 8 --model.depth 1 --model.glu_dim 8 \
   --train.max_steps 1 --data.train_limit 256 --data.val_limit 64 >/dev/null 2>&1 || { echo "FAIL tiny train"; exit 1; }
 expect_error classify-not-image "fmnist_hgrn1_tiny.cfg.*(not a JPEG or PNG|not an image|unknown)" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$cfg"
+expect_error classify-top-classes "--top 11 is out of range \[1, 10\]" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu --top 11 "$tmp/missing.jpg"
 expect_error classify-missing "$tmp/missing.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/missing.jpg"
 : >"$tmp/empty.jpg"
 expect_error classify-empty "empty.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/empty.jpg"
-expect_error resume-wrong-model "has shape" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume \
+expect_error resume-wrong-model "different hgru1 model: model.dim 8 \(the config says 16\)" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume \
   --model.dim 16 --model.depth 1 --model.glu_dim 8 --data.train_limit 256 --data.val_limit 64
 
 # a loss that turns NaN (lr 10 with weight decay 1 makes the weights blow up):

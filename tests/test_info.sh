@@ -2,13 +2,18 @@
 # `hgrn info` prints the parameter counts of the papers' ImageNet models: within
 # 1 % of 6.1 M (hgrn1_deit_tiny) and 23.7 M (hgrn1_deit_small), 6.1 M and
 # 23.8 M for hgrn2_deit_tiny/small, and a tensor table with the official PyTorch names;
+# the forward FLOPs per image as counted here from the shapes (GEMMs: patch
+# embedding, the mixer's projections, the GLU, the head; HGRU2's scan 4 e d per
+# token), and a training-memory estimate at batch 256 in bf16 within 10 % of
+# what `hgrn bench` measured on an H200 (docs/PERFORMANCE.md: 6.67, 12.80,
+# 6.53, 12.54 GiB, the CUDA context included).
 # `hgrn info --mixers` lists every mixer with its DeiT-Tiny count.
 # usage: test_info.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$1; src=$2; fails=0; passed=0
-check() {  # check CONFIG WANT
+check() {  # check CONFIG WANT GIB
   local out n before=$fails
-  out=$("$hgrn" info --config "$src/configs/$1") || { echo "FAIL $1: exit $?"; fails=$((fails + 1)); return; }
+  out=$("$hgrn" info --config "$src/configs/$1" --batch 256) || { echo "FAIL $1: exit $?"; fails=$((fails + 1)); return; }
   n=$(printf '%s\n' "$out" | awk '/^params: /{print $2}')
   if awk -v n="$n" -v w="$2" 'BEGIN{d=n-w; if (d<0) d=-d; exit !(n>0 && d<=0.01*w)}'; then
     echo "ok   $1: params: $n (want $2 +- 1%)"
@@ -20,13 +25,33 @@ check() {  # check CONFIG WANT
   for name in to_patch_embedding.1.weight $mixer layers.3.feature_mixer.l3.bias head.1.weight lower_bounds; do
     printf '%s\n' "$out" | grep -q "^$name " || { echo "FAIL $1: no tensor $name in the table"; fails=$((fails + 1)); }
   done
+  # FLOPs: 2 x (tokens x (patch embedding + depth x (mixer + GLU)) + head), from the config's keys
+  local flops
+  flops=$(awk -F'=' '
+    /^\[/ { sec = $0 } { gsub(/[ \t]|#.*/, "", $2) }
+    /^mixer/ { mixer = $2 } /^image_size/ { S = $2 } /^patch_size/ { p = $2 } /^dim/ { d = $2 } /^depth/ { L = $2 }
+    /^glu_dim/ { H = $2 } /^num_classes/ { K = $2 } /^head_size/ { e = $2 }
+    END {
+      gsub(/"/, "", mixer); N = (S / p) ^ 2
+      mix = mixer == "hgru1" ? 7 * d * d : 4 * d * d + 4 * e * d
+      printf "%.3f", 2 * (N * (p * p * 3 * d + L * (mix + 3 * H * d)) + d * K) * 1e-9
+    }' "$src/configs/$1")
+  printf '%s\n' "$out" | grep -q "^flops: $flops GFLOP per image forward" && echo "ok   $1: $flops GFLOP per image" ||
+    { echo "FAIL $1: want flops: $flops GFLOP:"; printf '%s\n' "$out" | grep flops; fails=$((fails + 1)); }
+  local gib
+  gib=$(printf '%s\n' "$out" | awk '/^  training +bf16/ {print $3}')
+  if awk -v g="$gib" -v w="$3" 'BEGIN{d = g - w; if (d < 0) d = -d; exit !(g > 0 && d <= 0.1 * w)}'; then
+    echo "ok   $1: training memory at batch 256, bf16: $gib GiB estimated, $3 GiB measured"
+  else
+    echo "FAIL $1: training memory '$gib' GiB, measured $3 GiB (+-10%)"; fails=$((fails + 1))
+  fi
   [ $fails -eq $before ] && passed=$((passed + 1))
 }
-check hgrn1_deit_tiny.cfg 6100000
-check hgrn1_deit_small.cfg 23700000
+check hgrn1_deit_tiny.cfg 6100000 6.67
+check hgrn1_deit_small.cfg 23700000 12.80
 # HGRN2: the paper's 6.1 M and 23.8 M (this layout: 6,098,344 and 23,697,256)
-check hgrn2_deit_tiny.cfg 6100000
-check hgrn2_deit_small.cfg 23800000
+check hgrn2_deit_tiny.cfg 6100000 6.53
+check hgrn2_deit_small.cfg 23800000 12.54
 # `hgrn info --mixers`: every registered mixer with its count in the default
 # backbone (DeiT-Tiny, GLU 2d; DESIGN.md section 4)
 out=$("$hgrn" info --mixers) || { echo "FAIL info --mixers: exit $?"; fails=$((fails + 1)); }

@@ -2,8 +2,11 @@
 #include "cli.h"
 #include "fmnist32.h"
 #include "fsutil.h"
+#include "launch.h"
 #include "model.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,22 @@ static int takes(const char *flags, const char *name) {
     return 0;
 }
 
+/* Options that never take a value. */
+static const char *const SWITCHES[] = {"json", "logits", "per-class", "mixers", "grads"};
+#define NSWITCHES (int)(sizeof SWITCHES / sizeof SWITCHES[0])
+
+static int is_switch(const char *name) {
+    for (int i = 0; i < NSWITCHES; i++)
+        if (!strcmp(name, SWITCHES[i])) return 1;
+    return 0;
+}
+
+/* Integer options and their ranges (inclusive). */
+static const struct { const char *name; long lo, hi; } INT_FLAGS[] = {
+    {"batch", 1, 16777216}, {"steps", 1, 1000000}, {"top", 1, 1000000},
+};
+#define NINT_FLAGS (int)(sizeof INT_FLAGS / sizeof INT_FLAGS[0])
+
 static int copy_to(char *dst, size_t cap, const char *flag, const char *v, char *err, size_t errlen) {
     if (strlen(v) >= cap) {
         snprintf(err, errlen, "--%s: value too long (%zu characters, at most %zu)", flag, strlen(v), cap - 1);
@@ -24,6 +43,37 @@ static int copy_to(char *dst, size_t cap, const char *flag, const char *v, char 
     return 0;
 }
 
+/* "unknown option --NAME" with the nearest option this command takes or the
+ * nearest config key, when one is close enough to be a misspelling. */
+static void unknown_option(const char *name, const char *flags, char *err, size_t errlen) {
+    char best[96] = "";
+    int bestd = -1;
+    char flagbuf[256];
+    snprintf(flagbuf, sizeof flagbuf, "%s", flags);
+    int limit = ((int)strlen(name) + 2) / 3;
+    if (limit < 1) limit = 1;
+    for (char *save = NULL, *f = strtok_r(flagbuf, " ", &save); f; f = strtok_r(NULL, " ", &save)) {
+        if (!strcmp(f, "ARGS")) continue;
+        const int d = edit_distance(name, f);
+        if (d <= limit && (bestd < 0 || d < bestd)) {
+            bestd = d;
+            snprintf(best, sizeof best, "%s", f);
+        }
+    }
+    char key[96];
+    const int kd = config_nearest_key(name, key, sizeof key);
+    if (kd >= 0 && (bestd < 0 || kd < bestd)) {
+        bestd = kd;
+        snprintf(best, sizeof best, "%s", key);
+    }
+    if (bestd >= 0)
+        snprintf(err, errlen, "unknown option --%s (did you mean --%s? see --help)", name, best);
+    else if (strchr(name, '.'))
+        snprintf(err, errlen, "unknown option --%s (no config key '%s'; see --help)", name, name);
+    else
+        snprintf(err, errlen, "unknown option --%s (see --help)", name);
+}
+
 int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
     memset(cli, 0, sizeof *cli);
     config_defaults(&cli->cfg);
@@ -31,10 +81,19 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
     cli->ov_key = calloc((size_t)argc + 1, sizeof *cli->ov_key);
     cli->ov_val = calloc((size_t)argc + 1, sizeof *cli->ov_val);
     if (!cli->pos || !cli->ov_key || !cli->ov_val) { snprintf(err, errlen, "out of memory"); return -1; }
+    const int positional = takes(flags, "ARGS");
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { cli->help = 1; continue; }
-        if (strncmp(a, "--", 2) != 0 || a[2] == 0) { cli->pos[cli->npos++] = a; continue; }
+        if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
+            if (!positional) {
+                snprintf(err, errlen, "unexpected argument '%.200s': this command takes no positional "
+                         "arguments (options are --name VALUE; see --help)", a);
+                return -1;
+            }
+            cli->pos[cli->npos++] = a;
+            continue;
+        }
         const char *name = a + 2;
         char keybuf[128];
         const char *val = NULL;
@@ -44,6 +103,22 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
             name = keybuf;
             val = eq + 1;
         }
+        if (is_switch(name) && !strchr(name, '.')) {
+            if (!takes(flags, name)) { unknown_option(name, flags, err, errlen); return -1; }
+            if (val) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
+            if (!strcmp(name, "json")) cli->json = 1;
+            else if (!strcmp(name, "logits")) cli->logits = 1;
+            else if (!strcmp(name, "per-class")) cli->per_class = 1;
+            else if (!strcmp(name, "mixers")) cli->mixers = 1;
+            else if (!strcmp(name, "grads")) cli->grads = 1;
+            continue;
+        }
+        if (strchr(name, '.')) {
+            if (!config_has_key(name)) { unknown_option(name, flags, err, errlen); return -1; }
+        } else if (!takes(flags, name) || !strcmp(name, "ARGS")) {
+            unknown_option(name, flags, err, errlen);
+            return -1;
+        }
         int optional = !strcmp(name, "resume");
         if (!val) {
             if (i + 1 < argc && (strncmp(argv[i + 1], "--", 2) != 0 || !optional)) val = argv[++i];
@@ -51,17 +126,9 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
             else { snprintf(err, errlen, "%s needs a value", a); return -1; }
         }
         if (strchr(name, '.')) {
-            if (!config_has_key(name)) {
-                snprintf(err, errlen, "unknown option --%s (no config key '%s'; see --help)", name, name);
-                return -1;
-            }
             cli->ov_key[cli->nov] = strdup(name);
             cli->ov_val[cli->nov++] = val;
             continue;
-        }
-        if (!takes(flags, name)) {
-            snprintf(err, errlen, "unknown option --%s (see --help)", name);
-            return -1;
         }
         int rc = 0;
         if (!strcmp(name, "config")) rc = copy_to(cli->config_path, sizeof cli->config_path, name, val, err, errlen);
@@ -80,20 +147,34 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
         } else if (!strcmp(name, "out")) rc = copy_to(cli->out, sizeof cli->out, name, val, err, errlen);
         else if (!strcmp(name, "ckpt")) rc = copy_to(cli->ckpt, sizeof cli->ckpt, name, val, err, errlen);
         else if (!strcmp(name, "resume")) rc = copy_to(cli->resume, sizeof cli->resume, name, val, err, errlen);
+        else if (!strcmp(name, "confusion")) rc = copy_to(cli->confusion, sizeof cli->confusion, name, val, err, errlen);
+        else if (!strcmp(name, "inputs")) rc = copy_to(cli->inputs, sizeof cli->inputs, name, val, err, errlen);
         else if (!strcmp(name, "data")) {        /* alias of --data.path */
             cli->ov_key[cli->nov] = strdup("data.path");
             cli->ov_val[cli->nov++] = val;
         } else if (!strcmp(name, "threads")) {
             cli->ov_key[cli->nov] = strdup("train.threads");
             cli->ov_val[cli->nov++] = val;
-        } else if (!strcmp(name, "batch") || !strcmp(name, "steps")) {
-            char *end;
-            long v = strtol(val, &end, 10);
-            if (*end || v < 1 || v > 1 << 20) {
-                snprintf(err, errlen, "--%s %s: expected a positive integer", name, val);
-                return -1;
+        } else {
+            for (int k = 0; k < NINT_FLAGS; k++) {
+                if (strcmp(name, INT_FLAGS[k].name)) continue;
+                char *end;
+                errno = 0;
+                long v = strtol(val, &end, 10);
+                if (end == val || *end) {
+                    snprintf(err, errlen, "--%s %.60s: not an integer (range [%ld, %ld])", name, val,
+                             INT_FLAGS[k].lo, INT_FLAGS[k].hi);
+                    return -1;
+                }
+                if (errno == ERANGE || v < INT_FLAGS[k].lo || v > INT_FLAGS[k].hi) {
+                    snprintf(err, errlen, "--%s %.60s is out of range [%ld, %ld]", name, val,
+                             INT_FLAGS[k].lo, INT_FLAGS[k].hi);
+                    return -1;
+                }
+                if (!strcmp(name, "batch")) cli->batch = (int)v;
+                else if (!strcmp(name, "steps")) cli->steps = (int)v;
+                else cli->top = (int)v;
             }
-            if (!strcmp(name, "batch")) cli->batch = (int)v; else cli->steps = (int)v;
         }
         if (rc) return -1;
     }
@@ -138,18 +219,18 @@ Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen) {
     return backend_cpu_create(cli->cfg.threads, err, errlen);
 }
 
-/* A split directory: ROOT/train or ROOT/val when they exist (val falls back
- * to ROOT/test), else ROOT itself (so --data /data/imagenet/val works too). */
+/* The directory of a split under an ImageFolder root: ROOT/train, or
+ * ROOT/val (ROOT/test when there is no val/); "" when the root has neither. */
 static void split_dir(const char *root, const char *split, char *out, size_t len) {
     const char *names[2] = {split, !strcmp(split, "val") ? "test" : NULL};
     for (int i = 0; i < 2 && names[i]; i++) {
         snprintf(out, len, "%s/%s", root, names[i]);
         if (dir_exists(out)) return;
     }
-    snprintf(out, len, "%s", root);
+    out[0] = 0;
 }
 
-Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errlen) {
+static Dataset *open_split(const Config *c, const char *split, int eval_only, char *err, size_t errlen) {
     if (!c->path[0]) {
         snprintf(err, errlen, "no dataset path: set data.path in the config or pass --data DIR");
         return NULL;
@@ -161,16 +242,37 @@ Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errl
                                     err, errlen);
     if (!strcmp(c->dataset, "imagefolder")) {
         char dir[1024];
-        if (!strcmp(split, "val") && c->val_labels[0]) {
-            split_dir(c->path, "val", dir, sizeof dir);
-            return dataset_imagenet_val_open(dir, c->val_labels, c->class_names[0] ? c->class_names : NULL,
-                                             c->channels, err, errlen);
+        if (!dir_exists(c->path)) {
+            snprintf(err, errlen, "data.path %.900s: no such directory", c->path);
+            return NULL;
         }
         split_dir(c->path, split, dir, sizeof dir);
+        if (!dir[0]) {
+            char other[1024];
+            split_dir(c->path, !strcmp(split, "val") ? "train" : "val", other, sizeof other);
+            if (eval_only && !other[0]) {
+                snprintf(dir, sizeof dir, "%s", c->path);   /* the root is the validation split */
+            } else {
+                snprintf(err, errlen, "data.path %.800s has no %s directory (an ImageFolder root holds "
+                         "train/<class>/ and val/<class>/)", c->path, !strcmp(split, "val") ? "val/ (or test/)" : "train/");
+                return NULL;
+            }
+        }
+        if (!strcmp(split, "val") && c->val_labels[0])
+            return dataset_imagenet_val_open(dir, c->val_labels, c->class_names[0] ? c->class_names : NULL,
+                                             c->channels, err, errlen);
         return dataset_imagefolder_open(dir, c->channels, err, errlen);
     }
     snprintf(err, errlen, "data.dataset = %s is not available in this build", c->dataset);
     return NULL;
+}
+
+Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errlen) {
+    return open_split(c, split, 0, err, errlen);
+}
+
+Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen) {
+    return open_split(c, "val", 1, err, errlen);
 }
 
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen) {
@@ -208,4 +310,71 @@ char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t er
         }
     }
     return v;
+}
+
+/* Bytes of the valid UTF-8 sequence at p (1 to 4), or 0 when it is not one. */
+static int utf8_len(const unsigned char *p) {
+    int n = p[0] < 0x80 ? 1 : (p[0] >> 5) == 0x6 ? 2 : (p[0] >> 4) == 0xE ? 3 : (p[0] >> 3) == 0x1E ? 4 : 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        const int n = utf8_len(p);
+        if (n == 0) fputs("\\ufffd", f);   /* a file name that is not UTF-8: one byte replaced */
+        else if (n > 1) fwrite(p, 1, (size_t)n, f);
+        else if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p == '\n') fputs("\\n", f);
+        else if (*p == '\t') fputs("\\t", f);
+        else if (*p == '\r') fputs("\\r", f);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+        p += n ? n : 1;
+    }
+    fputc('"', f);
+}
+
+void json_number(FILE *f, double v) {
+    if (!isfinite(v)) {
+        fputs("null", f);
+        return;
+    }
+    char b[40];
+    for (int prec = 6; prec <= 17; prec++) {   /* the shortest that reads back */
+        snprintf(b, sizeof b, "%.*g", prec, v);
+        if (strtod(b, NULL) == v) break;
+    }
+    fputs(b, f);
+}
+
+void json_float(FILE *f, float v) {
+    if (!isfinite(v)) {
+        fputs("null", f);
+        return;
+    }
+    char b[40];
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(b, sizeof b, "%.*g", prec, (double)v);
+        if (strtof(b, NULL) == v) break;
+    }
+    fputs(b, f);
+}
+
+int cli_run_local_ranks(const char *command, int gpus, int argc, char **argv) {
+    char err[1024];
+    char **child = calloc((size_t)argc + 3, sizeof *child);
+    if (!child) {
+        fprintf(stderr, "hgrn %s: out of memory\n", command);
+        return 1;
+    }
+    child[0] = "hgrn";
+    child[1] = (char *)command;
+    for (int i = 0; i < argc; i++) child[i + 2] = argv[i];
+    int rc = launch_local(gpus, argc + 2, child, 10, err, sizeof err);
+    if (rc) fprintf(stderr, "hgrn %s: %s\n", command, err);
+    free(child);
+    return rc;
 }

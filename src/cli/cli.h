@@ -4,6 +4,8 @@
 #ifndef HGRN_CLI_H
 #define HGRN_CLI_H
 
+#include <stdio.h>
+
 #include "backend.h"
 #include "clock.h"
 #include "config.h"
@@ -14,11 +16,19 @@ typedef struct {
     char config_path[512];
     char device[16];          /* "", "cpu" or "cuda" */
     char precision[8];        /* "bf16" (default on cuda) or "fp32" */
-    char out[512];            /* --out DIR */
+    char out[512];            /* --out DIR / FILE */
     char ckpt[512];           /* --ckpt FILE */
     char resume[512];         /* --resume [FILE]: "auto" = OUT/last.safetensors */
-    int batch;                /* --batch N (eval, classify, bench) */
+    char confusion[512];      /* --confusion FILE.csv (eval) */
+    char inputs[512];         /* --inputs FILE (forward) */
+    int batch;                /* --batch N (eval, classify, bench, info) */
     int steps;                /* --steps N (bench) */
+    int top;                  /* --top K (classify) */
+    int json;                 /* --json: machine-readable output on stdout */
+    int logits;               /* --logits (classify --json) */
+    int per_class;            /* --per-class (eval: the per-class table in the text output) */
+    int mixers;               /* --mixers (info) */
+    int grads;                /* --grads (forward) */
     int help;
     const char **pos;         /* positional arguments */
     int npos;
@@ -28,11 +38,16 @@ typedef struct {
 } Cli;
 
 /* Parse argv (after the subcommand). Flags this command takes are listed in
- * `flags` ("config", "device", "precision", "threads", "out", "ckpt", "resume",
- * "batch", "steps", "data"); any --section.key is an override. Returns 0 or -1
- * with a message. Loads --config over the defaults and applies and validates
- * the overrides, except for commands that take --ckpt: they apply them with
- * cli_apply_overrides to the checkpoint's stored config. */
+ * `flags`: options with a value ("config", "device", "precision", "threads",
+ * "out", "ckpt", "resume", "batch", "steps", "top", "data", "confusion",
+ * "inputs"), switches ("json", "logits", "per-class", "mixers", "grads"), and
+ * "ARGS" when the command takes positional arguments; any --section.key is
+ * an override. A positional argument where ARGS is not listed, an unknown or
+ * misspelt option (with the nearest valid one) and a number out of its range
+ * (named) are errors. Returns 0 or -1 with a message. Loads --config over
+ * the defaults and applies and validates the overrides, except for commands
+ * that take --ckpt: they apply them with cli_apply_overrides to the
+ * checkpoint's stored config. */
 int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen);
 /* Apply the overrides again (after cfg was replaced, e.g. by a checkpoint's config). */
 int cli_apply_overrides(Cli *cli, char *err, size_t errlen);
@@ -42,12 +57,30 @@ void cli_free(Cli *cli);
  * device gpu (a data-parallel rank's launch_device). */
 Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen);
 
-/* Open data.dataset at data.path, split "train" or "val". */
+/* Open data.dataset at data.path, split "train" or "val". An ImageFolder
+ * root must hold train/ for the training split and val/ (or test/) for the
+ * validation split: a directory without them is an error that says so. */
 Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errlen);
+/* The validation split for evaluation: as open_dataset, except that an
+ * ImageFolder root with none of train/, val/, test/ is taken as the
+ * validation split itself (--data /data/imagenet/val). */
+Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen);
 
 /* Class names: data.class_names file if set, else the dataset's, else "class N".
  * Returns a malloc'd array of num_classes malloc'd strings. */
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen);
 
+/* JSON output: a string literal (UTF-8 passed through, control characters
+ * and quotes escaped), and a number with enough digits to read back the
+ * same double (null when not finite). */
+void json_string(FILE *f, const char *s);
+void json_number(FILE *f, double v);
+/* A float value: the shortest text that reads back as the same float. */
+void json_float(FILE *f, float v);
+
+/* `hgrn COMMAND --gpus N ...`: this command again as N local ranks
+ * (launch_local), the arguments as given minus --gpus. Returns the exit
+ * status to return. */
+int cli_run_local_ranks(const char *command, int gpus, int argc, char **argv);
 
 #endif

@@ -456,6 +456,29 @@ static void usage(void) {
            "N batches with those of one nvJPEG-only unit, byte for byte (an auto CPU share at 0.3).\n");
 }
 
+/* An integer option's value in [lo, hi]: 0, or -1 after a message naming
+ * the option and its range. */
+static int int_arg(const char *opt, const char *text, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    const long v = strtol(text, &end, 10);
+    if (end == text || *end) {
+        fprintf(stderr, "bench-data: %s %.60s: not an integer (range [%ld, %ld])\n", opt, text, lo, hi);
+        return -1;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "bench-data: %s %.60s is out of range [%ld, %ld]\n", opt, text, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static const char *const OPTIONS[] = {"--threads", "--images", "--decode", "--loader", "--batch", "--prefetch",
+                                      "--gpu-backend", "--gpu-decoders", "--hw-load", "--cpu-share", "--verify",
+                                      "--size", "--config", "--only", "--no-dct", "--simd-scales", "--all-scales",
+                                      "--synth", "--help"};
+
 int cmd_bench_data(int argc, char **argv) {
     const char *dir = NULL, *cfgfile = NULL, *decode = "cpu", *gpu_backend = NULL;
     const char *gpu_decoders = NULL, *hw_load = NULL, *cpu_share = NULL;
@@ -463,29 +486,38 @@ int cmd_bench_data(int argc, char **argv) {
     int use_loader = 0, batch = 256, prefetch = 3, quality = 90, images_set = 0, verify = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
+        /* options that take a value must have one */
+        if (a[0] == '-' && strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--loader") && strcmp(a, "--no-dct") &&
+            strcmp(a, "--simd-scales") && strcmp(a, "--all-scales") && strcmp(a, "--synth") && i + 1 >= argc) {
+            fprintf(stderr, "bench-data: %s needs a value\n", a);
+            return 2;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage();
             return 0;
         } else if (!strcmp(a, "--synth")) {
             if (i + 2 >= argc) {
-                usage();
+                fprintf(stderr, "bench-data: usage: hgrn bench-data --synth OUT N [WxH] [--quality Q]\n");
                 return 2;
             }
-            int W = 500, H = 375;
-            if (i + 3 < argc && argv[i + 3][0] != '-') sscanf(argv[i + 3], "%dx%d", &W, &H);
+            int W = 500, H = 375, n;
+            if (int_arg("--synth N", argv[i + 2], 1, 10000000, &n)) return 2;
+            if (i + 3 < argc && argv[i + 3][0] != '-') {
+                char tail;
+                if (sscanf(argv[i + 3], "%dx%d%c", &W, &H, &tail) != 2 || W < 8 || H < 8 || W > 16384 || H > 16384) {
+                    fprintf(stderr, "bench-data: --synth size %s: expected WxH, each in [8, 16384]\n", argv[i + 3]);
+                    return 2;
+                }
+            }
             for (int j = i + 3; j + 1 < argc; j++)
-                if (!strcmp(argv[j], "--quality")) quality = atoi(argv[j + 1]);
-            if (quality < 1 || quality > 100) {
-                usage();
-                return 2;
-            }
-            return synth(argv[i + 1], atoi(argv[i + 2]), W, H, quality);
-        } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
-        } else if (!strcmp(a, "--images") && i + 1 < argc) {
-            images = atoi(argv[++i]);
+                if (!strcmp(argv[j], "--quality") && int_arg("--quality", argv[j + 1], 1, 100, &quality)) return 2;
+            return synth(argv[i + 1], n, W, H, quality);
+        } else if (!strcmp(a, "--threads")) {
+            if (int_arg(a, argv[++i], 1, 4096, &threads)) return 2;
+        } else if (!strcmp(a, "--images")) {
+            if (int_arg(a, argv[++i], 1, 1000000000, &images)) return 2;
             images_set = 1;
-        } else if (!strcmp(a, "--decode") && i + 1 < argc) {
+        } else if (!strcmp(a, "--decode")) {
             decode = argv[++i];
             if (strcmp(decode, "cpu") && strcmp(decode, "gpu")) {
                 fprintf(stderr, "bench-data: --decode %s: expected cpu or gpu\n", decode);
@@ -493,32 +525,37 @@ int cmd_bench_data(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--loader")) {
             use_loader = 1;
-        } else if (!strcmp(a, "--batch") && i + 1 < argc) {
-            batch = atoi(argv[++i]);
-        } else if (!strcmp(a, "--prefetch") && i + 1 < argc) {
-            prefetch = atoi(argv[++i]);
-        } else if (!strcmp(a, "--gpu-backend") && i + 1 < argc) {
+        } else if (!strcmp(a, "--batch")) {
+            if (int_arg(a, argv[++i], 1, 1 << 20, &batch)) return 2;
+        } else if (!strcmp(a, "--prefetch")) {
+            if (int_arg(a, argv[++i], 0, 64, &prefetch)) return 2;
+        } else if (!strcmp(a, "--gpu-backend")) {
             gpu_backend = argv[++i];
             if (strcmp(gpu_backend, "auto") && strcmp(gpu_backend, "hardware") && strcmp(gpu_backend, "hybrid")) {
                 fprintf(stderr, "bench-data: --gpu-backend %s: expected auto, hardware or hybrid\n", gpu_backend);
                 return 2;
             }
-        } else if (!strcmp(a, "--gpu-decoders") && i + 1 < argc) {
+        } else if (!strcmp(a, "--gpu-decoders")) {
             gpu_decoders = argv[++i];
-        } else if (!strcmp(a, "--hw-load") && i + 1 < argc) {
+        } else if (!strcmp(a, "--hw-load")) {
             hw_load = argv[++i];
-        } else if (!strcmp(a, "--cpu-share") && i + 1 < argc) {
+        } else if (!strcmp(a, "--cpu-share")) {
             cpu_share = argv[++i];
             if (!strcmp(cpu_share, "auto")) cpu_share = "-1";
             else if (!strcmp(cpu_share, "off")) cpu_share = "0";
-        } else if (!strcmp(a, "--verify") && i + 1 < argc) {
-            verify = atoi(argv[++i]);
-        } else if (!strcmp(a, "--size") && i + 1 < argc) {
-            size = atoi(argv[++i]);
-        } else if (!strcmp(a, "--config") && i + 1 < argc) {
+        } else if (!strcmp(a, "--verify")) {
+            if (int_arg(a, argv[++i], 1, 100000, &verify)) return 2;
+        } else if (!strcmp(a, "--size")) {
+            if (int_arg(a, argv[++i], 8, 8192, &size)) return 2;
+        } else if (!strcmp(a, "--config")) {
             cfgfile = argv[++i];
-        } else if (!strcmp(a, "--only") && i + 1 < argc) {
-            only = !strcmp(argv[++i], "train") ? 1 : 0;
+        } else if (!strcmp(a, "--only")) {
+            const char *v = argv[++i];
+            if (strcmp(v, "train") && strcmp(v, "eval")) {
+                fprintf(stderr, "bench-data: --only %s: expected train or eval\n", v);
+                return 2;
+            }
+            only = !strcmp(v, "train");
         } else if (!strcmp(a, "--no-dct")) {
             no_dct = 1;
         } else if (!strcmp(a, "--simd-scales")) {
@@ -526,13 +563,23 @@ int cmd_bench_data(int argc, char **argv) {
         } else if (!strcmp(a, "--all-scales")) {
             simd = 2;
         } else if (a[0] == '-') {
-            fprintf(stderr, "bench-data: unknown option %s\n", a);
+            const char *best = NULL;
+            int bestd = 3;
+            for (size_t k = 0; k < sizeof OPTIONS / sizeof OPTIONS[0]; k++) {
+                const int d = edit_distance(a, OPTIONS[k]);
+                if (d < bestd) { bestd = d; best = OPTIONS[k]; }
+            }
+            if (best) fprintf(stderr, "bench-data: unknown option %s (did you mean %s?)\n", a, best);
+            else fprintf(stderr, "bench-data: unknown option %s (see --help)\n", a);
+            return 2;
+        } else if (dir) {
+            fprintf(stderr, "bench-data: unexpected argument '%s' (one directory: %s)\n", a, dir);
             return 2;
         } else {
             dir = a;
         }
     }
-    if (!dir || threads < 1 || images < 1 || size < 8 || batch < 1 || prefetch < 0) {
+    if (!dir) {
         usage();
         return 2;
     }
@@ -637,26 +684,78 @@ int cmd_bench_data(int argc, char **argv) {
         deit_transform_destroy(t);
         return 1;
     }
-    /* file sizes and dimensions; warms the page cache */
-    double bytes = 0, mw = 0, mh = 0;
-    int nok = 0;
-    ImageBuf b = {0};
-    for (int i = 0; i < files.n; i++) {
-        long long n = image_read_file(files.v[i], &b, err, sizeof err);
-        int w, h;
-        if (n > 0 && image_info_mem(b.p, (size_t)n, files.v[i], &w, &h, err, sizeof err) == 0) {
-            bytes += (double)n;
-            mw += w;
-            mh += h;
-            nok++;
-        }
+    /* Every file decoded once through the eval transform (all threads; this
+     * also warms the page cache): the unreadable ones are named with their
+     * reason and left out of the timed runs, and the sizes and dimensions are
+     * those of the files that decode. */
+    char **why = calloc((size_t)files.n, sizeof *why);
+    double *fbytes = calloc((size_t)files.n, sizeof *fbytes), *fw = calloc((size_t)files.n, sizeof *fw),
+           *fh = calloc((size_t)files.n, sizeof *fh);
+    if (!why || !fbytes || !fw || !fh) {
+        fprintf(stderr, "bench-data: out of memory\n");
+        return 1;
     }
-    image_buf_free(&b);
-    if (nok == 0) nok = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        DeitScratch sc;
+        memset(&sc, 0, sizeof sc);
+        uint8_t *out = malloc((size_t)t->channels * t->size * t->size);
+        ImageBuf fb = {0};
+        char msg[512];
+#pragma omp for schedule(dynamic, 8)
+        for (int i = 0; i < files.n; i++) {
+            int w = 0, h = 0;
+            long long n = out ? image_read_file(files.v[i], &fb, msg, sizeof msg) : -1;
+            if (!out) snprintf(msg, sizeof msg, "out of memory");
+            else if (n > 0 && image_info_mem(fb.p, (size_t)n, files.v[i], &w, &h, msg, sizeof msg) == 0 &&
+                     deit_eval_file(t, files.v[i], &sc, out, msg, sizeof msg) == 0) {
+                fbytes[i] = (double)n;
+                fw[i] = w;
+                fh[i] = h;
+                continue;
+            } else if (n == 0) {
+                snprintf(msg, sizeof msg, "%s: empty file", files.v[i]);
+            }
+            why[i] = strdup(msg);
+        }
+        image_buf_free(&fb);
+        free(out);
+        deit_scratch_free(&sc);
+    }
+    double bytes = 0, mw = 0, mh = 0;
+    int nok = 0, nbad = 0;
+    for (int i = 0; i < files.n; i++) {
+        if (why[i]) {
+            if (nbad < 10) fprintf(stderr, "bench-data: %s\n", why[i]);
+            nbad++;
+            free(why[i]);
+            free(files.v[i]);
+            continue;
+        }
+        bytes += fbytes[i];
+        mw += fw[i];
+        mh += fh[i];
+        files.v[nok++] = files.v[i];
+    }
+    const int nfound = files.n;
+    files.n = nok;
+    free(why);
+    free(fbytes);
+    free(fw);
+    free(fh);
+    if (nbad)
+        fprintf(stderr, "bench-data: %d of %d files do not decode%s; they are left out of the timings\n", nbad,
+                nfound, nbad > 10 ? " (the first 10 named above)" : " (named above)");
+    if (nok == 0) {
+        fprintf(stderr, "bench-data: %s: none of the %d image files decodes\n", dir, nfound);
+        deit_transform_destroy(t);
+        free(files.v);
+        return 1;
+    }
     int count = images > files.n ? images : files.n;
     int cores = omp_get_num_procs();
-    printf("bench-data: %d files under %s (mean %.0f x %.0f px, %.1f KB), %d images per run, size %d\n",
-           files.n, dir, mw / nok, mh / nok, bytes / nok / 1024, count, size);
+    printf("bench-data: %d files under %s (mean %.0f x %.0f px, %.1f KB, of the files that decode), %d images per "
+           "run, size %d\n", files.n, dir, mw / nok, mh / nok, bytes / nok / 1024, count, size);
     printf("train transform: RRC(scale %.2f-1, %s) + flip %.2f + RandAugment '%s'%s + erasing %.2f; DCT scales: %s\n",
            t->rrc.scale_min, t->filter == RESAMPLE_BICUBIC ? "bicubic" : t->filter == RESAMPLE_BILINEAR ? "bilinear" : "random",
            t->hflip, cfg.auto_augment, t->use_cj ? " + colour jitter" : "", cfg.reprob,

@@ -1,82 +1,343 @@
-/* cmd_classify.c - `hgrn classify`: top-5 class names with probabilities for
- * image files, through the evaluation transform the model was validated with. */
+/* cmd_classify.c - `hgrn classify`: the most probable classes of image
+ * files, given as files, directories or glob patterns, through the
+ * evaluation transform the model was validated with (the eval loader's own
+ * deit_eval_file: the same pixels as `hgrn eval`). Everything needed comes
+ * from the checkpoint: the model config and the class names.
+ *
+ * Files are taken in batches of --batch (default 64): decoded in parallel on
+ * the CPU, then one forward on the backend per batch. Every file gets an
+ * answer in the order given; a file that cannot be read gets its one-line
+ * error in its place and the exit status is 1 at the end. */
 #include "checkpoint.h"
 #include "cli.h"
 #include "evaluate.h"
-#include "image.h"
+#include "transform_deit.h"
 
+#include <dirent.h>
+#include <glob.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+static void usage(void) {
+    printf("usage: hgrn classify --ckpt FILE PATH [PATH ...] [--top K] [--json] [--logits] [--batch N]\n"
+           "                     [--device cpu|cuda] [--precision bf16|fp32] [--section.key V]\n\n"
+           "The K most probable classes (default 5) of each image (JPEG or PNG), with the class\n"
+           "names stored in the checkpoint. A PATH is a file, a directory (its images, recursively,\n"
+           "in sorted order) or a glob pattern ('photos/*.jpg', quoted so that hgrn expands it).\n"
+           "Every file is answered in order; an unreadable one gets its error in its place, and\n"
+           "the exit status is then 1.\n\n"
+           "  --json     one JSON object per file and line on stdout:\n"
+           "             {\"file\": F, \"top\": [{\"index\": I, \"class\": NAME, \"prob\": P}, ...]}\n"
+           "             or {\"file\": F, \"error\": MESSAGE}; probabilities as fp32 values in full\n"
+           "  --logits   with --json: also \"logits\": every class's logit, in class order\n"
+           "  --top K    classes per file, 1 to the model's classes\n"
+           "  --batch N  images per forward (default 64)\n"
+           "A summary (images, failures, time per image) goes to stderr.\n");
+}
+
+typedef struct {
+    char *path;        /* the file, or the PATH argument that produced an error */
+    char *error;       /* set when the entry cannot be classified */
+} Entry;
+
+typedef struct { Entry *v; int n, cap; } Entries;
+
+static int add(Entries *e, const char *path, const char *error) {
+    if (e->n == e->cap) {
+        int cap = e->cap ? 2 * e->cap : 64;
+        Entry *v = realloc(e->v, sizeof *v * (size_t)cap);
+        if (!v) return -1;
+        e->v = v;
+        e->cap = cap;
+    }
+    Entry *x = &e->v[e->n];
+    x->path = strdup(path);
+    x->error = error ? strdup(error) : NULL;
+    if (!x->path || (error && !x->error)) {
+        free(x->path);
+        free(x->error);
+        return -1;
+    }
+    e->n++;
+    return 0;
+}
+
+static int has_image_ext(const char *name) {
+    const char *d = strrchr(name, '.');
+    return d && (!strcasecmp(d, ".jpg") || !strcasecmp(d, ".jpeg") || !strcasecmp(d, ".png"));
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The image files under dir, recursively, sorted by path component. */
+static int walk(const char *dir, Entries *e, int depth) {
+    if (depth > 32) return 0;   /* a symlink loop */
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    char **names = NULL;
+    int n = 0, cap = 0, rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **v = realloc(names, sizeof *v * (size_t)cap);
+            if (!v) { rc = -1; break; }
+            names = v;
+        }
+        if (!(names[n] = strdup(de->d_name))) { rc = -1; break; }
+        n++;
+    }
+    closedir(d);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, by_name);
+    for (int i = 0; i < n && rc == 0; i++) {
+        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        char *p = malloc(len);
+        if (!p) { rc = -1; break; }
+        snprintf(p, len, "%s/%s", dir, names[i]);
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(p, e, depth + 1);
+        else if (has_image_ext(names[i])) rc = add(e, p, NULL);
+        free(p);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+/* One PATH argument: a file (whatever its name; decoding decides), a
+ * directory, or a glob pattern that matched nothing in the shell. */
+static int expand(const char *arg, Entries *e) {
+    struct stat st;
+    if (stat(arg, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return add(e, arg, NULL);
+        const int before = e->n;
+        if (walk(arg, e, 0) < 0) return -1;
+        if (e->n == before) {
+            char msg[1100];
+            snprintf(msg, sizeof msg, "%.1000s: no .jpg, .jpeg or .png files in this directory", arg);
+            return add(e, arg, msg);
+        }
+        return 0;
+    }
+    if (strpbrk(arg, "*?[")) {
+        glob_t g;
+        const int r = glob(arg, 0, NULL, &g);
+        if (r == 0) {
+            int rc = 0;
+            for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) rc = expand(g.gl_pathv[i], e);
+            globfree(&g);
+            return rc;
+        }
+        globfree(&g);
+        if (r == GLOB_NOMATCH) {
+            char msg[1100];
+            snprintf(msg, sizeof msg, "%.1000s: no file matches this pattern", arg);
+            return add(e, arg, msg);
+        }
+    }
+    return add(e, arg, NULL);   /* missing: decoding reports it with the reason */
+}
+
+/* Class k's name: the checkpoint's, or "class k" when it stores none. */
+static const char *class_name(char **classes, int ncls, int k, char *buf, size_t len) {
+    if (k < ncls) return classes[k];
+    snprintf(buf, len, "class %d", k);
+    return buf;
+}
+
+static void print_prob(float p) {
+    if (p >= 1e-4f) printf("%8.4f%%", 100.0 * p);
+    else printf("%8.1e%%", 100.0 * p);
+}
 
 int cmd_classify(int argc, char **argv) {
+    const double t_start = now_seconds();
     char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ckpt device precision threads", err, sizeof err) < 0) {
+    if (cli_parse(&cli, argc, argv, "ckpt device precision threads batch top json logits ARGS", err,
+                  sizeof err) < 0) {
         fprintf(stderr, "hgrn classify: %s\n", err);
         return 2;
     }
     if (cli.help) {
-        printf("usage: hgrn classify --ckpt FILE IMAGE [IMAGE ...] [--device cpu|cuda]\n\n"
-               "Prints the five most probable classes of each image (JPEG or PNG) with their\n"
-               "probabilities, using the class names stored in the checkpoint.\n");
+        usage();
         cli_free(&cli);
         return 0;
     }
     if (!cli.ckpt[0] || cli.npos == 0) {
-        fprintf(stderr, "hgrn classify: usage: hgrn classify --ckpt FILE IMAGE [IMAGE ...]\n");
+        fprintf(stderr, "hgrn classify: usage: hgrn classify --ckpt FILE PATH [PATH ...] (see --help)\n");
         cli_free(&cli);
         return 2;
     }
-    int rc = 1, n = cli.npos;
+    if (cli.logits && !cli.json) {
+        fprintf(stderr, "hgrn classify: --logits needs --json (the logits are part of the JSON output)\n");
+        cli_free(&cli);
+        return 2;
+    }
+    int rc = 1, failed = 0, done_images = 0;
     Backend *bk = NULL;
     Model *m = NULL;
+    DeitTransform *tf = NULL;
+    DeitScratch *scratch = NULL;
     char **classes = NULL;
-    int ncls = 0;
+    int ncls = 0, nthreads = 1;
     uint8_t *px = NULL;
-    float *probs = NULL;
+    float *probs = NULL, *logits = NULL;
+    int *slot = NULL, *idx = NULL, nerrs = 0;
+    char **errs = NULL;
+    Entries ent = {0};
+    double t_decode = 0, t_forward = 0, setup_s = 0;
     Config *c = &cli.cfg;
     if (ckpt_read_config(cli.ckpt, c, &classes, &ncls, err, sizeof err) < 0) goto fail;
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
-    int S = c->image_size, C = c->channels, K = c->num_classes;
-    size_t per = (size_t)C * S * S;
-    px = malloc(per * (size_t)n);
-    probs = malloc(sizeof(float) * (size_t)K * (size_t)n);
-    if (!px || !probs) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
-    /* decode everything first: a bad file is reported before any work is done */
-    int filter = strcmp(c->interpolation, "bilinear") ? RESAMPLE_BICUBIC : RESAMPLE_BILINEAR;
-    for (int i = 0; i < n; i++) {
-        Image im;
-        if (image_load(cli.pos[i], C, &im, err, sizeof err) < 0) goto fail;
-        int r = image_eval_transform(&im, S, c->crop_pct, filter, px + per * (size_t)i);
-        image_free(&im);
-        if (r < 0) { snprintf(err, sizeof err, "%s: cannot resize to %dx%d", cli.pos[i], S, S); goto fail; }
+    const int S = c->image_size, C = c->channels, K = c->num_classes;
+    const int top = cli.top ? cli.top : (K < 5 ? K : 5);
+    if (top > K) {
+        snprintf(err, sizeof err, "--top %d is out of range [1, %d] (the model's classes)", top, K);
+        goto fail;
     }
+    for (int i = 0; i < cli.npos; i++)
+        if (expand(cli.pos[i], &ent) < 0) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    const int B = cli.batch ? cli.batch : 64;
+    const int Bmax = ent.n < B ? (ent.n > 0 ? ent.n : 1) : B;
+    const size_t per = (size_t)C * S * S;
+    px = malloc(per * (size_t)Bmax);
+    probs = malloc(sizeof(float) * (size_t)K * Bmax);
+    logits = cli.logits ? malloc(sizeof(float) * (size_t)K * Bmax) : NULL;
+    slot = malloc(sizeof(int) * (size_t)Bmax);
+    errs = calloc((size_t)Bmax, sizeof *errs);
+    nerrs = errs ? Bmax : 0;
+    idx = malloc(sizeof(int) * (size_t)top);
+    if (!px || !probs || (cli.logits && !logits) || !slot || !errs || !idx) {
+        snprintf(err, sizeof err, "out of host memory for batches of %d images", Bmax);
+        goto fail;
+    }
+    if (!(tf = deit_transform_create(c, err, sizeof err))) goto fail;
+    nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
+    if (!(scratch = calloc((size_t)nthreads, sizeof *scratch))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
     if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
-    int B = n < 64 ? n : 64;
-    if (!(m = model_create(bk, c, B, 0, err, sizeof err))) goto fail;
+    if (!(m = model_create(bk, c, Bmax, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
-    for (int i0 = 0; i0 < n; i0 += B) {
-        int b = n - i0 < B ? n - i0 : B;
-        model_forward(m, px + per * (size_t)i0, b, 0, NULL);
-        model_loss(m, NULL, b, NULL);
-        model_probs(m, probs + (size_t)K * i0, b);
+    setup_s = now_seconds() - t_start;
+    for (int i0 = 0; i0 < ent.n; i0 += Bmax) {
+        const int nb = ent.n - i0 < Bmax ? ent.n - i0 : Bmax;
+        double t0 = now_seconds();
+        /* decode the batch's files in parallel; each keeps its own error */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+        for (int j = 0; j < nb; j++) {
+            const Entry *x = &ent.v[i0 + j];
+            free(errs[j]);
+            errs[j] = NULL;
+            if (x->error) continue;
+            char msg[1024];
+            DeitScratch *s = &scratch[omp_get_thread_num()];
+            if (deit_eval_file(tf, x->path, s, px + per * (size_t)j, msg, sizeof msg) != 0)
+                errs[j] = strdup(msg[0] ? msg : "cannot be decoded");
+        }
+        /* the readable ones, packed in order */
+        int n = 0;
+        for (int j = 0; j < nb; j++) {
+            if (ent.v[i0 + j].error || errs[j]) { slot[j] = -1; continue; }
+            if (n != j) memmove(px + per * (size_t)n, px + per * (size_t)j, per);
+            slot[j] = n++;
+        }
+        double t1 = now_seconds();
+        if (n > 0) {
+            model_forward(m, px, n, 0, NULL);
+            model_loss(m, NULL, n, NULL);
+            model_probs(m, probs, n);
+            if (logits) model_logits(m, logits, n);
+        }
+        double t2 = now_seconds();
+        t_decode += t1 - t0;
+        t_forward += t2 - t1;
+        done_images += n;
+        for (int j = 0; j < nb; j++) {
+            const Entry *x = &ent.v[i0 + j];
+            const char *e = x->error ? x->error : errs[j];
+            if (e) {
+                /* messages start with the path, which the answer names already */
+                const size_t pl = strlen(x->path);
+                if (!strncmp(e, x->path, pl) && !strncmp(e + pl, ": ", 2)) e += pl + 2;
+                failed++;
+                if (cli.json) {
+                    fputs("{\"file\": ", stdout);
+                    json_string(stdout, x->path);
+                    fputs(", \"error\": ", stdout);
+                    json_string(stdout, e);
+                    fputs("}\n", stdout);
+                } else {
+                    printf("%s: error: %s\n", x->path, e);
+                }
+                continue;
+            }
+            const float *p = probs + (size_t)K * slot[j];
+            char nbuf[32];
+            top_k(p, K, top, idx);
+            if (cli.json) {
+                fputs("{\"file\": ", stdout);
+                json_string(stdout, x->path);
+                fputs(", \"top\": [", stdout);
+                for (int k = 0; k < top; k++) {
+                    fprintf(stdout, "%s{\"index\": %d, \"class\": ", k ? ", " : "", idx[k]);
+                    json_string(stdout, class_name(classes, ncls, idx[k], nbuf, sizeof nbuf));
+                    fputs(", \"prob\": ", stdout);
+                    json_float(stdout, p[idx[k]]);
+                    fputc('}', stdout);
+                }
+                fputc(']', stdout);
+                if (logits) {
+                    fputs(", \"logits\": [", stdout);
+                    for (int k = 0; k < K; k++) {
+                        if (k) fputs(", ", stdout);
+                        json_float(stdout, logits[(size_t)K * slot[j] + k]);
+                    }
+                    fputc(']', stdout);
+                }
+                fputs("}\n", stdout);
+            } else {
+                printf("%s\n", x->path);
+                for (int k = 0; k < top; k++) {
+                    fputs("  ", stdout);
+                    print_prob(p[idx[k]]);
+                    printf("  %s\n", class_name(classes, ncls, idx[k], nbuf, sizeof nbuf));
+                }
+            }
+        }
+        fflush(stdout);
     }
-    for (int i = 0; i < n; i++) {
-        int idx[5], k = K < 5 ? K : 5;
-        top_k(probs + (size_t)K * i, K, k, idx);
-        printf("%s:\n", cli.pos[i]);
-        for (int j = 0; j < k; j++)
-            printf("  %6.2f%%  %s\n", 100.0 * probs[(size_t)K * i + idx[j]],
-                   idx[j] < ncls ? classes[idx[j]] : "?");
-    }
-    rc = 0;
+    const double total = now_seconds() - t_start;
+    fprintf(stderr, "hgrn classify: %d image%s classified, %d failed; %.2f s in all (set-up %.2f s); per image: "
+            "decode %.2f ms, forward %.2f ms (batches of up to %d, %s)\n", done_images,
+            done_images == 1 ? "" : "s", failed, total, setup_s,
+            done_images ? 1e3 * t_decode / done_images : 0.0, done_images ? 1e3 * t_forward / done_images : 0.0,
+            Bmax, bk->name);
+    rc = failed ? 1 : 0;
     goto done;
 fail:
     fprintf(stderr, "hgrn classify: %s\n", err);
 done:
+    for (int i = 0; i < ent.n; i++) {
+        free(ent.v[i].path);
+        free(ent.v[i].error);
+    }
+    free(ent.v);
+    for (int j = 0; j < nerrs; j++) free(errs[j]);
+    free(errs);
+    free(idx);
+    free(slot);
     free(px);
     free(probs);
+    free(logits);
+    if (scratch)
+        for (int t = 0; t < nthreads; t++) deit_scratch_free(&scratch[t]);
+    free(scratch);
+    deit_transform_destroy(tf);
     model_destroy(m);
     if (bk) bk->destroy(bk);
     free_class_names(classes, ncls);

@@ -1,30 +1,257 @@
-/* cmd_eval.c - `hgrn eval`: top-1 / top-5 / loss of a checkpoint on a split. */
+/* cmd_eval.c - `hgrn eval`: top-1, top-5, loss, per-class accuracy and the
+ * confusion matrix of a checkpoint on a validation split, as text or JSON,
+ * on the CPU, one GPU or many (sharded over the ranks of a launch). */
 #include "checkpoint.h"
 #include "cli.h"
 #include "evaluate.h"
+#include "fsutil.h"
 #include "launch.h"
 #include "loader.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+static void usage(void) {
+    printf("usage: hgrn eval --ckpt FILE [--data DIR] [--device cpu|cuda] [--batch N] [--gpus N]\n"
+           "                 [--json] [--per-class] [--confusion FILE.csv] [--section.key V]\n\n"
+           "Evaluates a checkpoint on the validation split of the dataset its config names (or\n"
+           "--data DIR: an ImageFolder root with val/, the val/ directory itself, ImageNet's flat\n"
+           "validation directory with --data.val_labels FILE, a CIFAR-10 or Fashion-MNIST\n"
+           "directory with --data.dataset cifar10|fmnist). Prints top-1, top-5, mean\n"
+           "cross-entropy, the evaluation's throughput and the command's wall time.\n\n"
+           "  --json            one JSON object on stdout instead of the text (per-class figures included)\n"
+           "  --per-class       the per-class table in the text output\n"
+           "  --confusion FILE  the confusion matrix as CSV: a row per true class, a column per predicted one\n"
+           "  --batch N         evaluation batch (default train.batch_size of the checkpoint's config)\n"
+           "  --gpus N          N local ranks, one per GPU, each evaluating its shard (as hgrn train --gpus)\n\n"
+           "The data's class names are compared with those stored in the checkpoint: the same\n"
+           "names in another order (or a subset) are mapped by name, other names are a warning,\n"
+           "more classes than the model has an error. Under mpirun or torchrun-style variables\n"
+           "each rank evaluates its shard and rank 0 prints the result over all of them.\n");
+}
+
+/* A class name that only repeats its index ("7", as the ImageNet validation
+ * directory names classes without a class-name file) says nothing. */
+static int unnamed(const char *name, int k) {
+    char b[16];
+    snprintf(b, sizeof b, "%d", k);
+    return !name || !name[0] || !strcmp(name, b);
+}
+
+/* The data's classes against the checkpoint's (DESIGN.md section 8): more
+ * than the model has is an error; when the checkpoint's names are the
+ * data's own (no data.class_names file), the same names at other indices (a
+ * reordering or a subset) are mapped by name and other differences are a
+ * warning (labels taken as indices). Returns 0 (the same classes), 1 (mapped
+ * by name: a note in warn), 2 (a warning in warn), or -1 with err. */
+static int check_classes(const Config *c, Dataset *ds, char **ck, int nck, int K, char *warn, size_t wlen,
+                         char *err, size_t errlen) {
+    warn[0] = 0;
+    if (ds->num_classes > K) {
+        snprintf(err, errlen, "the data has %d classes but the checkpoint's model has %d (model.num_classes): "
+                 "is this the data it was trained on?", ds->num_classes, K);
+        return -1;
+    }
+    /* With a class-name file (data.class_names: ImageNet's readable names
+     * for its WordNet-id folders, say) the checkpoint's names are that
+     * file's, not the folders': nothing to compare the folders with. */
+    if (c->class_names[0] || !ck || nck != K || !ds->class_names) return 0;
+    int differ = 0, first = -1, found = 0;
+    for (int k = 0; k < ds->num_classes; k++) {
+        if (unnamed(ds->class_names[k], k) || unnamed(ck[k], k)) return 0;
+        if (strcmp(ds->class_names[k], ck[k]) != 0 && differ++ == 0) first = k;
+    }
+    if (!differ) return 0;
+    int *map = malloc(sizeof(int) * (size_t)ds->num_classes);
+    if (!map) {
+        snprintf(err, errlen, "out of host memory");
+        return -1;
+    }
+    for (int k = 0; k < ds->num_classes; k++) {
+        map[k] = -1;
+        for (int j = 0; j < K && map[k] < 0; j++)
+            if (!strcmp(ds->class_names[k], ck[j])) map[k] = j;
+        found += map[k] >= 0;
+    }
+    if (found == ds->num_classes) {
+        char **names = calloc((size_t)K, sizeof *names);
+        int ok = names != NULL;
+        for (int j = 0; ok && j < K; j++) ok = (names[j] = strdup(ck[j])) != NULL;
+        if (ok && dataset_relabel(ds, map, names, K) == 0) {
+            snprintf(warn, wlen, "the data's %d classes are the checkpoint's in another order or a subset "
+                     "(data class %d '%.60s' is the checkpoint's class %d): mapped by name", found, first,
+                     ds->class_names[map[first]], map[first]);
+            free(map);
+            return 1;
+        }
+        if (names)
+            for (int j = 0; j < K; j++) free(names[j]);
+        free(names);
+        snprintf(err, errlen, "the data's classes are the checkpoint's in another order (data class %d "
+                 "'%.60s' is the checkpoint's class %d) and this dataset cannot be relabelled",
+                 first, ck[map[first]] ? ck[map[first]] : "?", map[first]);
+        free(map);
+        return -1;
+    }
+    snprintf(warn, wlen, "%d of the data's %d class names differ from the checkpoint's (class %d: data "
+             "'%.60s', checkpoint '%.60s'); labels are taken as the checkpoint's class indices", differ,
+             ds->num_classes, first, ds->class_names[first], ck[first]);
+    free(map);
+    return 2;
+}
+
+/* A CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static int write_confusion(const char *path, const EvalCounts *cn, char **names, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    const int K = cn->classes;
+    fputs("true\\predicted", f);
+    for (int p = 0; p < K; p++) {
+        fputc(',', f);
+        csv_field(f, names[p]);
+    }
+    fputc('\n', f);
+    for (int t = 0; t < K; t++) {
+        csv_field(f, names[t]);
+        for (int p = 0; p < K; p++) fprintf(f, ",%.0f", cn->confusion[(size_t)t * K + p]);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) {
+        free(text);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    const void *chunks[1] = {text};
+    const size_t lens[1] = {len};
+    const int rc = write_file_atomic(path, chunks, lens, 1, err, errlen);
+    free(text);
+    return rc;
+}
+
+static void print_json(const Cli *cli, const Config *c, const EvalResult *r, const EvalCounts *cn, char **names,
+                       int world, const char *device, double setup_s, double wall_s, double unreadable,
+                       int available, const char *warn) {
+    FILE *o = stdout;
+    fputs("{\"checkpoint\": ", o);
+    json_string(o, cli->ckpt);
+    fputs(", \"data\": ", o);
+    json_string(o, c->path);
+    fputs(", \"dataset\": ", o);
+    json_string(o, c->dataset);
+    fprintf(o, ", \"images\": %ld, \"images_available\": %d, \"unreadable\": %.0f, \"classes\": %d", r->count,
+            available, unreadable, c->num_classes);
+    fputs(", \"top1\": ", o);
+    json_number(o, r->top1);
+    fputs(", \"top5\": ", o);
+    json_number(o, r->top5);
+    fputs(", \"loss\": ", o);
+    json_number(o, r->loss);
+    fputs(", \"device\": ", o);
+    json_string(o, device);
+    fprintf(o, ", \"ranks\": %d, \"batch\": %d, \"eval_seconds\": %.3f, \"img_per_s\": %.1f, "
+            "\"setup_seconds\": %.3f, \"wall_seconds\": %.3f", world, c->batch_size, r->seconds,
+            r->seconds > 0 ? r->count / r->seconds : 0.0, setup_s, wall_s);
+    fputs(", \"warnings\": [", o);
+    if (warn[0]) json_string(o, warn);
+    fputs("], \"confusion_csv\": ", o);
+    if (cli->confusion[0]) json_string(o, cli->confusion);
+    else fputs("null", o);
+    fputs(", \"per_class\": [", o);
+    for (int k = 0; k < cn->classes; k++) {
+        fprintf(o, "%s{\"index\": %d, \"name\": ", k ? ", " : "", k);
+        json_string(o, names[k]);
+        fprintf(o, ", \"images\": %.0f, \"top1\": ", cn->class_count[k]);
+        if (cn->class_count[k] > 0) json_number(o, 100.0 * cn->class_top1[k] / cn->class_count[k]);
+        else fputs("null", o);
+        fputs(", \"top5\": ", o);
+        if (cn->class_count[k] > 0) json_number(o, 100.0 * cn->class_top5[k] / cn->class_count[k]);
+        else fputs("null", o);
+        fputc('}', o);
+    }
+    fputs("]}\n", o);
+}
+
+static void print_text(const Cli *cli, const Config *c, const EvalResult *r, const EvalCounts *cn, char **names,
+                       int world, const char *device, double setup_s, double wall_s, size_t act_bytes,
+                       int available) {
+    printf("%s on %s: %ld images, %d classes: top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n", cli->ckpt, c->path,
+           r->count, c->num_classes, r->top1, r->top5, r->loss);
+    if (c->val_limit > 0 && c->val_limit < available)
+        printf("  data.val_limit = %d (from the checkpoint's config or the command line): %d of the %d images "
+               "evaluated; --data.val_limit 0 for all\n", c->val_limit, c->val_limit, available);
+    printf("  evaluation %.1f s (%.0f img/s, batch %d, %s, %d rank%s); %.1f s in all, of which set-up %.1f s "
+           "(dataset, model and %.2f GiB of activations, weights)\n", r->seconds,
+           r->seconds > 0 ? r->count / r->seconds : 0.0, c->batch_size, device, world, world > 1 ? "s" : "",
+           wall_s, setup_s, act_bytes / 1073741824.0);
+    int worst = -1, best = -1;
+    for (int k = 0; k < cn->classes; k++) {
+        if (cn->class_count[k] <= 0) continue;
+        const double a = cn->class_top1[k] / cn->class_count[k];
+        if (worst < 0 || a < cn->class_top1[worst] / cn->class_count[worst]) worst = k;
+        if (best < 0 || a > cn->class_top1[best] / cn->class_count[best]) best = k;
+    }
+    if (cli->per_class) {
+        printf("  %5s  %-32s %8s %8s %8s\n", "class", "name", "images", "top-1", "top-5");
+        for (int k = 0; k < cn->classes; k++) {
+            if (cn->class_count[k] <= 0) {
+                printf("  %5d  %-32.32s %8d %8s %8s\n", k, names[k], 0, "-", "-");
+                continue;
+            }
+            printf("  %5d  %-32.32s %8.0f %7.2f%% %7.2f%%\n", k, names[k], cn->class_count[k],
+                   100.0 * cn->class_top1[k] / cn->class_count[k], 100.0 * cn->class_top5[k] / cn->class_count[k]);
+        }
+    } else if (worst >= 0) {
+        printf("  per-class top-1 from %.2f%% (%s) to %.2f%% (%s); --per-class for every class\n",
+               100.0 * cn->class_top1[worst] / cn->class_count[worst], names[worst],
+               100.0 * cn->class_top1[best] / cn->class_count[best], names[best]);
+    }
+    if (cli->confusion[0]) printf("  confusion matrix: %s\n", cli->confusion);
+}
+
 int cmd_eval(int argc, char **argv) {
+    const double t_start = now_seconds();
     char err[1024];
+    int gpus = 0;
+    if (launch_take_gpus(&argc, argv, &gpus, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn eval: %s\n", err);
+        return 2;
+    }
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ckpt device precision threads data batch", err, sizeof err) < 0) {
+    if (cli_parse(&cli, argc, argv, "ckpt device precision threads data batch json per-class confusion", err,
+                  sizeof err) < 0) {
         fprintf(stderr, "hgrn eval: %s\n", err);
         return 2;
     }
     if (cli.help) {
-        printf("usage: hgrn eval --ckpt FILE [--data DIR] [--device cpu|cuda] [--batch N] [--section.key V]\n\n"
-               "Evaluates a checkpoint on the validation split of the dataset its config names\n"
-               "(or --data DIR) and prints top-1, top-5 and mean cross-entropy. Under mpirun (or\n"
-               "torchrun-style variables) each rank evaluates its shard and rank 0 prints the\n"
-               "result over all of them.\n");
+        usage();
         cli_free(&cli);
         return 0;
     }
     if (!cli.ckpt[0]) { fprintf(stderr, "hgrn eval: --ckpt FILE is required\n"); cli_free(&cli); return 2; }
+    if (gpus > 0) {
+        cli_free(&cli);
+        return cli_run_local_ranks("eval", gpus, argc, argv);
+    }
     int rc = 1;
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {
@@ -38,8 +265,11 @@ int cmd_eval(int argc, char **argv) {
     Dataset *ds = NULL;
     Loader *ld = NULL;
     Model *m = NULL;
-    char **classes = NULL;
+    char **classes = NULL, **names = NULL;
     int ncls = 0;
+    char warn[512] = "";
+    EvalCounts cn;
+    memset(&cn, 0, sizeof cn);
     Config *c = &cli.cfg;
     if (ckpt_read_config(cli.ckpt, c, &classes, &ncls, err, sizeof err) < 0) goto fail;
     if (cli.batch) {
@@ -48,7 +278,18 @@ int cmd_eval(int argc, char **argv) {
         if (config_set(c, "train.batch_size", b, err, sizeof err) < 0) goto fail;
     }
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
-    if (!(ds = open_dataset(c, "val", err, sizeof err))) goto fail;
+    if (!(ds = open_eval_dataset(c, err, sizeof err))) goto fail;
+    const int available = ds->n;
+    const int classes_rc = check_classes(c, ds, classes, ncls, c->num_classes, warn, sizeof warn, err, sizeof err);
+    if (classes_rc < 0) goto fail;
+    if (classes_rc > 0 && li.rank == 0) fprintf(stderr, "hgrn eval: %s: %s\n", classes_rc == 2 ? "warning" : "note", warn);
+    if (!(names = load_class_names(c, ds, err, sizeof err))) goto fail;
+    for (int k = 0; k < ncls && k < c->num_classes; k++) {   /* the checkpoint's names come first */
+        char *s = strdup(classes[k]);
+        if (!s) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        free(names[k]);
+        names[k] = s;
+    }
     if (!(ld = loader_create(ds, c, 0, li.rank, li.world, err, sizeof err))) goto fail;
     if (!(bk = cli_backend(&cli, gpu, err, sizeof err))) goto fail;
     if (!(comm = comm_create(&li, bk, c->comm_timeout, err, sizeof err))) goto fail;
@@ -58,19 +299,38 @@ int cmd_eval(int argc, char **argv) {
     if (loader_start_prefetch(ld, 2, err, sizeof err) < 0) goto fail;
     if (!(m = model_create(bk, c, loader_batch_size(ld), 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
+    if (eval_counts_init(&cn, c->num_classes, cli.confusion[0] ? EVAL_CONFUSION : EVAL_PER_CLASS) < 0) {
+        snprintf(err, sizeof err, "out of host memory for the per-class counts of %d classes%s", c->num_classes,
+                 cli.confusion[0] ? " and their confusion matrix" : "");
+        goto fail;
+    }
+    const double setup_s = now_seconds() - t_start;
     EvalResult r;
-    if (evaluate(m, ld, c, comm, &r, li.rank == 0, err, sizeof err) < 0) goto fail;
-    if (li.rank == 0)
-        printf("%s on %s (%ld images): top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%.1f s, %.0f img/s, %s)\n",
-           cli.ckpt, c->path, r.count, r.top1, r.top5, r.loss, r.seconds, r.count / r.seconds, bk->name);
+    if (evaluate_counts(m, ld, c, comm, &r, &cn, li.rank == 0 && !cli.json, err, sizeof err) < 0) goto fail;
+    double unreadable = loader_bad_samples(ld);
+    comm->host_sum(comm, &unreadable, 1);
+    if (li.rank == 0) {
+        if (cli.confusion[0] && write_confusion(cli.confusion, &cn, names, err, sizeof err) < 0) goto fail;
+        const double wall_s = now_seconds() - t_start;
+        if (cli.json)
+            print_json(&cli, c, &r, &cn, names, li.world, bk->name, setup_s, wall_s, unreadable, available, warn);
+        else
+            print_text(&cli, c, &r, &cn, names, li.world, bk->name, setup_s, wall_s, model_activation_bytes(m),
+                       available);
+        if (unreadable > 0)
+            fprintf(stderr, "hgrn eval: %.0f unreadable images left out (each named above)\n", unreadable);
+        fflush(stdout);
+    }
     rc = 0;
     goto done;
 fail:
     if (li.world > 1) fprintf(stderr, "hgrn eval: rank %d: %s\n", li.rank, err);
     else fprintf(stderr, "hgrn eval: %s\n", err);
 done:
+    eval_counts_free(&cn);
     model_destroy(m);
     loader_destroy(ld);
+    if (names) free_class_names(names, c->num_classes);
     if (ds) ds->close(ds);
     if (comm) comm->destroy(comm);
     if (bk) bk->destroy(bk);

@@ -22,7 +22,7 @@ static void dir_name(char *out, size_t len, int k, const char *name) {
 int cmd_prepare(int argc, char **argv) {
     char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "data", err, sizeof err) < 0) {
+    if (cli_parse(&cli, argc, argv, "data ARGS", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn prepare: %s\n", err);
         return 2;
     }

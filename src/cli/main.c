@@ -11,8 +11,11 @@ int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_bench_data(int argc, char **argv);
 int cmd_lra(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #include "backend.h"
+#include "config.h"
 
 /* `hgrn device`: the device commands use when --device is not given. */
 static int cmd_device(int argc, char **argv) {
@@ -28,11 +31,13 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a model from a config (--config FILE --out DIR)"},
     {"lra", cmd_lra, "the LRA image task: 1,024-pixel sequences (--mixer NAME --data cifar10|fmnist32|DIR)"},
-    {"eval", cmd_eval, "top-1/top-5/loss of a checkpoint (--ckpt FILE [--data DIR])"},
-    {"classify", cmd_classify, "top-5 classes of image files (--ckpt FILE IMAGE...)"},
-    {"info", cmd_info, "parameter count and tensor table of a config (--config FILE)"},
+    {"eval", cmd_eval, "top-1/top-5/loss/per-class accuracy of a checkpoint (--ckpt FILE [--data DIR] [--json])"},
+    {"classify", cmd_classify, "most probable classes of images: files, directories, globs (--ckpt FILE PATH...)"},
+    {"info", cmd_info, "tensors, parameters, FLOPs and memory of a config (--config FILE [--batch N])"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE); --ops: CUDA kernel timings"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
+    {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
+    {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
     {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree or CIFAR-10 batches (prepare [cifar-like] fmnist OUT)"},
 };
@@ -52,7 +57,14 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
+    const char *near = NULL;
+    int best = 3;   /* at most two edits away: a misspelling */
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const int d = edit_distance(argv[1], commands[i].name);
+        if (d < best) { best = d; near = commands[i].name; }
+    }
+    if (near) fprintf(stderr, "hgrn: unknown command '%s' (did you mean '%s'?)\n", argv[1], near);
+    else fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
 }

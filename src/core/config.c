@@ -392,11 +392,16 @@ void config_defaults(Config *c)
     }
 }
 
-/* Suggestion for an unknown "section.name": the key of that name elsewhere. */
+/* Suggestion for an unknown "section.name": the key of that name in another
+ * section, else the nearest key by spelling. */
 static void unknown_key_msg(const char *section, const char *name, char *msg, size_t ml)
 {
     const Key *other = find_key_any_section(name);
-    if (other && section)
+    char full[160], near[96];
+    snprintf(full, sizeof full, "%s%s%s", section ? section : "", section ? "." : "", name);
+    if (!other && config_nearest_key(full, near, sizeof near) >= 0)
+        set_err(msg, ml, "unknown key '%.100s' (did you mean '%s'?)", full, near);
+    else if (other && section)
         set_err(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
     else if (other)
         set_err(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
@@ -470,6 +475,53 @@ int config_has_key(const char *full_key)
     memcpy(section, full_key, (size_t)(dot - full_key));
     section[dot - full_key] = 0;
     return find_key(section, dot + 1) != NULL || (!strcmp(section, "model") && !strcmp(dot + 1, "arch"));
+}
+
+int edit_distance(const char *a, const char *b)
+{
+    const size_t la = strlen(a), lb = strlen(b);
+    if (la > 255 || lb > 255) return (int)(la > lb ? la : lb);
+    int row[256];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            const int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+int config_nearest_key(const char *name, char *out, size_t outlen)
+{
+    /* "section.key" is compared section to section and key to key: the key
+     * within a third of its length (at least one edit), the section within
+     * two edits, or any section when the key is spelt right */
+    const char *dot = strchr(name, '.');
+    char section[64] = "";
+    const char *key = name;
+    if (dot) {
+        snprintf(section, sizeof section, "%.*s", (int)(dot - name) < 63 ? (int)(dot - name) : 63, name);
+        key = dot + 1;
+    }
+    int limit = ((int)strlen(key) + 2) / 3;
+    if (limit < 1) limit = 1;
+    int best = -1;
+    for (int i = 0; i < NKEYS; i++) {
+        const int dk = edit_distance(key, KEYS[i].name), ds = dot ? edit_distance(section, KEYS[i].section) : 0;
+        const int d = dk + ds;
+        if (dk <= limit && (ds <= 2 || dk == 0) && (best < 0 || d < best)) {
+            best = d;
+            if (out && outlen) snprintf(out, outlen, "%s.%s", KEYS[i].section, KEYS[i].name);
+        }
+    }
+    return best;
 }
 
 /* Split a value into text: strip an inline comment ('#' or ';' at the start

@@ -119,4 +119,16 @@ void config_print_help(FILE *f);
 /* Is this "section.key" a known key? */
 int config_has_key(const char *full_key);
 
+/* The known "section.key" nearest to name (a full key or a bare key name, as
+ * a user might misspell either) by edit distance, into out: the key within
+ * a third of its length (at least one edit) and the section within two
+ * edits, or any section for a key spelt right. Returns the distance (key
+ * plus section edits), or -1 when none is that near: too far to be a
+ * misspelling. */
+int config_nearest_key(const char *name, char *out, size_t outlen);
+
+/* Levenshtein distance between a and b (bytes, case-sensitive), for "did you
+ * mean" suggestions. */
+int edit_distance(const char *a, const char *b);
+
 #endif

@@ -291,3 +291,40 @@ int dir_exists(const char *path)
     struct stat st;
     return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+int absolute_path(const char *path, char *out, size_t outlen, char *err, size_t errlen)
+{
+    if (path[0] == '/') {
+        if (strlen(path) >= outlen) {
+            set_err(err, errlen, "%.200s: path too long (%zu bytes, at most %zu)", path, strlen(path), outlen - 1);
+            return -1;
+        }
+        strcpy(out, path);
+        return 0;
+    }
+    char *real = realpath(path, NULL);
+    if (real) {
+        const size_t n = strlen(real);
+        if (n >= outlen) {
+            set_err(err, errlen, "%.200s: absolute path too long (%zu bytes, at most %zu)", path, n, outlen - 1);
+            free(real);
+            return -1;
+        }
+        memcpy(out, real, n + 1);
+        free(real);
+        return 0;
+    }
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) {
+        set_err(err, errlen, "%.200s: cannot make it absolute: the working directory is unknown (%s)", path,
+                strerror(errno));
+        return -1;
+    }
+    while (path[0] == '.' && path[1] == '/') path += 2;
+    const int n = snprintf(out, outlen, "%s/%s", cwd, path);
+    if (n < 0 || (size_t)n >= outlen) {
+        set_err(err, errlen, "%.200s: absolute path too long (at most %zu bytes)", path, outlen - 1);
+        return -1;
+    }
+    return 0;
+}

@@ -33,4 +33,10 @@ int file_exists(const char *path);
 /* 1 if path names an existing directory (symlinks followed), else 0. */
 int dir_exists(const char *path);
 
+/* path made absolute: realpath() when it exists, else the working directory
+ * joined with it (leading "./" dropped). An absolute path is copied as it is.
+ * Returns 0, or -1 with a message when the result does not fit in outlen
+ * bytes or the working directory is unknown. */
+int absolute_path(const char *path, char *out, size_t outlen, char *err, size_t errlen);
+
 #endif

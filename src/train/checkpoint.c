@@ -1,5 +1,6 @@
 /* checkpoint.c - safetensors weights + training state; see checkpoint.h. */
 #include "checkpoint.h"
+#include "fsutil.h"
 #include "safetensors.h"
 
 #include <stdio.h>
@@ -35,6 +36,31 @@ static void fill_tensor(StTensor *t, const ParamInfo *pi, const char *name, cons
     t->nbytes = pi->numel * sizeof(float);
 }
 
+/* The config as stored in a checkpoint: the files it names (data.path,
+ * data.class_names, data.val_labels) absolute, so that `hgrn eval --ckpt`
+ * finds them from any working directory. */
+static int stored_config_text(const char *path, const Config *c, char *text, size_t len, char *err,
+                              size_t errlen) {
+    Config s = *c;
+    char *fields[3] = {s.path, s.class_names, s.val_labels};
+    for (int i = 0; i < 3; i++) {
+        char abs[4096];
+        if (!fields[i][0]) continue;
+        if (absolute_path(fields[i], abs, sizeof abs, err, errlen) < 0) return -1;
+        if (strlen(abs) >= CFG_STR) {
+            snprintf(err, errlen, "%s: the absolute path %.300s is longer than a config value may be (%d bytes)",
+                     path, abs, CFG_STR - 1);
+            return -1;
+        }
+        strcpy(fields[i], abs);
+    }
+    if (config_write(&s, text, len) < 0) {
+        snprintf(err, errlen, "%s: config too long to store", path);
+        return -1;
+    }
+    return 0;
+}
+
 static char *join_classes(char *const *classes, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(classes[i]) + 1;
@@ -56,10 +82,7 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     int rc = -1;
     if (!ts || (classes && !cls)) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }
     for (int i = 0; i < n; i++) fill_tensor(&ts[i], model_tensor(m, i), model_tensor(m, i)->name, h);
-    if (config_write(c, cfgtext, sizeof cfgtext) < 0) {
-        snprintf(err, errlen, "%s: config too long to store", path);
-        goto out;
-    }
+    if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", step);
     const char *keys[4] = {"format", "config", "step", "classes"};
     const char *vals[4] = {FORMAT_TAG, cfgtext, stepbuf, cls ? cls : ""};
@@ -101,10 +124,7 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     put_scalar(&ts[2 * n + 2], "batch", "I64", &batch, 8);
     put_scalar(&ts[2 * n + 3], "best_top1", "F32", &st->best_top1, 4);
     put_scalar(&ts[2 * n + 4], "seed", "U64", &seed, 8);
-    if (config_write(c, cfgtext, sizeof cfgtext) < 0) {
-        snprintf(err, errlen, "%s: config too long to store", path);
-        goto out;
-    }
+    if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
     const char *keys[3] = {"format", "config", "step"};
     const char *vals[3] = {FORMAT_TAG, cfgtext, stepbuf};
@@ -174,10 +194,53 @@ static int check_no_extra(const char *path, const SafeTensors *f, Model *m, cons
     return -1;
 }
 
+/* The model a checkpoint's stored config describes against the one being
+ * loaded into: the token mixer and the keys that fix the tensors' shapes or
+ * their meaning. A file without a stored config (an import, say) is checked
+ * tensor by tensor only. Older files say model.arch = hgrn1 | hgrn2, which
+ * config_load_text reads as model.mixer = hgru1 | hgru2. */
+static int check_stored_model(const char *path, const SafeTensors *f, const Config *want, char *err,
+                              size_t errlen) {
+    const char *text = st_meta(f, "config");
+    if (!text) return 0;
+    Config have;
+    config_defaults(&have);
+    char origin[600];
+    snprintf(origin, sizeof origin, "%s (stored config)", path);
+    if (config_load_text(&have, text, origin, err, errlen) < 0) return -1;
+    if (strcmp(have.mixer, want->mixer) != 0) {
+        snprintf(err, errlen, "%s holds a model with token mixer %s (model.mixer = %s), but the config asks "
+                 "for %s: pass --model.mixer %s, or use the config stored in the checkpoint", path, have.mixer,
+                 have.mixer, want->mixer, have.mixer);
+        return -1;
+    }
+    const struct { const char *key; int have, want; } keys[] = {
+        {"model.channels", have.channels, want->channels},     {"model.patch_size", have.patch_size, want->patch_size},
+        {"model.dim", have.dim, want->dim},                    {"model.depth", have.depth, want->depth},
+        {"model.glu_dim", have.glu_dim, want->glu_dim},        {"model.num_classes", have.num_classes, want->num_classes},
+        {"model.head_size", have.head_size, want->head_size},
+    };
+    char diff[512] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (keys[i].have != keys[i].want && len < sizeof diff)
+            len += (size_t)snprintf(diff + len, sizeof diff - len, "%s%s %d (the config says %d)", len ? ", " : "",
+                                    keys[i].key, keys[i].have, keys[i].want);
+    if (len) {
+        snprintf(err, errlen, "%s holds a different %s model: %s", path, have.mixer, diff);
+        return -1;
+    }
+    return 0;
+}
+
 int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen) {
     SafeTensors *f = st_open(path, err, errlen);
     if (!f) return -1;
     int rc = -1;
+    if (check_stored_model(path, f, model_config(m), err, errlen) < 0) {
+        st_close(f);
+        return -1;
+    }
     size_t np = model_num_params(m);
     float *h = malloc(np * sizeof(float));
     if (!h) { snprintf(err, errlen, "%s: out of host memory", path); goto out; }

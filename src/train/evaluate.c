@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "feed.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,77 @@ void top_k(const float *p, int n, int k, int *idx) {
     }
 }
 
-int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress,
-             char *err, size_t errlen) {
+int eval_counts_init(EvalCounts *c, int classes, int detail) {
+    memset(c, 0, sizeof *c);
+    c->classes = classes;
+    if (detail >= EVAL_PER_CLASS) {
+        c->class_count = calloc((size_t)classes, sizeof(double));
+        c->class_top1 = calloc((size_t)classes, sizeof(double));
+        c->class_top5 = calloc((size_t)classes, sizeof(double));
+        if (!c->class_count || !c->class_top1 || !c->class_top5) goto fail;
+    }
+    if (detail >= EVAL_CONFUSION) {
+        if ((double)classes * classes > INT_MAX) goto fail;   /* host_sum takes an int count */
+        if (!(c->confusion = calloc((size_t)classes * classes, sizeof(double)))) goto fail;
+    }
+    return 0;
+fail:
+    eval_counts_free(c);
+    return -1;
+}
+
+void eval_counts_free(EvalCounts *c) {
+    free(c->class_count);
+    free(c->class_top1);
+    free(c->class_top5);
+    free(c->confusion);
+    c->class_count = c->class_top1 = c->class_top5 = c->confusion = NULL;
+}
+
+void eval_counts_add(EvalCounts *c, const float *probs, const int *labels, const float *losses, int n) {
+    const int K = c->classes, k5 = K < 5 ? K : 5;
+    for (int i = 0; i < n; i++) {
+        int idx[5];
+        top_k(probs + (size_t)i * K, K, k5, idx);
+        const int y = labels[i];
+        int in5 = 0;
+        for (int j = 0; j < k5; j++) in5 |= idx[j] == y;
+        c->top1 += idx[0] == y;
+        c->top5 += in5;
+        c->count += 1;
+        if (losses) c->loss += losses[i];
+        if (c->class_count) {
+            c->class_count[y] += 1;
+            c->class_top1[y] += idx[0] == y;
+            c->class_top5[y] += in5;
+        }
+        if (c->confusion) c->confusion[(size_t)y * K + idx[0]] += 1;
+    }
+}
+
+void eval_counts_allreduce(EvalCounts *c, Comm *comm) {
+    double s[4] = {c->top1, c->top5, c->loss, c->count};
+    comm->host_sum(comm, s, 4);
+    c->top1 = s[0];
+    c->top5 = s[1];
+    c->loss = s[2];
+    c->count = s[3];
+    if (c->class_count) {
+        comm->host_sum(comm, c->class_count, c->classes);
+        comm->host_sum(comm, c->class_top1, c->classes);
+        comm->host_sum(comm, c->class_top5, c->classes);
+    }
+    if (c->confusion) comm->host_sum(comm, c->confusion, c->classes * c->classes);
+}
+
+int evaluate_counts(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, EvalCounts *counts,
+                    int show_progress, char *err, size_t errlen) {
     int K = c->num_classes, B = model_max_batch(m);
+    EvalCounts local;
+    if (!counts) {
+        eval_counts_init(&local, K, 0);
+        counts = &local;
+    }
     float *onehot = calloc((size_t)B * K, sizeof(float));
     float *probs = malloc((size_t)B * K * sizeof(float));
     float *losses = malloc((size_t)B * sizeof(float));
@@ -32,8 +101,7 @@ int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, i
         return -1;
     }
     memset(r, 0, sizeof *r);
-    double t0 = now_seconds(), loss_sum = 0;
-    long c1 = 0, c5 = 0;
+    double t0 = now_seconds();
     int nb = loader_batches_per_epoch(ld), bi = 0, rc = 0, tty = show_progress && isatty(2);
     loader_set_epoch(ld, 0, 0);
     /* Batches come by reference from the loader (its page-locked ring, or
@@ -52,42 +120,41 @@ int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, i
         got = feed_next(&feed, &b);           /* staged while this forward runs */
         model_loss(m, onehot, n, losses);
         model_probs(m, probs, n);
-        for (int i = 0; i < n; i++) {
-            int idx[5], k5 = K < 5 ? K : 5;
-            top_k(probs + (size_t)i * K, K, k5, idx);
-            c1 += idx[0] == labels[i];
-            for (int j = 0; j < k5; j++) c5 += idx[j] == labels[i];
-            loss_sum += losses[i];
-        }
-        r->count += n;
+        eval_counts_add(counts, probs, labels, losses, n);
         bi++;
-        if (tty)
-            fprintf(stderr, "\r  eval %d/%d  top-1 %.2f%%  %.0f img/s   ", bi, nb,
-                    100.0 * c1 / r->count, r->count / (now_seconds() - t0));
+        if (tty) {
+            const double el = now_seconds() - t0, eta = el / bi * (nb - bi);
+            fprintf(stderr, "\r  eval %d/%d  top-1 %.2f%%  %.0f img/s  %.0f s, ETA %.0f s   ", bi, nb,
+                    100.0 * counts->top1 / counts->count, counts->count / el, el, eta);
+        }
     }
-    if (tty) fprintf(stderr, "\r%*s\r", 60, "");
+    if (tty) fprintf(stderr, "\r%*s\r", 70, "");
     if (got < 0) {
         snprintf(err, errlen, "%s", loader_error(ld));
         rc = -1;
     }
     /* over the ranks: every sample was counted once, by its rank; a rank's
      * failure is every rank's (no rank may wait for one that stopped) */
-    double sums[5] = {(double)c1, (double)c5, loss_sum, (double)r->count, rc < 0 ? 1.0 : 0.0};
-    comm->host_sum(comm, sums, 5);
-    if (sums[4] > 0 && rc == 0) {
+    double failed = rc < 0 ? 1.0 : 0.0;
+    comm->host_sum(comm, &failed, 1);
+    if (failed > 0 && rc == 0) {
         snprintf(err, errlen, "evaluation failed on another rank (its message is above)");
         rc = -1;
     }
-    c1 = (long)sums[0];
-    c5 = (long)sums[1];
-    loss_sum = sums[2];
-    r->count = (long)sums[3];
+    if (rc == 0) eval_counts_allreduce(counts, comm);
+    r->count = (long)counts->count;
     if (r->count > 0) {
-        r->top1 = 100.0 * c1 / r->count;
-        r->top5 = 100.0 * c5 / r->count;
-        r->loss = loss_sum / r->count;
+        r->top1 = 100.0 * counts->top1 / counts->count;
+        r->top5 = 100.0 * counts->top5 / counts->count;
+        r->loss = counts->loss / counts->count;
     }
     r->seconds = now_seconds() - t0;
+    if (counts == &local) eval_counts_free(&local);
     free(onehot); free(probs); free(losses); free(labels);
     return rc;
+}
+
+int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress,
+             char *err, size_t errlen) {
+    return evaluate_counts(m, ld, c, comm, r, NULL, show_progress, err, errlen);
 }

@@ -180,6 +180,12 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
     t->steps_since_log++;
     const int tty = isatty(2);
     const double now = now_seconds();
+    /* elapsed since this run (re)started; the ETA extrapolates its mean step
+     * time (evaluations and saving included) over the steps left */
+    const double el = now - t->t_start;
+    char elapsed[32], eta[32];
+    format_duration(el, elapsed, sizeof elapsed);
+    format_duration(el / t->steps_this_run * (double)(t->total_steps - ts->step), eta, sizeof eta);
     if (ts->step % c->log_every == 0 || ts->step == t->total_steps) {
         const double ips = t->imgs_since_log / (now - t->t_log);
         const double mean_loss = t->loss_since_log / t->steps_since_log;
@@ -194,21 +200,18 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
             fflush(t->metrics);
         }
         if (!tty && t->root)
-            fprintf(stderr, "step %d/%ld  epoch %d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%\n",
-                    ts->step, t->total_steps, epoch, mean_loss, lr, ips, 100 * t->data_wait_share);
+            fprintf(stderr, "step %d/%ld  epoch %d/%d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%  "
+                    "elapsed %s  ETA %s\n", ts->step, t->total_steps, epoch + 1, c->epochs, mean_loss, lr, ips,
+                    100 * t->data_wait_share, elapsed, eta);
         t->t_log = now;
         t->imgs_since_log = 0;
         t->loss_since_log = 0;
         t->steps_since_log = 0;
     }
-    if (tty && t->root) {
-        const double el = now - t->t_start;
-        char eta[32];
-        format_duration(el / t->steps_this_run * (double)(t->total_steps - ts->step), eta, sizeof eta);
-        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  ETA %s   ",
+    if (tty && t->root)   /* redrawn in place; \033[K clears what a longer line left */
+        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  %s, ETA %s\033[K",
                 epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
-                (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, eta);
-    }
+                (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, elapsed, eta);
 }
 
 /* GPU decoding: how many files went where this epoch's summary (files
@@ -303,10 +306,14 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
     const Config *c = t->cfg;
     TrainState *ts = &t->state;
     if (t->root) {
-        fprintf(stderr, "training %s: %zu params, %d train / %d val samples, batch %d, %d steps/epoch, "
-                "%d epochs, device %s, peak lr %.3g", c->mixer, model_num_params(t->model),
-                t->train_set->n, t->val_set->n, c->batch_size, t->steps_per_epoch, c->epochs,
-                t->bk->name, peak_lr(c));
+        /* the samples the loaders use: data.train_limit / val_limit may cut the sets */
+        const int ntrain = loader_num_samples(t->train_loader), nval = loader_num_samples(t->val_loader);
+        fprintf(stderr, "training %s: %zu params, %d train", c->mixer, model_num_params(t->model), ntrain);
+        if (ntrain < t->train_set->n) fprintf(stderr, " (of %d, data.train_limit)", t->train_set->n);
+        fprintf(stderr, " / %d val samples", nval);
+        if (nval < t->val_set->n) fprintf(stderr, " (of %d, data.val_limit)", t->val_set->n);
+        fprintf(stderr, ", batch %d, %d steps/epoch, %d epochs, device %s, peak lr %.3g", c->batch_size,
+                t->steps_per_epoch, c->epochs, t->bk->name, peak_lr(c));
         if (t->world > 1)
             fprintf(stderr, ", %d ranks (%s) of batch %d", t->world, t->comm->name,
                     loader_batch_size(t->train_loader));

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# hgrn eval and hgrn classify through the real command line, on a small
+# ImageFolder tree of generated JPEGs (6 classes, 8 training and 5
+# validation images each) and a model trained on it for a few steps:
+#   - eval's top-1, top-5, per-class accuracy and confusion matrix equal the
+#     counts made here by hand from classify's per-file predictions and the
+#     folders the files are in;
+#   - classify's text and JSON output, every file answered in order with a
+#     bad file in the middle (exit 1), directories and globs, --top, --logits
+#     (their softmax is the probabilities);
+#   - the data's classes against the checkpoint's: a subset in another order
+#     mapped by name, other names a warning, more classes an error;
+#   - the checkpoint trained from a relative --data path, evaluated from
+#     another directory; a data directory without train/ and val/ refused;
+#     another token mixer than the checkpoint's named.
+# usage: test_eval_classify.sh HGRN_BINARY SOURCE_DIR
+set -u
+hgrn=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fails=0; n=0
+ok() { n=$((n + 1)); echo "ok   $1"; }
+fail() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL $1"; }
+# near A B: |A - B| <= 1e-9 (percentages printed with full precision)
+near() { awk -v a="$1" -v b="$2" 'BEGIN{d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9)}'; }
+
+# --- the data: 6 classes a..f, generated photo-like JPEGs of different sizes
+classes="a b c d e f"
+"$hgrn" bench-data --synth "$tmp/pool" 78 96x80 >/dev/null || { echo "FAIL synth"; exit 1; }
+i=0
+for c in $classes; do
+  mkdir -p "$tmp/data/train/$c" "$tmp/data/val/$c"
+  for k in 1 2 3 4 5 6 7 8; do mv "$tmp/pool/synth_$(printf %05d $i).jpg" "$tmp/data/train/$c/t$k.jpg"; i=$((i + 1)); done
+  for k in 1 2 3 4 5; do mv "$tmp/pool/synth_$(printf %05d $i).jpg" "$tmp/data/val/$c/v$k.jpg"; i=$((i + 1)); done
+done
+cfg=$src/configs/fmnist_hgrn1_tiny.cfg
+common=(--device cpu --model.channels 3 --data.mean 0.5,0.5,0.5 --data.std 0.25,0.25,0.25 --model.num_classes 6
+        --model.dim 16 --model.depth 2 --model.glu_dim 32 --data.dataset imagefolder --data.class_names ""
+        --train.batch_size 8 --train.epochs 2 --train.warmup_epochs 0 --data.crop_pct 0.875)
+
+# --- trained from a relative data path in one directory ...
+mkdir -p "$tmp/a" "$tmp/b"
+(cd "$tmp/a" && "$hgrn" train --config "$cfg" "${common[@]}" --data ../data --out run >train.log 2>&1) ||
+  { echo "FAIL train:"; cat "$tmp/a/train.log"; exit 1; }
+ckpt=$tmp/a/run/best.safetensors
+[ -f "$ckpt" ] && ok "trained: $(tail -n 1 "$tmp/a/train.log")" || { fail "no best.safetensors"; exit 1; }
+
+# --- ... evaluated from another: the checkpoint stores the data path absolute
+(cd "$tmp/b" && "$hgrn" eval --ckpt ../a/run/best.safetensors --device cpu --json --confusion conf.csv \
+  >eval.json 2>eval.err) || { fail "eval from another directory:"; cat "$tmp/b/eval.err"; }
+data_abs=$(cd "$tmp/data" && pwd -P)
+grep -q "\"data\": \"$data_abs\"" "$tmp/b/eval.json" && ok "relative --data stored absolute: $data_abs" ||
+  { fail "stored data path:"; cat "$tmp/b/eval.json"; }
+
+# --- classify every validation image (a directory argument), JSON, all 6
+# classes; batches of 8 in the directory's sorted order are eval's batches,
+# so the two compute the same bits
+"$hgrn" classify --ckpt "$ckpt" --device cpu --json --top 6 --logits --batch 8 "$tmp/data/val" >"$tmp/cls.json" 2>"$tmp/cls.err" ||
+  { fail "classify the val directory:"; cat "$tmp/cls.err"; }
+[ "$(wc -l <"$tmp/cls.json")" -eq 30 ] && ok "classify DIR: 30 answers" || fail "classify DIR: $(wc -l <"$tmp/cls.json") answers"
+# by hand: the file's class from its folder, its top-1 / top-5 from the JSON
+awk -v classes="$classes" '
+  BEGIN { K = split(classes, name, " "); for (k = 1; k <= K; k++) idx[name[k]] = k - 1 }
+  {
+    match($0, /"file": "[^"]*"/); f = substr($0, RSTART + 9, RLENGTH - 10)
+    m = split(f, parts, "/"); y = idx[parts[m - 1]]
+    s = $0; j = 0
+    while (match(s, /"index": [0-9]+/)) { top[j++] = substr(s, RSTART + 9, RLENGTH - 9) + 0; s = substr(s, RSTART + RLENGTH) }
+    n[y]++; total++
+    if (top[0] == y) { c1[y]++; t1++ }
+    for (k = 0; k < 5; k++) if (top[k] == y) { c5[y]++; t5++ }
+    conf[y, top[0]]++
+  }
+  END {
+    printf "top1 %.17g\ntop5 %.17g\n", 100 * t1 / total, 100 * t5 / total
+    for (k = 0; k < K; k++) printf "class %d %d %.17g %.17g\n", k, n[k], 100 * c1[k] / n[k], 100 * c5[k] / n[k]
+    for (t = 0; t < K; t++) { row = name[t + 1]; for (p = 0; p < K; p++) row = row "," (conf[t, p] + 0); print "conf " row }
+  }' "$tmp/cls.json" >"$tmp/hand.txt"
+json=$(cat "$tmp/b/eval.json")
+get() { printf '%s' "$json" | grep -o "\"$1\": [-0-9.e+]*" | head -n 1 | awk '{print $2}'; }
+want1=$(awk '/^top1/{print $2}' "$tmp/hand.txt"); want5=$(awk '/^top5/{print $2}' "$tmp/hand.txt")
+near "$(get top1)" "$want1" && near "$(get top5)" "$want5" && [ "$(get images)" = 30 ] &&
+  ok "eval top-1 $(get top1)%, top-5 $(get top5)% = the hand count over 30 images" ||
+  { fail "eval vs hand count: eval $(get top1) / $(get top5), by hand $want1 / $want5"; cat "$tmp/hand.txt"; }
+bad=0
+while read -r _ k cnt a1 a5; do
+  entry=$(printf '%s' "$json" | grep -o "{\"index\": $k, \"name\": \"[a-f]\", \"images\": [0-9]*, \"top1\": [-0-9.e+]*, \"top5\": [-0-9.e+]*}")
+  e1=$(printf '%s' "$entry" | sed 's/.*"top1": \([^,]*\),.*/\1/'); e5=$(printf '%s' "$entry" | sed 's/.*"top5": \([^}]*\)}/\1/')
+  en=$(printf '%s' "$entry" | sed 's/.*"images": \([0-9]*\),.*/\1/')
+  { [ "$en" = "$cnt" ] && near "$e1" "$a1" && near "$e5" "$a5"; } || { bad=1; echo "  class $k: eval '$entry', by hand $cnt $a1 $a5"; }
+done < <(grep '^class ' "$tmp/hand.txt")
+[ $bad -eq 0 ] && ok "per-class top-1 / top-5 = the hand count" || fail "per-class accuracy"
+grep '^conf ' "$tmp/hand.txt" | sed 's/^conf //' >"$tmp/conf_hand.csv"
+tail -n +2 "$tmp/b/conf.csv" | diff - "$tmp/conf_hand.csv" >/dev/null && [ "$(head -n 1 "$tmp/b/conf.csv")" = 'true\predicted,a,b,c,d,e,f' ] &&
+  ok "confusion CSV = the hand count" || { fail "confusion CSV:"; cat "$tmp/b/conf.csv" "$tmp/conf_hand.csv"; }
+# the logits' softmax is the probabilities (every class listed with --top 6)
+awk '{
+    s = $0; sub(/.*"logits": \[/, "", s); sub(/\].*/, "", s); K = split(s, l, ", ")
+    mx = l[1]; for (k = 2; k <= K; k++) if (l[k] > mx) mx = l[k]
+    z = 0; for (k = 1; k <= K; k++) z += exp(l[k] - mx)
+    t = $0; while (match(t, /"index": [0-9]+, "class": "[^"]*", "prob": [-0-9.e+]+/)) {
+      u = substr(t, RSTART, RLENGTH); t = substr(t, RSTART + RLENGTH)
+      split(u, q, /[:,] */); i = q[2] + 0; p = u; sub(/.*"prob": /, "", p)
+      d = p - exp(l[i + 1] - mx) / z; if (d < 0) d = -d; if (d > 1e-6) bad++
+    }
+  } END { exit bad > 0 }' "$tmp/cls.json" && ok "--logits: softmax(logits) = the probabilities" || fail "--logits vs probabilities"
+
+# --- the text output, a bad file in the middle: every file answered in order, exit 1
+good1=$tmp/data/val/a/v1.jpg; good2=$tmp/data/val/b/v2.jpg
+printf 'not an image' >"$tmp/bad.jpg"
+"$hgrn" classify --ckpt "$ckpt" --device cpu "$good1" "$tmp/bad.jpg" "$good2" --top 2 >"$tmp/text.out" 2>"$tmp/text.err"; rc=$?
+expect=$(printf '%s\n' "$good1" x x "$tmp/bad.jpg: error: not a JPEG or PNG image" "$good2" x x)
+got=$(sed -E 's/^  +[0-9.e+-]+%  [a-f]$/x/' "$tmp/text.out")
+[ $rc -eq 1 ] && [ "$got" = "$expect" ] && grep -q "2 images classified, 1 failed" "$tmp/text.err" &&
+  ok "text: good, bad, good answered in order, exit 1" || { fail "text output (exit $rc):"; cat "$tmp/text.out" "$tmp/text.err"; }
+"$hgrn" classify --ckpt "$ckpt" --device cpu --json "$good1" "$tmp/bad.jpg" "$tmp/missing.jpg" "$good2" >"$tmp/j.out" 2>/dev/null; rc=$?
+lines=$(sed -E 's/"top": \[.*\]/TOP/' "$tmp/j.out")
+expect=$(printf '{"file": "%s", TOP}\n{"file": "%s", "error": "not a JPEG or PNG image"}\n{"file": "%s", "error": "No such file or directory"}\n{"file": "%s", TOP}' \
+  "$good1" "$tmp/bad.jpg" "$tmp/missing.jpg" "$good2")
+[ $rc -eq 1 ] && [ "$lines" = "$expect" ] && ok "JSON: an error object in place of each bad file, exit 1" ||
+  { fail "JSON with bad files (exit $rc):"; cat "$tmp/j.out"; }
+# the same file gives the same answer in a batch of 8 and alone (the same
+# class order; probabilities within 1e-6: the GEMMs may block a batch's rows
+# differently from one image's)
+one=$("$hgrn" classify --ckpt "$ckpt" --device cpu --json --top 6 "$tmp/data/val/c/v3.jpg" 2>/dev/null)
+inbatch=$(grep '"file": "[^"]*/c/v3.jpg"' "$tmp/cls.json")
+printf '%s\n%s\n' "$one" "$inbatch" | awk '{
+    s = $0; j = 0
+    while (match(s, /"index": [0-9]+, "class": "[a-f]", "prob": [-0-9.e+]+/)) {
+      u = substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH); split(u, q, /[:,] */)
+      p = u; sub(/.*"prob": /, "", p); idx[NR, j] = q[2]; prob[NR, j++] = p
+    }
+    cnt[NR] = j
+  } END {
+    if (cnt[1] != 6 || cnt[2] != 6) exit 1
+    for (j = 0; j < 6; j++) { d = prob[1, j] - prob[2, j]; if (d < 0) d = -d; if (idx[1, j] != idx[2, j] || d > 1e-6) exit 1 }
+  }' && ok "a file alone = the same file in a batch of 8" || { fail "batch vs alone:"; echo "$one"; echo "$inbatch"; }
+# globs (quoted: hgrn expands them) and a pattern that matches nothing
+"$hgrn" classify --ckpt "$ckpt" --device cpu --json "$tmp/data/val/*/v5.jpg" "$tmp/nothing/*.jpg" >"$tmp/g.out" 2>/dev/null
+[ "$(grep -c '"top"' "$tmp/g.out")" -eq 6 ] && grep -q '"error": "no file matches this pattern"' "$tmp/g.out" &&
+  ok "globs: 6 files matched, an empty pattern answered with its error" || { fail "globs:"; cat "$tmp/g.out"; }
+
+# --- the data's classes against the checkpoint's
+mkdir -p "$tmp/sub/val"; cp -r "$tmp/data/val/e" "$tmp/sub/val/0e"; cp -r "$tmp/data/val/b" "$tmp/sub/val/1b"
+mv "$tmp/sub/val/0e" "$tmp/sub/val/e"; mv "$tmp/sub/val/1b" "$tmp/sub/val/b"
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/sub" --json >"$tmp/sub.json" 2>"$tmp/sub.err"
+# by hand over classes b and e only, with the checkpoint's indices (b = 1, e = 4)
+want=$(grep -E '"file": "[^"]*/(b|e)/' "$tmp/cls.json" | awk '{ y = ($0 ~ /\/b\//) ? 1 : 4; match($0, /"index": [0-9]+/); t += substr($0, RSTART + 9, RLENGTH - 9) + 0 == y; n++ } END { printf "%.17g", 100 * t / n }')
+json=$(cat "$tmp/sub.json")
+grep -q "mapped by name" "$tmp/sub.err" && near "$(get top1)" "$want" &&
+  ok "a subset of the classes: mapped by name, top-1 $(get top1)% = the hand count" || { fail "subset:"; cat "$tmp/sub.err" "$tmp/sub.json"; }
+mkdir -p "$tmp/other/val"; cp -r "$tmp/data/val/a" "$tmp/other/val/x"; cp -r "$tmp/data/val/b" "$tmp/other/val/y"
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/other" >/dev/null 2>"$tmp/other.err" &&
+  grep -q "warning: 2 of the data's 2 class names differ from the checkpoint's (class 0: data 'x', checkpoint 'a')" "$tmp/other.err" &&
+  ok "other class names: $(head -n 1 "$tmp/other.err")" || { fail "other names:"; cat "$tmp/other.err"; }
+mkdir -p "$tmp/more/val"; for c in a b c d e f g; do cp -r "$tmp/data/val/a" "$tmp/more/val/$c"; done
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/more" >/dev/null 2>"$tmp/more.err" && fail "7 classes accepted" ||
+  { grep -q "the data has 7 classes but the checkpoint's model has 6" "$tmp/more.err" && ok "more classes: $(cat "$tmp/more.err")" || { fail "more classes:"; cat "$tmp/more.err"; }; }
+
+# --- a data directory without train/ and val/, another mixer
+mkdir -p "$tmp/flat/x"; cp "$good1" "$tmp/flat/x/"
+"$hgrn" train --config "$cfg" "${common[@]}" --data "$tmp/flat" --out "$tmp/r2" >/dev/null 2>"$tmp/flat.err" && fail "flat dir trained" ||
+  { grep -q "has no train/ directory" "$tmp/flat.err" && ok "train on a directory without train/: $(cat "$tmp/flat.err")" || { fail "flat:"; cat "$tmp/flat.err"; }; }
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/data/val" >"$tmp/valdir.out" 2>&1 && grep -q "30 images" "$tmp/valdir.out" &&
+  ok "eval --data the val/ directory itself" || { fail "eval on val/ itself:"; cat "$tmp/valdir.out"; }
+"$hgrn" eval --ckpt "$ckpt" --device cpu --model.mixer hgru2 >/dev/null 2>"$tmp/mix.err" && fail "mixer mismatch accepted" ||
+  { grep -q "holds a model with token mixer hgru1 (model.mixer = hgru1), but the config asks for hgru2" "$tmp/mix.err" &&
+    ok "another mixer: $(cat "$tmp/mix.err")" || { fail "mixer:"; cat "$tmp/mix.err"; }; }
+
+# --- eval's text output: the figures, the throughput and the wall time
+"$hgrn" eval --ckpt "$ckpt" --device cpu --per-class >"$tmp/text_eval.out" 2>&1
+grep -q "30 images, 6 classes: top-1 " "$tmp/text_eval.out" && grep -q "img/s, batch 8, cpu, 1 rank); .* s in all, of which set-up" "$tmp/text_eval.out" &&
+  [ "$(grep -cE '^ +[0-5]  [a-f] ' "$tmp/text_eval.out")" -eq 6 ] && ok "eval text with --per-class" || { fail "eval text:"; cat "$tmp/text_eval.out"; }
+
+echo "$((n - fails)) passed, $fails failed"
+[ $fails -eq 0 ]
