@@ -81,7 +81,7 @@ int cmd_lra(int argc, char **argv) {
         return 2;
     }
     Cli cli;
-    if (cli_parse(&cli, n, args, "config device precision threads out resume", err, sizeof err) < 0) {
+    if (cli_parse(&cli, n, args, "config device precision threads out resume LATE", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn lra: %s\n", err);
         cli_free(&cli);
         free(args);
