@@ -156,6 +156,7 @@ static void hgru1_ref(const Ref *r, double *out) {
     const int M = ref_rows(r), D = r->D;
     double *proj = TU_NEW(double, (size_t)M * 5 * D), *f = TU_NEW(double, (size_t)M * 2 * D);
     double *g = TU_NEW(double, (size_t)M * 2 * D);
+    memset(f, 0, (size_t)M * 2 * D * sizeof *f);
     const double *Wi = tensor(r, "input_proj.weight");   /* [2D | 2D | D] rows, one block */
     const double *bi = tensor(r, "input_proj.bias");     /* [2D | 2D | D], one block */
     linear(proj, r->x, Wi, bi, M, D, 5 * D);
