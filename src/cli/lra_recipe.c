@@ -182,8 +182,11 @@ int lra_data(Config *c, const char *what, char *err, size_t errlen) {
         set_err(err, errlen, "--data %s: the path is longer than %zu bytes", what, sizeof t.path - 1);
         return -1;
     }
+    char path[sizeof t.path];   /* dir may be t.path itself */
+    snprintf(path, sizeof path, "%s", dir);
     snprintf(t.dataset, sizeof t.dataset, "%s", kind);
-    snprintf(t.path, sizeof t.path, "%s", dir);
+    snprintf(t.path, sizeof t.path, "%s", path);
+    dir = t.path;
     if (!strcmp(kind, "fmnist32")) {
         if (set_all(&t, FMNIST32_NORM, err, errlen) < 0) return -1;
     } else {
