@@ -11,7 +11,9 @@
  *    on RGB, and the 1-D scan on gray) for every mixer: loss, probabilities
  *    and every gradient over two training steps, then the running statistics
  *    and an evaluation forward with them.
- * Exits 77 (skipped) without a GPU. */
+ * HGRN_TEST_FILTER=test_batchnorm,test_grid_transpose runs only those (the
+ * compute-sanitizer passes of dev/lra_gpu_check.sh). Exits 77 (skipped)
+ * without a GPU. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -272,8 +274,15 @@ int main(void) {
         cmocka_unit_test(test_grid_transpose),
         cmocka_unit_test(test_lra_model),
     };
-    int fails = cmocka_run_group_tests_name("lra_cuda_vs_cpu_fp32", tests, setup_fp32, teardown);
-    fails += cmocka_run_group_tests_name("lra_cuda_vs_cpu_bf16", tests, setup_bf16, teardown);
+    /* HGRN_TEST_FILTER=test_a,test_b: only the tests whose name contains it or
+     * is contained in it (for compute-sanitizer passes over the op tests) */
+    struct CMUnitTest sel[sizeof tests / sizeof tests[0]];
+    size_t ns = 0;
+    const char *flt = getenv("HGRN_TEST_FILTER");
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        if (!flt || !*flt || strstr(tests[i].name, flt) || strstr(flt, tests[i].name)) sel[ns++] = tests[i];
+    int fails = _cmocka_run_group_tests("lra_cuda_vs_cpu_fp32", sel, ns, setup_fp32, teardown);
+    fails += _cmocka_run_group_tests("lra_cuda_vs_cpu_bf16", sel, ns, setup_bf16, teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0], worst_err[1]);
     return fails ? 1 : 0;
 }
