@@ -4,7 +4,8 @@
 # brightness, so that a tiny model learns it within three epochs):
 #  1. the lra protocol (gray, 1-D scan, batch norm): trains, evaluates after
 #     each epoch with the running statistics (best top-1 >= 50 %, chance is
-#     10 %), writes OUT/lra.cfg and the checkpoints; `hgrn eval` reads them;
+#     10 %), writes OUT/lra.cfg and the checkpoints; `hgrn eval` reads them,
+#     and refuses them as a model with another scan or norm;
 #  2. a run stopped mid-epoch (train.max_steps) and resumed ends with the
 #     same weights as the uninterrupted one, bit for bit;
 #  3. the hgrn protocol (RGB, crop + flip, 2-D scan) runs and `hgrn classify`
@@ -54,6 +55,14 @@ if "$hgrn" lra --mixer hgru1 --data "$tmp/cifar" --out "$tmp/a" "${tiny[@]}" >"$
   else
     fail "hgrn eval: $(tail -1 "$tmp/eval.err")"
   fi
+  # a checkpoint read as another model: the 2-D scan and the norms have no tensors of their own to tell
+  for kv in "model.scan2d 1:model.scan2d 0 (the config says 1)" "model.norm layer:model.norm batch (the config says layer)"; do
+    if "$hgrn" eval --ckpt "$tmp/a/best.safetensors" --device cpu --${kv%%:*} >/dev/null 2>"$tmp/mis.err"; then
+      fail "hgrn eval --${kv%%:*} on a checkpoint trained otherwise: accepted"
+    else
+      grep -q -- "${kv#*:}" "$tmp/mis.err" && ok "hgrn eval --${kv%%:*}: $(tail -1 "$tmp/mis.err")" || fail "$(tail -1 "$tmp/mis.err")"
+    fi
+  done
 else
   fail "hgrn lra (lra protocol): $(tail -1 "$tmp/a.log")"
 fi
