@@ -323,6 +323,7 @@ static void random_params(MixerLayer *l, const char *mixer, Rng *r) {
     }
     bk->to_device(bk, mixer_layer_params(l), h, np * sizeof(float));
     mixer_layer_params_changed(l);
+    free(h);
     if (mixer_layer_beta(l)) {
         float beta[64];
         const int D = (int)(mixer_layer_tensor(l, 0)->shape[1]);

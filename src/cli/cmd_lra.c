@@ -37,7 +37,8 @@ static void usage(void) {
            "                    or a directory of either (`hgrn prepare cifar-like fmnist OUT` writes\n"
            "                    Fashion-MNIST as CIFAR-10 batches)\n"
            "  --section.key V   any key, applied last\n"
-           "The config is written to OUT/lra.cfg (OUT: --out, default runs/lra) before training.\n\n"
+           "The config is written to OUT/lra.cfg (OUT: --out, default runs/lra) before training.\n"
+           "The recipe's batch norm trains on one process: --gpus needs --model.norm layer.\n\n"
            "config keys:\n");
     config_print_help(stdout);
 }
