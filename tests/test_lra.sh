@@ -8,8 +8,9 @@
 #     and refuses them as a model with another scan or norm;
 #  2. a run stopped mid-epoch (train.max_steps) and resumed ends with the
 #     same weights as the uninterrupted one, bit for bit;
-#  3. the hgrn protocol (RGB, crop + flip, 2-D scan) runs and `hgrn classify`
-#     answers a JPEG with the class names of batches.meta.txt;
+#  3. the hgrn protocol (RGB, crop + flip, 2-D scan) over a config file runs
+#     and `hgrn classify` answers a JPEG with the class names of
+#     batches.meta.txt;
 #  4. one-line errors for a missing recipe, an unknown mixer, protocol or
 #     data directory, and a truncated batch;
 #  5. with Debian's Fashion-MNIST installed: `hgrn prepare cifar-like
@@ -56,11 +57,14 @@ if "$hgrn" lra --mixer hgru1 --data "$tmp/cifar" --out "$tmp/a" "${tiny[@]}" >"$
     fail "hgrn eval: $(tail -1 "$tmp/eval.err")"
   fi
   # a checkpoint read as another model: the 2-D scan and the norms have no tensors of their own to tell
-  for kv in "model.scan2d 1:model.scan2d 0 (the config says 1)" "model.norm layer:model.norm batch (the config says layer)"; do
-    if "$hgrn" eval --ckpt "$tmp/a/best.safetensors" --device cpu --${kv%%:*} >/dev/null 2>"$tmp/mis.err"; then
-      fail "hgrn eval --${kv%%:*} on a checkpoint trained otherwise: accepted"
+  for kv in "scan2d|1|model.scan2d 0 (the config says 1)" "norm|layer|model.norm batch (the config says layer)"; do
+    IFS='|' read -r key val want <<<"$kv"
+    if "$hgrn" eval --ckpt "$tmp/a/best.safetensors" --device cpu "--model.$key" "$val" >/dev/null 2>"$tmp/mis.err"; then
+      fail "hgrn eval --model.$key $val on a checkpoint trained otherwise: accepted"
+    elif grep -q -- "$want" "$tmp/mis.err"; then
+      ok "hgrn eval --model.$key $val: $(tail -1 "$tmp/mis.err")"
     else
-      grep -q -- "${kv#*:}" "$tmp/mis.err" && ok "hgrn eval --${kv%%:*}: $(tail -1 "$tmp/mis.err")" || fail "$(tail -1 "$tmp/mis.err")"
+      fail "$(tail -1 "$tmp/mis.err")"
     fi
   done
 else
@@ -79,7 +83,7 @@ else
 fi
 
 # ---- 3. the hgrn protocol, and classify ----
-if "$hgrn" lra --mixer minlstm --protocol hgrn --data "$tmp/cifar" --out "$tmp/h" "${tiny[@]}" --train.epochs 1 \
+if "$hgrn" lra --config "$src/configs/lra_image_minlstm.cfg" --protocol hgrn --data "$tmp/cifar" --out "$tmp/h" "${tiny[@]}" --train.epochs 1 \
      --data.train_limit 100 --data.val_limit 40 >"$tmp/h.log" 2>&1; then
   grep -q "RGB (3 values a step), 2-D scan (rows + columns), random crop + flip" "$tmp/h.log" &&
     grep -q "^scan2d = 1" "$tmp/h/lra.cfg" && grep -q '^pad_mode = "symmetric"' "$tmp/h/lra.cfg" &&
