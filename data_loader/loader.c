@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include "clock.h"
+#include "gpu_sample.h"
 #include "image.h"
 #include "mixup.h"
 #include "rng.h"
@@ -52,6 +53,7 @@ struct Loader {
     DeitTransform *deit;
     DeitScratch *dscratch;
     int ndscratch;
+    int workers;          /* the OpenMP team that builds a batch (data.workers; 0 = OpenMP's default) */
     Mixup mix;
     int mix_on;
     /* prefetching: a producer thread fills a ring of `depth` batches ahead */
@@ -211,21 +213,6 @@ static void write_targets(const Loader *l, Batch *b);
 
 /* ---- one sample, GPU decoding ---- */
 
-typedef struct { ImageRect r; } RectCtx;
-
-static void rect_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
-    (void)w;
-    (void)h;
-    *crop = ((RectCtx *)ctx)->r;
-    *min_w = *min_h = 0;   /* full resolution, as the GPU resamples */
-}
-
-/* Why a sample is decoded on the CPU (FB_NONE: it goes to nvJPEG). FB_SPILL:
- * nvJPEG would take it, but the pipeline moves it to the CPU decoder to
- * balance the load (the same pixels where nvJPEG decodes exactly as
- * libjpeg: gpu_images_exact). */
-enum { FB_NONE, FB_NOT_JPEG, FB_UNSUPPORTED, FB_REFUSED, FB_FAILED, FB_BUDGET, FB_SPILL };
-
 /* One batch in the GPU pipeline: its samples' files, drawn parameters,
  * records and CPU-decoded pixels, from preparation to the transform. */
 typedef struct {
@@ -308,65 +295,19 @@ static int gpu_fetch(Loader *l, GpuJob *j, int k, int idx, Rng *rng, int cpu_rea
         set_err(msg, msglen, "%s: label %d out of range (%d classes)", path, lab, l->cfg.num_classes);
         return -1;
     }
-    /* the job's decode (if any) has finished before a redo: the buffer is free */
-    ImageBuf *fb = &j->file[k];
-    long long n = image_read_file(path, fb, msg, msglen);
-    if (n < 0) return -1;
-    JpegHeader hd;
-    int jpeg = n > 0 && image_jpeg_header(fb->p, (size_t)n, &hd) == 0;
-    int reason = !jpeg ? FB_NOT_JPEG : !image_jpeg_gpu_compatible(&hd) ? FB_UNSUPPORTED : cpu_reason;
-    int w, h;
-    if (jpeg) {
-        w = hd.w;
-        h = hd.h;
-    } else if (image_info_mem(fb->p, (size_t)n, path, &w, &h, msg, msglen)) {
+    /* the job's decode (if any) has finished before a redo: the buffers are free */
+    int via;
+    if (gpu_sample_load(l->gpu, omp_get_thread_num(), l->deit, path, l->cfg.channels, rng, &j->params[k],
+                        j->noise + (size_t)k * l->out_bytes, cpu_reason, &j->file[k], &j->pix[k], &j->gs[k], &via,
+                        msg, msglen))
         return -1;
-    }
-    GpuSample *s = &j->gs[k];
-    memset(s, 0, sizeof *s);
-    if (rng) {
-        DeitTrainParams *p = &j->params[k];
-        deit_train_draw(l->deit, w, h, rng, p);
-        deit_gpu_train_sample(l->deit, p, j->noise + (size_t)k * l->out_bytes, s);
-    } else {
-        deit_gpu_eval_sample(l->deit, w, h, s);
-    }
-    if (reason == FB_NONE) {
-        s->src = GPU_SRC_JPEG;
-        s->data = fb->p;
-        s->len = (size_t)n;
-        s->ncomp = hd.ncomp;
-        for (int c = 0; c < 3; c++) {
-            s->hs[c] = hd.hs[c];
-            s->vs[c] = hd.vs[c];
-        }
-        if (gpu_images_probe(l->gpu, omp_get_thread_num(), s)) {
-            *label = lab;
-            return 0;
-        }
-        reason = FB_REFUSED;
-    }
-    /* the CPU decoder: libjpeg-turbo / libpng, exactly the CPU pipeline's
-     * decode (its errors are the CPU pipeline's bad files) */
-    RectCtx rc = {{s->rx, s->ry, s->rw, s->rh}};
-    ImageRegion reg;
-    if (image_decode_region(fb->p, (size_t)n, path, l->cfg.channels, rect_crop_fn, &rc, 0, &j->pix[k], &reg, msg,
-                            msglen))
-        return -1;
-    if (reg.full_w != w || reg.full_h != h || reg.crop.x != s->rx || reg.crop.y != s->ry || reg.im.w != s->rw ||
-        reg.im.h != s->rh) {
-        set_err(msg, msglen, "%s: the decoder's image (%d x %d) is not the header's (%d x %d)", path, reg.full_w,
-                reg.full_h, w, h);
-        return -1;
-    }
-    s->src = GPU_SRC_PIXELS;
-    s->px = reg.im.px;
-    s->stride = reg.stride;
-    long long *ctr = reason == FB_NOT_JPEG ? &l->n_not_jpeg : reason == FB_UNSUPPORTED ? &l->n_unsupported
-                   : reason == FB_REFUSED ? &l->n_refused : reason == FB_FAILED ? &l->n_failed
-                   : reason == FB_SPILL ? &l->n_spill : &l->n_budget;
+    if (via != GPU_VIA_NVJPEG) {
+        long long *ctr = via == GPU_VIA_NOT_JPEG ? &l->n_not_jpeg : via == GPU_VIA_UNSUPPORTED ? &l->n_unsupported
+                       : via == GPU_VIA_REFUSED ? &l->n_refused : via == GPU_VIA_FAILED ? &l->n_failed
+                       : via == GPU_VIA_SPILL ? &l->n_spill : &l->n_budget;
 #pragma omp atomic update
-    (*ctr)++;
+        (*ctr)++;
+    }
     *label = lab;
     return 0;
 }
@@ -446,7 +387,7 @@ static Rng mixup_stream(const Loader *l, int b) {
 /* Redo the flagged slots of job j on the CPU (parallel). Returns 1 when one failed for good. */
 static int gpu_redo(Loader *l, GpuJob *j) {
     int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) num_threads(l->workers)
     for (int k = 0; k < j->m; k++) {
         if (!j->redo[k]) continue;
         j->status[k] = gpu_load_slot(l, j, k, slot_position(l, j->b, k), j->redo[k], &j->labels[k]);
@@ -718,10 +659,10 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
     P->share_n++;
     int failed = 0;
     /* 1. files, headers, draws, records (CPU decode where the GPU cannot, or for the balance) */
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1) num_threads(l->workers)
     for (int k = 0; k < m; k++) {
         j->redo[k] = 0;
-        int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? FB_SPILL : FB_NONE;
+        int why = !P->to_hybrid[k] && P->spill_rank[k] < spill ? GPU_VIA_SPILL : GPU_VIA_NVJPEG;
         j->status[k] = gpu_load_slot(l, j, k, slot_position(l, b, k), why, &j->labels[k]);
         failed |= j->status[k] == SLOT_FAILED;
     }
@@ -741,7 +682,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
             }
         }
         if (tot <= GPU_PLANE_BUDGET || kb < 0) break;
-        j->redo[kb] = FB_BUDGET;
+        j->redo[kb] = GPU_VIA_BUDGET;
         j->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
         any = 1;
     }
@@ -803,7 +744,7 @@ static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
     int nfail = 0;
     for (int i = 0; i < n; i++)
         if (j->gsv[i].src == GPU_SRC_JPEG && j->gsv[i].status != GPU_SAMPLE_OK) {
-            j->redo[j->gmap[i]] = FB_FAILED;
+            j->redo[j->gmap[i]] = GPU_VIA_FAILED;
             nfail++;
         }
     if (nfail) {
@@ -992,6 +933,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     }
     l->ds = ds;
     l->cfg = *cfg;
+    l->workers = cfg->workers > 0 ? cfg->workers : omp_get_max_threads();
     l->train = train != 0;
     l->rank = rank;
     l->world = world;
@@ -1009,7 +951,8 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         l->deit = deit_transform_create(cfg, err, errlen);
         /* one scratch per OpenMP thread of whichever thread builds batches
          * (the caller's, or the prefetch thread with the default team size) */
-        l->ndscratch = (omp_get_max_threads() > omp_get_num_procs() ? omp_get_max_threads() : omp_get_num_procs()) + 1;
+        int team = cfg->workers > 0 ? cfg->workers : omp_get_max_threads();
+        l->ndscratch = (team > omp_get_num_procs() ? team : omp_get_num_procs()) + 1;
         l->dscratch = calloc((size_t)l->ndscratch, sizeof *l->dscratch);
         if (!l->deit || !l->dscratch) {
             if (l->deit && !l->dscratch) set_err(err, errlen, "loader: out of memory");
@@ -1120,7 +1063,7 @@ static int produce_cpu(Loader *l, Batch *out) {
         int failed = 0;
         /* dynamic: per-image cost varies a lot (decode size, RandAugment op);
          * results do not depend on the schedule (per-sample RNG streams) */
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1)
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1) num_threads(l->workers)
         for (int k = 0; k < m; k++) {
             l->status[k] = load_slot(l, k, slot_position(l, b, k), out->images + (size_t)k * l->out_bytes,
                                      &out->labels[k]);
@@ -1539,6 +1482,26 @@ void loader_stats(Loader *l, LoaderStats *st) {
         st->collect_s = P->collect_s;
         st->decode_wait_s = P->wait_decode_s;
     }
+}
+
+void loader_gpu_split(const LoaderStats *a, const LoaderStats *b, double batches, double seconds, char *buf,
+                      size_t buflen) {
+    buf[0] = '\0';
+    if (!b->gpu || batches <= 0 || seconds <= 0) return;
+    const GpuImagesStats *x = &a->gpu_stats, *z = &b->gpu_stats;
+    double calls = (double)(z->decode_calls - x->decode_calls);
+    if (calls < 1) calls = 1;
+    const int units = b->gpu_units + b->gpu_hybrid_units;
+    snprintf(buf, buflen,
+             "per batch: producer %.2f ms = prep %.2f + collect %.2f (transform queueing %.2f) + waiting for nvJPEG "
+             "%.2f; nvJPEG %.2f ms per call (device %.2f), %.2f calls per batch, units busy %.0f%%, %.1f cores in "
+             "nvJPEG calls; transform device %.2f ms",
+             (b->produce_s - a->produce_s) / batches * 1e3, (b->prep_s - a->prep_s) / batches * 1e3,
+             (b->collect_s - a->collect_s) / batches * 1e3, (z->host_transform_s - x->host_transform_s) / batches * 1e3,
+             (b->decode_wait_s - a->decode_wait_s) / batches * 1e3, (z->host_decode_s - x->host_decode_s) / calls * 1e3,
+             (z->gpu_decode_ms - x->gpu_decode_ms) / calls, calls / batches,
+             100.0 * (z->host_decode_s - x->host_decode_s) / (seconds * (units > 0 ? units : 1)),
+             (z->decode_cpu_s - x->decode_cpu_s) / seconds, (z->gpu_transform_ms - x->gpu_transform_ms) / batches);
 }
 
 void loader_destroy(Loader *l) {

@@ -209,4 +209,13 @@ typedef struct {
  * / step time). */
 void loader_stats(Loader *l, LoaderStats *st);
 
+/* Where the GPU pipeline's time went between two loader_stats readings a
+ * and b (b later) over `batches` batches and `seconds` of wall time, as one
+ * line without a newline: the producer's split per batch (preparation,
+ * collection, waiting for nvJPEG), nvJPEG's time per call and how busy the
+ * decode units were, the transform's device time per batch and the CPU
+ * cores in nvJPEG calls. "" when b is not GPU decoding. */
+void loader_gpu_split(const LoaderStats *a, const LoaderStats *b, double batches, double seconds, char *buf,
+                      size_t buflen);
+
 #endif

@@ -10,6 +10,11 @@
 #     (their softmax is the probabilities);
 #   - the data's classes against the checkpoint's: a subset in another order
 #     mapped by name, other names a warning, more classes an error;
+#   - on a GPU (skipped without one): classify with nvJPEG and the GPU
+#     transform (--data.decode gpu) answers as with the CPU decoder, the
+#     same files and errors, probabilities within 1e-3 (the hardware engines
+#     decode libjpeg's exact pixels; the GPU-hybrid decoder's IDCT may move a
+#     pixel a level), a PNG named .jpg and a truncated JPEG among them;
 #   - the checkpoint trained from a relative --data path, evaluated from
 #     another directory; a data directory without train/ and val/ refused;
 #     another token mixer than the checkpoint's named.
@@ -138,6 +143,34 @@ printf '%s\n%s\n' "$one" "$inbatch" | awk '{
 "$hgrn" classify --ckpt "$ckpt" --device cpu --json "$tmp/data/val/*/v5.jpg" "$tmp/nothing/*.jpg" >"$tmp/g.out" 2>/dev/null
 [ "$(grep -c '"top"' "$tmp/g.out")" -eq 6 ] && grep -q '"error": "no file matches this pattern"' "$tmp/g.out" &&
   ok "globs: 6 files matched, an empty pattern answered with its error" || { fail "globs:"; cat "$tmp/g.out"; }
+
+# --- on the GPU: nvJPEG + the GPU transform against the CPU decoder (skipped without a GPU)
+if "$hgrn" classify --ckpt "$ckpt" --device cuda --data.decode gpu "$good1" >/dev/null 2>"$tmp/gpu_probe.err"; then
+  head -c 2000 "$good1" >"$tmp/trunc.jpg"
+  python3 -c '
+import struct, sys, zlib
+w, h = 40, 30
+raw = b"".join(b"\0" + bytes((x * 6 + y * k * 3) % 256 for x in range(w) for k in range(3)) for y in range(h))
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                       + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))' >"$tmp/plain.jpg"
+  files=("$tmp/data/val" "$tmp/bad.jpg" "$tmp/trunc.jpg" "$tmp/plain.jpg")
+  "$hgrn" classify --ckpt "$ckpt" --device cuda --data.decode cpu --json --top 6 --batch 7 "${files[@]}" >"$tmp/gc.json" 2>/dev/null
+  "$hgrn" classify --ckpt "$ckpt" --device cuda --data.decode gpu --json --top 6 --batch 7 "${files[@]}" >"$tmp/gg.json" 2>"$tmp/gg.err"; rc=$?
+  grep -q "nvJPEG" "$tmp/gg.err" && [ $rc -eq 1 ] && ok "classify --data.decode gpu: $(tail -n 1 "$tmp/gg.err")" ||
+    { fail "classify on the GPU decoder (exit $rc):"; cat "$tmp/gg.err"; }
+  awk 'NR == FNR { a[FNR] = $0; next }
+       { if (($0 ~ /"error"/) != (a[FNR] ~ /"error"/)) { bad++; next }
+         n1 = split(a[FNR], x, /"prob": /); n2 = split($0, y, /"prob": /)
+         if (n1 != n2) { bad++; next }
+         for (i = 2; i <= n1; i++) { d = x[i] + 0 - (y[i] + 0); if (d < 0) d = -d; if (d > worst) worst = d }
+       }
+       END { printf "  max |p_gpu - p_cpu| = %.3g over %d answers\n", worst, FNR; exit bad > 0 || worst > 1e-3 || FNR != 33 }' \
+    "$tmp/gc.json" "$tmp/gg.json" && ok "GPU decoding answers as the CPU decoder (33 files, errors in place)" ||
+    { fail "GPU vs CPU decoding:"; paste -d '\n' "$tmp/gc.json" "$tmp/gg.json" | head -20; }
+else
+  echo "skip GPU classify: $(head -n 1 "$tmp/gpu_probe.err")"
+fi
 
 # --- the data's classes against the checkpoint's
 mkdir -p "$tmp/sub/val"; cp -r "$tmp/data/val/e" "$tmp/sub/val/0e"; cp -r "$tmp/data/val/b" "$tmp/sub/val/1b"

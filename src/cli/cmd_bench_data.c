@@ -326,20 +326,10 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
                            (s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused) +
                            (s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed) + (s1.cpu_budget - s0.cpu_budget);
             if (gpu) {
-                double calls = (double)(z->decode_calls - a->decode_calls);
-                if (calls < 1) calls = 1;
-                double nunits = s1.gpu_units + s1.gpu_hybrid_units;
+                char split[640];
+                loader_gpu_split(&s0, &s1, nbt, el, split, sizeof split);
                 long long nj = z->jpeg_decoded - a->jpeg_decoded;
-                printf("gpu %-5s per batch: producer %.2f ms = prep %.2f + collect %.2f (transform queueing %.2f) + "
-                       "waiting for nvJPEG %.2f; nvJPEG: %.2f ms per call (device %.2f ms), %.2f calls per batch, "
-                       "units busy %.0f%%; transform device %.2f ms; %.1f KB/image\n",
-                       train ? "train" : "eval", (s1.produce_s - s0.produce_s) / nbt * 1e3,
-                       (s1.prep_s - s0.prep_s) / nbt * 1e3, (s1.collect_s - s0.collect_s) / nbt * 1e3,
-                       (z->host_transform_s - a->host_transform_s) / nbt * 1e3,
-                       (s1.decode_wait_s - s0.decode_wait_s) / nbt * 1e3,
-                       (z->host_decode_s - a->host_decode_s) / calls * 1e3, (z->gpu_decode_ms - a->gpu_decode_ms) / calls,
-                       calls / nbt, 100.0 * (z->host_decode_s - a->host_decode_s) / (el * (nunits > 0 ? nunits : 1)),
-                       (z->gpu_transform_ms - a->gpu_transform_ms) / nbt,
+                printf("gpu %-5s %s; %.1f KB/image\n", train ? "train" : "eval", split,
                        nj > 0 ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)nj : 0.0);
                 long long spilled = s1.cpu_spilled - s0.cpu_spilled, hyb = z->jpeg_decoded_hybrid - a->jpeg_decoded_hybrid;
                 printf("gpu %-5s samples: %lld nvJPEG-decoded (%lld GPU-hybrid), %lld CPU-decoded for the balance (share "

@@ -5,10 +5,13 @@
  * from the checkpoint: the model config and the class names.
  *
  * Files are taken in batches of --batch (default 64): decoded in parallel on
- * the CPU, then one forward on the backend per batch. Every file gets an
+ * the CPU, or by nvJPEG and the GPU pipeline on the CUDA backend
+ * (data.decode = gpu | auto: classify_gpu.h), then one forward on the
+ * backend per batch. Every file gets an
  * answer in the order given; a file that cannot be read gets its one-line
  * error in its place and the exit status is 1 at the end. */
 #include "checkpoint.h"
+#include "classify_gpu.h"
 #include "cli.h"
 #include "evaluate.h"
 #include "transform_deit.h"
@@ -36,6 +39,8 @@ static void usage(void) {
            "  --logits   with --json: also \"logits\": every class's logit, in class order\n"
            "  --top K    classes per file, 1 to the model's classes\n"
            "  --batch N  images per forward (default 64)\n"
+           "On --device cuda, JPEGs are decoded by nvJPEG and transformed on the GPU (--data.decode\n"
+           "auto, the default; gpu insists, cpu keeps the CPU decoder): the same pixels as hgrn eval.\n"
            "A summary (images, failures, time per image) goes to stderr.\n");
 }
 
@@ -184,6 +189,8 @@ int cmd_classify(int argc, char **argv) {
     Model *m = NULL;
     DeitTransform *tf = NULL;
     DeitScratch *scratch = NULL;
+    ClassifyGpu *cg = NULL;
+    const char **paths = NULL;
     char **classes = NULL;
     int ncls = 0, nthreads = 1;
     uint8_t *px = NULL;
@@ -223,32 +230,43 @@ int cmd_classify(int argc, char **argv) {
     if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
     if (!(m = model_create(bk, c, Bmax, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
+    if (classify_gpu_create(c, bk, tf, Bmax, nthreads, &cg, err, sizeof err) < 0) goto fail;
+    if (cg && !(paths = malloc(sizeof *paths * (size_t)Bmax))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
     setup_s = now_seconds() - t_start;
     for (int i0 = 0; i0 < ent.n; i0 += Bmax) {
         const int nb = ent.n - i0 < Bmax ? ent.n - i0 : Bmax;
         double t0 = now_seconds();
-        /* decode the batch's files in parallel; each keeps its own error */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-        for (int j = 0; j < nb; j++) {
-            const Entry *x = &ent.v[i0 + j];
-            free(errs[j]);
-            errs[j] = NULL;
-            if (x->error) continue;
-            char msg[1024];
-            DeitScratch *s = &scratch[omp_get_thread_num()];
-            if (deit_eval_file(tf, x->path, s, px + per * (size_t)j, msg, sizeof msg) != 0)
-                errs[j] = strdup(msg[0] ? msg : "cannot be decoded");
-        }
-        /* the readable ones, packed in order */
         int n = 0;
-        for (int j = 0; j < nb; j++) {
-            if (ent.v[i0 + j].error || errs[j]) { slot[j] = -1; continue; }
-            if (n != j) memmove(px + per * (size_t)n, px + per * (size_t)j, per);
-            slot[j] = n++;
+        if (cg) {   /* nvJPEG and the GPU transform, staged in the model's input */
+            for (int j = 0; j < nb; j++) {
+                free(errs[j]);
+                errs[j] = NULL;
+                paths[j] = ent.v[i0 + j].error ? NULL : ent.v[i0 + j].path;
+            }
+            if ((n = classify_gpu_batch(cg, m, paths, nb, errs, slot, err, sizeof err)) < 0) goto fail;
+        } else {
+            /* decode the batch's files in parallel; each keeps its own error */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+            for (int j = 0; j < nb; j++) {
+                const Entry *x = &ent.v[i0 + j];
+                free(errs[j]);
+                errs[j] = NULL;
+                if (x->error) continue;
+                char msg[1024];
+                DeitScratch *s = &scratch[omp_get_thread_num()];
+                if (deit_eval_file(tf, x->path, s, px + per * (size_t)j, msg, sizeof msg) != 0)
+                    errs[j] = strdup(msg[0] ? msg : "cannot be decoded");
+            }
+            /* the readable ones, packed in order */
+            for (int j = 0; j < nb; j++) {
+                if (ent.v[i0 + j].error || errs[j]) { slot[j] = -1; continue; }
+                if (n != j) memmove(px + per * (size_t)n, px + per * (size_t)j, per);
+                slot[j] = n++;
+            }
         }
         double t1 = now_seconds();
         if (n > 0) {
-            model_forward(m, px, n, 0, NULL);
+            model_forward(m, cg ? NULL : px, n, 0, NULL);
             model_loss(m, NULL, n, NULL);
             model_probs(m, probs, n);
             if (logits) model_logits(m, logits, n);
@@ -313,10 +331,11 @@ int cmd_classify(int argc, char **argv) {
     }
     const double total = now_seconds() - t_start;
     fprintf(stderr, "hgrn classify: %d image%s classified, %d failed; %.2f s in all (set-up %.2f s); per image: "
-            "decode %.2f ms, forward %.2f ms (batches of up to %d, %s)\n", done_images,
+            "decode %.2f ms%s%s%s, forward %.2f ms (batches of up to %d, %s)\n", done_images,
             done_images == 1 ? "" : "s", failed, total, setup_s,
-            done_images ? 1e3 * t_decode / done_images : 0.0, done_images ? 1e3 * t_forward / done_images : 0.0,
-            Bmax, bk->name);
+            done_images ? 1e3 * t_decode / done_images : 0.0, cg ? " (nvJPEG " : "", cg ? classify_gpu_backend(cg) : "",
+            cg ? " + GPU transform, queued)" : "",
+            done_images ? 1e3 * t_forward / done_images : 0.0, Bmax, bk->name);
     rc = failed ? 1 : 0;
     goto done;
 fail:
@@ -337,6 +356,8 @@ done:
     if (scratch)
         for (int t = 0; t < nthreads; t++) deit_scratch_free(&scratch[t]);
     free(scratch);
+    free(paths);
+    classify_gpu_destroy(cg);
     deit_transform_destroy(tf);
     model_destroy(m);
     if (bk) bk->destroy(bk);

@@ -118,7 +118,7 @@ static const Key KEYS[] = {
     KF("data", hflip, 0, 1, 0, 0, "0.5", "horizontal flip probability"),
     KI("data", train_limit, 0, INT_MAX, "0", "use only the first N training samples (0 = all)"),
     KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),
-    KI("data", workers, 0, 1024, "0", "data loader threads (0 = auto)"),
+    KI("data", workers, 0, 1024, "0", "threads that build each batch of images (0 = one per core)"),
     KS("data", decode, "cpu|gpu|auto", "auto",
        "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
        "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),

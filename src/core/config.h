@@ -64,7 +64,7 @@ typedef struct {
     float hflip;            /* horizontal flip probability */
     int train_limit;        /* use only the first N training samples (0 = all) */
     int val_limit;          /* use only the first N evaluation samples (0 = all) */
-    int workers;            /* loader threads (0 = auto) */
+    int workers;            /* threads that build each batch of images (0 = OpenMP's default: one per core) */
     char decode[8];         /* "cpu", "gpu" or "auto": where JPEGs are decoded and augmented */
     char jpeg_backend[16];  /* "auto", "hardware" or "hybrid": nvJPEG's backend for decode = gpu */
     int jpeg_decoders;      /* nvJPEG decode units per loader (0 = auto) */

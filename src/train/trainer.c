@@ -221,8 +221,12 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
 }
 
 /* GPU decoding: how many files went where this epoch's summary (files
- * nvJPEG cannot take are decoded on the CPU instead, never skipped). */
-static void report_decoding(Loader *l, int epoch, int rank) {
+ * nvJPEG cannot take are decoded on the CPU instead, never skipped), and
+ * where the input pipeline's time went over the epoch's steps (`since`: the
+ * loader's counters when they began), so a run that waits for data shows
+ * which stage holds it. */
+static void report_decoding(Loader *l, const LoaderStats *since, long steps, double seconds, int epoch,
+                            int rank) {
     LoaderStats st;
     loader_stats(l, &st);
     if (!st.gpu || rank != 0) return;
@@ -232,6 +236,9 @@ static void report_decoding(Loader *l, int epoch, int rank) {
             "unsupported, %lld refused, %lld failed, %lld over the memory budget) so far\n", epoch + 1,
             st.gpu_decoded, st.gpu_backend ? st.gpu_backend : "?", cpu, st.cpu_not_jpeg, st.cpu_unsupported,
             st.cpu_nvjpeg_refused, st.cpu_nvjpeg_failed, st.cpu_budget);
+    char split[640];
+    loader_gpu_split(since, &st, (double)steps, seconds, split, sizeof split);
+    if (split[0]) fprintf(stderr, "epoch %d: GPU input %s\n", epoch + 1, split);
 }
 
 /* The rest of epoch `epoch` from the state's batch position. The next batch
@@ -240,6 +247,10 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     const Config *c = t->cfg;
     TrainState *ts = &t->state;
     loader_set_epoch(t->train_loader, epoch, ts->batch);
+    LoaderStats at_start;
+    loader_stats(t->train_loader, &at_start);
+    const double t_start = now_seconds();
+    long steps = 0;
     Backend *bk = t->bk;
     const int idle = bk->idle_begin != NULL;   /* device idle between steps is measured */
     const int *global_index = loader_global_index(t->train_loader);
@@ -271,11 +282,12 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
         }
         ts->step++;
         ts->batch++;
+        steps++;
         log_step(t, epoch, n * t->world, loss, gn, lr);
         if (c->max_steps > 0 && ts->step >= c->max_steps) t->stopped = 1;
     }
     if (isatty(2) && t->root) fprintf(stderr, "\n");
-    report_decoding(t->train_loader, epoch, t->rank);
+    report_decoding(t->train_loader, &at_start, steps, now_seconds() - t_start, epoch, t->rank);
     if (loader_bad_samples(t->train_loader) > 0)
         fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n",
                 epoch + 1, loader_bad_samples(t->train_loader));
