@@ -530,6 +530,9 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->lru_params_bwd = cu_lru_params_bwd;
     bk->diag_fwd = cu_diag_fwd;
     bk->diag_bwd = cu_diag_bwd;
+    bk->batchnorm_fwd = cu_batchnorm_fwd;
+    bk->batchnorm_bwd = cu_batchnorm_bwd;
+    bk->grid_transpose = cu_grid_transpose;
     bk->lower_bounds_fwd = cu_lower_bounds_fwd;
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;
     bk->normalize_u8 = cu_normalize_u8;

@@ -242,6 +242,13 @@ void cu_lru_params_bwd(Backend *, float *dnu, float *dtheta, float *db, const fl
 void cu_diag_fwd(Backend *, float *out, const float *x, const float *d, int M, int C);
 void cu_diag_bwd(Backend *, float *dx, float *dd, const float *dout, const float *x, const float *d,
                  int M, int C);
+void cu_batchnorm_fwd(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                      const float *b, float *rmean, float *rvar, float momentum, int training, int M,
+                      int C);
+void cu_batchnorm_bwd(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                      const float *w, const float *mean, const float *rstd, int M, int C);
+void cu_grid_transpose(Backend *, float *out, int ldo, const float *in, int ldi, int B, int H, int W, int C,
+                       int f32, int accumulate);
 void cu_lower_bounds_fwd(Backend *, float *beta, const float *gamma, int L, int D);
 void cu_lower_bounds_bwd(Backend *, float *dgamma, const float *dbeta, const float *gamma,
                          int L, int D);

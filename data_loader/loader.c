@@ -68,6 +68,7 @@ struct Loader {
     void *(*host_alloc)(size_t);
     void (*host_free)(void *);
     int c, h, w;            /* native sample shape (fixed-size datasets) */
+    int pad_mode;           /* cfg.pad_mode as PAD_* */
     size_t native_bytes, out_bytes;
     uint8_t *scratch;       /* local_bs * native_bytes: one native buffer per slot */
     int *status;            /* local_bs */
@@ -137,8 +138,8 @@ static int fetch_and_transform(Loader *l, int idx, uint8_t *scratch, Rng *rng, u
     /* Fixed-size datasets: random crop + flip, or centre pad/crop. Variable-size
      * (JPEG) datasets will get their own transform here. */
     if (rng)
-        transform_small_train(scratch, c, h, w, out, l->cfg.image_size, l->cfg.crop_padding,
-                              l->cfg.hflip, rng);
+        transform_small_train_mode(scratch, c, h, w, out, l->cfg.image_size, l->cfg.crop_padding,
+                                   l->pad_mode, l->cfg.hflip, rng);
     else
         transform_small_eval(scratch, c, h, w, out, l->cfg.image_size);
     *label = lab;
@@ -900,6 +901,12 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         set_err(err, errlen, "data.hflip = %g out of range [0, 1]", (double)cfg->hflip);
         return NULL;
     }
+    const int pad_mode = transform_small_pad_mode(cfg->pad_mode);
+    if (pad_mode < 0) {
+        set_err(err, errlen, "data.pad_mode = '%.32s' is not one of: constant, edge, reflect, symmetric",
+                cfg->pad_mode);
+        return NULL;
+    }
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f)) {
         set_err(err, errlen, "train.label_smoothing = %g out of range [0, 1)",
                 (double)cfg->label_smoothing);
@@ -936,6 +943,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     l->c = ds->c;
     l->h = ds->h;
     l->w = ds->w;
+    l->pad_mode = pad_mode;
     l->native_bytes = files ? 0 : (size_t)l->c * l->h * l->w;
     l->reps = l->train && cfg->repeated_aug > 1 ? cfg->repeated_aug : 1;
     l->plen = n * l->reps;

@@ -1,10 +1,16 @@
 /* backbone.c - the DeiT-style backbone (docs/DESIGN.md, "The models"):
  * patchify -> Linear -> depth blocks -> mean over tokens -> SimpleRMSNorm ->
- * Linear head. A block is x += DropPath(TokenMixer(LN(x))), then
- * x += DropPath(GLU(LN(x))). The token mixer comes from the registry by
+ * Linear head. A block is x += DropPath(TokenMixer(Norm(x))), then
+ * x += DropPath(GLU(Norm(x))). The token mixer comes from the registry by
  * model.mixer (mixer.h); this file never names one. When the mixer takes
  * HGRN's lower bounds, the backbone owns them: beta_k = sum_{i<k}
- * softmax(lower_bounds)_i over the layer axis. */
+ * softmax(lower_bounds)_i over the layer axis.
+ *
+ * The LRA image model is this backbone with patch 1 (one pixel a token):
+ * model.norm picks the pre-norms (LayerNorm, or BatchNorm over the batch and
+ * the tokens with running statistics), model.head_norm what comes before
+ * the head (SimpleRMSNorm after the pool, model.norm on every token before
+ * it, or nothing). */
 #include "model.h"
 #include "glu.h"
 #include "layout.h"
@@ -15,8 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { float *weight, *bias; } NormParams;
-typedef struct { float *out, *mean, *rstd; } NormActs;   /* a LayerNorm's output and statistics */
+/* A pre-norm's parameters; batch norm adds its running statistics (buffers:
+ * updated by training forwards, read by evaluation ones), NULL for LayerNorm. */
+typedef struct { float *weight, *bias, *running_mean, *running_var; } NormParams;
+/* A norm's output and statistics: per row (LayerNorm) or per channel (batch norm) */
+typedef struct { float *out, *mean, *rstd; } NormActs;
+
+enum { HEAD_RMS, HEAD_TOKEN, HEAD_NONE };   /* model.head_norm */
 
 /* One block: the pre-norms are the backbone's, the branches are the token
  * mixer (opaque state) and the GLU. *_grad: gradient views at the same offsets. */
@@ -37,6 +48,10 @@ struct Model {
     int max_batch, training;
     int image_size, channels, patch, tokens, patch_dim, width, depth, glu_width, classes;
     float drop_path;
+    int batch_norm;               /* model.norm = batch */
+    float bn_momentum;
+    int head_norm;                /* HEAD_* */
+    int train_mode;               /* the last forward was a training one (batch norm: batch statistics) */
     float norm_mean[4], norm_std[4];   /* input normalisation (host values) */
 
     ParamInfo *tensors;
@@ -49,6 +64,8 @@ struct Model {
     float *embed_w_grad, *embed_b_grad, *head_w_grad, *head_b_grad;
     float *lower_bounds, *lower_bounds_grad;   /* [depth, width]; NULL when the mixer takes none */
     Block *blocks;
+    NormParams final_norm, final_norm_grad;   /* model.head_norm = token */
+    NormActs final_normed;
 
     /* activations */
     char *act_mem;
@@ -103,7 +120,30 @@ int model_check_config(const Config *c, char *err, size_t errlen) {
                  "causal mode: %s)", mx->name, names);
         return -1;
     }
+    if (c->scan2d && !mx->supports_scan2d) {
+        snprintf(err, errlen, "model.scan2d = 1: the %s mixer has no 2-D scan", mx->name);
+        return -1;
+    }
     return mx->check_config ? mx->check_config(c, err, errlen) : 0;
+}
+
+static int head_norm_of(const Config *c) {
+    return !strcmp(c->head_norm, "token") ? HEAD_TOKEN : !strcmp(c->head_norm, "none") ? HEAD_NONE : HEAD_RMS;
+}
+
+/* A pre-norm's tensors: weight and bias, and batch norm's running statistics. */
+static void declare_norm(TensorList *tl, const Config *c, const char *name) {
+    char full[64];
+    snprintf(full, sizeof full, "%s.weight", name);
+    tensor_add(tl, 0, INIT_ONE, 1, c->dim, 0, 0, "%s", full);
+    snprintf(full, sizeof full, "%s.bias", name);
+    tensor_add(tl, 0, INIT_ZERO, 1, c->dim, 0, 0, "%s", full);
+    if (!strcmp(c->norm, "batch")) {
+        snprintf(full, sizeof full, "%s.running_mean", name);
+        tensor_add_buffer(tl, INIT_ZERO, c->dim, full);
+        snprintf(full, sizeof full, "%s.running_var", name);
+        tensor_add_buffer(tl, INIT_ONE, c->dim, full);
+    }
 }
 
 /* The tensors in emission order (model_init draws tensor i from stream i, so
@@ -117,17 +157,16 @@ static int build_tensors(const TokenMixer *mx, const Config *c, ParamInfo *out) 
     tensor_add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "to_patch_embedding.1.bias");
     for (int l = 0; l < c->depth; l++) {
         snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.", l);
-        tensor_add(&tl, 0, INIT_ONE, 1, D, 0, 0, "token_norm.weight");
-        tensor_add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "token_norm.bias");
+        declare_norm(&tl, c, "token_norm");
         snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.token_mixer.", l);
         mx->declare(&tl, c);
         snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.", l);
-        tensor_add(&tl, 0, INIT_ONE, 1, D, 0, 0, "feature_norm.weight");
-        tensor_add(&tl, 0, INIT_ZERO, 1, D, 0, 0, "feature_norm.bias");
+        declare_norm(&tl, c, "feature_norm");
         snprintf(tl.prefix, sizeof tl.prefix, "layers.%d.feature_mixer.", l);
         glu_declare(&tl, D, c->glu_dim);
     }
     tl.prefix[0] = 0;
+    if (head_norm_of(c) == HEAD_TOKEN) declare_norm(&tl, c, "norm");
     tensor_add(&tl, 1, INIT_TRUNC_NORMAL, 2, c->num_classes, D, 0, "head.1.weight");
     tensor_add(&tl, 0, INIT_ZERO, 1, c->num_classes, 0, 0, "head.1.bias");
     if (mx->uses_lower_bounds) tensor_add(&tl, 0, INIT_ONE, 2, c->depth, D, 0, "lower_bounds");
@@ -180,6 +219,7 @@ void model_print_table(const Config *c, void *file) {
         return;
     }
     size_t total = 0;
+    size_t buffers = 0;
     fprintf(f, "%-52s %-16s %10s %s\n", "tensor", "shape", "params", "decay");
     for (int i = 0; i < n; i++) {
         char shape[64] = "";
@@ -187,19 +227,33 @@ void model_print_table(const Config *c, void *file) {
         for (int d = 0; d < t[i].ndim; d++)
             len += (size_t)snprintf(shape + len, sizeof shape - len, d ? "x%lld" : "%lld",
                                     (long long)t[i].shape[d]);
-        fprintf(f, "%-52s %-16s %10zu %s\n", t[i].name, shape, t[i].numel, t[i].decay ? "yes" : "no");
+        fprintf(f, "%-52s %-16s %10zu %s\n", t[i].name, shape, t[i].numel,
+                t[i].buffer ? "buffer" : t[i].decay ? "yes" : "no");
         total += t[i].numel;
+        if (t[i].buffer) buffers += t[i].numel;
     }
-    fprintf(f, "params: %zu\n", total);
+    if (buffers)
+        fprintf(f, "params: %zu (%zu trained, %zu batch-norm running statistics)\n", total, total - buffers,
+                buffers);
+    else
+        fprintf(f, "params: %zu\n", total);
     free(t);
 }
 
-static void bind_norm(NormParams *n, const TensorView *v, const char *name) {
+/* grads: a gradient view (no running statistics there) */
+static void bind_norm(NormParams *n, const TensorView *v, const char *name, int batch_norm, int grads) {
     char w[64], b[64];
     snprintf(w, sizeof w, "%s.weight", name);
     snprintf(b, sizeof b, "%s.bias", name);
     n->weight = tensor_at(v, w);
     n->bias = tensor_at(v, b);
+    n->running_mean = n->running_var = NULL;
+    if (batch_norm && !grads) {
+        snprintf(w, sizeof w, "%s.running_mean", name);
+        snprintf(b, sizeof b, "%s.running_var", name);
+        n->running_mean = tensor_at(v, w);
+        n->running_var = tensor_at(v, b);
+    }
 }
 
 /* Point every layer at its tensors in the parameter block and, when
@@ -213,6 +267,10 @@ static void bind_params(Model *m) {
     m->head_w = tensor_at(&p, "head.1.weight");
     m->head_b = tensor_at(&p, "head.1.bias");
     if (m->mixer->uses_lower_bounds) m->lower_bounds = tensor_at(&p, "lower_bounds");
+    if (m->head_norm == HEAD_TOKEN) {
+        bind_norm(&m->final_norm, &p, "norm", m->batch_norm, 0);
+        if (grads) bind_norm(&m->final_norm_grad, &g, "norm", m->batch_norm, 1);
+    }
     if (grads) {
         m->embed_w_grad = tensor_at(&g, "to_patch_embedding.1.weight");
         m->embed_b_grad = tensor_at(&g, "to_patch_embedding.1.bias");
@@ -225,11 +283,11 @@ static void bind_params(Model *m) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "layers.%d.", l);
         p.prefix = g.prefix = prefix;
-        bind_norm(&blk->token_norm, &p, "token_norm");
-        bind_norm(&blk->feature_norm, &p, "feature_norm");
+        bind_norm(&blk->token_norm, &p, "token_norm", m->batch_norm, 0);
+        bind_norm(&blk->feature_norm, &p, "feature_norm", m->batch_norm, 0);
         if (grads) {
-            bind_norm(&blk->token_norm_grad, &g, "token_norm");
-            bind_norm(&blk->feature_norm_grad, &g, "feature_norm");
+            bind_norm(&blk->token_norm_grad, &g, "token_norm", m->batch_norm, 1);
+            bind_norm(&blk->feature_norm_grad, &g, "feature_norm", m->batch_norm, 1);
         }
         snprintf(prefix, sizeof prefix, "layers.%d.token_mixer.", l);
         m->mixer->bind(blk->mixer, &p, grads ? &g : NULL);
@@ -241,10 +299,11 @@ static void bind_params(Model *m) {
 
 /* ------------------------------------------------------------ activations */
 
-static void norm_layout(NormActs *n, Arena *a, const Backend *bk, int M, int D) {
+/* statistics per row (LayerNorm) or per channel (batch norm) */
+static void norm_layout(NormActs *n, Arena *a, const Backend *bk, int M, int D, int batch_norm) {
     n->out = take_act(a, bk, (size_t)M * D);
-    n->mean = take_f32(a, M);
-    n->rstd = take_f32(a, M);
+    n->mean = take_f32(a, batch_norm ? D : M);
+    n->rstd = take_f32(a, batch_norm ? D : M);
 }
 
 static void layout_acts(Model *m, Arena *a) {
@@ -255,11 +314,12 @@ static void layout_acts(Model *m, Arena *a) {
     for (int i = 0; i < 2 * m->depth + 1; i++) m->stream[i] = take_act(a, bk, (size_t)M * D);
     for (int l = 0; l < m->depth; l++) {
         Block *blk = &m->blocks[l];
-        norm_layout(&blk->token_normed, a, bk, M, D);
+        norm_layout(&blk->token_normed, a, bk, M, D, m->batch_norm);
         m->mixer->layout(blk->mixer, a, bk, M);
-        norm_layout(&blk->feature_normed, a, bk, M, D);
+        norm_layout(&blk->feature_normed, a, bk, M, D, m->batch_norm);
         glu_layout(&blk->glu_acts, a, bk, M, m->glu_width);
     }
+    if (m->head_norm == HEAD_TOKEN) norm_layout(&m->final_normed, a, bk, M, D, m->batch_norm);
     m->branch = take_act(a, bk, (size_t)M * D);
     m->pooled = take_act(a, bk, (size_t)B * D);
     m->normed = take_act(a, bk, (size_t)B * D);
@@ -369,6 +429,9 @@ static Model *model_new(Backend *bk, const Config *c, int max_batch, int trainin
     m->glu_width = c->glu_dim;
     m->classes = c->num_classes;
     m->drop_path = c->drop_path;
+    m->batch_norm = !strcmp(c->norm, "batch");
+    m->bn_momentum = c->bn_momentum;
+    m->head_norm = head_norm_of(c);
     for (int i = 0; i < 4; i++) {
         m->norm_mean[i] = i < c->num_mean ? c->mean[i] : 0.0f;
         m->norm_std[i] = i < c->num_std ? c->std[i] : 1.0f;
@@ -567,6 +630,7 @@ int model_take_staged(Model *m, int B) {
 
 void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rng) {
     m->use_scales = train ? draw_drop_path(m, B, B, NULL, dp_rng) : 0;
+    m->train_mode = train != 0;
     if (images) {
         m->bk->copy_fence(m->bk);     /* a staged upload into slot 0 must not land after this one */
         m->bk->to_device(m->bk, m->img_u8[0], images,
@@ -576,6 +640,37 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
     } else {
         model_forward_slot(m, model_take_staged(m, B), B);
     }
+}
+
+/* n = Norm(x) for x[M, width]: LayerNorm, or batch norm (batch statistics
+ * in a training forward, which also updates the running ones; the running
+ * ones in an evaluation forward) */
+static void norm_fwd(Model *m, NormActs *n, const NormParams *p, const float *x, int M) {
+    Backend *bk = m->bk;
+    if (m->batch_norm)
+        bk->batchnorm_fwd(bk, n->out, n->mean, n->rstd, x, p->weight, p->bias, p->running_mean,
+                          p->running_var, m->bn_momentum, m->train_mode, M, m->width);
+    else
+        bk->layernorm_fwd(bk, n->out, n->mean, n->rstd, x, p->weight, p->bias, M, m->width);
+}
+
+/* out = x + scale * f, and n = Norm(out): one pass for LayerNorm
+ * (residual_ln_fwd), two for batch norm (its statistics need every row). */
+static void residual_norm_fwd(Model *m, float *out, NormActs *n, const NormParams *p, const float *x,
+                              const float *f, const float *scale, int B) {
+    Backend *bk = m->bk;
+    const int N = m->tokens, D = m->width;
+    if (m->batch_norm) {
+        bk->residual_fwd(bk, out, x, f, scale, B, N * D);
+        norm_fwd(m, n, p, out, B * N);
+    } else {
+        bk->residual_ln_fwd(bk, out, n->out, n->mean, n->rstd, x, f, scale, p->weight, p->bias, B, N, D);
+    }
+}
+
+/* The head's input: the pooled features, after SimpleRMSNorm with head_norm = rms */
+static const float *head_input(const Model *m) {
+    return m->head_norm == HEAD_RMS ? m->normed : m->pooled;
 }
 
 void model_forward_slot(Model *m, int slot, int B) {
@@ -589,33 +684,34 @@ void model_forward_slot(Model *m, int slot, int B) {
     bk->matmul_fwd(bk, m->stream[0], m->patches, m->embed_w, m->embed_b, M, m->patch_dim, D);
     if (m->lower_bounds) bk->lower_bounds_fwd(bk, m->beta, m->lower_bounds, m->depth, D);
 
-    /* Each residual add also writes the next branch's pre-norm (residual_ln_fwd:
-     * the new stream state is normalised from registers, not read back); only
-     * the first token norm is a separate op and the last add has none. */
-    const Block *first = &m->blocks[0];
-    bk->layernorm_fwd(bk, first->token_normed.out, first->token_normed.mean, first->token_normed.rstd,
-                      m->stream[0], first->token_norm.weight, first->token_norm.bias, M, D);
+    /* Each residual add also writes the next branch's pre-norm (with
+     * LayerNorm in one pass, residual_ln_fwd: the new stream state is
+     * normalised from registers, not read back); only the first token norm
+     * is a separate op, and the last add has none unless a token norm
+     * (model.head_norm = token) follows it. */
+    Block *first = &m->blocks[0];
+    norm_fwd(m, &first->token_normed, &first->token_norm, m->stream[0], M);
     for (int l = 0; l < m->depth; l++) {
         Block *blk = &m->blocks[l];
         float *x = m->stream[2 * l], *y = m->stream[2 * l + 1], *z = m->stream[2 * l + 2];
         m->mixer->forward(bk, blk->mixer, blk->token_normed.out, layer_beta(m, l), m->branch, B, N);
         NormActs *fn = &blk->feature_normed;
-        bk->residual_ln_fwd(bk, y, fn->out, fn->mean, fn->rstd, x, m->branch, layer_scale(m, l, 0, B),
-                            blk->feature_norm.weight, blk->feature_norm.bias, B, N, D);
+        residual_norm_fwd(m, y, fn, &blk->feature_norm, x, m->branch, layer_scale(m, l, 0, B), B);
         glu_forward(bk, &blk->glu, &blk->glu_acts, fn->out, m->branch, M, D, m->glu_width);
         const float *s1 = layer_scale(m, l, 1, B);
-        if (l + 1 == m->depth) {
-            bk->residual_fwd(bk, z, y, m->branch, s1, B, N * D);
+        if (l + 1 < m->depth) {
+            Block *next = &m->blocks[l + 1];
+            residual_norm_fwd(m, z, &next->token_normed, &next->token_norm, y, m->branch, s1, B);
+        } else if (m->head_norm == HEAD_TOKEN) {
+            residual_norm_fwd(m, z, &m->final_normed, &m->final_norm, y, m->branch, s1, B);
         } else {
-            const Block *next = &m->blocks[l + 1];
-            const NormActs *tn = &next->token_normed;
-            bk->residual_ln_fwd(bk, z, tn->out, tn->mean, tn->rstd, y, m->branch, s1,
-                                next->token_norm.weight, next->token_norm.bias, B, N, D);
+            bk->residual_fwd(bk, z, y, m->branch, s1, B, N * D);
         }
     }
-    bk->meanpool_fwd(bk, m->pooled, m->stream[2 * m->depth], B, N, D);
-    bk->rmsnorm_fwd(bk, m->normed, m->rms, m->pooled, B, D);
-    bk->matmul_fwd(bk, m->logits, m->normed, m->head_w, m->head_b, B, D, m->classes);
+    const float *last = m->head_norm == HEAD_TOKEN ? m->final_normed.out : m->stream[2 * m->depth];
+    bk->meanpool_fwd(bk, m->pooled, last, B, N, D);
+    if (m->head_norm == HEAD_RMS) bk->rmsnorm_fwd(bk, m->normed, m->rms, m->pooled, B, D);
+    bk->matmul_fwd(bk, m->logits, head_input(m), m->head_w, m->head_b, B, D, m->classes);
 }
 
 /* ------------------------------------------------------------------ loss */
@@ -629,6 +725,7 @@ void model_set_targets(Model *m, const float *targets, int B) {
 
 void model_set_drop_path(Model *m, int B, int global_batch, const int *global_index, Rng *dp_rng) {
     m->use_scales = draw_drop_path(m, B, global_batch, global_index, dp_rng);
+    m->train_mode = 1;
 }
 
 void model_loss_device(Model *m, int B) {
@@ -683,15 +780,19 @@ void model_zero_grads(Model *m) {
     m->bk->zero(m->bk, m->grads, m->num_params * sizeof(float));
 }
 
-/* A branch's pre-norm backward: dres += LayerNorm'(dnormed) and, when the
+/* A branch's pre-norm backward: dres += Norm'(dnormed) and, when the
  * branch before it exists, that branch's output gradient dbranch = scale *
- * dres in the same pass (ln_residual_bwd). */
+ * dres (for LayerNorm in the same pass, ln_residual_bwd). */
 static void prenorm_backward(Model *m, const NormParams *w, const NormParams *grad,
                              const NormActs *acts, const float *x, const float *prev_scale,
                              int has_prev, int B) {
     Backend *bk = m->bk;
     const int N = m->tokens, D = m->width;
-    if (has_prev)
+    if (m->batch_norm) {
+        bk->batchnorm_bwd(bk, m->dres, grad->weight, grad->bias, m->dnormed_in, x, w->weight, acts->mean,
+                          acts->rstd, B * N, D);
+        if (has_prev) bk->residual_bwd(bk, m->dbranch, m->dres, prev_scale, B, N * D);
+    } else if (has_prev)
         bk->ln_residual_bwd(bk, m->dres, m->dbranch, grad->weight, grad->bias, m->dnormed_in, x,
                             w->weight, acts->mean, acts->rstd, prev_scale, B, N, D);
     else
@@ -704,13 +805,24 @@ void model_backward(Model *m, int B) {
     const int N = m->tokens, D = m->width, M = B * N;
     if (m->lower_bounds) bk->zero(bk, m->dbeta, (size_t)m->depth * D * sizeof(float));
     bk->xent_bwd(bk, m->dlogits, m->probs, m->targets, 1.0f / (float)B, B, m->classes);
-    bk->matmul_bwd(bk, m->dnormed, m->head_w_grad, m->head_b_grad, m->dlogits, m->normed, m->head_w,
-                   B, D, m->classes);
-    bk->rmsnorm_bwd(bk, m->dpooled, m->dnormed, m->pooled, m->rms, B, D);
-    bk->meanpool_bwd(bk, m->dres, m->dpooled, B, N, D);   /* dres = dL/d stream[2 depth] */
-    /* z = y + s1 * glu(y): the last GLU's output gradient. Every other branch's
-     * comes with the pre-norm backward of the branch after it. */
-    bk->residual_bwd(bk, m->dbranch, m->dres, layer_scale(m, m->depth - 1, 1, B), B, N * D);
+    const int rms = m->head_norm == HEAD_RMS;
+    bk->matmul_bwd(bk, rms ? m->dnormed : m->dpooled, m->head_w_grad, m->head_b_grad, m->dlogits,
+                   head_input(m), m->head_w, B, D, m->classes);
+    if (rms) bk->rmsnorm_bwd(bk, m->dpooled, m->dnormed, m->pooled, m->rms, B, D);
+    const float *s_last = layer_scale(m, m->depth - 1, 1, B);
+    if (m->head_norm == HEAD_TOKEN) {
+        /* the token norm after z = y + s1 * glu(y): dres = dL/dz, and the
+         * last GLU's output gradient with it */
+        bk->meanpool_bwd(bk, m->dnormed_in, m->dpooled, B, N, D);
+        bk->zero(bk, m->dres, (size_t)M * D * bk->act_elem);   /* the norm's backward accumulates */
+        prenorm_backward(m, &m->final_norm, &m->final_norm_grad, &m->final_normed, m->stream[2 * m->depth],
+                         s_last, 1, B);
+    } else {
+        bk->meanpool_bwd(bk, m->dres, m->dpooled, B, N, D);   /* dres = dL/d stream[2 depth] */
+        /* z = y + s1 * glu(y): the last GLU's output gradient. Every other branch's
+         * comes with the pre-norm backward of the branch after it. */
+        bk->residual_bwd(bk, m->dbranch, m->dres, s_last, B, N * D);
+    }
     for (int l = m->depth - 1; l >= 0; l--) {
         Block *blk = &m->blocks[l];
         const float *x = m->stream[2 * l], *y = m->stream[2 * l + 1];

@@ -36,6 +36,10 @@ typedef struct TokenMixer {
      * the tokens before it); 0: it is bidirectional only, and model.causal =
      * 1 is a config error naming it (model_check_config). */
     int supports_causal;
+    /* 1: the mixer honours model.scan2d = 1 (its recurrence runs over every
+     * row and every column of the grid of tokens, summed: mixers/grid2d.h);
+     * 0: model.scan2d = 1 is a config error naming it. */
+    int supports_scan2d;
 
     /* Mixer-specific config checks (the generic ones are done): 0, or -1 with
      * a message naming the key. */
@@ -65,7 +69,9 @@ typedef struct TokenMixer {
     size_t scratch_bytes;
     void (*layout_scratch)(void *scratch, Arena *a, const Backend *bk, const Config *c, int rows);
 
-    /* out[M, D] = mixer(x) for x[M, D] (M = B * N rows, N tokens per image):
+    /* out[M, D] = mixer(x) for x[M, D] (M = B * N rows, N tokens per image,
+     * a grid of model.image_size / model.patch_size tokens on a side in row
+     * order):
      * x is the pre-normalised input (token_norm's output); beta[D] the
      * layer's lower bound (uses_lower_bounds) or NULL. The activations the
      * backward needs are saved in the layer's state. */

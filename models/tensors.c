@@ -29,6 +29,11 @@ void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64
     tl->count++;
 }
 
+void tensor_add_buffer(TensorList *tl, int init, int64_t n, const char *name) {
+    tensor_add(tl, 0, init, 1, n, 0, 0, "%s", name);
+    if (tl->tensors) tl->tensors[tl->count - 1].buffer = 1;
+}
+
 float *tensor_at(const TensorView *view, const char *name) {
     char full[96];
     snprintf(full, sizeof full, "%s%s", view->prefix, name);

@@ -22,6 +22,10 @@ typedef struct {
     size_t numel;
     int decay;            /* 1: weight decay applies; 0: norms, biases, lower bounds */
     int init;             /* INIT_* */
+    int buffer;           /* 1: not trained, a running statistic (batch norm's running_mean and
+                           * running_var, PyTorch's buffers): it lives in the parameter block, in
+                           * the no-decay group, so that checkpoints carry it, but its gradient
+                           * is always zero (AdamW leaves it as the forward updated it) */
 } ParamInfo;
 
 /* Declaration order is emission order. With tensors == NULL only the count
@@ -36,6 +40,9 @@ typedef struct {
 /* Declare a tensor of ndim (1..3) dimensions; unused dimensions are 0. */
 void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2,
                 const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+
+/* A one-dimensional buffer of n values (ParamInfo.buffer), no weight decay. */
+void tensor_add_buffer(TensorList *tl, int init, int64_t n, const char *name);
 
 /* Where one layer's tensors live: tensor_at(view, "out_proj.weight") is the
  * address of <prefix>out_proj.weight in the block at base (the parameters or,

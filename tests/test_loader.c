@@ -123,6 +123,7 @@ static Config make_cfg(int size, int ch, int batch) {
     c.label_smoothing = 0.1f;
     c.crop_padding = 0;
     c.hflip = 0.0f;
+    snprintf(c.pad_mode, sizeof c.pad_mode, "constant");
     return c;
 }
 

@@ -1,7 +1,11 @@
 /* test_model.c - the whole model on the CPU backend at a tiny size, with
  * every registered token mixer: hand-written backward against central finite
  * differences of the forward (directional derivatives, per tensor and over all
- * parameters), with drop path active and soft targets; parameter naming and
+ * parameters), with drop path active and soft targets, and in the LRA image
+ * model's shape (patch 1, batch norm with batch statistics, a token norm
+ * before the pool, the 2-D scan; batch norm's running statistics get no
+ * gradient; the running statistics' updates and evaluation with them);
+ * parameter naming and
  * layout facts; the registry and the model-level config checks; the ImageNet
  * configs' parameter counts. */
 #include <setjmp.h>
@@ -53,12 +57,44 @@ static double loss_at(Fixture *f) {
     return model_loss(f->m, f->targets, f->B, NULL);
 }
 
-static void check_gradients(float drop_path, const char *mixer) {
+/* The LRA image model's shape at tiny size (patch 1: a 4 x 4 grid of
+ * pixels), with the norms and the scan of the arguments. */
+static Config tiny_lra_config(const char *mixer, const char *norm, const char *head_norm, int scan2d,
+                              int channels) {
+    Config c = tiny_config_mixer(0.0f, mixer);
+    c.image_size = 4; c.patch_size = 1; c.channels = channels;
+    snprintf(c.norm, sizeof c.norm, "%s", norm);
+    snprintf(c.head_norm, sizeof c.head_norm, "%s", head_norm);
+    c.scan2d = scan2d;
+    c.num_mean = c.num_std = channels;
+    for (int i = 0; i < channels; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    return c;
+}
+
+/* A bias that adds a constant per channel to the residual stream (the
+ * embedding's, a branch's last, and HGRU2's LayerNorm bias, which out_proj
+ * maps to one) when every reader of the stream is a batch norm (model.norm
+ * = batch and head_norm = token): the batch mean takes it out again, so its
+ * gradient is zero (up to rounding) and stays so. */
+static int stream_bias(const Config *c, const char *name) {
+    static const char *const ends[] = {"to_patch_embedding.1.bias", "token_mixer.out_proj.bias",
+                                       "feature_mixer.l3.bias", "token_mixer.norm.bias"};
+    if (strcmp(c->norm, "batch") || strcmp(c->head_norm, "token")) return 0;
+    for (int i = 0; i < (strcmp(c->mixer, "hgru2") ? 3 : 4); i++) {
+        const size_t n = strlen(name), e = strlen(ends[i]);
+        if (n >= e && !strcmp(name + n - e, ends[i])) return 1;
+    }
+    return 0;
+}
+
+static void check_gradients_of(const Config *cfg, const char *label) {
     char err[256];
     Fixture f = {0};
     f.B = 3;
-    Config c = tiny_config_mixer(drop_path, mixer);
-    print_message("  mixer %s, drop path %.1f\n", mixer, (double)drop_path);
+    Config c = *cfg;
+    const float drop_path = c.drop_path;
+    const char *mixer = c.mixer;
+    print_message("  mixer %s, drop path %.1f%s\n", mixer, (double)drop_path, label);
     f.bk = backend_cpu_create(1, err, sizeof err);
     assert_non_null(f.bk);
     f.m = model_create(f.bk, &c, f.B, 1, err, sizeof err);
@@ -69,11 +105,13 @@ static void check_gradients(float drop_path, const char *mixer) {
     /* parameters of order one (init-scale weights make gradients too small to test) */
     float *p = model_params(f.m);
     tu_fill_uniform(&r, p, np, -0.6f, 0.6f);
+    int buffers = 0;
     /* lower bounds: keep beta away from 1 so gradients through lambda are alive */
     for (int i = 0; i < model_num_tensors(f.m); i++) {
         const ParamInfo *t = model_tensor(f.m, i);
         if (!strcmp(t->name, "lower_bounds"))
             for (size_t k = 0; k < t->numel; k++) p[t->offset + k] = (float)rng_normal(&r);
+        if (t->buffer || stream_bias(&c, t->name)) buffers++;   /* no gradient, by construction */
     }
     size_t npx = (size_t)f.B * c.channels * c.image_size * c.image_size;
     f.img = TU_NEW(uint8_t, npx);
@@ -118,7 +156,13 @@ static void check_gradients(float drop_path, const char *mixer) {
     }
     /* without drop path every tensor must carry gradient (a dead branch would
      * pass the check above); with it, dropped branches legitimately get none */
-    if (drop_path == 0.0f) assert_int_equal(checked, model_num_tensors(f.m));
+    if (drop_path == 0.0f) assert_int_equal(checked, model_num_tensors(f.m) - buffers);
+    for (int i = 0; i < model_num_tensors(f.m); i++) {
+        const ParamInfo *t = model_tensor(f.m, i);
+        for (size_t k = 0; t->buffer && k < t->numel; k++) assert_true(g[t->offset + k] == 0.0f);
+        for (size_t k = 0; stream_bias(&c, t->name) && k < t->numel; k++)
+            if (!(fabsf(g[t->offset + k]) <= 1e-6f)) fail_msg("%s: gradient %g, want 0", t->name, g[t->offset + k]);
+    }
 
     /* all parameters at once */
     double *v = TU_NEW(double, np), an = 0;
@@ -142,6 +186,11 @@ static void check_gradients(float drop_path, const char *mixer) {
     f.bk->destroy(f.bk);
 }
 
+static void check_gradients(float drop_path, const char *mixer) {
+    Config c = tiny_config_mixer(drop_path, mixer);
+    check_gradients_of(&c, "");
+}
+
 /* every mixer the registry holds: a new one is checked here without a line of its own */
 static void test_grad_no_drop_path(void **s) {
     (void)s;
@@ -150,6 +199,25 @@ static void test_grad_no_drop_path(void **s) {
 static void test_grad_drop_path(void **s) {
     (void)s;
     for (int i = 0; mixer_at(i); i++) check_gradients(0.5f, mixer_at(i)->name);
+}
+
+/* The LRA image model (patch 1): batch-norm pre-norms with batch statistics,
+ * a token norm before the pool, the 2-D scan, RGB; then the other norm and
+ * head choices and the 1-D scan on one channel. */
+static void test_grad_lra(void **s) {
+    (void)s;
+    for (int i = 0; mixer_at(i); i++) {
+        Config c = tiny_lra_config(mixer_at(i)->name, "batch", "token", 1, 3);
+        check_gradients_of(&c, ", LRA: batch norm, token head norm, 2-D scan, RGB");
+    }
+    const char *variants[][2] = {{"layer", "token"}, {"batch", "none"}, {"batch", "rms"}, {"layer", "none"}};
+    for (int v = 0; v < 4; v++) {
+        char label[96];
+        Config c = tiny_lra_config(v % 2 ? "minlstm" : "hgru1", variants[v][0], variants[v][1], v % 2, 1);
+        snprintf(label, sizeof label, ", %s norm, %s head norm, %s scan, gray", variants[v][0], variants[v][1],
+                 v % 2 ? "2-D" : "1-D");
+        check_gradients_of(&c, label);
+    }
 }
 
 /* The registry: names are unique and found again; an unknown name is refused
@@ -416,10 +484,74 @@ static void test_eval_matches_train_forward(void **s) {
     bk->destroy(bk);
 }
 
+/* Batch norm's running statistics: named as PyTorch's buffers, start at
+ * 0 / 1, move with each training forward (by bn_momentum towards the
+ * batch's statistics), stay bit for bit through evaluation forwards, and
+ * make evaluation per sample (an image's probabilities do not depend on the
+ * batch it is in), which a training forward's batch statistics do not. */
+static void test_batchnorm_running(void **s) {
+    (void)s;
+    char err[256];
+    Config c = tiny_lra_config("mingru", "batch", "token", 1, 3);
+    c.bn_momentum = 0.25f;
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    Model *m = model_create(bk, &c, 4, 1, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    model_init(m, 5);
+    const size_t np = model_num_params(m);
+    float *p = model_params(m), *p0 = tu_copy_float(p, np);
+    int nbuf = 0;
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *t = model_tensor(m, i);
+        const int mean = strstr(t->name, ".running_mean") != NULL, var = strstr(t->name, ".running_var") != NULL;
+        assert_int_equal(t->buffer, mean || var);
+        if (t->buffer) assert_int_equal(t->decay, 0);
+        for (size_t k = 0; t->buffer && k < t->numel; k++) assert_true(p[t->offset + k] == (var ? 1.0f : 0.0f));
+        nbuf += t->buffer;
+    }
+    assert_int_equal(nbuf, 2 * (2 * c.depth + 1));   /* two per pre-norm and the token head norm */
+    uint8_t img[4 * 48];
+    Rng r;
+    rng_seed(&r, 8);
+    for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rng_u32(&r);
+    Rng dp = rng_stream(1, 0);
+    model_forward(m, img, 4, 1, &dp);
+    for (int i = 0; i < model_num_tensors(m); i++) {   /* every running statistic moved, nothing else */
+        const ParamInfo *t = model_tensor(m, i);
+        for (size_t k = 0; k < t->numel; k++)
+            assert_int_equal(p[t->offset + k] != p0[t->offset + k], t->buffer);
+    }
+    float *p1 = tu_copy_float(p, np), pe[20], pe1[5], pt[20], pt1[5];
+    model_forward(m, img, 4, 0, NULL);
+    model_loss(m, NULL, 4, NULL);
+    model_probs(m, pe, 4);
+    assert_memory_equal(p, p1, np * sizeof(float));
+    model_forward(m, img + 48, 1, 0, NULL);   /* the second image alone */
+    model_loss(m, NULL, 1, NULL);
+    model_probs(m, pe1, 1);
+    for (int k = 0; k < 5; k++) assert_true(fabsf(pe1[k] - pe[5 + k]) <= 1e-6f);
+    /* a training forward normalises with the batch: alone, the image scores otherwise */
+    model_forward(m, img, 4, 1, &dp);
+    model_loss(m, NULL, 4, NULL);
+    model_probs(m, pt, 4);
+    model_forward(m, img + 48, 2, 1, &dp);
+    model_loss(m, NULL, 2, NULL);
+    model_probs(m, pt1, 1);
+    double d = 0;
+    for (int k = 0; k < 5; k++) d = fmax(d, fabs(pt1[k] - pt[5 + k]));
+    assert_true(d > 1e-4);
+    free(p0);
+    free(p1);
+    model_destroy(m);
+    bk->destroy(bk);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grad_no_drop_path),
         cmocka_unit_test(test_grad_drop_path),
+        cmocka_unit_test(test_grad_lra),
+        cmocka_unit_test(test_batchnorm_running),
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_layout_hgrn2),
         cmocka_unit_test(test_layout),

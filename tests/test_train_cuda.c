@@ -8,6 +8,8 @@
  * op by op, and through src/train/step.c with the step recorded as a CUDA
  * graph and replayed; the two must agree bit for bit (losses, gradient norms,
  * final weights), since a graph replays exactly the kernels it recorded.
+ * The same for the LRA image model (batch norm, whose running statistics
+ * the recorded step updates, the 2-D scan) with two mixers.
  * Exits 77 without a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,7 +31,10 @@
 #define STEPS 30
 #define BATCH 16
 
-static Config tiny(const char *mixer, int causal) {
+/* lra: the LRA image model's shape instead (patch 1: 256 pixels of 3
+ * values, batch norm with running statistics, a token norm before the pool,
+ * the 2-D scan) */
+static Config tiny(const char *mixer, int causal, int lra) {
     Config c;
     config_defaults(&c);
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
@@ -39,15 +44,22 @@ static Config tiny(const char *mixer, int causal) {
     c.num_mean = c.num_std = 3;
     for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
     c.clip_grad = 1.0f;
+    if (lra) {
+        c.patch_size = 1;
+        c.drop_path = 0.0f;
+        snprintf(c.norm, sizeof c.norm, "batch");
+        snprintf(c.head_norm, sizeof c.head_norm, "token");
+        c.scan2d = 1;
+    }
     return c;
 }
 
 /* Runs STEPS training steps; losses[STEPS], grad norms and the final weights
  * out. graphs: through the Stepper with CUDA-graph replay (else op by op). */
-static void train(Backend *bk, const char *mixer, int causal, int graphs, float *losses,
+static void train(Backend *bk, const char *mixer, int causal, int lra, int graphs, float *losses,
                   float *gnorms, float **weights, size_t *np) {
     char err[256];
-    Config c = tiny(mixer, causal);
+    Config c = tiny(mixer, causal, lra);
     Stepper st;
     Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
     if (!m) fail_msg("%s", err);
@@ -97,15 +109,15 @@ static void train(Backend *bk, const char *mixer, int causal, int graphs, float 
     model_destroy(m);
 }
 
-static void compare(const char *mixer, int causal, int bf16, double tol) {
+static void compare(const char *mixer, int causal, int lra, int bf16, double tol) {
     char err[256];
     Backend *cpu = backend_cpu_create(2, err, sizeof err), *gpu = backend_cuda_create(0, bf16, 1, err, sizeof err);
     if (!cpu || !gpu) fail_msg("%s", err);
     float lc[STEPS], lg[STEPS], lr[STEPS], gc[STEPS], gg[STEPS], gr[STEPS], *wc, *wg, *wr;
     size_t nc, ng, nr;
-    train(cpu, mixer, causal, 0, lc, gc, &wc, &nc);
-    train(gpu, mixer, causal, 0, lg, gg, &wg, &ng);
-    train(gpu, mixer, causal, 1, lr, gr, &wr, &nr);   /* recorded and replayed */
+    train(cpu, mixer, causal, lra, 0, lc, gc, &wc, &nc);
+    train(gpu, mixer, causal, lra, 0, lg, gg, &wg, &ng);
+    train(gpu, mixer, causal, lra, 1, lr, gr, &wr, &nr);   /* recorded and replayed */
     assert_int_equal(nc, ng);
     assert_int_equal(ng, nr);
     for (int s = 0; s < STEPS; s++)
@@ -122,8 +134,8 @@ static void compare(const char *mixer, int causal, int bf16, double tol) {
     assert_true(lc[STEPS - 1] < 0.8 * lc[0]);   /* it did learn */
     double num = 0, den = 0;
     for (size_t i = 0; i < nc; i++) { num += (wg[i] - wc[i]) * (double)(wg[i] - wc[i]); den += (double)wc[i] * wc[i]; }
-    printf("%s %s%s: loss %.4f -> %.4f (CPU) / %.4f -> %.4f (GPU), weights rel. L2 %.2e\n", mixer,
-           causal ? "(causal) " : "", bf16 ? "bf16" : "fp32", lc[0], lc[STEPS - 1], lg[0], lg[STEPS - 1],
+    printf("%s %s%s%s: loss %.4f -> %.4f (CPU) / %.4f -> %.4f (GPU), weights rel. L2 %.2e\n", mixer,
+           causal ? "(causal) " : "", lra ? "(LRA model) " : "", bf16 ? "bf16" : "fp32", lc[0], lc[STEPS - 1], lg[0], lg[STEPS - 1],
            sqrt(num / den));
     free(wc);
     free(wg);
@@ -133,18 +145,26 @@ static void compare(const char *mixer, int causal, int bf16, double tol) {
 
 static void all_mixers(int bf16, double tol) {
     for (int i = 0; mixer_at(i); i++) {
-        compare(mixer_at(i)->name, 0, bf16, tol);
-        if (mixer_at(i)->supports_causal) compare(mixer_at(i)->name, 1, bf16, tol);
+        compare(mixer_at(i)->name, 0, 0, bf16, tol);
+        if (mixer_at(i)->supports_causal) compare(mixer_at(i)->name, 1, 0, bf16, tol);
     }
+}
+/* the LRA image model: batch norm's running statistics are updated inside the recorded step */
+static void lra_mixers(int bf16, double tol) {
+    compare("hgru1", 0, 1, bf16, tol);
+    compare("minlstm", 0, 1, bf16, tol);
 }
 static void test_fp32(void **s) { (void)s; all_mixers(0, 1e-3); }
 static void test_bf16(void **s) { (void)s; all_mixers(1, 5e-2); }
+static void test_lra_fp32(void **s) { (void)s; lra_mixers(0, 1e-3); }
+static void test_lra_bf16(void **s) { (void)s; lra_mixers(1, 5e-2); }
 
 int main(void) {
     if (!backend_cuda_available()) {
         printf("no CUDA GPU visible: skipping\n");
         return 77;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp32), cmocka_unit_test(test_bf16)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp32), cmocka_unit_test(test_bf16),
+                                       cmocka_unit_test(test_lra_fp32), cmocka_unit_test(test_lra_bf16)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,7 +19,10 @@
  * of the complex plane (|lambda|^2 uniform in [r_min^2, r_max^2]), arg
  * lambda uniform in [0, max_phase] (model.lru_r_min, lru_r_max,
  * lru_max_phase); B ~ N(0, 1/(2H)) and C ~ N(0, 1/S) per real component,
- * D ~ N(0, 1). nu, theta and D are outside weight decay, B and C inside. */
+ * D ~ N(0, 1). nu, theta and D are outside weight decay, B and C inside.
+ * With model.scan2d the scan runs over the rows and the columns of the
+ * token grid and the two are summed (grid2d.h). */
+#include "grid2d.h"
 #include "mixer.h"
 
 #include <math.h>
@@ -36,16 +39,19 @@ typedef struct {
 
 typedef struct {
     int width, states, dirs;   /* H, S, SCAN_BOTH or SCAN_FORWARD (causal) */
+    Grid2d grid;               /* model.scan2d */
     LruParams p, g;            /* parameters and their gradients */
     float *lam;                /* fp32 [2S]: lambda as (re, im) */
     float *beff;               /* fp32 [2S, H]: gamma B */
     /* saved for the backward */
     float *bu;                 /* [M, 2S]: gamma B u, the scan's input */
     float *h;                  /* [M, 2S]: h (+ r) */
+    float *bu_cols, *h_cols;   /* [M, 2S]: the 2-D scan's columns, column order (NULL without it) */
 } LruLayer;
 
 typedef struct {               /* backward scratch, shared by the layers */
     float *dh, *dbu;           /* [M, 2S] */
+    float *dh_cols, *dbu_cols; /* [M, 2S] (2-D scan) */
     float *dlam;               /* fp32 [2S] */
     float *dbeff;              /* fp32 [2S, H] */
 } LruScratch;
@@ -94,6 +100,7 @@ static void *create(const Config *c) {
         l->width = c->dim;
         l->states = states_of(c);
         l->dirs = c->causal ? SCAN_FORWARD : SCAN_BOTH;
+        l->grid = grid2d_of(c);
     }
     return l;
 }
@@ -119,6 +126,10 @@ static void layout(void *layer, Arena *a, const Backend *bk, int rows) {
     l->beff = take_f32(a, S2 * l->width);
     l->bu = take_act(a, bk, M * S2);
     l->h = take_act(a, bk, M * S2);
+    if (l->grid.on) {
+        l->bu_cols = take_act(a, bk, M * S2);
+        l->h_cols = take_act(a, bk, M * S2);
+    }
 }
 
 static void layout_scratch(void *scratch, Arena *a, const Backend *bk, const Config *c, int rows) {
@@ -128,6 +139,10 @@ static void layout_scratch(void *scratch, Arena *a, const Backend *bk, const Con
     s->dbu = take_act(a, bk, M * S2);
     s->dlam = take_f32(a, S2);
     s->dbeff = take_f32(a, S2 * c->dim);
+    if (c->scan2d) {
+        s->dh_cols = take_act(a, bk, M * S2);
+        s->dbu_cols = take_act(a, bk, M * S2);
+    }
 }
 
 static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B,
@@ -136,9 +151,16 @@ static void forward(Backend *bk, void *layer, const float *x, const float *beta,
     LruLayer *l = layer;
     const LruParams *p = &l->p;
     const int M = B * N, H = l->width, S = l->states;
+    int seqs, len;
+    grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->lru_params_fwd(bk, l->lam, l->beff, p->nu, p->theta, p->B, S, H);
     bk->matmul_fwd(bk, l->bu, x, l->beff, NULL, M, H, 2 * S);
-    bk->scan_fwd(bk, l->h, l->lam, 0, l->bu, 2 * S, B, N, S, 1, l->dirs);
+    bk->scan_fwd(bk, l->h, l->lam, 0, l->bu, 2 * S, seqs, len, S, 1, l->dirs);
+    if (l->grid.on) {   /* the columns: the scan on the transposed grid, added back in row order */
+        grid2d_to_cols(bk, &l->grid, l->bu_cols, 2 * S, l->bu, 2 * S, B, 2 * S, 0);
+        bk->scan_fwd(bk, l->h_cols, l->lam, 0, l->bu_cols, 2 * S, seqs, len, S, 1, l->dirs);
+        grid2d_to_rows(bk, &l->grid, l->h, 2 * S, l->h_cols, 2 * S, B, 2 * S, 0, 1);
+    }
     bk->matmul_fwd(bk, out, l->h, p->C, NULL, M, 2 * S, H);
     bk->diag_fwd(bk, out, x, p->D, M, H);
 }
@@ -151,9 +173,17 @@ static void backward(Backend *bk, void *layer, void *scratch, const float *x, co
     LruScratch *s = scratch;
     const LruParams *p = &l->p, *g = &l->g;
     const int M = B * N, H = l->width, S = l->states;
+    int seqs, len;
+    grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_bwd(bk, s->dh, g->C, NULL, dout, l->h, p->C, M, 2 * S, H);
     bk->zero(bk, s->dlam, 2 * (size_t)S * sizeof(float));   /* the shared decay's gradient accumulates */
-    bk->scan_bwd(bk, s->dbu, s->dlam, s->dh, l->lam, 0, l->bu, 2 * S, B, N, S, 1, l->dirs);
+    bk->scan_bwd(bk, s->dbu, s->dlam, s->dh, l->lam, 0, l->bu, 2 * S, seqs, len, S, 1, l->dirs);
+    if (l->grid.on) {   /* the columns' share, transposed back and added */
+        grid2d_to_cols(bk, &l->grid, s->dh_cols, 2 * S, s->dh, 2 * S, B, 2 * S, 0);
+        bk->scan_bwd(bk, s->dbu_cols, s->dlam, s->dh_cols, l->lam, 0, l->bu_cols, 2 * S, seqs, len, S, 1,
+                     l->dirs);
+        grid2d_to_rows(bk, &l->grid, s->dbu, 2 * S, s->dbu_cols, 2 * S, B, 2 * S, 0, 1);
+    }
     bk->zero(bk, s->dbeff, 2 * (size_t)S * H * sizeof(float));
     bk->matmul_bwd(bk, dx, s->dbeff, NULL, s->dbu, x, l->beff, M, H, 2 * S);
     bk->diag_bwd(bk, dx, g->D, dout, x, p->D, M, H);   /* dx += D dout, after the GEMM wrote it */
@@ -166,6 +196,7 @@ const TokenMixer lru_mixer = {
                "y = Re(C h) + D u (model.rnn_dim states)",
     .uses_lower_bounds = 0,
     .supports_causal = 1,
+    .supports_scan2d = 1,
     .check_config = NULL,
     .declare = declare,
     .init_tensor = init_tensor,

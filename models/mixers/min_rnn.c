@@ -7,7 +7,9 @@
  * hidden channels back to D:
  *   minGRU:  h_t = (1 - z_t) h_{t-1} + z_t h~_t
  *   minLSTM: h_t = f'_t h_{t-1} + i'_t h~_t
- * The decay is fp32 on every backend (backend.h, scan_fwd). */
+ * The decay is fp32 on every backend (backend.h, scan_fwd). With
+ * model.scan2d the scan runs over the rows and the columns of the token
+ * grid and the two are summed (grid2d.h). */
 #include "min_rnn.h"
 
 #include <stdio.h>
@@ -36,6 +38,7 @@ void *min_rnn_create(const Config *c, int kind) {
         l->width = c->dim;
         l->hidden = min_rnn_hidden(c);
         l->dirs = c->causal ? SCAN_FORWARD : SCAN_BOTH;
+        l->grid = grid2d_of(c);
     }
     return l;
 }
@@ -60,6 +63,11 @@ void min_rnn_layout(void *layer, Arena *a, const Backend *bk, int rows) {
     l->decay = take_f32(a, M * E);
     l->xin = take_act(a, bk, M * E);
     l->h = take_act(a, bk, M * E);
+    if (l->grid.on) {
+        l->decay_cols = take_f32(a, M * E);
+        l->xin_cols = take_act(a, bk, M * E);
+        l->h_cols = take_act(a, bk, M * E);
+    }
 }
 
 void min_rnn_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Config *c, int rows,
@@ -70,6 +78,11 @@ void min_rnn_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Co
     s->dxin = take_act(a, bk, M * E);
     s->ddecay = take_f32(a, M * E);
     s->dproj = take_act(a, bk, M * parts * E);
+    if (c->scan2d) {
+        s->dh_cols = take_act(a, bk, M * E);
+        s->dxin_cols = take_act(a, bk, M * E);
+        s->ddecay_cols = take_f32(a, M * E);
+    }
 }
 
 void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta, float *out,
@@ -78,9 +91,17 @@ void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta
     MinRnnLayer *l = layer;
     const MinRnnParams *p = &l->p;
     const int M = B * N, D = l->width, E = l->hidden, P = l->parts * E;
+    int seqs, len;
+    grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_fwd(bk, l->proj, x, p->in_w, p->in_b, M, D, P);
     bk->mingate_fwd(bk, l->decay, l->xin, l->proj, P, M, E, l->kind);
-    bk->scan_fwd(bk, l->h, l->decay, E, l->xin, E, B, N, E, 0, l->dirs);
+    bk->scan_fwd(bk, l->h, l->decay, E, l->xin, E, seqs, len, E, 0, l->dirs);
+    if (l->grid.on) {   /* the columns: the scan on the transposed grid, added back in row order */
+        grid2d_to_cols(bk, &l->grid, l->decay_cols, E, l->decay, E, B, E, 1);
+        grid2d_to_cols(bk, &l->grid, l->xin_cols, E, l->xin, E, B, E, 0);
+        bk->scan_fwd(bk, l->h_cols, l->decay_cols, E, l->xin_cols, E, seqs, len, E, 0, l->dirs);
+        grid2d_to_rows(bk, &l->grid, l->h, E, l->h_cols, E, B, E, 0, 1);
+    }
     bk->matmul_fwd(bk, out, l->h, p->out_w, p->out_b, M, E, D);
 }
 
@@ -92,8 +113,17 @@ void min_rnn_backward(Backend *bk, void *layer, void *scratch, const float *x, c
     MinRnnScratch *s = scratch;
     const MinRnnParams *p = &l->p, *g = &l->g;
     const int M = B * N, D = l->width, E = l->hidden, P = l->parts * E;
+    int seqs, len;
+    grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_bwd(bk, s->dh, g->out_w, g->out_b, dout, l->h, p->out_w, M, E, D);
-    bk->scan_bwd(bk, s->dxin, s->ddecay, s->dh, l->decay, E, l->xin, E, B, N, E, 0, l->dirs);
+    bk->scan_bwd(bk, s->dxin, s->ddecay, s->dh, l->decay, E, l->xin, E, seqs, len, E, 0, l->dirs);
+    if (l->grid.on) {   /* the columns' share, transposed back and added */
+        grid2d_to_cols(bk, &l->grid, s->dh_cols, E, s->dh, E, B, E, 0);
+        bk->scan_bwd(bk, s->dxin_cols, s->ddecay_cols, s->dh_cols, l->decay_cols, E, l->xin_cols, E, seqs,
+                     len, E, 0, l->dirs);
+        grid2d_to_rows(bk, &l->grid, s->dxin, E, s->dxin_cols, E, B, E, 0, 1);
+        grid2d_to_rows(bk, &l->grid, s->ddecay, E, s->ddecay_cols, E, B, E, 1, 1);
+    }
     bk->mingate_bwd(bk, s->dproj, s->ddecay, s->dxin, l->proj, P, M, E, l->kind);
     bk->matmul_bwd(bk, dx, g->in_w, g->in_b, s->dproj, x, p->in_w, M, D, P);
 }

@@ -5,6 +5,7 @@
 #ifndef HGRN_MIN_RNN_H
 #define HGRN_MIN_RNN_H
 
+#include "grid2d.h"
 #include "mixer.h"
 
 typedef struct {
@@ -15,17 +16,23 @@ typedef struct {
 typedef struct {
     int kind, parts;           /* MINGATE_GRU (2 parts: z | h) or MINGATE_LSTM (3: f | i | h) */
     int width, hidden, dirs;   /* D, E, SCAN_BOTH or SCAN_FORWARD (causal) */
+    Grid2d grid;               /* model.scan2d */
     MinRnnParams p, g;         /* parameters and their gradients */
     /* saved for the backward */
     float *proj;               /* [M, parts * E] gate and input pre-activations */
     float *decay;              /* fp32 [M, E]: the scan's decay */
     float *xin;                /* [M, E]: the scan's input */
     float *h;                  /* [M, E]: h (+ r) */
+    /* the 2-D scan's columns, tokens in column order (NULL without it) */
+    float *decay_cols;         /* fp32 [M, E] */
+    float *xin_cols, *h_cols;  /* [M, E] */
 } MinRnnLayer;
 
 typedef struct {               /* backward scratch, shared by the layers */
     float *dh, *dxin;          /* [M, E] */
     float *ddecay;             /* fp32 [M, E] */
+    float *dh_cols, *dxin_cols;   /* [M, E] (2-D scan) */
+    float *ddecay_cols;        /* fp32 [M, E] (2-D scan) */
     float *dproj;              /* [M, parts * E] */
 } MinRnnScratch;
 

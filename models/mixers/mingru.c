@@ -17,6 +17,7 @@ const TokenMixer mingru_mixer = {
     .summary = "minGRU: h = (1 - z) h + z h~, gates from the token alone (model.rnn_dim wide)",
     .uses_lower_bounds = 0,
     .supports_causal = 1,
+    .supports_scan2d = 1,
     .check_config = NULL,
     .declare = declare,
     .init_tensor = NULL,

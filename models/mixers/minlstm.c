@@ -19,6 +19,7 @@ const TokenMixer minlstm_mixer = {
     .summary = "minLSTM: h = f' h + i' h~, f' + i' = 1 normalised in log space (model.rnn_dim wide)",
     .uses_lower_bounds = 0,
     .supports_causal = 1,
+    .supports_scan2d = 1,
     .check_config = NULL,
     .declare = declare,
     .init_tensor = NULL,

@@ -1,5 +1,6 @@
 /* cli.c - shared command-line handling; see cli.h. */
 #include "cli.h"
+#include "fmnist32.h"
 #include "fsutil.h"
 #include "launch.h"
 #include "model.h"
@@ -52,7 +53,7 @@ static void unknown_option(const char *name, const char *flags, char *err, size_
     int limit = ((int)strlen(name) + 2) / 3;
     if (limit < 1) limit = 1;
     for (char *save = NULL, *f = strtok_r(flagbuf, " ", &save); f; f = strtok_r(NULL, " ", &save)) {
-        if (!strcmp(f, "ARGS")) continue;
+        if (!strcmp(f, "ARGS") || !strcmp(f, "LATE")) continue;
         const int d = edit_distance(name, f);
         if (d <= limit && (bestd < 0 || d < bestd)) {
             bestd = d;
@@ -114,7 +115,7 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
         }
         if (strchr(name, '.')) {
             if (!config_has_key(name)) { unknown_option(name, flags, err, errlen); return -1; }
-        } else if (!takes(flags, name) || !strcmp(name, "ARGS")) {
+        } else if (!takes(flags, name) || !strcmp(name, "ARGS") || !strcmp(name, "LATE")) {
             unknown_option(name, flags, err, errlen);
             return -1;
         }
@@ -179,8 +180,9 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
     }
     if (cli->help) return 0;
     if (cli->config_path[0] && config_load(&cli->cfg, cli->config_path, err, errlen) < 0) return -1;
-    /* commands that read a checkpoint apply the overrides to its stored config instead */
-    if (takes(flags, "ckpt")) {
+    /* commands that read a checkpoint apply the overrides to its stored
+     * config instead, and those that put their config together (LATE) to it */
+    if (takes(flags, "ckpt") || takes(flags, "LATE")) {
         for (int i = 0; i < cli->nov; i++) {
             Config scratch = cli->cfg;   /* still catch malformed values before any work */
             if (config_set(&scratch, cli->ov_key[i], cli->ov_val[i], err, errlen) < 0) return -1;
@@ -235,6 +237,7 @@ static Dataset *open_split(const Config *c, const char *split, int eval_only, ch
         return NULL;
     }
     if (!strcmp(c->dataset, "fmnist")) return dataset_fmnist_open(c->path, split, err, errlen);
+    if (!strcmp(c->dataset, "fmnist32")) return dataset_fmnist32_open(c->path, split, err, errlen);
     if (!strcmp(c->dataset, "cifar10"))
         return dataset_cifar10_open(c->path, !strcmp(split, "train") ? "train" : "test", c->channels == 1,
                                     err, errlen);

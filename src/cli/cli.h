@@ -46,8 +46,9 @@ typedef struct {
  * misspelt option (with the nearest valid one) and a number out of its range
  * (named) are errors. Returns 0 or -1 with a message. Loads --config over
  * the defaults and applies and validates the overrides, except for commands
- * that take --ckpt: they apply them with cli_apply_overrides to the
- * checkpoint's stored config. */
+ * that take --ckpt, or list "LATE": they apply them with cli_apply_overrides
+ * to the checkpoint's stored config, or to the config they put together
+ * (hgrn lra: a recipe), and until then only each value's form is checked. */
 int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen);
 /* Apply the overrides again (after cfg was replaced, e.g. by a checkpoint's config). */
 int cli_apply_overrides(Cli *cli, char *err, size_t errlen);

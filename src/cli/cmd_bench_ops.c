@@ -1,7 +1,8 @@
 /* cmd_bench_ops.c - `hgrn bench --ops`: the CUDA backend's kernels one at a
  * time, at the shapes the ImageNet models run (batch 256, 256 tokens, widths
  * 192 and 384; the HGRU2 scan with heads of 16) and the LRA length (1024
- * tokens), in fp32 and bf16. One table: ms per call; for memory-bound ops the
+ * tokens; the LRA image model's batch norm and 2-D scan transposes at batch
+ * 50, d 512), in fp32 and bf16. One table: ms per call; for memory-bound ops the
  * MB the op must move (every input read once, every output written once),
  * GB/s and its share of the device-to-device copy rate measured first; for
  * GEMMs TFLOP/s, with train.gemm_tune 0 (the heuristic's first algorithm) and
@@ -273,6 +274,62 @@ static void bench_residual_ln(const Table *t, Bufs *b, int B, int N, int D) {
     bufs_free(b);
 }
 
+/* ---- batch norm (model.norm = batch): x, y, dy, dx [M, C]; the training
+ * forward (batch statistics, running ones updated) and its backward ---- */
+typedef struct {
+    Backend *bk;
+    float *x, *y, *dy, *dx, *mean, *rstd, *par, *dwb;   /* par: w, b, running mean, running var */
+    int M, C;
+} Bn;
+
+static void bn_fwd(void *p) {
+    Bn *n = p;
+    n->bk->batchnorm_fwd(n->bk, n->y, n->mean, n->rstd, n->x, n->par, n->par + n->C, n->par + 2 * n->C,
+                         n->par + 3 * n->C, 0.1f, 1, n->M, n->C);
+}
+static void bn_bwd(void *p) {
+    Bn *n = p;
+    n->bk->batchnorm_bwd(n->bk, n->dx, n->dwb, n->dwb + n->C, n->dy, n->x, n->par, n->mean, n->rstd, n->M,
+                         n->C);
+}
+
+/* bytes as layernorm's: fwd x in, y out (the statistics' pass reads x a
+ * second time, not counted); bwd x, dy in, dx read and written (+=) */
+static void bench_batchnorm(const Table *t, Bufs *b, int M, int C) {
+    size_t nx = (size_t)M * C, ae = b->bk->act_elem;
+    Bn n = {b->bk, buf(b, nx, 1, 1), buf(b, nx, 1, 0), buf(b, nx, 1, 1), buf(b, nx, 1, 1), buf(b, C, 0, 0),
+            buf(b, C, 0, 0), buf(b, 4 * (size_t)C, 0, 1), buf(b, 2 * (size_t)C, 0, 0), M, C};
+    double tf, tb;
+    char shape[32];
+    snprintf(shape, sizeof shape, "%dx%d", M, C);
+    fwd_bwd_rows(t, b->bk, &n, bn_fwd, bn_bwd, "batchnorm", shape, 2.0 * nx * ae, 4.0 * nx * ae, &tf, &tb);
+    bufs_free(b);
+}
+
+/* ---- grid transpose (model.scan2d): B images of a side x side grid, C
+ * values a token, from row order to column order ---- */
+typedef struct {
+    Backend *bk;
+    float *in, *out;
+    int B, side, C, f32, acc;
+} Gt;
+
+static void gt_run(void *p) {
+    Gt *g = p;
+    g->bk->grid_transpose(g->bk, g->out, g->C, g->in, g->C, g->B, g->side, g->side, g->C, g->f32, g->acc);
+}
+
+/* bytes: in read, out written (and read when accumulating) */
+static void bench_grid_transpose(const Table *t, Bufs *b, int B, int side, int C, int f32, int acc) {
+    const size_t n = (size_t)B * side * side * C, e = f32 ? 4 : b->bk->act_elem;
+    Gt g = {b->bk, buf(b, n, !f32, 1), buf(b, n, !f32, 1), B, side, C, f32, acc};
+    char name[80];
+    snprintf(name, sizeof name, "grid_transpose%s%s %dx%dx%dx%d", acc ? " +=" : "", f32 ? " fp32" : "", B, side,
+             side, C);
+    row_bytes(t, name, time_op(b->bk, gt_run, &g), (acc ? 3.0 : 2.0) * n * e);
+    bufs_free(b);
+}
+
 /* ---- GEMMs: a Linear of the models, x [M, K] -> y [M, N], W [N, K] ---- */
 typedef struct {
     Backend *bk;
@@ -350,6 +407,12 @@ static int bench_precision(int bf16) {
     for (int D = 192; D <= 384; D *= 2) bench_layernorm(&t, &b, M, D);
     for (int D = 192; D <= 384; D *= 2) bench_ln_gate(&t, &b, M, 2 * D);
     for (int D = 192; D <= 384; D *= 2) bench_residual_ln(&t, &b, B, N, D);
+    /* the LRA image model: batch 50 of 1,024 pixels, d 512; the 2-D scan's
+     * transposes of HGRU1's scan output (2d) and of a scan's fp32 decays (d) */
+    bench_batchnorm(&t, &b, 50 * 1024, 512);
+    bench_grid_transpose(&t, &b, 50, 32, 1024, 0, 0);
+    bench_grid_transpose(&t, &b, 50, 32, 1024, 0, 1);
+    bench_grid_transpose(&t, &b, 50, 32, 512, 1, 0);
     Backend *heur = backend_cuda_create(0, bf16, 0, err, sizeof err);
     if (!heur) {
         fprintf(stderr, "hgrn bench --ops: %s\n", err);

@@ -1,10 +1,12 @@
 /* cmd_prepare.c - `hgrn prepare fmnist OUT`: writes Fashion-MNIST as an
  * ImageFolder tree of JPEGs, OUT/{train,val}/<i>_<name>/<index>.jpg, with
- * the class index leading the directory name so sorted order = label order. */
+ * the class index leading the directory name so sorted order = label order.
+ * `hgrn prepare cifar-like fmnist OUT`: as CIFAR-10 binary batches (lra.h). */
 #include "cli.h"
 #include "dataset.h"
 #include "fsutil.h"
 #include "image.h"
+#include "lra.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,15 @@ int cmd_prepare(int argc, char **argv) {
         fprintf(stderr, "hgrn prepare: %s\n", err);
         return 2;
     }
-    if (cli.help || cli.npos != 2 || strcmp(cli.pos[0], "fmnist") != 0) {
-        printf("usage: hgrn prepare fmnist OUT [--data DIR]\n\n"
+    const int cifar = cli.npos == 3 && !strcmp(cli.pos[0], "cifar-like") && !strcmp(cli.pos[1], "fmnist");
+    if (cli.help || (!cifar && (cli.npos != 2 || strcmp(cli.pos[0], "fmnist") != 0))) {
+        printf("usage: hgrn prepare fmnist OUT [--data DIR]\n"
+               "       hgrn prepare cifar-like fmnist OUT [--data DIR]\n\n"
                "Writes Fashion-MNIST (IDX files in DIR, default /usr/share/datasets/fashion-mnist)\n"
-               "as an ImageFolder tree of JPEG files: OUT/train/<class>/*.jpg, OUT/val/<class>/*.jpg.\n");
+               "as an ImageFolder tree of JPEG files: OUT/train/<class>/*.jpg, OUT/val/<class>/*.jpg;\n"
+               "or, cifar-like, centred on 32x32 as CIFAR-10 binary batches for the LRA image task\n"
+               "(hgrn lra --data OUT): OUT/data_batch_{1..5}.bin (the first 50,000 training images),\n"
+               "OUT/test_batch.bin (the 10,000 test images), OUT/batches.meta.txt (class names).\n");
         cli_free(&cli);
         return cli.help ? 0 : 2;
     }
@@ -35,6 +42,13 @@ int cmd_prepare(int argc, char **argv) {
                           ? cli.cfg.path : "/usr/share/datasets/fashion-mnist";
     for (int i = 0; i < cli.nov; i++)
         if (!strcmp(cli.ov_key[i], "data.path")) src = cli.ov_val[i];
+    if (cifar) {
+        int rc = lra_prepare_cifar_like(src, cli.pos[2], err, sizeof err);
+        if (rc < 0) fprintf(stderr, "hgrn prepare: %s\n", err);
+        else fprintf(stderr, "%s: 5 training batches and a test batch of 10,000 images\n", cli.pos[2]);
+        cli_free(&cli);
+        return rc < 0 ? 1 : 0;
+    }
     const char *out = cli.pos[1];
     const char *splits[2] = {"train", "val"};
     int rc = 1;

@@ -10,6 +10,7 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_bench_data(int argc, char **argv);
+int cmd_lra(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 
@@ -29,6 +30,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"train", cmd_train, "train a model from a config (--config FILE --out DIR)"},
+    {"lra", cmd_lra, "the LRA image task: 1,024-pixel sequences (--mixer NAME --data cifar10|fmnist32|DIR)"},
     {"eval", cmd_eval, "top-1/top-5/loss/per-class accuracy of a checkpoint (--ckpt FILE [--data DIR] [--json])"},
     {"classify", cmd_classify, "most probable classes of images: files, directories, globs (--ckpt FILE PATH...)"},
     {"info", cmd_info, "tensors, parameters, FLOPs and memory of a config (--config FILE [--batch N])"},
@@ -37,7 +39,7 @@ static const struct {
     {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
     {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
-    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree (prepare fmnist OUT)"},
+    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree or CIFAR-10 batches (prepare [cifar-like] fmnist OUT)"},
 };
 
 static void usage(FILE *f) {

@@ -358,6 +358,38 @@ struct Backend {
      * gradient that another op wrote first); dd[c] += sum_m dout[m, c] x[m, c]. */
     void (*diag_bwd)(Backend *, float *dx, float *dd, const float *dout, const float *x,
                      const float *d, int M, int C);
+
+    /* ---- batch norm (model.norm = batch; DESIGN.md section 4) ----
+     * Per channel c of x[M, C], over all M rows (the batch and the tokens,
+     * as PyTorch's BatchNorm1d on [B, C, N]), eps 1e-5:
+     *   training != 0: mean[c] and var[c] (biased) of the rows,
+     *     rstd[c] = 1 / sqrt(var[c] + eps), and the running statistics
+     *     updated as PyTorch does: rmean = (1 - momentum) rmean + momentum
+     *     mean, rvar = (1 - momentum) rvar + momentum var M / (M - 1)
+     *     (unbiased; var itself when M = 1);
+     *   training == 0: mean = rmean, rstd = 1 / sqrt(rvar + eps), nothing updated;
+     *   out[m, c] = (x[m, c] - mean[c]) rstd[c] w[c] + b[c].
+     * mean[C], rstd[C] (fp32) are saved for the backward; rmean, rvar fp32 [C]. */
+    void (*batchnorm_fwd)(Backend *, float *out, float *mean, float *rstd, const float *inp,
+                          const float *w, const float *b, float *rmean, float *rvar,
+                          float momentum, int training, int M, int C);
+    /* The backward of the training-mode forward (the statistics depend on x):
+     * with xh = (x - mean) rstd and g = dout w,
+     *   dinp += rstd (g - mean_m(g) - xh mean_m(g xh)),
+     * dw += sum_m dout xh, db += sum_m dout (means and sums over the M rows). */
+    void (*batchnorm_bwd)(Backend *, float *dinp, float *dw, float *db, const float *dout,
+                          const float *inp, const float *w, const float *mean, const float *rstd,
+                          int M, int C);
+
+    /* ---- token grids (model.scan2d) ----
+     * Per image b of B, a grid of H x W tokens stored row by row (token
+     * h W + w): out[b, w H + h, c] = in[b, h W + w, c] for c in [0, C), the
+     * same tokens column by column. The inverse is the same op with H and W
+     * swapped. in rows of stride ldi >= C, out rows of stride ldo >= C; they
+     * may not overlap. f32 != 0: the elements are fp32 (a scan's decays)
+     * whatever the activation type. accumulate != 0: out += instead of =. */
+    void (*grid_transpose)(Backend *, float *out, int ldo, const float *in, int ldi, int B, int H,
+                           int W, int C, int f32, int accumulate);
 };
 
 /* scan_fwd / scan_bwd directions */

@@ -73,6 +73,18 @@ static const Key KEYS[] = {
     KF("model", lru_r_max, 0, 1, 1, 1, "0.999", "lru: the ring's outer radius (see lru_r_min)"),
     KF("model", lru_max_phase, 0, 6.2831855, 0, 0, "0.31415927", "lru: arg(lambda) is initialised uniformly "
        "in [0, lru_max_phase] (pi/10, the LRU paper's choice for long sequences; 2 pi: the whole ring)"),
+    KS("model", norm, "layer|batch", "layer", "the blocks' pre-norms (and model.head_norm = token): layer (LayerNorm "
+       "over the channels of each token) or batch (BatchNorm over the batch and the tokens, per channel, with "
+       "running statistics for evaluation, as the LRA codebases' norm = batch)"),
+    KF("model", bn_momentum, 0, 1, 1, 0, "0.1", "model.norm = batch: weight of each training batch's statistics in "
+       "the running ones used for evaluation (PyTorch's BatchNorm momentum)"),
+    KS("model", head_norm, "rms|token|none", "rms", "before the linear head: rms (mean over the tokens, then "
+       "SimpleRMSNorm: the HGRN vision code), token (model.norm on every token, then the mean: the final norm of the "
+       "LRA codebases' pre-norm SequenceModel), none (the mean straight into the head)"),
+    KI("model", scan2d, 0, 1, "0", "1: the token mixer scans every row and every column of the grid of tokens "
+       "(image_size / patch_size on a side) and sums them, both ways each (forward only with model.causal), with "
+       "one input projection and one output stage (the HGRN authors' 2-D scan of the LRA image task); 0: one "
+       "scan over the tokens in row-major order"),
 
     /* [train] */
     KI("train", epochs, 1, 1000000, "300", "training epochs"),
@@ -104,11 +116,15 @@ static const Key KEYS[] = {
        "wait for the other ranks; past it every rank stops with a message naming the rank and the cause"),
 
     /* [data] */
-    KS("data", dataset, "fmnist|imagefolder|cifar10", "imagefolder", "dataset format"),
+    KS("data", dataset, "fmnist|fmnist32|imagefolder|cifar10", "imagefolder", "dataset format (fmnist32: "
+       "Fashion-MNIST centred on 32x32 zeros, the LRA image task's shape)"),
     KS("data", path, NULL, "", "dataset root directory (--data on the command line)"),
     KL("data", mean, num_mean, -1000, 1000, 0, 0, "0.485,0.456,0.406", "per-channel normalisation mean, one value per channel"),
     KL("data", std, num_std, 0, 1000, 1, 0, "0.229,0.224,0.225", "per-channel normalisation std, one value per channel"),
-    KI("data", crop_padding, 0, 4096, "0", "random crop with this much zero padding (small-image datasets)"),
+    KI("data", crop_padding, 0, 4096, "0", "random crop with this much padding (small-image datasets)"),
+    KS("data", pad_mode, "constant|edge|reflect|symmetric", "constant", "the random crop's padding, as "
+       "torchvision's RandomCrop padding_mode: constant (zeros), edge, reflect, symmetric (the LRA codebases' CIFAR "
+       "augmentation)"),
     KF("data", hflip, 0, 1, 0, 0, "0.5", "horizontal flip probability"),
     KI("data", train_limit, 0, INT_MAX, "0", "use only the first N training samples (0 = all)"),
     KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),

@@ -28,6 +28,10 @@ typedef struct {
     int rnn_dim;            /* lru: complex states; mingru / minlstm: hidden width (0 = dim) */
     float lru_r_min, lru_r_max;   /* lru: |lambda| initialised uniformly on this ring */
     float lru_max_phase;    /* lru: arg(lambda) initialised uniformly in [0, this] */
+    char norm[8];           /* the blocks' pre-norms (and a token head norm): "layer" or "batch" */
+    float bn_momentum;      /* batch norm: running statistics' update weight (PyTorch's momentum) */
+    char head_norm[8];      /* before the head: "rms" (after the pool), "token" (model.norm before it), "none" */
+    int scan2d;             /* 1: the token mixer scans the rows and the columns of the token grid, summed */
 
     /* [train] */
     int epochs;
@@ -53,11 +57,12 @@ typedef struct {
     int comm_timeout;       /* distributed runs: seconds a collective may wait for the other ranks */
 
     /* [data] */
-    char dataset[32];       /* "fmnist", "imagefolder", "cifar10" */
+    char dataset[32];       /* "fmnist", "fmnist32", "imagefolder", "cifar10" */
     char path[CFG_STR];     /* dataset root */
     float mean[4], std[4];  /* per-channel normalisation, `mean = 0.485,0.456,0.406` */
     int num_mean, num_std;  /* how many values were given */
-    int crop_padding;       /* Fashion-MNIST/CIFAR: random crop with this much zero padding */
+    int crop_padding;       /* Fashion-MNIST/CIFAR: random crop with this much padding */
+    char pad_mode[12];      /* that padding: "constant" (zeros), "edge", "reflect", "symmetric" (torchvision's) */
     float hflip;            /* horizontal flip probability */
     int train_limit;        /* use only the first N training samples (0 = all) */
     int val_limit;          /* use only the first N evaluation samples (0 = all) */

@@ -53,7 +53,10 @@
     X(lru_params_fwd, "lru_params_fwd")      \
     X(lru_params_bwd, "lru_params_bwd")      \
     X(diag_fwd, "diag_fwd")                  \
-    X(diag_bwd, "diag_bwd")
+    X(diag_bwd, "diag_bwd")                  \
+    X(batchnorm_fwd, "batchnorm_fwd")        \
+    X(batchnorm_bwd, "batchnorm_bwd")        \
+    X(grid_transpose, "grid_transpose")
 
 #define OP_ENUM(field, label) OP_##field,
 enum { TIMED_OPS(OP_ENUM) OP_COUNT };
@@ -268,6 +271,28 @@ static void t_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, con
                        const float *d, int M, int C) {
     double t0 = tic(bk); IN(bk)->diag_bwd(IN(bk), dx, dd, dout, x, d, M, C);
     toc(bk, OP_diag_bwd, t0, 4 * E(bk) * M * C + 12.0 * C, 0);
+}
+/* batchnorm: fwd reads x and writes out; bwd reads x and dout and reads and
+ * writes dinp (the fewest bytes: a training forward that takes the
+ * statistics in a pass of its own reads x twice); the per-channel vectors
+ * are not counted */
+static void t_batchnorm_fwd(Backend *bk, float *o, float *mu, float *rs, const float *x,
+                            const float *w, const float *b, float *rm, float *rv, float mom,
+                            int training, int M, int C) {
+    double t0 = tic(bk); IN(bk)->batchnorm_fwd(IN(bk), o, mu, rs, x, w, b, rm, rv, mom, training, M, C);
+    toc(bk, OP_batchnorm_fwd, t0, 2 * E(bk) * M * C, 0);
+}
+static void t_batchnorm_bwd(Backend *bk, float *dx, float *dw, float *db, const float *dout,
+                            const float *x, const float *w, const float *mu, const float *rs, int M,
+                            int C) {
+    double t0 = tic(bk); IN(bk)->batchnorm_bwd(IN(bk), dx, dw, db, dout, x, w, mu, rs, M, C);
+    toc(bk, OP_batchnorm_bwd, t0, 4 * E(bk) * M * C, 0);
+}
+/* grid_transpose: in read once, out written once (read too when accumulating) */
+static void t_grid_transpose(Backend *bk, float *o, int ldo, const float *x, int ldi, int B, int H,
+                             int W, int C, int f32, int acc) {
+    double t0 = tic(bk); IN(bk)->grid_transpose(IN(bk), o, ldo, x, ldi, B, H, W, C, f32, acc);
+    toc(bk, OP_grid_transpose, t0, (acc ? 3 : 2) * (f32 ? 4.0 : E(bk)) * B * H * W * C, 0);
 }
 static void t_lower_bounds_fwd(Backend *bk, float *beta, const float *g, int L, int D) {
     double t0 = tic(bk); IN(bk)->lower_bounds_fwd(IN(bk), beta, g, L, D); toc(bk, OP_lower_bounds_fwd, t0, 8.0 * L * D, 0);

@@ -836,5 +836,6 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd: cpu_hgru2.c */
     backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: cpu_scan.c */
     backend_cpu_scan_gates_register(bk);   /* mingate, lru_params, diag: cpu_scan_gates.c */
+    backend_cpu_lra_register(bk);     /* batchnorm, grid_transpose: cpu_lra.c */
     return bk;
 }

@@ -1,7 +1,7 @@
 /* cpu_backend.h - what the files of the CPU backend share: its state, the
  * scratch it keeps, the helpers of its parallel loops, and the registration
  * of the ops that live in their own files (cpu_hgru1.c, cpu_hgru2.c,
- * cpu_scan.c, cpu_scan_gates.c). Private to src/cpu/. */
+ * cpu_scan.c, cpu_scan_gates.c, cpu_lra.c). Private to src/cpu/. */
 #ifndef HGRN_CPU_BACKEND_H
 #define HGRN_CPU_BACKEND_H
 
@@ -49,11 +49,12 @@ static inline void split_range(int n, int tid, int nth, int *lo, int *hi) {
     *hi = (int)((long long)n * (tid + 1) / nth);
 }
 
-/* Install the ops of cpu_hgru1.c, cpu_hgru2.c, cpu_scan.c and cpu_scan_gates.c
- * in a CPU backend's table. */
+/* Install the ops of cpu_hgru1.c, cpu_hgru2.c, cpu_scan.c, cpu_scan_gates.c
+ * and cpu_lra.c in a CPU backend's table. */
 void backend_cpu_hgru1_register(Backend *bk);
 void backend_cpu_hgru2_register(Backend *bk);
 void backend_cpu_scan_register(Backend *bk);
 void backend_cpu_scan_gates_register(Backend *bk);
+void backend_cpu_lra_register(Backend *bk);
 
 #endif

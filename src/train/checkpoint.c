@@ -245,7 +245,10 @@ static int check_stored_model(const char *path, const SafeTensors *f, const Conf
         {"model.channels", have.channels, want->channels},     {"model.patch_size", have.patch_size, want->patch_size},
         {"model.dim", have.dim, want->dim},                    {"model.depth", have.depth, want->depth},
         {"model.glu_dim", have.glu_dim, want->glu_dim},        {"model.num_classes", have.num_classes, want->num_classes},
-        {"model.head_size", have.head_size, want->head_size},
+        {"model.head_size", have.head_size, want->head_size},  {"model.scan2d", have.scan2d, want->scan2d},
+    };
+    const struct { const char *key, *have, *want; } names[] = {
+        {"model.norm", have.norm, want->norm}, {"model.head_norm", have.head_norm, want->head_norm},
     };
     char diff[512] = "";
     size_t len = 0;
@@ -253,6 +256,10 @@ static int check_stored_model(const char *path, const SafeTensors *f, const Conf
         if (keys[i].have != keys[i].want && len < sizeof diff)
             len += (size_t)snprintf(diff + len, sizeof diff - len, "%s%s %d (the config says %d)", len ? ", " : "",
                                     keys[i].key, keys[i].have, keys[i].want);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i].have, names[i].want) && len < sizeof diff)
+            len += (size_t)snprintf(diff + len, sizeof diff - len, "%s%s %s (the config says %s)", len ? ", " : "",
+                                    names[i].key, names[i].have, names[i].want);
     if (len) {
         snprintf(err, errlen, "%s holds a different %s model: %s", path, have.mixer, diff);
         return -1;

@@ -37,6 +37,12 @@ int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes,
                  train->num_classes, c->num_classes);
         return -1;
     }
+    if (t->world > 1 && !strcmp(c->norm, "batch")) {   /* no synchronised batch norm */
+        snprintf(err, errlen, "model.norm = batch trains on one process only: %d ranks would each normalise "
+                 "their share of the batch and keep running statistics of their own (use model.norm = layer "
+                 "to train data parallel)", t->world);
+        return -1;
+    }
     t->train_set = train;
     t->val_set = val;
     t->classes = classes;
