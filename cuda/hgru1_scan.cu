@@ -156,9 +156,12 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
         zero_past<TT>(x, n);
 #pragma unroll
         for (int i = 0; i < TT; i++) {
-            const float e = __expf(-lam[i]), s = 1.0f / (1.0f + e), u = omb * s;
-            const float oml = u * e;   /* (1 - beta)(1 - sigma) = 1 - lambda */
-            lam[i] = bet + u;
+            /* sigma and 1 - sigma from e^{-|z|}, which cannot overflow
+             * (e^{-z} is inf for z < -88.7, and u * inf would be NaN) */
+            const float z = lam[i], e = __expf(-fabsf(z)), r = 1.0f / (1.0f + e);
+            const float s = z >= 0.0f ? r : e * r, sc = z >= 0.0f ? e * r : r;
+            const float oml = omb * sc;   /* (1 - beta)(1 - sigma) = 1 - lambda */
+            lam[i] = bet + omb * s;
             const float sr = act_sig<T>(x[i].re), si = act_sig<T>(x[i].im);
             x[i] = mk(oml * (x[i].re * sr), oml * (x[i].im * si));
         }

@@ -447,8 +447,9 @@ static void test_silu_mul(void **state) {
 
 /* ld, xc_off and xl_off: the row stride of the projection and where xc and
  * xl start in it (run_hgru1: odd, misaligned views; the model's layout is
- * ld 5D, xc_off 0, xl_off 2D) */
-static void run_hgru1_view(int B, int N, int D, int ld, int xc_off, int xl_off) {
+ * ld 5D, xc_off 0, xl_off 2D); the gate pre-activations are normal with
+ * standard deviation gate_sd */
+static void run_hgru1_gates(int B, int N, int D, int ld, int xc_off, int xl_off, float gate_sd) {
     char what[96];
     size_t M = (size_t)B * N;
     T2 proj = t2_new(M * ld + xc_off, 1);
@@ -456,7 +457,7 @@ static void run_hgru1_view(int B, int N, int D, int ld, int xc_off, int xl_off) 
         float *hp = TU_NEW(float, M * ld + xc_off);
         tu_fill_normal(&R, hp, M * ld + xc_off, 1.0f);
         for (size_t m = 0; m < M; m++)   /* gate pre-activations spread wider */
-            for (int j = 0; j < D; j++) hp[m * ld + xl_off + j] *= 2.5f;
+            for (int j = 0; j < D; j++) hp[m * ld + xl_off + j] *= gate_sd;
         for (size_t i = 0; i < M * ld + xc_off; i++) hp[i] = rb(hp[i]);
         t2_set(&proj, hp);
         free(hp);
@@ -498,6 +499,10 @@ static void run_hgru1_view(int B, int N, int D, int ld, int xc_off, int xl_off) 
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
 }
 
+static void run_hgru1_view(int B, int N, int D, int ld, int xc_off, int xl_off) {
+    run_hgru1_gates(B, N, D, ld, xc_off, xl_off, 2.5f);
+}
+
 static void run_hgru1_at(int B, int N, int D, int ld, int xl_off) {
     run_hgru1_view(B, N, D, ld, 0, xl_off);
 }
@@ -531,6 +536,9 @@ static void test_hgru1(void **state) {
     run_hgru1(1, 1500, 9);   /* TT 16; unpaired */
     run_hgru1(1, 2048, 4);   /* TT 16, the kernels' longest sequence; paired */
     run_hgru1_view(1, 1100, 6, 5 * 6, 1, 2 * 6 + 1);   /* TT 16, xc misaligned */
+    /* saturated gates, |z| well past 88 where e^{-z} overflows fp32: lambda
+     * at its bounds, never NaN (the LRA model's deeper layers reach them) */
+    run_hgru1_gates(2, 300, 16, 5 * 16, 0, 2 * 16, 60.0f);
 }
 
 /* ------------------------------------------------- element-wise linear scan */
