@@ -630,7 +630,7 @@ static void *gpu_unit_main(void *arg) {
         P->busy[u] = 0;
         if (rc && !j->rc) {
             j->rc = -1;
-            snprintf(j->msg, sizeof j->msg, "GPU decoding: %s", msg);
+            set_err(j->msg, sizeof j->msg, "GPU decoding: %s", msg);
         }
         if (--j->parts_left == 0) {
             j->state = JOB_DECODED;
