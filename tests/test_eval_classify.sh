@@ -170,7 +170,13 @@ printf '%s\n%s\n' "$one" "$inbatch" | awk '{
   ok "globs: 6 files matched, an empty pattern answered with its error" || { fail "globs:"; cat "$tmp/g.out"; }
 
 # --- on the GPU: nvJPEG + the GPU transform against the CPU decoder (skipped without a GPU)
-if "$hgrn" classify --ckpt "$ckpt" --device cuda --data.decode gpu "$good1" >/dev/null 2>"$tmp/gpu_probe.err"; then
+gpu_ok=0
+if [ "$("$hgrn" device 2>/dev/null)" = cuda ]; then
+  "$hgrn" classify --ckpt "$ckpt" --device cuda --data.decode gpu "$good1" >/dev/null 2>"$tmp/gpu_probe.err" && gpu_ok=1
+  grep -q "without nvJPEG" "$tmp/gpu_probe.err" && gpu_ok=2   # a CUDA build without nvJPEG: skipped
+  [ $gpu_ok -eq 0 ] && fail "classify --device cuda --data.decode gpu: $(tail -n 1 "$tmp/gpu_probe.err")"
+fi
+if [ $gpu_ok -eq 1 ]; then
   head -c 2000 "$good1" >"$tmp/trunc.jpg"
   python3 -c '
 import struct, sys, zlib
@@ -194,7 +200,7 @@ sys.stdout.buffer.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBB
     "$tmp/gc.json" "$tmp/gg.json" && ok "GPU decoding answers as the CPU decoder (33 files, errors in place)" ||
     { fail "GPU vs CPU decoding:"; paste -d '\n' "$tmp/gc.json" "$tmp/gg.json" | head -20; }
 else
-  echo "skip GPU classify: $(head -n 1 "$tmp/gpu_probe.err")"
+  echo "skip GPU classify: no GPU with nvJPEG (hgrn device: $("$hgrn" device 2>/dev/null))"
 fi
 
 # --- the data's classes against the checkpoint's
