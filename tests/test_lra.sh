@@ -136,6 +136,36 @@ if [ -r "$fm/train-images-idx3-ubyte.gz" ]; then
   if "$hgrn" lra --mixer lru --data fmnist32 --out "$tmp/f" "${tiny[@]}" --train.epochs 1 --data.train_limit 100 \
        --data.val_limit 40 >"$tmp/f.log" 2>&1; then
     grep -q "data fmnist32 at $fm" "$tmp/f.log" && ok "--data fmnist32 trains" || fail "--data fmnist32: $(grep '^hgrn lra' "$tmp/f.log")"
+    # classify centres a 28 x 28 image on the 32 x 32 canvas as the data was:
+    # its probabilities are hgrn forward's on the padded pixels
+    python3 - "$tmp" <<'PY'
+import json, random, struct, sys, zlib
+d = sys.argv[1]; random.seed(11); w = 28
+px = [[random.randrange(256) for x in range(w)] for y in range(w)]
+raw = b"".join(b"\0" + bytes(r) for r in px)
+chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+open(d + "/item.png", "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, w, 8, 0, 0, 0, 0))
+                                  + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+canvas = bytearray(32 * 32)
+for y in range(w):
+    canvas[(y + 2) * 32 + 2:(y + 2) * 32 + 2 + w] = bytes(px[y])
+hdr = json.dumps({"images": {"dtype": "U8", "shape": [1, 1, 32, 32], "data_offsets": [0, 1024]}}).encode()
+open(d + "/item.safetensors", "wb").write(struct.pack("<Q", len(hdr)) + hdr + bytes(canvas))
+PY
+    "$hgrn" classify --ckpt "$tmp/f/last.safetensors" --device cpu --json --top 10 "$tmp/item.png" >"$tmp/item.json" 2>/dev/null &&
+      "$hgrn" forward --ckpt "$tmp/f/last.safetensors" --inputs "$tmp/item.safetensors" --out "$tmp/item.out" --device cpu \
+        >/dev/null 2>&1 &&
+      python3 - "$tmp" <<'PY' && ok "classify centres a 28 x 28 image on the fmnist32 canvas (hgrn forward's probabilities)" ||
+import json, struct, sys
+d = sys.argv[1]
+top = json.loads(open(d + "/item.json").read())["top"]
+b = open(d + "/item.out", "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+o0, o1 = h["probs"]["data_offsets"]; p = struct.unpack("<10f", b[8 + n + o0:8 + n + o1])
+worst = max(abs(t["prob"] - p[t["index"]]) for t in top)
+print("  max |p_classify - p_forward| = %.3g" % worst)
+sys.exit(0 if len(top) == 10 and worst <= 1e-6 else 1)
+PY
+      fail "classify on the fmnist32 canvas: $(cat "$tmp/item.json")"
   else
     fail "--data fmnist32: $(tail -1 "$tmp/f.log")"
   fi

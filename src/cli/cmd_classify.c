@@ -14,6 +14,7 @@
 #include "classify_gpu.h"
 #include "cli.h"
 #include "evaluate.h"
+#include "fmnist32.h"
 #include "transform_deit.h"
 
 #include <dirent.h>
@@ -190,6 +191,7 @@ int cmd_classify(int argc, char **argv) {
     DeitTransform *tf = NULL;
     DeitScratch *scratch = NULL;
     ClassifyGpu *cg = NULL;
+    uint8_t *canvas = NULL;
     const char **paths = NULL;
     char **classes = NULL;
     int ncls = 0, nthreads = 1;
@@ -204,6 +206,7 @@ int cmd_classify(int argc, char **argv) {
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
     const int S = c->image_size, C = c->channels, K = c->num_classes;
     const int top = cli.top ? cli.top : (K < 5 ? K : 5);
+    nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
     if (top > K) {
         snprintf(err, sizeof err, "--top %d is out of range [1, %d] (the model's classes)", top, K);
         goto fail;
@@ -224,13 +227,24 @@ int cmd_classify(int argc, char **argv) {
         snprintf(err, sizeof err, "out of host memory for batches of %d images", Bmax);
         goto fail;
     }
-    if (!(tf = deit_transform_create(c, err, sizeof err))) goto fail;
-    nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
+    /* a model trained on fmnist32 saw 28 x 28 images centred on a canvas of
+     * zeros: an image is brought to 28 x 28 by the eval transform and
+     * centred the same way, not resized to the whole canvas */
+    const int inner = !strcmp(c->dataset, "fmnist32") && S > FMNIST_SIDE ? FMNIST_SIDE : S, pad = (S - inner) / 2;
+    {
+        Config ct = *c;
+        ct.image_size = inner;
+        if (!(tf = deit_transform_create(&ct, err, sizeof err))) goto fail;
+    }
+    if (pad && !(canvas = malloc((size_t)nthreads * C * inner * inner))) {
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     if (!(scratch = calloc((size_t)nthreads, sizeof *scratch))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
     if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
     if (!(m = model_create(bk, c, Bmax, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
-    if (classify_gpu_create(c, bk, tf, Bmax, nthreads, &cg, err, sizeof err) < 0) goto fail;
+    if (!pad && classify_gpu_create(c, bk, tf, Bmax, nthreads, &cg, err, sizeof err) < 0) goto fail;
     if (cg && !(paths = malloc(sizeof *paths * (size_t)Bmax))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
     setup_s = now_seconds() - t_start;
     for (int i0 = 0; i0 < ent.n; i0 += Bmax) {
@@ -253,9 +267,18 @@ int cmd_classify(int argc, char **argv) {
                 errs[j] = NULL;
                 if (x->error) continue;
                 char msg[1024];
-                DeitScratch *s = &scratch[omp_get_thread_num()];
-                if (deit_eval_file(tf, x->path, s, px + per * (size_t)j, msg, sizeof msg) != 0)
+                const int t = omp_get_thread_num();
+                DeitScratch *s = &scratch[t];
+                uint8_t *dst = px + per * (size_t)j, *img = pad ? canvas + (size_t)t * C * inner * inner : dst;
+                if (deit_eval_file(tf, x->path, s, img, msg, sizeof msg) != 0) {
                     errs[j] = strdup(msg[0] ? msg : "cannot be decoded");
+                } else if (pad) {   /* CHW: each plane's rows into the canvas's middle */
+                    memset(dst, 0, per);
+                    for (int ch = 0; ch < C; ch++)
+                        for (int y = 0; y < inner; y++)
+                            memcpy(dst + ((size_t)ch * S + pad + y) * S + pad, img + ((size_t)ch * inner + y) * inner,
+                                   (size_t)inner);
+                }
             }
             /* the readable ones, packed in order */
             for (int j = 0; j < nb; j++) {
@@ -357,6 +380,7 @@ done:
         for (int t = 0; t < nthreads; t++) deit_scratch_free(&scratch[t]);
     free(scratch);
     free(paths);
+    free(canvas);
     classify_gpu_destroy(cg);
     deit_transform_destroy(tf);
     model_destroy(m);
