@@ -286,7 +286,7 @@ char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t er
             return NULL;
         }
         if (k != K) {
-            snprintf(err, errlen, "%s: has %d class names, model.num_classes is %d", c->class_names, k, K);
+            snprintf(err, errlen, "data.class_names: %s: has %d class names, model.num_classes is %d", c->class_names, k, K);
             dataset_free_names(names, k);
             return NULL;
         }
