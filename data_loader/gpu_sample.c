@@ -16,6 +16,12 @@ static void rect_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, i
     *min_w = *min_h = 0;
 }
 
+int gpu_jpeg_backend(const Config *c) {
+    return !strcmp(c->jpeg_backend, "hardware") ? GPU_JPEG_HARDWARE
+           : !strcmp(c->jpeg_backend, "hybrid") ? GPU_JPEG_HYBRID
+                                                : GPU_JPEG_AUTO;
+}
+
 int gpu_sample_load(GpuImages *g, int thread, const DeitTransform *t, const char *path, int channels, Rng *rng,
                     DeitTrainParams *params, uint8_t *noise, int cpu_reason, ImageBuf *file, ImageBuf *pix,
                     GpuSample *s, int *via, char *msg, size_t msglen) {

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "config.h"
 #include "gpu_images.h"
 #include "image.h"
 #include "rng.h"
@@ -19,6 +20,9 @@
  * device memory. */
 enum { GPU_VIA_NVJPEG, GPU_VIA_NOT_JPEG, GPU_VIA_UNSUPPORTED, GPU_VIA_REFUSED, GPU_VIA_FAILED, GPU_VIA_BUDGET,
        GPU_VIA_SPILL };
+
+/* data.jpeg_backend as GPU_JPEG_* (gpu_images.h). */
+int gpu_jpeg_backend(const Config *c);
 
 /* Read the file at path into *file and make *s: its geometry from the
  * transform t (training when rng is given: the draws go to *params and the

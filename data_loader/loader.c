@@ -1322,9 +1322,7 @@ static int gpu_create(Loader *l, int slots, char *err, size_t errlen) {
     gc.max_batch = l->local_bs;
     gc.size = l->cfg.image_size;
     gc.channels = l->cfg.channels;
-    gc.backend = !strcmp(l->cfg.jpeg_backend, "hardware") ? GPU_JPEG_HARDWARE
-                 : !strcmp(l->cfg.jpeg_backend, "hybrid") ? GPU_JPEG_HYBRID
-                                                          : GPU_JPEG_AUTO;
+    gc.backend = gpu_jpeg_backend(&l->cfg);
     gc.threads = l->gpu_threads;
     gc.slots = slots;
     gc.units = l->cfg.jpeg_decoders > 0 ? l->cfg.jpeg_decoders : LOADER_GPU_UNITS_AUTO;

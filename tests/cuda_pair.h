@@ -26,6 +26,33 @@ static Rng R;
 static double worst_err[2];   /* per mode, printed at the end */
 static int keep_going, kept_failures;
 
+/* ---------------------------------------------------------------- fixture */
+/* The group set-up of one mode (bf16 or fp32): both backends, the
+ * tolerance, the random stream (seeded per program and mode). */
+static inline int cuda_pair_setup(int bf, uint64_t seed) {
+    char err[256];
+    BF = bf;
+    TOL = bf ? 2e-2 : 1e-5;
+    GB = backend_cuda_create(0, bf, 1, err, sizeof err);
+    if (!GB) {
+        fprintf(stderr, "backend_cuda_create: %s\n", err);
+        return -1;
+    }
+    CB = backend_cpu_create(0, err, sizeof err);
+    if (!CB) {
+        fprintf(stderr, "backend_cpu_create: %s\n", err);
+        return -1;
+    }
+    rng_seed(&R, seed);
+    return 0;
+}
+static inline int cuda_pair_teardown(void **s) {
+    (void)s;
+    GB->destroy(GB);
+    CB->destroy(CB);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- bf16 host */
 static inline uint16_t f2bf(float f) {
     uint32_t u;

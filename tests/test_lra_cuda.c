@@ -266,27 +266,8 @@ static void test_lra_model(void **state) {
 }
 
 /* ------------------------------------------------------------------ main */
-static int setup_mode(int bf) {
-    char err[256];
-    BF = bf;
-    TOL = bf ? 2e-2 : 1e-5;
-    GB = backend_cuda_create(0, bf, 1, err, sizeof err);
-    CB = GB ? backend_cpu_create(0, err, sizeof err) : NULL;
-    if (!GB || !CB) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    rng_seed(&R, 4321 + bf);
-    return 0;
-}
-static int setup_fp32(void **s) { (void)s; return setup_mode(0); }
-static int setup_bf16(void **s) { (void)s; return setup_mode(1); }
-static int teardown(void **s) {
-    (void)s;
-    GB->destroy(GB);
-    CB->destroy(CB);
-    return 0;
-}
+static int setup_fp32(void **s) { (void)s; return cuda_pair_setup(0, 4321); }
+static int setup_bf16(void **s) { (void)s; return cuda_pair_setup(1, 4321 + 1); }
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -306,8 +287,8 @@ int main(void) {
     const char *flt = getenv("HGRN_TEST_FILTER");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!flt || !*flt || strstr(tests[i].name, flt) || strstr(flt, tests[i].name)) sel[ns++] = tests[i];
-    int fails = _cmocka_run_group_tests("lra_cuda_vs_cpu_fp32", sel, ns, setup_fp32, teardown);
-    fails += _cmocka_run_group_tests("lra_cuda_vs_cpu_bf16", sel, ns, setup_bf16, teardown);
+    int fails = _cmocka_run_group_tests("lra_cuda_vs_cpu_fp32", sel, ns, setup_fp32, cuda_pair_teardown);
+    fails += _cmocka_run_group_tests("lra_cuda_vs_cpu_bf16", sel, ns, setup_bf16, cuda_pair_teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0], worst_err[1]);
     return fails ? 1 : 0;
 }

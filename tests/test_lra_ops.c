@@ -30,21 +30,7 @@
 #define FD_H 1e-5
 #define EPS 1e-5
 
-static Backend *bk;
-
-static int setup(void **state) {
-    (void)state;
-    char err[256] = "";
-    bk = backend_cpu_create(2, err, sizeof err);
-    if (!bk) print_error("backend_cpu_create: %s\n", err);
-    return bk ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    bk->destroy(bk);
-    return 0;
-}
+#include "cpu_fixture.h"
 
 /* ---------------------------------------------------------------- batch norm */
 
@@ -243,5 +229,5 @@ int main(void) {
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_grid_transpose),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cpu_setup, cpu_teardown);
 }

@@ -35,19 +35,7 @@
 #define BWD_TOL 1e-4
 #define FD_H 1e-5
 
-static Backend *bk;
-
-static int setup(void **s) {
-    (void)s;
-    char err[256];
-    bk = backend_cpu_create(2, err, sizeof err);
-    return bk ? 0 : -1;
-}
-static int teardown(void **s) {
-    (void)s;
-    bk->destroy(bk);
-    return 0;
-}
+#include "cpu_fixture.h"
 
 static Config small_config(const char *mixer, int D, int E, int causal) {
     Config c;
@@ -382,5 +370,5 @@ int main(void) {
         cmocka_unit_test(test_causal),
         cmocka_unit_test(test_extreme_gates),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cpu_setup, cpu_teardown);
 }

@@ -26,21 +26,7 @@
 #define BWD_TOL 1e-4
 #define FD_H 1e-5
 
-static Backend *bk;
-
-static int setup(void **state) {
-    (void)state;
-    char err[256] = "";
-    bk = backend_cpu_create(2, err, sizeof err);
-    if (!bk) print_error("backend_cpu_create: %s\n", err);
-    return bk ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    bk->destroy(bk);
-    return 0;
-}
+#include "cpu_fixture.h"
 
 static double dsig(double x) { return 1.0 / (1.0 + exp(-x)); }
 static double dsilu(double x) { return x * dsig(x); }
@@ -2307,5 +2293,5 @@ int main(void) {
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_thread_count),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cpu_setup, cpu_teardown);
 }

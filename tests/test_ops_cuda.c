@@ -1603,31 +1603,8 @@ static void test_model(void **state) {
 }
 
 /* ------------------------------------------------------------------ main */
-static int setup_mode(int bf) {
-    char err[256];
-    BF = bf;
-    TOL = bf ? 2e-2 : 1e-5;
-    GB = backend_cuda_create(0, bf, 1, err, sizeof err);
-    if (!GB) {
-        fprintf(stderr, "backend_cuda_create: %s\n", err);
-        return -1;
-    }
-    CB = backend_cpu_create(0, err, sizeof err);
-    if (!CB) {
-        fprintf(stderr, "backend_cpu_create: %s\n", err);
-        return -1;
-    }
-    rng_seed(&R, 1234 + bf);
-    return 0;
-}
-static int setup_fp32(void **s) { (void)s; return setup_mode(0); }
-static int setup_bf16(void **s) { (void)s; return setup_mode(1); }
-static int teardown(void **s) {
-    (void)s;
-    GB->destroy(GB);
-    CB->destroy(CB);
-    return 0;
-}
+static int setup_fp32(void **s) { (void)s; return cuda_pair_setup(0, 1234); }
+static int setup_bf16(void **s) { (void)s; return cuda_pair_setup(1, 1234 + 1); }
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* keep the log if something crashes */
@@ -1663,18 +1640,18 @@ int main(void) {
         size_t ns = 0;
         for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
             if (strstr(tests[i].name, flt) || strstr(flt, tests[i].name)) sel[ns++] = tests[i];
-        int f = _cmocka_run_group_tests("cuda_vs_cpu_fp32", sel, ns, setup_fp32, teardown);
-        f += _cmocka_run_group_tests("cuda_vs_cpu_bf16", sel, ns, setup_bf16, teardown);
+        int f = _cmocka_run_group_tests("cuda_vs_cpu_fp32", sel, ns, setup_fp32, cuda_pair_teardown);
+        f += _cmocka_run_group_tests("cuda_vs_cpu_bf16", sel, ns, setup_bf16, cuda_pair_teardown);
         printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
                worst_err[1]);
         if (kept_failures) printf("%d comparisons failed (HGRN_TEST_KEEP_GOING)\n", kept_failures);
         return f || kept_failures ? 1 : 0;
     }
-    int fails = cmocka_run_group_tests_name("cuda_vs_cpu_fp32", tests, setup_fp32, teardown);
-    fails += cmocka_run_group_tests_name("cuda_vs_cpu_bf16", tests, setup_bf16, teardown);
+    int fails = cmocka_run_group_tests_name("cuda_vs_cpu_fp32", tests, setup_fp32, cuda_pair_teardown);
+    fails += cmocka_run_group_tests_name("cuda_vs_cpu_bf16", tests, setup_bf16, cuda_pair_teardown);
     const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model)};
-    fails += cmocka_run_group_tests_name("model_fp32", mtests, setup_fp32, teardown);
-    fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, teardown);
+    fails += cmocka_run_group_tests_name("model_fp32", mtests, setup_fp32, cuda_pair_teardown);
+    fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, cuda_pair_teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
            worst_err[1]);
     if (kept_failures) printf("%d comparisons failed (HGRN_TEST_KEEP_GOING)\n", kept_failures);

@@ -34,19 +34,7 @@
 #define BWD_TOL 1e-4
 #define FD_H 1e-5
 
-static Backend *bk;
-
-static int setup(void **s) {
-    (void)s;
-    char err[256];
-    bk = backend_cpu_create(2, err, sizeof err);
-    return bk ? 0 : -1;
-}
-static int teardown(void **s) {
-    (void)s;
-    bk->destroy(bk);
-    return 0;
-}
+#include "cpu_fixture.h"
 
 /* A grid of side x side tokens (patch 1): model.image_size = side. */
 static Config grid_config(const char *mixer, int side, int D, int E, int causal, int scan2d) {
@@ -458,5 +446,5 @@ int main(void) {
         cmocka_unit_test(test_against_naive),
         cmocka_unit_test(test_receptive_field),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cpu_setup, cpu_teardown);
 }

@@ -17,6 +17,7 @@ struct ClassifyGpu {
      * until the decode call after next has returned (gpu_images.h) */
     ImageBuf *file[2], *pix;
     GpuSample *gs;
+    GpuSample *batch;  /* the readable ones in order, then those staged */
     int *row;          /* path j -> its record in gs, or -1 */
     long long batches;
 };
@@ -44,9 +45,7 @@ int classify_gpu_create(const Config *c, Backend *bk, const DeitTransform *tf, i
     gc.max_batch = max_batch;
     gc.size = c->image_size;
     gc.channels = c->channels;
-    gc.backend = !strcmp(c->jpeg_backend, "hardware") ? GPU_JPEG_HARDWARE
-                 : !strcmp(c->jpeg_backend, "hybrid") ? GPU_JPEG_HYBRID
-                                                      : GPU_JPEG_AUTO;
+    gc.backend = gpu_jpeg_backend(c);
     gc.threads = threads;
     gc.slots = 2;
     gc.units = 1;
@@ -72,9 +71,10 @@ int classify_gpu_create(const Config *c, Backend *bk, const DeitTransform *tf, i
         g->file[1] = calloc((size_t)max_batch, sizeof(ImageBuf));
         g->pix = calloc((size_t)max_batch, sizeof(ImageBuf));
         g->gs = calloc((size_t)max_batch, sizeof(GpuSample));
+        g->batch = calloc((size_t)max_batch, sizeof(GpuSample));
         g->row = calloc((size_t)max_batch, sizeof(int));
     }
-    if (!g || !g->file[0] || !g->file[1] || !g->pix || !g->gs || !g->row) {
+    if (!g || !g->file[0] || !g->file[1] || !g->pix || !g->gs || !g->batch || !g->row) {
         if (g) classify_gpu_destroy(g);
         else gpu_images_destroy(gi);
         snprintf(err, errlen, "out of host memory for GPU decoding");
@@ -96,6 +96,7 @@ void classify_gpu_destroy(ClassifyGpu *g) {
     free(g->file[1]);
     free(g->pix);
     free(g->gs);
+    free(g->batch);
     free(g->row);
     free(g);
 }
@@ -121,11 +122,7 @@ int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n
     for (int j = 0; j < n; j++)
         if (paths[j]) load(g, files, paths[j], j, GPU_VIA_NVJPEG, errs);
     /* the readable ones, in order, through nvJPEG */
-    GpuSample *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
-    if (!v) {
-        snprintf(err, errlen, "out of host memory");
-        return -1;
-    }
+    GpuSample *v = g->batch;
     int k = 0;
     for (int j = 0; j < n; j++) {
         g->row[j] = -1;
@@ -133,10 +130,7 @@ int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n
         g->row[j] = k;
         v[k++] = g->gs[j];
     }
-    if (k > 0 && gpu_images_decode(g->gi, v, k, err, errlen)) {
-        free(v);
-        return -1;
-    }
+    if (k > 0 && gpu_images_decode(g->gi, v, k, err, errlen)) return -1;
     /* what nvJPEG failed on goes through the CPU decoder */
     for (int j = 0; j < n; j++) {
         if (g->row[j] < 0 || v[g->row[j]].src != GPU_SRC_JPEG || v[g->row[j]].status == GPU_SAMPLE_OK) continue;
@@ -161,6 +155,5 @@ int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n
             gpu_images_slot_release(g->gi, out, stream);
         }
     }
-    free(v);
     return rc;
 }

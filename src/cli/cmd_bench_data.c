@@ -18,6 +18,7 @@
 #include "dataset.h"
 #include "filelist.h"
 #include "gpu_images.h"
+#include "gpu_sample.h"
 #include "image.h"
 #include "loader.h"
 #include "rng.h"
@@ -621,8 +622,7 @@ int cmd_bench_data(int argc, char **argv) {
             gc.max_batch = 1;
             gc.size = 8;
             gc.channels = 3;
-            gc.backend = !strcmp(cfg.jpeg_backend, "hardware") ? GPU_JPEG_HARDWARE
-                         : !strcmp(cfg.jpeg_backend, "hybrid") ? GPU_JPEG_HYBRID : GPU_JPEG_AUTO;
+            gc.backend = gpu_jpeg_backend(&cfg);
             gc.threads = 1;
             gc.slots = 1;
             GpuImages *g = gpu_images_create(0, &gc, e2, sizeof e2);
