@@ -114,9 +114,11 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
     T *__restrict__ out;
     const float4 *__restrict__ wc;
     const float *__restrict__ beta;
+    const T *__restrict__ xc;
+    const T *__restrict__ xl;
     const T *__restrict__ pc;
     const T *__restrict__ pl;
-    int ld, N, D, j, n, jr;
+    int ld, N, D, j, n, jr, k, seglen;
     size_t row0;
     T lr[TT];
     typename pair_of<T>::type xr[TT];
@@ -126,15 +128,21 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
     float lam[TT];
     cpx x[TT];
 
-    __device__ __forceinline__ Hgru1Fwd(T *out_, const T *xc, const T *xl, int ld_,
+    __device__ __forceinline__ Hgru1Fwd(T *out_, const T *xc_, const T *xl_, int ld_,
                                         const float4 *wc_, const float *beta_, int N_, int D_)
-        : out(out_), wc(wc_), beta(beta_), ld(ld_), N(N_), D(D_) {
-        const int tid = threadIdx.x, ch = tid % CH, k = tid / CH;
+        : out(out_), wc(wc_), beta(beta_), xc(xc_), xl(xl_), ld(ld_), N(N_), D(D_) {
+        const int tid = threadIdx.x, ch = tid % CH;
+        k = tid / CH;
         j = blockIdx.x * CH + ch;
-        const int t0 = k * TT;
+        jr = min(j, D - 1);   /* padding channels read a real one */
+        seglen = (blockDim.x / CH) * TT;
+        at_segment(0);
+    }
+    /* point the chunk at segment g (tokens g * seglen + k * TT ...) */
+    __device__ __forceinline__ void at_segment(int g) {
+        const int t0 = g * seglen + k * TT;
         n = j < D ? max(0, min(TT, N - t0)) : 0;
         row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
-        jr = min(j, D - 1);   /* padding channels read a real one */
         pc = xc + row0 * ld + 2 * jr;
         pl = xl + row0 * ld + jr;
     }
@@ -168,20 +176,24 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
     }
     /* chunk transfers from a zero state; A = (prod lambda) w^TT */
     template <bool F, bool R> __device__ __forceinline__ void pass1(float2 *s, float2 *A) {
-        cpx hl = mk(0, 0), rl = mk(0, 0);
         float L = 1.0f;
 #pragma unroll
-        for (int i = 0; i < TT; i++) {
-            hl = sfma(lam[i], cmul(wf, hl), x[i]);
-            L *= lam[i];
-        }
-#pragma unroll
-        for (int i = TT - 1; i >= 0; i--) rl = sfma(lam[i], cmul(wr, rl), x[i]);
+        for (int i = 0; i < TT; i++) L *= lam[i];
         const float4 wt = wtt_of(wc, j, D);
-        s[0] = make_float2(hl.re, hl.im);
-        s[1] = make_float2(rl.re, rl.im);
-        A[0] = make_float2(L * wt.x, L * wt.y);
-        A[1] = make_float2(L * wt.z, L * wt.w);
+        if (F) {
+            cpx hl = mk(0, 0);
+#pragma unroll
+            for (int i = 0; i < TT; i++) hl = sfma(lam[i], cmul(wf, hl), x[i]);
+            s[0] = make_float2(hl.re, hl.im);
+            A[0] = make_float2(L * wt.x, L * wt.y);
+        }
+        if (R) {
+            cpx rl = mk(0, 0);
+#pragma unroll
+            for (int i = TT - 1; i >= 0; i--) rl = sfma(lam[i], cmul(wr, rl), x[i]);
+            s[1] = make_float2(rl.re, rl.im);
+            A[1] = make_float2(L * wt.z, L * wt.w);
+        }
     }
     /* rescan from the carries; H = h + r */
     __device__ __forceinline__ void pass2(const float2 *c) {
@@ -205,13 +217,19 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
     }
 };
 
-template <typename T, int TT, int CH, int MAXT, bool V>
+/* SEG: the sequence is longer than one segment (N > SCAN_SEG_TOKENS): the
+ * block runs nseg segments (scan_block_segments), the reverse recurrence's
+ * state at each segment boundary in scratch [B][nseg][1][Dp]. Its own
+ * instantiation, so the single-segment kernels keep their code. */
+template <typename T, int TT, int CH, int MAXT, bool V, bool SEG>
 __global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : TT <= 8 ? 2 : 1))
 k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
-            const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D) {
+            const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D, int nseg,
+            float2 *__restrict__ scratch) {
     __shared__ float2 tr[2][MAXT], A[2][MAXT];   /* transfers, then carries */
     Hgru1Fwd<T, TT, CH, V> rc(out, xc, xl, ld, wc, beta, N, D);
-    scan_block<CH, MAXT>(rc, tr, A);
+    if (SEG) scan_block_segments<CH, MAXT>(rc, tr, A, nseg, scratch);
+    else scan_block<CH, MAXT>(rc, tr, A);
 }
 
 /* ----------------------------------------------------------------- backward */
@@ -230,10 +248,13 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
     T *__restrict__ dxl;
     const float4 *__restrict__ wc;
     const float *__restrict__ beta;
+    const T *__restrict__ xc;
+    const T *__restrict__ xl;
+    const T *__restrict__ dout;
     const T *__restrict__ pc;
     const T *__restrict__ pl;
     const T *__restrict__ pg;
-    int ld, N, D, j, n, jr;
+    int ld, N, D, j, n, jr, k, seglen;
     size_t row0;
     T lr[TT], gr[TT], gi[TT];
     typename pair_of<T>::type xr[TT];
@@ -244,17 +265,27 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
     cpx wf, wr, wfc, wrc;
     float dthf, dthr, dbet;
 
-    __device__ __forceinline__ Hgru1Bwd(T *dxc_, T *dxl_, const T *dout, const T *xc,
-                                        const T *xl, int ld_, const float4 *wc_,
+    __device__ __forceinline__ Hgru1Bwd(T *dxc_, T *dxl_, const T *dout_, const T *xc_,
+                                        const T *xl_, int ld_, const float4 *wc_,
                                         const float *beta_, int N_, int D_)
-        : dxc(dxc_), dxl(dxl_), wc(wc_), beta(beta_), ld(ld_), N(N_), D(D_) {
-        const int tid = threadIdx.x, ch = tid % CH, k = tid / CH;
+        : dxc(dxc_), dxl(dxl_), wc(wc_), beta(beta_), xc(xc_), xl(xl_), dout(dout_), ld(ld_),
+          N(N_), D(D_) {
+        const int tid = threadIdx.x, ch = tid % CH;
+        k = tid / CH;
         j = blockIdx.x * CH + ch;
-        const size_t b = blockIdx.y;
-        const int t0 = k * TT;
-        n = j < D ? max(0, min(TT, N - t0)) : 0;
-        row0 = b * N + min(t0, N - 1);
         jr = min(j, D - 1);
+        seglen = (blockDim.x / CH) * TT;
+        /* the parameter sums run over every segment of the thread */
+        dthf = 0.0f;
+        dthr = 0.0f;
+        dbet = 0.0f;
+        at_segment(0);
+    }
+    /* point the chunk at segment g (tokens g * seglen + k * TT ...) */
+    __device__ __forceinline__ void at_segment(int g) {
+        const int t0 = g * seglen + k * TT;
+        n = j < D ? max(0, min(TT, N - t0)) : 0;
+        row0 = (size_t)blockIdx.y * N + min(t0, N - 1);
         pc = xc + row0 * ld + 2 * jr;
         pl = xl + row0 * ld + jr;
         pg = dout + row0 * 2 * D + jr;
@@ -301,36 +332,49 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
         return mk(om * c[i].re, om * c[i].im);
     }
     /* four chunk transfers from zero carries; L = prod lambda */
+    /* four chunk transfers from zero carries; L = prod lambda. F: the
+     * forward-running ones (h, dr), R: the reverse-running ones (r, dh). */
     template <bool F, bool R> __device__ __forceinline__ void pass1(float2 *s, float2 *A) {
-        cpx hl = mk(0, 0), pl_ = mk(0, 0);
         float L = 1.0f;
+        if (F) {
+            cpx hl = mk(0, 0), pl_ = mk(0, 0);
 #pragma unroll
-        for (int i = 0; i < TT; i++) {
-            const float lam = lam_of(i), om = oml_of(i);
-            hl = sfma(lam, cmul(wf, hl), xin(i, om));
-            const cpx d = cadd(pl_, g[i]);
-            pl_ = cmul(wrc, d);
-            pl_ = mk(lam * pl_.re, lam * pl_.im);
-            L *= lam;
+            for (int i = 0; i < TT; i++) {
+                const float lam = lam_of(i), om = oml_of(i);
+                hl = sfma(lam, cmul(wf, hl), xin(i, om));
+                const cpx d = cadd(pl_, g[i]);
+                pl_ = cmul(wrc, d);
+                pl_ = mk(lam * pl_.re, lam * pl_.im);
+                L *= lam;
+            }
+            s[0] = make_float2(hl.re, hl.im);
+            s[1] = make_float2(pl_.re, pl_.im);
+        } else {
+#pragma unroll
+            for (int i = 0; i < TT; i++) L *= lam_of(i);
         }
-        cpx rl = mk(0, 0), ql = mk(0, 0);
+        if (R) {
+            cpx rl = mk(0, 0), ql = mk(0, 0);
 #pragma unroll
-        for (int i = TT - 1; i >= 0; i--) {
-            const float lam = lam_of(i), om = oml_of(i);
-            rl = sfma(lam, cmul(wr, rl), xin(i, om));
-            const cpx d = cadd(ql, g[i]);
-            ql = cmul(wfc, d);
-            ql = mk(lam * ql.re, lam * ql.im);
+            for (int i = TT - 1; i >= 0; i--) {
+                const float lam = lam_of(i), om = oml_of(i);
+                rl = sfma(lam, cmul(wr, rl), xin(i, om));
+                const cpx d = cadd(ql, g[i]);
+                ql = cmul(wfc, d);
+                ql = mk(lam * ql.re, lam * ql.im);
+            }
+            s[2] = make_float2(rl.re, rl.im);
+            s[3] = make_float2(ql.re, ql.im);
         }
         const float4 wt = wtt_of(wc, j, D);
-        s[0] = make_float2(hl.re, hl.im);
-        s[1] = make_float2(pl_.re, pl_.im);
-        s[2] = make_float2(rl.re, rl.im);
-        s[3] = make_float2(ql.re, ql.im);
-        A[0] = make_float2(L * wt.x, L * wt.y);    /* h: w_f^TT */
-        A[1] = make_float2(L * wt.z, -L * wt.w);   /* dr: conj(w_r^TT) */
-        A[2] = make_float2(L * wt.z, L * wt.w);    /* r: w_r^TT */
-        A[3] = make_float2(L * wt.x, -L * wt.y);   /* dh: conj(w_f^TT) */
+        if (F) {
+            A[0] = make_float2(L * wt.x, L * wt.y);    /* h: w_f^TT */
+            A[1] = make_float2(L * wt.z, -L * wt.w);   /* dr: conj(w_r^TT) */
+        }
+        if (R) {
+            A[2] = make_float2(L * wt.z, L * wt.w);    /* r: w_r^TT */
+            A[3] = make_float2(L * wt.x, -L * wt.y);   /* dh: conj(w_f^TT) */
+        }
     }
     __device__ __forceinline__ void pass2(const float2 *cr) {
         cpx h = mk(cr[0].x, cr[0].y), p = mk(cr[1].x, cr[1].y);
@@ -347,9 +391,6 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
             p = mk(lam * p.re, lam * p.im);
         }
         /* backward: rw = e^{i theta_r} r_{t+1}, dh_t, and the gradients */
-        dthf = 0.0f;
-        dthr = 0.0f;
-        dbet = 0.0f;
         T *oc = dxc + row0 * ld + 2 * j, *ol = dxl + row0 * ld + j;
 #pragma unroll
         for (int i = TT - 1; i >= 0; i--) {
@@ -375,15 +416,18 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
     }
 };
 
-template <typename T, int TT, int CH, int MAXT, bool V>
+/* SEG as in k_hgru1_fwd; the two reverse recurrences' (r, dh) segment
+ * boundary states in scratch [B][nseg][2][Dp] */
+template <typename T, int TT, int CH, int MAXT, bool V, bool SEG>
 __global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 2 : 1))   /* <= 128 registers */
 k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
             const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
             int ld, const float4 *__restrict__ wc, const float *__restrict__ beta, int B, int N,
-            int D) {
+            int D, int nseg, float2 *__restrict__ scratch) {
     __shared__ float2 tr[4][MAXT], A[4][MAXT];   /* transfers, then carries */
     Hgru1Bwd<T, TT, CH, V> rc(dxc, dxl, dout, xc, xl, ld, wc, beta, N, D);
-    scan_block<CH, MAXT>(rc, tr, A);
+    if (SEG) scan_block_segments<CH, MAXT>(rc, tr, A, nseg, scratch);
+    else scan_block<CH, MAXT>(rc, tr, A);
     /* per-channel parameter sums: over chunks here, over images by
      * cu_partials_finish3; part is [B][theta_f | theta_r | beta] */
     const float v[3] = {rc.dthf, rc.dthr, rc.dbet};
@@ -392,41 +436,44 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 }
 
 /* ------------------------------------------------------------------- host */
-/* The shapes scan_shape picks for N <= 2048 (the kernels' limit: one
- * segment), and the kernels they run: forward (TT, CH) = (8, 16) up to N
- * 256, (8, 8) up to 512, (8, 4) up to 1024, (16, 4) up to 2048; backward
- * (8, 8) up to 512, (8, 4), (16, 4). Blocks of at most 256 threads (forward
- * N <= 128, backward N <= 256) get their own instantiations: shared memory
- * sized for 256 threads and 4 forward / 2 backward blocks per SM. Each
- * comes with the paired (re, im) accesses (V) where the layout allows them,
- * and without. */
-static ScanShape hgru1_shape(int N, bool fwd) {
-    if (N > SCAN_SEG_TOKENS) {
-        fprintf(stderr, "hgrn: hgru1 scan: sequence length %d exceeds the CUDA kernel's limit %d\n",
-                N, SCAN_SEG_TOKENS);
-        exit(1);
-    }
-    return scan_shape(N, fwd);
-}
+/* The shapes scan_shape picks, and the kernels they run: forward (TT, CH) =
+ * (8, 16) up to N 256, (8, 8) up to 512, (8, 4) up to 1024, (16, 4) up to
+ * 2048; backward (8, 8) up to 512, (8, 4), (16, 4). Blocks of at most 256
+ * threads (forward N <= 128, backward N <= 256) get their own
+ * instantiations: shared memory sized for 256 threads and 4 forward / 2
+ * backward blocks per SM. Longer sequences run (16, 4) over segments of
+ * 2048 tokens (SEG). Each comes with the paired (re, im) accesses (V) where
+ * the layout allows them, and without. */
 
-template <typename T, int TT, int CH, int MAXT>
+/* scratch for the reverse recurrences' states at the segment boundaries
+ * (nrr of them; none with one segment) */
+static size_t seg_scratch_bytes(ScanShape s, int B, int D, int nrr) {
+    if (s.nseg <= 1) return 0;
+    const size_t Dp = (size_t)ceil_div(D, s.CH) * s.CH;
+    return (size_t)B * s.nseg * nrr * Dp * sizeof(float2);
+}
+static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+template <typename T, int TT, int CH, int MAXT, bool SEG>
 static void launch_fwd_k(CudaImpl *im, ScanShape s, bool vec, T *out, const T *xc, const T *xl,
-                         int ld, const float4 *wc, const float *beta, int B, int N, int D) {
-    void (*k)(T *, const T *, const T *, int, const float4 *, const float *, int, int) =
-        vec ? k_hgru1_fwd<T, TT, CH, MAXT, true> : k_hgru1_fwd<T, TT, CH, MAXT, false>;
+                         int ld, const float4 *wc, const float *beta, int B, int N, int D,
+                         float2 *seg) {
+    void (*k)(T *, const T *, const T *, int, const float4 *, const float *, int, int, int,
+              float2 *) = vec ? k_hgru1_fwd<T, TT, CH, MAXT, true, SEG>
+                              : k_hgru1_fwd<T, TT, CH, MAXT, false, SEG>;
     scan_launch(im, true, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P), "kernel launch k_hgru1_fwd",
-                out, xc, xl, ld, wc, beta, N, D);
+                out, xc, xl, ld, wc, beta, N, D, s.nseg, seg);
 }
 
-template <typename T, int TT, int CH, int MAXT>
+template <typename T, int TT, int CH, int MAXT, bool SEG>
 static void launch_bwd_k(CudaImpl *im, ScanShape s, bool vec, T *dxc, T *dxl, float *part,
                          const T *dout, const T *xc, const T *xl, int ld, const float4 *wc,
-                         const float *beta, int B, int N, int D) {
+                         const float *beta, int B, int N, int D, float2 *seg) {
     void (*k)(T *, T *, float *, const T *, const T *, const T *, int, const float4 *,
-              const float *, int, int, int) =
-        vec ? k_hgru1_bwd<T, TT, CH, MAXT, true> : k_hgru1_bwd<T, TT, CH, MAXT, false>;
+              const float *, int, int, int, int, float2 *) =
+        vec ? k_hgru1_bwd<T, TT, CH, MAXT, true, SEG> : k_hgru1_bwd<T, TT, CH, MAXT, false, SEG>;
     scan_launch(im, true, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P), "kernel launch k_hgru1_bwd",
-                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D);
+                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D, s.nseg, seg);
 }
 
 /* The per-channel rotations for the chunk length of this shape (s.TT) */
@@ -437,42 +484,40 @@ static void launch_consts(CudaImpl *im, ScanShape s, float4 *wc, const float *th
 }
 
 template <typename T>
-static void launch_fwd(CudaImpl *im, float4 *wc, T *out, const T *xc, const T *xl, int ld,
-                       const float *tf, const float *tr, const float *beta, int B, int N, int D) {
-    const ScanShape s = hgru1_shape(N, true);
+static void launch_fwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *out, const T *xc,
+                       const T *xl, int ld, const float *tf, const float *tr, const float *beta,
+                       int B, int N, int D) {
     const bool vec = pair_aligned(xc, ld), small = s.CH * s.P <= 256;
     launch_consts(im, s, wc, tf, tr, D);
-    if (s.TT == 16)
-        launch_fwd_k<T, 16, 4, SCAN_MAXT>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D);
+    if (s.nseg > 1)
+        launch_fwd_k<T, 16, 4, SCAN_MAXT, true>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D, seg);
+    else if (s.TT == 16)
+        launch_fwd_k<T, 16, 4, SCAN_MAXT, false>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D, seg);
     else if (s.CH == 4)
-        launch_fwd_k<T, 8, 4, SCAN_MAXT>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D);
+        launch_fwd_k<T, 8, 4, SCAN_MAXT, false>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D, seg);
     else if (s.CH == 8)
-        launch_fwd_k<T, 8, 8, SCAN_MAXT>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D);
+        launch_fwd_k<T, 8, 8, SCAN_MAXT, false>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D, seg);
     else if (small)
-        launch_fwd_k<T, 8, 16, 256>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D);
+        launch_fwd_k<T, 8, 16, 256, false>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D, seg);
     else
-        launch_fwd_k<T, 8, 16, SCAN_MAXT>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D);
+        launch_fwd_k<T, 8, 16, SCAN_MAXT, false>(im, s, vec, out, xc, xl, ld, wc, beta, B, N, D, seg);
 }
 
 template <typename T>
-static void launch_bwd(CudaImpl *im, float4 *wc, T *dxc, T *dxl, float *part, const T *dout,
-                       const T *xc, const T *xl, int ld, const float *tf, const float *tr,
-                       const float *beta, int B, int N, int D) {
-    const ScanShape s = hgru1_shape(N, false);
+static void launch_bwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *dxc, T *dxl,
+                       float *part, const T *dout, const T *xc, const T *xl, int ld,
+                       const float *tf, const float *tr, const float *beta, int B, int N, int D) {
     const bool vec = pair_aligned(xc, ld) && pair_aligned(dxc, ld), small = s.CH * s.P <= 256;
     launch_consts(im, s, wc, tf, tr, D);
-    if (s.TT == 16)
-        launch_bwd_k<T, 16, 4, SCAN_MAXT>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta,
-                                          B, N, D);
-    else if (s.CH == 4)
-        launch_bwd_k<T, 8, 4, SCAN_MAXT>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta,
-                                         B, N, D);
-    else if (small)
-        launch_bwd_k<T, 8, 8, 256>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N,
-                                   D);
-    else
-        launch_bwd_k<T, 8, 8, SCAN_MAXT>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta,
-                                         B, N, D);
+#define HGRU1_BWD(TT_, CH_, MAXT_, SEG_)                                                        \
+    launch_bwd_k<T, TT_, CH_, MAXT_, SEG_>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta, \
+                                           B, N, D, seg)
+    if (s.nseg > 1) HGRU1_BWD(16, 4, SCAN_MAXT, true);
+    else if (s.TT == 16) HGRU1_BWD(16, 4, SCAN_MAXT, false);
+    else if (s.CH == 4) HGRU1_BWD(8, 4, SCAN_MAXT, false);
+    else if (small) HGRU1_BWD(8, 8, 256, false);
+    else HGRU1_BWD(8, 8, SCAN_MAXT, false);
+#undef HGRU1_BWD
 }
 
 void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld,
@@ -481,9 +526,14 @@ void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     if (B > 65535) { fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B); exit(1); }
-    float4 *wc = (float4 *)hgrn_scratch(im, (size_t)D * 2 * sizeof(float4));
-    ACT_DISPATCH(im, T, launch_fwd<T>(im, wc, (T *)out, (const T *)xc, (const T *)xl, ld, theta_f,
-                                      theta_r, beta, B, N, D));
+    const ScanShape s = scan_shape(N, true);
+    /* one scratch block: the rotations, then the segment states */
+    const size_t wb = align256((size_t)D * 2 * sizeof(float4));
+    char *scr = (char *)hgrn_scratch(im, wb + seg_scratch_bytes(s, B, D, 1));
+    float4 *wc = (float4 *)scr;
+    float2 *seg = s.nseg > 1 ? (float2 *)(scr + wb) : NULL;
+    ACT_DISPATCH(im, T, launch_fwd<T>(im, s, wc, seg, (T *)out, (const T *)xc, (const T *)xl, ld,
+                                      theta_f, theta_r, beta, B, N, D));
 }
 
 void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r,
@@ -493,11 +543,16 @@ void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *d
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     if (B > 65535) { fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B); exit(1); }
-    const size_t part_bytes = ((size_t)3 * B * D * sizeof(float) + 255) & ~(size_t)255;
-    char *scr = (char *)hgrn_scratch(im, part_bytes + (size_t)D * 2 * sizeof(float4));
+    const ScanShape s = scan_shape(N, false);
+    /* one scratch block: the per-image parameter sums, the rotations, the
+     * segment states */
+    const size_t part_bytes = align256((size_t)3 * B * D * sizeof(float));
+    const size_t wb = align256((size_t)D * 2 * sizeof(float4));
+    char *scr = (char *)hgrn_scratch(im, part_bytes + wb + seg_scratch_bytes(s, B, D, 2));
     float *part = (float *)scr;
     float4 *wc = (float4 *)(scr + part_bytes);
-    ACT_DISPATCH(im, T, launch_bwd<T>(im, wc, (T *)dxc, (T *)dxl, part, (const T *)dout,
+    float2 *seg = s.nseg > 1 ? (float2 *)(scr + part_bytes + wb) : NULL;
+    ACT_DISPATCH(im, T, launch_bwd<T>(im, s, wc, seg, (T *)dxc, (T *)dxl, part, (const T *)dout,
                                       (const T *)xc, (const T *)xl, ld, theta_f, theta_r, beta,
                                       B, N, D));
     /* over images, in a fixed order; one launch finishes the three sums */

@@ -516,6 +516,7 @@ static void run_hgru1(int B, int N, int D) { run_hgru1_at(B, N, D, 5 * D + 2, 4 
  *            N 257-512: CH 8;  N 513-1024: CH 4;  N 1025-2048: TT 16, CH 4
  *   backward N <= 256: TT 8, CH 8, 256 threads;  N 257-512: CH 8, 512;
  *            N 513-1024: CH 4;  N 1025-2048: TT 16, CH 4
+ *   both     N > 2048: TT 16, CH 4 over segments of 2048 tokens
  * each with the (re, im) pairs of xc and dxc as one access (even ld, aligned
  * base) and as two (odd ld, or xc one element off an aligned base). */
 static void test_hgru1(void **state) {
@@ -536,6 +537,12 @@ static void test_hgru1(void **state) {
     run_hgru1(1, 1500, 9);   /* TT 16; unpaired */
     run_hgru1(1, 2048, 4);   /* TT 16, the kernels' longest sequence; paired */
     run_hgru1_view(1, 1100, 6, 5 * 6, 1, 2 * 6 + 1);   /* TT 16, xc misaligned */
+    /* past 2048 tokens: segments of 2048 run one after the other in a block,
+     * the reverse recurrences' boundary states from a first sweep */
+    run_hgru1(1, 2049, 5);     /* a second segment of one token; unpaired */
+    run_hgru1(2, 4100, 9);     /* three segments, the last partial; unpaired */
+    run_hgru1_view(1, 5000, 6, 5 * 6, 1, 2 * 6 + 1);   /* xc misaligned */
+    run_hgru1(1, 16384, 8);    /* the longest LRA-style length: 8 segments; paired */
     /* saturated gates, |z| well past 88 where e^{-z} overflows fp32: lambda
      * at its bounds, never NaN (the LRA model's deeper layers reach them) */
     run_hgru1_gates(2, 300, 16, 5 * 16, 0, 2 * 16, 60.0f);

@@ -1,8 +1,7 @@
 /* cmd_bench_mixers.c - `hgrn bench --mixers`: one token mixer layer
  * (models/mixer_layer.h), forward + backward, on the CUDA backend at the
  * long-sequence shapes: 256, 1,024, 4,096 and 16,384 tokens, at batch 50 and
- * width 512 and at batch 8 and width 64, for every registered mixer (the
- * fused HGRU1 kernel stops at 2,048 tokens: its longer rows are skipped).
+ * width 512 and at batch 8 and width 64, for every registered mixer.
  *
  * Per row: the time of one forward + backward as the trainer runs it (ops
  * queued back to back, best of 3 after a warm-up), the bytes its ops must
@@ -72,10 +71,6 @@ static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const 
     c.head_size = 16;
     const int M = B * N;
     printf("%-8s %3d %4d %6d ", mixer, B, D, N);
-    if (!strcmp(mixer, "hgru1") && N > 2048) {
-        printf("  (skipped: the fused HGRU1 kernel runs at most 2048 tokens)\n");
-        return 0;
-    }
     MixerLayer *l = mixer_layer_create(bk, &c, M, 1, err, sizeof err);
     if (!l) {
         printf("  (%s)\n", err);
