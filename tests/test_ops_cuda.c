@@ -1508,7 +1508,8 @@ static void run_mixer_layer(const char *mixer, int B, int N, int D, int causal) 
 }
 
 /* HGRN_TEST_SCAN_QUICK=1: every mixer both ways at 1001 tokens, the 16384
- * tokens for LRU bidirectional only */
+ * tokens for LRU and HGRU1 bidirectional only. HGRU1 and HGRU2 are
+ * bidirectional only; HGRU1's fused scan runs 16384 tokens in 8 segments. */
 static void test_mixer_layers(void **state) {
     (void)state;
     const char *mixers[3] = {"lru", "mingru", "minlstm"};
@@ -1517,6 +1518,8 @@ static void test_mixer_layers(void **state) {
             run_mixer_layer(mixers[m], 3, 1001, 24, causal);
             if (!scan_quick() || (m == 0 && !causal)) run_mixer_layer(mixers[m], 1, 16384, 16, causal);
         }
+    run_mixer_layer("hgru1", 1, 16384, 16, 0);
+    if (!scan_quick()) run_mixer_layer("hgru2", 1, 16384, 16, 0);
 }
 
 /* ------------------------------------------------------- whole model */
