@@ -408,6 +408,7 @@ static void cu_destroy(Backend *bk) {
         cudaEventDestroy(im->idle_ev[i][1]);
     }
     hgrn_gemm_destroy(im);
+    hgrn_cudnn_destroy(im);
     if (im->h2d_stage) cudaFreeHost(im->h2d_stage);
     cudaEventDestroy(im->h2d_done);
     for (int i = 0; i < im->nshadows; i++) cudaFree(im->shadows[i].shadow);
@@ -532,6 +533,10 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->diag_bwd = cu_diag_bwd;
     bk->batchnorm_fwd = cu_batchnorm_fwd;
     bk->batchnorm_bwd = cu_batchnorm_bwd;
+#ifdef HGRN_HAVE_CUDNN
+    bk->batchnorm_fwd_cudnn = cu_batchnorm_fwd_cudnn;
+    bk->batchnorm_bwd_cudnn = cu_batchnorm_bwd_cudnn;
+#endif
     bk->grid_transpose = cu_grid_transpose;
     bk->lower_bounds_fwd = cu_lower_bounds_fwd;
     bk->lower_bounds_bwd = cu_lower_bounds_bwd;

@@ -28,6 +28,7 @@ typedef struct {
 } Shadow;
 
 struct GemmPlan;          /* gemm.cu */
+struct BnCudnn;           /* bn_cudnn.cu */
 
 typedef struct {
     int device;
@@ -55,6 +56,7 @@ typedef struct {
     int capturing;                /* between graph_begin and graph_end */
     cudaGraphExec_t graphs[HGRN_GRAPH_SLOTS];   /* recorded steps (NULL: none) */
     cudaEvent_t idle_ev[HGRN_IDLE_SLOTS][2];   /* idle_begin / idle_end marks (timing events) */
+    struct BnCudnn *bn_cudnn;     /* cuDNN handle and descriptors of its batch norm, made on first use */
 } CudaImpl;
 
 /* Growing a buffer would free memory a recorded graph may point at (and
@@ -247,6 +249,15 @@ void cu_batchnorm_fwd(Backend *, float *out, float *mean, float *rstd, const flo
                       int C);
 void cu_batchnorm_bwd(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                       const float *w, const float *mean, const float *rstd, int M, int C);
+/* cuDNN's batch norm under the same two contracts (bn_cudnn.cu; defined only
+ * with HGRN_HAVE_CUDNN), and the release of its handle (a no-op without) */
+void cu_batchnorm_fwd_cudnn(Backend *, float *out, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, float *rmean, float *rvar, float momentum,
+                            int training, int M, int C);
+void cu_batchnorm_bwd_cudnn(Backend *, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean, const float *rstd,
+                            int M, int C);
+void hgrn_cudnn_destroy(CudaImpl *im);
 void cu_grid_transpose(Backend *, float *out, int ldo, const float *in, int ldi, int B, int H, int W, int C,
                        int f32, int accumulate);
 void cu_lower_bounds_fwd(Backend *, float *beta, const float *gamma, int L, int D);

@@ -275,34 +275,58 @@ static void bench_residual_ln(const Table *t, Bufs *b, int B, int N, int D) {
 }
 
 /* ---- batch norm (model.norm = batch): x, y, dy, dx [M, C]; the training
- * forward (batch statistics, running ones updated) and its backward ---- */
+ * forward (batch statistics, running ones updated) and its backward, by the
+ * backend's own kernels and, where the build has it, by cuDNN under the same
+ * contracts (batchnorm_*_cudnn), so that one run compares the two ---- */
+typedef void (*BnFwdFn)(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                        const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C);
+typedef void (*BnBwdFn)(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, int M, int C);
 typedef struct {
     Backend *bk;
+    BnFwdFn fwd;
+    BnBwdFn bwd;
     float *x, *y, *dy, *dx, *mean, *rstd, *par, *dwb;   /* par: w, b, running mean, running var */
     int M, C;
 } Bn;
 
 static void bn_fwd(void *p) {
     Bn *n = p;
-    n->bk->batchnorm_fwd(n->bk, n->y, n->mean, n->rstd, n->x, n->par, n->par + n->C, n->par + 2 * n->C,
-                         n->par + 3 * n->C, 0.1f, 1, n->M, n->C);
+    n->fwd(n->bk, n->y, n->mean, n->rstd, n->x, n->par, n->par + n->C, n->par + 2 * n->C, n->par + 3 * n->C, 0.1f,
+           1, n->M, n->C);
 }
 static void bn_bwd(void *p) {
     Bn *n = p;
-    n->bk->batchnorm_bwd(n->bk, n->dx, n->dwb, n->dwb + n->C, n->dy, n->x, n->par, n->mean, n->rstd, n->M,
-                         n->C);
+    n->bwd(n->bk, n->dx, n->dwb, n->dwb + n->C, n->dy, n->x, n->par, n->mean, n->rstd, n->M, n->C);
 }
 
 /* bytes as layernorm's: fwd x in, y out (the statistics' pass reads x a
- * second time, not counted); bwd x, dy in, dx read and written (+=) */
+ * second time, not counted); bwd x, dy in, dx read and written (+=). Rows
+ * batchnorm_fwd / _bwd / fwd+bwd, then batchnorm_cudnn_* where built. */
 static void bench_batchnorm(const Table *t, Bufs *b, int M, int C) {
-    size_t nx = (size_t)M * C, ae = b->bk->act_elem;
-    Bn n = {b->bk, buf(b, nx, 1, 1), buf(b, nx, 1, 0), buf(b, nx, 1, 1), buf(b, nx, 1, 1), buf(b, C, 0, 0),
-            buf(b, C, 0, 0), buf(b, 4 * (size_t)C, 0, 1), buf(b, 2 * (size_t)C, 0, 0), M, C};
-    double tf, tb;
-    char shape[32];
+    Backend *bk = b->bk;
+    size_t nx = (size_t)M * C, ae = bk->act_elem;
+    Bn n = {bk, bk->batchnorm_fwd, bk->batchnorm_bwd, buf(b, nx, 1, 1), buf(b, nx, 1, 0), buf(b, nx, 1, 1),
+            buf(b, nx, 1, 1), buf(b, C, 0, 0), buf(b, C, 0, 0), buf(b, 4 * (size_t)C, 0, 1),
+            buf(b, 2 * (size_t)C, 0, 0), M, C};
+    const double bf = 2.0 * nx * ae, bb = 4.0 * nx * ae;
+    const struct {
+        const char *op;
+        BnFwdFn fwd;
+        BnBwdFn bwd;
+    } impls[] = {{"batchnorm", bk->batchnorm_fwd, bk->batchnorm_bwd},
+                 {"batchnorm_cudnn", bk->batchnorm_fwd_cudnn, bk->batchnorm_bwd_cudnn}};
+    char shape[32], name[80];
     snprintf(shape, sizeof shape, "%dx%d", M, C);
-    fwd_bwd_rows(t, b->bk, &n, bn_fwd, bn_bwd, "batchnorm", shape, 2.0 * nx * ae, 4.0 * nx * ae, &tf, &tb);
+    for (size_t i = 0; i < sizeof impls / sizeof impls[0]; i++) {
+        if (!impls[i].fwd || !impls[i].bwd) continue;
+        double tf, tb;
+        n.fwd = impls[i].fwd;
+        n.bwd = impls[i].bwd;
+        fwd_bwd_rows(t, bk, &n, bn_fwd, bn_bwd, impls[i].op, shape, bf, bb, &tf, &tb);
+        snprintf(name, sizeof name, "%s fwd+bwd %s", impls[i].op, shape);
+        row_bytes(t, name, tf + tb, bf + bb);
+    }
     bufs_free(b);
 }
 

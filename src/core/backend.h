@@ -380,6 +380,16 @@ struct Backend {
     void (*batchnorm_bwd)(Backend *, float *dinp, float *dw, float *db, const float *dout,
                           const float *inp, const float *w, const float *mean, const float *rstd,
                           int M, int C);
+    /* cuDNN's batch norm under the same two contracts, to be timed and tested
+     * against the backend's own (hgrn bench --ops, test_lra_cuda); NULL unless
+     * the CUDA backend was built with cuDNN (and on the CPU backend and the op
+     * timer). Models never call them. */
+    void (*batchnorm_fwd_cudnn)(Backend *, float *out, float *mean, float *rstd, const float *inp,
+                                const float *w, const float *b, float *rmean, float *rvar,
+                                float momentum, int training, int M, int C);
+    void (*batchnorm_bwd_cudnn)(Backend *, float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int M, int C);
 
     /* ---- token grids (model.scan2d) ----
      * Per image b of B, a grid of H x W tokens stored row by row (token
