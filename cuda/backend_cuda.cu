@@ -260,7 +260,7 @@ const bf16 *hgrn_weight_bf16(CudaImpl *im, const float *w, size_t n, int slot) {
     return dst;
 }
 
-static void drop_graphs(CudaImpl *im) {
+void hgrn_drop_graphs(CudaImpl *im) {
     for (int i = 0; i < HGRN_GRAPH_SLOTS; i++)
         if (im->graphs[i]) {
             CUDA_CHECK(cudaGraphExecDestroy(im->graphs[i]));
@@ -280,7 +280,7 @@ static void cu_params_changed(Backend *bk, const float *base, size_t n) {
     for (int i = 0; i < im->nshadows; i++)
         if (im->shadows[i].base == base) s = &im->shadows[i];
     if (s && s->n != n) {
-        drop_graphs(im);   /* they point at the shadow being freed */
+        hgrn_drop_graphs(im);   /* they point at the shadow being freed */
         CUDA_CHECK(cudaFree(s->shadow));
         s->shadow = NULL;
     }

@@ -257,6 +257,12 @@ static void nc_destroy(Comm *c) {
     if (!c) return;
     NcclImpl *nc = NI(c);
     CUDA_CHECK(cudaStreamSynchronize(nc->im->stream));   /* watched: queued collectives must finish */
+    /* ncclCommFinalize waits until every CUDA graph that captured one of the
+     * communicator's collectives is destroyed (NCCL counts them as persistent
+     * references); the backend's recorded steps are such graphs, and it
+     * outlives the communicator, so they go first: with them alive, shutdown
+     * blocked on every rank at world >= 2 */
+    hgrn_drop_graphs(nc->im);
     pthread_mutex_lock(&nc->mu);
     nc->comm_live = 0;
     pthread_mutex_unlock(&nc->mu);

@@ -109,6 +109,10 @@ int hgrn_cuda_current_device(void);
 
 /* ---- shared host helpers (backend_cuda.cu) ---- */
 void *hgrn_scratch(CudaImpl *im, size_t bytes);           /* valid until the next call */
+/* Destroys every recorded graph (graph_launch then returns -1 until the step
+ * is recorded again): before the NCCL communicator whose collectives a graph
+ * captured is destroyed, which waits for every such graph to be gone. */
+void hgrn_drop_graphs(CudaImpl *im);
 /* bf16 copy of an fp32 weight: its shadow when inside a registered block,
  * else converted into a temporary (slot 0 or 1, so two may be live at once). */
 const bf16 *hgrn_weight_bf16(CudaImpl *im, const float *w, size_t n, int slot);

@@ -14,6 +14,10 @@ bin=$(dirname "$1")/test_comm
 [ -x "$bin" ] || { echo "skip: $bin not built"; exit 77; }
 "$bin" has-nccl || { echo "skip: no GPU, or this hgrn was built without NCCL"; exit 77; }
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")
+if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then   # the GPUs this process may use
+  IFS=, read -r -a visible <<<"$CUDA_VISIBLE_DEVICES"
+  [ ${#visible[@]} -lt "$ngpu" ] && ngpu=${#visible[@]}
+fi
 [ "$ngpu" -ge 2 ] || { echo "skip: $ngpu GPU(s); the multi-GPU checks need 2"; exit 77; }
 export HGRN_TEST_DEVICE=cuda
 tmp=$(mktemp -d); [ -n "${KEEP:-}" ] || trap 'rm -rf "$tmp"' EXIT
