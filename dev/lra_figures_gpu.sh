@@ -63,7 +63,8 @@ if [ "$phase" = start ]; then
   # one CIFAR-format epoch of 50,000 images (Fashion-MNIST written as CIFAR-10 batches)
   $H prepare cifar-like fmnist /tmp/fm_cifar >/dev/null 2>&1
   s0=$(date +%s.%N)
-  timeout 90 $H lra --mixer hgru1 --data /tmp/fm_cifar --device cuda --out /tmp/cifar_epoch --overwrite \
+  rm -rf /tmp/cifar_epoch
+  timeout 90 $H lra --mixer hgru1 --data /tmp/fm_cifar --device cuda --out /tmp/cifar_epoch \
     --train.epochs 1 --train.warmup_epochs 0.1 >"$OUT/cifar_epoch.log" 2>&1
   echo "one CIFAR-format epoch (hgru1 recipe) rc=$? wall $(awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}') s: $(grep -E 'epoch 1 |top-1|hgrn lra' "$OUT/cifar_epoch.log" | tail -3 | tr '\n' ' ' | cut -c1-300)"
   left=$(( 545 - $(el) ))

@@ -336,8 +336,23 @@ static void check_lra_model(const char *mixer, int rgb2d) {
             if (e > worst) { worst = e; wname = t->name; }
         }
         const double gerr = tu_rel_err_f(gg, gc, np);
+        /* where the largest difference is: gerr's numerator (max |diff|
+         * over the whole gradient) may sit in a tensor other than the one
+         * with the worst relative error */
+        size_t at = 0;
+        double dmax = -1;
+        for (size_t k = 0; k < np; k++) {
+            const double d = fabs((double)gg[k] - gc[k]);
+            if (d > dmax) { dmax = d; at = k; }
+        }
+        const char *atname = "";
+        for (int i = 0; i < model_num_tensors(mc); i++) {
+            const ParamInfo *t = model_tensor(mc, i);
+            if (at >= t->offset && at < t->offset + t->numel) atname = t->name;
+        }
         printf("  %-5s %s lra model step %d: loss cpu %.6f cuda %.6f, probs rel.err %.3e, grads rel.err %.3e "
-               "(worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", mixer, step, lc, lg, perr, gerr, wname, worst);
+               "(worst tensor %s %.3e; largest difference in %s: cuda %.4g, cpu %.4g)\n", BF ? "bf16" : "fp32",
+               mixer, step, lc, lg, perr, gerr, wname, worst, atname, gg[at], gc[at]);
         assert_true(fabs(lc - lg) <= mtol * fabs(lc));
         assert_true(perr <= mtol);
         assert_true(gerr <= mtol);
