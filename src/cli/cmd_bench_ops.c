@@ -426,7 +426,8 @@ static int bench_precision(int bf16) {
     printf("%-5s %-42s %9s %9s %8s %6s %8.1f\n", t.prec, name, "-", "-", "-", "-", gemm_tflops);
     const int B = 256, N = 256, M = B * N;
     for (int D = 192; D <= 384; D *= 2) bench_hgru1(&t, &b, B, N, D);
-    bench_hgru1(&t, &b, 8, 1024, 64);   /* the LRA length */
+    bench_hgru1(&t, &b, 8, 1024, 64);   /* the LRA length, small */
+    bench_hgru1(&t, &b, 50, 1024, 512);   /* the LRA image model: batch 50, 1,024 pixels, d 512 */
     for (int D = 192; D <= 384; D *= 2) bench_hgru2(&t, &b, B, N, D, 16);
     for (int D = 192; D <= 384; D *= 2) bench_layernorm(&t, &b, M, D);
     for (int D = 192; D <= 384; D *= 2) bench_ln_gate(&t, &b, M, 2 * D);
