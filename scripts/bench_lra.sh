@@ -114,7 +114,12 @@ for m in "${mixers[@]}"; do
   rc=$(cat "$dir.rc" 2>/dev/null)
   status=done
   if [ ! -e "$dir/done" ]; then
-    case $rc in 75) status="interrupted (checkpointed; call again to resume)";; '') status="not started";; *) status="failed (rc $rc; see $dir.log)";; esac
+    case $rc in
+      75) status="interrupted (checkpointed; call again to resume)";;
+      130|137|143) status="killed by a signal (rc $rc; call again: it resumes from the last checkpoint, if any)";;
+      '') status="not started";;
+      *) status="failed (rc $rc; see $dir.log)";;
+    esac
   fi
   printf "%-8s %8s %10s %10s %10s %10s  %s\n" "$m" "$(field epoch "$last")" \
     "$(awk -v v="${best:-}" 'BEGIN{if (v != "") printf "%.2f %%", v; else printf "-"}')" \
