@@ -47,14 +47,21 @@ if timeout 60 mpirun -np 3 "$bin" share 10 >"$tmp/s.log" 2>&1; then
 else
   fail "share over MPI"; cat "$tmp/s.log"
 fi
+# mpirun kills the other ranks as soon as one exits non-zero: rank 0, failing
+# first, could take ranks 1 and 2 down before they print what they were told.
+# Here mpirun lets every rank finish (OpenMPI 4's orte parameter; mpirun then
+# exits 0 whatever the ranks return), so each rank prints its own exit code
+# and the check sees every rank's line, not a race with the kill.
 start=$(date +%s.%N)
-timeout 60 mpirun -np 3 "$bin" share 10 fail >"$tmp/sf.log" 2>&1; rc=$?
+OMPI_MCA_orte_abort_on_non_zero_status=0 timeout 60 mpirun -np 3 \
+  sh -c '"$0" share 10 fail; echo "rank exit $?"' "$bin" >"$tmp/sf.log" 2>&1; rc=$?
 secs=$(elapsed $start)
-if [ $rc = 0 ] || ! grep -q "rank 0 failed: could not make the blob (test)" "$tmp/sf.log" ||
-   ! lt "$secs" 8; then
-  fail "rank 0's failure over MPI: rc $rc after $secs s"; cat "$tmp/sf.log"
+if [ $rc != 0 ] || [ "$(grep -c "rank 0 failed: could not make the blob (test)" "$tmp/sf.log")" != 2 ] ||
+   [ "$(grep -c "^test_comm: could not make the blob (test)" "$tmp/sf.log")" != 1 ] ||
+   [ "$(grep -c "^rank exit 1$" "$tmp/sf.log")" != 3 ] || ! lt "$secs" 8; then
+  fail "rank 0's failure over MPI: mpirun rc $rc after $secs s"; cat "$tmp/sf.log"
 else
-  echo "ok   rank 0's failure stopped every rank over MPI (rc $rc, $secs s)"
+  echo "ok   rank 0's failure stopped every rank over MPI (each exited 1, ranks 1 and 2 naming it; $secs s)"
 fi
 
 # ---- 3. a rank that dies, hangs, aborts or exits mid-run ----
