@@ -445,13 +445,6 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
  * 2048 tokens (SEG). Each comes with the paired (re, im) accesses (V) where
  * the layout allows them, and without. */
 
-/* scratch for the reverse recurrences' states at the segment boundaries
- * (nrr of them; none with one segment) */
-static size_t seg_scratch_bytes(ScanShape s, int B, int D, int nrr) {
-    if (s.nseg <= 1) return 0;
-    const size_t Dp = (size_t)ceil_div(D, s.CH) * s.CH;
-    return (size_t)B * s.nseg * nrr * Dp * sizeof(float2);
-}
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 template <typename T, int TT, int CH, int MAXT, bool SEG>
@@ -529,7 +522,7 @@ void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int
     const ScanShape s = scan_shape(N, true);
     /* one scratch block: the rotations, then the segment states */
     const size_t wb = align256((size_t)D * 2 * sizeof(float4));
-    char *scr = (char *)hgrn_scratch(im, wb + seg_scratch_bytes(s, B, D, 1));
+    char *scr = (char *)hgrn_scratch(im, wb + seg_scratch_bytes(s, B, D, 1, sizeof(float2)));
     float4 *wc = (float4 *)scr;
     float2 *seg = s.nseg > 1 ? (float2 *)(scr + wb) : NULL;
     ACT_DISPATCH(im, T, launch_fwd<T>(im, s, wc, seg, (T *)out, (const T *)xc, (const T *)xl, ld,
@@ -548,7 +541,7 @@ void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *d
      * segment states */
     const size_t part_bytes = align256((size_t)3 * B * D * sizeof(float));
     const size_t wb = align256((size_t)D * 2 * sizeof(float4));
-    char *scr = (char *)hgrn_scratch(im, part_bytes + wb + seg_scratch_bytes(s, B, D, 2));
+    char *scr = (char *)hgrn_scratch(im, part_bytes + wb + seg_scratch_bytes(s, B, D, 2, sizeof(float2)));
     float *part = (float *)scr;
     float4 *wc = (float4 *)(scr + part_bytes);
     float2 *seg = s.nseg > 1 ? (float2 *)(scr + part_bytes + wb) : NULL;

@@ -440,15 +440,6 @@ typedef struct {
     int lda, ldx, B, N, D;
 } ScanArgs;
 
-/* scratch for the reverse recurrences' segment carries (scan_block_segments):
- * needed where a kernel has recurrences in both directions and several
- * segments */
-static size_t seg_scratch_bytes(ScanShape s, int B, int D, int nrr, bool cpx) {
-    if (s.nseg <= 1 || nrr == 0) return 0;
-    const size_t Dp = (size_t)ceil_div(D, s.CH) * s.CH;
-    return (size_t)B * s.nseg * nrr * Dp * (cpx ? 8 : 4);
-}
-
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
 static void launch_fwd_k(CudaImpl *im, ScanShape s, const ScanArgs &g) {
     typedef typename std::conditional<CPX, float2, float>::type Val;
@@ -551,7 +542,7 @@ void cu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *
     g.B = B;
     g.N = N;
     g.D = D;
-    const size_t sb = seg_scratch_bytes(s, B, D, dirs == SCAN_BOTH ? 1 : 0, complex);
+    const size_t sb = seg_scratch_bytes(s, B, D, dirs == SCAN_BOTH ? 1 : 0, complex ? 8 : 4);
     g.scratch = sb ? hgrn_scratch(im, sb) : NULL;
     const int W = complex ? 2 * D : D;
     if (im->bf16) launch<true, bf16>(im, s, g, complex, dirs, all_pairs_aligned<bf16>(g, true, W));
@@ -581,7 +572,7 @@ void cu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const flo
     /* one scratch block: [B][W] partial sums of dL/da (shared decay), then
      * the segment carries */
     const size_t pb = lda ? 0 : ((size_t)B * W * sizeof(float) + 255) & ~(size_t)255;
-    const size_t sb = seg_scratch_bytes(s, B, D, dirs == SCAN_BOTH ? 2 : 1, complex);
+    const size_t sb = seg_scratch_bytes(s, B, D, dirs == SCAN_BOTH ? 2 : 1, complex ? 8 : 4);
     char *scr = pb + sb ? (char *)hgrn_scratch(im, pb + sb) : NULL;
     g.part = pb ? (float *)scr : NULL;
     g.scratch = sb ? scr + pb : NULL;

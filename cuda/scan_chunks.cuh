@@ -400,6 +400,16 @@ static inline ScanShape scan_shape(int N, bool fwd) {
     return s;
 }
 
+/* Scratch for scan_block_segments: the states of nrr reverse recurrences
+ * (values of val_bytes) at each segment boundary, [B][nseg][nrr][Dp] with
+ * Dp the channels rounded up to whole blocks; none with one segment or no
+ * reverse recurrence. */
+static inline size_t seg_scratch_bytes(ScanShape s, int B, int D, int nrr, size_t val_bytes) {
+    if (s.nseg <= 1 || nrr == 0) return 0;
+    const size_t Dp = (size_t)ceil_div(D, s.CH) * s.CH;
+    return (size_t)B * s.nseg * nrr * Dp * val_bytes;
+}
+
 /* kern<<<grid, block>>>(args) on the backend's stream; with pdl it may start
  * before the previous launch ends (programmatic stream serialization: the
  * kernel calls pdl_wait before its first global read). */

@@ -67,8 +67,8 @@ run_one() {
   wait "$pid"
   local rc=$?
   rm -f "$dir.pid"
-  awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f\n", b - a}' >>"$dir/wall_s" 2>/dev/null ||
-    { mkdir -p "$dir"; awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f\n", b - a}' >>"$dir/wall_s"; }
+  mkdir -p "$dir"   # hgrn lra may have stopped before making it
+  awk -v a="$s0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f\n", b - a}' >>"$dir/wall_s"
   echo "$rc" >"$dir.rc"
   [ $rc = 0 ] && touch "$dir/done"
   return 0
