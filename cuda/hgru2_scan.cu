@@ -42,35 +42,12 @@
  *         reduces over images in a fixed order (deterministic, no atomics).
  * No per-token global load is consumed right after it is issued.
  */
-#include "common.cuh"
-
-#include <type_traits>
+#include "hgru2_chunks.cuh"
 
 #define H2_THREADS 128
 #define H2_TT 8           /* forward tile (tokens) */
 #define H2B_TT 8          /* backward tile */
 #define H2B_THREADS 64    /* backward: warp 0 forward direction, warp 1 reverse */
-
-__device__ __forceinline__ float h2_silu(float x) { return x * sigmoidf_(x); }
-__device__ __forceinline__ float h2_f(float v) { return v; }
-__device__ __forceinline__ float h2_f(bf16 v) { return __bfloat162float(v); }
-
-/* a[0..E) = p[0..E) (shared memory; 16-byte aligned when E >= 4) */
-template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const float *p) {
-    if (E % 4 == 0) {
-#pragma unroll
-        for (int j = 0; j < E / 4; j++) {
-            const float4 f = reinterpret_cast<const float4 *>(p)[j];
-            a[4 * j] = f.x;
-            a[4 * j + 1] = f.y;
-            a[4 * j + 2] = f.z;
-            a[4 * j + 3] = f.w;
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < E; j++) a[j] = p[j];
-    }
-}
 
 /* ------------------------------------------------------------------ forward */
 /* Warps 0-1 run the forward direction, 2-3 the reverse one, so every branch
@@ -93,7 +70,7 @@ template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const f
 template <typename T, int E>
 __global__ void __launch_bounds__(H2_THREADS)
 k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, int ld,
-            const float *__restrict__ beta, int B, int N, int D) {
+            const float *__restrict__ beta, int B, int N, int D, const H2Acc<T> *__restrict__ carry, int L) {
     constexpr int HALF = H2_THREADS / 2, PAIRS = HALF / E, TT = H2_TT;
     constexpr int SLAB = TT * 2 * E + (E < 32 ? E : 0);   /* = E mod 32 (E < 32) */
     __shared__ __align__(16) float sm[2 * PAIRS * SLAB];
@@ -106,17 +83,21 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
     const float bt = beta[c];
     float *my = sm + (dir * PAIRS + pl) * SLAB;   /* [TT][lambda E | q E] */
     const int sld = dir ? -ld : ld, sD = dir ? -D : D;
-    const size_t row0 = (size_t)b * N + (dir ? N - 1 : 0);
+    /* this block's chunk of the sequence (hgru2_chunks.cuh; all of it when
+     * gridDim.y is 1): tokens [cs, cs + Lc), entered with the carries */
+    const int chunk = blockIdx.y, cs = chunk * L, Lc = min(L, N - cs);
+    const size_t row0 = (size_t)b * N + (dir ? cs + Lc - 1 : cs);
     const T *xs = x + row0 * ld + c;   /* step 0's v; q at +D, f at +2D */
     float *ps = scr + row0 * D + c;
     T *po_ = out + row0 * D + c;
-    const int npark = dir ? (N + 1) / 2 : N / 2, mid = (N / 2) / TT;
+    const int npark = dir ? (Lc + 1) / 2 : Lc / 2, mid = (Lc / 2) / TT;
     float S[E];
+    const H2Acc<T> *cin = carry ? carry + (((size_t)pair * gridDim.y + chunk) * 2 + dir) * E * E + r : NULL;
 #pragma unroll
-    for (int i = 0; i < E; i++) S[i] = 0.0f;
+    for (int i = 0; i < E; i++) S[i] = cin ? (float)cin[i * E] : 0.0f;
     T raw[3][TT];   /* the next tile's v, q, f pre-activations (converted when staged) */
     auto fetch = [&](int base) {   /* steps past the end re-read the last (never stored) */
-        const int last = N - 1 - base;
+        const int last = Lc - 1 - base;
 #pragma unroll
         for (int u = 0; u < TT; u++) {
             const T *row = xs + (base + min(u, last)) * sld;
@@ -126,7 +107,7 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
         }
     };
     fetch(0);
-    const int ntile = (N + TT - 1) / TT;
+    const int ntile = (Lc + TT - 1) / TT;
     for (int it = 0; it < ntile; it++) {
         const int base = it * TT;
         float vr[TT], pv[TT];
@@ -137,10 +118,10 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
             my[u * 2 * E + E + r] = sigmoidf_(h2_f(raw[1][u]));
             vr[u] = h2_silu(h2_f(raw[0][u]));
             /* past mid every step adds a value parked before mid's barrier */
-            pv[u] = it > mid ? ps[min(base + u, N - 1) * sD] : 0.0f;
+            pv[u] = it > mid ? ps[min(base + u, Lc - 1) * sD] : 0.0f;
         }
         __syncwarp();
-        if (base + TT < N) fetch(base + TT);
+        if (base + TT < Lc) fetch(base + TT);
         float ov[TT];
 #pragma unroll
         for (int u = 0; u < TT; u++) {
@@ -169,7 +150,7 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
             if (valid) {
 #pragma unroll
                 for (int u = 0; u < TT; u++)
-                    if (base + u < N) stf(po_ + (base + u) * sD, ov[u] + pv[u]);
+                    if (base + u < Lc) stf(po_ + (base + u) * sD, ov[u] + pv[u]);
             }
         } else {
 #pragma unroll
@@ -179,7 +160,7 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
 #pragma unroll
             for (int u = 0; u < TT; u++) {
                 const int s = base + u;
-                if (s >= npark && s < N && valid) stf(po_ + s * sD, ov[u] + ps[s * sD]);
+                if (s >= npark && s < Lc && valid) stf(po_ + s * sD, ov[u] + ps[s * sD]);
             }
         }
     }
@@ -190,7 +171,8 @@ template <typename T, int E>
 __global__ void __launch_bounds__(H2B_THREADS)
 k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const T *__restrict__ dout, const T *__restrict__ x, int ld,
-            const float *__restrict__ beta, int B, int N, int D) {
+            const float *__restrict__ beta, int B, int N, int D, const H2Acc<T> *__restrict__ carry,
+            H2Acc<T> *__restrict__ tot, int L) {
     constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2, EH = (E + 1) / 2;
     /* the tile, [token in sweep order][slot = lane], in one object so that
      * every array is an immediate offset from one address (separate
@@ -218,11 +200,13 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
     if (!valid) pair = B * H - 1;   /* idle lanes shadow a real pair, store nothing */
     const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
-    const int nt = (N + TT - 1) / TT;
+    /* this block's chunk (hgru2_chunks.cuh; all of it when gridDim.y is 1) */
+    const int P = gridDim.y, chunk = blockIdx.y, cs = chunk * L, Lc = min(L, N - cs);
+    const int nt = (Lc + TT - 1) / TT;
     /* tile it: sweep it / nt (0: t up, 1: t down), step s = base + u, token
      * t(s); thread (w, lane) loads, stores and combines tokens u = w + 2m of
      * slot lane */
-    auto tok = [&](int sweep, int s) { return sweep ? N - 1 - s : s; };
+    auto tok = [&](int sweep, int s) { return sweep ? cs + Lc - 1 - s : cs + s; };
     /* image b's rows at column c: token t's is base + t * stride (int offsets
      * within one image). Built once: 64-bit row arithmetic in every access
      * would cost ~35 instructions a token. */
@@ -240,7 +224,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
         const int sweep = it >= nt, base = (it - sweep * nt) * TT;
 #pragma unroll
         for (int m = 0; m < MM; m++) {
-            const int t = tok(sweep, min(base + w + 2 * m, N - 1));
+            const int t = tok(sweep, min(base + w + 2 * m, Lc - 1));
             const T *xr = xb + t * ld;
             px[0][m] = xr[0];
             px[1][m] = xr[D];
@@ -266,17 +250,25 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * compares it at 1e-4). bf16 keeps all three float, far inside its 2e-2
      * (a double running sum there would cost ~15 instructions a token in
      * conversions and not reduce the bf16 dbeta error). */
-    typedef typename std::conditional<std::is_same<T, float>::value, double, float>::type A;
+    typedef H2Acc<T> A;
     A X[E], Y[EH], run = 0.0f;
     double db = 0.0;
     fetch(0);
     for (int it = 0; it < 2 * nt; it++) {
-        const int sweep = it >= nt, base = (it - sweep * nt) * TT, nu = min(TT, N - base);
-        if (it == 0 || it == nt) {
+        const int sweep = it >= nt, base = (it - sweep * nt) * TT, nu = min(TT, Lc - base);
+        if (it == 0 || it == nt) {   /* zero, or the chunk's carries: X this warp's walk's
+                                      * row r, Y the sweep's adjoint's column r (its half) */
+            const A *cx = NULL, *cy = NULL;
+            if (carry) {
+                const A *cb = carry + ((size_t)pair * P + chunk) * 4 * E * E;
+                const int wx = sweep ? (w ? 1 : 2) : (w ? 3 : 0), wy = sweep ? 2 : 3;
+                cx = cb + wx * E * E + r * E;
+                cy = cb + wy * E * E + off * E + r;
+            }
 #pragma unroll
-            for (int j = 0; j < E; j++) X[j] = 0.0f;
+            for (int j = 0; j < E; j++) X[j] = cx ? cx[j] : (A)0.0f;
 #pragma unroll
-            for (int j = 0; j < EH; j++) Y[j] = 0.0f;
+            for (int j = 0; j < EH; j++) Y[j] = cy ? cy[j * E] : (A)0.0f;
             run = 0.0f;
         }
         __syncthreads();   /* the previous tile's readers are done */
@@ -345,7 +337,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 }
                 const A dq = d0 + d1;
                 if (sweep == 0) {
-                    if (valid) s0b[(base + u) * D] = (float)dq;
+                    if (valid) s0b[tok(0, base + u) * D] = (float)dq;
                 } else {   /* reverse: dl = -(exclusive suffix sum) */
                     rr[0][u][lane] = (float)dq;
                     rr[1][u][lane] = (float)-run;
@@ -374,7 +366,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             for (int m = 0; m < MM; m++) {
                 const int u = w + 2 * m;
                 if (u < nu && valid)
-                    s1b[(base + u) * D] =
+                    s1b[tok(0, base + u) * D] =
                         make_float2(rf[0][u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
             }
             if (it + 1 == nt) {
@@ -392,17 +384,24 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const float dv = (pdv[0][u][lane] + pdv[1][u][lane]) + tdvr[u][lane];
             const float dl = rf[1][u][lane] + rr[1][u][lane];
             const float lam = tl[u][lane], sf = tsf[u][lane];
-            T *dr = dxb + tok(1, base + u) * ld;
+            const int t = tok(1, base + u);
+            T *dr = dxb + t * ld;
             stf(dr, dv * tgv[u][lane]);
             stf(dr + D, dq * tgq[u][lane]);
             const float il = 1.0f / lam;   /* one division, not two */
-            stf(dr + 2 * D, (1.0f - bt) * (1.0f - sf) * (dl * (sf * il) - dk * sf));
+            const float df = (1.0f - bt) * (1.0f - sf) * (dl * (sf * il) - dk * sf);
+            /* chunked: the later chunks' share of dl is still to come
+             * (k_hgru2_fixup); s0 at t was read when this tile was fetched */
+            if (tot) s0b[t * D] = df;
+            else stf(dr + 2 * D, df);
             db += (double)((dl * il - dk) * (1.0f - sf));
         }
     }
+    /* the chunk's two running sums: warp 0 the forward direction's, warp 1 the reverse's */
+    if (tot && valid) tot[(((size_t)b * P + chunk) * D + c) * 2 + w] = run;
     if (w == 1) red[lane] = db;
     __syncthreads();
-    if (w == 0 && valid) part[(size_t)b * D + c] = (float)(db + red[lane]);
+    if (w == 0 && valid) part[((size_t)b * P + chunk) * D + c] = (float)(db + red[lane]);
 }
 
 /* ------------------------------------------------------------------- host */
@@ -428,27 +427,118 @@ static void h2_check(int D, int e) {
     default: { constexpr int E = 32; __VA_ARGS__; } break;                             \
     }
 
+/* How the sequence is cut (hgru2_chunks.cuh): P chunks of L tokens (L a
+ * multiple of the tiles), or P = 1 when there are pairs enough to fill the
+ * GPU (the chunked form does every walk twice) or the sequence is short.
+ * Chunks are wanted until pairs x chunks reaches H2_CHUNK_WORK, each at
+ * least H2_CHUNK_MIN tokens; HGRN_HGRU2_CHUNK=L sets the length (0: never
+ * chunk) for measurements. */
+#define H2_CHUNK_WORK 2048
+#define H2_CHUNK_MIN 64
+typedef struct { int P, L; } H2Chunks;
+
+static H2Chunks h2_chunks(int pairs, int N) {
+    H2Chunks g = {1, N};
+    static int forced = -2;   /* -2: not read yet, -1: not set */
+    if (forced == -2) {
+        const char *v = getenv("HGRN_HGRU2_CHUNK");
+        forced = v && *v ? atoi(v) : -1;
+        if (forced > 0) forced = (forced + H2L_TT - 1) / H2L_TT * H2L_TT;
+    }
+    int L;
+    if (forced >= 0) {
+        if (forced == 0 || forced >= N) return g;
+        L = forced;
+    } else {
+        const int want = (int)ceil_div(H2_CHUNK_WORK, pairs), P = min(want, N / H2_CHUNK_MIN);
+        if (want < 4 || P < 2) return g;
+        L = ((int)ceil_div(N, P) + H2L_TT - 1) / H2L_TT * H2L_TT;
+    }
+    g.L = L;
+    g.P = (int)ceil_div(N, L);
+    return g;
+}
+
+static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* the chunk-local pass and the carries: loc [pairs][P][NW][E][E], dec [pairs][P][E] */
 template <typename T>
-static void h2_launch_fwd(CudaImpl *im, T *out, float *scr, const T *x, int ld, const float *beta,
-                          int B, int N, int D, int e) {
+static void h2_carries(CudaImpl *im, H2Acc<T> *loc, H2Acc<T> *dec, const T *x, int ld, const T *dout,
+                       const float *beta, int B, int N, int D, int e, H2Chunks g, int NW) {
     const int pairs = B * (D / e);
     H2_SWITCH_E(e, {
+        constexpr int PB2 = H2L_THREADS / 2 / E, PB4 = H2L_THREADS / 4 / E;
+        if (NW == 2)
+            k_hgru2_local<T, E, 2><<<dim3(ceil_div(pairs, PB2), g.P), H2L_THREADS, 0, im->stream>>>(
+                loc, dec, x, ld, NULL, beta, B, N, D, g.L);
+        else
+            k_hgru2_local<T, E, 4><<<dim3(ceil_div(pairs, PB4), g.P), H2L_THREADS, 0, im->stream>>>(
+                loc, dec, x, ld, dout, beta, B, N, D, g.L);
+    });
+    LAUNCH_CHECK("k_hgru2_local");
+    const size_t n = (size_t)pairs * NW * e * e;
+    k_hgru2_carry<H2Acc<T>><<<ceil_div(n, 256), 256, 0, im->stream>>>(loc, dec, pairs, g.P, NW, e);
+    LAUNCH_CHECK("k_hgru2_carry");
+}
+
+template <typename T>
+static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float *beta, int B, int N,
+                          int D, int e) {
+    typedef H2Acc<T> A;
+    const int pairs = B * (D / e);
+    const H2Chunks g = h2_chunks(pairs, N);
+    /* scratch: one parked o per token, then (chunked) loc and dec */
+    const size_t md = (size_t)B * N * D, loc_off = al256(md * sizeof(float));
+    const size_t nloc = (size_t)pairs * g.P * 2 * e * e, dec_off = loc_off + al256(nloc * sizeof(A));
+    char *base = (char *)hgrn_scratch(im, dec_off + (g.P > 1 ? (size_t)pairs * g.P * e * sizeof(A) : 0));
+    float *scr = (float *)base;
+    A *loc = NULL;
+    if (g.P > 1) {
+        loc = (A *)(base + loc_off);
+        h2_carries<T>(im, loc, (A *)(base + dec_off), x, ld, NULL, beta, B, N, D, e, g, 2);
+    }
+    H2_SWITCH_E(e, {
         constexpr int PAIRS = H2_THREADS / (2 * E);
-        k_hgru2_fwd<T, E><<<ceil_div(pairs, PAIRS), H2_THREADS, 0, im->stream>>>(
-            out, scr, x, ld, beta, B, N, D);
+        k_hgru2_fwd<T, E><<<dim3(ceil_div(pairs, PAIRS), g.P), H2_THREADS, 0, im->stream>>>(
+            out, scr, x, ld, beta, B, N, D, loc, g.L);
     });
     LAUNCH_CHECK("k_hgru2_fwd");
 }
 
 template <typename T>
-static void h2_launch_bwd(CudaImpl *im, T *dx, float *part, float *s0, float2 *s1, const T *dout,
-                          const T *x, int ld, const float *beta, int B, int N, int D, int e) {
+static void h2_launch_bwd(CudaImpl *im, T *dx, float *dbeta, const T *dout, const T *x, int ld,
+                          const float *beta, int B, int N, int D, int e) {
+    typedef H2Acc<T> A;
     const int pairs = B * (D / e);
+    const H2Chunks g = h2_chunks(pairs, N);
+    /* scratch: s0 M D floats, s1 M D float2, the dbeta partials [B][P][D],
+     * then (chunked) loc, dec and the running totals [B][P][D][2] */
+    const size_t md = (size_t)B * N * D, bpd = (size_t)B * g.P * D;
+    const size_t s1_off = al256(md * sizeof(float)), part_off = s1_off + al256(md * sizeof(float2));
+    const size_t loc_off = part_off + al256(bpd * sizeof(float));
+    const size_t nloc = (size_t)pairs * g.P * 4 * e * e;
+    const size_t dec_off = loc_off + al256(nloc * sizeof(A));
+    const size_t tot_off = dec_off + al256((size_t)pairs * g.P * e * sizeof(A));
+    char *base = (char *)hgrn_scratch(im, g.P > 1 ? tot_off + bpd * 2 * sizeof(A) : loc_off);
+    float *s0 = (float *)base, *part = (float *)(base + part_off);
+    float2 *s1 = (float2 *)(base + s1_off);
+    A *loc = NULL, *tot = NULL;
+    if (g.P > 1) {
+        loc = (A *)(base + loc_off);
+        tot = (A *)(base + tot_off);
+        h2_carries<T>(im, loc, (A *)(base + dec_off), x, ld, dout, beta, B, N, D, e, g, 4);
+    }
     H2_SWITCH_E(e, {
-        k_hgru2_bwd<T, E><<<ceil_div(pairs, 32 / E), H2B_THREADS, 0, im->stream>>>(
-            dx, part, s0, s1, dout, x, ld, beta, B, N, D);
+        k_hgru2_bwd<T, E><<<dim3(ceil_div(pairs, 32 / E), g.P), H2B_THREADS, 0, im->stream>>>(
+            dx, part, s0, s1, dout, x, ld, beta, B, N, D, loc, tot, g.L);
     });
     LAUNCH_CHECK("k_hgru2_bwd");
+    if (g.P > 1) {
+        k_hgru2_fixup<T><<<ceil_div(bpd, 256), 256, 0, im->stream>>>(dx, part, s0, tot, x, ld, beta, B,
+                                                                   N, D, g.L, g.P);
+        LAUNCH_CHECK("k_hgru2_fixup");
+    }
+    cu_partials_finish(im, dbeta, part, B * g.P, D);   /* over images and chunks, in a fixed order */
 }
 
 void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
@@ -456,9 +546,7 @@ void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    const size_t md = (size_t)B * N * D;
-    float *scr = (float *)hgrn_scratch(im, md * sizeof(float));   /* one parked o per token */
-    ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, scr, (const T *)x, ld, beta, B, N, D, e));
+    ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, (const T *)x, ld, beta, B, N, D, e));
 }
 
 void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x, int ld,
@@ -466,14 +554,6 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    /* scratch: s0 M D floats, s1 M D float2, then the dbeta partials */
-    const size_t md = (size_t)B * N * D;
-    const size_t s1_off = (md * sizeof(float) + 255) & ~(size_t)255;
-    const size_t part_off = (s1_off + md * sizeof(float2) + 255) & ~(size_t)255;
-    char *base = (char *)hgrn_scratch(im, part_off + (size_t)B * D * sizeof(float));
-    float *s0 = (float *)base, *part = (float *)(base + part_off);
-    float2 *s1 = (float2 *)(base + s1_off);
-    ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, part, s0, s1, (const T *)dout,
-                                         (const T *)x, ld, beta, B, N, D, e));
-    cu_partials_finish(im, dbeta, part, B, D);   /* over images, in a fixed order */
+    ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, dbeta, (const T *)dout, (const T *)x, ld, beta,
+                                         B, N, D, e));
 }

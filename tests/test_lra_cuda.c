@@ -335,16 +335,44 @@ static void check_lra_model(const char *mixer, int rgb2d) {
             const double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
             if (e > worst) { worst = e; wname = t->name; }
         }
-        const double gerr = tu_rel_err_f(gg, gc, np);
-        /* where the largest difference is: gerr's numerator (max |diff|
-         * over the whole gradient) may sit in a tensor other than the one
-         * with the worst relative error */
+        /* bf16 with one input feature (gray, 1-D): the first block's batch
+         * norm reads the embedding y_c = w_c x + b_c, per channel an affine
+         * function of the pixels x, so its backward output g is orthogonal
+         * to 1 and to x over the batch's tokens and its share of the weight
+         * gradient sum_t g_t x_t is exactly zero. bf16 stores each g_t
+         * rounded, and over the 384 tokens that rounding does not cancel:
+         * the remainder of a sum of large terms whose exact value is zero
+         * decides this one tensor's difference (5.7e-2 of the largest
+         * gradient in HGRU1's first step). It is left out of the bf16
+         * gradient error and printed; the
+         * fp32 comparison includes it (within 1e-4), and with three input
+         * features (the RGB cases) nothing cancels and it is compared. */
+        size_t skip0 = 0, skip1 = 0;
+        double skip_err = 0;
+        if (BF && c.channels == 1)
+            for (int i = 0; i < model_num_tensors(mc); i++) {
+                const ParamInfo *t = model_tensor(mc, i);
+                if (strcmp(t->name, "to_patch_embedding.1.weight")) continue;
+                skip0 = t->offset;
+                skip1 = t->offset + t->numel;
+            }
+        /* the error over the rest, measured against the largest gradient
+         * anywhere; and where its numerator (max |diff|) is, which may be a
+         * tensor other than the one with the worst relative error */
         size_t at = 0;
-        double dmax = -1;
+        double dmax = -1, gmax = 0;
         for (size_t k = 0; k < np; k++) {
             const double d = fabs((double)gg[k] - gc[k]);
+            if (d != d) dmax = INFINITY;
+            gmax = fmax(gmax, fabs((double)gc[k]));
+            if (k >= skip0 && k < skip1) { skip_err = fmax(skip_err, d); continue; }
             if (d > dmax) { dmax = d; at = k; }
         }
+        const double gerr = gmax > 1e-30 ? dmax / gmax : dmax;
+        if (skip1 > skip0)
+            printf("  %-5s %s lra model step %d: to_patch_embedding.1.weight differs by %.3e of the "
+                   "largest gradient (left out: see above)\n", BF ? "bf16" : "fp32", mixer, step,
+                   gmax > 1e-30 ? skip_err / gmax : skip_err);
         const char *atname = "";
         for (int i = 0; i < model_num_tensors(mc); i++) {
             const ParamInfo *t = model_tensor(mc, i);

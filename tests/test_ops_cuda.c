@@ -1426,7 +1426,11 @@ static void run_hgru2(int B, int N, int D, int e) { run_hgru2_x(B, N, D, e, 0); 
 /* The cases: N not a multiple of the kernels' 8-token tiles, exactly two
  * tiles, N 256 (the ImageNet sequence length), a single token, several heads
  * and images, head sizes 1 to 32, idle threads in the last block, and decays
- * down to ~1e-10 with beta 0 (the hard cases). */
+ * down to ~1e-10 with beta 0 (the hard cases). From 128 tokens with few
+ * (image, head) pairs the CUDA backend cuts the sequence into chunks
+ * (cuda/hgru2_chunks.cuh: at least 64 tokens, a multiple of 8, until pairs
+ * x chunks reaches 2,048); the chunked cases below say how they are cut,
+ * and one case has pairs enough to keep the whole sequence in one walk. */
 static void test_hgru2(void **state) {
     (void)state;
     run_hgru2(3, 37, 48, 16);    /* 4 tiles + 5 */
@@ -1446,6 +1450,12 @@ static void test_hgru2(void **state) {
     run_hgru2(5, 19, 6, 2);      /* idle threads in the last block */
     run_hgru2(3, 21, 5, 1);      /* e 1: 32 pairs per backward block, 15 real */
     run_hgru2(2, 256, 48, 8);
+    run_hgru2(11, 256, 1024, 16);     /* 704 pairs: one chunk */
+    run_hgru2(2, 1000, 32, 16);       /* 14 chunks of 72 tokens, the last 64 */
+    run_hgru2(1, 649, 16, 8);         /* 10 chunks of 72, the last a single token */
+    run_hgru2(3, 200, 5, 1);          /* e 1, 15 pairs: 3 chunks of 72, the last 56 */
+    run_hgru2_x(1, 300, 32, 16, 1);   /* the hard case in 4 chunks of 80, the last 60 */
+    run_hgru2(1, 16384, 32, 16);      /* 256 chunks of 64 */
 }
 
 /* ------------------------------------------------ one mixer layer, long */
