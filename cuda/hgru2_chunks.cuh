@@ -204,7 +204,7 @@ __global__ void k_hgru2_fixup(T *__restrict__ dx, float *__restrict__ part, cons
         const A *tp = tot + (((size_t)b * P + k) * D + c) * 2;
         later += tp[0] - tp[1];
     }
-    const float cl = (float)later, bt = beta[c];
+    const float cl = (float)later, bt = beta[c];   /* dx: float, dbeta: the sums' precision */
     const int cs = chunk * L, ce = min(N, cs + L);
     double db = 0.0;
     for (int t = cs; t < ce; t++) {
@@ -212,7 +212,7 @@ __global__ void k_hgru2_fixup(T *__restrict__ dx, float *__restrict__ part, cons
         const float sf = sigmoidf_(h2_f(x[row * ld + 2 * D + c]));
         const float il = 1.0f / (bt + (1.0f - bt) * sf);
         stf(dx + row * ld + 2 * D + c, g[row * D + c] + (1.0f - bt) * (1.0f - sf) * (sf * il) * cl);
-        db += (double)(cl * il * (1.0f - sf));
+        db += (double)(later * (A)il * (A)(1.0f - sf));
     }
     part[((size_t)b * P + chunk) * D + c] += (float)db;
 }

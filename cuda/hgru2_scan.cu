@@ -167,7 +167,11 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
 }
 
 /* ----------------------------------------------------------------- backward */
-template <typename T, int E>
+/* CH: chunked (hgru2_chunks.cuh: this block runs chunk blockIdx.y of L tokens
+ * from carry, and leaves the f-gate gradients and running totals for
+ * k_hgru2_fixup); a template parameter so that the whole-sequence kernel
+ * carries none of it */
+template <typename T, int E, bool CH>
 __global__ void __launch_bounds__(H2B_THREADS)
 k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             const T *__restrict__ dout, const T *__restrict__ x, int ld,
@@ -179,19 +183,27 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * __shared__ arrays would each form their own base in every access: ~20
      * instructions a staged token): role inputs (lam, k, q, v, do), activation derivatives,
      * up-sweep results; role outputs: adjoint (dk, dl_f), state (dq, dl_r);
-     * the two warps' halves of dv */
+     * the two warps' halves of dv. The decay gradients dl keep the running
+     * sums' precision (double with fp32 activations: dbeta sums them over
+     * the sequence, and a chunk's share adds to the later chunks'). */
+    typedef H2Acc<T> A;
     struct Tile {
         float l[TT][32], k[TT][32], q[TT][32], v[TT][32], o[TT][32];
         float sf[TT][32], gv[TT][32], gq[TT][32];
         float dqf[TT][32], dkr[TT][32], dvr[TT][32];
-        float rf[2][TT][32], rr[2][TT][32], pdv[2][TT][32];
+        float dkf[TT][32];
+        A dlf[TT][32];
+        float dqr[TT][32];
+        A dlr[TT][32];
+        float pdv[2][TT][32];
     };
     __shared__ __align__(16) Tile sh;
     float (&tl)[TT][32] = sh.l, (&tk)[TT][32] = sh.k, (&tq)[TT][32] = sh.q;
     float (&tv)[TT][32] = sh.v, (&to)[TT][32] = sh.o, (&tsf)[TT][32] = sh.sf;
     float (&tgv)[TT][32] = sh.gv, (&tgq)[TT][32] = sh.gq, (&tdqf)[TT][32] = sh.dqf;
     float (&tdkr)[TT][32] = sh.dkr, (&tdvr)[TT][32] = sh.dvr;
-    float (&rf)[2][TT][32] = sh.rf, (&rr)[2][TT][32] = sh.rr, (&pdv)[2][TT][32] = sh.pdv;
+    float (&tdkf)[TT][32] = sh.dkf, (&tdqr)[TT][32] = sh.dqr, (&pdv)[2][TT][32] = sh.pdv;
+    A (&tdlf)[TT][32] = sh.dlf, (&tdlr)[TT][32] = sh.dlr;
     __shared__ double red[32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane / E, r = lane % E;
     const int H = D / E;
@@ -201,7 +213,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
     const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
     /* this block's chunk (hgru2_chunks.cuh; all of it when gridDim.y is 1) */
-    const int P = gridDim.y, chunk = blockIdx.y, cs = chunk * L, Lc = min(L, N - cs);
+    const int P = gridDim.y, chunk = blockIdx.y, cs = CH ? chunk * L : 0, Lc = CH ? min(L, N - cs) : N;
     const int nt = (Lc + TT - 1) / TT;
     /* tile it: sweep it / nt (0: t up, 1: t down), step s = base + u, token
      * t(s); thread (w, lane) loads, stores and combines tokens u = w + 2m of
@@ -250,7 +262,6 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
      * compares it at 1e-4). bf16 keeps all three float, far inside its 2e-2
      * (a double running sum there would cost ~15 instructions a token in
      * conversions and not reduce the bf16 dbeta error). */
-    typedef H2Acc<T> A;
     A X[E], Y[EH], run = 0.0f;
     double db = 0.0;
     fetch(0);
@@ -259,7 +270,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
         if (it == 0 || it == nt) {   /* zero, or the chunk's carries: X this warp's walk's
                                       * row r, Y the sweep's adjoint's column r (its half) */
             const A *cx = NULL, *cy = NULL;
-            if (carry) {
+            if (CH) {
                 const A *cb = carry + ((size_t)pair * P + chunk) * 4 * E * E;
                 const int wx = sweep ? (w ? 1 : 2) : (w ? 3 : 0), wy = sweep ? 2 : 3;
                 cx = cb + wx * E * E + r * E;
@@ -339,8 +350,8 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 if (sweep == 0) {
                     if (valid) s0b[tok(0, base + u) * D] = (float)dq;
                 } else {   /* reverse: dl = -(exclusive suffix sum) */
-                    rr[0][u][lane] = (float)dq;
-                    rr[1][u][lane] = (float)-run;
+                    tdqr[u][lane] = (float)dq;
+                    tdlr[u][lane] = -run;
                     run += (A)qr * (A)dq - (A)kr * (A)tdkr[u][lane];
                 }
             } else {   /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
@@ -353,10 +364,10 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                     X[j] = a * (A)lr;
                 }
                 const A dk = k0 + k1;
-                rf[0][u][lane] = (float)dk;
+                tdkf[u][lane] = (float)dk;
                 if (sweep) {   /* forward: dl = inclusive suffix sum */
                     run += (A)qr * (A)tdqf[u][lane] - (A)kr * (A)dk;
-                    rf[1][u][lane] = (float)run;
+                    tdlf[u][lane] = run;
                 }
             }
         }
@@ -367,7 +378,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
                 const int u = w + 2 * m;
                 if (u < nu && valid)
                     s1b[tok(0, base + u) * D] =
-                        make_float2(rf[0][u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
+                        make_float2(tdkf[u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
             }
             if (it + 1 == nt) {
                 __syncthreads();
@@ -380,25 +391,25 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
         for (int m = 0; m < MM; m++) {
             const int u = w + 2 * m;
             if (u >= nu || !valid) continue;
-            const float dq = tdqf[u][lane] + rr[0][u][lane], dk = rf[0][u][lane] + tdkr[u][lane];
+            const float dq = tdqf[u][lane] + tdqr[u][lane], dk = tdkf[u][lane] + tdkr[u][lane];
             const float dv = (pdv[0][u][lane] + pdv[1][u][lane]) + tdvr[u][lane];
-            const float dl = rf[1][u][lane] + rr[1][u][lane];
+            const A dl = tdlf[u][lane] + tdlr[u][lane];
             const float lam = tl[u][lane], sf = tsf[u][lane];
             const int t = tok(1, base + u);
             T *dr = dxb + t * ld;
             stf(dr, dv * tgv[u][lane]);
             stf(dr + D, dq * tgq[u][lane]);
             const float il = 1.0f / lam;   /* one division, not two */
-            const float df = (1.0f - bt) * (1.0f - sf) * (dl * (sf * il) - dk * sf);
+            const float df = (1.0f - bt) * (1.0f - sf) * ((float)dl * (sf * il) - dk * sf);
             /* chunked: the later chunks' share of dl is still to come
              * (k_hgru2_fixup); s0 at t was read when this tile was fetched */
-            if (tot) s0b[t * D] = df;
+            if (CH) s0b[t * D] = df;
             else stf(dr + 2 * D, df);
-            db += (double)((dl * il - dk) * (1.0f - sf));
+            db += (double)((dl * (A)il - (A)dk) * (A)(1.0f - sf));
         }
     }
     /* the chunk's two running sums: warp 0 the forward direction's, warp 1 the reverse's */
-    if (tot && valid) tot[(((size_t)b * P + chunk) * D + c) * 2 + w] = run;
+    if (CH && valid) tot[(((size_t)b * P + chunk) * D + c) * 2 + w] = run;
     if (w == 1) red[lane] = db;
     __syncthreads();
     if (w == 0 && valid) part[((size_t)b * P + chunk) * D + c] = (float)(db + red[lane]);
@@ -529,8 +540,12 @@ static void h2_launch_bwd(CudaImpl *im, T *dx, float *dbeta, const T *dout, cons
         h2_carries<T>(im, loc, (A *)(base + dec_off), x, ld, dout, beta, B, N, D, e, g, 4);
     }
     H2_SWITCH_E(e, {
-        k_hgru2_bwd<T, E><<<dim3(ceil_div(pairs, 32 / E), g.P), H2B_THREADS, 0, im->stream>>>(
-            dx, part, s0, s1, dout, x, ld, beta, B, N, D, loc, tot, g.L);
+        if (g.P > 1)
+            k_hgru2_bwd<T, E, true><<<dim3(ceil_div(pairs, 32 / E), g.P), H2B_THREADS, 0, im->stream>>>(
+                dx, part, s0, s1, dout, x, ld, beta, B, N, D, loc, tot, g.L);
+        else
+            k_hgru2_bwd<T, E, false><<<ceil_div(pairs, 32 / E), H2B_THREADS, 0, im->stream>>>(
+                dx, part, s0, s1, dout, x, ld, beta, B, N, D, NULL, NULL, N);
     });
     LAUNCH_CHECK("k_hgru2_bwd");
     if (g.P > 1) {

@@ -1335,7 +1335,7 @@ static void test_adamw(void **state) {
  * has its own rounding in the identity's cancelling sums, so at N 256 the
  * CUDA-vs-CPU difference is not all the CUDA kernel's error. */
 static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db0, int B, int N,
-                            int D, int e, int ld) {
+                            int D, int e, int ld, double *err_cpu, double *err_cuda) {
     const size_t M = (size_t)B * N;
     float *pc = TU_NEW(float, M * ld), *pg = TU_NEW(float, M * ld);
     float *oc = TU_NEW(float, M * D), *og = TU_NEW(float, M * D);
@@ -1359,8 +1359,9 @@ static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db
         num_c = fmax(num_c, fabs(dc[j] - dbd[j]));
         num_g = fmax(num_g, fabs(dg[j] - dbd[j]));
     }
-    printf("        dbeta against the double reference: cpu %.3e, cuda %.3e\n", num_c / den,
-           num_g / den);
+    *err_cpu = num_c / den;
+    *err_cuda = num_g / den;
+    printf("        dbeta against the double reference: cpu %.3e, cuda %.3e\n", *err_cpu, *err_cuda);
     free(pc); free(pg); free(oc); free(og); free(bc); free(bg); free(dc); free(dg);
     free(xd); free(dxd); free(dod); free(bd); free(dbd);
 }
@@ -1403,7 +1404,8 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     t2_get(&dbe, db0, db0g);
     CB->hgru2_bwd(CB, dproj.c, dbe.c, dout.c, proj.c, ld, be.c, B, N, D, e);
     GB->hgru2_bwd(GB, dproj.g, dbe.g, dout.g, proj.g, ld, be.g, B, N, D, e);
-    if (!hard) hgru2_dbeta_ref(&proj, &be, &dout, &dbe, db0, B, N, D, e, ld);
+    double exact_cpu = 0, exact_cuda = 0;
+    if (!hard) hgru2_dbeta_ref(&proj, &be, &dout, &dbe, db0, B, N, D, e, ld, &exact_cpu, &exact_cuda);
     free(db0);
     free(db0g);
     snprintf(what, sizeof what, "hgru2_bwd dx B%d N%d D%d e%d%s", B, N, D, e, hard ? " hard" : "");
@@ -1416,7 +1418,18 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     /* The hard cases' dbeta is not compared: d lam = dl / lam - dk with lam
      * down to 1e-10 divides the identity's rounding (absolute, ~eps times the
      * running sums) by lam, on both backends; their dx is compared. */
-    if (!hard) t2_check(&dbe, "hgru2_bwd dbeta (+=)", BF ? TOL : 1e-4);
+    /* Past 256 tokens the fp32 CPU op's own rounding of those sums grows
+     * beyond 1e-4 of dbeta (against the double reference, 3.1e-4 at N 1,000
+     * and 1.4e-3 at 16,384 in one run), so there the fp32 CUDA dbeta is held to the double
+     * reference instead: within 1e-4 of it, or no farther than the CPU op. */
+    if (!hard && !BF && N > 256) {
+        const double tol = fmax(1e-4, exact_cpu);
+        printf("  %-5s %-32s against the double reference: %.3e (tol %.3e) %s\n", "fp32",
+               "hgru2_bwd dbeta (+=)", exact_cuda, tol, exact_cuda <= tol ? "ok" : "FAIL");
+        assert_true(exact_cuda <= tol);
+    } else if (!hard) {
+        t2_check(&dbe, "hgru2_bwd dbeta (+=)", BF ? TOL : 1e-4);
+    }
     T2 *ts[] = {&proj, &be, &out, &dout, &dproj, &dbe};
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
 }
