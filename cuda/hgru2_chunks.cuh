@@ -43,6 +43,7 @@
 
 #include <type_traits>
 
+/* helpers of every HGRU2 kernel (these and hgru2_scan.cu's) */
 __device__ __forceinline__ float h2_silu(float x) { return x * sigmoidf_(x); }
 __device__ __forceinline__ float h2_f(float v) { return v; }
 __device__ __forceinline__ float h2_f(bf16 v) { return __bfloat162float(v); }

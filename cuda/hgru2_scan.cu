@@ -41,6 +41,9 @@
  *         keep per-(image, channel) dbeta partials, which k_partials_finish
  *         reduces over images in a fixed order (deterministic, no atomics).
  * No per-token global load is consumed right after it is issued.
+ *
+ * Few pairs over a long sequence: both kernels run one chunk of the
+ * sequence per block row, entered with carries (hgru2_chunks.cuh).
  */
 #include "hgru2_chunks.cuh"
 
@@ -501,7 +504,8 @@ static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float 
     /* scratch: one parked o per token, then (chunked) loc and dec */
     const size_t md = (size_t)B * N * D, loc_off = al256(md * sizeof(float));
     const size_t nloc = (size_t)pairs * g.P * 2 * e * e, dec_off = loc_off + al256(nloc * sizeof(A));
-    char *base = (char *)hgrn_scratch(im, dec_off + (g.P > 1 ? (size_t)pairs * g.P * e * sizeof(A) : 0));
+    char *base = (char *)hgrn_scratch(im, g.P > 1 ? dec_off + (size_t)pairs * g.P * e * sizeof(A)
+                                                  : md * sizeof(float));
     float *scr = (float *)base;
     A *loc = NULL;
     if (g.P > 1) {
