@@ -344,9 +344,9 @@ static void check_lra_model(const char *mixer, int rgb2d) {
          * the remainder of a sum of large terms whose exact value is zero
          * decides this one tensor's difference (5.7e-2 of the largest
          * gradient in HGRU1's first step). It is left out of the bf16
-         * gradient error and printed; the
-         * fp32 comparison includes it (within 1e-4), and with three input
-         * features (the RGB cases) nothing cancels and it is compared. */
+         * gradient error and printed; the fp32 comparison includes it
+         * (within 1e-4), and with three input features (the RGB cases)
+         * nothing cancels and it is compared. */
         size_t skip0 = 0, skip1 = 0;
         double skip_err = 0;
         if (BF && c.channels == 1)
