@@ -7,7 +7,7 @@
 # HGRN_APT_WAIT seconds (default 600), instead of failing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-      libjpeg62-turbo-dev libpng-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
+      libjpeg62-turbo-dev libpng-dev libarchive-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
       python3-torch python3-matplotlib "$@")
 missing=()
 for p in "${pkgs[@]}"; do
