@@ -13,6 +13,7 @@ int cmd_bench_data(int argc, char **argv);
 int cmd_lra(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_show_batch(int argc, char **argv);
 
 #include "backend.h"
 #include "config.h"
@@ -36,6 +37,7 @@ static const struct {
     {"info", cmd_info, "tensors, parameters, FLOPs and memory of a config (--config FILE [--batch N])"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE); --ops: CUDA kernel timings"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
+    {"show-batch", cmd_show_batch, "a PNG grid of the first samples the training loader hands step 0, augmented (--config FILE OUT.png)"},
     {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
     {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
