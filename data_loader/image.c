@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 #include <jerror.h>
@@ -55,39 +57,61 @@ void image_free(Image *im) {
     im->w = im->h = im->c = 0;
 }
 
+/* Special files are refused before they are opened: opening a FIFO for
+ * reading blocks until a writer appears, and opening a device can have side
+ * effects. The open itself is non-blocking and the descriptor is checked
+ * again, in case the path was replaced between the stat and the open. */
 long long image_read_file(const char *path, ImageBuf *b, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, path, strerror(errno));
-        return -1;
-    }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if (stat(path, &st) != 0) {
         set_err(err, errlen, path, strerror(errno));
-        fclose(f);
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
         set_err(err, errlen, path, "not a regular file");
-        fclose(f);
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        set_err(err, errlen, path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        set_err(err, errlen, path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, path, "not a regular file");
+        close(fd);
         return -1;
     }
     if ((long long)st.st_size > IMAGE_MAX_FILE) {
         set_err(err, errlen, path, "file too large");
-        fclose(f);
+        close(fd);
         return -1;
     }
     size_t n = (size_t)st.st_size;
     if (image_buf_reserve(b, n + 1)) {
         set_err(err, errlen, path, "out of memory");
-        fclose(f);
+        close(fd);
         return -1;
     }
-    size_t got = n ? fread(b->p, 1, n, f) : 0;
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || got != n) {
-        set_err(err, errlen, path, "read error");
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, b->p + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            set_err(err, errlen, path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
+        set_err(err, errlen, path, "read error (the file shrank while being read)");
         return -1;
     }
     return (long long)n;
@@ -414,6 +438,45 @@ static void png_err_cb(png_structp png, png_const_charp msg) {
 
 static void png_warn_cb(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
 
+static const char *png_ctype_name(int ctype) {
+    switch (ctype) {
+    case PNG_COLOR_TYPE_GRAY: return "(gray)";
+    case PNG_COLOR_TYPE_GRAY_ALPHA: return "(gray + alpha)";
+    case PNG_COLOR_TYPE_RGB: return "(RGB)";
+    case PNG_COLOR_TYPE_RGB_ALPHA: return "(RGB + alpha)";
+    case PNG_COLOR_TYPE_PALETTE: return "(palette)";
+    default: return "(unknown)";
+    }
+}
+
+/* n pixels of `from` 8-bit channels (1 gray, 2 gray + alpha, 3 RGB, 4 RGBA)
+ * to `to` channels (1 or 3) in place, alpha dropped (Pillow's convert does
+ * not composite). Pixel i moves from i * from to i * to, so the pixels are
+ * walked forward when they shrink and backward when they grow: nothing is
+ * overwritten before it is read. */
+static void png_to_channels(uint8_t *p, size_t n, int from, int to) {
+    if (from == to) return;
+    int gray = from <= 2;
+    if (to > from) {
+        for (size_t i = n; i-- > 0;) {
+            uint8_t g = p[i * from];
+            p[i * 3] = p[i * 3 + 1] = p[i * 3 + 2] = g;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *s = p + i * from;
+        if (to == 1) {
+            p[i] = gray ? s[0] : rgb_to_l(s[0], s[1], s[2]);
+        } else {
+            uint8_t r = s[0], g = s[1], b = s[2];
+            p[i * 3] = r;
+            p[i * 3 + 1] = g;
+            p[i * 3 + 2] = b;
+        }
+    }
+}
+
 static int png_decode(const uint8_t *data, size_t len, const char *name, int want_c,
                       ImageCropFn fn, void *ctx, ImageBuf *pix, ImageRegion *out,
                       char *err, size_t errlen) {
@@ -452,22 +515,30 @@ static int png_decode(const uint8_t *data, size_t len, const char *name, int wan
         return -1;
     }
     int W = (int)W32, H = (int)H32;
+    /* Every colour type and depth to 8-bit samples: palettes to RGB (their
+     * tRNS becomes an alpha channel), 1/2/4-bit gray scaled to 8 bits, 16
+     * bits to the high byte. Alpha, whatever its source (an alpha channel,
+     * a palette's or a gray/RGB image's tRNS), is dropped below. */
     if (depth == 16) png_set_strip_16(png);
     if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-    if (ctype & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
-    int is_gray = !(ctype & PNG_COLOR_MASK_COLOR) && ctype != PNG_COLOR_TYPE_PALETTE;
-    if (is_gray && want_c == 3) png_set_gray_to_rgb(png);
     int passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
     int comps = png_get_channels(png, info);
+    int odepth = png_get_bit_depth(png, info);
     size_t rowbytes = png_get_rowbytes(png, info);
-    if (rowbytes != (size_t)W * comps || (comps != 1 && comps != 3)) {
-        set_err(err, errlen, name, "unsupported PNG format");
+    if (odepth != 8 || comps < 1 || comps > 4 || rowbytes != (size_t)W * comps) {
+        char m[200];
+        snprintf(m, sizeof m,
+                 "unsupported PNG format (colour type %d %s, bit depth %d, %s; read as %d channels of %d bits)",
+                 ctype, png_ctype_name(ctype), depth, png_get_valid(png, info, PNG_INFO_tRNS) ? "tRNS" : "no tRNS",
+                 comps, odepth);
+        set_err(err, errlen, name, m);
         png_destroy_read_struct(&png, &info, NULL);
         return -1;
     }
-    if (image_buf_reserve(pix, rowbytes * H)) {
+    size_t need = (size_t)W * H * (size_t)(comps > want_c ? comps : want_c);
+    if (image_buf_reserve(pix, need)) {
         set_err(err, errlen, name, "out of memory");
         png_destroy_read_struct(&png, &info, NULL);
         return -1;
@@ -475,14 +546,8 @@ static int png_decode(const uint8_t *data, size_t len, const char *name, int wan
     for (int p = 0; p < passes; p++)
         for (int y = 0; y < H; y++) png_read_row(png, pix->p + (size_t)y * rowbytes, NULL);
     png_destroy_read_struct(&png, &info, NULL);
-    if (comps == 3 && want_c == 1) {
-        for (int y = 0; y < H; y++) {
-            const uint8_t *r = pix->p + (size_t)y * rowbytes;
-            uint8_t *d = pix->p + (size_t)y * W;
-            for (int x = 0; x < W; x++) d[x] = rgb_to_l(r[3 * x], r[3 * x + 1], r[3 * x + 2]);
-        }
-        rowbytes = (size_t)W;
-    }
+    png_to_channels(pix->p, (size_t)W * H, comps, want_c);
+    rowbytes = (size_t)W * want_c;
     ImageRect crop = {0, 0, W, H};
     if (fn) {
         int mw, mh;

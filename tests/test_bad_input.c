@@ -223,6 +223,25 @@ static int count_lines(const char *text, size_t n) {
     return lines;
 }
 
+/* Wait for pid at most limit_s seconds: its exit code as ru_wait gives it,
+ * or, when it is still running then, kill it and return 124 (a hang fails
+ * its row instead of the whole suite). */
+static int wait_limited(pid_t pid, double limit_s) {
+    const double t0 = ru_now();
+    for (;;) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+        if (r < 0 && errno != EINTR) return -1;
+        if (ru_now() - t0 > limit_s) {
+            kill(pid, SIGKILL);
+            ru_wait(pid);
+            return 124;
+        }
+        usleep(2000);
+    }
+}
+
 /* Run `hgrn ARGS` (watch: the directory whose files must not change):
  * exit code want_rc, one line on stderr holding want_msg (or, with
  * answers_on_stdout, one line on stdout holding it and on stderr the
@@ -238,7 +257,7 @@ static void row(const char *kind, const char *what, int want_rc, const char *wan
     snprintf(outlog, sizeof outlog, "%s/row%d.out", L, rows);
     listing(watch, before, sizeof before);
     RunOpts o = {0, drop, NULL, outlog};
-    int rc = ru_wait(ru_start(&o, log, "%s", args));
+    int rc = wait_limited(ru_start(&o, log, "%s", args), 300);
     listing(watch, after, sizeof after);
     size_t n, on;
     char *text = get(log, &n), *out = get(outlog, &on);
@@ -340,6 +359,14 @@ static void test_table(void **st) {
             "classify --ckpt %s --device cpu %s", W, p);
         sh("chmod 644 %s", p);
     }
+    snprintf(p, sizeof p, "%s/fifo.jpg", img);
+    if (mkfifo(p, 0644) != 0) fail_msg("mkfifo %s", p);
+    row("JPEG", "a FIFO (named pipe)", 1, "fifo.jpg: error: not a regular file", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
+    snprintf(q, sizeof q, "%s/fifodir", T);
+    sh("mkdir -p %s && mv %s %s/", q, p, q);
+    row("JPEG", "a FIFO in a directory", 1, "fifo.jpg: error: not a regular file", q, 0,
+        "classify --ckpt %s --device cpu %s", W, q);
     answers_on_stdout = 0;
 
     /* ---- IDX (a Fashion-MNIST directory; hgrn train) ---- */

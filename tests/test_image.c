@@ -18,9 +18,17 @@
 #include <png.h>
 #include <zlib.h>
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "config.h"
+#include "dataset.h"
 #include "image.h"
 #include "resize.h"
 #include "rng.h"
+#include "transform_deit.h"
 
 static char tmpdir[256];
 
@@ -488,6 +496,252 @@ static void test_bad_files(void **state) {
     free(rgb);
 }
 
+/* A FIFO (and a socket) where an image belongs is refused at once with "not
+ * a regular file", never opened for a blocking read: as a file, inside an
+ * ImageFolder tree (the dataset's decode, the training and evaluation
+ * transforms on the file) and beside good images that still decode. The
+ * alarm turns a hang into a failure. */
+static void test_special_files(void **state) {
+    (void)state;
+    char root[600], cls[700], fifo[800], sock[800], good[800];
+    snprintf(root, sizeof root, "%s/special", tmpdir);
+    snprintf(cls, sizeof cls, "%s/a", root);
+    assert_int_equal(mkdir(root, 0755), 0);
+    assert_int_equal(mkdir(cls, 0755), 0);
+    snprintf(good, sizeof good, "%s/0good.jpg", cls);
+    uint8_t *rgb = pattern(64, 48, 3, 21);
+    write_jpeg(good, rgb, 64, 48, 3, (JOpts){0, 90, 2, 2, JCS_RGB});
+    free(rgb);
+    snprintf(fifo, sizeof fifo, "%s/1fifo.jpg", cls);
+    assert_int_equal(mkfifo(fifo, 0644), 0);
+    snprintf(sock, sizeof sock, "%s/2sock.jpg", cls);
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(sfd >= 0);
+    struct sockaddr_un sa = {0};
+    sa.sun_family = AF_UNIX;
+    int have_sock = strlen(sock) < sizeof sa.sun_path;
+    if (have_sock) {
+        memcpy(sa.sun_path, sock, strlen(sock) + 1);
+        assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    }
+    alarm(60);
+
+    expect_fail(fifo, "not a regular file");
+    if (have_sock) expect_fail(sock, "not a regular file");
+    ImageBuf b = {0};
+    char err[1024];
+    assert_int_equal(image_read_file(fifo, &b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "1fifo.jpg: not a regular file"));
+    assert_int_equal(image_read_file("/dev/null", &b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "/dev/null: not a regular file"));
+    image_buf_free(&b);
+
+    char e2[512];
+    Dataset *ds = dataset_imagefolder_open(root, 3, e2, sizeof e2);
+    assert_non_null(ds);
+    assert_int_equal(ds->n, have_sock ? 3 : 2);
+    static uint8_t out[64 * 48 * 3];
+    int label, c, h, w;
+    assert_int_equal(ds->get(ds, 0, out, sizeof out, &label, &c, &h, &w, err, sizeof err), 0);
+    assert_int_equal(w, 64);
+    for (int i = 1; i < ds->n; i++) {
+        assert_int_equal(ds->get(ds, i, out, sizeof out, &label, &c, &h, &w, err, sizeof err), -1);
+        assert_non_null(strstr(err, "not a regular file"));
+        const char *path = dataset_file_path(ds, i);
+        assert_non_null(path);
+        Config cfg;
+        config_defaults(&cfg);
+        cfg.image_size = 32;
+        cfg.channels = 3;
+        DeitTransform *t = deit_transform_create(&cfg, e2, sizeof e2);
+        assert_non_null(t);
+        DeitScratch s = {0};
+        static uint8_t px[3 * 32 * 32];
+        Rng r = rng_stream(1, (uint64_t)i);
+        assert_int_equal(deit_train_file(t, path, &r, &s, px, err, sizeof err), -1);
+        assert_non_null(strstr(err, "not a regular file"));
+        assert_int_equal(deit_eval_file(t, path, &s, px, err, sizeof err), -1);
+        assert_non_null(strstr(err, "not a regular file"));
+        deit_scratch_free(&s);
+        deit_transform_destroy(t);
+    }
+    ds->close(ds);
+    alarm(0);
+    close(sfd);
+}
+
+/* ------------------------------------------------------------------ PNG colour types */
+
+/* A PNG of any colour type and bit depth from one sample per byte (16-bit
+ * samples as two big-endian bytes), with an optional palette and tRNS. */
+typedef struct {
+    int ctype, depth, interlace;
+    const png_color *plte;
+    int nplte;
+    const png_byte *trans_alpha;   /* palette tRNS */
+    int ntrans;
+    const png_color_16 *trans_color;   /* gray / RGB tRNS */
+} PngSpec;
+
+static void write_png_spec(const char *path, const uint8_t *samples, int w, int h, int chans, PngSpec sp) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(png);
+    assert_non_null(png);
+    assert_non_null(info);
+    png_init_io(png, f);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, sp.depth, sp.ctype,
+                 sp.interlace ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
+    if (sp.plte) png_set_PLTE(png, info, sp.plte, sp.nplte);
+    if (sp.trans_alpha || sp.trans_color)
+        png_set_tRNS(png, info, sp.trans_alpha, sp.ntrans, (png_color_16p)sp.trans_color);
+    png_write_info(png, info);
+    if (sp.depth < 8) png_set_packing(png);
+    size_t row = (size_t)w * chans * (sp.depth == 16 ? 2 : 1);
+    png_bytep *rows = malloc(sizeof *rows * (size_t)h);
+    for (int y = 0; y < h; y++) rows[y] = (png_bytep)(samples + (size_t)y * row);
+    png_write_image(png, rows);
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    free(rows);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Decode path as RGB and as gray and compare with the expected RGB pixels
+ * (gray expected = PIL's L of them, or exp_gray when given). */
+static void expect_png(const char *path, const uint8_t *exp_rgb, const uint8_t *exp_gray, int w, int h,
+                       const char *what) {
+    Image im;
+    char err[512];
+    if (image_load(path, 3, &im, err, sizeof err) != 0) fail_msg("%s: %s", what, err);
+    assert_int_equal(im.w, w);
+    assert_int_equal(im.h, h);
+    assert_int_equal(im.c, 3);
+    for (size_t i = 0; i < (size_t)w * h * 3; i++)
+        if (im.px[i] != exp_rgb[i]) fail_msg("%s: RGB byte %zu is %d, expected %d", what, i, im.px[i], exp_rgb[i]);
+    image_free(&im);
+    if (image_load(path, 1, &im, err, sizeof err) != 0) fail_msg("%s (gray): %s", what, err);
+    assert_int_equal(im.c, 1);
+    for (size_t i = 0; i < (size_t)w * h; i++) {
+        const uint8_t *q = exp_rgb + 3 * i;
+        unsigned l = exp_gray ? exp_gray[i] : (q[0] * 19595u + q[1] * 38470u + q[2] * 7471u + 0x8000u) >> 16;
+        if (im.px[i] != l) fail_msg("%s: gray pixel %zu is %d, expected %u", what, i, im.px[i], l);
+    }
+    image_free(&im);
+    /* the cropped path of the training transform reads the same pixels */
+    ImageRect cr = {w / 3, h / 4, w / 2, h / 2};
+    double box[4];
+    int sn;
+    assert_int_equal(image_load_crop(path, 3, cr, 0, 0, IMAGE_SCALES_ALL, &im, box, &sn, err, sizeof err), 0);
+    for (int y = 0; y < cr.h; y++)
+        assert_memory_equal(im.px + (size_t)y * cr.w * 3, exp_rgb + ((size_t)(y + cr.y) * w + cr.x) * 3, (size_t)cr.w * 3);
+    image_free(&im);
+}
+
+/* Every PNG colour type and bit depth decodes, transparency (alpha channel,
+ * palette tRNS, gray / RGB tRNS) ignored: palettes expanded, 1/2/4-bit gray
+ * scaled to 8 bits (v * 255 / (2^d - 1)), 16-bit samples to their high byte,
+ * interlaced or not. The samples are random; the expected pixels are
+ * computed here from them. */
+static void test_png_color_types(void **state) {
+    (void)state;
+    const int W = 37, H = 23;
+    const size_t N = (size_t)W * H;
+    Rng r = rng_stream(30, 2);
+    uint8_t *smp = malloc(N * 8), *exp = malloc(N * 3), *eg = malloc(N);
+    const char *p = tpath("ct.png");
+    for (int il = 0; il < 2; il++) {
+        /* palettes of every depth, with tRNS (some entries transparent) */
+        for (int depth = 1; depth <= 8; depth *= 2) {
+            int np = 1 << depth;
+            if (np > 200) np = 200;
+            png_color pal[256];
+            png_byte ta[256];
+            for (int k = 0; k < np; k++) {
+                pal[k].red = (png_byte)rng_u32(&r);
+                pal[k].green = (png_byte)rng_u32(&r);
+                pal[k].blue = (png_byte)rng_u32(&r);
+                ta[k] = (png_byte)(k % 3 == 0 ? 0 : rng_u32(&r));
+            }
+            for (size_t i = 0; i < N; i++) {
+                int k = (int)(rng_u32(&r) % (unsigned)np);
+                smp[i] = (uint8_t)k;
+                exp[3 * i] = pal[k].red;
+                exp[3 * i + 1] = pal[k].green;
+                exp[3 * i + 2] = pal[k].blue;
+            }
+            for (int with_trns = 0; with_trns < 2; with_trns++) {
+                PngSpec sp = {PNG_COLOR_TYPE_PALETTE, depth, il, pal, np, with_trns ? ta : NULL,
+                              with_trns ? (np + 1) / 2 : 0, NULL};
+                write_png_spec(p, smp, W, H, 1, sp);
+                char what[96];
+                snprintf(what, sizeof what, "palette %d-bit%s%s", depth, with_trns ? " + tRNS" : "", il ? " interlaced" : "");
+                expect_png(p, exp, NULL, W, H, what);
+            }
+        }
+        /* gray of every depth, with and without tRNS */
+        for (int depth = 1; depth <= 16; depth *= 2) {
+            unsigned maxv = (1u << depth) - 1;
+            for (size_t i = 0; i < N; i++) {
+                unsigned v = rng_u32(&r) & maxv;
+                if (depth == 16) {
+                    smp[2 * i] = (uint8_t)(v >> 8);
+                    smp[2 * i + 1] = (uint8_t)v;
+                    eg[i] = (uint8_t)(v >> 8);
+                } else {
+                    smp[i] = (uint8_t)v;
+                    eg[i] = (uint8_t)(v * 255 / maxv);
+                }
+                exp[3 * i] = exp[3 * i + 1] = exp[3 * i + 2] = eg[i];
+            }
+            for (int with_trns = 0; with_trns < 2; with_trns++) {
+                png_color_16 tc = {0};
+                tc.gray = (png_uint_16)(maxv / 3);
+                PngSpec sp = {PNG_COLOR_TYPE_GRAY, depth, il, NULL, 0, NULL, 0, with_trns ? &tc : NULL};
+                write_png_spec(p, smp, W, H, 1, sp);
+                char what[96];
+                snprintf(what, sizeof what, "gray %d-bit%s%s", depth, with_trns ? " + tRNS" : "", il ? " interlaced" : "");
+                expect_png(p, exp, eg, W, H, what);
+            }
+        }
+        /* gray + alpha, RGB (+ tRNS), RGBA at 8 and 16 bits */
+        static const struct { int ctype, chans, trns; const char *name; } ct[] = {
+            {PNG_COLOR_TYPE_GRAY_ALPHA, 2, 0, "gray + alpha"},
+            {PNG_COLOR_TYPE_RGB, 3, 0, "RGB"},
+            {PNG_COLOR_TYPE_RGB, 3, 1, "RGB + tRNS"},
+            {PNG_COLOR_TYPE_RGB_ALPHA, 4, 0, "RGBA"},
+        };
+        for (int t = 0; t < 4; t++)
+            for (int depth = 8; depth <= 16; depth += 8) {
+                int bps = depth / 8, ch = ct[t].chans;
+                for (size_t i = 0; i < N * ch * bps; i++) smp[i] = (uint8_t)rng_u32(&r);
+                for (size_t i = 0; i < N; i++) {
+                    const uint8_t *s = smp + i * ch * bps;   /* the high byte comes first */
+                    if (ch <= 2) {
+                        exp[3 * i] = exp[3 * i + 1] = exp[3 * i + 2] = s[0];
+                        eg[i] = s[0];
+                    } else {
+                        for (int k = 0; k < 3; k++) exp[3 * i + k] = s[k * bps];
+                    }
+                }
+                png_color_16 tc = {0};
+                tc.red = (png_uint_16)rng_u32(&r);
+                tc.green = tc.blue = 7;
+                if (depth == 8) tc.red &= 255;
+                PngSpec sp = {ct[t].ctype, depth, il, NULL, 0, NULL, 0, ct[t].trns ? &tc : NULL};
+                write_png_spec(p, smp, W, H, ch, sp);
+                char what[96];
+                snprintf(what, sizeof what, "%s %d-bit%s", ct[t].name, depth, il ? " interlaced" : "");
+                expect_png(p, exp, ch <= 2 ? eg : NULL, W, H, what);
+            }
+    }
+    free(smp);
+    free(exp);
+    free(eg);
+}
+
 /* ------------------------------------------------------------------ resampling */
 
 static double ref_bicubic(double x) {
@@ -668,6 +922,8 @@ int main(void) {
         cmocka_unit_test(test_cmyk_jpeg),
         cmocka_unit_test(test_png_named_jpeg),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_png_color_types),
         cmocka_unit_test(test_resize_vs_reference),
         cmocka_unit_test(test_resize_identity_and_args),
         cmocka_unit_test(test_eval_transform),
