@@ -169,7 +169,10 @@ static int build_tensors(const TokenMixer *mx, const Config *c, ParamInfo *out) 
     if (head_norm_of(c) == HEAD_TOKEN) declare_norm(&tl, c, "norm");
     tensor_add(&tl, 1, INIT_TRUNC_NORMAL, 2, c->num_classes, D, 0, "head.1.weight");
     tensor_add(&tl, 0, INIT_ZERO, 1, c->num_classes, 0, 0, "head.1.bias");
-    if (mx->uses_lower_bounds) tensor_add(&tl, 0, INIT_ONE, 2, c->depth, D, 0, "lower_bounds");
+    /* decayed only with train.decay_lower_bounds: timm's groups (the official
+     * code's) exempt 1-D tensors and biases, and [depth, d] is neither */
+    if (mx->uses_lower_bounds)
+        tensor_add(&tl, c->decay_lower_bounds != 0, INIT_ONE, 2, c->depth, D, 0, "lower_bounds");
     return tl.count;
 }
 
@@ -195,6 +198,7 @@ static ParamInfo *tensor_table(const Config *c, int *count, char *err, size_t er
         return NULL;
     }
     build_tensors(mx, c, t);
+    tensors_link_fan_in(t, n);
     *count = n;
     return t;
 }
@@ -544,12 +548,14 @@ double model_flops_per_image(const Model *m) {
 void model_init(Model *m, uint64_t seed) {
     float *h = malloc(m->num_params * sizeof(float));
     if (!h) { fprintf(stderr, "out of host memory initialising %zu parameters\n", m->num_params); exit(1); }
+    const int official = !strcmp(m->config.init, "official");   /* model.init */
     /* One stream per tensor so a tensor's values do not depend on the others. */
     for (int i = 0; i < m->num_tensors; i++) {
         const ParamInfo *t = &m->tensors[i];
         float *p = h + t->offset;
         Rng r = rng_stream(seed, (uint64_t)i);
         if (t->init == INIT_CUSTOM) m->mixer->init_tensor(&m->config, t, p, &r);
+        else if (official) tensor_init_official(t, p, &r);
         else tensor_init_standard(t, p, &r);
     }
     m->bk->to_device(m->bk, m->params, h, m->num_params * sizeof(float));

@@ -38,10 +38,12 @@ Backend *model_backend(Model *m);
 const Config *model_config(const Model *m);   /* the config the model was created from */
 int model_max_batch(const Model *m);
 
-/* Fill parameters on the host from seed (timm's DeiT init: trunc-normal 0.02
- * for Linear weights, zero biases, LayerNorm 1/0, lower bounds 1, and the
- * token mixer's own initialisation for its INIT_CUSTOM tensors) and upload
- * them. */
+/* Fill parameters on the host from seed and upload them. model.init = deit
+ * (timm's DeiT init): trunc-normal 0.02 for Linear weights, zero biases;
+ * model.init = official (PyTorch's nn.Linear default, what the HGRN vision
+ * code trains from): Linear weights and biases uniform in +-1/sqrt(fan_in).
+ * Both: LayerNorm 1/0, lower bounds 1, and the token mixer's own
+ * initialisation for its INIT_CUSTOM tensors. */
 void model_init(Model *m, uint64_t seed);
 /* Tell the backend the parameter block changed on the host side (after a load). */
 void model_params_changed(Model *m);

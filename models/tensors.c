@@ -1,6 +1,7 @@
 /* tensors.c - see tensors.h. */
 #include "tensors.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,4 +53,27 @@ void tensor_init_standard(const ParamInfo *t, float *p, Rng *r) {
         case INIT_ONE: p[k] = 1.0f; break;
         }
     }
+}
+
+void tensors_link_fan_in(ParamInfo *t, int n) {
+    for (int i = 0; i < n; i++)
+        t[i].fan_in = t[i].init == INIT_TRUNC_NORMAL && t[i].ndim == 2 ? t[i].shape[1] : 0;
+    for (int i = 0; i < n; i++) {
+        const size_t len = strlen(t[i].name);
+        if (t[i].init == INIT_TRUNC_NORMAL || len < 5 || strcmp(t[i].name + len - 5, ".bias")) continue;
+        char weight[sizeof t[i].name + 2];
+        snprintf(weight, sizeof weight, "%.*s.weight", (int)(len - 5), t[i].name);
+        for (int j = 0; j < n; j++)
+            if (t[j].fan_in > 0 && t[j].init == INIT_TRUNC_NORMAL && !strcmp(t[j].name, weight))
+                t[i].fan_in = t[j].fan_in;
+    }
+}
+
+void tensor_init_official(const ParamInfo *t, float *p, Rng *r) {
+    if (t->fan_in <= 0) {
+        tensor_init_standard(t, p, r);
+        return;
+    }
+    const double bound = 1.0 / sqrt((double)t->fan_in);
+    for (size_t k = 0; k < t->numel; k++) p[k] = (float)(bound * (2.0 * rng_uniform(r) - 1.0));
 }

@@ -22,6 +22,7 @@ typedef struct {
     size_t numel;
     int decay;            /* 1: weight decay applies; 0: norms, biases, lower bounds */
     int init;             /* INIT_* */
+    int64_t fan_in;       /* a Linear's weight [out, in] or its bias: in (tensors_link_fan_in); 0 otherwise */
     int buffer;           /* 1: not trained, a running statistic (batch norm's running_mean and
                            * running_var, PyTorch's buffers): it lives in the parameter block, in
                            * the no-decay group, so that checkpoints carry it, but its gradient
@@ -61,5 +62,18 @@ float *tensor_at(const TensorView *view, const char *name);
  * stream r (timm's DeiT init: Linear weights normal with std 0.02, biases 0,
  * norm weights 1). */
 void tensor_init_standard(const ParamInfo *t, float *values, Rng *r);
+
+/* Set fan_in on the n tensors of a table: a Linear's weight is a 2-D
+ * [out, in] tensor declared INIT_TRUNC_NORMAL, its fan-in is in; its bias is
+ * the tensor named as the weight with ".bias" for ".weight" (a norm's bias,
+ * whose weight is INIT_ONE, gets none). */
+void tensors_link_fan_in(ParamInfo *t, int n);
+
+/* model.init = official: what the HGRN vision code gets from PyTorch, which
+ * it leaves as nn.Linear creates it: weight and bias uniform in
+ * [-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform_ with a = sqrt(5) gives
+ * that bound for the weight). Tensors without a fan-in as
+ * tensor_init_standard. */
+void tensor_init_official(const ParamInfo *t, float *values, Rng *r);
 
 #endif

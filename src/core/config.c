@@ -85,6 +85,10 @@ static const Key KEYS[] = {
        "(image_size / patch_size on a side) and sums them, both ways each (forward only with model.causal), with "
        "one input projection and one output stage (the HGRN authors' 2-D scan of the LRA image task); 0: one "
        "scan over the tokens in row-major order"),
+    KS("model", init, "deit|official", "deit", "parameter initialisation: deit (timm's DeiT: Linear weights "
+       "normal with std 0.02, biases 0) or official (what the HGRN vision code gets, which initialises nothing "
+       "itself: PyTorch's default Linear init, weights and biases uniform in +-1/sqrt(fan_in)); norms 1 / 0, "
+       "lower bounds 1 and the token mixer's own tensors (HGRU1's angles, LRU) are the same under both"),
 
     /* [train] */
     KI("train", epochs, 1, 1000000, "300", "training epochs"),
@@ -94,12 +98,21 @@ static const Key KEYS[] = {
     KF("train", min_lr, 0, 10, 0, 0, "1e-05", "final learning rate of the cosine schedule"),
     KF("train", warmup_lr, 0, 10, 0, 0, "1e-06", "learning rate at the start of warm-up"),
     KF("train", warmup_epochs, 0, 1000000, 0, 0, "5", "linear warm-up length in epochs (may be fractional)"),
-    KF("train", weight_decay, 0, 10, 0, 0, "0.05", "AdamW decoupled weight decay (not on norms, biases, lower bounds)"),
+    KF("train", weight_decay, 0, 10, 0, 0, "0.05", "AdamW decoupled weight decay (not on norms, biases, and lower "
+       "bounds unless train.decay_lower_bounds)"),
+    KI("train", decay_lower_bounds, 0, 1, "0", "1: weight decay applies to model.lower_bounds ([depth, d]) too, as "
+       "timm 0.4.12's optimizer groups in the official HGRN code (they exempt only 1-D tensors and biases); 0: "
+       "the lower bounds are not decayed"),
     KF("train", beta1, 0, 1, 0, 1, "0.9", "AdamW beta1"),
     KF("train", beta2, 0, 1, 0, 1, "0.999", "AdamW beta2"),
     KF("train", eps, 0, 1, 1, 0, "1e-08", "AdamW epsilon"),
     KF("train", clip_grad, 0, 1e6, 0, 0, "5", "global gradient-norm clip (0 = off)"),
     KF("train", label_smoothing, 0, 1, 0, 1, "0.1", "label smoothing"),
+    KS("train", lr_step, "step|epoch", "step", "when the learning rate changes: step (every step, warm-up then "
+       "cosine from the end of warm-up, on the fractional epoch) or epoch (once per epoch, the official HGRN / DeiT "
+       "code's timm 0.4.12 CosineLRScheduler stepped with lr_scheduler.step(epoch) after each epoch: epoch 0 and 1 "
+       "at warmup_lr, epoch k at the scheduler's value for k - 1, whose cosine spans all epochs with warm-up "
+       "overriding its start)"),
     KU("train", seed, "0", "random seed (same seed, same run)"),
     KI("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
     KI("train", max_steps, 0, INT_MAX, "0", "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),

@@ -32,6 +32,8 @@ typedef struct {
     float bn_momentum;      /* batch norm: running statistics' update weight (PyTorch's momentum) */
     char head_norm[8];      /* before the head: "rms" (after the pool), "token" (model.norm before it), "none" */
     int scan2d;             /* 1: the token mixer scans the rows and the columns of the token grid, summed */
+    char init[12];          /* "deit" (trunc-normal 0.02 weights, zero biases) or "official" (PyTorch's
+                             * default Linear init: weights and biases uniform in +-1/sqrt(fan_in)) */
 
     /* [train] */
     int epochs;
@@ -42,9 +44,12 @@ typedef struct {
     float warmup_lr;
     float warmup_epochs;
     float weight_decay;
+    int decay_lower_bounds; /* 1: weight decay applies to model.lower_bounds too (timm's rule) */
     float beta1, beta2, eps;
     float clip_grad;        /* <= 0 disables */
     float label_smoothing;
+    char lr_step[8];        /* "step": the schedule per step on the fractional epoch; "epoch": once per
+                             * epoch, as timm's scheduler stepped with lr_scheduler.step(epoch) */
     unsigned long long seed;
     int eval_every;         /* epochs between evaluations */
     int max_steps;          /* stop after this many steps (0 = run all epochs) */

@@ -1,6 +1,7 @@
 /* optim.h - AdamW over the model's parameter block with global-norm clipping.
  * Two groups, each one contiguous range of the block: weight-decayed tensors
- * first, then norms, biases and lower bounds (no decay). */
+ * first, then norms, biases and (unless train.decay_lower_bounds) the lower
+ * bounds, without decay. The model decides the groups (ParamInfo.decay). */
 #ifndef HGRN_OPTIM_H
 #define HGRN_OPTIM_H
 
