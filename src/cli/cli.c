@@ -241,6 +241,17 @@ static Dataset *open_split(const Config *c, const char *split, int eval_only, ch
     if (!strcmp(c->dataset, "cifar10"))
         return dataset_cifar10_open(c->path, !strcmp(split, "train") ? "train" : "test", c->channels == 1,
                                     err, errlen);
+    if (!strcmp(c->dataset, "imagefolder") && dataset_shards_detect(c->path)) {
+        /* tar shards (hgrn prepare shards / index): PATH/<split>.index */
+        char ix[1100];
+        snprintf(ix, sizeof ix, "%.1000s/%s.index", c->path, split);
+        if (!file_exists(ix)) {
+            snprintf(err, errlen, "data.path %.900s holds tar shards but no %s.index", c->path, split);
+            return NULL;
+        }
+        return dataset_shards_open(c->path, split, c->channels, !strcmp(c->shard_read, "stream"), c->shuffle_buffer,
+                                   err, errlen);
+    }
     if (!strcmp(c->dataset, "imagefolder")) {
         char dir[1024];
         if (!dir_exists(c->path)) {
@@ -356,8 +367,12 @@ void json_float(FILE *f, float v) {
     fputs(b, f);
 }
 
-int cli_run_local_ranks(const char *command, int gpus, int argc, char **argv) {
+int cli_run_local_ranks(const char *command, int gpus, const char *device, int argc, char **argv) {
     char err[1024];
+    if (launch_local_check(gpus, device, command, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn %s: %s\n", command, err);
+        return 2;
+    }
     char **child = calloc((size_t)argc + 3, sizeof *child);
     if (!child) {
         fprintf(stderr, "hgrn %s: out of memory\n", command);

@@ -80,8 +80,9 @@ void json_number(FILE *f, double v);
 void json_float(FILE *f, float v);
 
 /* `hgrn COMMAND --gpus N ...`: this command again as N local ranks
- * (launch_local), the arguments as given minus --gpus. Returns the exit
- * status to return. */
-int cli_run_local_ranks(const char *command, int gpus, int argc, char **argv);
+ * (launch_local), the arguments as given minus --gpus; refused (2) on a
+ * machine without a CUDA device or with --device cpu (device: cli.device).
+ * Returns the exit status to return. */
+int cli_run_local_ranks(const char *command, int gpus, const char *device, int argc, char **argv);
 
 #endif

@@ -250,7 +250,7 @@ int cmd_eval(int argc, char **argv) {
     if (!cli.ckpt[0]) { fprintf(stderr, "hgrn eval: --ckpt FILE is required\n"); cli_free(&cli); return 2; }
     if (gpus > 0) {
         cli_free(&cli);
-        return cli_run_local_ranks("eval", gpus, argc, argv);
+        return cli_run_local_ranks("eval", gpus, cli.device, argc, argv);
     }
     int rc = 1;
     LaunchInfo li;

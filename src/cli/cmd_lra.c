@@ -7,19 +7,24 @@
  * --device, --precision, --resume and --gpus, so checkpoints, metrics,
  * resuming, `hgrn eval` and `hgrn classify` are the image trainer's. */
 #include "cli.h"
+#include "exit_codes.h"
 #include "fsutil.h"
+#include "launch.h"
 #include "lra.h"
+#include "rundir.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cmd_train(int argc, char **argv);
 
 static void usage(void) {
     printf("usage: hgrn lra (--mixer NAME | --config FILE) [--protocol lra|hgrn]\n"
            "                [--data cifar10|fmnist32|DIR] [--out DIR] [--device cpu|cuda]\n"
-           "                [--precision bf16|fp32] [--threads N] [--resume [FILE]] [--gpus N]\n"
+           "                [--precision bf16|fp32] [--threads N] [--resume [FILE] | --overwrite] [--gpus N]\n"
            "                [--section.key VALUE ...]\n\n"
            "The LRA image task: each 32x32 image a sequence of 1,024 pixels, a linear pixel encoder,\n"
            "pre-norm blocks of (bidirectional token mixer, GLU), the mean over the pixels, a linear\n"
@@ -36,11 +41,45 @@ static void usage(void) {
            "                    centred on 32x32, from " LRA_FMNIST_DIR "),\n"
            "                    or a directory of either (`hgrn prepare cifar-like fmnist OUT` writes\n"
            "                    Fashion-MNIST as CIFAR-10 batches)\n"
+           "  --overwrite       start over in an --out that holds a run (deletes its checkpoints and metrics)\n"
            "  --section.key V   any key, applied last\n"
-           "The config is written to OUT/lra.cfg (OUT: --out, default runs/lra) before training.\n"
+           "The config is written to OUT/lra.cfg (OUT: --out, default runs/lra) before training, after\n"
+           "the checks of the data and of OUT: a refused command (exit 2) leaves OUT as it was.\n"
            "The recipe's batch norm trains on one process: --gpus needs --model.norm layer.\n\n"
            "config keys:\n");
     config_print_help(stdout);
+}
+
+/* Remove the switch --name from argv: 1 when it was there. */
+static int take_switch(int *argc, char **argv, const char *name) {
+    int found = 0, k = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, name)) found = 1;
+        else argv[k++] = argv[i];
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return found;
+}
+
+/* What OUT must be for this start, checked before lra.cfg is written: not a
+ * file; without --resume, no run there unless --overwrite. 0, or -1. */
+static int check_out(const char *out, int resume, int overwrite, char *err, size_t errlen) {
+    char what[64];
+    if (resume && overwrite) {
+        snprintf(err, errlen, "--resume continues a run and --overwrite starts it over: give one of them");
+        return -1;
+    }
+    if (file_exists(out) && !dir_exists(out)) {
+        snprintf(err, errlen, "--out %.900s: not a directory", out);
+        return -1;
+    }
+    if (!resume && !overwrite && dir_exists(out) && rundir_holds_run(out, what, sizeof what)) {
+        snprintf(err, errlen, "--out %.600s already holds a run (%s): continue it with --resume, or start over "
+                 "with --overwrite (deletes its checkpoints and metrics); its lra.cfg is left as it was", out, what);
+        return -1;
+    }
+    return 0;
 }
 
 /* Remove "--name VALUE" (or --name=VALUE) from argv; *value points into argv. */
@@ -65,7 +104,8 @@ static int take_option(int *argc, char **argv, const char *name, const char **va
 
 int cmd_lra(int argc, char **argv) {
     char err[1024];
-    const char *mixer = NULL, *protocol = NULL, *data = NULL, *gpus = NULL;
+    const char *mixer = NULL, *protocol = NULL, *data = NULL;
+    int gpus = 0;
     char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args) {
         fprintf(stderr, "hgrn lra: out of memory\n");
@@ -73,10 +113,11 @@ int cmd_lra(int argc, char **argv) {
     }
     memcpy(args, argv, (size_t)argc * sizeof *args);
     int n = argc;
+    const int overwrite = take_switch(&n, args, "overwrite");
     if (take_option(&n, args, "mixer", &mixer, err, sizeof err) < 0 ||
         take_option(&n, args, "protocol", &protocol, err, sizeof err) < 0 ||
         take_option(&n, args, "data", &data, err, sizeof err) < 0 ||
-        take_option(&n, args, "gpus", &gpus, err, sizeof err) < 0) {
+        launch_take_gpus(&n, args, &gpus, err, sizeof err) < 0) {
         fprintf(stderr, "hgrn lra: %s\n", err);
         free(args);
         return 2;
@@ -118,8 +159,16 @@ int cmd_lra(int argc, char **argv) {
     if (data && lra_data(&c, data, err, sizeof err) < 0) goto fail;
     cli.cfg = c;
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
+    if (lra_check_data(&cli.cfg, data, err, sizeof err) < 0) goto fail;
 
     const char *out = cli.out[0] ? cli.out : "runs/lra";
+    if (check_out(out, cli.resume[0] != 0, overwrite, err, sizeof err) < 0) goto fail;
+    if (gpus && !strcmp(cli.cfg.norm, "batch")) {
+        snprintf(err, sizeof err, "--gpus %d: the recipe's batch norm trains on one process (each rank would "
+                 "normalise its share of the batch); --model.norm layer trains data parallel", gpus);
+        goto fail;
+    }
+    if (gpus && launch_local_check(gpus, cli.device, "lra", err, sizeof err) < 0) goto fail;
     char path[1024], text[CONFIG_TEXT_MAX];
     if (snprintf(path, sizeof path, "%s/lra.cfg", out) >= (int)sizeof path) {
         snprintf(err, sizeof err, "--out %s: the path is too long", out);
@@ -130,10 +179,18 @@ int cmd_lra(int argc, char **argv) {
         snprintf(err, sizeof err, "the config does not fit %zu bytes", sizeof text);
         goto fail;
     }
+    /* what was there, put back when hgrn train refuses to start (exit 2):
+     * a refused command leaves OUT as it found it */
+    const int out_existed = dir_exists(out);
+    void *before = NULL;
+    size_t before_len = 0;
+    if (file_exists(path) && read_file(path, &before, &before_len, err, sizeof err) < 0) goto fail;
     const void *chunks[1] = {text};
     const size_t lens[1] = {(size_t)len};
-    if (mkdir_p(out, err, sizeof err) < 0 || write_file_atomic(path, chunks, lens, 1, err, sizeof err) < 0)
+    if (mkdir_p(out, err, sizeof err) < 0 || write_file_atomic(path, chunks, lens, 1, err, sizeof err) < 0) {
+        free(before);
         goto fail;
+    }
     const Config *f = &cli.cfg;
     fprintf(stderr, "hgrn lra: %s; %s, %s, %s; data %s at %s; config %s\n", f->mixer,
             f->channels == 3 ? "RGB (3 values a step)" : f->channels == 1 ? "grayscale" : "multi-channel",
@@ -151,9 +208,23 @@ int cmd_lra(int argc, char **argv) {
     if (cli.device[0]) { targs[tn++] = "--device"; targs[tn++] = cli.device; }
     if (cli.precision[0]) { targs[tn++] = "--precision"; targs[tn++] = cli.precision; }
     if (cli.resume[0]) { targs[tn++] = "--resume"; targs[tn++] = cli.resume; }
-    if (gpus) { targs[tn++] = "--gpus"; targs[tn++] = (char *)gpus; }
+    char gpus_text[16];
+    snprintf(gpus_text, sizeof gpus_text, "%d", gpus);
+    if (gpus) { targs[tn++] = "--gpus"; targs[tn++] = gpus_text; }
+    if (overwrite) targs[tn++] = "--overwrite";
     targs[tn] = NULL;
     rc = cmd_train(tn, targs);
+    if (rc == HGRN_EXIT_USAGE) {
+        const void *old[1] = {before};
+        const size_t old_len[1] = {before_len};
+        int undo = before ? write_file_atomic(path, old, old_len, 1, err, sizeof err)
+                          : remove_file(path, err, sizeof err);
+        if (undo < 0) fprintf(stderr, "hgrn lra: %s\n", err);
+        /* the directory lra made goes too, unless train wrote something there */
+        else if (!before && !out_existed && rmdir(out) != 0 && errno != ENOTEMPTY && errno != EEXIST)
+            fprintf(stderr, "hgrn lra: %s: %s\n", out, strerror(errno));
+    }
+    free(before);
     goto done;
 fail:
     fprintf(stderr, "hgrn lra: %s\n", err);

@@ -91,8 +91,10 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (gpus > 0) {
+        const int ok = launch_local_check(gpus, cli.device, "train", err, sizeof err) == 0;
         cli_free(&cli);
-        return run_local_ranks(gpus, argc, argv, overwrite);
+        if (!ok) fprintf(stderr, "hgrn train: %s\n", err);
+        return ok ? run_local_ranks(gpus, argc, argv, overwrite) : 2;
     }
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {

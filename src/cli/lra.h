@@ -37,6 +37,12 @@ int lra_protocol(Config *c, const char *name, char *err, size_t errlen);
  * a file already. 0, or -1 with a message naming the value. */
 int lra_data(Config *c, const char *what, char *err, size_t errlen);
 
+/* Refuse, before anything is written, a config whose data cannot be
+ * there: no data.path (given: the --data value or NULL, to say what was
+ * passed), a missing directory, or one without the files of data.dataset
+ * (CIFAR-10 batches, Fashion-MNIST IDX files). 0, or -1 with a message. */
+int lra_check_data(const Config *c, const char *given, char *err, size_t errlen);
+
 /* The first 50,000 training and the 10,000 test images of Fashion-MNIST
  * (IDX files in src), centred on 32x32 and written as CIFAR-10 binary
  * batches: out/data_batch_{1..5}.bin and out/test_batch.bin (records of a

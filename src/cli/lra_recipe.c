@@ -157,6 +157,34 @@ static int has_idx(const char *dir) {
     return file_exists(p);
 }
 
+int lra_check_data(const Config *c, const char *given, char *err, size_t errlen) {
+    if (!c->path[0]) {
+        if (given && !strcmp(given, "cifar10"))
+            set_err(err, errlen, "--data cifar10 names the dataset but not where it is: pass --data DIR (the "
+                    "directory of data_batch_1.bin ... test_batch.bin) or --data.path DIR");
+        else
+            set_err(err, errlen, "no data: pass --data DIR (CIFAR-10 batches or Fashion-MNIST IDX files), "
+                    "--data fmnist32, or --data.path DIR");
+        return -1;
+    }
+    const int fm = !strcmp(c->dataset, "fmnist") || !strcmp(c->dataset, "fmnist32");
+    const char *hint = fm && !strcmp(c->path, LRA_FMNIST_DIR) ? " (apt-get install dataset-fashion-mnist)" : "";
+    if (!dir_exists(c->path)) {
+        set_err(err, errlen, "data.path %s: no such directory%s", c->path, hint);
+        return -1;
+    }
+    if (!strcmp(c->dataset, "cifar10") && !has_cifar(c->path)) {
+        set_err(err, errlen, "data.path %s: no CIFAR-10 batches there (data_batch_1.bin)", c->path);
+        return -1;
+    }
+    if (fm && !has_idx(c->path)) {
+        set_err(err, errlen, "data.path %s: no Fashion-MNIST IDX files there (train-images-idx3-ubyte[.gz])%s",
+                c->path, hint);
+        return -1;
+    }
+    return 0;
+}
+
 int lra_data(Config *c, const char *what, char *err, size_t errlen) {
     Config t = *c;
     const char *dir = NULL, *kind = NULL;

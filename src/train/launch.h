@@ -72,6 +72,12 @@ Comm *comm_create(const LaunchInfo *li, Backend *bk, int timeout_s, char *err, s
  * absent. 0, or -1 and a message naming --gpus. */
 int launch_take_gpus(int *argc, char **argv, int *gpus, char *err, size_t errlen);
 
+/* Whether `--gpus n` can start here, before any work: it runs one process
+ * per GPU, so a machine without a CUDA device (or --device cpu) is refused
+ * once, naming mpirun for CPU ranks. command names the hgrn command for
+ * that advice. 0, or -1 and a one-line message. */
+int launch_local_check(int n, const char *device, const char *command, char *err, size_t errlen);
+
 /* Start n copies of this binary (/proc/self/exe) with argv (argv[0]
  * included; without --gpus) and the torchrun-style variables RANK,
  * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a

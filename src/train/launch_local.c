@@ -7,6 +7,7 @@
  * reaches only this process, which forwards it once) and die with it
  * (PR_SET_PDEATHSIG) should it be killed outright. */
 #include "launch.h"
+#include "backend.h"
 #include "clock.h"
 #include "errmsg.h"
 #include "exit_codes.h"
@@ -63,6 +64,17 @@ int launch_take_gpus(int *argc, char **argv, int *gpus, char *err, size_t errlen
         memmove(argv + i, argv + i + used, sizeof *argv * (size_t)(*argc - i - used + 1));
         *argc -= used;
         i--;
+    }
+    return 0;
+}
+
+int launch_local_check(int n, const char *device, const char *command, char *err, size_t errlen) {
+    const int cpu = device && !strcmp(device, "cpu");
+    if (cpu || !backend_cuda_available()) {
+        set_err(err, errlen, "--gpus %d starts one process per GPU, but %s; CPU ranks run under MPI: "
+                "mpirun -np %d hgrn %s ... (without --gpus)", n,
+                cpu ? "--device cpu was given" : "there is no CUDA device here (hgrn device says cpu)", n, command);
+        return -1;
     }
     return 0;
 }
