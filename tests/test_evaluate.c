@@ -3,7 +3,9 @@
  * (the lower class index wins, as top_k orders them), per-class accuracy,
  * the confusion matrix, the loss sum, fewer than five classes; then random
  * rows against a naive count (sort every row), split into batches of
- * random sizes; and the sums over a one-rank communicator. Also the
+ * random sizes; and the sums over a one-rank communicator; the loss total
+ * the same bits for any batch split, sample order and split over ranks
+ * (exact_sum.h), where plain double sums differ. Also the
  * config's nearest-key suggestions and the JSON number writers. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -139,6 +141,123 @@ static void test_random_against_naive(void **s) {
     }
 }
 
+/* Rank r's part of an evaluation: the samples r, r + W, ... (the eval
+ * loader's shard) in batches of random sizes; probabilities are uniform,
+ * only the loss matters here. */
+static void add_shard(EvalCounts *c, const float *loss, int n, int r, int W, Rng *g) {
+    float probs[17 * 3];
+    int labels[17];
+    float part[17];
+    for (int i = 0; i < 17 * 3; i++) probs[i] = 1.0f / 3;
+    for (int i = 0; i < 17; i++) labels[i] = i % 3;
+    int k = r;
+    while (k < n) {
+        const int b = 1 + rng_int(g, 17);
+        int m = 0;
+        for (; m < b && k < n; m++, k += W) part[m] = loss[k];
+        eval_counts_add(c, probs, labels, part, m);
+    }
+}
+
+/* The loss total over 3001 per-sample losses from 1e-11 to 3e3 (and a
+ * subnormal, a zero): fed in order, in reverse, shuffled, and shared over 2
+ * and 3 ranks in batches of random sizes whose parts are added entry by
+ * entry (what Comm.host_sum does) in different orders: the same bits every
+ * time, within 1e-13 of the exact sum; plain double sums of the same terms
+ * in shuffled orders differ (else the data would prove nothing). */
+static void test_loss_sum_any_order(void **s) {
+    (void)s;
+    Rng g;
+    rng_seed(&g, 11);
+    const int n = 3001;
+    float *loss = TU_NEW(float, n);
+    int *perm = TU_NEW(int, n);
+    for (int i = 0; i < n; i++) {
+        loss[i] = (float)exp(-25.0 + 33.0 * rng_uniform(&g));
+        perm[i] = i;
+    }
+    loss[7] = 1e-40f;   /* subnormal */
+    loss[8] = 0.0f;
+    rng_shuffle(&g, perm, n);
+    /* plain double sums in order and in 8 shuffled orders: not all the same */
+    double fwd = 0;
+    int differ = 0;
+    long double ref = 0;
+    for (int i = 0; i < n; i++) fwd += loss[i];
+    for (int t = 0; t < 8; t++) {
+        rng_shuffle(&g, perm, n);
+        double shuf = 0;
+        for (int i = 0; i < n; i++) shuf += loss[perm[i]];
+        differ += shuf != fwd;
+    }
+    float *sorted = tu_copy_float(loss, n);   /* ascending, in long double: the reference */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            const float t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    for (int i = 0; i < n; i++) ref += sorted[i];
+    print_message("  plain double sums: %d of 8 shuffled orders differ from the sum in order\n", differ);
+    assert_true(differ > 0);
+
+    float probs[3] = {0.2f, 0.5f, 0.3f};
+    int label = 1;
+    EvalCounts one, back, mixed;
+    assert_int_equal(eval_counts_init(&one, 3, 0), 0);
+    assert_int_equal(eval_counts_init(&back, 3, 0), 0);
+    assert_int_equal(eval_counts_init(&mixed, 3, EVAL_PER_CLASS), 0);
+    add_shard(&one, loss, n, 0, 1, &g);
+    for (int i = n - 1; i >= 0; i--) eval_counts_add(&back, probs, &label, loss + i, 1);
+    for (int i = 0; i < n; i++) eval_counts_add(&mixed, probs, &label, loss + perm[i], 1);
+    const double want = one.loss;
+    assert_true(fabs(want - (double)ref) <= 1e-13 * (double)ref);
+    assert_memory_equal(&back.loss, &want, sizeof want);
+    assert_memory_equal(&mixed.loss, &want, sizeof want);
+    for (int W = 2; W <= 3; W++) {
+        EvalCounts rank[3];
+        for (int r = 0; r < W; r++) {
+            assert_int_equal(eval_counts_init(&rank[r], 3, 0), 0);
+            add_shard(&rank[r], loss, n, r, W, &g);
+        }
+        for (int first = 0; first < W; first++) {   /* the ranks' parts added from rank `first` on */
+            ExactSum t;
+            exact_sum_clear(&t);
+            for (int q = 0; q < W; q++)
+                for (int e = 0; e < EXACT_SUM_LEN; e++) t.v[e] += rank[(first + q) % W].loss_sum.v[e];
+            const double got = exact_sum_value(&t);
+            if (memcmp(&got, &want, sizeof got) != 0) fail_msg("%d ranks from %d: %.17g, one process %.17g", W, first, got, want);
+        }
+        for (int r = 0; r < W; r++) eval_counts_free(&rank[r]);
+    }
+    /* a one-rank communicator's sum keeps the value */
+    Comm *c1 = comm_single();
+    eval_counts_allreduce(&one, c1);
+    assert_memory_equal(&one.loss, &want, sizeof want);
+    c1->destroy(c1);
+    /* non-finite terms: NaN wins, infinities of both signs are NaN */
+    float bad[3] = {1.0f, INFINITY, -INFINITY};
+    ExactSum e;
+    exact_sum_clear(&e);
+    exact_sum_add(&e, bad[0]);
+    exact_sum_add(&e, -0.25f);
+    assert_true(exact_sum_value(&e) == 0.75);
+    exact_sum_add(&e, bad[1]);
+    assert_true(isinf(exact_sum_value(&e)) && exact_sum_value(&e) > 0);
+    exact_sum_add(&e, bad[2]);
+    assert_true(isnan(exact_sum_value(&e)));
+    exact_sum_clear(&e);
+    exact_sum_add(&e, NAN);
+    exact_sum_add(&e, 2.0f);
+    assert_true(isnan(exact_sum_value(&e)));
+    eval_counts_free(&one);
+    eval_counts_free(&back);
+    eval_counts_free(&mixed);
+    free(loss);
+    free(perm);
+    free(sorted);
+}
+
 static void test_nearest_key(void **s) {
     (void)s;
     char k[96];
@@ -197,6 +316,7 @@ int main(void) {
         cmocka_unit_test(test_hand_counted),
         cmocka_unit_test(test_few_classes),
         cmocka_unit_test(test_random_against_naive),
+        cmocka_unit_test(test_loss_sum_any_order),
         cmocka_unit_test(test_nearest_key),
         cmocka_unit_test(test_json_writers),
     };

@@ -22,6 +22,7 @@ void top_k(const float *p, int n, int k, int *idx) {
 
 int eval_counts_init(EvalCounts *c, int classes, int detail) {
     memset(c, 0, sizeof *c);
+    exact_sum_clear(&c->loss_sum);
     c->classes = classes;
     if (detail >= EVAL_PER_CLASS) {
         c->class_count = calloc((size_t)classes, sizeof(double));
@@ -58,7 +59,7 @@ void eval_counts_add(EvalCounts *c, const float *probs, const int *labels, const
         c->top1 += idx[0] == y;
         c->top5 += in5;
         c->count += 1;
-        if (losses) c->loss += losses[i];
+        if (losses) exact_sum_add(&c->loss_sum, losses[i]);
         if (c->class_count) {
             c->class_count[y] += 1;
             c->class_top1[y] += idx[0] == y;
@@ -66,15 +67,17 @@ void eval_counts_add(EvalCounts *c, const float *probs, const int *labels, const
         }
         if (c->confusion) c->confusion[(size_t)y * K + idx[0]] += 1;
     }
+    c->loss = exact_sum_value(&c->loss_sum);
 }
 
 void eval_counts_allreduce(EvalCounts *c, Comm *comm) {
-    double s[4] = {c->top1, c->top5, c->loss, c->count};
-    comm->host_sum(comm, s, 4);
+    double s[3] = {c->top1, c->top5, c->count};
+    comm->host_sum(comm, s, 3);
     c->top1 = s[0];
     c->top5 = s[1];
-    c->loss = s[2];
-    c->count = s[3];
+    c->count = s[2];
+    comm->host_sum(comm, c->loss_sum.v, EXACT_SUM_LEN);   /* integers below 2^53: exact in any order */
+    c->loss = exact_sum_value(&c->loss_sum);
     if (c->class_count) {
         comm->host_sum(comm, c->class_count, c->classes);
         comm->host_sum(comm, c->class_top1, c->classes);

@@ -5,6 +5,7 @@
 
 #include "comm.h"
 #include "config.h"
+#include "exact_sum.h"
 #include "loader.h"
 #include "model.h"
 
@@ -15,7 +16,9 @@ typedef struct {
 } EvalResult;
 
 /* Counts that add up over batches and ranks. Every field is a sum (doubles:
- * exact for counts below 2^53, and what Comm.host_sum adds). Per class
+ * exact for counts below 2^53, and what Comm.host_sum adds). The loss is
+ * summed exactly (loss_sum; loss is its value), so the total depends only on
+ * the per-sample losses, not on the batches or the ranks they came in. Per class
  * (EVAL_PER_CLASS and up): images of true class t, of them those predicted t
  * (top-1) and those with t among the five most probable classes. With
  * EVAL_CONFUSION also confusion[t * K + p] = images of true class t whose
@@ -23,7 +26,8 @@ typedef struct {
 enum { EVAL_TOTALS = 0, EVAL_PER_CLASS = 1, EVAL_CONFUSION = 2 };
 typedef struct {
     int classes;               /* K */
-    double top1, top5, loss, count;
+    double top1, top5, loss, count;   /* loss: the value of loss_sum */
+    ExactSum loss_sum;
     double *class_count, *class_top1, *class_top5;   /* [K] each, or NULL */
     double *confusion;         /* [K * K] or NULL */
 } EvalCounts;
@@ -41,7 +45,10 @@ void eval_counts_allreduce(EvalCounts *c, Comm *comm);
 /* Runs the model (no drop path) over every batch of an eval loader. With
  * several ranks (comm), each evaluates its shard (the loader's rank) and the
  * counts and loss are summed over the ranks: every validation sample counted
- * exactly once, the same top-1 / top-5 as one process. counts: NULL, or
+ * exactly once. A sample's probabilities and loss may still differ in their
+ * last bits between world sizes or batch sizes: the BLAS computes a row of a
+ * GEMM with other instructions depending on where the row falls in the
+ * call's tiles (docs/DESIGN.md, "Determinism"). counts: NULL, or
  * initialised by the caller (with or without detail): filled with the
  * totals over every rank. */
 int evaluate_counts(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, EvalCounts *counts,
