@@ -172,6 +172,27 @@ static void st_patch(const char *src, const char *dst, const char *from, const c
     free(b);
 }
 
+/* A copy of a safetensors file with element k of F32 tensor `name` set to
+ * the 4 bytes v (little-endian), located through the header. */
+static void st_poke(const char *src, const char *dst, const char *name, size_t k, const unsigned char v[4]) {
+    size_t n;
+    char *b = get(src, &n);
+    uint64_t hn = 0;
+    for (int i = 7; i >= 0; i--) hn = (hn << 8) | (unsigned char)b[i];
+    char key[200];
+    snprintf(key, sizeof key, "\"%s\":{", name);
+    char save = b[8 + hn];
+    b[8 + hn] = 0;
+    const char *at = strstr(b + 8, key), *off = at ? strstr(at, "\"data_offsets\":[") : NULL;
+    b[8 + hn] = save;
+    unsigned long long begin = 0, end = 0;
+    if (!off || sscanf(off + 16, "%llu,%llu", &begin, &end) != 2 || begin + 4 * k + 4 > end)
+        fail_msg("%s: no element %zu of tensor '%s'", src, k, name);
+    memcpy(b + 8 + hn + begin + 4 * k, v, 4);
+    put(dst, b, n);
+    free(b);
+}
+
 /* A copy of a state file with the I64 scalar `name` set to v (same pair id). */
 static void state_with(const char *src, const char *dst, const char *name, int64_t v, const char *dtype) {
     char err[512];
@@ -538,6 +559,16 @@ static void test_table(void **st) {
     row("checkpoint", "not an hgrn checkpoint", 1, "not an hgrn checkpoint (metadata 'format' = pt", ck, 0,
         "eval --ckpt %s --device cpu", p);
     row("checkpoint", "unreadable (a directory)", 1, "is a directory, not a file", ck, 0, "eval --ckpt %s --device cpu", ck);
+    static const unsigned char ones[4] = {0xff, 0xff, 0xff, 0xff}, pinf[4] = {0, 0, 0x80, 0x7f};
+    st_poke(W, CK("nan.safetensors"), "head.1.weight", 37, ones);
+    row("checkpoint", "NaN in a weight (4 bytes 0xff)", 1, "nan.safetensors: tensor 'head.1.weight' holds NaN at element 37",
+        ck, 0, "eval --ckpt %s --device cpu", p);
+    row("checkpoint", "NaN in a weight (hgrn classify)", 1,
+        "nan.safetensors: tensor 'head.1.weight' holds NaN at element 37", ck, 0,
+        "classify --ckpt %s --device cpu %s/good.jpg", p, img);
+    st_poke(W, CK("inf.safetensors"), "head.1.bias", 3, pinf);
+    row("checkpoint", "+Inf in a weight", 1, "inf.safetensors: tensor 'head.1.bias' holds +Inf at element 3", ck, 0,
+        "eval --ckpt %s --device cpu", p);
     snprintf(run, sizeof run, "%s/wide", T);
     st_patch(W, CK("shape.safetensors"), "\"shape\":[8,16]", "\"shape\":[16,8]");
     row("checkpoint", "wrong shape (a tensor transposed)", 1,
@@ -579,6 +610,14 @@ static void test_table(void **st) {
     STATE_ROW("duplicate keys", "appears twice in the header");
     st_patch(S, STATE_FILE, "\"step\":\"3\"", "\"step\":\"2\"");
     STATE_ROW("another save's state (step 2 beside weights of step 3)", "are not one save's pair");
+    sh("rm -f %s", STATE_FILE);
+    st_poke(S, STATE_FILE, "exp_avg_sq.head.1.weight", 5, ones);
+    STATE_ROW("NaN in a moment", "last.state.safetensors: tensor 'exp_avg_sq.head.1.weight' holds NaN at element 5");
+    sh("cp %s %s", S, STATE_FILE);
+    snprintf(f, sizeof f, "%s/last.safetensors", sd);
+    st_poke(W, f, "head.1.weight", 2, ones);
+    STATE_ROW("NaN in the weights resumed", "last.safetensors: tensor 'head.1.weight' holds NaN at element 2");
+    sh("cp %s %s", W, f);
     sh("rm %s && mkdir %s", STATE_FILE, STATE_FILE);
     STATE_ROW("unreadable (a directory)", "is a directory, not a file");
 

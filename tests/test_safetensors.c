@@ -680,6 +680,93 @@ static void test_fsutil(void **state)
     free(buf);
 }
 
+/* st_find_non_finite: random finite values of each floating-point dtype
+ * pass; one NaN, +Inf or -Inf at a random element is found there, also
+ * after a write and a read (and a file's bytes flipped to 0xff, as a damaged
+ * checkpoint holds them); integer dtypes are never reported. */
+static void test_non_finite(void **state)
+{
+    (void)state;
+    static const struct { const char *dtype; int es, ebits, mbits; } F[] = {
+        {"F64", 8, 11, 52}, {"F32", 4, 8, 23}, {"BF16", 2, 8, 7}, {"F16", 2, 5, 10}, {"F8_E5M2", 1, 5, 2},
+    };
+    const size_t n = 1000;
+    for (size_t f = 0; f < sizeof F / sizeof F[0]; f++) {
+        unsigned char *d = malloc(n * F[f].es);
+        assert_non_null(d);
+        const int eshift = F[f].mbits;
+        const uint64_t emask = (1ull << F[f].ebits) - 1;
+        for (int kind = 0; kind < 4; kind++) {   /* none, NaN, +Inf, -Inf */
+            for (size_t i = 0; i < n; i++) {
+                uint64_t v = rnd();
+                if (((v >> eshift) & emask) == emask) v &= ~(1ull << eshift);   /* finite: not all ones */
+                for (int k = 0; k < F[f].es; k++) d[i * F[f].es + k] = (unsigned char)(v >> (8 * k));
+            }
+            size_t at = (size_t)(rnd() % n);
+            if (kind) {
+                uint64_t v = emask << eshift;
+                if (kind == 1) v |= 1ull << (F[f].mbits - 1);
+                if (kind == 3) v |= 1ull << (F[f].es * 8 - 1);
+                for (int k = 0; k < F[f].es; k++) d[at * F[f].es + k] = (unsigned char)(v >> (8 * k));
+            }
+            StTensor t = {"w", F[f].dtype, 2, {40, 25}, d, n * F[f].es};
+            int64_t idx = -1;
+            const char *what = NULL;
+            int got = st_find_non_finite(&t, &idx, &what);
+            if (got != (kind != 0)) fail_msg("%s kind %d: found %d", F[f].dtype, kind, got);
+            if (kind) {
+                assert_int_equal(idx, (int64_t)at);
+                assert_string_equal(what, kind == 1 ? "NaN" : kind == 2 ? "+Inf" : "-Inf");
+            }
+        }
+        free(d);
+    }
+    /* E4M3 has no Inf: 0x7f / 0xff are NaN, 0x7e / 0xfe finite */
+    unsigned char e4[4] = {0x7e, 0xfe, 0x12, 0xff};
+    StTensor t4 = {"e", "F8_E4M3", 1, {4}, e4, 4};
+    int64_t idx;
+    const char *what;
+    assert_int_equal(st_find_non_finite(&t4, &idx, &what), 1);
+    assert_int_equal(idx, 3);
+    assert_string_equal(what, "NaN");
+    /* integers with all bits set are plain numbers */
+    unsigned char ff[16];
+    memset(ff, 0xff, sizeof ff);
+    StTensor ti = {"i", "I32", 1, {4}, ff, 16};
+    assert_int_equal(st_find_non_finite(&ti, &idx, &what), 0);
+    StTensor tu = {"u", "U8", 1, {16}, ff, 16};
+    assert_int_equal(st_find_non_finite(&tu, &idx, &what), 0);
+
+    /* through a file: random finite F32 and BF16 tensors, then 4 bytes of
+     * the second tensor's data set to 0xff */
+    float w[300];
+    uint16_t h[64];
+    for (int i = 0; i < 300; i++) w[i] = (float)((double)(rnd() % 2000001) / 1000.0 - 1000.0);
+    for (int i = 0; i < 64; i++) h[i] = (uint16_t)(rnd() & 0x7f7f);   /* exponent < 0xff */
+    StTensor ts[2] = {{"a.bf16", "BF16", 1, {64}, h, sizeof h}, {"b.weight", "F32", 2, {20, 15}, w, sizeof w}};
+    const char *path = tpath("nan.safetensors");
+    char err[512];
+    if (st_write(path, ts, 2, NULL, NULL, 0, err, sizeof err) != 0) fail_msg("%s", err);
+    SafeTensors *st = st_open(path, err, sizeof err);
+    if (!st) fail_msg("%s", err);
+    for (int i = 0; i < 2; i++) assert_int_equal(st_find_non_finite(st_at(st, i), &idx, &what), 0);
+    st_close(st);
+    void *raw;
+    size_t len;
+    assert_int_equal(read_file(path, &raw, &len, err, sizeof err), 0);
+    memset((unsigned char *)raw + len - sizeof w + 4 * 123, 0xff, 4);   /* b.weight is last */
+    memset((unsigned char *)raw + len - sizeof w - sizeof h + 2 * 9, 0xff, 2);
+    st = st_open_mem(raw, len, "mem", err, sizeof err);
+    if (!st) fail_msg("%s", err);
+    assert_int_equal(st_find_non_finite(st_find(st, "b.weight"), &idx, &what), 1);
+    assert_int_equal(idx, 123);
+    assert_string_equal(what, "NaN");
+    assert_int_equal(st_find_non_finite(st_find(st, "a.bf16"), &idx, &what), 1);
+    assert_int_equal(idx, 9);
+    st_close(st);
+    free(raw);
+}
+
 static void test_dtype_helpers(void **state)
 {
     (void)state;
@@ -705,6 +792,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_helpers),
+        cmocka_unit_test(test_non_finite),
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_no_tensors),
         cmocka_unit_test(test_many_tensors),

@@ -57,6 +57,46 @@ int64_t st_numel(const StTensor *t)
 }
 
 
+/* Non-finite values by their bit patterns (the data is little-endian and
+ * not aligned): an all-ones exponent is Inf (zero mantissa) or NaN. E4M3
+ * (the "fn" variant) has no Inf; its NaN is S.1111.111. */
+int st_find_non_finite(const StTensor *t, int64_t *index, const char **what)
+{
+    if (!t || !t->data) return 0;
+    const unsigned char *b = t->data;
+    size_t es = st_dtype_size(t->dtype);
+    if (es == 0 || t->nbytes % es) return 0;
+    size_t n = t->nbytes / es;
+    int f64 = !strcmp(t->dtype, "F64"), f32 = !strcmp(t->dtype, "F32"), f16 = !strcmp(t->dtype, "F16");
+    int bf16 = !strcmp(t->dtype, "BF16"), e5m2 = !strcmp(t->dtype, "F8_E5M2"), e4m3 = !strcmp(t->dtype, "F8_E4M3");
+    if (!(f64 || f32 || f16 || bf16 || e5m2 || e4m3)) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *e = b + i * es;
+        uint64_t v = 0;
+        for (size_t k = es; k-- > 0;) v = v << 8 | e[k];
+        int exp_ones, mant_zero, neg;
+        if (f64) {
+            exp_ones = ((v >> 52) & 0x7FF) == 0x7FF; mant_zero = (v & 0xFFFFFFFFFFFFFull) == 0; neg = (int)(v >> 63);
+        } else if (f32) {
+            exp_ones = ((v >> 23) & 0xFF) == 0xFF; mant_zero = (v & 0x7FFFFF) == 0; neg = (int)(v >> 31);
+        } else if (bf16) {
+            exp_ones = ((v >> 7) & 0xFF) == 0xFF; mant_zero = (v & 0x7F) == 0; neg = (int)(v >> 15);
+        } else if (f16) {
+            exp_ones = ((v >> 10) & 0x1F) == 0x1F; mant_zero = (v & 0x3FF) == 0; neg = (int)(v >> 15);
+        } else if (e5m2) {
+            exp_ones = ((v >> 2) & 0x1F) == 0x1F; mant_zero = (v & 0x3) == 0; neg = (int)(v >> 7);
+        } else {
+            exp_ones = (v & 0x7F) == 0x7F; mant_zero = 0; neg = 0;   /* E4M3: only NaN */
+        }
+        if (exp_ones) {
+            if (index) *index = (int64_t)i;
+            if (what) *what = !mant_zero ? "NaN" : neg ? "-Inf" : "+Inf";
+            return 1;
+        }
+    }
+    return 0;
+}
+
 size_t st_utf8_valid_prefix(const void *bytes, size_t n)
 {
     const unsigned char *s = bytes;

@@ -41,6 +41,12 @@ size_t st_dtype_size(const char *dtype);
 /* Product of the shape (1 for a scalar), or -1 on overflow/negative dims. */
 int64_t st_numel(const StTensor *t);
 
+/* 1 when a floating-point tensor (F64, F32, F16, BF16, F8_E5M2, F8_E4M3)
+ * holds a NaN or an Inf: *index is the first such element (row-major) and
+ * *what "NaN", "+Inf" or "-Inf". 0 when every value is finite or the dtype
+ * is not floating point. */
+int st_find_non_finite(const StTensor *t, int64_t *index, const char **what);
+
 /* Write n tensors (in the order given, data packed back to back) and nmeta
  * metadata string pairs (keys unique; values any UTF-8 text, newlines and
  * quotes included; meta_keys/meta_vals may be NULL when nmeta == 0) to path,

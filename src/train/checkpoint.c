@@ -190,6 +190,14 @@ static const float *match(const char *path, const StTensor *t, const ParamInfo *
         set_err(err, errlen, "%s: tensor '%s' has shape [%s] but the model expects [%s]", path, name, a, b);
         return NULL;
     }
+    /* weights and moments alike: a NaN or Inf would run silently to a NaN loss */
+    int64_t at;
+    const char *what;
+    if (st_find_non_finite(t, &at, &what)) {
+        set_err(err, errlen, "%s: tensor '%s' holds %s at element %lld (a damaged file, or saved from a diverged run)",
+                path, name, what, (long long)at);
+        return NULL;
+    }
     return t->data;
 }
 
