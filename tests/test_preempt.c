@@ -173,6 +173,51 @@ static void test_term_kill_int(void **st) {
     assert_same_run("ref", "tki");
 }
 
+/* A run stopped before its first checkpoint was complete, started with
+ * --resume from its first launch as a requeue script does: SIGKILL before
+ * the first periodic checkpoint (train.ckpt_every 30m), then SIGKILL inside
+ * the first save; each --resume starts it fresh and says so, dropping the
+ * attempt's metrics records and staged files, and the run is the reference. */
+static void test_kill_before_checkpoint(void **st) {
+    (void)st;
+    const int k = rnd(2, 25);
+    char out[256], log[256], p[300], want[700];
+    print_message("  SIGKILL at step >= %d, before any checkpoint\n", k);
+    assert_int_equal(run_and_signal(NULL, "early", "kill", "--resume --train.ckpt_every 30m", k, SIGKILL, 0),
+                     128 + SIGKILL);
+    paths("early", out, log, "kill");
+    snprintf(want, sizeof want, "--resume: %s holds no run yet: starting it fresh", out);
+    assert_true(ru_grep(log, want));
+    snprintf(p, sizeof p, "%s/last.safetensors", out);
+    assert_int_equal(access(p, F_OK), -1);
+    snprintf(p, sizeof p, "%s/config.cfg", out);
+    assert_int_equal(access(p, F_OK), 0);
+    /* without --resume it is still a run that is there */
+    assert_int_equal(run_to_end(NULL, "early", "refused", ""), 2);
+    /* killed again inside the first save: only the staged weights are there */
+    RunOpts o = {0, 0, "ckpt-staged-weights@7", NULL};
+    assert_int_equal(run_to_end(&o, "early", "save", "--resume"), 128 + SIGKILL);
+    paths("early", out, log, "save");
+    snprintf(want, sizeof want, "--resume: %s holds no checkpoint (the run stopped before its first one): starting "
+             "it fresh; ", out);
+    if (!ru_grep(log, want) || !ru_grep(log, " metrics records of that attempt dropped")) {
+        ru_show(log);
+        fail_msg("no line '%s... metrics records of that attempt dropped'", want);
+    }
+    snprintf(p, sizeof p, "%s/last.next.safetensors", out);
+    assert_int_equal(access(p, F_OK), 0);
+    assert_int_equal(run_to_end(NULL, "early", "end", "--resume"), 0);
+    paths("early", out, log, "end");
+    snprintf(want, sizeof want, "--resume: %s holds no checkpoint (the run stopped before its first one was "
+             "complete): starting it fresh; removed last.next.safetensors; 7 metrics records of that attempt "
+             "dropped", out);
+    if (!ru_grep(log, want)) {
+        ru_show(log);
+        fail_msg("no line '%s'", want);
+    }
+    assert_same_run("ref", "early");
+}
+
 /* SIGUSR1: a checkpoint at the next step, training goes on unchanged. */
 static void test_usr1(void **st) {
     (void)st;
@@ -370,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_overwrite),
         cmocka_unit_test(test_term_kill_int),
+        cmocka_unit_test(test_kill_before_checkpoint),
         cmocka_unit_test(test_usr1),
         cmocka_unit_test(test_second_signal),
         cmocka_unit_test(test_kill_inside_save),

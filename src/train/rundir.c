@@ -27,13 +27,44 @@ int rundir_holds_run(const char *dir, char *what, size_t whatlen) {
     return 0;
 }
 
+/* Made from a run's files, not part of it: `hgrn plot RUN`'s picture, which
+ * would otherwise show the previous run's curves beside the new run. */
+static const char *const DERIVED_FILES[] = {"metrics.png"};
+
 int rundir_clear(const char *dir, char *err, size_t errlen) {
     for (int i = 0; i < NRUN_FILES; i++) {
         char p[1200];
         snprintf(p, sizeof p, "%s/%s", dir, RUN_FILES[i]);
         if (remove_file(p, err, errlen) < 0) return -1;
     }
+    for (size_t i = 0; i < sizeof DERIVED_FILES / sizeof DERIVED_FILES[0]; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", dir, DERIVED_FILES[i]);
+        if (remove_file(p, err, errlen) < 0) return -1;
+    }
     rundir_remove_temporaries(dir);
+    return 0;
+}
+
+int rundir_has_checkpoint(const char *dir) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s/last.safetensors", dir);
+    if (file_exists(p)) return 1;
+    snprintf(p, sizeof p, "%s/last.state.safetensors", dir);
+    return file_exists(p);
+}
+
+int rundir_remove_attempt(const char *dir, char *removed, size_t len, char *err, size_t errlen) {
+    static const char *const ATTEMPT[] = {"last.next.safetensors", "last.next.state.safetensors", "best.safetensors"};
+    removed[0] = 0;
+    for (size_t i = 0; i < sizeof ATTEMPT / sizeof ATTEMPT[0]; i++) {
+        char p[1200];
+        snprintf(p, sizeof p, "%s/%s", dir, ATTEMPT[i]);
+        if (!file_exists(p)) continue;
+        if (remove_file(p, err, errlen) < 0) return -1;
+        const size_t n = strlen(removed);
+        snprintf(removed + n, len - n, "%s%s", n ? ", " : "", ATTEMPT[i]);
+    }
     return 0;
 }
 

@@ -82,6 +82,26 @@ typedef struct {
     char weights[1100], state[1200];   /* "" = initialise from the seed */
 } StartPlan;
 
+/* --resume where there is nothing to continue: a requeue script's first
+ * launch, or a run stopped before its first checkpoint was complete (found:
+ * ckpt_pair_find's note on the staged files of that interrupted save, or
+ * ""). The run starts from the seed; what the attempt left goes: staged
+ * checkpoint files and best.safetensors here, its metrics records when
+ * metrics.jsonl is cut back to step 0. 0, or -1 with a message. */
+static int start_fresh(Trainer *t, const char *found, char *note, size_t notelen, char *err, size_t errlen) {
+    char what[64];
+    if (!dir_exists(t->out) || !rundir_holds_run(t->out, what, sizeof what)) {
+        snprintf(note, notelen, "--resume: %.600s holds no run yet: starting it fresh", t->out);
+        return 0;
+    }
+    char removed[300];
+    if (rundir_remove_attempt(t->out, removed, sizeof removed, err, errlen) < 0) return -1;
+    snprintf(note, notelen, "--resume: %.600s holds no checkpoint (the run stopped before its first one%s): "
+             "starting it fresh%s%s", t->out, found[0] ? " was complete" : "", removed[0] ? "; removed " : "",
+             removed);
+    return 0;
+}
+
 /* Rank 0: check the run directory and pick the checkpoint pair (resume:
  * "" fresh, "auto" the newest complete pair of out, else a weights file). */
 static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *plan, char *note,
@@ -108,11 +128,7 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
         char found[3000];
         if (dir_exists(t->out)) rundir_remove_temporaries(t->out);
         int r = ckpt_pair_find(t->out, "last", &pair, found, sizeof found);
-        if (r == 0 && !found[0]) {
-            snprintf(err, errlen, "%.600s: no checkpoint to resume from (no last.safetensors); start without "
-                     "--resume", t->out);
-            return -2;
-        }
+        if (r == 0 && !rundir_has_checkpoint(t->out)) return start_fresh(t, found, note, notelen, err, errlen);
         if (r == 0) {
             snprintf(err, errlen, "%.600s: no complete checkpoint pair to resume from: %.1000s", t->out, found);
             return -1;
@@ -208,7 +224,9 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
     if (rc < 0) return -1;
     /* only now, with the inputs known good, is anything written */
     int dropped = 0;
-    if (t->root && (mkdir_p(t->out, err, errlen) < 0 || open_run_files(t, !plan.weights[0], &dropped, err, errlen) < 0))
+    /* a --resume that starts fresh cuts metrics.jsonl back to step 0: the
+     * records of the attempt that left no checkpoint go */
+    if (t->root && (mkdir_p(t->out, err, errlen) < 0 || open_run_files(t, !resume[0], &dropped, err, errlen) < 0))
         return -1;
     if (plan.weights[0]) t->saved_step = t->state.step;
     t->last_save_time = now_seconds();
@@ -217,6 +235,10 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
                 t->state.epoch, t->state.batch, t->state.step);
         if (note[0]) fprintf(stderr, "; %s", note);
         if (dropped) fprintf(stderr, "; %d metrics records after it dropped", dropped);
+        fprintf(stderr, "\n");
+    } else if (t->root && resume[0]) {
+        fprintf(stderr, "%s", note);
+        if (dropped) fprintf(stderr, "; %d metrics record%s of that attempt dropped", dropped, dropped == 1 ? "" : "s");
         fprintf(stderr, "\n");
     }
     return 0;
