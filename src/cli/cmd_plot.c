@@ -28,17 +28,31 @@ static int find_script(char *out, size_t len) {
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 
+static void usage(void) {
+    printf("usage: hgrn plot RUN_DIR [OUT.png]\n\n"
+           "Writes RUN_DIR/metrics.png (or OUT.png) from the run's metrics.jsonl: four panels on one x\n"
+           "axis, the step (epochs on a second axis on top): training loss, learning rate, validation\n"
+           "top-1 / top-5 and loss (the best top-1 in the panel's title, starred on the curve), training\n"
+           "img/s and the share of time spent waiting for data. A panel with nothing yet says so (\"no\n"
+           "evaluation yet\"). An output that cannot be written, or a RUN_DIR without metrics.jsonl, is\n"
+           "refused (exit 2) before anything is drawn. Runs scripts/plot_metrics.py, which needs\n"
+           "matplotlib (Debian: apt-get install python3-matplotlib).\n");
+}
+
 int cmd_plot(int argc, char **argv) {
-    if (argc < 1 || argc > 2 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
-        printf("usage: hgrn plot RUN_DIR [OUT.png]\n\n"
-               "Writes RUN_DIR/metrics.png (or OUT.png): training loss, learning rate, validation top-1 /\n"
-               "top-5 and loss, training img/s and the share of time spent waiting for data, from the\n"
-               "run's metrics.jsonl. Runs scripts/plot_metrics.py, which needs matplotlib\n"
-               "(Debian: apt-get install python3-matplotlib).\n");
-        return argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) ? 0 : 2;
-    }
-    if (argv[0][0] == '-') {
-        fprintf(stderr, "hgrn plot: unknown option %s (usage: hgrn plot RUN_DIR [OUT.png])\n", argv[0]);
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage();
+            return 0;
+        }
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "hgrn plot: unknown option %s (usage: hgrn plot RUN_DIR [OUT.png])\n", argv[i]);
+            return 2;
+        }
+    if (argc < 1 || argc > 2) {
+        fprintf(stderr, "hgrn plot: %s (usage: hgrn plot RUN_DIR [OUT.png])\n",
+                argc < 1 ? "RUN_DIR is required" : "too many arguments");
         return 2;
     }
     char script[PATH_MAX + 64];
