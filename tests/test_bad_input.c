@@ -143,6 +143,40 @@ static void png_file(const char *path, uint32_t w, uint32_t h, uint32_t data_w, 
     free(z);
 }
 
+/* A palette PNG of w x h with random colours, the first half of its entries
+ * transparent (a tRNS chunk), as PIL's quantize() + transparency= saves. */
+static void png_palette_trns(const char *path, uint32_t w, uint32_t h) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    assert_int_equal(fwrite(sig, 1, 8, f), 8);
+    unsigned char ihdr[13] = {0};
+    be32(ihdr, w);
+    be32(ihdr + 4, h);
+    ihdr[8] = 8;
+    ihdr[9] = 3;   /* palette */
+    png_chunk(f, "IHDR", ihdr, 13);
+    unsigned char plte[64 * 3], trns[32];
+    uint32_t x = 12345;
+    for (int i = 0; i < 64 * 3; i++) plte[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 16);
+    for (int i = 0; i < 32; i++) trns[i] = (unsigned char)(i * 8);
+    png_chunk(f, "PLTE", plte, sizeof plte);
+    png_chunk(f, "tRNS", trns, sizeof trns);
+    size_t raw_n = (size_t)h * (w + 1);
+    unsigned char *raw = calloc(raw_n, 1);
+    uLongf zn = compressBound(raw_n);
+    unsigned char *z = malloc(zn);
+    assert_non_null(raw);
+    assert_non_null(z);
+    for (size_t i = 0; i < raw_n; i++) raw[i] = i % (w + 1) ? (unsigned char)((x = x * 1103515245u + 12345u) >> 16) % 64 : 0;
+    assert_int_equal(compress(z, &zn, raw, raw_n), Z_OK);
+    png_chunk(f, "IDAT", z, (uint32_t)zn);
+    png_chunk(f, "IEND", NULL, 0);
+    assert_int_equal(fclose(f), 0);
+    free(raw);
+    free(z);
+}
+
 /* Rewrite a safetensors file with `from` replaced by `to` in its header
  * (the first occurrence), the header length and padding fixed up. */
 static void st_patch(const char *src, const char *dst, const char *from, const char *to) {
@@ -379,6 +413,27 @@ static void test_table(void **st) {
         row("PNG", "unreadable (mode 000)", 1, "perm.png: error: Permission denied", img, 1,
             "classify --ckpt %s --device cpu %s", W, p);
         sh("chmod 644 %s", p);
+    }
+    /* not bad input: a palette PNG with transparency is classified */
+    snprintf(p, sizeof p, "%s/palette_trns.png", img);
+    png_palette_trns(p, 40, 30);
+    {
+        char log[300], outlog[300];
+        snprintf(log, sizeof log, "%s/trns.log", L);
+        snprintf(outlog, sizeof outlog, "%s/trns.out", L);
+        RunOpts o = {0, 0, NULL, outlog};
+        int rc = wait_limited(ru_start(&o, log, "classify --ckpt %s --device cpu %s", W, p), 300);
+        size_t n, on;
+        char *text = get(log, &n), *out = get(outlog, &on);
+        out[strcspn(out, "\n")] = 0;
+        printf("| PNG | palette with transparency (tRNS): not bad input | %d | (classified: `%s`) |\n", rc, out);
+        if (rc != 0 || !strstr(out, "palette_trns.png") || strstr(out, "error")) {
+            fprintf(stderr, "FAIL PNG / palette with transparency: exit %d\n%s\n%s\n", rc, text, out);
+            failures++;
+        }
+        rows++;
+        free(text);
+        free(out);
     }
     snprintf(p, sizeof p, "%s/fifo.jpg", img);
     if (mkfifo(p, 0644) != 0) fail_msg("mkfifo %s", p);
