@@ -4,22 +4,28 @@ state dicts, both ways.
 
   convert.py export CKPT.safetensors OUT.pth
       An hgrn checkpoint as a PyTorch checkpoint: {"model": state_dict,
-      "hgrn_config": config text, "classes": [names]} (DeiT's layout, whose
-      main.py and the official HGRN code read checkpoint["model"]). The state
-      dict loads strictly into hgrn_torch.HgrnVit and into the official
-      Hgrn1dVit (param_share=False) / the HGRN2 vision model.
+      "hgrn_config": config text, "classes": [names]} and, for HGRN2,
+      "head_size": e (DeiT's layout, whose main.py and the official HGRN
+      code read checkpoint["model"]). The state dict loads strictly into
+      hgrn_torch.HgrnVit and into the official Hgrn1dVit (param_share=False)
+      / the HGRN2 vision model; HGRN2's tensors do not fix the head size (a
+      state dict loads into a model of any head size and computes another
+      model), hence "head_size" beside them.
 
   convert.py import IN.pth OUT.safetensors [--image-size 224] [--channels 3]
                     [--head-size E] [--causal 0|1] [--config BASE.cfg]
                     [--classes FILE]
-      A PyTorch checkpoint (one saved from hgrn_torch, or by the official
-      OpenNLPLab code: the state dict itself or under "model", "model_ema",
-      "state_dict"; DistributedDataParallel's "module." prefix dropped) as an
+      A PyTorch checkpoint (one saved from hgrn_torch or by export, or by the
+      official OpenNLPLab code, whose main.py saves
+      model_without_ddp.state_dict() under "model", without a "module."
+      prefix; also the state dict itself or under "model_ema", "state_dict",
+      and a DistributedDataParallel model's "module." prefix dropped) as an
       hgrn checkpoint that `hgrn eval` / `hgrn classify` / `hgrn train
       --resume`-free fine-tuning read. The model's shape comes from the
       tensors, the token mixer too (HGRU1, HGRU2, LRU, minGRU, minLSTM, and
       model.rnn_dim of the last three); what they do not record must be
-      given: the HGRN2 head size (--head-size, the official expand_ratio),
+      given: the HGRN2 head size (--head-size, the official expand_ratio;
+      a file export wrote records it, and --head-size must then agree),
       whether an LRU / minGRU / minLSTM model is causal (--causal 1; default:
       the base config's model.causal, else bidirectional), the image size
       (default 224) and the channels (default 3). --config takes the recipe
@@ -27,7 +33,8 @@ state dicts, both ways.
       tensors); --classes names the classes (one per line).
 
 Every tensor is checked against the model the config describes (names,
-shapes): a missing or unexpected tensor is an error naming it."""
+shapes) and must hold finite values: a missing or unexpected tensor, or one
+holding a NaN or an infinity, is an error naming it."""
 import argparse
 import math
 import os
@@ -114,6 +121,10 @@ def check_tensors(sd, cfg, path):
         if tuple(sd[name].shape) != tuple(t.shape):
             raise ValueError(f"{path}: tensor '{name}' has shape {list(sd[name].shape)}, the model "
                              f"expects {list(t.shape)}")
+        bad = int((~torch.isfinite(sd[name].detach().to(torch.float32))).sum())
+        if bad:
+            raise ValueError(f"{path}: tensor '{name}' holds {bad} non-finite value{'s' if bad > 1 else ''} "
+                             f"(NaN or infinity)")
     for name in sd:
         if name not in want:
             raise ValueError(f"{path}: tensor '{name}' is not part of the {cfg.mixer} model")
@@ -171,8 +182,25 @@ def export(src, dst):
     sd, cfg, text, classes = read_checkpoint(src)
     model = ht.HgrnVit(cfg)
     model.load_state_dict(sd, strict=True)
-    torch.save({"model": model.state_dict(), "hgrn_config": text, "classes": classes}, dst)
+    out = {"model": model.state_dict(), "hgrn_config": text, "classes": classes}
+    if cfg.mixer == "hgru2":
+        out["head_size"] = cfg.head_size
+    torch.save(out, dst)
     return f"{dst}: {cfg.mixer} state dict, {sum(t.numel() for t in sd.values())} parameters"
+
+
+def recorded_head_size(obj, given, path):
+    """The HGRN2 head size: --head-size (given, 0 if not), else the one
+    export() recorded beside the state dict; both must agree. 0 when
+    neither says (infer_config refuses an HGRN2 state dict then)."""
+    said = obj.get("head_size") if isinstance(obj, dict) else None
+    if said is None:
+        return given
+    if isinstance(said, bool) or not isinstance(said, int) or said <= 0:
+        raise ValueError(f"{path}: 'head_size' is {said!r}, not a positive integer")
+    if given and given != said:
+        raise ValueError(f"--head-size {given}: {path} records head_size {said}")
+    return said
 
 
 def import_(src, dst, image_size, channels, head_size, config_path, classes_path, causal=None):
@@ -186,7 +214,8 @@ def import_(src, dst, image_size, channels, head_size, config_path, classes_path
     elif isinstance(obj, dict) and isinstance(obj.get("hgrn_config"), str):
         base = obj["hgrn_config"]          # a file export() wrote
         bcfg = ht.model_config_from_text(base)
-        image_size, channels, head_size = bcfg.image_size, bcfg.channels, head_size or bcfg.head_size
+        image_size, channels = bcfg.image_size, bcfg.channels
+    head_size = recorded_head_size(obj, head_size, src)
     if causal is None:
         causal = ht.model_config_from_text(base).causal if base else 0
     cfg = infer_config(sd, image_size, channels, head_size, src, causal)

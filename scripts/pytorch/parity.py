@@ -19,10 +19,14 @@ model.rnn_dim 24, so that the scan mixers' width differs from d):
      tensor (the float64 figures are printed beside them);
   4. the checkpoint read back by convert.py equals the weights bit for bit;
      the same weights saved as the official OpenNLPLab code saves them
-     ({"model": state dict} with DistributedDataParallel's "module."
+     (main.py's utils.save_on_master({"model":
+     model_without_ddp.state_dict(), "optimizer": ..., "epoch": ...}): the
+     state dict under "model", without DistributedDataParallel's "module."
      prefix, theta as [1, 1, d]) and imported give the same tensors bit for
-     bit, and hgrn's probabilities on them are the same bits; exported back
-     to PyTorch they load strictly into the model and equal the originals;
+     bit, and hgrn's probabilities on them are the same bits; so does a
+     DistributedDataParallel model's own state dict (every name prefixed
+     "module."); exported back to PyTorch they load strictly into the model
+     and equal the originals, and an HGRN2 export records its head size;
   5. a mixer that has no causal mode in PyTorch is refused by hgrn with
      model.causal = 1 too.
 
@@ -170,13 +174,19 @@ def check_mixer(hgrn, device, mixer, work, seed, quiet=False, causal=0):
     # an official-layout PyTorch checkpoint (hgrn's own names for the mixers
     # without official vision code) -> hgrn -> the same bits
     official = base + ".official.pth"
-    torch.save({"model": {"module." + k: v for k, v in sd.items()}, "epoch": 299}, official)
+    torch.save({"model": dict(sd), "optimizer": {}, "epoch": 299}, official)
     imported = base + ".imported.safetensors"
     convert.import_(official, imported, cfg.image_size, cfg.channels, cfg.head_size if mixer == "hgru2" else 0,
                     None, None, causal)
     imp, icfg, _, _ = convert.read_checkpoint(imported)
     if any(not torch.equal(imp[k], sd[k]) for k in sd):
         fails.append(f"{label}: the imported official checkpoint's tensors differ")
+    ddp = base + ".ddp.pth"
+    torch.save({"module." + k: v for k, v in sd.items()}, ddp)
+    convert.import_(ddp, base + ".ddp.safetensors", cfg.image_size, cfg.channels,
+                    cfg.head_size if mixer == "hgru2" else 0, None, None, causal)
+    if any(not torch.equal(v, sd[k]) for k, v in convert.read_checkpoint(base + ".ddp.safetensors")[0].items()):
+        fails.append(f"{label}: the imported DistributedDataParallel state dict's tensors differ")
     if (icfg.mixer, icfg.rnn_dim or icfg.dim, icfg.causal) != (mixer, cfg.rnn_dim or cfg.dim, causal):
         fails.append(f"{label}: the imported checkpoint's model differs: {icfg.mixer}, rnn_dim {icfg.rnn_dim}, "
                      f"causal {icfg.causal}")
@@ -188,7 +198,10 @@ def check_mixer(hgrn, device, mixer, work, seed, quiet=False, causal=0):
     exported = base + ".exported.pth"
     convert.export(ckpt, exported)
     m2 = ht.HgrnVit(cfg)
-    m2.load_state_dict(torch.load(exported, map_location="cpu")["model"], strict=True)
+    saved = torch.load(exported, map_location="cpu")
+    m2.load_state_dict(saved["model"], strict=True)
+    if saved.get("head_size") != (cfg.head_size if mixer == "hgru2" else None):
+        fails.append(f"{label}: the export records head_size {saved.get('head_size')!r}")
     if any(not torch.equal(m2.state_dict()[k], sd[k]) for k in sd):
         fails.append(f"{label}: the exported state dict differs from the weights")
     say(f"  {label:14s} conversion: checkpoint read back, official layout imported, exported to PyTorch: "
