@@ -1,5 +1,5 @@
 /* dataset.h - the one dataset interface. Fashion-MNIST (IDX), CIFAR-10
- * binary and ImageFolder trees implement it; the batch loader and the
+ * binary, ImageFolder trees and tar shards implement it; the batch loader and the
  * trainer only see this. Images leave a dataset as uint8, channel-major
  * (C, H, W), at the dataset's native size; augmentation and resizing to the
  * model's input happen in the loader's transform. */
@@ -59,6 +59,39 @@ Dataset *dataset_cifar10_open(const char *dir, const char *split, int gray, char
 /* The file of sample i for file-backed datasets (ImageFolder, ImageNet val),
  * NULL for the others. The loader reads it and runs the DeiT transforms. */
 const char *dataset_file_path(const Dataset *ds, int i);
+
+/* ---- samples as encoded images (files, tar shards) ---- */
+
+/* Tar shards written by `hgrn prepare shards` / indexed by `hgrn prepare
+ * index` (shard_index.h): dir/<split>.index, dir/classes.txt. Sample i is
+ * the index's i-th record; get() decodes it like ImageFolder. stream != 0
+ * gives training an epoch order of its own (dataset_epoch_order): the shards
+ * in a shuffled order, each front to back, through a shuffle buffer of
+ * shuffle_buffer samples. A missing or resized shard is reported once here
+ * (one line each) and its records fail when read; NULL + message when the
+ * index or class list is unreadable. */
+Dataset *dataset_shards_open(const char *dir, const char *split, int channels, int stream, int shuffle_buffer,
+                             char *err, size_t errlen);
+
+/* 1 when dir holds a shard index (dir/train.index or dir/val.index). */
+int dataset_shards_detect(const char *dir);
+
+/* 1 for datasets whose samples are encoded images (file-backed or shards):
+ * the loader reads them with dataset_read_encoded and decodes them itself. */
+int dataset_is_encoded(const Dataset *ds);
+
+/* Sample i's encoded bytes into *buf (capacity *cap bytes, grown with
+ * realloc: an ImageBuf's p and cap). Returns the length, or -1 with a
+ * one-line message naming the file (or the shard and record). Thread-safe. */
+long long dataset_read_encoded(Dataset *ds, int i, uint8_t **buf, size_t *cap, char *err, size_t errlen);
+
+/* What to call sample i in messages: its file, or SHARD:KEY. */
+void dataset_sample_name(const Dataset *ds, int i, char *buf, size_t len);
+
+/* Training order from the dataset itself (shards in stream mode): fills
+ * perm[0..n) with a permutation of [0, n) for (seed, epoch) and returns 1;
+ * 0 (perm untouched) when the dataset has none and the loader shuffles. */
+int dataset_epoch_order(const Dataset *ds, uint64_t seed, int epoch, int *perm, int n);
 
 /* Distinct samples whose decoding failed so far (file-backed datasets; 0 otherwise). */
 int dataset_bad_count(const Dataset *ds);

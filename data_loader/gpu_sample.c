@@ -28,6 +28,14 @@ int gpu_sample_load(GpuImages *g, int thread, const DeitTransform *t, const char
     msg[0] = '\0';
     long long n = image_read_file(path, file, msg, msglen);
     if (n < 0) return -1;
+    return gpu_sample_from_mem(g, thread, t, path, n, channels, rng, params, noise, cpu_reason, file, pix, s, via, msg,
+                               msglen);
+}
+
+int gpu_sample_from_mem(GpuImages *g, int thread, const DeitTransform *t, const char *path, long long n, int channels,
+                        Rng *rng, DeitTrainParams *params, uint8_t *noise, int cpu_reason, ImageBuf *file,
+                        ImageBuf *pix, GpuSample *s, int *via, char *msg, size_t msglen) {
+    msg[0] = '\0';
     JpegHeader hd;
     int jpeg = n > 0 && image_jpeg_header(file->p, (size_t)n, &hd) == 0;
     int reason = !jpeg ? GPU_VIA_NOT_JPEG : !image_jpeg_gpu_compatible(&hd) ? GPU_VIA_UNSUPPORTED : cpu_reason;

@@ -36,4 +36,10 @@ int gpu_sample_load(GpuImages *g, int thread, const DeitTransform *t, const char
                     DeitTrainParams *params, uint8_t *noise, int cpu_reason, ImageBuf *file, ImageBuf *pix,
                     GpuSample *s, int *via, char *msg, size_t msglen);
 
+/* The same for n encoded bytes already in file->p (a tar shard's record);
+ * name labels messages. */
+int gpu_sample_from_mem(GpuImages *g, int thread, const DeitTransform *t, const char *name, long long n, int channels,
+                        Rng *rng, DeitTrainParams *params, uint8_t *noise, int cpu_reason, ImageBuf *file,
+                        ImageBuf *pix, GpuSample *s, int *via, char *msg, size_t msglen);
+
 #endif

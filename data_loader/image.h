@@ -29,6 +29,10 @@ int image_eval_transform(const Image *im, int size, float crop_pct, int filter, 
 /* Write an 8-bit gray (c=1) or RGB (c=3) HWC image as a baseline JPEG. */
 int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality,
                      char *err, size_t errlen);
+/* The same into memory: *out (malloc'd, free()) holds *out_len bytes; name
+ * labels error messages. */
+int image_encode_jpeg(const uint8_t *px, int w, int h, int c, int quality, const char *name, uint8_t **out,
+                      size_t *out_len, char *err, size_t errlen);
 
 /* ---- decoding entry points for the data pipeline ---- */
 

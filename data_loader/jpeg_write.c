@@ -1,6 +1,8 @@
-/* jpeg_write.c - image_write_jpeg: baseline JPEG through libjpeg(-turbo).
- * libjpeg reports errors by calling error_exit, which must not return: we
- * longjmp back, close and remove the partial file, and name the path. */
+/* jpeg_write.c - image_write_jpeg / image_encode_jpeg: baseline JPEG (4:2:0
+ * for colour, libjpeg's defaults) through libjpeg(-turbo), to a file or to
+ * memory. libjpeg reports errors by calling error_exit, which must not
+ * return: we longjmp back, close and remove the partial file (or free the
+ * partial buffer), and name the path. */
 #include "errmsg.h"
 #include "image.h"
 
@@ -8,6 +10,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,10 +37,11 @@ static void jw_output_message(j_common_ptr cinfo) {
 
 
 /* The libjpeg calls; errors longjmp out of here to image_write_jpeg. */
-static void encode(struct jpeg_compress_struct *cinfo, FILE *f, const uint8_t *px, int w, int h,
-                   int c, int quality) {
+static void encode(struct jpeg_compress_struct *cinfo, FILE *f, unsigned char **mem, unsigned long *mem_len,
+                   const uint8_t *px, int w, int h, int c, int quality) {
     jpeg_create_compress(cinfo);
-    jpeg_stdio_dest(cinfo, f);
+    if (f) jpeg_stdio_dest(cinfo, f);
+    else jpeg_mem_dest(cinfo, mem, mem_len);
     cinfo->image_width = (JDIMENSION)w;
     cinfo->image_height = (JDIMENSION)h;
     cinfo->input_components = c;
@@ -90,7 +94,7 @@ int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, i
         set_err(err, errlen, "%s: JPEG encoding failed: %s", path, jerr.msg);
         return -1;
     }
-    encode(&cinfo, f, px, w, h, c, quality);
+    encode(&cinfo, f, NULL, NULL, px, w, h, c, quality);
     int bad = ferror(f);
     int e = errno;
     if (fclose(f) != 0 && !bad) {
@@ -102,5 +106,35 @@ int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, i
         set_err(err, errlen, "%s: write failed: %s", path, strerror(e));
         return -1;
     }
+    return 0;
+}
+
+int image_encode_jpeg(const uint8_t *px, int w, int h, int c, int quality, const char *name, uint8_t **out,
+                      size_t *out_len, char *err, size_t errlen) {
+    *out = NULL;
+    *out_len = 0;
+    if (!px || w < 1 || h < 1 || w > JPEG_MAX_DIMENSION || h > JPEG_MAX_DIMENSION || (c != 1 && c != 3)) {
+        set_err(err, errlen, "%s: cannot encode a %dx%d image with %d channel(s) as JPEG", name, w, h, c);
+        return -1;
+    }
+    struct jpeg_compress_struct cinfo;
+    JpegErr jerr;
+    /* volatile: read after longjmp */
+    unsigned char *volatile mem = NULL;
+    unsigned long mem_len = 0;
+    memset(&cinfo, 0, sizeof cinfo);
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = jw_error_exit;
+    jerr.pub.output_message = jw_output_message;
+    jerr.msg[0] = '\0';
+    if (setjmp(jerr.jump)) {
+        jpeg_destroy_compress(&cinfo);
+        free(mem);
+        set_err(err, errlen, "%s: JPEG encoding failed: %s", name, jerr.msg);
+        return -1;
+    }
+    encode(&cinfo, NULL, (unsigned char **)&mem, &mem_len, px, w, h, c, quality);
+    *out = mem;
+    *out_len = mem_len;
     return 0;
 }

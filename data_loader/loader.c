@@ -105,17 +105,31 @@ static int fetch_and_transform(Loader *l, int idx, uint8_t *scratch, Rng *rng, u
     int lab = -1, c = 0, h = 0, w = 0;
     msg[0] = '\0';
     if (l->deit) {
+        /* files are read by path; other encoded datasets (shards) hand over bytes */
         const char *path = dataset_file_path(l->ds, idx);
+        char name[SAMPLE_ERR];
+        if (!path) dataset_sample_name(l->ds, idx, name, sizeof name);
         lab = l->ds->label(l->ds, idx);
         if (lab < 0 || lab >= l->cfg.num_classes) {
-            set_err(msg, msglen, "%s: label %d out of range (%d classes)", path, lab, l->cfg.num_classes);
+            set_err(msg, msglen, "%s: label %d out of range (%d classes)", path ? path : name, lab,
+                    l->cfg.num_classes);
             return -1;
         }
         int t = omp_get_thread_num();
         DeitScratch local, *ds = t < l->ndscratch ? &l->dscratch[t] : &local;
         if (ds == &local) memset(&local, 0, sizeof local);
-        int rc = rng ? deit_train_file(l->deit, path, rng, ds, out, msg, msglen)
+        int rc;
+        if (path) {
+            rc = rng ? deit_train_file(l->deit, path, rng, ds, out, msg, msglen)
                      : deit_eval_file(l->deit, path, ds, out, msg, msglen);
+        } else {
+            double t0 = ds->timing ? now_seconds() : 0;
+            long long len = dataset_read_encoded(l->ds, idx, &ds->file.p, &ds->file.cap, msg, msglen);
+            if (ds->timing) ds->t[DEIT_T_READ] += now_seconds() - t0;
+            rc = len < 0 ? -1
+                 : rng   ? deit_train_mem(l->deit, ds->file.p, (size_t)len, name, rng, ds, out, msg, msglen)
+                         : deit_eval_mem(l->deit, ds->file.p, (size_t)len, name, ds, out, msg, msglen);
+        }
         if (ds == &local) deit_scratch_free(&local);
         if (rc) return -1;
         *label = lab;
@@ -288,18 +302,21 @@ typedef struct GpuPipe {
  * "path: reason". */
 static int gpu_fetch(Loader *l, GpuJob *j, int k, int idx, Rng *rng, int cpu_reason, int *label, char *msg,
                      size_t msglen) {
-    const char *path = dataset_file_path(l->ds, idx);
+    char name[SAMPLE_ERR];
+    dataset_sample_name(l->ds, idx, name, sizeof name);
     int lab = l->ds->label(l->ds, idx);
     msg[0] = '\0';
     if (lab < 0 || lab >= l->cfg.num_classes) {
-        set_err(msg, msglen, "%s: label %d out of range (%d classes)", path, lab, l->cfg.num_classes);
+        set_err(msg, msglen, "%s: label %d out of range (%d classes)", name, lab, l->cfg.num_classes);
         return -1;
     }
     /* the job's decode (if any) has finished before a redo: the buffers are free */
     int via;
-    if (gpu_sample_load(l->gpu, omp_get_thread_num(), l->deit, path, l->cfg.channels, rng, &j->params[k],
-                        j->noise + (size_t)k * l->out_bytes, cpu_reason, &j->file[k], &j->pix[k], &j->gs[k], &via,
-                        msg, msglen))
+    long long len = dataset_read_encoded(l->ds, idx, &j->file[k].p, &j->file[k].cap, msg, msglen);
+    if (len < 0 ||
+        gpu_sample_from_mem(l->gpu, omp_get_thread_num(), l->deit, name, len, l->cfg.channels, rng, &j->params[k],
+                            j->noise + (size_t)k * l->out_bytes, cpu_reason, &j->file[k], &j->pix[k], &j->gs[k],
+                            &via, msg, msglen))
         return -1;
     if (via != GPU_VIA_NVJPEG) {
         long long *ctr = via == GPU_VIA_NOT_JPEG ? &l->n_not_jpeg : via == GPU_VIA_UNSUPPORTED ? &l->n_unsupported
@@ -878,8 +895,8 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         return NULL;
     }
     int files = ds->h <= 0 || ds->w <= 0;
-    if (files && (ds->n < 1 || !dataset_file_path(ds, 0))) {
-        set_err(err, errlen, "loader: a dataset of variable image size must be file-backed (ImageFolder)");
+    if (files && (ds->n < 1 || !dataset_is_encoded(ds))) {
+        set_err(err, errlen, "loader: a dataset of variable image size must hold encoded images (ImageFolder, shards)");
         return NULL;
     }
     if (ds->c != cfg->channels) {
@@ -1009,10 +1026,12 @@ void loader_set_epoch(Loader *l, int epoch, int start_batch) {
     gpu_pipe_drain(l);   /* the GPU pipeline's batches in flight belong to the old position */
     l->epoch = epoch;
     l->next_batch = start_batch < 0 ? 0 : start_batch > l->nb ? l->nb : start_batch;
-    if (l->train) {
+    if (l->train && !dataset_epoch_order(l->ds, l->cfg.seed ^ SHUFFLE_SALT, epoch, l->perm, l->n)) {
         for (int i = 0; i < l->n; i++) l->perm[i] = i;
         Rng r = rng_stream(l->cfg.seed ^ SHUFFLE_SALT, (uint64_t)(int64_t)epoch);
         rng_shuffle(&r, l->perm, l->n);
+    }
+    if (l->train) {
         /* repeat_interleave: every index reps times in a row (in place, from the end) */
         for (int j = l->plen - 1; j >= 0 && l->reps > 1; j--) l->perm[j] = l->perm[j / l->reps];
     }

@@ -252,6 +252,17 @@ static Dataset *open_split(const Config *c, const char *split, int eval_only, ch
         return dataset_shards_open(c->path, split, c->channels, !strcmp(c->shard_read, "stream"), c->shuffle_buffer,
                                    err, errlen);
     }
+    if (!strcmp(c->dataset, "imagefolder") && dataset_shards_detect(c->path)) {
+        /* tar shards (hgrn prepare shards / index): PATH/<split>.index */
+        char ix[1100];
+        snprintf(ix, sizeof ix, "%.1000s/%s.index", c->path, split);
+        if (!file_exists(ix)) {
+            snprintf(err, errlen, "data.path %.900s holds tar shards but no %s.index", c->path, split);
+            return NULL;
+        }
+        return dataset_shards_open(c->path, split, c->channels, !strcmp(c->shard_read, "stream"), c->shuffle_buffer,
+                                   err, errlen);
+    }
     if (!strcmp(c->dataset, "imagefolder")) {
         char dir[1024];
         if (!dir_exists(c->path)) {

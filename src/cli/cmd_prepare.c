@@ -19,7 +19,10 @@ static void dir_name(char *out, size_t len, int k, const char *name) {
     out[n] = 0;
 }
 
+int cmd_prepare_shards(int argc, char **argv);
+
 int cmd_prepare(int argc, char **argv) {
+    if (argc >= 1 && (!strcmp(argv[0], "shards") || !strcmp(argv[0], "index"))) return cmd_prepare_shards(argc, argv);
     char err[1024];
     Cli cli;
     if (cli_parse(&cli, argc, argv, "data ARGS", err, sizeof err) < 0) {

@@ -173,6 +173,10 @@ static const Key KEYS[] = {
     KI("data", repeated_aug, 1, 64, "3", "repeated augmentation count (1 = off)"),
     KS("data", class_names, NULL, "", "file with one class name per line (\"\" = the dataset's own)"),
     KS("data", val_labels, NULL, "", "labels file for ImageNet's flat validation directory (\"\" = val/ is an ImageFolder)"),
+    KS("data", shard_read, "random|stream", "random", "tar shards (hgrn prepare shards): random = each record read "
+       "through the index in the sampler's order (local disks, the page cache); stream = shards in a shuffled order, "
+       "each read front to back through a shuffle buffer (network storage; another sample order)"),
+    KI("data", shuffle_buffer, 1, 10000000, "10000", "data.shard_read = stream: samples in the shuffle buffer"),
 };
 #define NKEYS (int)(sizeof KEYS / sizeof KEYS[0])
 

@@ -87,6 +87,8 @@ typedef struct {
     int repeated_aug;       /* RASampler repeats (1 = off) */
     char class_names[CFG_STR]; /* file with one class name per line ("" = dataset's own) */
     char val_labels[CFG_STR];  /* ImageNet's flat val dir: labels file ("" = val/ is an ImageFolder) */
+    char shard_read[8];     /* tar shards: "random" (pread in the sampler's order) or "stream" (sequential + shuffle buffer) */
+    int shuffle_buffer;     /* stream: samples in the shuffle buffer */
 } Config;
 
 /* Fill every field with its default. */

@@ -1,0 +1,213 @@
+/* cmd_prepare_shards.c - `hgrn prepare shards SRC OUT` (a dataset as
+ * WebDataset tar shards with an index, data_loader/shard_write.h) and
+ * `hgrn prepare index DIR` (index tars another tool wrote,
+ * data_loader/shard_import.h). */
+#include "cli.h"
+#include "dataset.h"
+#include "fsutil.h"
+#include "shard_import.h"
+#include "shard_write.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: hgrn prepare shards SRC OUT [--max-side N] [--quality Q] [--shard-mb M] [--threads T]\n"
+            "                          [--val-labels FILE] [--class-names FILE] [--quiet]\n"
+            "       hgrn prepare index DIR [--split NAME]\n\n"
+            "shards: writes SRC as WebDataset tar shards for --data OUT: OUT/train-000000.tar ...,\n"
+            "OUT/val-000000.tar ... (members KEY.jpg, KEY.cls), an index per split (OUT/train.index,\n"
+            "OUT/val.index), OUT/classes.txt and the files left out with their reason (OUT/<split>.skipped).\n"
+            "SRC is an ImageFolder root (SRC/train/<class>/..., SRC/val/<class>/... or SRC/test/...), or\n"
+            "ImageNet's flat validation folder with --val-labels FILE (split val; class names from\n"
+            "--class-names, else OUT/classes.txt when train was prepared there first).\n"
+            "  --max-side N   longer image side kept (0 = any, the default); larger images are resized\n"
+            "  --quality Q    JPEG quality of re-encoded images (default 90): only baseline YCbCr JPEGs no\n"
+            "                 larger than N are stored byte for byte, the rest re-encoded once (4:2:0)\n"
+            "  --shard-mb M   shard size in MiB (default 1024)\n"
+            "  --threads T    worker threads (default: every core)\n"
+            "A killed prepare resumes when run again with the same options; finished shards are kept.\n\n"
+            "index: indexes the WebDataset tars in DIR (KEY.jpg/.jpeg/.png + KEY.cls members, written by\n"
+            "another tool) so that --data DIR reads them; tars are grouped into splits by name\n"
+            "(train-000000.tar -> train), or all into --split NAME.\n");
+}
+
+/* A whole-string number in [lo, hi]. */
+static int parse_num(const char *s, double lo, double hi, double *v) {
+    char *end;
+    double x = strtod(s, &end);
+    if (!*s || *end || !(x >= lo && x <= hi)) return -1;
+    *v = x;
+    return 0;
+}
+
+static int prepare_index(int argc, char **argv) {
+    const char *dir = NULL, *split = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
+            split = argv[++i];
+        } else if (argv[i][0] != '-' && !dir) {
+            dir = argv[i];
+        } else {
+            fprintf(stderr, "hgrn prepare index: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!dir) {
+        usage(stderr);
+        return 2;
+    }
+    if (!dir_exists(dir)) {
+        fprintf(stderr, "hgrn prepare index: %s: no such directory\n", dir);
+        return 2;
+    }
+    char err[1024];
+    ShardImportStats st;
+    if (shard_import_dir(dir, split, &st, err, sizeof err)) {
+        fprintf(stderr, "hgrn prepare index: %s\n", err);
+        return 1;
+    }
+    fprintf(stderr, "%s: %d split(s), %d shards, %d records indexed, %d left out (listed in %s/<split>.skipped)\n",
+            dir, st.splits, st.shards, st.records, st.skipped, dir);
+    return 0;
+}
+
+static void report(const char *out, const char *split, const ShardWriteStats *st) {
+    if (st->already) {
+        fprintf(stderr, "%s: %s.index exists: the split is prepared (remove it to prepare again)\n", out, split);
+        return;
+    }
+    fprintf(stderr,
+            "%s: %d files: %d stored as they are, %d re-encoded, %d left out (%s/%s.skipped); %d shards (%d kept from "
+            "an earlier run); %.1f MB in, %.1f MB out; %.1f s, %.0f files/s\n",
+            split, st->files, st->stored, st->reencoded, st->skipped, out, split, st->shards + st->resumed_shards,
+            st->resumed_shards, st->bytes_in / 1e6, st->bytes_out / 1e6, st->seconds,
+            st->seconds > 0 ? st->processed / st->seconds : 0.0);
+}
+
+int cmd_prepare_shards(int argc, char **argv) {
+    if (argc >= 1 && !strcmp(argv[0], "index")) return prepare_index(argc - 1, argv + 1);
+    argc--;
+    argv++;
+    const char *pos[2] = {NULL, NULL}, *labels = NULL, *names_file = NULL;
+    int npos = 0;
+    ShardWriteOpts o = {0, 90, 1024LL << 20, 0, 1};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        double v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) {
+            o.progress = 0;
+            continue;
+        }
+        if (a[0] == '-' && a[1] == '-') {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "hgrn prepare shards: %s needs a value\n", a);
+                return 2;
+            }
+            const char *val = argv[++i];
+            if (!strcmp(a, "--max-side")) {
+                if (parse_num(val, 0, 65500, &v) || v != (int)v) goto bad_value;
+                o.max_side = (int)v;
+            } else if (!strcmp(a, "--quality")) {
+                if (parse_num(val, 1, 100, &v) || v != (int)v) goto bad_value;
+                o.quality = (int)v;
+            } else if (!strcmp(a, "--shard-mb")) {
+                if (parse_num(val, 0.01, 1 << 20, &v)) goto bad_value;
+                o.shard_bytes = (long long)(v * (1 << 20));
+            } else if (!strcmp(a, "--threads")) {
+                if (parse_num(val, 1, 4096, &v) || v != (int)v) goto bad_value;
+                o.threads = (int)v;
+            } else if (!strcmp(a, "--val-labels")) {
+                labels = val;
+            } else if (!strcmp(a, "--class-names")) {
+                names_file = val;
+            } else {
+                fprintf(stderr, "hgrn prepare shards: unknown option %s\n", a);
+                return 2;
+            }
+            continue;
+        bad_value:
+            fprintf(stderr, "hgrn prepare shards: %s %s: out of range (see hgrn prepare shards --help)\n", a, val);
+            return 2;
+        }
+        if (npos == 2) {
+            fprintf(stderr, "hgrn prepare shards: unexpected argument '%s'\n", a);
+            return 2;
+        }
+        pos[npos++] = a;
+    }
+    if (npos != 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (o.threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o.threads = n > 0 ? (int)n : 1;
+    }
+    const char *src = pos[0], *out = pos[1];
+    char err[1024], path[4096];
+    if (!dir_exists(src)) {
+        fprintf(stderr, "hgrn prepare shards: %s: no such directory\n", src);
+        return 2;
+    }
+    /* the splits: SRC/train, SRC/val (or SRC/test); the flat folder with a labels file */
+    const char *splits[2] = {"train", "val"};
+    char dirs[2][4096];
+    int have[2] = {0, 0};
+    if (labels) {
+        snprintf(dirs[1], sizeof dirs[1], "%s", src);
+        have[1] = 1;
+    } else {
+        for (int s = 0; s < 2; s++) {
+            snprintf(dirs[s], sizeof dirs[s], "%s/%s", src, splits[s]);
+            if (!dir_exists(dirs[s]) && s == 1) snprintf(dirs[s], sizeof dirs[s], "%s/test", src);
+            have[s] = dir_exists(dirs[s]);
+        }
+        if (!have[0] && !have[1]) {
+            fprintf(stderr, "hgrn prepare shards: %s has neither train/ nor val/ (an ImageFolder root), and no "
+                    "--val-labels was given for a flat validation folder\n", src);
+            return 2;
+        }
+    }
+    if (mkdir_p(out, err, sizeof err)) {
+        fprintf(stderr, "hgrn prepare shards: %s\n", err);
+        return 2;
+    }
+    snprintf(path, sizeof path, "%s/classes.txt", out);
+    const char *val_names = names_file ? names_file : (labels && file_exists(path) ? path : NULL);
+    for (int s = 0; s < 2; s++) {
+        if (!have[s]) continue;
+        Dataset *ds = labels ? dataset_imagenet_val_open(dirs[s], labels, val_names, 3, err, sizeof err)
+                             : dataset_imagefolder_open(dirs[s], 3, err, sizeof err);
+        if (!ds) {
+            fprintf(stderr, "hgrn prepare shards: %s\n", err);
+            return 2;
+        }
+        if (shard_write_classes(out, ds->class_names, ds->num_classes, err, sizeof err)) {
+            fprintf(stderr, "hgrn prepare shards: %s\n", err);
+            ds->close(ds);
+            return 2;
+        }
+        char source[4200];
+        if (absolute_path(dirs[s], source, sizeof source, err, sizeof err)) snprintf(source, sizeof source, "%s", dirs[s]);
+        ShardWriteStats st;
+        int rc = shard_write_split(ds, splits[s], out, source, &o, &st, err, sizeof err);
+        ds->close(ds);
+        if (rc) {
+            fprintf(stderr, "hgrn prepare shards: %s\n", err);
+            return rc > 0 ? 2 : 1;
+        }
+        report(out, splits[s], &st);
+    }
+    return 0;
+}
