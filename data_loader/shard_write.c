@@ -544,7 +544,7 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
     st->bytes_out = 0;
     for (int j = 0; j < sp.ix.nshards; j++) st->bytes_out += sp.ix.shard_size[j];
     if (finish_split(&sp, err, errlen)) goto done;
-    if (o->progress) progress(&pg, split, ds->n, ds->n, st->bytes_in, st->bytes_out, 1);
+    if (o->progress && pg.tty) progress(&pg, split, ds->n, ds->n, st->bytes_in, st->bytes_out, 1);   /* ends the \r line */
     rc = 0;
     goto done;
 oom:
