@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [SECONDS] [TARGET...] - build the libFuzzer targets with
 # clang + ASan + UBSan and run each for SECONDS (default 60), as many at
-# once as there are cores (HGRN_FUZZ_JOBS to choose; 6 targets of 60 s take
-# 3 minutes on 2 cores):
+# once as there are cores (HGRN_FUZZ_JOBS to choose; 7 targets of 60 s take
+# 4 minutes on 2 cores):
 #   decode       data_loader/fuzz_decode.c: JPEG / PNG decoding, crops, resizing
 #   safetensors  tests/fuzz_safetensors.c: the safetensors reader (+ write round trip)
 #   config       tests/fuzz_config.c: the config parser and overrides (+ write round trip)
 #   idx          tests/fuzz_idx.c: the IDX (Fashion-MNIST) reader, gzip or plain
 #   cifar        tests/fuzz_cifar.c: the CIFAR-10 batch reader
 #   class_names  tests/fuzz_class_names.c: the class-names reader
+#   shards       tests/fuzz_shards.c: the shard index parser and the tar reader
 # (all of them when none is named). Seeds: tests/fuzz/<target>/ (the decode
 # seeds are generated with libjpeg / libpng). Each target's run grows its
 # own corpus in $OUT/<target>/corpus (default build/fuzz); crash inputs land
@@ -19,7 +20,7 @@ set -euo pipefail
 secs="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decode safetensors config idx cifar class_names)
+[ ${#targets[@]} -gt 0 ] || targets=(decode safetensors config idx cifar class_names shards)
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${OUT:-$root/build/fuzz}"
 mkdir -p "$out"
@@ -94,7 +95,8 @@ sources() {   # the sources each target is built from (its reader compiled in, i
     idx) echo "$root/tests/fuzz_idx.c $core/errmsg.c -lz" ;;
     cifar) echo "$root/tests/fuzz_cifar.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
     class_names) echo "$root/tests/fuzz_class_names.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
-    *) echo "fuzz.sh: unknown target '$1' (decode safetensors config idx cifar class_names)" >&2; exit 2 ;;
+    shards) echo "$root/tests/fuzz_shards.c $data/shard_index.c $data/shard_tar.c $core/fsutil.c $core/errmsg.c -larchive -lz" ;;
+    *) echo "fuzz.sh: unknown target '$1' (decode safetensors config idx cifar class_names shards)" >&2; exit 2 ;;
     esac
 }
 
