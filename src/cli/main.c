@@ -34,7 +34,7 @@ static const struct {
     {"lra", cmd_lra, "the LRA image task: 1,024-pixel sequences (--mixer NAME --data cifar10|fmnist32|DIR)"},
     {"eval", cmd_eval, "top-1/top-5/loss/per-class accuracy of a checkpoint (--ckpt FILE [--data DIR] [--json])"},
     {"classify", cmd_classify, "most probable classes of images: files, directories, globs (--ckpt FILE PATH...)"},
-    {"info", cmd_info, "tensors, parameters, FLOPs and memory of a config (--config FILE [--batch N])"},
+    {"info", cmd_info, "parameters, FLOPs and memory of a config or a checkpoint (--config FILE | --ckpt FILE [--tensors])"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE); --ops: CUDA kernel timings"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
     {"show-batch", cmd_show_batch, "a PNG grid of the first samples the training loader hands step 0, augmented (--config FILE OUT.png)"},
