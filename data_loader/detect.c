@@ -27,6 +27,7 @@ typedef struct {
     int split_train, split_val, split_test;   /* train/, val/, test/ directories */
     int subdirs;                   /* other directories (not starting with '.') */
     int images;                    /* .jpg/.jpeg/.png files */
+    int shard_train, shard_val;    /* train.index, val.index (tar shards) */
 } Listing;
 
 static int list_dir(const char *dir, Listing *l, char *err, size_t errlen) {
@@ -46,6 +47,8 @@ static int list_dir(const char *dir, Listing *l, char *err, size_t errlen) {
         else if (!strcmp(n, "train-images-idx3-ubyte") || !strcmp(n, "train-images-idx3-ubyte.gz")) l->idx_train = 1;
         else if (!strcmp(n, "t10k-images-idx3-ubyte") || !strcmp(n, "t10k-images-idx3-ubyte.gz")) l->idx_test = 1;
         else if (is_image_name(n)) l->images++;
+        else if (!strcmp(n, "train.index")) l->shard_train = 1;
+        else if (!strcmp(n, "val.index")) l->shard_val = 1;
         else {
             if (snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path || !is_dir(path)) continue;
             if (!strcmp(n, "train")) l->split_train = 1;
@@ -102,8 +105,17 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
                  l.idx_train && l.idx_test ? " and " : "", l.idx_test ? "t10k" : "");
         return 0;
     }
-    /* (further layouts, e.g. tar shards, go here: before the image trees,
-     * which would otherwise claim any directory with subdirectories) */
+    /* further layouts go here: before the image trees, which would
+     * otherwise claim any directory with subdirectories */
+    if (l.shard_train || l.shard_val) {
+        /* read by the imagefolder dataset's shard branch (cli.c) */
+        out->kind = LAYOUT_SHARDS;
+        snprintf(out->dataset, sizeof out->dataset, "imagefolder");
+        snprintf(out->what, sizeof out->what, "tar shards with an index (%s%s%s; hgrn prepare shards)",
+                 l.shard_train ? "train.index" : "", l.shard_train && l.shard_val ? ", " : "",
+                 l.shard_val ? "val.index" : "");
+        return 0;
+    }
     snprintf(out->dataset, sizeof out->dataset, "imagefolder");
     char sub[4096];
     if (l.split_train || l.split_val || l.split_test) {

@@ -12,6 +12,7 @@ typedef enum {
     LAYOUT_SPLITS,       /* an ImageFolder root: train/ and/or val/ (or test/) */
     LAYOUT_CLASSES,      /* class folders of images: one split by itself */
     LAYOUT_FLAT,         /* image files directly in the directory (ImageNet's flat val/) */
+    LAYOUT_SHARDS,       /* tar shards with train.index / val.index (hgrn prepare shards / index) */
 } DataLayoutKind;
 
 typedef struct {
@@ -25,8 +26,8 @@ typedef struct {
 
 /* Look at dir (not recursively beyond a split's class folders) and say
  * which layout it holds, checked in this order: CIFAR-10 batches, IDX
- * files, an ImageFolder root with train/ val/ test/, class folders, image
- * files. 0, or -1 with a one-line message: no such directory, or none of
+ * files, tar shards (train.index / val.index), an ImageFolder root with
+ * train/ val/ test/, class folders, image files. 0, or -1 with a one-line message: no such directory, or none of
  * these (naming what was looked for). */
 int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t errlen);
 

@@ -11,7 +11,8 @@
  *  - order: the loader over the shards gives the ImageFolder loader's
  *    batches (same seed) bit for bit, training and evaluation;
  *  - every sample once per epoch, random and stream mode; stream mode
- *    walks whole shards through its buffer and changes order per epoch.
+ *    walks whole shards through its buffer and changes order per epoch;
+ *  - `--data OUT` is detected as shards.
  * The CLI, resume, Python tarfile and MPI parts are in test_shards_cli.c. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 
 #include "config.h"
 #include "dataset.h"
+#include "detect.h"
 #include "fsutil.h"
 #include "image.h"
 #include "loader.h"
@@ -449,6 +451,18 @@ static void test_every_sample_once(void **s) {
     ds->close(ds);
 }
 
+static void test_detect(void **s) {
+    (void)s;
+    DataLayout L;
+    char err[1024];
+    assert_int_equal(dataset_detect_layout(P("out"), &L, err, sizeof err), 0);
+    assert_int_equal(L.kind, LAYOUT_SHARDS);
+    assert_string_equal(L.dataset, "imagefolder");
+    assert_non_null(strstr(L.what, "train.index, val.index"));
+    assert_int_equal(dataset_shards_detect(P("out")), 1);
+    assert_int_equal(dataset_shards_detect(P("src")), 0);
+}
+
 int main(void) {
     omp_set_num_threads(2);
     const struct CMUnitTest tests[] = {
@@ -457,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_integrity),
         cmocka_unit_test(test_same_order_as_imagefolder),
         cmocka_unit_test(test_every_sample_once),
+        cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
