@@ -236,15 +236,17 @@ static inline int ru_ckpt_step(const char *path) {
 }
 
 /* A metrics.jsonl's records without the timing fields (img_per_s,
- * data_wait, eval_img_per_s), one per line, into a malloc'ed string. */
+ * data_wait, eval_img_per_s) and the start records (one per process, so
+ * an interrupted run has more), one per line, into a malloc'ed string. */
 static inline char *ru_metrics_canon(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
-    char *out = malloc(cap), line[1024];
+    char *out = malloc(cap), line[16384];
     if (!out) abort();
     out[0] = 0;
     while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "{\"event\": \"start\",", 18)) continue;
         static const char *const drop[] = {", \"img_per_s\": ", ", \"data_wait\": ", ", \"eval_img_per_s\": "};
         for (int d = 0; d < 3; d++) {
             char *p = strstr(line, drop[d]);

@@ -7,20 +7,28 @@
 #include "launch.h"
 #include "trainer.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(void) {
     printf("usage: hgrn train --config FILE [--out DIR] [--data DIR] [--device cpu|cuda]\n"
-           "                  [--precision bf16|fp32] [--threads N] [--resume [FILE] | --overwrite]\n"
-           "                  [--gpus N] [--section.key VALUE ...]\n\n"
+           "                  [--precision bf16|fp32] [--threads N] [--resume [FILE] [--allow-changes]\n"
+           "                  | --overwrite] [--gpus N] [--section.key VALUE ...]\n\n"
            "Trains the model of the config on its dataset. Writes DIR/last.safetensors (+ .state),\n"
            "DIR/best.safetensors, DIR/metrics.jsonl and DIR/config.cfg. --resume continues from the\n"
-           "newest complete checkpoint pair of DIR (or FILE) bit for bit; a DIR that holds a run is\n"
-           "refused without --resume, or --overwrite to start it over.\n\n"
+           "newest complete checkpoint pair of DIR (or FILE) bit for bit, or starts the run fresh\n"
+           "(saying so) where DIR holds no checkpoint yet, so a requeued job can pass --resume every\n"
+           "time; a DIR that holds a run is refused without --resume, or --overwrite to start it over.\n"
+           "The configuration given with --resume must be the run's (DIR/config.cfg, or FILE's): a\n"
+           "difference is refused, except in these keys, which may change on resume:\n");
+    config_print_resume_keys(stdout, 90);
+    printf("--allow-changes accepts any difference; each accepted one is printed and recorded in\n"
+           "metrics.jsonl (the start record's \"changes\").\n\n"
            "Checkpoints: every train.ckpt_every (steps, or minutes as 30m), at each epoch end, at\n"
            "the end, and on SIGUSR1 (training goes on). SIGINT or SIGTERM finishes the step, saves,\n"
            "prints where and exits 75; a second one stops at once.\n\n"
@@ -36,12 +44,12 @@ static void usage(void) {
     config_print_help(stdout);
 }
 
-/* Remove --overwrite (which takes no value) from argv[0 .. *argc): 1 when
- * it was there. */
-static int take_overwrite(int *argc, char **argv) {
+/* Remove switch `name` (--overwrite, --allow-changes: no value) from
+ * argv[0 .. *argc): 1 when it was there. */
+static int take_switch(int *argc, char **argv, const char *name) {
     int found = 0, k = 0;
     for (int i = 0; i < *argc; i++) {
-        if (!strcmp(argv[i], "--overwrite")) found = 1;
+        if (!strcmp(argv[i], name)) found = 1;
         else argv[k++] = argv[i];
     }
     for (int i = k; i < *argc; i++) argv[i] = NULL;
@@ -49,10 +57,26 @@ static int take_overwrite(int *argc, char **argv) {
     return found;
 }
 
+/* Paths no run can use, refused before any work: --out an existing
+ * non-directory, data.path that does not exist. 0, or -1 with a message. */
+static int check_paths(const char *out, const Config *c, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "--out %.900s: not a directory", out);
+        return -1;
+    }
+    if (c->path[0] && stat(c->path, &st) != 0) {
+        snprintf(err, errlen, "data.path %.900s: %s", c->path,
+                 errno == ENOENT ? "no such file or directory" : strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* --gpus N: this command again as N local ranks. */
-static int run_local_ranks(int gpus, int argc, char **argv, int overwrite) {
+static int run_local_ranks(int gpus, int argc, char **argv, int overwrite, int allow_changes) {
     char err[1024];
-    char **child = calloc((size_t)argc + 4, sizeof *child);
+    char **child = calloc((size_t)argc + 5, sizeof *child);
     if (!child) {
         fprintf(stderr, "hgrn train: out of memory\n");
         return 1;
@@ -60,8 +84,10 @@ static int run_local_ranks(int gpus, int argc, char **argv, int overwrite) {
     child[0] = "hgrn";
     child[1] = "train";
     for (int i = 0; i < argc; i++) child[i + 2] = argv[i];
-    if (overwrite) child[argc + 2] = "--overwrite";
-    int rc = launch_local(gpus, argc + 2 + overwrite, child, 10, err, sizeof err);
+    int n = argc + 2;
+    if (overwrite) child[n++] = "--overwrite";
+    if (allow_changes) child[n++] = "--allow-changes";
+    int rc = launch_local(gpus, n, child, 10, err, sizeof err);
     if (rc) fprintf(stderr, "hgrn train: %s\n", err);
     free(child);
     return rc;
@@ -77,7 +103,8 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "hgrn train: %s\n", err);
         return 2;
     }
-    const int overwrite = take_overwrite(&argc, argv);
+    const int overwrite = take_switch(&argc, argv, "--overwrite");
+    const int allow_changes = take_switch(&argc, argv, "--allow-changes");
     Cli cli;
     if (cli_parse(&cli, argc, argv, "config device precision threads out resume data", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn train: %s\n", err);
@@ -85,6 +112,12 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     if (cli.help) { usage(); cli_free(&cli); return 0; }
+    if (allow_changes && !cli.resume[0]) {
+        fprintf(stderr, "hgrn train: --allow-changes goes with --resume (it accepts a configuration that differs "
+                "from the run's)\n");
+        cli_free(&cli);
+        return 2;
+    }
     if (!cli.config_path[0]) {
         fprintf(stderr, "hgrn train: --config FILE is required (see configs/)\n");
         cli_free(&cli);
@@ -94,7 +127,7 @@ int cmd_train(int argc, char **argv) {
         const int ok = launch_local_check(gpus, cli.device, "train", err, sizeof err) == 0;
         cli_free(&cli);
         if (!ok) fprintf(stderr, "hgrn train: %s\n", err);
-        return ok ? run_local_ranks(gpus, argc, argv, overwrite) : 2;
+        return ok ? run_local_ranks(gpus, argc, argv, overwrite, allow_changes) : 2;
     }
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {
@@ -112,13 +145,22 @@ int cmd_train(int argc, char **argv) {
     char **classes = NULL;
     Backend *bk = NULL;
     Comm *comm = NULL;
+    const char *out = cli.out[0] ? cli.out : "runs/train";
+    if (check_paths(out, c, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn train: %s\n", err);
+        cli_free(&cli);
+        return 2;
+    }
     Trainer t;
-    trainer_init(&t, c, cli.out[0] ? cli.out : "runs/train", li.rank, li.world);
+    trainer_init(&t, c, out, li.rank, li.world);
+    t.allow_changes = allow_changes;
     int start = -1, run = -1;
-    int ok = (train = open_dataset(c, "train", err, sizeof err)) &&
-             (val = open_dataset(c, "val", err, sizeof err)) &&
-             (classes = load_class_names(c, train, err, sizeof err)) &&
-             trainer_setup_data(&t, train, val, classes, err, sizeof err) == 0 &&
+    /* the inputs: a dataset, class names or config they refuse is refused before any work (exit 2) */
+    const int inputs_ok = (train = open_dataset(c, "train", err, sizeof err)) &&
+                          (val = open_dataset(c, "val", err, sizeof err)) &&
+                          (classes = load_class_names(c, train, err, sizeof err)) &&
+                          trainer_setup_data(&t, train, val, classes, err, sizeof err) == 0;
+    int ok = inputs_ok &&
              (bk = cli_backend(&cli, gpu, err, sizeof err)) &&
              (comm = comm_create(&li, bk, c->comm_timeout, err, sizeof err)) &&
              trainer_setup_model(&t, bk, comm, gpu, err, sizeof err) == 0 &&
@@ -128,7 +170,7 @@ int cmd_train(int argc, char **argv) {
     if (ok && run == 0) trainer_finish(&t);
     else if (ok) code = HGRN_EXIT_STOPPED;   /* the trainer said where the checkpoint is */
     else {
-        code = start == -2 ? HGRN_EXIT_USAGE : HGRN_EXIT_ERROR;
+        code = !inputs_ok || start == -2 ? HGRN_EXIT_USAGE : HGRN_EXIT_ERROR;
         if (li.world > 1) fprintf(stderr, "hgrn train: rank %d: %s\n", li.rank, err);
         else fprintf(stderr, "hgrn train: %s\n", err);
     }

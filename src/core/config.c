@@ -31,22 +31,35 @@ typedef struct {
     const char *help;
     /* T_STR: a check of the text beyond its length and choices (NULL: none) */
     int (*check)(const char *full, const char *text, char *msg, size_t ml);
+    /* 1: may differ from the run's config.cfg on --resume (config_diff):
+     * how long or how the run goes on, not what a step computes */
+    int resume;
 } Key;
 
 #define FSIZE(f) sizeof(((Config *)0)->f)
 #define KI(s, f, lo, hi, def, help) \
-    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL}
+    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL, 0}
 #define KF(s, f, lo, hi, lo_open, hi_open, def, help) \
-    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL}
+    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL, 0}
 #define KU(s, f, def, help) \
-    {s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help, NULL}
+    {s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help, NULL, 0}
 #define KS(s, f, choices, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL}
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL, 0}
 #define KV(s, f, check, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check}
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 0}
 #define KL(s, f, cnt, lo, hi, lo_open, hi_open, def, help) \
     {s, #f, T_FLIST, offsetof(Config, f), FSIZE(f) / sizeof(float), offsetof(Config, cnt), \
-     lo, hi, lo_open, hi_open, NULL, def, help, NULL}
+     lo, hi, lo_open, hi_open, NULL, def, help, NULL, 0}
+
+/* The same for keys that may change on --resume (Key.resume). */
+#define KI_R(s, f, lo, hi, def, help) \
+    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL, 1}
+#define KF_R(s, f, lo, hi, lo_open, hi_open, def, help) \
+    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL, 1}
+#define KS_R(s, f, choices, def, help) \
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL, 1}
+#define KV_R(s, f, check, def, help) \
+    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 1}
 
 static int check_every(const char *full, const char *text, char *msg, size_t ml);
 
@@ -91,7 +104,7 @@ static const Key KEYS[] = {
        "lower bounds 1 and the token mixer's own tensors (HGRU1's angles, LRU) are the same under both"),
 
     /* [train] */
-    KI("train", epochs, 1, 1000000, "300", "training epochs"),
+    KI_R("train", epochs, 1, 1000000, "300", "training epochs"),
     KI("train", batch_size, 1, 16777216, "1024", "global batch size"),
     KF("train", lr, 0, 10, 0, 0, "0.0005", "base learning rate, scaled by batch_size / lr_batch_ref"),
     KI("train", lr_batch_ref, 0, 16777216, "512", "reference batch for lr scaling (0 = use lr as given)"),
@@ -114,24 +127,24 @@ static const Key KEYS[] = {
        "at warmup_lr, epoch k at the scheduler's value for k - 1, whose cosine spans all epochs with warm-up "
        "overriding its start)"),
     KU("train", seed, "0", "random seed (same seed, same run)"),
-    KI("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
-    KI("train", max_steps, 0, INT_MAX, "0", "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),
-    KV("train", ckpt_every, check_every, "30m", "write the last checkpoint pair every N steps (`500`) or every N "
+    KI_R("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
+    KI_R("train", max_steps, 0, INT_MAX, "0", "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),
+    KV_R("train", ckpt_every, check_every, "30m", "write the last checkpoint pair every N steps (`500`) or every N "
        "minutes (`30m`), besides each epoch end; `0` = at epoch ends only"),
-    KI("train", max_bad_steps, 1, 1000000, "5", "a step whose loss or gradient is NaN/Inf is skipped (weights "
+    KI_R("train", max_bad_steps, 1, 1000000, "5", "a step whose loss or gradient is NaN/Inf is skipped (weights "
        "untouched) with a warning; this many in a row stop the run"),
-    KI("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
-    KI("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
-    KI("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
-    KI("train", gemm_tune, 0, 1, "1", "GPU GEMMs: time cuBLASLt's candidate algorithms per shape and keep the fastest "
+    KI_R("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
+    KI_R("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
+    KI_R("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
+    KI_R("train", gemm_tune, 0, 1, "1", "GPU GEMMs: time cuBLASLt's candidate algorithms per shape and keep the fastest "
        "(the pick can differ between runs, and so can the last bits); 0 = the heuristic's first, bitwise reproducible across runs"),
-    KI("train", comm_timeout, 1, 604800, "300", "distributed runs: seconds a collective (or the start-up rendezvous) may "
+    KI_R("train", comm_timeout, 1, 604800, "300", "distributed runs: seconds a collective (or the start-up rendezvous) may "
        "wait for the other ranks; past it every rank stops with a message naming the rank and the cause"),
 
     /* [data] */
     KS("data", dataset, "fmnist|fmnist32|imagefolder|cifar10", "imagefolder", "dataset format (fmnist32: "
        "Fashion-MNIST centred on 32x32 zeros, the LRA image task's shape)"),
-    KS("data", path, NULL, "", "dataset root directory (--data on the command line)"),
+    KS_R("data", path, NULL, "", "dataset root directory (--data on the command line)"),
     KL("data", mean, num_mean, -1000, 1000, 0, 0, "0.485,0.456,0.406", "per-channel normalisation mean, one value per channel"),
     KL("data", std, num_std, 0, 1000, 1, 0, "0.229,0.224,0.225", "per-channel normalisation std, one value per channel"),
     KI("data", crop_padding, 0, 4096, "0", "random crop with this much padding (small-image datasets)"),
@@ -141,21 +154,21 @@ static const Key KEYS[] = {
     KF("data", hflip, 0, 1, 0, 0, "0.5", "horizontal flip probability"),
     KI("data", train_limit, 0, INT_MAX, "0", "use only the first N training samples (0 = all)"),
     KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),
-    KI("data", workers, 0, 1024, "0", "threads that build each batch of images (0 = one per core)"),
-    KS("data", decode, "cpu|gpu|auto", "auto",
+    KI_R("data", workers, 0, 1024, "0", "threads that build each batch of images (0 = one per core)"),
+    KS_R("data", decode, "cpu|gpu|auto", "auto",
        "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
        "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),
-    KS("data", jpeg_backend, "auto|hardware|hybrid", "auto",
+    KS_R("data", jpeg_backend, "auto|hardware|hybrid", "auto",
        "nvJPEG backend for data.decode = gpu: hardware (the GPU's JPEG engines: A100, H100, H200), hybrid "
        "(CUDA cores, every GPU), auto (hardware where nvJPEG can create it, else hybrid)"),
-    KI("data", jpeg_decoders, 0, 8, "0",
+    KI_R("data", jpeg_decoders, 0, 8, "0",
        "data.decode = gpu: nvJPEG decode units per loader, each with its own host thread, decoding different "
        "batches at once (0 = auto: 2, the fastest measured on an H100 with 16 cores)"),
-    KF("data", jpeg_hw_load, 0.05, 1, 0, 0, "1",
+    KF_R("data", jpeg_hw_load, 0.05, 1, 0, 0, "1",
        "data.decode = gpu on the hardware backend: share of each batch's JPEGs for the JPEG engines; the rest go "
        "to nvJPEG's GPU-hybrid decoder at the same time (its IDCT rounds differently: pixels differ by a level "
        "or two from the engines' and libjpeg's); 1 = engines only"),
-    KF("data", jpeg_cpu_share, -1, 0.95, 0, 0, "0",
+    KF_R("data", jpeg_cpu_share, -1, 0.95, 0, 0, "0",
        "data.decode = gpu: share of each batch's JPEGs decoded by libjpeg-turbo on the loader's threads instead "
        "of nvJPEG, to add the CPU's throughput; -1 = auto (adapted to the measured balance, only where nvJPEG "
        "decodes exactly as libjpeg, i.e. on the hardware engines: the batches do not change), 0 = off "
@@ -1063,4 +1076,44 @@ void config_print_help(FILE *f)
                      rng[0] ? (k->choices ? "; one of " : "; range ") : "", rng);
         }
     }
+}
+
+/* ------------------------------------------------------ resume comparison */
+
+int config_diff(const Config *here, const Config *saved, ConfigDiff *d, int max)
+{
+    int n = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        char a[sizeof d->here], b[sizeof d->saved];
+        Out oa = {a, sizeof a, 0, 0}, ob = {b, sizeof b, 0, 0};
+        a[0] = b[0] = 0;
+        write_value(&oa, here, &KEYS[i]);
+        write_value(&ob, saved, &KEYS[i]);
+        if (!oa.over && !ob.over && !strcmp(a, b)) continue;
+        if (n < max) {
+            snprintf(d[n].key, sizeof d[n].key, "%s.%s", KEYS[i].section, KEYS[i].name);
+            snprintf(d[n].here, sizeof d[n].here, "%s", a);
+            snprintf(d[n].saved, sizeof d[n].saved, "%s", b);
+            d[n].may_change = KEYS[i].resume;
+        }
+        n++;
+    }
+    return n;
+}
+
+void config_print_resume_keys(FILE *f, int width)
+{
+    int col = 0, first = 1;
+    for (int i = 0; i < NKEYS; i++) {
+        if (!KEYS[i].resume) continue;
+        if (!first) col += fprintf(f, ",");
+        const int len = (int)(strlen(KEYS[i].section) + strlen(KEYS[i].name) + 2);
+        if (col > 0 && col + len > width) {
+            fprintf(f, "\n");
+            col = 0;
+        }
+        col += fprintf(f, "%s%s.%s", col ? " " : "  ", KEYS[i].section, KEYS[i].name);
+        first = 0;
+    }
+    if (col) fprintf(f, "\n");
 }

@@ -132,6 +132,24 @@ int config_write_model(const Config *c, char *buf, size_t buflen);
  * Returns 0, or -1 when the text is neither. */
 int config_every(const char *text, long *steps, double *minutes);
 
+/* One key whose value differs between two configs: its text (as
+ * config_write writes it) in each, and whether it may change when a run is
+ * resumed (how long or how the run goes on: epochs, max_steps, intervals,
+ * threads, the data's location and decoding; not what a step computes). */
+typedef struct {
+    char key[64];
+    char here[600], saved[600];
+    int may_change;
+} ConfigDiff;
+
+/* The keys whose values differ between here and saved, in table order:
+ * the first max into d; returns how many differ (all of them). */
+int config_diff(const Config *here, const Config *saved, ConfigDiff *d, int max);
+
+/* The keys that may change on resume, "section.key," separated, in lines
+ * of at most width columns indented by two (for --help). */
+void config_print_resume_keys(FILE *f, int width);
+
 /* Every key with its type, default, range or choices and a line of help,
  * by section (for --help). */
 void config_print_help(FILE *f);

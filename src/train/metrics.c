@@ -46,7 +46,10 @@ size_t metrics_cut(char *text, size_t len, int step, int epochs_done, int *dropp
         const char *line = text + pos;
         int keep = 0;
         if (nl) {   /* a line without its newline was cut short by a crash */
-            if (has(line, ll, "\"val_top1\"")) {   /* made before the checkpoint's position */
+            if (has(line, ll, "\"event\": \"start\"")) {   /* a process that saved something after it */
+                long s = field(line, ll, "step");
+                keep = s >= 0 && s < step;
+            } else if (has(line, ll, "\"val_top1\"")) {   /* made before the checkpoint's position */
                 long e = field(line, ll, "epoch"), s = field(line, ll, "step");
                 keep = e >= 0 && s >= 0 && (s < step || (s == step && e <= epochs_done));
             } else {
@@ -115,7 +118,7 @@ static int append_whole(int fd, const char *buf, size_t len) {
 
 void metrics_write(Metrics *mt, const char *fmt, ...) {
     if (mt->fd < 0) return;
-    char line[1024];
+    char line[16384];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line - 1, fmt, ap);

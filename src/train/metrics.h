@@ -20,8 +20,11 @@ typedef struct {
  * of steps <= step, the evaluation records of earlier steps and those of
  * this step whose (integer) epoch is <= epochs_done (an epoch's evaluation
  * comes after a save at its last step, and train.max_steps's evaluation
- * inside an epoch before its save); drop the rest, rewriting the file
- * atomically; *dropped says how many went. 0, or -1 with a message. */
+ * inside an epoch before its save), and the start records ({"event":
+ * "start", "step": S, ...}, one per process that trained the run) of
+ * steps < step: a process that started at the checkpoint's step left
+ * nothing else behind; drop the rest, rewriting the file atomically;
+ * *dropped says how many went. 0, or -1 with a message. */
 int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_done, int *dropped,
                  char *err, size_t errlen);
 

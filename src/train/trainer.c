@@ -6,6 +6,7 @@
 #include "fault.h"
 #include "fsutil.h"
 #include "interrupt.h"
+#include "resume_config.h"
 #include "rundir.h"
 #include "schedule.h"
 
@@ -131,13 +132,24 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
         if (r == 0 && !rundir_has_checkpoint(t->out)) return start_fresh(t, found, note, notelen, err, errlen);
         if (r == 0) {
             snprintf(err, errlen, "%.600s: no complete checkpoint pair to resume from: %.1000s", t->out, found);
-            return -1;
+            return -2;
         }
+        /* the run's config.cfg, or the checkpoint's own where it is gone */
+        char saved[1100];
+        snprintf(saved, sizeof saved, "%.1000s/config.cfg", t->out);
+        const int from_ckpt = !file_exists(saved);
+        if (from_ckpt) snprintf(saved, sizeof saved, "%s", pair.weights);
+        const int rc = resume_check_config(t->cfg, saved, from_ckpt, t->allow_changes, t->changes,
+                                           sizeof t->changes, err, errlen);
+        if (rc < 0) return rc;
         const int staged = strstr(pair.weights, ".next.") || strstr(pair.state, ".next.");
         if (ckpt_pair_settle(t->out, "last", &pair, err, errlen) < 0) return -1;
         snprintf(note, notelen, "%s%s", found, staged ? "; its renames are done now" : "");
-    } else if (ckpt_pair_of(resume, &pair, err, errlen) < 0) {
-        return -1;
+    } else {
+        if (ckpt_pair_of(resume, &pair, err, errlen) < 0) return -2;
+        const int rc = resume_check_config(t->cfg, pair.weights, 1, t->allow_changes, t->changes,
+                                           sizeof t->changes, err, errlen);
+        if (rc < 0) return rc;
     }
     snprintf(plan->weights, sizeof plan->weights, "%s", pair.weights);
     snprintf(plan->state, sizeof plan->state, "%s", pair.state);
@@ -221,13 +233,16 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
             rc = -1;
         }
     }
-    if (rc < 0) return -1;
+    if (rc < 0) return -2;   /* the checkpoint is refused: nothing was written */
     /* only now, with the inputs known good, is anything written */
     int dropped = 0;
     /* a --resume that starts fresh cuts metrics.jsonl back to step 0: the
      * records of the attempt that left no checkpoint go */
     if (t->root && (mkdir_p(t->out, err, errlen) < 0 || open_run_files(t, !resume[0], &dropped, err, errlen) < 0))
         return -1;
+    if (t->root)   /* what started this stretch of the run, and what it changed */
+        metrics_write(&t->metrics, "{\"event\": \"start\", \"step\": %d, \"resumed\": %s, \"changes\": [%s]}",
+                      t->state.step, plan.weights[0] ? "true" : "false", t->changes);
     if (plan.weights[0]) t->saved_step = t->state.step;
     t->last_save_time = now_seconds();
     if (t->root && plan.weights[0]) {

@@ -71,6 +71,10 @@ typedef struct {
     double last_save_time;        /* when the last save was tried (rank 0) */
     int saved_step;               /* step of the newest pair on disk (rank 0; -1 none) */
     int bad_steps;                /* non-finite steps in a row */
+    /* --resume: --allow-changes accepts any configuration difference; the
+     * accepted ones as JSON array items for the start record (resume_config.h) */
+    int allow_changes;
+    char changes[8192];
 } Trainer;
 
 void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world);
@@ -84,8 +88,12 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
  * resume: "" initialise from cfg->seed, in a directory that holds no run
  * (overwrite: remove the run's files first; else refused); "auto" the
  * newest complete checkpoint pair of out (ckpt_pair.h), metrics.jsonl cut
- * back to it; or a weights file and its state file. Returns 0, -1 (error)
- * or -2 (refused: an input or usage error), with a message. */
+ * back to it, or a fresh start when out holds no checkpoint; or a weights
+ * file and its state file. A resumed configuration must match the run's
+ * but for the keys that may change (resume_config.h; t->allow_changes
+ * accepts any). Every start appends a start record to metrics.jsonl.
+ * Returns 0, -1 (error) or -2 (refused: an input or usage error), with a
+ * message. */
 int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size_t errlen);
 /* Every remaining epoch, or until train.max_steps. The last pair is saved
  * every train.ckpt_every, at each epoch end, at the end and on SIGUSR1
