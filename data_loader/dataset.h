@@ -73,6 +73,11 @@ const char *dataset_file_path(const Dataset *ds, int i);
 Dataset *dataset_shards_open(const char *dir, const char *split, int channels, int stream, int shuffle_buffer,
                              char *err, size_t errlen);
 
+/* Make the shard dataset at least min_n samples long by repeating its
+ * records (sample i is record i mod the record count; benchmarks that must
+ * not restart an epoch inside a timing). 0, or -1 for another dataset. */
+int dataset_shards_repeat(Dataset *ds, int min_n);
+
 /* 1 when dir holds a shard index (dir/train.index or dir/val.index). */
 int dataset_shards_detect(const char *dir);
 

@@ -33,6 +33,7 @@ typedef struct {
     int stream, shuffle_buffer;
     int *order;            /* records grouped by shard, each shard's in offset order */
     int *first;            /* shard s: order[first[s] .. first[s+1]) */
+    int repeated;          /* dataset_shards_repeat: sample i is record i % ix.n */
 } ShardDs;
 
 static void shards_close(Dataset *ds);
@@ -56,6 +57,7 @@ static int pread_all(int fd, uint8_t *p, size_t len, long long off) {
 }
 
 static long long shards_read(ShardDs *s, int i, uint8_t **buf, size_t *cap, char *err, size_t errlen) {
+    i %= s->ix.n;
     const ShardRec *r = &s->ix.rec[i];
     const char *name = s->ix.shard_name[r->shard], *key = shard_rec_key(&s->ix, i);
     if (s->fd[r->shard] < 0) {
@@ -129,7 +131,7 @@ static int shards_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *lab
         return -1;
     }
     image_hwc_to_chw(im.px, im.w, im.h, im.c, out);
-    *label = s->ix.rec[i].label;
+    *label = s->ix.rec[i % s->ix.n].label;
     *c = im.c;
     *h = im.h;
     *w = im.w;
@@ -139,7 +141,7 @@ static int shards_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *lab
 
 static int shards_label(Dataset *ds, int i) {
     ShardDs *s = ds->impl;
-    return i >= 0 && i < ds->n ? s->ix.rec[i].label : -1;
+    return i >= 0 && i < ds->n ? s->ix.rec[i % s->ix.n].label : -1;
 }
 
 static void shards_close(Dataset *ds) {
@@ -313,6 +315,7 @@ long long dataset_read_encoded(Dataset *ds, int i, uint8_t **buf, size_t *cap, c
 void dataset_sample_name(const Dataset *ds, int i, char *buf, size_t len) {
     if (is_shards(ds) && i >= 0 && i < ds->n) {
         const ShardDs *s = ds->impl;
+        i %= s->ix.n;
         snprintf(buf, len, "%s/%s:%s", s->dir, s->ix.shard_name[s->ix.rec[i].shard], shard_rec_key(&s->ix, i));
         return;
     }
@@ -324,7 +327,7 @@ void dataset_sample_name(const Dataset *ds, int i, char *buf, size_t len) {
 int dataset_epoch_order(const Dataset *ds, uint64_t seed, int epoch, int *perm, int n) {
     if (!is_shards(ds)) return 0;
     const ShardDs *s = ds->impl;
-    if (!s->stream) return 0;
+    if (!s->stream || s->repeated) return 0;
     const int ns = s->ix.nshards, B = s->shuffle_buffer;
     int *sh = malloc(sizeof *sh * (size_t)ns), *buf = malloc(sizeof *buf * (size_t)B);
     if (!sh || !buf) {
@@ -356,4 +359,15 @@ int dataset_epoch_order(const Dataset *ds, uint64_t seed, int epoch, int *perm, 
     free(sh);
     free(buf);
     return 1;
+}
+
+int dataset_shards_repeat(Dataset *ds, int min_n) {
+    if (!is_shards(ds)) return -1;
+    ShardDs *s = ds->impl;
+    long long reps = ((long long)min_n + s->ix.n - 1) / s->ix.n;
+    if (reps < 1) reps = 1;
+    if (reps * s->ix.n > (1 << 30)) return -1;
+    ds->n = (int)(reps * s->ix.n);
+    s->repeated = reps > 1;
+    return 0;
 }

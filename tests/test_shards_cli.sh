@@ -11,6 +11,7 @@
 #   - tars written by Python's tarfile (PAX and GNU formats, .jpg/.jpeg/.png
 #     + .cls, an extra .json, a key without .cls) are indexed by `hgrn
 #     prepare index` and train from --data without a bad record;
+#   - `hgrn bench-data --loader` measures the shards;
 #   - `hgrn train` reads the shards in random and stream mode; evaluation
 #     over the shards at 1, 2 and 3 MPI ranks (when mpirun exists) reports
 #     exactly what one process reports over the ImageFolder.
@@ -167,6 +168,15 @@ if "$hgrn" train --config "$cfg" "${common[@]}" --data "$tmp/wds" --model.num_cl
      --out "$tmp/run_wds" >"$tmp/train_wds.log" 2>&1 && ! grep -q "skipping unreadable" "$tmp/train_wds.log"; then
   ok "train from the foreign WebDataset"
 else fail "train from the foreign WebDataset"; tail -5 "$tmp/train_wds.log"; fi
+
+# bench-data through the loader over the shards; its transform-only mode refuses them
+if "$hgrn" bench-data "$tmp/ref" --loader --only train --images 32 --batch 8 --threads 1 >"$tmp/bd.log" 2>&1 &&
+   grep -q "48 records of tar shards" "$tmp/bd.log" && grep -q "cpu train loader: .* img/s" "$tmp/bd.log"; then
+  ok "bench-data --loader over the shards"
+else fail "bench-data --loader over the shards"; tail -3 "$tmp/bd.log"; fi
+"$hgrn" bench-data "$tmp/ref" --threads 1 >"$tmp/bd2.log" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q "holds tar shards" "$tmp/bd2.log"; then ok "bench-data without --loader names the shards"
+else fail "bench-data without --loader on shards: rc $rc"; fi
 
 # evaluation (batches of 6: a multiple of 1, 2 and 3 ranks): the JSON line
 # without the keys that may differ (the data path, time, ranks)

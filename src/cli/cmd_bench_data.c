@@ -17,6 +17,7 @@
 #include "config.h"
 #include "dataset.h"
 #include "filelist.h"
+#include "fsutil.h"
 #include "gpu_images.h"
 #include "gpu_sample.h"
 #include "image.h"
@@ -221,9 +222,25 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
 
 /* ---------------------------------------------------------------- through the loader */
 
+/* DIR's tar shards (hgrn prepare shards) when it holds them, else NULL: the
+ * loader then reads their training split (or validation split) instead of files. */
+static const char *shard_dir;
+
 /* A one-class dataset over files, repeated so that one epoch covers `images`
- * plus two batches (no epoch restarts inside a timing). */
+ * plus two batches (no epoch restarts inside a timing); or the shards,
+ * repeated the same way. */
 static Dataset *bench_dataset(List *files, int images, int batch, int channels) {
+    if (shard_dir) {
+        char e[1200], ix[1100];
+        snprintf(ix, sizeof ix, "%.1000s/train.index", shard_dir);
+        Dataset *ds = dataset_shards_open(shard_dir, file_exists(ix) ? "train" : "val", channels, 0, 1, e, sizeof e);
+        if (!ds || dataset_shards_repeat(ds, images + 2 * batch)) {
+            fprintf(stderr, "bench-data: %s\n", ds ? "too many images for the shards' repeat" : e);
+            if (ds) ds->close(ds);
+            return NULL;
+        }
+        return ds;
+    }
     FileList fl;
     memset(&fl, 0, sizeof fl);
     int reps = (images + 2 * batch) / files->n + 1;
@@ -598,22 +615,28 @@ int cmd_bench_data(int argc, char **argv) {
             return 2;
         }
         List files = {0};
-        walk(dir, &files, 1 << 30, 0);
-        if (files.n == 0) {
+        if (dataset_shards_detect(dir)) shard_dir = dir;
+        else walk(dir, &files, 1 << 30, 0);
+        Dataset *sd = shard_dir ? bench_dataset(&files, 0, 0, 3) : NULL;
+        if (shard_dir && !sd) return 1;
+        const int nfiles = sd ? sd->n : files.n;
+        if (nfiles == 0) {
             fprintf(stderr, "bench-data: %s: no .jpg/.jpeg/.png files\n", dir);
             return 1;
         }
         double bytes = 0;
         ImageBuf b = {0};
-        int nstat = files.n < 2000 ? files.n : 2000;
+        int nstat = nfiles < 2000 ? nfiles : 2000;
         for (int i = 0; i < nstat; i++) {
-            long long n = image_read_file(files.v[i], &b, err, sizeof err);
+            long long n = sd ? dataset_read_encoded(sd, i, &b.p, &b.cap, err, sizeof err)
+                             : image_read_file(files.v[i], &b, err, sizeof err);
             if (n > 0) bytes += (double)n;
         }
         image_buf_free(&b);
-        printf("bench-data: %d files under %s (%.1f KB mean), %d images per run, size %d, %s decoding%s\n", files.n,
-               dir, bytes / nstat / 1024, images, size, gpu ? "GPU (nvJPEG + CUDA kernels)" : "CPU",
-               gpu ? "" : " through the loader");
+        if (sd) sd->close(sd);
+        printf("bench-data: %d %s under %s (%.1f KB mean), %d images per run, size %d, %s decoding%s\n", nfiles,
+               shard_dir ? "records of tar shards" : "files", dir, bytes / nstat / 1024, images, size,
+               gpu ? "GPU (nvJPEG + CUDA kernels)" : "CPU", gpu ? "" : " through the loader");
         printf("machine: %d cores visible; loader threads: %d\n", omp_get_num_procs(), threads);
         if (gpu) {
             char e2[512];
@@ -667,6 +690,12 @@ int cmd_bench_data(int argc, char **argv) {
     if (no_dct) t->dct_scales = 0;
     else if (simd == 1) t->dct_scales = IMAGE_SCALES_SIMD;
     else if (simd == 2) t->dct_scales = IMAGE_SCALES_ALL;
+    if (dataset_shards_detect(dir)) {
+        fprintf(stderr, "bench-data: %s holds tar shards: measure them through the loader (--loader, or --decode gpu)\n",
+                dir);
+        deit_transform_destroy(t);
+        return 2;
+    }
     List files = {0};
     walk(dir, &files, images, 0);
     if (files.n == 0) {
