@@ -682,6 +682,8 @@ static const float *head_input(const Model *m) {
 void model_forward_slot(Model *m, int slot, int B) {
     Backend *bk = m->bk;
     const int N = m->tokens, D = m->width, M = B * N;
+    /* evaluation: each image's outputs independent of its batch (backend.h) */
+    bk->gemm_samples = m->train_mode ? 0 : B;
     bk->copy_fence(bk);               /* staged uploads land before anything reads them */
     if (m->use_scales)
         bk->to_device(bk, m->scales, m->host_scales, (size_t)m->depth * 2 * B * sizeof(float));

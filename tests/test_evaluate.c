@@ -5,7 +5,9 @@
  * rows against a naive count (sort every row), split into batches of
  * random sizes; and the sums over a one-rank communicator; the loss total
  * the same bits for any batch split, sample order and split over ranks
- * (exact_sum.h), where plain double sums differ. Also the
+ * (exact_sum.h), where plain double sums differ; a model's evaluation
+ * outputs per image the same bits in any batch, at any place in it and at
+ * any thread count (the CPU backend's per-sample GEMMs). Also the
  * config's nearest-key suggestions and the JSON number writers. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "cli.h"
 #include "comm.h"
 #include "config.h"
 #include "evaluate.h"
+#include "model.h"
 #include "rng.h"
 #include "test_util.h"
 
@@ -258,6 +262,80 @@ static void test_loss_sum_any_order(void **s) {
     free(sorted);
 }
 
+/* Probabilities and losses of images `order[0..n)` of img, evaluated in
+ * batches of `batch` on a CPU backend with `threads` threads, stored at
+ * each image's own index. */
+static void eval_images(const Config *c, int threads, int batch, const int *order, int n, const uint8_t *img,
+                        float *probs, float *loss) {
+    char err[256];
+    const int K = c->num_classes, per = c->channels * c->image_size * c->image_size;
+    Backend *bk = backend_cpu_create(threads, err, sizeof err);
+    if (!bk) fail_msg("%s", err);
+    Model *m = model_create(bk, c, batch, 0, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    model_init(m, 42);
+    uint8_t *in = TU_NEW(uint8_t, (size_t)batch * per);
+    float *onehot = TU_NEW(float, (size_t)batch * K), *p = TU_NEW(float, (size_t)batch * K), l[64];
+    for (int i0 = 0; i0 < n; i0 += batch) {
+        const int b = n - i0 < batch ? n - i0 : batch;
+        memset(onehot, 0, sizeof(float) * (size_t)b * K);
+        for (int i = 0; i < b; i++) {
+            memcpy(in + (size_t)i * per, img + (size_t)order[i0 + i] * per, per);
+            onehot[(size_t)i * K + order[i0 + i] % K] = 1.0f;
+        }
+        model_forward(m, in, b, 0, NULL);
+        model_loss(m, onehot, b, l);
+        model_probs(m, p, b);
+        for (int i = 0; i < b; i++) {
+            memcpy(probs + (size_t)order[i0 + i] * K, p + (size_t)i * K, sizeof(float) * K);
+            loss[order[i0 + i]] = l[i];
+        }
+    }
+    free(in); free(onehot); free(p);
+    model_destroy(m);
+    bk->destroy(bk);
+}
+
+/* 13 random images through a small model (64 tokens, width 32): in one
+ * batch at 1 thread; at 3 threads; in batches of 4 (the last short) at 2;
+ * one by one; in reverse order in batches of 6. Every image's
+ * probabilities and loss have the same bits each time: what makes
+ * evaluation identical at any number of ranks. (Without the per-sample
+ * GEMMs OpenBLAS's Haswell kernels give another last bit for rows that
+ * fall elsewhere in a call's tiles.) */
+static void test_eval_per_sample_bits(void **s) {
+    (void)s;
+    const char *mixers[] = {"hgru1", "hgru2"};
+    for (int mi = 0; mi < 2; mi++) {
+        Config c;
+        config_defaults(&c);
+        snprintf(c.mixer, sizeof c.mixer, "%s", mixers[mi]);
+        c.image_size = 16; c.channels = 1; c.patch_size = 2;   /* 64 tokens */
+        c.dim = 32; c.depth = 2; c.glu_dim = 64; c.num_classes = 10; c.head_size = 8;
+        c.num_mean = c.num_std = 1;
+        c.mean[0] = 0.4f; c.std[0] = 0.3f;
+        enum { N = 13 };
+        const int K = c.num_classes, per = c.image_size * c.image_size;
+        uint8_t img[N * 256];
+        Rng r;
+        rng_seed(&r, 5 + mi);
+        for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rng_u32(&r);
+        int fwd[N], rev[N];
+        for (int i = 0; i < N; i++) fwd[i] = i, rev[i] = N - 1 - i;
+        static float p[5][N * 10], l[5][N];
+        assert_true(per * N <= (int)sizeof img && K <= 10);
+        eval_images(&c, 1, N, fwd, N, img, p[0], l[0]);
+        eval_images(&c, 3, N, fwd, N, img, p[1], l[1]);
+        eval_images(&c, 2, 4, fwd, N, img, p[2], l[2]);
+        eval_images(&c, 1, 1, fwd, N, img, p[3], l[3]);
+        eval_images(&c, 2, 6, rev, N, img, p[4], l[4]);
+        for (int v = 1; v < 5; v++)
+            for (int i = 0; i < N; i++)
+                if (memcmp(p[v] + i * K, p[0] + i * K, sizeof(float) * K) || memcmp(&l[v][i], &l[0][i], sizeof(float)))
+                    fail_msg("%s, way %d, image %d: loss %a, in one batch %a", mixers[mi], v, i, l[v][i], l[0][i]);
+    }
+}
+
 static void test_nearest_key(void **s) {
     (void)s;
     char k[96];
@@ -317,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_few_classes),
         cmocka_unit_test(test_random_against_naive),
         cmocka_unit_test(test_loss_sum_any_order),
+        cmocka_unit_test(test_eval_per_sample_bits),
         cmocka_unit_test(test_nearest_key),
         cmocka_unit_test(test_json_writers),
     };

@@ -131,7 +131,15 @@ struct Backend {
     double (*idle_seconds)(Backend *, int slot);
 
     /* ---- GEMM (Linear, PyTorch weight layout W[N, K] = out x in) ----
-     * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL) */
+     * out[M,N] = inp[M,K] . W^T + bias   (bias may be NULL)
+     * gemm_samples: 0, or S > 0 when the rows of the next matmul_fwd calls
+     * are S samples' rows, M / S each, in order (the model sets it before
+     * every forward: B in evaluation, 0 in training). The CPU backend then
+     * gives each sample a GEMM call of its own, so that a sample's outputs
+     * do not depend on the batch it is in nor on the thread count (a BLAS
+     * computes a row with other instructions depending on the call's shape
+     * and where the row falls in its tiles). The CUDA backend ignores it. */
+    int gemm_samples;
     void (*matmul_fwd)(Backend *, float *out, const float *inp, const float *w,
                        const float *bias, int M, int K, int N);
     /* dinp[M,K] = dout . W (overwrite; dinp may be NULL),

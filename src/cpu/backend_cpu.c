@@ -171,24 +171,39 @@ float *cpu_sscratch(Backend *bk, size_t n) {
  * element-wise ops after it slow down too). The blocks depend only on the
  * team size, so results stay bitwise reproducible. */
 
+/* out[rows, N] = inp[rows, K] . W^T + bias: one single-threaded sgemm */
+static void gemm_rows(float *out, const float *inp, const float *w, const float *bias, int rows, int K, int N) {
+    if (bias)
+        for (int m = 0; m < rows; m++) memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
+    if (K > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f,
+                    out, N);
+    else if (!bias)
+        memset(out, 0, (size_t)rows * N * sizeof(float));
+}
+
 static void cpu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w,
                            const float *bias, int M, int K, int N) {
     if (M <= 0 || N <= 0) return;
+    const int S = bk->gemm_samples;
+    if (S > 0 && M % S == 0) {
+        /* evaluation: a call per sample, the samples shared over the team;
+         * every sample's rows go through a call of the same shape, at the
+         * same place in it, whatever the batch and the thread count
+         * (measured with OpenBLAS's Haswell kernels: a row computed inside
+         * a call of 4 or more rows differs in the last bit from the same
+         * row alone) */
+        const int R = M / S;
+#pragma omp parallel for schedule(static) num_threads(NT(bk))
+        for (int s = 0; s < S; s++)
+            gemm_rows(out + (size_t)s * R * N, inp + (size_t)s * R * K, w, bias, R, K, N);
+        return;
+    }
 #pragma omp parallel num_threads(NT(bk))
     {
         int m0, m1;
         split_range(M, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1);
-        if (m1 > m0) {
-            float *o = out + (size_t)m0 * N;
-            if (bias)
-                for (int m = m0; m < m1; m++)
-                    memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
-            if (K > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m1 - m0, N, K, 1.0f,
-                            inp + (size_t)m0 * K, K, w, K, bias ? 1.0f : 0.0f, o, N);
-            else if (!bias)
-                memset(o, 0, (size_t)(m1 - m0) * N * sizeof(float));
-        }
+        if (m1 > m0) gemm_rows(out + (size_t)m0 * N, inp + (size_t)m0 * K, w, bias, m1 - m0, K, N);
     }
 }
 
