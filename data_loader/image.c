@@ -412,6 +412,7 @@ static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int wa
     out->full_h = H;
     out->crop = crop;
     out->scale_num = n;
+    out->decoded_px = (long long)bw * rows;
     return 0;
 }
 
@@ -570,6 +571,7 @@ static int png_decode(const uint8_t *data, size_t len, const char *name, int wan
     out->full_h = H;
     out->crop = crop;
     out->scale_num = 8;
+    out->decoded_px = (long long)W * H;
     return 0;
 }
 

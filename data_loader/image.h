@@ -106,6 +106,7 @@ typedef struct {
     int full_w, full_h;  /* size of the whole image */
     ImageRect crop;      /* the crop in original pixel coordinates, as chosen */
     int scale_num;       /* DCT scale used: scale_num / 8 (8 = none) */
+    long long decoded_px; /* pixels inverse-transformed and colour-converted (the whole image for PNG) */
 } ImageRegion;
 
 /* Allowed DCT scales as a bit mask: bit n set = n/8 allowed (n = 1..8).

@@ -133,6 +133,11 @@ static void train_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, 
     *crop = c->p->crop;
     *min_w = c->t->dct_scales ? c->t->size : 0;
     *min_h = c->t->dct_scales ? c->t->size : 0;
+    if (c->t->full_decode) {
+        ImageRect all = {0, 0, w, h};
+        *crop = all;
+        *min_w = *min_h = 0;
+    }
 }
 
 static void hflip_hwc(uint8_t *img, int w, int h, int c) {
@@ -200,6 +205,15 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
     if (image_decode_region(data, len, name, C, train_crop_fn, &ctx, t->dct_scales, &s->pix, &reg, err, errlen))
         return -1;
     s->last_scale = reg.scale_num;
+    s->last_px = reg.decoded_px;
+    if (t->full_decode) {   /* the whole image is decoded: crop it (torchvision crops, then resizes) */
+        reg.im.px += (size_t)p.crop.y * reg.stride + (size_t)p.crop.x * C;
+        reg.im.w = p.crop.w;
+        reg.im.h = p.crop.h;
+        reg.box[0] = reg.box[1] = 0;
+        reg.box[2] = p.crop.w;
+        reg.box[3] = p.crop.h;
+    }
     if (s->timing) {
         t1 = now_seconds();
         s->t[DEIT_T_DECODE] += t1 - t0;
@@ -250,6 +264,7 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
     EvalCtx ctx = {t};
     if (image_decode_region(data, len, name, C, eval_crop_fn, &ctx, 0, &s->pix, &reg, err, errlen)) return -1;
     s->last_scale = 8;
+    s->last_px = reg.decoded_px;
     if (s->timing) {
         t1 = now_seconds();
         s->t[DEIT_T_DECODE] += t1 - t0;

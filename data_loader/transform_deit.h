@@ -44,6 +44,7 @@ typedef struct {
     RandomErasing *re;      /* NULL when reprob == 0 */
     float crop_pct;
     unsigned dct_scales;    /* allowed DCT scales for the train crop (IMAGE_SCALES_*; 0 = none) */
+    int full_decode;        /* decode whole images, then crop (the reference; bench-data --full-decode) */
 } DeitTransform;
 
 /* From the [data] keys of cfg (image_size, channels, interpolation,
@@ -62,6 +63,7 @@ typedef struct {
     int timing;              /* accumulate per-stage seconds into t[] */
     double t[DEIT_T_N];
     int last_scale;          /* DCT scale of the last decode (n/8) */
+    long long last_px;       /* pixels the last decode produced (ImageRegion.decoded_px) */
 } DeitScratch;
 
 void deit_scratch_free(DeitScratch *s);

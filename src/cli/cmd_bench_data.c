@@ -172,6 +172,7 @@ typedef struct {
     double t[DEIT_T_N];
     int failed;
     double scale_hist[9];
+    double px;        /* pixels decoded per image */
 } Result;
 
 static Result run(const DeitTransform *t, List *files, int count, int threads, int train, int timing) {
@@ -180,9 +181,9 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
     size_t per = (size_t)t->channels * t->size * t->size;
     int failed = 0;
     double tt[DEIT_T_N] = {0};
-    double sh[9] = {0};
+    double sh[9] = {0}, px = 0;
     double t0 = now_seconds(), c0 = cpu_s();
-#pragma omp parallel num_threads(threads) reduction(+ : failed)
+#pragma omp parallel num_threads(threads) reduction(+ : failed, px)
     {
         DeitScratch s;
         memset(&s, 0, sizeof s);
@@ -201,7 +202,10 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
                 rc = deit_eval_file(t, p, &s, out, err, sizeof err);
             }
             if (rc) failed++;
-            else local_sh[s.last_scale]++;
+            else {
+                local_sh[s.last_scale]++;
+                px += (double)s.last_px;
+            }
         }
 #pragma omp critical
         {
@@ -217,6 +221,7 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
     res.failed = failed;
     for (int k = 0; k < DEIT_T_N; k++) res.t[k] = tt[k] / count;
     memcpy(res.scale_hist, sh, sizeof sh);
+    res.px = count > failed ? px / (count - failed) : 0;
     return res;
 }
 
@@ -447,6 +452,7 @@ done:
 
 static void usage(void) {
     printf("usage: hgrn bench-data DIR [--threads N] [--images N] [--size S] [--no-dct] [--all-scales]\n"
+           "                          [--full-decode]\n"
            "                          [--only train|eval] [--config FILE]\n"
            "                          [--decode cpu|gpu] [--loader] [--batch N] [--prefetch N]\n"
            "                          [--gpu-backend auto|hardware|hybrid] [--gpu-decoders N]\n"
@@ -455,6 +461,8 @@ static void usage(void) {
            "Images/s of the DeiT training transform (RandomResizedCrop with DCT-scaled cropped\n"
            "decode, flip, RandAugment rand-m9-mstd0.5-inc1, random erasing) and of the eval\n"
            "transform (resize 256, centre crop 224), 1 thread and N threads (default: all cores).\n"
+           "--no-dct: the crop decoded at full resolution; --full-decode: whole images decoded, then\n"
+           "cropped (the reference); --all-scales: every DCT scale n/8, not only the SIMD ones.\n"
            "--decode gpu: the loader with nvJPEG decoding and CUDA transforms (data.decode = gpu),\n"
            "batches of --batch (256) with --prefetch (3) batches ahead, on GPU 0; --loader with\n"
            "--decode cpu measures the CPU loader the same way. --gpu-backend sets nvJPEG's backend\n"
@@ -484,7 +492,7 @@ static int int_arg(const char *opt, const char *text, long lo, long hi, int *out
 
 static const char *const OPTIONS[] = {"--threads", "--images", "--decode", "--loader", "--batch", "--prefetch",
                                       "--gpu-backend", "--gpu-decoders", "--hw-load", "--cpu-share", "--verify",
-                                      "--size", "--config", "--only", "--no-dct", "--simd-scales", "--all-scales",
+                                      "--size", "--config", "--only", "--no-dct", "--simd-scales", "--all-scales", "--full-decode",
                                       "--synth", "--help"};
 
 int cmd_bench_data(int argc, char **argv) {
@@ -496,7 +504,7 @@ int cmd_bench_data(int argc, char **argv) {
         const char *a = argv[i];
         /* options that take a value must have one */
         if (a[0] == '-' && strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--loader") && strcmp(a, "--no-dct") &&
-            strcmp(a, "--simd-scales") && strcmp(a, "--all-scales") && strcmp(a, "--synth") && i + 1 >= argc) {
+            strcmp(a, "--full-decode") && strcmp(a, "--simd-scales") && strcmp(a, "--all-scales") && strcmp(a, "--synth") && i + 1 >= argc) {
             fprintf(stderr, "bench-data: %s needs a value\n", a);
             return 2;
         }
@@ -566,6 +574,8 @@ int cmd_bench_data(int argc, char **argv) {
             only = !strcmp(v, "train");
         } else if (!strcmp(a, "--no-dct")) {
             no_dct = 1;
+        } else if (!strcmp(a, "--full-decode")) {
+            no_dct = 2;
         } else if (!strcmp(a, "--simd-scales")) {
             simd = 1;
         } else if (!strcmp(a, "--all-scales")) {
@@ -690,6 +700,7 @@ int cmd_bench_data(int argc, char **argv) {
     if (no_dct) t->dct_scales = 0;
     else if (simd == 1) t->dct_scales = IMAGE_SCALES_SIMD;
     else if (simd == 2) t->dct_scales = IMAGE_SCALES_ALL;
+    t->full_decode = no_dct == 2;
     if (dataset_shards_detect(dir)) {
         fprintf(stderr, "bench-data: %s holds tar shards: measure them through the loader (--loader, or --decode gpu)\n",
                 dir);
@@ -802,6 +813,8 @@ int cmd_bench_data(int argc, char **argv) {
                 if (r1.scale_hist[k] > 0) printf(" %d:%.0f%%", k, 100.0 * r1.scale_hist[k] / count);
             printf("\n");
         }
+        printf("%-5s pixels decoded per image: %.0f (%.0f %% of mean width x mean height)\n", names[1 - train], r1.px,
+               100.0 * r1.px / (mw / nok * (mh / nok)));
         if (r1.failed || rn.failed)
             printf("%s: %d of %d images failed to decode\n", names[1 - train], r1.failed, count);
     }
