@@ -22,6 +22,7 @@
 #include "gpu_sample.h"
 #include "image.h"
 #include "loader.h"
+#include "progress.h"
 #include "rng.h"
 #include "transform_deit.h"
 
@@ -175,7 +176,12 @@ typedef struct {
     double px;        /* pixels decoded per image */
 } Result;
 
-static Result run(const DeitTransform *t, List *files, int count, int threads, int train, int timing) {
+/* The status line of the runs (bench-data takes tens of seconds): each
+ * run is a phase line, its images done are redrawn while it goes. */
+static Progress progress;
+
+static Result run(const DeitTransform *t, List *files, int count, int threads, int train, int timing,
+                  const char *phase) {
     Result res;
     memset(&res, 0, sizeof res);
     size_t per = (size_t)t->channels * t->size * t->size;
@@ -183,6 +189,9 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
     double tt[DEIT_T_N] = {0};
     double sh[9] = {0}, px = 0;
     double t0 = now_seconds(), c0 = cpu_s();
+    int done = 0;
+    double shown = t0;
+    if (phase) progress_line(&progress, "bench-data: %s: %d images", phase, count);
 #pragma omp parallel num_threads(threads) reduction(+ : failed, px)
     {
         DeitScratch s;
@@ -206,6 +215,19 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
                 local_sh[s.last_scale]++;
                 px += (double)s.last_px;
             }
+#pragma omp atomic
+            done++;
+            /* the first thread draws it, a few times a second at most */
+            if (phase && omp_get_thread_num() == 0) {
+                const double now = now_seconds();
+                if (now - shown >= 0.25) {
+                    int d;
+#pragma omp atomic read
+                    d = done;
+                    progress_update(&progress, "  %s: %d/%d images, %.0f img/s", phase, d, count, d / (now - t0));
+                    shown = now;
+                }
+            }
         }
 #pragma omp critical
         {
@@ -216,6 +238,7 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
         deit_scratch_free(&s);
     }
     double el = now_seconds() - t0, cel = cpu_s() - c0;
+    progress_clear(&progress);
     res.ips = count / el;
     res.cpu_ips = cel > 0 ? count / cel : 0;
     res.failed = failed;
@@ -309,6 +332,9 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
         double t0 = 0, c0 = 0;
         LoaderStats s0;
         memset(&s0, 0, sizeof s0);
+        progress_line(&progress, "bench-data: %s loader, %s transform: %d warm-up batches, then %d images",
+                      gpu ? "GPU" : "CPU", train ? "train" : "eval", warm, images);
+        double shown = now_seconds();
         while (count < images) {
             if (nb == warm) {
                 t0 = now_seconds();
@@ -330,7 +356,14 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
             }
             if (nb >= warm) count += b->n;
             nb++;
+            const double now = now_seconds();
+            if (now - shown >= 0.25) {
+                if (nb <= warm) progress_update(&progress, "  warm-up batch %d/%d", nb, warm);
+                else progress_update(&progress, "  %lld/%d images, %.0f img/s", count, images, count / (now - t0));
+                shown = now;
+            }
         }
+        progress_clear(&progress);
         if (gpu && got == 1) loader_next_device(l, &b, NULL);   /* releases the last batch */
         double el = now_seconds() - t0, cel = cpu_s() - c0;
         LoaderStats s1;
@@ -496,6 +529,7 @@ static const char *const OPTIONS[] = {"--threads", "--images", "--decode", "--lo
                                       "--synth", "--help"};
 
 int cmd_bench_data(int argc, char **argv) {
+    progress_init(&progress, 5.0);   /* in a log: a line per phase, then one every 5 s */
     const char *dir = NULL, *cfgfile = NULL, *decode = "cpu", *gpu_backend = NULL;
     const char *gpu_decoders = NULL, *hw_load = NULL, *cpu_share = NULL;
     int threads = omp_get_num_procs(), images = 2000, size = 224, no_dct = 0, simd = 0, only = -1;
@@ -718,6 +752,7 @@ int cmd_bench_data(int argc, char **argv) {
      * also warms the page cache): the unreadable ones are named with their
      * reason and left out of the timed runs, and the sizes and dimensions are
      * those of the files that decode. */
+    progress_line(&progress, "bench-data: checking that the %d files decode", files.n);
     char **why = calloc((size_t)files.n, sizeof *why);
     double *fbytes = calloc((size_t)files.n, sizeof *fbytes), *fw = calloc((size_t)files.n, sizeof *fw),
            *fh = calloc((size_t)files.n, sizeof *fh);
@@ -795,10 +830,14 @@ int cmd_bench_data(int argc, char **argv) {
     for (int train = 1; train >= 0; train--) {
         if (only >= 0 && train != only) continue;
         /* one untimed warm-up pass over a few images */
-        run(t, &files, files.n < 64 ? files.n : 64, 1, train, 0);
-        Result r1 = run(t, &files, count, 1, train, 1);
-        Result r1b = run(t, &files, count, 1, train, 0);
-        Result rn = run(t, &files, count, threads, train, 0);
+        run(t, &files, files.n < 64 ? files.n : 64, 1, train, 0, NULL);
+        char ph[3][96];
+        snprintf(ph[0], sizeof ph[0], "%s transform, 1 thread, stages timed", names[1 - train]);
+        snprintf(ph[1], sizeof ph[1], "%s transform, 1 thread", names[1 - train]);
+        snprintf(ph[2], sizeof ph[2], "%s transform, %d threads", names[1 - train], threads);
+        Result r1 = run(t, &files, count, 1, train, 1, ph[0]);
+        Result r1b = run(t, &files, count, 1, train, 0, ph[1]);
+        Result rn = run(t, &files, count, threads, train, 0, ph[2]);
         double one = r1b.ips > r1.ips ? r1b.ips : r1.ips;
         double cpu_one = r1b.cpu_ips > r1.cpu_ips ? r1b.cpu_ips : r1.cpu_ips;
         printf("%-5s 1 thread : %8.1f img/s (%.1f per CPU-second)   per image: read %.3f ms, decode %.3f ms, "
