@@ -131,7 +131,7 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
             list_dir(sub, &t, err, errlen) < 0)
             return -1;
         out->classes = l.split_train ? t.subdirs : v.subdirs;
-        char valdesc[1200] = "no val/ or test/";
+        char valdesc[1200] = "";
         if (out->flat_val) {
             snprintf(sub, sizeof sub, "%s/%s", dir, val);
             find_labels(dir, sub, out->val_labels, sizeof out->val_labels);
@@ -141,9 +141,10 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
         } else if (val) {
             snprintf(valdesc, sizeof valdesc, "%s/ with %d class folders", val, v.subdirs);
         }
-        char trdesc[64] = "no train/";
+        char trdesc[64] = "";
         if (l.split_train) snprintf(trdesc, sizeof trdesc, "train/ with %d class folders", t.subdirs);
-        snprintf(out->what, sizeof out->what, "an ImageFolder root: %s, %.650s", trdesc, valdesc);
+        snprintf(out->what, sizeof out->what, "an ImageFolder root: %s%s%.650s", trdesc,
+                 trdesc[0] && valdesc[0] ? ", " : "", valdesc);
         return 0;
     }
     if (l.subdirs > 0) {

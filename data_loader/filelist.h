@@ -21,4 +21,9 @@ void filelist_free(FileList *fl);
  * it). channels: 1 or 3. NULL when out of memory (everything freed). */
 Dataset *filelist_dataset(FileList *fl, char **class_names, int num_classes, int channels);
 
+/* 1 when sample i of a file-backed dataset failed to decode so far
+ * (dataset_mark_bad), else 0 (also for other datasets): to name the files
+ * an evaluation left out. */
+int dataset_is_bad(const Dataset *ds, int i);
+
 #endif

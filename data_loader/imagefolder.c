@@ -153,6 +153,12 @@ int dataset_bad_count(const Dataset *ds) {
     return atomic_load(&f->nbad);
 }
 
+int dataset_is_bad(const Dataset *ds, int i) {
+    if (!ds || ds->close != file_close || i < 0 || i >= ds->n) return 0;
+    const FileDs *f = ds->impl;
+    return atomic_load(&f->bad[i]) != 0;
+}
+
 int dataset_mark_bad(Dataset *ds, int i) {
     if (!ds || ds->close != file_close || i < 0 || i >= ds->n) return 0;
     FileDs *f = ds->impl;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Bad input through the real command line: each case must exit non-zero with
-# one line naming the key or file, and write nothing half-way.
+# one line naming the key or file, and write nothing half-way; refusals
+# before any work (flags, paths, --gpus without a GPU, --top beyond the
+# model's classes) exit 2.
 # usage: test_cli_errors.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$1; src=$2
@@ -19,6 +21,19 @@ expect_error() {
     echo "FAIL $name: the output does not match /$pat/:"; cat "$tmp/err" "$tmp/out"; fails=$((fails + 1)); return
   fi
   echo "ok   $name: $(cat "$tmp/err" "$tmp/out" | grep -E -- "$pat" | head -n 1)"
+}
+
+# expect_rc NAME RC PATTERN -- COMMAND...: exit status RC exactly, one stderr line
+# matching PATTERN (refusals before any work exit 2), nothing on stdout
+expect_rc() {
+  local name=$1 want=$2 pat=$3; shift 4
+  n=$((n + 1))
+  "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  if [ $rc -ne "$want" ]; then echo "FAIL $name: exit $rc, want $want: $(head -3 "$tmp/err")"; fails=$((fails + 1)); return; fi
+  if [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -qE -- "$pat" "$tmp/err" || [ -s "$tmp/out" ]; then
+    echo "FAIL $name: want one stderr line /$pat/ and no stdout:"; cat "$tmp/err" "$tmp/out"; fails=$((fails + 1)); return
+  fi
+  echo "ok   $name (exit $rc): $(cat "$tmp/err")"
 }
 
 expect_error bad-value "model.dim" -- "$hgrn" info --config "$cfg" --model.dim -3
@@ -60,6 +75,25 @@ expect_error config-key-range "model.dim = -3 is out of range \[1, 65536\]" -- "
 expect_error json-value "--json takes no value" -- "$hgrn" eval --ckpt x --json=1
 expect_error logits-without-json "--logits needs --json" -- "$hgrn" classify --ckpt x --logits a.jpg
 expect_error bench-ops-option "takes no other options" -- "$hgrn" bench --ops --device cuda
+# prepare names what it cannot prepare, and what it can
+prep_pat="^hgrn prepare: cifar10 is not a dataset hgrn prepare writes: it prepares fmnist .*cifar-like fmnist .*shards"
+"$hgrn" prepare cifar10 "$tmp/p" >"$tmp/out" 2>"$tmp/err"; rc=$?; n=$((n + 1))
+{ [ $rc -eq 2 ] && head -n 1 "$tmp/err" | grep -qE "$prep_pat" && [ ! -e "$tmp/p" ]; } && echo "ok   prepare-cifar10: $(head -n 1 "$tmp/err")" ||
+  { echo "FAIL prepare-cifar10 (exit $rc):"; cat "$tmp/err"; fails=$((fails + 1)); }
+expect_rc eval-missing-ckpt 2 "^hgrn eval: --ckpt $tmp/none.safetensors: no such file" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" --device cpu
+expect_rc classify-missing-ckpt 2 "^hgrn classify: --ckpt $tmp/none.safetensors: no such file" -- "$hgrn" classify --ckpt "$tmp/none.safetensors" a.jpg
+expect_rc eval-confusion-dir 2 "^hgrn eval: --confusion $tmp/no_dir/c.csv: $tmp/no_dir: no such directory" -- "$hgrn" eval --ckpt x --confusion "$tmp/no_dir/c.csv"
+expect_rc classify-top-zero 2 "--top 0 is out of range" -- "$hgrn" classify --ckpt x --top 0 a.jpg
+if [ "$("$hgrn" device)" = cpu ]; then   # --gpus N runs a process per GPU: said once, before any rank starts
+  for cmd in train eval; do
+    args=(--config "$cfg" --out "$tmp/g"); [ $cmd = eval ] && args=(--ckpt "$cfg")
+    expect_rc "$cmd-gpus-no-device" 2 "^hgrn $cmd: --gpus 2 starts one process per GPU, but there is no CUDA device here .*mpirun -np 2 hgrn $cmd" -- \
+      "$hgrn" $cmd --gpus 2 "${args[@]}"
+  done
+fi
+expect_rc train-gpus-device-cpu 2 "^hgrn train: --gpus 2 starts one process per GPU, but --device cpu was given" -- \
+  "$hgrn" train --gpus 2 --device cpu --config "$cfg" --out "$tmp/g"
+[ -e "$tmp/g" ] && { echo "FAIL --gpus refusals created the run directory"; fails=$((fails + 1)); }
 if [ "$("$hgrn" device)" = cpu ]; then   # the kernel timings need the CUDA backend and a GPU: exit 2
   expect_error bench-ops-no-gpu "bench --ops: .*CUDA" -- "$hgrn" bench --ops
   "$hgrn" bench --ops >/dev/null 2>&1; rc=$?
@@ -76,7 +110,8 @@ fi
 "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --model.dim 8 --model.depth 1 --model.glu_dim 8 \
   --train.max_steps 1 --data.train_limit 256 --data.val_limit 64 >/dev/null 2>&1 || { echo "FAIL tiny train"; exit 1; }
 expect_error classify-not-image "fmnist_hgrn1_tiny.cfg.*(not a JPEG or PNG|not an image|unknown)" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$cfg"
-expect_error classify-top-classes "--top 11 is out of range \[1, 10\]" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu --top 11 "$tmp/missing.jpg"
+expect_rc eval-missing-data 2 "^hgrn eval: --data $tmp/no_data: no such directory" -- "$hgrn" eval --ckpt "$tmp/run/last.safetensors" --device cpu --data "$tmp/no_data"
+expect_rc classify-top-classes 2 "--top 11 is out of range \[1, 10\]" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu --top 11 "$tmp/missing.jpg"
 expect_error classify-missing "$tmp/missing.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/missing.jpg"
 : >"$tmp/empty.jpg"
 expect_error classify-empty "empty.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/empty.jpg"

@@ -9,7 +9,15 @@
 #     bad file in the middle (exit 1), directories and globs, --top, --logits
 #     (their softmax is the probabilities);
 #   - the data's classes against the checkpoint's: a subset in another order
-#     mapped by name, other names a warning, more classes an error;
+#     mapped by name, other names a warning (also where the checkpoint's
+#     names come from a class-names file: F-MNIST's against folders animal/
+#     and thing/; classify of that tree notes it), more classes an error;
+#   - --data DIR without --data.dataset: the layout detected and named in
+#     one line (ImageFolder root, class folders, flat val/ + labels,
+#     CIFAR-10, IDX; hgrn train too), nothing recognised refused (exit 2);
+#   - unreadable images: counted and named in the JSON's warnings, one
+#     stderr line, exit 1; an unwritable --confusion refused before the
+#     evaluation (exit 2); classify DIR/ joins paths with one slash;
 #   - on a GPU (skipped without one): classify with nvJPEG and the GPU
 #     transform (--data.decode gpu) answers as with the CPU decoder, the
 #     same files and errors, probabilities within 1e-3 (the hardware engines
@@ -215,7 +223,7 @@ grep -q "mapped by name" "$tmp/sub.err" && near "$(get top1)" "$want" &&
 mkdir -p "$tmp/other/val"; cp -r "$tmp/data/val/a" "$tmp/other/val/x"; cp -r "$tmp/data/val/b" "$tmp/other/val/y"
 "$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/other" >/dev/null 2>"$tmp/other.err" &&
   grep -q "warning: 2 of the data's 2 class names differ from the checkpoint's (class 0: data 'x', checkpoint 'a')" "$tmp/other.err" &&
-  ok "other class names: $(head -n 1 "$tmp/other.err")" || { fail "other names:"; cat "$tmp/other.err"; }
+  ok "other class names: $(grep warning "$tmp/other.err")" || { fail "other names:"; cat "$tmp/other.err"; }
 mkdir -p "$tmp/more/val"; for c in a b c d e f g; do cp -r "$tmp/data/val/a" "$tmp/more/val/$c"; done
 "$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/more" >/dev/null 2>"$tmp/more.err" && fail "7 classes accepted" ||
   { grep -q "the data has 7 classes but the checkpoint's model has 6" "$tmp/more.err" && ok "more classes: $(cat "$tmp/more.err")" || { fail "more classes:"; cat "$tmp/more.err"; }; }
@@ -229,6 +237,101 @@ mkdir -p "$tmp/flat/x"; cp "$good1" "$tmp/flat/x/"
 "$hgrn" eval --ckpt "$ckpt" --device cpu --model.mixer hgru2 >/dev/null 2>"$tmp/mix.err" && fail "mixer mismatch accepted" ||
   { grep -q "holds a model with token mixer hgru1 (model.mixer = hgru1), but the config asks for hgru2" "$tmp/mix.err" &&
     ok "another mixer: $(cat "$tmp/mix.err")" || { fail "mixer:"; cat "$tmp/mix.err"; }; }
+
+# --- --data DIR without --data.dataset: the layout is detected and named in one line
+# (an ImageFolder root, class folders, a flat val/ with val_labels.txt, CIFAR-10
+# batches, IDX files); a directory of none of them, a missing one and a flat one
+# without labels are refused before any work (exit 2)
+line() { grep -m1 "^hgrn $1: --data " "$2"; }
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/data" >/dev/null 2>"$tmp/d1.err" &&
+  line eval "$tmp/d1.err" | grep -q "an ImageFolder root: train/ with 6 class folders, val/ with 6 class folders; data.dataset imagefolder$" &&
+  ok "detected: $(line eval "$tmp/d1.err")" || { fail "ImageFolder root:"; cat "$tmp/d1.err"; }
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/data/val" >/dev/null 2>"$tmp/d2.err" &&
+  line eval "$tmp/d2.err" | grep -q "6 class folders (one split" && ok "detected: $(line eval "$tmp/d2.err")" ||
+  { fail "class folders:"; cat "$tmp/d2.err"; }
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/data" --data.dataset imagefolder >/dev/null 2>"$tmp/d3.err" &&
+  ! line eval "$tmp/d3.err" >/dev/null && ok "--data.dataset given: nothing detected" || { fail "explicit dataset:"; cat "$tmp/d3.err"; }
+mkdir -p "$tmp/flatv/val"; k=0
+for c in $classes; do
+  for f in "$tmp/data/val/$c"/*.jpg; do cp "$f" "$tmp/flatv/val/${c}_$(basename "$f")"; echo "${c}_$(basename "$f") $k"; done
+  k=$((k + 1))
+done >"$tmp/flatv/val_labels.txt"
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/flatv" --json >"$tmp/flat.json" 2>"$tmp/d4.err"; rc=$?
+json=$(cat "$tmp/flat.json"); t_flat=$(get top1); json=$(cat "$tmp/b/eval.json"); t_tree=$(get top1)
+# the same 30 images and labels in other batches: top-1 within one image of the tree's
+[ $rc -eq 0 ] && line eval "$tmp/d4.err" | grep -q "val/ holding 30 images without class folders (ImageNet's flat validation directory; labels $tmp/flatv/val_labels.txt)" &&
+  grep -q '"images": 30,' "$tmp/flat.json" && awk -v a="$t_flat" -v b="$t_tree" 'BEGIN{d = a - b; if (d < 0) d = -d; exit !(d <= 100 / 30 + 1e-9)}' &&
+  ok "flat val/ + val_labels.txt: 30 images, top-1 $t_flat% (the class folders: $t_tree%)" || { fail "flat val (exit $rc, $t_flat vs $t_tree):"; cat "$tmp/d4.err"; }
+mkdir -p "$tmp/cifar"; : >"$tmp/cifar/data_batch_1.bin"; : >"$tmp/cifar/test_batch.bin"
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/cifar" >/dev/null 2>"$tmp/d5.err"
+line eval "$tmp/d5.err" | grep -q "CIFAR-10 binary batches (1 data_batch_N.bin, and test_batch.bin); data.dataset cifar10 (the config said imagefolder)" &&
+  ok "detected: $(line eval "$tmp/d5.err")" || { fail "CIFAR-10:"; cat "$tmp/d5.err"; }
+mkdir -p "$tmp/idx"; : >"$tmp/idx/t10k-images-idx3-ubyte.gz"
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/idx" >/dev/null 2>"$tmp/d6.err"
+line eval "$tmp/d6.err" | grep -q "Fashion-MNIST IDX files (t10k); data.dataset fmnist (the config said imagefolder)" &&
+  ok "detected: $(line eval "$tmp/d6.err")" || { fail "IDX:"; cat "$tmp/d6.err"; }
+mkdir -p "$tmp/nothing_here" "$tmp/flat_nolabels/val"; cp "$good1" "$tmp/flat_nolabels/val/"
+for kv in "nothing_here|no dataset found: neither CIFAR-10 batches" "no_such_dir|: no such directory" \
+          "flat_nolabels|without class folders .*: pass --data.val_labels FILE"; do
+  IFS='|' read -r d want <<<"$kv"
+  "$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/$d" >"$tmp/d7.out" 2>"$tmp/d7.err"; rc=$?
+  [ $rc -eq 2 ] && [ ! -s "$tmp/d7.out" ] && grep -qE "^hgrn eval: --data $tmp/$d.*$want" "$tmp/d7.err" &&
+    ok "refused (exit 2): $(cat "$tmp/d7.err")" || { fail "--data $d (exit $rc):"; cat "$tmp/d7.err"; }
+done
+# hgrn train: a config of another dataset switches to what --data holds, and says so
+nods=(); skip=0
+for a in "${common[@]}"; do
+  if [ $skip = 1 ]; then skip=0; elif [ "$a" = --data.dataset ]; then skip=1; else nods+=("$a"); fi
+done
+"$hgrn" train --config "$cfg" "${nods[@]}" --data "$tmp/data" --out "$tmp/r3" \
+  --train.max_steps 1 >/dev/null 2>"$tmp/d8.err"
+line train "$tmp/d8.err" | grep -q "an ImageFolder root: train/ with 6 class folders, val/ with 6 class folders; data.dataset imagefolder (the config said fmnist)" &&
+  [ -f "$tmp/r3/last.safetensors" ] && ok "train detected: $(line train "$tmp/d8.err")" || { fail "train --data detection:"; cat "$tmp/d8.err"; }
+
+# --- unreadable images in the evaluation: counted, named in the JSON's warnings and one
+# stderr line, exit 1 (the figures leave them out)
+cp -r "$tmp/data" "$tmp/withbad"
+for k in 1 2 3 4; do printf 'not an image %d' $k >"$tmp/withbad/val/c/zbad$k.jpg"; done
+"$hgrn" eval --ckpt "$ckpt" --device cpu --data "$tmp/withbad" --json >"$tmp/wb.json" 2>"$tmp/wb.err"; rc=$?
+[ $rc -eq 1 ] && grep -q '"warnings": \["4 of 34 images could not be read and are left out of the figures: [^"]*zbad1.jpg, [^"]*zbad4.jpg"\]' "$tmp/wb.json" &&
+  grep -q '"images": 30,' "$tmp/wb.json" && [ "$(grep -c '^hgrn eval: warning: 4 of 34 images could not be read' "$tmp/wb.err")" -eq 1 ] &&
+  ok "4 of 34 unreadable: in warnings, one stderr line, exit 1" || { fail "unreadable (exit $rc):"; cat "$tmp/wb.json" "$tmp/wb.err"; }
+# an output path that cannot be written is refused before the evaluation
+"$hgrn" eval --ckpt "$ckpt" --device cpu --confusion "$tmp/no_dir/c.csv" >"$tmp/cf.out" 2>"$tmp/cf.err"; rc=$?
+[ $rc -eq 2 ] && [ ! -s "$tmp/cf.out" ] && ! grep -q "top-1" "$tmp/cf.err" && grep -q "^hgrn eval: --confusion $tmp/no_dir/c.csv: $tmp/no_dir: no such directory$" "$tmp/cf.err" &&
+  ok "unwritable --confusion refused first: $(cat "$tmp/cf.err")" || { fail "--confusion (exit $rc):"; cat "$tmp/cf.out" "$tmp/cf.err"; }
+# a directory argument with a trailing slash: paths joined with one slash
+"$hgrn" classify --ckpt "$ckpt" --device cpu --top 1 "$tmp/data/val/a/" >"$tmp/slash.out" 2>/dev/null
+grep -qx "$tmp/data/val/a/v1.jpg" "$tmp/slash.out" && ! grep -q '//' "$tmp/slash.out" && ok "classify DIR/: $tmp/data/val/a/v1.jpg" ||
+  { fail "classify DIR/:"; head -3 "$tmp/slash.out"; }
+
+# --- a checkpoint whose class names come from a file: compared with the folder names
+# too. F-MNIST's names (a model trained on the IDX files) against folders animal/
+# and thing/: a warning, never a silent mapping; classify of that tree notes it
+if [ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
+  "$hgrn" train --config "$cfg" --device cpu --out "$tmp/fm" --model.dim 8 --model.depth 1 --model.glu_dim 8 \
+    --train.max_steps 1 --data.train_limit 256 --data.val_limit 64 >/dev/null 2>&1 || fail "F-MNIST tiny train"
+  mkdir -p "$tmp/at/val/animal" "$tmp/at/val/thing"
+  cp "$tmp"/data/val/a/*.jpg "$tmp/at/val/animal/"; cp "$tmp"/data/val/b/*.jpg "$tmp/at/val/thing/"
+  "$hgrn" eval --ckpt "$tmp/fm/last.safetensors" --device cpu --data "$tmp/at" --json >"$tmp/at.json" 2>"$tmp/at.err"; rc=$?
+  w="2 of the data's 2 class names differ from the checkpoint's (class 0: data 'animal', checkpoint 'T-shirt/top'); labels are taken as the checkpoint's class indices"
+  [ $rc -eq 0 ] && grep -qF "hgrn eval: warning: $w" "$tmp/at.err" && grep -qF "\"warnings\": [\"$w\"]" "$tmp/at.json" &&
+    line eval "$tmp/at.err" | grep -q "data.dataset imagefolder (the config said fmnist)" &&
+    ok "F-MNIST checkpoint on animal/, thing/: IDX data not looked for; $(grep warning "$tmp/at.err")" || { fail "F-MNIST names vs folders (exit $rc):"; cat "$tmp/at.err"; }
+  "$hgrn" classify --ckpt "$tmp/fm/last.safetensors" --device cpu --top 1 "$tmp/at" >/dev/null 2>"$tmp/atc.err"
+  grep -q "^hgrn classify: note: 2 of the 2 class folders of $tmp/at/val are not classes of the checkpoint (folder 'animal'; its classes: 'T-shirt/top', ...)" "$tmp/atc.err" &&
+    ok "classify the tree: $(head -n 1 "$tmp/atc.err")" || { fail "classify tree note:"; cat "$tmp/atc.err"; }
+else
+  echo "skip the F-MNIST checkpoint cases: Fashion-MNIST not installed"
+fi
+# an ImageFolder model whose class names come from a file (readable names of the
+# folders, as ImageNet's): the folders are the training tree's, so a note, no warning
+printf '%s\n' alpha bravo charlie delta echo foxtrot >"$tmp/readable.txt"
+"$hgrn" train --config "$cfg" "${common[@]}" --data "$tmp/data" --data.class_names "$tmp/readable.txt" --out "$tmp/rn" \
+  --train.max_steps 1 >/dev/null 2>&1 || fail "train with readable names"
+"$hgrn" eval --ckpt "$tmp/rn/last.safetensors" --device cpu >/dev/null 2>"$tmp/rn.err"; rc=$?
+[ $rc -eq 0 ] && grep -q "^hgrn eval: note: the data's folder names are not the checkpoint's class names, which come from data.class_names (class 0: folder 'a', name 'alpha')" "$tmp/rn.err" &&
+  ! grep -q warning "$tmp/rn.err" && ok "readable class names of the training folders: $(cat "$tmp/rn.err")" || { fail "readable names (exit $rc):"; cat "$tmp/rn.err"; }
 
 # --- eval's text output: the figures, the throughput and the wall time
 "$hgrn" eval --ckpt "$ckpt" --device cpu --per-class >"$tmp/text_eval.out" 2>&1

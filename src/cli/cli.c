@@ -1,5 +1,6 @@
 /* cli.c - shared command-line handling; see cli.h. */
 #include "cli.h"
+#include "detect.h"
 #include "fmnist32.h"
 #include "fsutil.h"
 #include "launch.h"
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int takes(const char *flags, const char *name) {
     size_t n = strlen(name);
@@ -252,17 +255,6 @@ static Dataset *open_split(const Config *c, const char *split, int eval_only, ch
         return dataset_shards_open(c->path, split, c->channels, !strcmp(c->shard_read, "stream"), c->shuffle_buffer,
                                    err, errlen);
     }
-    if (!strcmp(c->dataset, "imagefolder") && dataset_shards_detect(c->path)) {
-        /* tar shards (hgrn prepare shards / index): PATH/<split>.index */
-        char ix[1100];
-        snprintf(ix, sizeof ix, "%.1000s/%s.index", c->path, split);
-        if (!file_exists(ix)) {
-            snprintf(err, errlen, "data.path %.900s holds tar shards but no %s.index", c->path, split);
-            return NULL;
-        }
-        return dataset_shards_open(c->path, split, c->channels, !strcmp(c->shard_read, "stream"), c->shuffle_buffer,
-                                   err, errlen);
-    }
     if (!strcmp(c->dataset, "imagefolder")) {
         char dir[1024];
         if (!dir_exists(c->path)) {
@@ -296,6 +288,74 @@ Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errl
 
 Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen) {
     return open_split(c, "val", 1, err, errlen);
+}
+
+/* The last value the command line gave key, or NULL. */
+static const char *override_of(const Cli *cli, const char *key) {
+    const char *v = NULL;
+    for (int i = 0; i < cli->nov; i++)
+        if (!strcmp(cli->ov_key[i], key)) v = cli->ov_val[i];
+    return v;
+}
+
+int cli_detect_data(const Cli *cli, Config *c, const char *command, int quiet, char *err, size_t errlen) {
+    const char *dir = override_of(cli, "data.path");
+    if (!dir || override_of(cli, "data.dataset")) return 1;
+    DataLayout L;
+    char why[1024];
+    if (dataset_detect_layout(dir, &L, why, sizeof why) < 0) {
+        snprintf(err, errlen, "--data %s", why);
+        return -1;
+    }
+    const char *ds = L.kind == LAYOUT_IDX && !strcmp(c->dataset, "fmnist32") ? "fmnist32" : L.dataset;
+    char was[sizeof c->dataset];
+    snprintf(was, sizeof was, "%s", c->dataset);
+    if (config_set(c, "data.dataset", ds, err, errlen) < 0) return -1;
+    if (!override_of(cli, "data.val_labels") && config_set(c, "data.val_labels", L.val_labels, err, errlen) < 0)
+        return -1;
+    if (L.flat_val && !c->val_labels[0]) {
+        snprintf(err, errlen, "--data %.300s: %.500s: pass --data.val_labels FILE (a \"FILE INDEX\" line per image)",
+                 dir, L.what);
+        return -1;
+    }
+    if (!quiet)
+        fprintf(stderr, "hgrn %s: --data %s: %s; data.dataset %s%s%s%s\n", command, dir, L.what, ds,
+                strcmp(was, ds) ? " (the config said " : "", strcmp(was, ds) ? was : "", strcmp(was, ds) ? ")" : "");
+    return 0;
+}
+
+int cli_check_output_file(const char *flag, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (!path[0]) {
+        snprintf(err, errlen, "%s: an empty path", flag);
+        return -1;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s %.900s: is a directory (give a file name)", flag, path);
+        return -1;
+    }
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s %.900s: %s: no such directory", flag, path, dir);
+        return -1;
+    }
+    if (access(dir, W_OK) != 0) {
+        snprintf(err, errlen, "%s %.900s: cannot write in %s (%s)", flag, path, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int path_join(char *out, size_t len, const char *dir, const char *name) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;   /* "photos//" and "photos/" are "photos"; "/" stays */
+    const int sep = n > 0 && !(n == 1 && dir[0] == '/');
+    const int w = snprintf(out, len, "%.*s%s%s", (int)n, dir, sep ? "/" : "", name);
+    return w < 0 || (size_t)w >= len ? -1 : 0;
 }
 
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen) {

@@ -67,6 +67,26 @@ Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errl
  * validation split itself (--data /data/imagenet/val). */
 Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen);
 
+/* --data DIR (or --data.path) without --data.dataset on the command line:
+ * look at DIR (dataset_detect_layout) and set data.dataset in c to the
+ * dataset that reads it (fmnist32 stays for IDX files when c reads them so),
+ * and data.val_labels, unless given, to the labels file found beside a flat
+ * validation directory ("" for other layouts: a checkpoint's labels file
+ * belongs to its own data). Says what it found in one stderr line
+ * "hgrn COMMAND: --data DIR: ..." unless quiet. 0 (set), 1 (nothing to
+ * do), or -1 with a message (no such directory, nothing recognised, a flat
+ * directory without labels). */
+int cli_detect_data(const Cli *cli, Config *c, const char *command, int quiet, char *err, size_t errlen);
+
+/* An output file the command will write at its end (--confusion, --out),
+ * checked before any work: not a directory, its directory exists and is
+ * writable. 0, or -1 with a message naming flag and path. */
+int cli_check_output_file(const char *flag, const char *path, char *err, size_t errlen);
+
+/* dir + "/" + name without doubling the slash (dir "photos/" gives
+ * "photos/x.jpg"). 0, or -1 when it does not fit len bytes. */
+int path_join(char *out, size_t len, const char *dir, const char *name);
+
 /* Class names: data.class_names file if set, else the dataset's, else "class N".
  * Returns a malloc'd array of num_classes malloc'd strings. */
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen);

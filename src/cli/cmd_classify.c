@@ -13,8 +13,10 @@
 #include "checkpoint.h"
 #include "classify_gpu.h"
 #include "cli.h"
+#include "detect.h"
 #include "evaluate.h"
 #include "fmnist32.h"
+#include "fsutil.h"
 #include "transform_deit.h"
 
 #include <dirent.h>
@@ -104,7 +106,7 @@ static int walk(const char *dir, Entries *e, int depth) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *p = malloc(len);
         if (!p) { rc = -1; break; }
-        snprintf(p, len, "%s/%s", dir, names[i]);
+        path_join(p, len, dir, names[i]);   /* fits: len counts both and the slash */
         struct stat st;
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(p, e, depth + 1);
         else if (has_image_ext(names[i])) rc = add(e, p, NULL);
@@ -149,6 +151,50 @@ static int expand(const char *arg, Entries *e) {
     return add(e, arg, NULL);   /* missing: decoding reports it with the reason */
 }
 
+/* A directory argument that is a tree of class folders (an ImageFolder
+ * split or root) whose folder names are not all class names of the
+ * checkpoint: one note, so that nobody reads the answers as the folders'
+ * classes. classify uses no labels; nothing is mapped. */
+static void note_folders(const char *arg, char **classes, int ncls) {
+    DataLayout L;
+    char why[1024], dir[4096];
+    if (ncls <= 0 || dataset_detect_layout(arg, &L, why, sizeof why) < 0) return;
+    if (L.kind == LAYOUT_SPLITS && !L.flat_val) {
+        static const char *const splits[] = {"train", "val", "test"};
+        dir[0] = 0;
+        for (int i = 0; i < 3 && !dir[0]; i++) {
+            if (path_join(dir, sizeof dir, arg, splits[i]) < 0) return;
+            struct stat st;
+            if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) dir[0] = 0;
+        }
+    } else if (L.kind == LAYOUT_CLASSES) {
+        snprintf(dir, sizeof dir, "%s", arg);
+    } else {
+        return;
+    }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int folders = 0, other = 0;
+    char first[256] = "";
+    for (struct dirent *de; (de = readdir(d));) {
+        char sub[4096];
+        struct stat st;
+        if (de->d_name[0] == '.' || path_join(sub, sizeof sub, dir, de->d_name) < 0 || stat(sub, &st) != 0 ||
+            !S_ISDIR(st.st_mode))
+            continue;
+        folders++;
+        int known = 0;
+        for (int k = 0; k < ncls && !known; k++) known = !strcmp(classes[k], de->d_name);
+        if (!known && (other++ == 0 || strcmp(de->d_name, first) < 0))   /* the first by name */
+            snprintf(first, sizeof first, "%s", de->d_name);
+    }
+    closedir(d);
+    if (other)
+        fprintf(stderr, "hgrn classify: note: %d of the %d class folders of %s are not classes of the checkpoint "
+                "(folder '%s'; its classes: '%s', ...): the answers name the checkpoint's %d classes\n", other,
+                folders, dir, first, classes[0], ncls);
+}
+
 /* Class k's name: the checkpoint's, or "class k" when it stores none. */
 static const char *class_name(char **classes, int ncls, int k, char *buf, size_t len) {
     if (k < ncls) return classes[k];
@@ -168,6 +214,7 @@ int cmd_classify(int argc, char **argv) {
     if (cli_parse(&cli, argc, argv, "ckpt device precision threads batch top json logits ARGS", err,
                   sizeof err) < 0) {
         fprintf(stderr, "hgrn classify: %s\n", err);
+        cli_free(&cli);
         return 2;
     }
     if (cli.help) {
@@ -185,7 +232,12 @@ int cmd_classify(int argc, char **argv) {
         cli_free(&cli);
         return 2;
     }
-    int rc = 1, failed = 0, done_images = 0;
+    if (!file_exists(cli.ckpt)) {
+        fprintf(stderr, "hgrn classify: --ckpt %s: no such file\n", cli.ckpt);
+        cli_free(&cli);
+        return 2;
+    }
+    int rc = 1, fail_rc = 1, failed = 0, done_images = 0;
     Backend *bk = NULL;
     Model *m = NULL;
     DeitTransform *tf = NULL;
@@ -203,6 +255,8 @@ int cmd_classify(int argc, char **argv) {
     double t_decode = 0, t_forward = 0, setup_s = 0;
     Config *c = &cli.cfg;
     if (ckpt_read_config(cli.ckpt, c, &classes, &ncls, err, sizeof err) < 0) goto fail;
+    /* the command line against the checkpoint: refused before any work */
+    fail_rc = 2;
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
     const int S = c->image_size, C = c->channels, K = c->num_classes;
     const int top = cli.top ? cli.top : (K < 5 ? K : 5);
@@ -211,8 +265,11 @@ int cmd_classify(int argc, char **argv) {
         snprintf(err, sizeof err, "--top %d is out of range [1, %d] (the model's classes)", top, K);
         goto fail;
     }
-    for (int i = 0; i < cli.npos; i++)
+    fail_rc = 1;
+    for (int i = 0; i < cli.npos; i++) {
         if (expand(cli.pos[i], &ent) < 0) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        note_folders(cli.pos[i], classes, ncls);
+    }
     const int B = cli.batch ? cli.batch : 64;
     const int Bmax = ent.n < B ? (ent.n > 0 ? ent.n : 1) : B;
     const size_t per = (size_t)C * S * S;
@@ -362,6 +419,7 @@ int cmd_classify(int argc, char **argv) {
     rc = failed ? 1 : 0;
     goto done;
 fail:
+    rc = fail_rc;
     fprintf(stderr, "hgrn classify: %s\n", err);
 done:
     for (int i = 0; i < ent.n; i++) {

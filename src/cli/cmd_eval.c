@@ -4,6 +4,7 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "evaluate.h"
+#include "filelist.h"
 #include "fsutil.h"
 #include "launch.h"
 #include "loader.h"
@@ -40,24 +41,25 @@ static int unnamed(const char *name, int k) {
     return !name || !name[0] || !strcmp(name, b);
 }
 
-/* The data's classes against the checkpoint's (DESIGN.md section 8): more
- * than the model has is an error; when the checkpoint's names are the
- * data's own (no data.class_names file), the same names at other indices (a
- * reordering or a subset) are mapped by name and other differences are a
- * warning (labels taken as indices). Returns 0 (the same classes), 1 (mapped
- * by name: a note in warn), 2 (a warning in warn), or -1 with err. */
-static int check_classes(const Config *c, Dataset *ds, char **ck, int nck, int K, char *warn, size_t wlen,
-                         char *err, size_t errlen) {
+/* The data's classes against the checkpoint's (DESIGN.md section 8), when
+ * both have names: more classes than the model has is an error; the same
+ * names at other indices (a reordering or a subset) are mapped by name;
+ * other names are a warning (labels taken as indices). One exception is a
+ * note: a model trained on an ImageFolder tree whose class names came from
+ * a data.class_names file (ImageNet's readable names for its WordNet-id
+ * folders), evaluated on as many folders none of whose names is a class
+ * name: folder k is class k, as in training. trained_on: the checkpoint's
+ * data.dataset. Returns 0 (the same classes), 1 (mapped by name: a note in
+ * warn), 2 (a warning in warn), 3 (the note), or -1 with err. */
+static int check_classes(const Config *c, const char *trained_on, Dataset *ds, char **ck, int nck, int K,
+                         char *warn, size_t wlen, char *err, size_t errlen) {
     warn[0] = 0;
     if (ds->num_classes > K) {
         snprintf(err, errlen, "the data has %d classes but the checkpoint's model has %d (model.num_classes): "
                  "is this the data it was trained on?", ds->num_classes, K);
         return -1;
     }
-    /* With a class-name file (data.class_names: ImageNet's readable names
-     * for its WordNet-id folders, say) the checkpoint's names are that
-     * file's, not the folders': nothing to compare the folders with. */
-    if (c->class_names[0] || !ck || nck != K || !ds->class_names) return 0;
+    if (!ck || nck != K || !ds->class_names) return 0;
     int differ = 0, first = -1, found = 0;
     for (int k = 0; k < ds->num_classes; k++) {
         if (unnamed(ds->class_names[k], k) || unnamed(ck[k], k)) return 0;
@@ -95,10 +97,16 @@ static int check_classes(const Config *c, Dataset *ds, char **ck, int nck, int K
         free(map);
         return -1;
     }
+    free(map);
+    if (c->class_names[0] && !strcmp(trained_on, "imagefolder") && found == 0 && ds->num_classes == K) {
+        snprintf(warn, wlen, "the data's folder names are not the checkpoint's class names, which come from "
+                 "data.class_names (class 0: folder '%.60s', name '%.60s'): folder k is taken as class k, as in "
+                 "training", ds->class_names[0], ck[0]);
+        return 3;
+    }
     snprintf(warn, wlen, "%d of the data's %d class names differ from the checkpoint's (class %d: data "
              "'%.60s', checkpoint '%.60s'); labels are taken as the checkpoint's class indices", differ,
              ds->num_classes, first, ds->class_names[first], ck[first]);
-    free(map);
     return 2;
 }
 
@@ -150,7 +158,7 @@ static int write_confusion(const char *path, const EvalCounts *cn, char **names,
 
 static void print_json(const Cli *cli, const Config *c, const EvalResult *r, const EvalCounts *cn, char **names,
                        int world, const char *device, double setup_s, double wall_s, double unreadable,
-                       int available, const char *warn) {
+                       int available, char *const *warns, int nwarn) {
     FILE *o = stdout;
     fputs("{\"checkpoint\": ", o);
     json_string(o, cli->ckpt);
@@ -172,7 +180,10 @@ static void print_json(const Cli *cli, const Config *c, const EvalResult *r, con
             "\"setup_seconds\": %.3f, \"wall_seconds\": %.3f", world, c->batch_size, r->seconds,
             r->seconds > 0 ? r->count / r->seconds : 0.0, setup_s, wall_s);
     fputs(", \"warnings\": [", o);
-    if (warn[0]) json_string(o, warn);
+    for (int i = 0; i < nwarn; i++) {
+        if (i) fputs(", ", o);
+        json_string(o, warns[i]);
+    }
     fputs("], \"confusion_csv\": ", o);
     if (cli->confusion[0]) json_string(o, cli->confusion);
     else fputs("null", o);
@@ -228,6 +239,25 @@ static void print_text(const Cli *cli, const Config *c, const EvalResult *r, con
     if (cli->confusion[0]) printf("  confusion matrix: %s\n", cli->confusion);
 }
 
+/* "N of M images could not be read and are left out of the figures: a, b,
+ * ... (and K more)": the count over every rank, the names this rank's
+ * dataset knows (rank 0's shard when there are several). */
+static void unreadable_warning(const Dataset *ds, double unreadable, long evaluated, int world, char *w,
+                               size_t wlen) {
+    size_t used = (size_t)snprintf(w, wlen, "%.0f of %.0f images could not be read and are left out of the "
+                                   "figures%s", unreadable, (double)evaluated + unreadable,
+                                   world > 1 ? " (rank 0's shown)" : "");
+    int listed = 0, more = 0;
+    for (int i = 0; i < ds->n && used < wlen; i++) {
+        if (!dataset_is_bad(ds, i)) continue;
+        const char *p = dataset_file_path(ds, i);
+        if (!p || listed >= 10) { more++; continue; }
+        used += (size_t)snprintf(w + used, wlen - used, "%s%.200s", listed ? ", " : ": ", p);
+        listed++;
+    }
+    if (more && used < wlen) snprintf(w + used, wlen - used, " (and %d more)", more);
+}
+
 int cmd_eval(int argc, char **argv) {
     const double t_start = now_seconds();
     char err[1024];
@@ -240,6 +270,7 @@ int cmd_eval(int argc, char **argv) {
     if (cli_parse(&cli, argc, argv, "ckpt device precision threads data batch json per-class confusion", err,
                   sizeof err) < 0) {
         fprintf(stderr, "hgrn eval: %s\n", err);
+        cli_free(&cli);
         return 2;
     }
     if (cli.help) {
@@ -248,11 +279,22 @@ int cmd_eval(int argc, char **argv) {
         return 0;
     }
     if (!cli.ckpt[0]) { fprintf(stderr, "hgrn eval: --ckpt FILE is required\n"); cli_free(&cli); return 2; }
+    /* the output is written after the whole evaluation: a path that cannot be is refused first */
+    if (cli.confusion[0] && cli_check_output_file("--confusion", cli.confusion, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn eval: %s\n", err);
+        cli_free(&cli);
+        return 2;
+    }
+    if (!file_exists(cli.ckpt)) {
+        fprintf(stderr, "hgrn eval: --ckpt %s: no such file\n", cli.ckpt);
+        cli_free(&cli);
+        return 2;
+    }
     if (gpus > 0) {
         cli_free(&cli);
         return cli_run_local_ranks("eval", gpus, cli.device, argc, argv);
     }
-    int rc = 1;
+    int rc = 1, fail_rc = 1;
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {
         fprintf(stderr, "hgrn eval: %s\n", err);
@@ -266,23 +308,36 @@ int cmd_eval(int argc, char **argv) {
     Loader *ld = NULL;
     Model *m = NULL;
     char **classes = NULL, **names = NULL;
-    int ncls = 0;
-    char warn[512] = "";
+    int ncls = 0, nwarn = 0;
+    char warn[512] = "", bad_warn[2560] = "";
+    char *warns[2];
     EvalCounts cn;
     memset(&cn, 0, sizeof cn);
     Config *c = &cli.cfg;
     if (ckpt_read_config(cli.ckpt, c, &classes, &ncls, err, sizeof err) < 0) goto fail;
+    char trained_on[sizeof c->dataset];
+    snprintf(trained_on, sizeof trained_on, "%s", c->dataset);
     if (cli.batch) {
         char b[32];
         snprintf(b, sizeof b, "%d", cli.batch);
         if (config_set(c, "train.batch_size", b, err, sizeof err) < 0) goto fail;
     }
+    fail_rc = 2;   /* the command line's values, paths and data: refused before any work */
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
-    if (!(ds = open_eval_dataset(c, err, sizeof err))) goto fail;
+    if (cli_detect_data(&cli, c, "eval", li.rank != 0, err, sizeof err) < 0) goto fail;
+    if (!(ds = open_eval_dataset(c, err, sizeof err))) {
+        if (dir_exists(c->path)) fail_rc = 1;   /* there, but unreadable inside */
+        goto fail;
+    }
     const int available = ds->n;
-    const int classes_rc = check_classes(c, ds, classes, ncls, c->num_classes, warn, sizeof warn, err, sizeof err);
+    const int classes_rc =
+        check_classes(c, trained_on, ds, classes, ncls, c->num_classes, warn, sizeof warn, err, sizeof err);
     if (classes_rc < 0) goto fail;
-    if (classes_rc > 0 && li.rank == 0) fprintf(stderr, "hgrn eval: %s: %s\n", classes_rc == 2 ? "warning" : "note", warn);
+    fail_rc = 1;
+    if (classes_rc > 0) {
+        warns[nwarn++] = warn;
+        if (li.rank == 0) fprintf(stderr, "hgrn eval: %s: %s\n", classes_rc == 2 ? "warning" : "note", warn);
+    }
     if (!(names = load_class_names(c, ds, err, sizeof err))) goto fail;
     for (int k = 0; k < ncls && k < c->num_classes; k++) {   /* the checkpoint's names come first */
         char *s = strdup(classes[k]);
@@ -309,21 +364,27 @@ int cmd_eval(int argc, char **argv) {
     if (evaluate_counts(m, ld, c, comm, &r, &cn, li.rank == 0 && !cli.json, err, sizeof err) < 0) goto fail;
     double unreadable = loader_bad_samples(ld);
     comm->host_sum(comm, &unreadable, 1);
+    if (unreadable > 0) {
+        unreadable_warning(ds, unreadable, r.count, li.world, bad_warn, sizeof bad_warn);
+        warns[nwarn++] = bad_warn;
+    }
     if (li.rank == 0) {
         if (cli.confusion[0] && write_confusion(cli.confusion, &cn, names, err, sizeof err) < 0) goto fail;
         const double wall_s = now_seconds() - t_start;
         if (cli.json)
-            print_json(&cli, c, &r, &cn, names, li.world, bk->name, setup_s, wall_s, unreadable, available, warn);
+            print_json(&cli, c, &r, &cn, names, li.world, bk->name, setup_s, wall_s, unreadable, available, warns,
+                       nwarn);
         else
             print_text(&cli, c, &r, &cn, names, li.world, bk->name, setup_s, wall_s, model_activation_bytes(m),
                        available);
-        if (unreadable > 0)
-            fprintf(stderr, "hgrn eval: %.0f unreadable images left out (each named above)\n", unreadable);
+        /* the figures leave these images out: the exit status says so (1), as classify's does */
+        if (unreadable > 0) fprintf(stderr, "hgrn eval: warning: %s\n", bad_warn);
         fflush(stdout);
     }
-    rc = 0;
+    rc = unreadable > 0 ? 1 : 0;
     goto done;
 fail:
+    rc = fail_rc;
     if (li.world > 1) fprintf(stderr, "hgrn eval: rank %d: %s\n", li.rank, err);
     else fprintf(stderr, "hgrn eval: %s\n", err);
 done:

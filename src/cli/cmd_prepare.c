@@ -30,9 +30,21 @@ int cmd_prepare(int argc, char **argv) {
         return 2;
     }
     const int cifar = cli.npos == 3 && !strcmp(cli.pos[0], "cifar-like") && !strcmp(cli.pos[1], "fmnist");
-    if (cli.help || (!cifar && (cli.npos != 2 || strcmp(cli.pos[0], "fmnist") != 0))) {
-        printf("usage: hgrn prepare fmnist OUT [--data DIR]\n"
-               "       hgrn prepare cifar-like fmnist OUT [--data DIR]\n\n"
+    const int bad = !cli.help && !cifar && (cli.npos != 2 || strcmp(cli.pos[0], "fmnist") != 0);
+    if (bad) {   /* what is wrong, in one line, before the usage */
+        const char *what = cli.npos == 0 ? NULL : !strcmp(cli.pos[0], "cifar-like") && cli.npos > 1 ? cli.pos[1]
+                                                                                                   : cli.pos[0];
+        if (what && strcmp(what, "fmnist") && strcmp(what, "cifar-like"))
+            fprintf(stderr, "hgrn prepare: %s is not a dataset hgrn prepare writes: it prepares fmnist (an ImageFolder "
+                    "JPEG tree), cifar-like fmnist (CIFAR-10 batches) and shards (tar shards of an image tree)\n", what);
+        else
+            fprintf(stderr, "hgrn prepare: %s\n", cli.npos == 0 ? "what to prepare, and where: give DATASET OUT"
+                    : "give one output directory: hgrn prepare [cifar-like] fmnist OUT");
+    }
+    if (cli.help || bad) {
+        fprintf(cli.help ? stdout : stderr, "usage: hgrn prepare fmnist OUT [--data DIR]\n"
+               "       hgrn prepare cifar-like fmnist OUT [--data DIR]\n"
+               "       hgrn prepare shards SRC OUT [...]   (hgrn prepare shards --help)\n\n"
                "Writes Fashion-MNIST (IDX files in DIR, default /usr/share/datasets/fashion-mnist)\n"
                "as an ImageFolder tree of JPEG files: OUT/train/<class>/*.jpg, OUT/val/<class>/*.jpg;\n"
                "or, cifar-like, centred on 32x32 as CIFAR-10 binary batches for the LRA image task\n"

@@ -135,6 +135,9 @@ int cmd_train(int argc, char **argv) {
         cli_free(&cli);
         return 2;
     }
+    /* --data DIR of another layout than data.dataset's: switch (one line says so); a directory
+     * not recognised is left to the dataset's own error */
+    if (cli_detect_data(&cli, &cli.cfg, "train", li.rank != 0, err, sizeof err) < 0) err[0] = 0;
     Config *c = &cli.cfg;
     if (c->threads == 0 && li.local_world > 1) {   /* CPU ranks on one host share its cores */
         c->threads = omp_get_num_procs() / li.local_world;
@@ -155,12 +158,10 @@ int cmd_train(int argc, char **argv) {
     trainer_init(&t, c, out, li.rank, li.world);
     t.allow_changes = allow_changes;
     int start = -1, run = -1;
-    /* the inputs: a dataset, class names or config they refuse is refused before any work (exit 2) */
-    const int inputs_ok = (train = open_dataset(c, "train", err, sizeof err)) &&
-                          (val = open_dataset(c, "val", err, sizeof err)) &&
-                          (classes = load_class_names(c, train, err, sizeof err)) &&
-                          trainer_setup_data(&t, train, val, classes, err, sizeof err) == 0;
-    int ok = inputs_ok &&
+    int ok = (train = open_dataset(c, "train", err, sizeof err)) &&
+             (val = open_dataset(c, "val", err, sizeof err)) &&
+             (classes = load_class_names(c, train, err, sizeof err)) &&
+             trainer_setup_data(&t, train, val, classes, err, sizeof err) == 0 &&
              (bk = cli_backend(&cli, gpu, err, sizeof err)) &&
              (comm = comm_create(&li, bk, c->comm_timeout, err, sizeof err)) &&
              trainer_setup_model(&t, bk, comm, gpu, err, sizeof err) == 0 &&
@@ -170,7 +171,7 @@ int cmd_train(int argc, char **argv) {
     if (ok && run == 0) trainer_finish(&t);
     else if (ok) code = HGRN_EXIT_STOPPED;   /* the trainer said where the checkpoint is */
     else {
-        code = !inputs_ok || start == -2 ? HGRN_EXIT_USAGE : HGRN_EXIT_ERROR;
+        code = start == -2 ? HGRN_EXIT_USAGE : HGRN_EXIT_ERROR;
         if (li.world > 1) fprintf(stderr, "hgrn train: rank %d: %s\n", li.rank, err);
         else fprintf(stderr, "hgrn train: %s\n", err);
     }
