@@ -41,7 +41,7 @@ static const struct {
     {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
     {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
-    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree or CIFAR-10 batches (prepare [cifar-like] fmnist OUT)"},
+    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree, CIFAR-10 batches or tar shards (prepare [cifar-like] fmnist OUT, prepare shards SRC OUT, prepare index DIR)"},
 };
 
 static void usage(FILE *f) {
