@@ -6,11 +6,16 @@
  *    sums its share of the batch's gradient and the ranks' sums are added
  *    afterwards, another order of the same additions);
  *  - evaluation over a set whose size no world divides (101 images) counts
- *    every image once and reports the same top-1, top-5 and loss;
+ *    every image once and reports the same top-1, top-5 and loss, bit for
+ *    bit, also at another thread count and batch size: identical by
+ *    construction (each image's GEMMs are calls of their own, backend.h
+ *    gemm_samples, and the loss total is exact, exact_sum.h), under any
+ *    OPENBLAS_CORETYPE;
  *  - a run saved at 2 ranks resumes at 1 and at 3 and ends where the
  *    uninterrupted run ends;
  *  - SIGTERM to one rank: every rank stops at the same step, the pair is
- *    saved, exit 75, and the resumed run ends where the uninterrupted one does;
+ *    saved, exit 75, and the resumed run ends where the uninterrupted one does
+ *    (bit for bit: both at 2 ranks, the same batch shapes and threads);
  *  - a rank SIGKILLed mid-run stops the run within the bound, non-zero.
  * Fashion-MNIST and mpirun are needed (exit 77 otherwise). */
 #include <setjmp.h>
@@ -120,10 +125,10 @@ static void test_train_equals_one_process(void **s) {
 }
 
 /* A JSON line with the values of the keys that may differ between runs
- * (the rank count and the timings) cut out. */
+ * (the rank count, the batch and the timings) cut out. */
 static void drop_keys(char *json) {
-    static const char *keys[] = {"\"ranks\": ", "\"eval_seconds\": ", "\"img_per_s\": ", "\"setup_seconds\": ",
-                                 "\"wall_seconds\": "};
+    static const char *keys[] = {"\"ranks\": ", "\"batch\": ", "\"eval_seconds\": ", "\"img_per_s\": ",
+                                 "\"setup_seconds\": ", "\"wall_seconds\": "};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         char *p = strstr(json, keys[k]);
         if (!p) continue;
@@ -134,33 +139,37 @@ static void drop_keys(char *json) {
 }
 
 /* Sharded evaluation of 101 images: the same counts and figures (top-1,
- * top-5, loss, every class's) at 1, 2 and 3 ranks. */
+ * top-5, loss, every class's), the same bits, at 1, 2 and 3 ranks of one
+ * thread and batch 24 (24, 12 and 8 images a rank), and at 1 rank of 2
+ * threads in batches of 7. */
 static void test_eval_sharded(void **s) {
     (void)s;
     char ckpt[256];
-    static char line[3][8192];
+    static char line[4][8192];
+    static const char *const way[4] = {"--threads 1", "--threads 1", "--threads 1", "--threads 2 --batch 7"};
+    static const int ranks[4] = {1, 2, 3, 1};
     path_of(ckpt, sizeof ckpt, "one", "last.safetensors");
-    for (int np = 1; np <= 3; np++) {
+    for (int k = 0; k < 4; k++) {
         char log[32];
-        snprintf(log, sizeof log, "eval%d.log", np);
-        assert_int_equal(run(np == 1 ? 0 : np, log, "eval --ckpt %s --device cpu --threads 1 --data.val_limit 101 --json",
-                             ckpt), 0);
+        snprintf(log, sizeof log, "eval%d.log", k);
+        assert_int_equal(run(ranks[k] == 1 ? 0 : ranks[k], log,
+                             "eval --ckpt %s --device cpu %s --data.val_limit 101 --json", ckpt, way[k]), 0);
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, log);
         FILE *f = fopen(path, "r");
         assert_non_null(f);
-        line[np - 1][0] = 0;
+        line[k][0] = 0;
         static char buf[8192];
         while (fgets(buf, sizeof buf, f))
-            if (buf[0] == '{') snprintf(line[np - 1], sizeof line[np - 1], "%s", buf);
+            if (buf[0] == '{') snprintf(line[k], sizeof line[k], "%s", buf);
         fclose(f);
-        assert_non_null(strstr(line[np - 1], "\"images\": 101,"));
-        assert_non_null(strstr(line[np - 1], "\"per_class\": [{\"index\": 0"));
-        drop_keys(line[np - 1]);
-        print_message("  %d rank(s): %.150s...\n", np, line[np - 1]);
+        assert_non_null(strstr(line[k], "\"images\": 101,"));
+        assert_non_null(strstr(line[k], "\"per_class\": [{\"index\": 0"));
+        drop_keys(line[k]);
+        const char *loss = strstr(line[k], "\"loss\": ");
+        print_message("  %d rank(s), %s: %.40s\n", ranks[k], way[k], loss ? loss : "(no loss)");
     }
-    assert_string_equal(line[1], line[0]);
-    assert_string_equal(line[2], line[0]);
+    for (int k = 1; k < 4; k++) assert_string_equal(line[k], line[0]);
 }
 
 /* Saved at 2 ranks after 3 steps, resumed at 1 and at 3 ranks to step 5:
