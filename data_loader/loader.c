@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include "clock.h"
+#include "decode_choice.h"
 #include "gpu_sample.h"
 #include "image.h"
 #include "mixup.h"
@@ -85,6 +86,7 @@ struct Loader {
     int gsync_next;
     int dev_out_slot;        /* GPU slot handed out by loader_next_device (-1: none) */
     long long n_gpu, n_not_jpeg, n_unsupported, n_refused, n_failed, n_budget, n_spill, n_samples;
+    double auto_cpu_img_s, auto_gpu_img_s;   /* data.decode = auto's measurement (0: not made) */
     double wait_s, produce_s;
     char err[1024];
 };
@@ -1367,6 +1369,97 @@ static int gpu_create(Loader *l, int slots, char *err, size_t errlen) {
     return 0;
 }
 
+/* data.decode = auto: the rate of the path the loader is on (nvJPEG when
+ * l->gpu is set) over AUTO_TIMED batches from batch `from` of the epoch,
+ * after AUTO_WARM untimed ones (OpenMP's team, nvJPEG's buffers). The batches
+ * are thrown away; the loader's position and counters are put back, and the
+ * batches it hands out later are those it would have handed out anyway (each
+ * is a function of its epoch and index). img/s (0 when the epoch holds no
+ * batch past the warm-up ones), or -1 with l->err. */
+#define AUTO_WARM 1
+#define AUTO_TIMED 2
+static double auto_rate(Loader *l, Batch *tmp, int from) {
+    const int keep_next = l->next_batch;
+    const long long keep[7] = {l->n_gpu, l->n_not_jpeg, l->n_unsupported, l->n_refused,
+                               l->n_failed, l->n_budget, l->n_spill};
+    double t0 = 0, t1 = 0;
+    long long imgs = 0;
+    int rc = 1;
+    l->next_batch = from;
+    for (int i = 0; i < AUTO_WARM + AUTO_TIMED && rc == 1; i++) {
+        if (i == AUTO_WARM) t0 = now_seconds();
+        rc = l->gpu ? produce_gpu(l, tmp, 0) : produce_cpu(l, tmp);
+        if (rc == 1 && l->gpu) {   /* the transform has run */
+            gpu_images_slot_acquire(l->gpu, 0, NULL);
+            gpu_images_slot_release(l->gpu, 0, NULL);
+        }
+        if (rc == 1 && i >= AUTO_WARM) imgs += tmp->n;
+        t1 = now_seconds();
+    }
+    gpu_pipe_drain(l);
+    if (l->pipe) {
+        GpuPipe *P = l->pipe;
+        P->prep_s = P->collect_s = P->wait_decode_s = P->share_sum = 0;
+        P->share_n = 0;
+        P->share = l->cfg.jpeg_cpu_share > 0 ? l->cfg.jpeg_cpu_share : 0;
+    }
+    l->next_batch = keep_next;
+    l->n_gpu = keep[0];
+    l->n_not_jpeg = keep[1];
+    l->n_unsupported = keep[2];
+    l->n_refused = keep[3];
+    l->n_failed = keep[4];
+    l->n_budget = keep[5];
+    l->n_spill = keep[6];
+    if (rc < 0) return -1;
+    return imgs > 0 && t1 > t0 ? (double)imgs / (t1 - t0) : 0.0;
+}
+
+/* data.decode = auto on a CUDA backend with nvJPEG: the CPU's rate, and
+ * nvJPEG's on the pipeline gpu_create made (l->gpu NULL: images too small to
+ * try it; mw x mh their mean size). 1 = keep nvJPEG, 0 = the CPU, -1 with
+ * err. Prints the choice and the rates. */
+static int auto_choose(Loader *l, double mw, double mh, char *err, size_t errlen) {
+    Batch *tmp = batch_alloc(&l->cfg, l->local_bs, l->cfg.num_classes);
+    if (!tmp) {
+        set_err(err, errlen, "loader: out of memory for data.decode = auto's measurement");
+        return -1;
+    }
+    /* the CPU first, on batches 0 ..; nvJPEG on the next ones, so that
+     * neither reads files the other has just brought into the page cache */
+    GpuImages *g = l->gpu;
+    l->gpu = NULL;
+    double cpu = auto_rate(l, tmp, 0), gpu = 0;
+    l->gpu = g;
+    batch_free(tmp);
+    if (cpu < 0) {
+        set_err(err, errlen, "%s", l->err);
+        return -1;
+    }
+    if (g) {
+        int from = AUTO_WARM + AUTO_TIMED;
+        gpu = auto_rate(l, l->gsync[0], from < l->nb ? from : 0);
+        if (gpu < 0) {
+            set_err(err, errlen, "%s", l->err);
+            return -1;
+        }
+    }
+    int pick = decode_pick_gpu(cpu, gpu);
+    char line[400];
+    decode_choice_describe(pick, mw, mh, cpu, gpu, l->workers, line, sizeof line);
+    if (l->world > 1) fprintf(stderr, "hgrn: rank %d: data.decode = auto (%s): %s\n", l->rank,
+                              l->train ? "training" : "evaluation", line);
+    else fprintf(stderr, "hgrn: data.decode = auto (%s): %s\n", l->train ? "training" : "evaluation", line);
+    l->auto_cpu_img_s = cpu;
+    l->auto_gpu_img_s = gpu;
+    return pick;
+}
+
+void loader_decode_rates(const Loader *l, double *cpu_img_s, double *gpu_img_s) {
+    *cpu_img_s = l->auto_cpu_img_s;
+    *gpu_img_s = l->auto_gpu_img_s;
+}
+
 int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, size_t errlen) {
     const char *d = l->cfg.decode;
     int want_gpu = strcmp(d, "gpu") == 0, is_auto = !d[0] || strcmp(d, "auto") == 0;
@@ -1399,6 +1492,9 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
         return -1;
     }
     if (is_auto && !gpu_images_available()) return 0;
+    double mw = 0, mh = 0;
+    if (is_auto && !decode_try_gpu(decode_mean_pixels(l->ds, l->n, &mw, &mh)))
+        return auto_choose(l, mw, mh, err, errlen);   /* tiny images: the CPU, without starting nvJPEG */
     l->gpu_device = device;
     l->gpu_threads = l->ndscratch;
     char e2[600];
@@ -1431,6 +1527,15 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
         return -1;
     }
     l->dev_out_slot = -1;
+    if (is_auto) {
+        int pick = auto_choose(l, mw, mh, err, errlen);
+        if (pick != 1) {
+            gpu_release_buffers(l);
+            gpu_images_destroy(l->gpu);
+            l->gpu = NULL;
+            return pick;
+        }
+    }
     return 1;
 }
 

@@ -145,12 +145,23 @@ int loader_next_ref(Loader *l, const Batch **out);
  * (docs/DATA.md, "GPU decoding"). None of them changes a batch, except the
  * GPU-hybrid decoder's pixels.
  *
+ * "auto" on a CUDA backend with nvJPEG decides by measurement
+ * (decode_choice.h): tiny images stay on the CPU; otherwise the first
+ * batches are built on both paths (and thrown away: the batches handed out
+ * are the same either way) and the faster is kept. It prints its choice and
+ * the rates in one line.
+ *
  * backend_name: the model's backend ("cpu" or "cuda"); device: its GPU.
  * Call after loader_create and before loader_start_prefetch. Returns 1 (GPU
  * decoding on), 0 (CPU decoding: cfg->decode is cpu, or auto without a CUDA
- * backend / nvJPEG / a file-backed dataset), -1 with a message naming
- * data.decode when "gpu" cannot be honoured. */
+ * backend / nvJPEG / a file-backed dataset, or auto measured the CPU
+ * faster), -1 with a message naming data.decode when "gpu" cannot be
+ * honoured (or the message of a batch auto's measurement could not build). */
 int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, size_t errlen);
+
+/* The rates data.decode = auto measured (images per second; 0 where it did
+ * not measure: nvJPEG for tiny images, both when auto did not run). */
+void loader_decode_rates(const Loader *l, double *cpu_img_s, double *gpu_img_s);
 
 /* nvJPEG decode units when data.jpeg_decoders = 0. Measured on an H100 with
  * 16 host cores (training transform, 40 KB / 110 KB files): 1 unit 13.5k /

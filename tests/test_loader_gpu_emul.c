@@ -32,6 +32,7 @@
 
 #include "config.h"
 #include "dataset.h"
+#include "decode_choice.h"
 #include "gpu_images.h"
 #include "image.h"
 #include "loader.h"
@@ -72,12 +73,14 @@ struct GpuImages {
 static int g_refused, g_failed;   /* what the double turned down */
 static int g_max_concurrent;      /* most decode calls seen at once (any double) */
 static long long g_hybrid_decoded;
+static int g_created;             /* pipelines created */
 
 GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
     (void)device;
     (void)err;
     (void)errlen;
     GpuImages *g = calloc(1, sizeof *g);
+    g_created++;
     g->S = cfg->size;
     g->C = cfg->channels;
     g->max_batch = cfg->max_batch;
@@ -537,7 +540,15 @@ static void test_decode_key(void **state) {
     c = loader_cfg("auto", 0);
     l = loader_create(ds, &c, 1, 0, 1, err, sizeof err);
     assert_int_equal(loader_use_gpu(l, "cpu", 0, err, sizeof err), 0);
-    assert_int_equal(loader_use_gpu(l, "cuda", 0, err, sizeof err), 1);
+    double cr = -1, gr = -1;
+    loader_decode_rates(l, &cr, &gr);
+    assert_true(cr == 0 && gr == 0);   /* auto measures only on a CUDA backend */
+    /* ~98 x 96 px images: both paths are timed, and the faster kept */
+    int rc = loader_use_gpu(l, "cuda", 0, err, sizeof err);
+    loader_decode_rates(l, &cr, &gr);
+    assert_true(cr > 0 && gr > 0);
+    assert_int_equal(rc, decode_pick_gpu(cr, gr));
+    assert_int_equal(loader_gpu(l), rc);
     loader_destroy(l);
     c = loader_cfg("cpu", 0);
     l = loader_create(ds, &c, 1, 0, 1, err, sizeof err);
@@ -547,8 +558,140 @@ static void test_decode_key(void **state) {
     ds->close(ds);
 }
 
+/* auto's decision from the size and the rates. */
+static void test_auto_decision(void **state) {
+    (void)state;
+    assert_false(decode_try_gpu(28.0 * 28.0));        /* Fashion-MNIST */
+    assert_false(decode_try_gpu(64.0 * 64.0));
+    assert_true(decode_try_gpu(64.0 * 64.0 + 1));
+    assert_true(decode_try_gpu(476.0 * 395.0));       /* photographs */
+    assert_true(decode_try_gpu(0));                   /* no header readable: measure */
+    assert_false(decode_pick_gpu(10000, 11000));      /* within the margin: the CPU */
+    assert_true(decode_pick_gpu(10000, 10000 * DECODE_GPU_MARGIN));
+    assert_true(decode_pick_gpu(7600, 21500));
+    assert_false(decode_pick_gpu(150000, 22000));
+    assert_false(decode_pick_gpu(5000, 0));           /* nvJPEG not timed */
+    assert_true(decode_pick_gpu(0, 5000));            /* the CPU built no timed batch */
+    char line[400];
+    decode_choice_describe(0, 28, 28, 123456, 0, 16, line, sizeof line);
+    assert_non_null(strstr(line, "the CPU"));
+    assert_non_null(strstr(line, "123456 img/s"));
+    decode_choice_describe(1, 476, 395, 7600, 21500, 16, line, sizeof line);
+    assert_non_null(strstr(line, "nvJPEG 21500 img/s"));
+    assert_non_null(strstr(line, "the CPU 7600 img/s"));
+}
+
+/* Fashion-MNIST's case: 28 x 28 gray JPEGs stay on the CPU under auto,
+ * without starting nvJPEG (the double counts its pipelines). */
+static void test_auto_tiny_images(void **state) {
+    (void)state;
+    char cmd[512], dir[400], path[600], err[512];
+    const char *root = "/tmp/hgrn_test_loader_gpu_tiny";
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+    for (int cls = 0; cls < 2; cls++) {
+        snprintf(dir, sizeof dir, "%s/c%d", root, cls);
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+        assert_int_equal(system(cmd), 0);
+        for (int i = 0; i < 20; i++) {
+            uint8_t *px = make_pixels(28, 28, 1, 900 + 20 * cls + i);
+            size_t len;
+            uint8_t *jpg = encode_jpeg(px, 28, 28, 1, 1, 1, 0, 90, &len);
+            snprintf(path, sizeof path, "%s/%02d.jpg", dir, i);
+            write_file(path, jpg, len);
+            free(jpg);
+            free(px);
+        }
+    }
+    Dataset *ds = dataset_imagefolder_open(root, 1, err, sizeof err);
+    assert_non_null(ds);
+    Config c = loader_cfg("auto", 0);
+    c.channels = 1;
+    c.image_size = 28;
+    c.patch_size = 4;
+    c.num_classes = 2;
+    for (int train = 1; train >= 0; train--) {
+        Loader *l = loader_create(ds, &c, train, 0, 1, err, sizeof err);
+        assert_non_null(l);
+        int created = g_created;
+        assert_int_equal(loader_use_gpu(l, "cuda", 0, err, sizeof err), 0);
+        assert_false(loader_gpu(l));
+        assert_int_equal(g_created, created);
+        double cr, gr;
+        loader_decode_rates(l, &cr, &gr);
+        assert_true(cr > 0);
+        assert_true(gr == 0);
+        /* the measurement's batches were thrown away: the epoch starts at its first */
+        Batch *b = batch_alloc(&c, loader_batch_size(l), 2);
+        int n = 0, got;
+        while ((got = loader_next(l, b)) == 1) n++;
+        assert_int_equal(got, 0);
+        assert_int_equal(n, loader_batches_per_epoch(l));
+        batch_free(b);
+        loader_destroy(l);
+    }
+    ds->close(ds);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* auto's measurement builds the first batches on both paths and throws them
+ * away: whichever path it keeps, the batches handed out are the CPU path's. */
+static void test_auto_same_batches(void **state) {
+    (void)state;
+    build_dataset();
+    resize_set_simd(1);
+    char err[512];
+    Dataset *ds = dataset_imagefolder_open(ROOT, 3, err, sizeof err);
+    assert_non_null(ds);
+    for (int train = 1; train >= 0; train--) {
+        Config ccpu = loader_cfg("cpu", 0), cauto = loader_cfg("auto", 0);
+        Loader *a = loader_create(ds, &ccpu, train, 0, 1, err, sizeof err);
+        Loader *b = loader_create(ds, &cauto, train, 0, 1, err, sizeof err);
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(loader_use_gpu(a, "cuda", 0, err, sizeof err), 0);
+        int rc = loader_use_gpu(b, "cuda", 0, err, sizeof err);
+        if (rc < 0) fail_msg("%s", err);
+        Batch *ba = batch_alloc(&ccpu, loader_batch_size(a), 3), *bb = batch_alloc(&cauto, loader_batch_size(b), 3);
+        size_t per = (size_t)3 * 64 * 64;
+        int batches = 0;
+        for (int epoch = 0; epoch < 2; epoch++) {
+            if (epoch) {
+                loader_set_epoch(a, epoch, 0);
+                loader_set_epoch(b, epoch, 0);
+            }
+            for (;;) {
+                int ra = loader_next(a, ba), rb = loader_next(b, bb);
+                assert_int_equal(ra, rb);
+                if (ra != 1) break;
+                assert_int_equal(ba->n, bb->n);
+                assert_memory_equal(ba->labels, bb->labels, sizeof(int) * ba->n);
+                assert_memory_equal(ba->images, bb->images, per * ba->n);
+                assert_memory_equal(ba->targets, bb->targets, sizeof(float) * 3 * ba->n);
+                batches++;
+            }
+        }
+        assert_true(batches >= 4);
+        LoaderStats sb;
+        loader_stats(b, &sb);
+        assert_int_equal(sb.gpu, rc);
+        fprintf(stderr, "  auto, train %d: kept %s, %d batches equal to the CPU path's\n", train,
+                rc ? "the GPU path" : "the CPU path", batches);
+        batch_free(ba);
+        batch_free(bb);
+        loader_destroy(a);
+        loader_destroy(b);
+    }
+    resize_set_simd(-1);
+    ds->close(ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_auto_decision),
+        cmocka_unit_test(test_auto_tiny_images),
+        cmocka_unit_test(test_auto_same_batches),
         cmocka_unit_test(test_gpu_path_equals_cpu_path),
         cmocka_unit_test(test_pipeline_settings),
         cmocka_unit_test(test_decode_key),
