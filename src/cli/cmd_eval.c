@@ -17,20 +17,29 @@
 static void usage(void) {
     printf("usage: hgrn eval --ckpt FILE [--data DIR] [--device cpu|cuda] [--batch N] [--gpus N]\n"
            "                 [--json] [--per-class] [--confusion FILE.csv] [--section.key V]\n\n"
-           "Evaluates a checkpoint on the validation split of the dataset its config names (or\n"
-           "--data DIR: an ImageFolder root with val/, the val/ directory itself, ImageNet's flat\n"
-           "validation directory with --data.val_labels FILE, a CIFAR-10 or Fashion-MNIST\n"
-           "directory with --data.dataset cifar10|fmnist). Prints top-1, top-5, mean\n"
-           "cross-entropy, the evaluation's throughput and the command's wall time.\n\n"
+           "Evaluates a checkpoint on the validation split of the dataset its config names, or of\n"
+           "--data DIR, whose layout is detected and named in one line (unless --data.dataset is\n"
+           "given): an ImageFolder root (val/ or test/ inside), a directory of class folders (the\n"
+           "split itself), ImageNet's flat validation directory (val_labels.txt beside it, or\n"
+           "--data.val_labels FILE), CIFAR-10 binary batches, Fashion-MNIST IDX files. Prints\n"
+           "top-1, top-5, mean cross-entropy, the evaluation's throughput and the wall time.\n\n"
            "  --json            one JSON object on stdout instead of the text (per-class figures included)\n"
            "  --per-class       the per-class table in the text output\n"
            "  --confusion FILE  the confusion matrix as CSV: a row per true class, a column per predicted one\n"
            "  --batch N         evaluation batch (default train.batch_size of the checkpoint's config)\n"
            "  --gpus N          N local ranks, one per GPU, each evaluating its shard (as hgrn train --gpus)\n\n"
-           "The data's class names are compared with those stored in the checkpoint: the same\n"
-           "names in another order (or a subset) are mapped by name, other names are a warning,\n"
-           "more classes than the model has an error. Under mpirun or torchrun-style variables\n"
-           "each rank evaluates its shard and rank 0 prints the result over all of them.\n");
+           "The data's class names (its folder names) are compared with those stored in the\n"
+           "checkpoint, also when those came from a data.class_names file: the same names in\n"
+           "another order (or a subset) are mapped by name; other names are a warning (labels are\n"
+           "taken as the checkpoint's class indices), except for a model trained on a folder tree\n"
+           "whose class names file names its folders (ImageNet's readable names for WordNet ids):\n"
+           "a note, folder k is class k as in training. More classes than the model has is an\n"
+           "error. Under mpirun or torchrun-style variables each rank evaluates its shard and\n"
+           "rank 0 prints the result over all of them.\n\n"
+           "Exit codes: 0 every image evaluated; 1 an error during the work, or images that could\n"
+           "not be read (left out of the figures, counted and named in \"warnings\" and on stderr);\n"
+           "2 refused before any work (bad option or value, a missing --ckpt or --data, a data\n"
+           "directory of no known layout, a --confusion path that cannot be written).\n");
 }
 
 /* A class name that only repeats its index ("7", as the ImageNet validation

@@ -21,6 +21,45 @@
 
 int cmd_train(int argc, char **argv);
 
+/* The recipe's keys as the defaults of this command: those every mixer
+ * shares (hgru1's recipe), then what each other mixer sets otherwise. */
+static void print_recipe(void) {
+    char base[4096], text[4096], err[256];
+    if (lra_recipe_text("hgru1", base, sizeof base, err, sizeof err) < 0) return;
+    printf("the recipe (--mixer NAME: the defaults of this command; any --section.key overrides them):\n");
+    char section[32] = "", left[160] = "", *save = NULL;
+    int col = 0;
+    for (char *l = strtok_r(base, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (l[0] == '[') {
+            snprintf(section, sizeof section, "%.*s", (int)strcspn(l + 1, "]"), l + 1);
+            continue;
+        }
+        char item[160];
+        snprintf(item, sizeof item, "%s.%s", section, strncmp(l, "mixer =", 7) ? l : "mixer = NAME");
+        if (col) printf("  %-38s %s\n", left, item);   /* two a line */
+        else snprintf(left, sizeof left, "%s", item);
+        col = !col;
+    }
+    if (col) printf("  %s\n", left);
+    static const char *const OTHERS[] = {"hgru2", "lru", "mingru", "minlstm"};
+    for (int m = 0; m < 4; m++) {
+        if (lra_recipe_text("hgru1", base, sizeof base, err, sizeof err) < 0 ||
+            lra_recipe_text(OTHERS[m], text, sizeof text, err, sizeof err) < 0)
+            return;
+        printf("  --mixer %-7s", OTHERS[m]);
+        int first = 1;
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            char line[200];
+            snprintf(line, sizeof line, "\n%s\n", l);
+            if (l[0] == '[') snprintf(section, sizeof section, "%.*s", (int)strcspn(l + 1, "]"), l + 1);
+            if (l[0] == '[' || !strncmp(l, "mixer =", 7) || strstr(base, line)) continue;
+            printf("%s%s.%s", first ? " " : ", ", section, l);
+            first = 0;
+        }
+        putchar('\n');
+    }
+}
+
 static void usage(void) {
     printf("usage: hgrn lra (--mixer NAME | --config FILE) [--protocol lra|hgrn]\n"
            "                [--data cifar10|fmnist32|DIR] [--out DIR] [--device cpu|cuda]\n"
@@ -30,8 +69,8 @@ static void usage(void) {
            "pre-norm blocks of (bidirectional token mixer, GLU), the mean over the pixels, a linear\n"
            "decoder. Trains as `hgrn train` does (checkpoints, metrics, --resume; hgrn eval and\n"
            "hgrn classify read the checkpoints) on the config put together from:\n"
-           "  --mixer NAME      the recipe of hgru1, hgru2, lru, mingru or minlstm (the keys of\n"
-           "                    configs/lra_image_NAME.cfg: d 512, 6 layers, batch 50, lr 3e-3, ...)\n"
+           "  --mixer NAME      the recipe of hgru1, hgru2, lru, mingru or minlstm (below; the keys of\n"
+           "                    configs/lra_image_NAME.cfg)\n"
            "  --config FILE     or a config file instead\n"
            "  --protocol P      lra: grayscale, one scan over the pixels in row order, no augmentation\n"
            "                    (the canonical protocol; the default with --mixer);\n"
@@ -41,13 +80,18 @@ static void usage(void) {
            "                    centred on 32x32, from " LRA_FMNIST_DIR "),\n"
            "                    or a directory of either (`hgrn prepare cifar-like fmnist OUT` writes\n"
            "                    Fashion-MNIST as CIFAR-10 batches)\n"
+           "  --out DIR         the run directory (default runs/lra)\n"
            "  --overwrite       start over in an --out that holds a run (deletes its checkpoints and metrics)\n"
            "  --section.key V   any key, applied last\n"
-           "The config is written to OUT/lra.cfg (OUT: --out, default runs/lra) before training, after\n"
-           "the checks of the data and of OUT: a refused command (exit 2) leaves OUT as it was.\n"
-           "The recipe's batch norm trains on one process: --gpus needs --model.norm layer.\n\n"
-           "config keys:\n");
-    config_print_help(stdout);
+           "The config is written to OUT/lra.cfg before training, after the checks of the data and\n"
+           "of OUT: a refused command (exit 2) leaves OUT as it was. The recipe's batch norm trains\n"
+           "on one process: --gpus needs --model.norm layer.\n\n"
+           "The recipe is sized for a GPU: about 2,300 img/s on an H200 (25 s a CIFAR-10 epoch,\n"
+           "docs/PERFORMANCE.md), but about 1 img/s on a CPU of 2 cores (50 s a step of 50\n"
+           "images, 14 hours an epoch). For a look on a CPU shrink it, e.g. --model.dim 16\n"
+           "--model.depth 2 --model.glu_dim 16 --data.train_limit 600.\n\n");
+    print_recipe();
+    printf("\nEvery other key keeps the default `hgrn train --help` lists.\n");
 }
 
 /* Remove the switch --name from argv: 1 when it was there. */
