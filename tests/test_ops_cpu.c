@@ -155,6 +155,25 @@ static void run_matmul(int M, int K, int N, int with_bias, uint64_t seed) {
     mm_ref(&c, ref);
     bk->matmul_fwd(bk, out, inp, w, with_bias ? bias : NULL, M, K, N);
     TU_ASSERT_REL("matmul_fwd", out, ref, nmn, FWD_TOL);
+    /* evaluation's call per sample (gemm_samples: M rows as 1, M / 3 or M
+     * samples; 2 that does not divide M falls back): the same product, and a
+     * sample's rows the bits of that sample computed alone */
+    const int samples[4] = {1, M % 3 == 0 ? 3 : 1, M, 2};
+    float *alone = TU_NEW(float, nmn);
+    for (int k = 0; k < 4; k++) {
+        fill_garbage(&r, out, nmn);
+        bk->gemm_samples = samples[k];
+        bk->matmul_fwd(bk, out, inp, w, with_bias ? bias : NULL, M, K, N);
+        TU_ASSERT_REL("matmul_fwd per sample", out, ref, nmn, FWD_TOL);
+        if (M % samples[k]) continue;
+        const int R = M / samples[k];
+        bk->gemm_samples = 1;
+        for (int s0 = 0; s0 < samples[k]; s0++)
+            bk->matmul_fwd(bk, alone + (size_t)s0 * R * N, inp + (size_t)s0 * R * K, w, with_bias ? bias : NULL, R, K, N);
+        assert_memory_equal(alone, out, nmn * sizeof(float));
+    }
+    bk->gemm_samples = 0;
+    free(alone);
 
     /* backward: dout = wt */
     float *dinp = TU_NEW(float, nmk), *dw = TU_NEW(float, nnk), *db = TU_NEW(float, N);
@@ -192,6 +211,7 @@ static void test_matmul(void **state) {
     run_matmul(7, 13, 5, 1, 11);
     run_matmul(7, 13, 5, 0, 12);
     run_matmul(33, 17, 40, 1, 13);   /* more than one dbias column block */
+    run_matmul(48, 20, 24, 1, 15);   /* 3 samples of 16 rows: OpenBLAS's full tiles */
     run_matmul(1, 3, 1, 1, 14);
 }
 
