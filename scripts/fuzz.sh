@@ -65,6 +65,23 @@ static void png(const char *p, int w, int h, int ct, int ch, int inter) {
     for (int k = 0; k < passes; k++) for (int y = 0; y < h; y++) png_write_row(s, px + (size_t)y * w * ch);
     png_write_end(s, 0); png_destroy_write_struct(&s, &in); fclose(f); free(px);
 }
+/* every colour type / depth with transparency: palette + tRNS, gray + tRNS, 16-bit */
+static void png_t(const char *p, int w, int h, int ct, int depth, int ch) {
+    int bps = depth == 16 ? 2 : 1;
+    unsigned char *px = malloc((size_t)w * h * ch * bps);
+    for (int i = 0; i < w * h * ch * bps; i++) px[i] = (unsigned char)((i * 29) % (depth < 8 ? 1 << depth : 256));
+    FILE *f = fopen(p, "wb"); png_structp s = png_create_write_struct(PNG_LIBPNG_VER_STRING, 0, 0, 0);
+    png_infop in = png_create_info_struct(s); png_init_io(s, f);
+    png_set_IHDR(s, in, w, h, depth, ct, 0, 0, 0);
+    png_color pal[16]; png_byte ta[8] = {0, 40, 80, 120, 160, 200, 240, 255}; png_color_16 tc = {0};
+    for (int k = 0; k < 16; k++) { pal[k].red = (png_byte)(k * 16); pal[k].green = (png_byte)(255 - k * 9); pal[k].blue = (png_byte)(k * 7); }
+    if (ct == PNG_COLOR_TYPE_PALETTE) { png_set_PLTE(s, in, pal, 16); png_set_tRNS(s, in, ta, 8, NULL); }
+    if (ct == PNG_COLOR_TYPE_GRAY) { tc.gray = 1; png_set_tRNS(s, in, NULL, 0, &tc); }
+    png_write_info(s, in);
+    if (depth < 8) png_set_packing(s);
+    for (int y = 0; y < h; y++) png_write_row(s, px + (size_t)y * w * ch * bps);
+    png_write_end(s, 0); png_destroy_write_struct(&s, &in); fclose(f); free(px);
+}
 int main(int argc, char **argv) {
     char p[4096]; const char *d = argv[1]; (void)argc;
 #define P(n) (snprintf(p, sizeof p, "%s/%s", d, n), p)
@@ -77,6 +94,10 @@ int main(int argc, char **argv) {
     png(P("rgb.png"), 21, 13, PNG_COLOR_TYPE_RGB, 3, PNG_INTERLACE_NONE);
     png(P("rgba_interlaced.png"), 19, 11, PNG_COLOR_TYPE_RGB_ALPHA, 4, PNG_INTERLACE_ADAM7);
     png(P("gray.png"), 9, 30, PNG_COLOR_TYPE_GRAY, 1, PNG_INTERLACE_NONE);
+    png_t(P("palette4_trns.png"), 13, 7, PNG_COLOR_TYPE_PALETTE, 4, 1);
+    png_t(P("gray2_trns.png"), 11, 5, PNG_COLOR_TYPE_GRAY, 2, 1);
+    png_t(P("rgba16.png"), 7, 6, PNG_COLOR_TYPE_RGB_ALPHA, 16, 4);
+    png_t(P("graya8.png"), 8, 9, PNG_COLOR_TYPE_GRAY_ALPHA, 8, 2);
     return 0;
 }
 GEN
