@@ -83,6 +83,9 @@ prep_pat="^hgrn prepare: cifar10 is not a dataset hgrn prepare writes: it prepar
 expect_rc eval-missing-ckpt 2 "^hgrn eval: --ckpt $tmp/none.safetensors: no such file" -- "$hgrn" eval --ckpt "$tmp/none.safetensors" --device cpu
 expect_rc classify-missing-ckpt 2 "^hgrn classify: --ckpt $tmp/none.safetensors: no such file" -- "$hgrn" classify --ckpt "$tmp/none.safetensors" a.jpg
 expect_rc eval-confusion-dir 2 "^hgrn eval: --confusion $tmp/no_dir/c.csv: $tmp/no_dir: no such directory" -- "$hgrn" eval --ckpt x --confusion "$tmp/no_dir/c.csv"
+mkdir -p "$tmp/idx"; : >"$tmp/idx/t10k-images-idx3-ubyte.gz"
+expect_rc bench-data-idx 2 "^bench-data: $tmp/idx: Fashion-MNIST IDX files \(t10k\): bench-data measures decoding JPEG/PNG files" -- "$hgrn" bench-data "$tmp/idx"
+expect_rc bench-data-missing 2 "^bench-data: $tmp/none: no such directory" -- "$hgrn" bench-data "$tmp/none"
 expect_rc classify-top-zero 2 "--top 0 is out of range" -- "$hgrn" classify --ckpt x --top 0 a.jpg
 if [ "$("$hgrn" device)" = cpu ]; then   # --gpus N runs a process per GPU: said once, before any rank starts
   for cmd in train eval; do
@@ -115,14 +118,14 @@ expect_rc classify-top-classes 2 "--top 11 is out of range \[1, 10\]" -- "$hgrn"
 expect_error classify-missing "$tmp/missing.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/missing.jpg"
 : >"$tmp/empty.jpg"
 expect_error classify-empty "empty.jpg" -- "$hgrn" classify --ckpt "$tmp/run/last.safetensors" --device cpu "$tmp/empty.jpg"
-expect_error resume-wrong-model "different hgru1 model: model.dim 8 \(the config says 16\)" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume \
+expect_error resume-wrong-model "different hgru1 model: model.dim 8 \(the config says 16\)" -- "$hgrn" train --config "$cfg" --device cpu --out "$tmp/run" --resume --allow-changes \
   --model.dim 16 --model.depth 1 --model.glu_dim 8 --data.train_limit 256 --data.val_limit 64
 
 # a loss that turns NaN (lr 10 with weight decay 1 makes the weights blow up):
 # a clear error, non-zero exit, and the run's last checkpoint left as it was
 sum_before=$(md5sum <"$tmp/run/last.safetensors")
 expect_error nan-loss "(loss|the gradient norm) is (NaN|infinite) at step .*last good checkpoint" -- "$hgrn" train --config "$cfg" --device cpu \
-  --out "$tmp/run" --resume --model.dim 8 --model.depth 1 --model.glu_dim 8 --data.train_limit 4096 --data.val_limit 64 \
+  --out "$tmp/run" --resume --allow-changes --model.dim 8 --model.depth 1 --model.glu_dim 8 --data.train_limit 4096 --data.val_limit 64 \
   --train.warmup_epochs 0 --train.lr 10 --train.weight_decay 1 --train.epochs 3 --train.max_steps 0
 [ "$(md5sum <"$tmp/run/last.safetensors")" = "$sum_before" ] || { echo "FAIL nan-loss changed last.safetensors"; fails=$((fails + 1)); }
 

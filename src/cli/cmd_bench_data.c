@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "config.h"
 #include "dataset.h"
+#include "detect.h"
 #include "filelist.h"
 #include "fsutil.h"
 #include "gpu_images.h"
@@ -634,6 +635,20 @@ int cmd_bench_data(int argc, char **argv) {
     if (!dir) {
         usage();
         return 2;
+    }
+    {   /* what DIR holds (detect.h), said in one line: the files of an image tree are measured */
+        DataLayout layout;
+        char why[1024];
+        if (dataset_detect_layout(dir, &layout, why, sizeof why) < 0) {
+            fprintf(stderr, "bench-data: %s\n", why);
+            return 2;
+        }
+        if (layout.kind == LAYOUT_CIFAR10 || layout.kind == LAYOUT_IDX) {
+            fprintf(stderr, "bench-data: %s: %s: bench-data measures decoding JPEG/PNG files (hgrn prepare fmnist "
+                    "OUT writes Fashion-MNIST as JPEG files)\n", dir, layout.what);
+            return 2;
+        }
+        fprintf(stderr, "bench-data: %s: %s\n", dir, layout.what);
     }
     int gpu = !strcmp(decode, "gpu");
     if (gpu || use_loader) {
