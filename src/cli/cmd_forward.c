@@ -6,6 +6,7 @@
  * tensor. No drop path, no augmentation: the images go in as given. */
 #include "checkpoint.h"
 #include "cli.h"
+#include "fsutil.h"
 #include "safetensors.h"
 
 #include <stdio.h>
@@ -38,6 +39,7 @@ int cmd_forward(int argc, char **argv) {
     Cli cli;
     if (cli_parse(&cli, argc, argv, "ckpt inputs out grads device precision threads", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn forward: %s\n", err);
+        cli_free(&cli);
         return 2;
     }
     if (cli.help) {
@@ -47,6 +49,16 @@ int cmd_forward(int argc, char **argv) {
     }
     if (!cli.ckpt[0] || !cli.inputs[0] || !cli.out[0]) {
         fprintf(stderr, "hgrn forward: --ckpt, --inputs and --out are required (see --help)\n");
+        cli_free(&cli);
+        return 2;
+    }
+    /* paths that cannot be used are refused before any work */
+    int refused = 0;
+    if (!file_exists(cli.ckpt)) refused = snprintf(err, sizeof err, "--ckpt %s: no such file", cli.ckpt);
+    else if (!file_exists(cli.inputs)) refused = snprintf(err, sizeof err, "--inputs %s: no such file", cli.inputs);
+    else refused = cli_check_output_file("--out", cli.out, err, sizeof err) < 0;
+    if (refused) {
+        fprintf(stderr, "hgrn forward: %s\n", err);
         cli_free(&cli);
         return 2;
     }
@@ -61,7 +73,10 @@ int cmd_forward(int argc, char **argv) {
     char (*names)[160] = NULL;
     Config *c = &cli.cfg;
     if (ckpt_read_config(cli.ckpt, c, &classes, &ncls, err, sizeof err) < 0) goto fail;
-    if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
+    if (cli_apply_overrides(&cli, err, sizeof err) < 0) {
+        rc = 2;   /* a bad --section.key value: nothing done yet */
+        goto fail;
+    }
     if (!(in = st_open(cli.inputs, err, sizeof err))) goto fail;
     const int S = c->image_size, C = c->channels, K = c->num_classes;
     const StTensor *ti = st_find(in, "images");

@@ -27,6 +27,7 @@ int cmd_prepare(int argc, char **argv) {
     Cli cli;
     if (cli_parse(&cli, argc, argv, "data ARGS", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn prepare: %s\n", err);
+        cli_free(&cli);
         return 2;
     }
     const int cifar = cli.npos == 3 && !strcmp(cli.pos[0], "cifar-like") && !strcmp(cli.pos[1], "fmnist");
@@ -57,6 +58,12 @@ int cmd_prepare(int argc, char **argv) {
                           ? cli.cfg.path : "/usr/share/datasets/fashion-mnist";
     for (int i = 0; i < cli.nov; i++)
         if (!strcmp(cli.ov_key[i], "data.path")) src = cli.ov_val[i];
+    if (!dir_exists(src)) {
+        fprintf(stderr, "hgrn prepare: --data %s: no such directory (the Fashion-MNIST IDX files; apt-get install "
+                "dataset-fashion-mnist puts them in /usr/share/datasets/fashion-mnist)\n", src);
+        cli_free(&cli);
+        return 2;
+    }
     if (cifar) {
         int rc = lra_prepare_cifar_like(src, cli.pos[2], err, sizeof err);
         if (rc < 0) fprintf(stderr, "hgrn prepare: %s\n", err);
