@@ -264,6 +264,53 @@ bad:
     return -1;
 }
 
+/* Finish the open shard k (records in cur as local shard 0, the skips since
+ * the previous shard in skips[0..slen)): end the tar, save its records and
+ * `next` (the first sample after it) durably, rename the tar into place,
+ * and move the records and skips into sp; cur is emptied. The tar is closed
+ * either way. 0, or -1 with a message. */
+static int finish_shard(Split *sp, ShardTarWriter *tw, ShardIndex *cur, const char *skips, size_t slen, int k, int next,
+                        const char *partpath, const char *tarpath, char *err, size_t errlen) {
+    long long size;
+    if (shard_tar_finish(tw, &size, err, errlen)) return -1;
+    char name[128], path[2560], nextl[32];
+    shard_name(sp, k, name, sizeof name);
+    cur->shard_size[0] = size;
+    size_t il, skl = 0, skc = 0;
+    char *itext = shard_index_format(cur, &il), *skp = NULL;
+    int nl = snprintf(nextl, sizeof nextl, "next\t%d\n", next);
+    for (size_t p = 0; itext && p < slen;) {
+        const char *e = memchr(skips + p, '\n', slen - p);
+        size_t ll = (size_t)(e - (skips + p)) + 1;
+        if (append(&skp, &skl, &skc, "skip\t", 5) || append(&skp, &skl, &skc, skips + p, ll)) goto oom;
+        p += ll;
+    }
+    if (!itext) goto oom;
+    const void *c[3] = {itext, skp, nextl};
+    size_t l[3] = {il, skl, (size_t)nl};
+    rec_path(sp, k, path, sizeof path);
+    int rc = write_file_atomic(path, c, l, 3, err, errlen) || rename_durable(partpath, tarpath, err, errlen) ? -1 : 0;
+    free(itext);
+    free(skp);
+    if (rc) return -1;
+    for (int j = 0; j < cur->n; j++) {
+        ShardRec x = cur->rec[j];
+        x.shard = k;
+        if (shard_index_add(&sp->ix, &x, shard_rec_key(cur, j), shard_rec_src(cur, j))) goto oom_after;
+    }
+    if (shard_index_add_shard(&sp->ix, name, size) ||
+        (slen && append(&sp->skipped, &sp->skipped_len, &sp->skipped_cap, skips, slen)))
+        goto oom_after;
+    shard_index_free(cur);
+    return 0;
+oom:
+    free(itext);
+    free(skp);
+oom_after:
+    set_err(err, errlen, "%s: out of memory", sp->out);
+    return -1;
+}
+
 /* ---------------------------------------------------------------- progress */
 
 static void fmt_bytes(double b, char *buf, size_t len) {
@@ -452,45 +499,9 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
             int cl = snprintf(cls, sizeof cls, "%d", r.label);
             long long need = shard_tar_member_bytes(r.len) + shard_tar_member_bytes((size_t)cl);
             if (tw && cur.n > 0 && shard_tar_bytes(tw) + need + SHARD_TAR_TRAILER > o->shard_bytes) {
-                /* finish shard k: its records saved, then renamed into place */
-                long long size;
-                int frc = shard_tar_finish(tw, &size, err, errlen);
+                int frc = finish_shard(&sp, tw, &cur, cur_skips, cs_len, k, i, partpath, tarpath, err, errlen);
                 tw = NULL;
                 if (frc) goto done;
-                shard_name(&sp, k, name, sizeof name);
-                cur.shard_size[0] = size;
-                size_t il;
-                char *itext = shard_index_format(&cur, &il), nextl[32];
-                if (!itext) goto oom;
-                int nl = snprintf(nextl, sizeof nextl, "next\t%d\n", i);
-                char *skp = NULL;
-                size_t skl = 0, skc = 0;
-                for (size_t p = 0; p < cs_len;) {
-                    const char *e = memchr(cur_skips + p, '\n', cs_len - p);
-                    size_t ll = (size_t)(e - (cur_skips + p)) + 1;
-                    if (append(&skp, &skl, &skc, "skip\t", 5) || append(&skp, &skl, &skc, cur_skips + p, ll)) {
-                        free(itext);
-                        free(skp);
-                        goto oom;
-                    }
-                    p += ll;
-                }
-                const void *c[3] = {itext, skp, nextl};
-                size_t l[3] = {il, skl, (size_t)nl};
-                rec_path(&sp, k, path, sizeof path);
-                int wrc = write_file_atomic(path, c, l, 3, err, errlen);
-                free(itext);
-                free(skp);
-                if (wrc || rename_durable(partpath, tarpath, err, errlen)) goto done;
-                for (int j = 0; j < cur.n; j++) {
-                    ShardRec x = cur.rec[j];
-                    x.shard = k;
-                    if (shard_index_add(&sp.ix, &x, shard_rec_key(&cur, j), shard_rec_src(&cur, j))) goto oom;
-                }
-                if (shard_index_add_shard(&sp.ix, name, size) ||
-                    (cs_len && append(&sp.skipped, &sp.skipped_len, &sp.skipped_cap, cur_skips, cs_len)))
-                    goto oom;
-                shard_index_free(&cur);
                 cs_len = 0;
                 st->shards++;
                 fault_kill("prepare_shard_done", k);
@@ -523,18 +534,12 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
     }
     if (tw) {
         /* the last shard (skips after its last record included) */
-        long long size;
-        int frc = shard_tar_finish(tw, &size, err, errlen);
+        int frc = finish_shard(&sp, tw, &cur, cur_skips, cs_len, k, ds->n, partpath, tarpath, err, errlen);
         tw = NULL;
-        if (frc || rename_durable(partpath, tarpath, err, errlen)) goto done;
-        for (int j = 0; j < cur.n; j++) {
-            ShardRec x = cur.rec[j];
-            x.shard = k;
-            if (shard_index_add(&sp.ix, &x, shard_rec_key(&cur, j), shard_rec_src(&cur, j))) goto oom;
-        }
-        shard_name(&sp, k, name, sizeof name);
-        if (shard_index_add_shard(&sp.ix, name, size)) goto oom;
+        if (frc) goto done;
+        cs_len = 0;
         st->shards++;
+        fault_kill("prepare_shard_done", k);
     }
     if (cs_len && append(&sp.skipped, &sp.skipped_len, &sp.skipped_cap, cur_skips, cs_len)) goto oom;
     if (sp.ix.n == 0) {

@@ -2,8 +2,8 @@
 # test_shards_cli.sh - `hgrn prepare shards` / `hgrn prepare index` through the
 # command line:
 #   - bad flags and paths refused with exit 2 and one line;
-#   - a prepare killed after its second shard (and one killed inside a
-#     shard) resumes: the finished shards are not rewritten (same inode and
+#   - a prepare killed after its second shard, after its last one (before
+#     the index) and inside a shard resumes: the finished shards are not rewritten (same inode and
 #     mtime) and the result is byte for byte the uninterrupted prepare's;
 #     another --quality on resume is refused;
 #   - Python's tarfile reads hgrn's shards as KEY.jpg + KEY.cls pairs whose
@@ -72,6 +72,15 @@ after=$(stat -c '%i %Y.%y' "$tmp/res/train-000000.tar" "$tmp/res/train-000001.ta
 if [ $rc -eq 0 ] && grep -q "(2 kept from an earlier run)" "$tmp/r1.log" && [ "$before" = "$after" ] &&
    same_as_ref "$tmp/res"; then ok "resumed: 2 shards kept untouched, the output is the uninterrupted one's"
 else fail "resume after shard 1 (rc $rc)"; cat "$tmp/r1.log"; diff -r "$tmp/ref" "$tmp/res" | head -5; fi
+
+# --- killed after the last training shard was finished, before the index
+(HGRN_FAULT=prepare_shard_done@2 "${prep[@]}" "$tmp/last" "${opts[@]}") >"$tmp/k3.log" 2>&1; rc=$?
+before=$(stat -c '%i %Y.%y' "$tmp/last"/train-00000[012].tar 2>/dev/null)
+if [ $rc -ne 0 ] && [ ! -f "$tmp/last/train.index" ] && [ -f "$tmp/last/train-000002.tar" ] &&
+   "${prep[@]}" "$tmp/last" "${opts[@]}" >"$tmp/r3.log" 2>&1 && grep -q "(3 kept from an earlier run)" "$tmp/r3.log" &&
+   [ "$before" = "$(stat -c '%i %Y.%y' "$tmp/last"/train-00000[012].tar)" ] && same_as_ref "$tmp/last"; then
+  ok "killed after the last shard: resumed with every shard kept, the output is the uninterrupted one's"
+else fail "killed after the last shard (rc $rc)"; cat "$tmp/r3.log" 2>/dev/null; fi
 
 # --- killed in the middle of a shard (record 20 written, its shard unfinished)
 (HGRN_FAULT=prepare_record@20 "${prep[@]}" "$tmp/mid" "${opts[@]}") >"$tmp/k2.log" 2>&1; rc=$?
