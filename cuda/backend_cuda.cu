@@ -1,6 +1,7 @@
 /* backend_cuda.cu - the CUDA backend: construction, memory, bf16 weight
  * shadows and the op table. Kernels live in the other .cu files of cuda/. */
 #include "common.cuh"
+#include "gpu_partition.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -394,6 +395,30 @@ static double cu_idle_seconds(Backend *bk, int slot) {
     return ms > 0.0f ? 1e-3 * ms : 0.0;
 }
 
+/* The backend's work moves to a stream of `side` (gpu_partition.h): every kernel, cuBLASLt call, graph and collective of
+ * the backend reads im->stream when it is queued. */
+extern "C" void gpu_backend_use_partition(Backend *bk, int side) {
+    if (!bk || !bk->name || strcmp(bk->name, "cuda") != 0) return;
+    CudaImpl *im = IMPL(bk);
+    for (int i = 0; i < HGRN_GRAPH_SLOTS; i++)
+        if (im->graphs[i]) {   /* its replays would stay where the old stream was */
+            fprintf(stderr, "hgrn: the CUDA backend's stream cannot move after a graph was recorded\n");
+            exit(1);
+        }
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    cudaStream_t old = im->stream;
+    im->stream = (cudaStream_t)gpu_partition_stream(side, 0);
+    CUDA_CHECK(cudaStreamDestroy(old));
+    hgrn_cudnn_destroy(im);   /* its handle is bound to the old stream; made again on first use */
+    /* grids sized by the SM count, and cuBLASLt's choice of tiles and
+     * split-K, for the SMs the stream has: a grid of one block per device
+     * SM would take two waves on the training side */
+    int part = side == GPU_SIDE_TRAIN ? gpu_partition_sms(GPU_SIDE_TRAIN) : 0;
+    im->num_sms = part > 0 ? part : im->device_sms;
+    im->sm_target = part;
+    hgrn_gemm_destroy(im);   /* plans made again with the target on first use */
+}
+
 static void cu_destroy(Backend *bk) {
     if (!bk) return;
     CudaImpl *im = IMPL(bk);
@@ -470,7 +495,7 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     im->device = device;
     im->bf16 = bf16 ? 1 : 0;
     im->gemm_tune = gemm_tune ? 1 : 0;
-    im->num_sms = prop.multiProcessorCount;
+    im->num_sms = im->device_sms = prop.multiProcessorCount;
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&im->h2d_done, cudaEventDisableTiming));
     CUDA_CHECK(cudaStreamCreateWithFlags(&im->copy_stream, cudaStreamNonBlocking));

@@ -34,7 +34,9 @@ typedef struct {
     int device;
     int bf16;                     /* activations stored as bf16 */
     int gemm_tune;                /* time the GEMM algorithm candidates (gemm.cu) */
-    int num_sms;
+    int num_sms;                  /* SMs the backend's stream may use (its side of an SM split) */
+    int device_sms;               /* SMs of the device */
+    int sm_target;                /* cuBLASLt's SM count target: num_sms under a split, else 0 (unset) */
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *lt_workspace;

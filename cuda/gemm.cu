@@ -157,6 +157,9 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
                 plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         }
+        if (im->sm_target > 0)   /* the stream runs on part of the device (an SM split) */
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                                        &im->sm_target, sizeof im->sm_target));
         /* stored shapes: op(A) is m x k, op(B) is k x n */
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->la, at, transa ? k : m, transa ? m : k, lda));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lb, bt, transb ? n : k, transb ? k : n, ldb));

@@ -34,6 +34,7 @@ extern "C" {
 }
 #include "gpu_images.h"
 #include "gpu_images_ops.cuh"
+#include "gpu_partition.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -70,6 +71,7 @@ int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) { (void)g; (v
 int gpu_images_units(const GpuImages *g) { (void)g; return 0; }
 int gpu_images_unit_hybrid(const GpuImages *g, int unit) { (void)g; (void)unit; return 0; }
 int gpu_images_exact(const GpuImages *g) { (void)g; return 0; }
+int gpu_images_side(const GpuImages *g) { (void)g; return -1; }
 void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
     (void)g;
     *engines = *cores = 0;
@@ -413,6 +415,12 @@ extern "C" int gpu_images_unit_hybrid(const GpuImages *g, int unit) {
     return unit >= 0 && unit < g->nunits && !g->unit[unit].hardware;
 }
 extern "C" int gpu_images_exact(const GpuImages *g) { return g->exact; }
+extern "C" int gpu_images_side(const GpuImages *g) {
+    int side = gpu_partition_stream_side(g->sxf);
+    for (int u = 0; u < g->nunits; u++)
+        if (gpu_partition_stream_side(g->unit[u].s) != side) return -2;
+    return side;
+}
 extern "C" void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
     *engines = (int)g->hw_engines;
     *cores = (int)g->hw_cores;
@@ -493,7 +501,7 @@ static nvjpegStatus_t gi_unit_create(GpuImages *g, int u, int hardware) {
     }
     un->hardware = hardware;
     NVJPEG_CHECK(nvjpegJpegStateCreate(un->nj, &un->state));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&un->s, cudaStreamNonBlocking));
+    un->s = (cudaStream_t)gpu_partition_stream(GPU_SIDE_INPUT, 0);   /* the input side's SMs, if split */
     /* the unit's thread waits on these: blocking waits (it sleeps instead of
      * spinning on a core the loader's workers could use) */
     for (int p = 0; p < 2; p++) {
@@ -633,7 +641,7 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
             g->unit[u].hybrid_split = 1;
             g->nunits++;
         }
-    CUDA_CHECK(cudaStreamCreateWithFlags(&g->sxf, cudaStreamNonBlocking));
+    g->sxf = (cudaStream_t)gpu_partition_stream(GPU_SIDE_INPUT, 0);
     for (int i = 0; i < 2; i++) {
         CUDA_CHECK(cudaEventCreateWithFlags(&g->upload_done[i], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreate(&g->txf[i].a));

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "launch.h"
 #include "cmd_bench.h"
+#include "feed.h"
 #include "op_timer.h"
 #include "model.h"
 #include "optim.h"
@@ -128,6 +129,9 @@ int cmd_bench(int argc, char **argv) {
     double copy_gbs, gemm_tflops;
     int gemm_n;
     bench_ceilings(bk, &copy_gbs, &gemm_tflops, &gemm_n);
+    /* data.input_sms: the step on the training side of the SM split that
+     * JPEG training would run beside (what the split costs the model) */
+    if (feed_partition_begin(c, bk, launch_device(&li), err, sizeof err) < 0) goto fail;
     Backend *inner = bk;
     if (!(bk = op_timer_wrap(inner))) { bk = inner; snprintf(err, sizeof err, "out of host memory"); goto fail; }
     if (!(m = model_create(bk, c, B, 1, err, sizeof err))) goto fail;

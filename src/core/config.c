@@ -62,6 +62,7 @@ typedef struct {
     {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 1}
 
 static int check_every(const char *full, const char *text, char *msg, size_t ml);
+static int check_input_sms(const char *full, const char *text, char *msg, size_t ml);
 
 static const Key KEYS[] = {
     /* [model] */
@@ -168,6 +169,11 @@ static const Key KEYS[] = {
        "data.decode = gpu on the hardware backend: share of each batch's JPEGs for the JPEG engines; the rest go "
        "to nvJPEG's GPU-hybrid decoder at the same time (its IDCT rounds differently: pixels differ by a level "
        "or two from the engines' and libjpeg's); 1 = engines only"),
+    KV("data", input_sms, check_input_sms, "0",
+       "data.decode = gpu: SMs the input pipeline (nvJPEG's CUDA steps, the transform kernels) gets to itself "
+       "through CUDA green contexts, the training step the rest: a multiple of 8 (Hopper's partition "
+       "granularity), 0 = off (all streams share every SM), auto = the device's smallest partition when "
+       "the loader decodes on the GPU"),
     KF_R("data", jpeg_cpu_share, -1, 0.95, 0, 0, "0",
        "data.decode = gpu: share of each batch's JPEGs decoded by libjpeg-turbo on the loader's threads instead "
        "of nvJPEG, to add the CPU's throughput; -1 = auto (adapted to the measured balance, only where nvJPEG "
@@ -448,6 +454,24 @@ static int check_every(const char *full, const char *text, char *msg, size_t ml)
     double minutes;
     if (config_every(text, &steps, &minutes) == 0) return 0;
     set_err(msg, ml, "%s = '" VALFMT "': expected a number of steps (500), of minutes (30m) or 0 (epoch ends only)",
+            full, VALARG(text));
+    return -1;
+}
+
+int config_input_sms(const char *text)
+{
+    if (strcmp(text, "auto") == 0) return -1;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (!text[0] || *end || errno || v < 0 || v > 4096 || v % 8) return -2;
+    return (int)v;
+}
+
+static int check_input_sms(const char *full, const char *text, char *msg, size_t ml)
+{
+    if (config_input_sms(text) >= -1) return 0;
+    set_err(msg, ml, "%s = '" VALFMT "': expected auto, 0 (off) or a number of SMs that is a multiple of 8",
             full, VALARG(text));
     return -1;
 }

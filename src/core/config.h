@@ -77,6 +77,7 @@ typedef struct {
     int jpeg_decoders;      /* nvJPEG decode units per loader (0 = auto) */
     float jpeg_hw_load;     /* hardware backend: share of a batch for the engines, the rest GPU-hybrid (1 = all) */
     float jpeg_cpu_share;   /* share of a batch decoded by libjpeg-turbo instead (-1 = auto, 0 = off) */
+    char input_sms[8];      /* SMs of the GPU input pipeline's own partition: "auto", "0" (off) or a count */
     char interpolation[16]; /* "bicubic" or "bilinear" */
     float crop_pct;         /* eval: resize to size/crop_pct, centre crop */
     float scale_min;        /* RandomResizedCrop lower scale bound */
@@ -131,6 +132,10 @@ int config_write_model(const Config *c, char *buf, size_t buflen);
  * "Nmin" (minutes, N > 0, may be fractional) sets *minutes; the other is 0.
  * Returns 0, or -1 when the text is neither. */
 int config_every(const char *text, long *steps, double *minutes);
+
+/* data.input_sms: -1 for auto, the count (0 = off), or -2 when the text is
+ * not one of them. */
+int config_input_sms(const char *text);
 
 /* One key whose value differs between two configs: its text (as
  * config_write writes it) in each, and whether it may change when a run is

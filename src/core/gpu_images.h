@@ -111,6 +111,9 @@ int gpu_images_unit_hybrid(const GpuImages *g, int unit);
  * and the CPU decoder for speed when this is 1. */
 int gpu_images_exact(const GpuImages *g);
 
+/* The side of the SM split (gpu_partition.h) every stream of the pipeline
+ * runs on: GPU_SIDE_INPUT, -1 without a split, -2 if they differ. */
+int gpu_images_side(const GpuImages *g);
 /* The hardware decoder's engines and cores per engine (0, 0 without). */
 void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores);
 

@@ -14,6 +14,7 @@
 #define HGRN_FEED_H
 
 #include "backend.h"
+#include "config.h"
 #include "loader.h"
 #include "model.h"
 
@@ -33,5 +34,16 @@ int feed_next(Feed *f, const Batch **batch);
  * that); nothing to do for a GPU-decoded one (the loader releases it when
  * the next batch is asked for, after the work queued on the stream). */
 void feed_staged_read(Feed *f);
+
+/* data.input_sms (gpu_partition.h): before the loaders' loader_use_gpu,
+ * split the GPU's SMs between the input pipeline and the backend's stream.
+ * Only on the CUDA backend with data.decode gpu or auto; auto takes the
+ * device's smallest partition. Where green contexts are unavailable it says
+ * so in one line and the run goes on unsplit. 0, or -1 with a message (a
+ * count this GPU cannot split off). */
+int feed_partition_begin(const Config *c, Backend *bk, int device, char *err, size_t errlen);
+/* After loader_use_gpu: with no loader decoding on the GPU, the split has
+ * nothing to serve and the backend gets the whole device back. */
+void feed_partition_end(Backend *bk, int any_gpu_loader);
 
 #endif

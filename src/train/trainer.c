@@ -61,9 +61,12 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
      * evaluation, the previous batch's forward) */
     loader_set_host_allocator(t->train_loader, bk->host_alloc, bk->host_free);
     loader_set_host_allocator(t->val_loader, bk->host_alloc, bk->host_free);
-    /* data.decode: JPEG decoding and augmentation on the CPU or the GPU */
+    /* data.decode: JPEG decoding and augmentation on the CPU or the GPU,
+     * data.input_sms: the SMs the input pipeline gets to itself */
+    if (feed_partition_begin(c, bk, gpu, err, errlen) < 0) return -1;
     if (loader_use_gpu(t->train_loader, bk->name, gpu, err, errlen) < 0) return -1;
     if (loader_use_gpu(t->val_loader, bk->name, gpu, err, errlen) < 0) return -1;
+    feed_partition_end(bk, loader_gpu(t->train_loader) || loader_gpu(t->val_loader));
     if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
     if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
     /* each rank holds its share of the global batch */
