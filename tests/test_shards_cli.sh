@@ -6,6 +6,7 @@
 #     the index) and inside a shard resumes: the finished shards are not rewritten (same inode and
 #     mtime) and the result is byte for byte the uninterrupted prepare's;
 #     another --quality on resume is refused;
+#   - ImageNet's flat validation folder + labels file becomes the val split;
 #   - Python's tarfile reads hgrn's shards as KEY.jpg + KEY.cls pairs whose
 #     data is where the index says (offset, length, CRC-32, label);
 #   - tars written by Python's tarfile (PAX and GNU formats, .jpg/.jpeg/.png
@@ -121,6 +122,20 @@ for split in train val; do
   if out=$(python3 "$tmp/check.py" "$tmp/ref" $split 2>&1); then ok "Python tarfile reads the $split shards: $out"
   else fail "Python tarfile on the $split shards"; echo "$out"; fi
 done
+
+# --- ImageNet's flat validation folder + labels file, beside a prepared train split
+mkdir -p "$tmp/flat"; : >"$tmp/flat_labels.txt"; k=0
+for c in a b c d; do
+  for f in "$tmp/data/val/$c"/*.jpg; do
+    cp "$f" "$tmp/flat/${c}_$(basename "$f")"; echo "${c}_$(basename "$f") $k" >>"$tmp/flat_labels.txt"
+  done; k=$((k + 1))
+done
+mkdir -p "$tmp/fl"; cp "$tmp/ref/classes.txt" "$tmp/ref"/train* "$tmp/fl/"
+if "$hgrn" prepare shards "$tmp/flat" "$tmp/fl" --val-labels "$tmp/flat_labels.txt" --quiet >"$tmp/fl.log" 2>&1 &&
+   out=$(python3 "$tmp/check.py" "$tmp/fl" val 2>&1) &&
+   [ "$(awk -F'\t' '$1 == "rec" {split($10, p, "/"); n = p[length(p)]; if (substr(n, 1, 1) != substr("abcd", $5 + 1, 1)) bad++} END {print bad + 0}' "$tmp/fl/val.index")" = 0 ]; then
+  ok "the flat validation folder with a labels file: $out, labels as the file says"
+else fail "the flat validation folder"; cat "$tmp/fl.log"; echo "$out"; fi
 
 # --- a WebDataset written by Python's tarfile, indexed by hgrn
 cat >"$tmp/foreign.py" <<'EOF'
