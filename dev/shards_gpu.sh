@@ -11,13 +11,14 @@
 #   train: `hgrn bench` (the synthetic rate) and 1,000 steps of `hgrn train`
 #     of hgrn1_deit_tiny and hgrn1_deit_small (batch $BATCH, default 256)
 #     from each shard set, and tiny from the 384 shards in stream mode; the
-#     img/s of the last 500 steps and the share of time waiting for data.
+#     img/s of the last 500 steps and the share of time waiting for data
+#     (MODELS=tiny / MODELS=small splits this phase into two calls).
 # Ends with one table in $OUT/summary.txt; logs in $OUT.
 set -u
 source .offline-deps/unpack.sh >/dev/null
 OUT=${OUT:-/tmp/shards_gpu}; mkdir -p "$OUT"
 B=/tmp/sb; D=/tmp/shards_data; H=$B/hgrn
-BATCH=${BATCH:-256}; STEPS=${STEPS:-1000}; NPHOTOS=${NPHOTOS:-4000}
+BATCH=${BATCH:-256}; STEPS=${STEPS:-1000}; NPHOTOS=${NPHOTOS:-4000}; MODELS=${MODELS:-tiny small}
 PHASE=${PHASE:-all}
 row() { echo "$1|$2" | tee -a "$OUT/summary.txt"; }
 
@@ -47,7 +48,7 @@ if [ "$PHASE" = prepare ] || [ "$PHASE" = all ]; then
 fi
 
 if [ "$PHASE" = train ] || [ "$PHASE" = all ]; then
-  for m in tiny small; do
+  for m in $MODELS; do
     cfg=configs/hgrn1_deit_$m.cfg
     timeout 120 "$H" bench --config $cfg --device cuda --batch "$BATCH" >"$OUT/bench_$m.log" 2>&1
     row "hgrn bench $m (synthetic)" "$(grep -E '^train ' "$OUT/bench_$m.log")"
