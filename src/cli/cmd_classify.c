@@ -42,9 +42,14 @@ static void usage(void) {
            "  --logits   with --json: also \"logits\": every class's logit, in class order\n"
            "  --top K    classes per file, 1 to the model's classes\n"
            "  --batch N  images per forward (default 64)\n"
-           "On --device cuda, JPEGs are decoded by nvJPEG and transformed on the GPU (--data.decode\n"
-           "auto, the default; gpu insists, cpu keeps the CPU decoder): the same pixels as hgrn eval.\n"
-           "A summary (images, failures, time per image) goes to stderr.\n");
+           "On the CPU backend the files are decoded on the CPU threads; on --device cuda, JPEGs\n"
+           "are decoded by nvJPEG and transformed on the GPU (--data.decode auto, the default; gpu\n"
+           "insists, cpu keeps the CPU decoder): the same pixels as hgrn eval. A directory of\n"
+           "class folders that are not the checkpoint's classes gets a note on stderr (the answers\n"
+           "are the checkpoint's classes). A summary (images, failures, time per image) goes to\n"
+           "stderr. Exit codes: 0 every file answered; 1 an unreadable file (answered with its\n"
+           "error) or an error during the work; 2 refused before any work (a bad option, a\n"
+           "missing --ckpt, --top beyond the model's classes).\n");
 }
 
 typedef struct {
