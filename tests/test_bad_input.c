@@ -577,11 +577,12 @@ static void test_table(void **st) {
     row("command line", "--config missing", 2, "--config FILE is required", T, 0, "train --device cpu");
     row("command line", "run directory holds a run", 2, "already holds a run (last.safetensors): continue it with "
         "--resume, or start over with --overwrite", good, 0, "train --config %s --device cpu --out %s " TINY, CFG, good);
-    row("command line", "--resume with nothing to resume", 2, "no checkpoint to resume from", T, 0,
-        "train --config %s --device cpu --out %s/nothing --resume " TINY, CFG, T);
+    row("command line", "--resume with another train.lr, without the run's data.train_limit", 2,
+        "--resume: train.lr is 0.5 here but 0.002 in", good, 0,
+        "train --config %s --device cpu --out %s --resume --train.lr 0.5 " TINY " --data.val_limit 64", CFG, good);
     snprintf(p, sizeof p, "%s/afile", T);
     puts_(p, "x");
-    row("command line", "--out is a file", 1, "exists and is not a directory", T, 0,
+    row("command line", "--out is a file", 2, "afile: not a directory", T, 0,
         "train --config %s --device cpu --out %s " TINY " --data.train_limit 256 --data.val_limit 64", CFG, p);
 
     /* ---- checkpoint (hgrn eval; hgrn train --resume) ---- */
@@ -629,7 +630,7 @@ static void test_table(void **st) {
     row("checkpoint", "wrong shape (a tensor transposed)", 1,
         "tensor 'to_patch_embedding.1.weight' has shape [16, 8] but the model expects [8, 16]", ck, 0,
         "eval --ckpt %s --device cpu", p);
-    row("checkpoint", "another model (model.dim)", 1, "holds a different hgru1 model: model.dim 8 (the config says 12)", good, 0,
+    row("checkpoint", "another model (model.dim)", 2, "--resume: model.dim is 12 here but 8 in", good, 0,
         "train --config %s --device cpu --out %s --resume %s --model.dim 12 --model.depth 1 --model.glu_dim 8 "
         "--data.train_limit 256 --data.val_limit 64", CFG, run, W);
     if (access(run, F_OK) == 0) fail_msg("a failed resume created %s", run);
@@ -700,9 +701,9 @@ static void test_table(void **st) {
 
     /* ---- data directory (hgrn train) ---- */
     snprintf(run, sizeof run, "%s/drun", T);
-    row("data directory", "missing (fmnist)", 1, "/no/such/dir: cannot open dataset directory: No such file or directory",
+    row("data directory", "missing (fmnist)", 2, "data.path /no/such/dir: no such file or directory",
         T, 0, "train --config %s --device cpu --out %s --data /no/such/dir " TINY, CFG, run);
-    row("data directory", "a file (fmnist)", 1, "afile: not a directory", T, 0,
+    row("data directory", "a file (fmnist)", 2, "afile: not a directory", T, 0,
         "train --config %s --device cpu --out %s --data %s/afile " TINY, CFG, run, T);
     snprintf(d, sizeof d, "%s/if_empty", T);
     sh("mkdir -p %s/train %s/val", d, d);
@@ -712,7 +713,7 @@ static void test_table(void **st) {
     sh("mkdir -p %s/train/cat %s/train/dog %s/val/cat && echo x > %s/train/cat/notes.txt", d, d, d, d);
     row("data directory", "ImageFolder without images", 1, "if_noimg/train", d, 0,
         "train --config %s --device cpu --out %s --data.dataset imagefolder --data %s " TINY, CFG, run, d);
-    row("data directory", "missing (imagefolder)", 1, "/no/such/tree", T, 0,
+    row("data directory", "missing (imagefolder)", 2, "data.path /no/such/tree: no such file or directory", T, 0,
         "train --config %s --device cpu --out %s --data.dataset imagefolder --data /no/such/tree " TINY, CFG, run);
     if (can_drop) {
         snprintf(d, sizeof d, "%s/fm_perm", T);

@@ -209,8 +209,8 @@ static void test_kill_before_checkpoint(void **st) {
     assert_int_equal(run_to_end(NULL, "early", "end", "--resume"), 0);
     paths("early", out, log, "end");
     snprintf(want, sizeof want, "--resume: %s holds no checkpoint (the run stopped before its first one was "
-             "complete): starting it fresh; removed last.next.safetensors; 7 metrics records of that attempt "
-             "dropped", out);
+             "complete): starting it fresh; removed last.next.safetensors; 8 metrics records of that attempt "
+             "dropped", out);   /* its start record and steps 1 to 7 */
     if (!ru_grep(log, want)) {
         ru_show(log);
         fail_msg("no line '%s'", want);

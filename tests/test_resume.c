@@ -2,7 +2,9 @@
  * tiny size: (1) the same seed gives the same run bit for bit; (2) N steps,
  * stop, --resume, N more steps == 2N steps uninterrupted, bitwise, for
  * weights and optimizer moments, across a mid-epoch stop and an epoch end
- * with evaluation; (3) a mismatched or truncated checkpoint is refused.
+ * with evaluation; (3) a mismatched or truncated checkpoint is refused
+ * (another model.dim: by the comparison of the configurations, and with
+ * --allow-changes by the loader).
  * The stop is train.max_steps, which ends a run with an evaluation: the
  * resumed run holds that one more, and its best checkpoint is the best of
  * all its evaluations. */
@@ -149,10 +151,15 @@ static void test_determinism_and_resume(void **s) {
 static void test_bad_checkpoints(void **s) {
     (void)s;
     char cmd[2048], path[512];
-    /* a checkpoint of another width: refused, naming the key and both values */
+    /* a checkpoint of another width: refused by the configuration's
+     * comparison, and with --allow-changes by the loader, each naming the
+     * key and both values */
     assert_int_equal(run("wide", "--train.max_steps 1"), 0);
-    snprintf(cmd, sizeof cmd, "%s/wide", dir);
-    assert_int_not_equal(run("wide", "--train.max_steps 2 --resume --model.dim 24"), 0);
+    assert_int_equal(run("wide", "--train.max_steps 2 --resume --model.dim 24"), 2 << 8);
+    snprintf(cmd, sizeof cmd, "grep -q \"^hgrn train: --resume: model.dim is 24 here but 16 in %s/wide/config.cfg\" "
+             "%s/wide.log", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_not_equal(run("wide", "--train.max_steps 2 --resume --model.dim 24 --allow-changes"), 0);
     snprintf(cmd, sizeof cmd, "grep -q \"holds a different hgru1 model: model.dim [0-9]* (the config says 24)\" %s/wide.log", dir);
     assert_int_equal(system(cmd), 0);
     /* a truncated weights file: refused, naming the file, the old files untouched */

@@ -11,6 +11,7 @@
  *    holds the new value; without --resume it is refused;
  *  - --resume FILE: compared with the checkpoint's stored config; a run
  *    whose config.cfg is gone: with its checkpoint's;
+ *  - metrics.jsonl's start records cut back with the rest on resume;
  *  - --data /nonexistent and --out FILE (a regular file): exit 2, one line
  *    naming the path, nothing written. */
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <cmocka.h>
 
 #include "fsutil.h"
+#include "metrics.h"
 #include "run_util.h"
 
 static char dir[64];
@@ -90,7 +92,8 @@ static void test_refused(void **st) {
     char want[1200], rec[16384];
     assert_int_equal(run(1, "first", "--train.max_steps 3"), 0);
     last_start(rec, sizeof rec);
-    assert_non_null(strstr(rec, "\"step\": 0, \"resumed\": false, \"changes\": []"));
+    assert_non_null(strstr(rec, "\"step\": 0, \"resumed\": false, "));
+    assert_non_null(strstr(rec, "\"changes\": []}"));
     char *before = snapshot();
     /* the run of the report: data.train_limit dropped, train.lr changed (a
      * later --train.lr wins over the recipe's) */
@@ -139,7 +142,8 @@ static void test_allowed(void **st) {
     expect_line("allowed", want);
     expect_line("allowed", "resumed from ");
     last_start(rec, sizeof rec);
-    assert_non_null(strstr(rec, "\"step\": 3, \"resumed\": true, \"changes\": [{\"key\": \"train.epochs\", "
+    assert_non_null(strstr(rec, "\"step\": 3, \"resumed\": true, "));
+    assert_non_null(strstr(rec, "\"changes\": [{\"key\": \"train.epochs\", "
                                "\"here\": \"3\", \"run\": \"2\"}, {\"key\": \"train.eval_every\", "));
     assert_non_null(strstr(rec, "{\"key\": \"train.ckpt_every\", \"here\": \"\\\"5\\\"\", \"run\": "
                                "\"\\\"30m\\\"\"}"));
@@ -153,7 +157,8 @@ static void test_allowed(void **st) {
              "(--allow-changes)", dir);
     expect_line("allow", want);
     last_start(rec, sizeof rec);
-    assert_non_null(strstr(rec, "\"step\": 6, \"resumed\": true, \"changes\": [{\"key\": \"train.lr\", "
+    assert_non_null(strstr(rec, "\"step\": 6, \"resumed\": true, "));
+    assert_non_null(strstr(rec, "\"changes\": [{\"key\": \"train.lr\", "
                                "\"here\": \"0.002\", \"run\": \"0.001\"}, {\"key\": \"train.max_steps\", \"here\": \"8\", "
                                "\"run\": \"6\"}]"));
     assert_true(ru_grep(cfg, "lr = 0.002\n"));
@@ -175,6 +180,34 @@ static void test_checkpoint_config(void **st) {
     snprintf(want, sizeof want, "hgrn train: --resume: train.lr is 0.001 here but 0.002 in %s/run/last.safetensors "
              "(pass --allow-changes to accept)", dir);
     expect_line("nocfg", want);
+}
+
+/* The cut-back rule for start records: kept when their process started
+ * before the checkpoint's step (it saved something after it), dropped when
+ * it started at or after it (all it recorded is dropped too). */
+static void test_cut_start_records(void **st) {
+    (void)st;
+    const char *text = "{\"event\": \"start\", \"step\": 0, \"resumed\": false}\n"
+                       "{\"step\": 1, \"epoch\": 0.5, \"loss\": 2}\n"
+                       "{\"step\": 2, \"epoch\": 1.0, \"loss\": 2}\n"
+                       "{\"epoch\": 1, \"step\": 2, \"val_top1\": 10}\n"
+                       "{\"event\": \"start\", \"step\": 2, \"resumed\": true}\n"
+                       "{\"step\": 3, \"epoch\": 1.5, \"loss\": 2}\n";
+    static const struct { int step, epochs, kept_lines, dropped; } cases[] = {
+        {0, 0, 0, 6}, {1, 0, 2, 4}, {2, 1, 4, 2}, {3, 1, 6, 0},
+    };
+    for (int i = 0; i < 4; i++) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", text);
+        int dropped;
+        size_t n = metrics_cut(buf, strlen(buf), cases[i].step, cases[i].epochs, &dropped);
+        int lines = 0;
+        for (size_t k = 0; k < n; k++) lines += buf[k] == '\n';
+        if (lines != cases[i].kept_lines || dropped != cases[i].dropped)
+            fail_msg("cut to step %d: %d lines kept, %d dropped; want %d, %d:\n%.*s", cases[i].step, lines, dropped,
+                     cases[i].kept_lines, cases[i].dropped, (int)n, buf);
+        assert_int_equal(memcmp(buf, text, n), 0);   /* a prefix, in order */
+    }
 }
 
 /* Paths that cannot be used: exit 2 before any work, one line naming them. */
@@ -207,6 +240,7 @@ int main(void) {
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_allowed),
         cmocka_unit_test(test_checkpoint_config),
+        cmocka_unit_test(test_cut_start_records),
         cmocka_unit_test(test_bad_paths),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,7 +58,8 @@ static int take_switch(int *argc, char **argv, const char *name) {
 }
 
 /* Paths no run can use, refused before any work: --out an existing
- * non-directory, data.path that does not exist. 0, or -1 with a message. */
+ * non-directory, data.path that does not exist or is not a directory. 0,
+ * or -1 with a message. */
 static int check_paths(const char *out, const Config *c, char *err, size_t errlen) {
     struct stat st;
     if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -68,6 +69,10 @@ static int check_paths(const char *out, const Config *c, char *err, size_t errle
     if (c->path[0] && stat(c->path, &st) != 0) {
         snprintf(err, errlen, "data.path %.900s: %s", c->path,
                  errno == ENOENT ? "no such file or directory" : strerror(errno));
+        return -1;
+    }
+    if (c->path[0] && !S_ISDIR(st.st_mode)) {   /* every dataset is a directory */
+        snprintf(err, errlen, "data.path %.900s: not a directory", c->path);
         return -1;
     }
     return 0;

@@ -16,7 +16,25 @@ int cmd_plot(int argc, char **argv);
 int cmd_show_batch(int argc, char **argv);
 
 #include "backend.h"
+#include "build_info.h"
 #include "config.h"
+
+/* `hgrn version` and `hgrn --version`: version, git commit, build type,
+ * backends compiled in. */
+static int cmd_version(int argc, char **argv) {
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        printf("usage: hgrn version   (or hgrn --version)\n\nPrints the version, the git commit it was built "
+               "from (-dirty: with uncommitted changes;\nunknown: not built from a git checkout), the build type and "
+               "the backends compiled in.\n");
+        return 0;
+    }
+    if (argc > 0) {
+        fprintf(stderr, "hgrn version: unexpected argument '%s' (it takes none)\n", argv[0]);
+        return 2;
+    }
+    build_info_print(stdout);
+    return 0;
+}
 
 /* `hgrn device`: the device commands use when --device is not given. */
 static int cmd_device(int argc, char **argv) {
@@ -40,6 +58,7 @@ static const struct {
     {"show-batch", cmd_show_batch, "a PNG grid of the first samples the training loader hands step 0, augmented (--config FILE OUT.png)"},
     {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
     {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
+    {"version", cmd_version, "print the version, git commit, build type and backends compiled in (also --version)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
     {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree, CIFAR-10 batches or tar shards (prepare [cifar-like] fmnist OUT, prepare shards SRC OUT, prepare index DIR)"},
 };
@@ -57,6 +76,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version")) return cmd_version(argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
     const char *near = NULL;

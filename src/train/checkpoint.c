@@ -1,5 +1,6 @@
 /* checkpoint.c - safetensors weights + training state; see checkpoint.h. */
 #include "checkpoint.h"
+#include "build_info.h"
 #include "errmsg.h"
 #include "safetensors.h"
 
@@ -66,6 +67,19 @@ static int stored_config_text(const char *path, const Config *c, char *text, siz
     return 0;
 }
 
+/* The binary that wrote a file (build_info.h), as NBUILD metadata entries
+ * into keys and vals (backends: their text's buffer). Returns NBUILD. */
+#define NBUILD 4
+static int build_meta(const char **keys, const char **vals, char *backends, size_t len) {
+    const BuildInfo *b = build_info();
+    build_info_backends(backends, len);
+    keys[0] = "hgrn_version", vals[0] = b->version;
+    keys[1] = "hgrn_commit", vals[1] = b->commit;
+    keys[2] = "hgrn_build_type", vals[2] = b->build_type;
+    keys[3] = "hgrn_backends", vals[3] = backends;
+    return NBUILD;
+}
+
 static char *join_classes(char *const *classes, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(classes[i]) + 1;
@@ -94,12 +108,14 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     for (int i = 0; i < n; i++) fill_tensor(&ts[i], model_tensor(m, i), model_tensor(m, i)->name, h);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", step);
-    const char *keys[5] = {"format", "config", "step", "pair", "classes"};
-    const char *vals[5] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : "", cls ? cls : ""};
+    const char *keys[5 + NBUILD] = {"format", "config", "step", "pair", "classes"};
+    const char *vals[5 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : "", cls ? cls : ""};
     int nk = 3;
     if (pair) nk++;
     else { keys[3] = keys[4]; vals[3] = vals[4]; }
     if (cls) nk++;
+    char backends[128];
+    nk += build_meta(keys + nk, vals + nk, backends, sizeof backends);
     rc = st_write(path, ts, n, keys, vals, nk, err, errlen);
 out:
     free(cls);
@@ -156,9 +172,12 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     put_scalar(&ts[2 * n + 6], "log_steps", "I64", &log_steps, 8);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
-    const char *keys[4] = {"format", "config", "step", "pair"};
-    const char *vals[4] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : ""};
-    rc = st_write(path, ts, 2 * n + NSCALARS, keys, vals, pair ? 4 : 3, err, errlen);
+    const char *keys[4 + NBUILD] = {"format", "config", "step", "pair"};
+    const char *vals[4 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : ""};
+    const int nk = pair ? 4 : 3;
+    char backends[128];
+    const int nb = build_meta(keys + nk, vals + nk, backends, sizeof backends);
+    rc = st_write(path, ts, 2 * n + NSCALARS, keys, vals, nk + nb, err, errlen);
 out:
     free(names);
     free(ts);

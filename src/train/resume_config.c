@@ -31,8 +31,8 @@ static void json_text(char *out, size_t len, const char *s) {
 }
 
 int resume_check_config(const Config *cfg, const char *saved, int from_ckpt, int allow, char *changes,
-                        size_t changeslen, char *err, size_t errlen) {
-    changes[0] = 0;
+                        size_t changeslen, char *said, size_t saidlen, char *err, size_t errlen) {
+    changes[0] = said[0] = 0;
     Config here = *cfg, run;
     char why[1200];
     if (config_absolute_paths(&here, why, sizeof why) < 0) {
@@ -45,7 +45,8 @@ int resume_check_config(const Config *cfg, const char *saved, int from_ckpt, int
                      "--allow-changes to resume without comparing)", why);
             return -2;
         }
-        fprintf(stderr, "hgrn: warning: --resume --allow-changes: the run's configuration is not compared: %s\n", why);
+        snprintf(said, saidlen, "hgrn: warning: --resume --allow-changes: the run's configuration is not compared: "
+                 "%.1100s\n", why);
         return 0;
     }
     const int n = config_diff(&here, &run, NULL, 0);
@@ -78,10 +79,13 @@ int resume_check_config(const Config *cfg, const char *saved, int from_ckpt, int
         free(d);
         return -2;
     }
-    size_t used = 0;
+    size_t used = 0, sl = 0;
     for (int i = 0; i < shown; i++) {
-        fprintf(stderr, "--resume: %s is %s here, %s in %s: changed (%s)\n", d[i].key, d[i].here, d[i].saved, saved,
-                d[i].may_change ? "it may change on resume" : "--allow-changes");
+        const int l = snprintf(said + sl, saidlen - sl, "--resume: %s is %.200s here, %.200s in %.400s: changed (%s)\n",
+                               d[i].key, d[i].here, d[i].saved, saved,
+                               d[i].may_change ? "it may change on resume" : "--allow-changes");
+        if (l > 0 && sl + (size_t)l < saidlen) sl += (size_t)l;
+        else said[sl] = 0;   /* the lines that fit */
         char a[1300], b[1300], item[2800];
         json_text(a, sizeof a, d[i].here);
         json_text(b, sizeof b, d[i].saved);

@@ -1,5 +1,6 @@
 /* trainer.c - a training run; see trainer.h. */
 #include "trainer.h"
+#include "build_info.h"
 #include "ckpt_pair.h"
 #include "clock.h"
 #include "evaluate.h"
@@ -135,7 +136,7 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
         if (r == 0 && !rundir_has_checkpoint(t->out)) return start_fresh(t, found, note, notelen, err, errlen);
         if (r == 0) {
             snprintf(err, errlen, "%.600s: no complete checkpoint pair to resume from: %.1000s", t->out, found);
-            return -2;
+            return -1;
         }
         /* the run's config.cfg, or the checkpoint's own where it is gone */
         char saved[1100];
@@ -143,15 +144,15 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
         const int from_ckpt = !file_exists(saved);
         if (from_ckpt) snprintf(saved, sizeof saved, "%s", pair.weights);
         const int rc = resume_check_config(t->cfg, saved, from_ckpt, t->allow_changes, t->changes,
-                                           sizeof t->changes, err, errlen);
+                                           sizeof t->changes, t->change_lines, sizeof t->change_lines, err, errlen);
         if (rc < 0) return rc;
         const int staged = strstr(pair.weights, ".next.") || strstr(pair.state, ".next.");
         if (ckpt_pair_settle(t->out, "last", &pair, err, errlen) < 0) return -1;
         snprintf(note, notelen, "%s%s", found, staged ? "; its renames are done now" : "");
     } else {
-        if (ckpt_pair_of(resume, &pair, err, errlen) < 0) return -2;
+        if (ckpt_pair_of(resume, &pair, err, errlen) < 0) return -1;
         const int rc = resume_check_config(t->cfg, pair.weights, 1, t->allow_changes, t->changes,
-                                           sizeof t->changes, err, errlen);
+                                           sizeof t->changes, t->change_lines, sizeof t->change_lines, err, errlen);
         if (rc < 0) return rc;
     }
     snprintf(plan->weights, sizeof plan->weights, "%s", pair.weights);
@@ -236,16 +237,23 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
             rc = -1;
         }
     }
-    if (rc < 0) return -2;   /* the checkpoint is refused: nothing was written */
+    if (rc < 0) return -1;
     /* only now, with the inputs known good, is anything written */
     int dropped = 0;
     /* a --resume that starts fresh cuts metrics.jsonl back to step 0: the
      * records of the attempt that left no checkpoint go */
     if (t->root && (mkdir_p(t->out, err, errlen) < 0 || open_run_files(t, !resume[0], &dropped, err, errlen) < 0))
         return -1;
-    if (t->root)   /* what started this stretch of the run, and what it changed */
-        metrics_write(&t->metrics, "{\"event\": \"start\", \"step\": %d, \"resumed\": %s, \"changes\": [%s]}",
-                      t->state.step, plan.weights[0] ? "true" : "false", t->changes);
+    /* what started this stretch of the run: the binary, where, and what it
+     * changed; a resume with nothing left to train records nothing */
+    const int nothing_left = (c->max_steps > 0 && t->state.step >= c->max_steps) || t->state.epoch >= c->epochs;
+    if (t->root && !nothing_left) {
+        char build[600];
+        build_info_json(build, sizeof build);
+        metrics_write(&t->metrics, "{\"event\": \"start\", \"step\": %d, \"resumed\": %s, %s, \"device\": \"%s\", "
+                      "\"ranks\": %d, \"changes\": [%s]}", t->state.step, plan.weights[0] ? "true" : "false", build,
+                      t->bk->name, t->world, t->changes);
+    }
     if (plan.weights[0]) t->saved_step = t->state.step;
     t->last_save_time = now_seconds();
     if (t->root && plan.weights[0]) {
@@ -253,7 +261,7 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
                 t->state.epoch, t->state.batch, t->state.step);
         if (note[0]) fprintf(stderr, "; %s", note);
         if (dropped) fprintf(stderr, "; %d metrics records after it dropped", dropped);
-        fprintf(stderr, "\n");
+        fprintf(stderr, "\n%s", t->change_lines);
     } else if (t->root && resume[0]) {
         fprintf(stderr, "%s", note);
         if (dropped) fprintf(stderr, "; %d metrics record%s of that attempt dropped", dropped, dropped == 1 ? "" : "s");

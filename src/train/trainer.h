@@ -75,6 +75,7 @@ typedef struct {
      * accepted ones as JSON array items for the start record (resume_config.h) */
     int allow_changes;
     char changes[8192];
+    char change_lines[8192];      /* the lines that say them (rank 0) */
 } Trainer;
 
 void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world);
