@@ -169,7 +169,7 @@ static const Key KEYS[] = {
        "data.decode = gpu on the hardware backend: share of each batch's JPEGs for the JPEG engines; the rest go "
        "to nvJPEG's GPU-hybrid decoder at the same time (its IDCT rounds differently: pixels differ by a level "
        "or two from the engines' and libjpeg's); 1 = engines only"),
-    KV("data", input_sms, check_input_sms, "0",
+    KV_R("data", input_sms, check_input_sms, "0",
        "data.decode = gpu: SMs the input pipeline (nvJPEG's CUDA steps, the transform kernels) gets to itself "
        "through CUDA green contexts, the training step the rest: a multiple of 8 (Hopper's partition "
        "granularity), 0 = off (all streams share every SM), auto = the device's smallest partition when "
