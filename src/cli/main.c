@@ -38,9 +38,30 @@ static int cmd_version(int argc, char **argv) {
 
 /* `hgrn device`: the device commands use when --device is not given. */
 static int cmd_device(int argc, char **argv) {
-    (void)argc; (void)argv;
+    if (argc > 0 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        printf("usage: hgrn device\n\nPrints the device the commands use when --device is not given: cuda when "
+               "hgrn was\nbuilt with CUDA and a GPU is visible, else cpu.\n");
+        return 0;
+    }
+    if (argc > 0) {
+        fprintf(stderr, "hgrn device: unexpected argument '%s' (it takes none)\n", argv[0]);
+        return 2;
+    }
     puts(backend_cuda_available() ? "cuda" : "cpu");
     return 0;
+}
+
+/* --help anywhere after the command asks for its help and nothing else: the
+ * arguments become the words before the first option (prepare shards
+ * --help is the shards help) and --help, so that no command starts work on
+ * the others. Returns the new argc. */
+static int help_only(int argc, char **argv) {
+    int help = 0, words = 0;
+    for (int i = 0; i < argc; i++) help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+    if (!help) return argc;
+    while (words < argc && argv[words][0] != '-') words++;
+    argv[words] = "--help";
+    return words + 1;
 }
 
 static const struct {
@@ -78,7 +99,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--version")) return cmd_version(argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 2, argv + 2);
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(help_only(argc - 2, argv + 2), argv + 2);
     const char *near = NULL;
     int best = 3;   /* at most two edits away: a misspelling */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
