@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "config.h"
@@ -390,9 +391,36 @@ static void test_official_configs(void **s) {
     }
 }
 
+/* A bad value of each new key is refused with the key and what it accepts. */
+static void test_bad_values(void **s) {
+    (void)s;
+    static const char *const bad[][2] = {
+        {"[model]\ninit = kaiming\n", "model.init = 'kaiming' is not one of: deit, official"},
+        {"[train]\nlr_step = hourly\n", "train.lr_step = 'hourly' is not one of: step, epoch"},
+        {"[train]\ndecay_lower_bounds = 2\n", "train.decay_lower_bounds = 2 is out of range [0, 1]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[] = "/tmp/test_recipe_XXXXXX";
+        const int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        FILE *f = fdopen(fd, "w");
+        assert_non_null(f);
+        assert_true(fputs(bad[i][0], f) >= 0);
+        assert_int_equal(fclose(f), 0);
+        Config c;
+        config_defaults(&c);
+        char err[512] = "";
+        const int rc = config_load(&c, path, err, sizeof err);
+        assert_int_equal(unlink(path), 0);
+        assert_int_not_equal(rc, 0);
+        if (!strstr(err, bad[i][1])) fail_msg("'%s': got '%s'", bad[i][0], err);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_official_configs),
+        cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_epoch_schedule),
         cmocka_unit_test(test_decay_groups_hgrn1),
         cmocka_unit_test(test_decay_groups_hgrn2),
