@@ -7,7 +7,8 @@
 #     10 %), writes OUT/lra.cfg and the checkpoints; `hgrn eval` reads them,
 #     and refuses them as a model with another scan or norm;
 #  2. a run stopped mid-epoch (train.max_steps) and resumed ends with the
-#     same weights as the uninterrupted one, bit for bit;
+#     same weights as the uninterrupted one, bit for bit; another mixer's
+#     recipe over it is refused (exit 2) with its lra.cfg left byte for byte;
 #  3. the hgrn protocol (RGB, crop + flip, 2-D scan) over a config file runs
 #     and `hgrn classify` answers a JPEG with the class names of
 #     batches.meta.txt;
@@ -84,6 +85,16 @@ if "$hgrn" lra --mixer hgru1 --data "$tmp/cifar" --out "$tmp/b" "${tiny[@]}" --r
 else
   fail "resume: $(tail -1 "$tmp/b2.log")"
 fi
+
+# another mixer's recipe over that run: refused without --resume by hgrn lra itself,
+# with --resume by hgrn train (the configuration differs); lra.cfg byte for byte
+cp "$tmp/b/lra.cfg" "$tmp/b.lra.cfg"
+for extra in "" "--resume"; do
+  # shellcheck disable=SC2086
+  "$hgrn" lra --mixer lru --data "$tmp/cifar" --out "$tmp/b" "${tiny[@]}" $extra >"$tmp/b3.log" 2>&1; rc=$?
+  [ $rc -eq 2 ] && cmp -s "$tmp/b/lra.cfg" "$tmp/b.lra.cfg" && ok "--mixer lru over the hgru1 run${extra:+ ($extra)}: exit 2, lra.cfg unchanged: $(tail -1 "$tmp/b3.log")" ||
+    fail "--mixer lru over the hgru1 run $extra: exit $rc, lra.cfg $(cmp -s "$tmp/b/lra.cfg" "$tmp/b.lra.cfg" && echo kept || echo rewritten): $(tail -1 "$tmp/b3.log")"
+done
 
 # ---- 3. the hgrn protocol, and classify ----
 if "$hgrn" lra --config "$src/configs/lra_image_minlstm.cfg" --protocol hgrn --data "$tmp/cifar" --out "$tmp/h" "${tiny[@]}" --train.epochs 1 \
