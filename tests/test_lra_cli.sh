@@ -51,6 +51,7 @@ refused no-data "no data: pass --data DIR" "$tmp/new" --mixer hgru1
 refused missing-data-dir "data.path $tmp/none: no such directory" "$tmp/new" --mixer hgru1 --data cifar10 --data.path "$tmp/none"
 refused not-cifar "data.path $tmp/empty: no CIFAR-10 batches there" "$tmp/new" --mixer hgru1 --data cifar10 --data.path "$tmp/empty"
 refused not-fmnist "data.path $tmp/empty: no Fashion-MNIST IDX files there" "$tmp/new" --mixer hgru1 --data fmnist32 --data.path "$tmp/empty"
+refused allow-changes-alone "--allow-changes goes with --resume" "$tmp/new" --mixer lru --data "$tmp/cifar" --allow-changes
 refused resume-and-overwrite "give one of them" "$tmp/run" --mixer lru --data "$tmp/cifar" --resume --overwrite
 : >"$tmp/afile"
 refused out-is-a-file "--out $tmp/afile: not a directory" "$tmp/afile" --mixer lru --data "$tmp/cifar"

@@ -63,7 +63,8 @@ static void print_recipe(void) {
 static void usage(void) {
     printf("usage: hgrn lra (--mixer NAME | --config FILE) [--protocol lra|hgrn]\n"
            "                [--data cifar10|fmnist32|DIR] [--out DIR] [--device cpu|cuda]\n"
-           "                [--precision bf16|fp32] [--threads N] [--resume [FILE] | --overwrite] [--gpus N]\n"
+           "                [--precision bf16|fp32] [--threads N] [--resume [FILE] [--allow-changes] |\n"
+           "                --overwrite] [--gpus N]\n"
            "                [--section.key VALUE ...]\n\n"
            "The LRA image task: each 32x32 image a sequence of 1,024 pixels, a linear pixel encoder,\n"
            "pre-norm blocks of (bidirectional token mixer, GLU), the mean over the pixels, a linear\n"
@@ -82,6 +83,8 @@ static void usage(void) {
            "                    Fashion-MNIST as CIFAR-10 batches)\n"
            "  --out DIR         the run directory (default runs/lra)\n"
            "  --overwrite       start over in an --out that holds a run (deletes its checkpoints and metrics)\n"
+           "  --allow-changes   with --resume: accept a configuration that differs from the run's\n"
+           "                    (as hgrn train --help says)\n"
            "  --section.key V   any key, applied last\n"
            "The config is written to OUT/lra.cfg before training, after the checks of the data and\n"
            "of OUT: a refused command (exit 2) leaves OUT as it was. The recipe's batch norm trains\n"
@@ -158,6 +161,7 @@ int cmd_lra(int argc, char **argv) {
     memcpy(args, argv, (size_t)argc * sizeof *args);
     int n = argc;
     const int overwrite = take_switch(&n, args, "overwrite");
+    const int allow_changes = take_switch(&n, args, "allow-changes");
     if (take_option(&n, args, "mixer", &mixer, err, sizeof err) < 0 ||
         take_option(&n, args, "protocol", &protocol, err, sizeof err) < 0 ||
         take_option(&n, args, "data", &data, err, sizeof err) < 0 ||
@@ -207,6 +211,11 @@ int cmd_lra(int argc, char **argv) {
 
     const char *out = cli.out[0] ? cli.out : "runs/lra";
     if (check_out(out, cli.resume[0] != 0, overwrite, err, sizeof err) < 0) goto fail;
+    if (allow_changes && !cli.resume[0]) {
+        snprintf(err, sizeof err, "--allow-changes goes with --resume (it accepts a configuration that differs "
+                 "from the run's)");
+        goto fail;
+    }
     if (gpus && !strcmp(cli.cfg.norm, "batch")) {
         snprintf(err, sizeof err, "--gpus %d: the recipe's batch norm trains on one process (each rank would "
                  "normalise its share of the batch); --model.norm layer trains data parallel", gpus);
@@ -256,6 +265,7 @@ int cmd_lra(int argc, char **argv) {
     snprintf(gpus_text, sizeof gpus_text, "%d", gpus);
     if (gpus) { targs[tn++] = "--gpus"; targs[tn++] = gpus_text; }
     if (overwrite) targs[tn++] = "--overwrite";
+    if (allow_changes) targs[tn++] = "--allow-changes";
     targs[tn] = NULL;
     rc = cmd_train(tn, targs);
     if (rc == HGRN_EXIT_USAGE) {
