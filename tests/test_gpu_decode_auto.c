@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "dataset.h"
@@ -21,7 +22,7 @@
 
 #include "gpu_emul.h"
 
-static const char *ROOT = "/tmp/hgrn_test_gpu_decode_auto";
+static char ROOT[64];   /* per process */
 
 static void write_file(const char *path, const uint8_t *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -107,6 +108,7 @@ static void test_photos_measured(void **state) {
 }
 
 int main(void) {
+    snprintf(ROOT, sizeof ROOT, "/tmp/hgrn_test_gpu_decode_auto.%ld", (long)getpid());
     if (!gpu_images_available()) {
         printf("no CUDA GPU visible (or no nvJPEG in this build): skipping\n");
         return 77;

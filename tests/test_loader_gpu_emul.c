@@ -238,7 +238,8 @@ int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *
 
 /* ================================================================ the dataset */
 
-static const char *ROOT = "/tmp/hgrn_test_loader_gpu";
+/* per process: two builds' runs of this test at once must not share files */
+static char ROOT[64];
 
 static void write_file(const char *path, const uint8_t *d, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -586,7 +587,8 @@ static void test_auto_decision(void **state) {
 static void test_auto_tiny_images(void **state) {
     (void)state;
     char cmd[512], dir[400], path[600], err[512];
-    const char *root = "/tmp/hgrn_test_loader_gpu_tiny";
+    char root[80];
+    snprintf(root, sizeof root, "%s_tiny", ROOT);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     assert_int_equal(system(cmd), 0);
     for (int cls = 0; cls < 2; cls++) {
@@ -688,6 +690,7 @@ static void test_auto_same_batches(void **state) {
 }
 
 int main(void) {
+    snprintf(ROOT, sizeof ROOT, "/tmp/hgrn_test_loader_gpu.%ld", (long)getpid());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_decision),
         cmocka_unit_test(test_auto_tiny_images),
