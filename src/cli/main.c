@@ -14,6 +14,7 @@ int cmd_lra(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_show_batch(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #include "backend.h"
 #include "build_info.h"
@@ -78,6 +79,7 @@ static const struct {
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
     {"show-batch", cmd_show_batch, "a PNG grid of the first samples the training loader hands step 0, augmented (--config FILE OUT.png)"},
     {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
+    {"export", cmd_export, "the model as an ONNX graph, recurrences as Scan ops (onnx CKPT OUT.onnx; runs scripts/export_onnx.py)"},
     {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
     {"version", cmd_version, "print the version, git commit, build type and backends compiled in (also --version)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
