@@ -450,7 +450,8 @@ static void test_table(void **st) {
 #define IDX_ROW(what, msg, ...)                                                                                \
     do {                                                                                                       \
         snprintf(run, sizeof run, "%s/run%d", T, rows);                                                        \
-        row("IDX", what, 1, msg, d, 0, "train --config %s --device cpu --data %s --out %s " TINY, CFG, d, run); \
+        row("IDX", what, 1, msg, d, 0, "train --config %s --device cpu --data.dataset fmnist --data %s --out %s " TINY, \
+            CFG, d, run);                                                                                      \
         if (access(run, F_OK) == 0) fail_msg("%s: the run directory %s was created", what, run);            \
     } while (0)
     snprintf(d, sizeof d, "%s/idx_trunc", T);
@@ -505,7 +506,7 @@ static void test_table(void **st) {
         sh("chmod 000 %s", f);
         snprintf(run, sizeof run, "%s/run%d", T, rows);
         row("IDX", "unreadable (mode 000)", 1, "Permission denied", d, 1,
-            "train --config %s --device cpu --data %s --out %s " TINY, CFG, d, run);
+            "train --config %s --device cpu --data.dataset fmnist --data %s --out %s " TINY, CFG, d, run);
     }
 
     /* ---- CIFAR-10 (hgrn train) ---- */
