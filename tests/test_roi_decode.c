@@ -8,7 +8,8 @@
  *   boxes, boxes at each corner and on the right and bottom borders, whole
  *   rows and columns, the whole image).
  * - At scale n/8 it is bit-identical to libjpeg's own full decode at n/8,
- *   cropped, for the same files and boxes.
+ *   cropped, for the same files and boxes (CMYK converted to RGB here as
+ *   Pillow's cmyk2rgb does).
  * - The training transform with DCT scaling (the default) against whole
  *   decode + crop + resize (full_decode): identical bytes wherever the scale
  *   chosen is 8/8, and within the stated bound where it is smaller (mean
@@ -126,8 +127,14 @@ static void write_kind(const char *path, const Kind *k, int w, int h, uint64_t s
     free(px);
 }
 
-/* libjpeg's own decode of the whole file at scale n/8 into RGB (CMYK files
- * through image_load's conversion at n = 8 only: want_c 3). */
+static uint8_t mul255(unsigned a, unsigned b) {
+    unsigned t = a * b + 128;
+    return (uint8_t)(((t >> 8) + t) >> 8);
+}
+
+/* libjpeg's own decode of the whole file at scale n/8 into RGB; CMYK files
+ * (written with an Adobe marker, so inverted) converted here as Pillow's
+ * cmyk2rgb does. */
 static uint8_t *ref_decode(const char *path, int n, int *w, int *h) {
     struct jpeg_decompress_struct ci;
     struct jpeg_error_mgr je;
@@ -137,19 +144,34 @@ static uint8_t *ref_decode(const char *path, int n, int *w, int *h) {
     assert_non_null(f);
     jpeg_stdio_src(&ci, f);
     jpeg_read_header(&ci, TRUE);
-    ci.out_color_space = JCS_RGB;
+    const int cmyk = ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK;
+    ci.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     ci.scale_num = (unsigned)n;
     ci.scale_denom = 8;
     jpeg_start_decompress(&ci);
     *w = (int)ci.output_width;
     *h = (int)ci.output_height;
-    assert_int_equal(ci.output_components, 3);
-    uint8_t *p = malloc((size_t)*w * *h * 3);
+    const int oc = ci.output_components;
+    assert_int_equal(oc, cmyk ? 4 : 3);
+    assert_true(!cmyk || ci.saw_Adobe_marker);
+    uint8_t *p = malloc((size_t)*w * *h * oc), *q = malloc((size_t)*w * *h * 3);
     assert_non_null(p);
+    assert_non_null(q);
     while (ci.output_scanline < ci.output_height) {
-        JSAMPROW row = p + (size_t)ci.output_scanline * *w * 3;
+        JSAMPROW row = p + (size_t)ci.output_scanline * *w * oc;
         jpeg_read_scanlines(&ci, &row, 1);
     }
+    for (size_t i = 0; i < (size_t)*w * *h; i++) {
+        if (!cmyk) {
+            memcpy(q + 3 * i, p + 3 * i, 3);
+            continue;
+        }
+        const uint8_t *s = p + 4 * i;
+        unsigned nk = s[3];   /* inverted: 255 - k' = k */
+        for (int k = 0; k < 3; k++) q[3 * i + k] = (uint8_t)(nk - mul255(255u - s[k], nk));
+    }
+    free(p);
+    p = q;
     jpeg_finish_decompress(&ci);
     jpeg_destroy_decompress(&ci);
     fclose(f);
@@ -222,7 +244,6 @@ static void test_crop_exact_when_scaled(void **state) {
     const int W = 333, H = 250;
     Rng r = rng_stream(32, 2);
     for (int k = 0; k < NKINDS; k++) {
-        if (KINDS[k].comps == 4) continue;   /* CMYK: libjpeg gives no RGB to compare with */
         const char *p = tpath("scaled.jpg");
         write_kind(p, &KINDS[k], W, H, 200 + (uint64_t)k);
         for (int n = 1; n <= 7; n++) {
