@@ -46,8 +46,8 @@ else
 fi
 "$hgrn" plot "$tmp/run" "$tmp/other.png" >/dev/null 2>&1 && is_png "$tmp/other.png" && ok "plot RUN OUT.png" || fail "plot RUN OUT.png"
 
-# the layout, from the figure the script draws
 cat >"$tmp/layout.py" <<'PY'
+import os
 import sys
 sys.path.insert(0, sys.argv[1])
 import matplotlib
@@ -96,13 +96,15 @@ def check(run, want_notes):
                     problems.append(f"panel {i}'s {art.__class__.__name__} overlaps panel {j}'s tick labels")
     return problems
 
-run, notes = sys.argv[2], [n for n in sys.argv[3:]]
-p = check(run, notes)
-print("; ".join(p) if p else "layout ok")
-sys.exit(1 if p else 0)
+# each argument RUN[=NOTE|NOTE...]: one matplotlib start for all of them
+failed = 0
+for spec in sys.argv[2:]:
+    run, _, notes = spec.partition("=")
+    p = check(run, [n for n in notes.split("|") if n])
+    print(("FAIL " if p else "ok   ") + f"{os.path.basename(run)}: " + ("; ".join(p) if p else "layout ok"))
+    failed += bool(p)
+sys.exit(1 if failed else 0)
 PY
-out=$("$py" "$tmp/layout.py" "$src/scripts" "$tmp/run" 2>&1) && ok "full run: $out (one x axis, epochs on top, best top-1 in the title, nothing overlaps)" ||
-  fail "full run layout: $out"
 
 # --- an empty run and a one-record run: notes in the empty panels
 mkdir -p "$tmp/empty" "$tmp/one"
@@ -115,10 +117,14 @@ for r in empty one; do
     fail "$r run:"; cat "$tmp/out" "$tmp/err"
   fi
 done
-out=$("$py" "$tmp/layout.py" "$src/scripts" "$tmp/empty" "no evaluation yet" "no training record yet" 2>&1) &&
-  ok "empty run: both notes drawn" || fail "empty run: $out"
-out=$("$py" "$tmp/layout.py" "$src/scripts" "$tmp/one" "no evaluation yet" 2>&1) &&
-  ok "one-record run: 'no evaluation yet' drawn" || fail "one-record run: $out"
+# the layout, from the figures the script draws: the full run (one x axis,
+# epochs on top, best top-1 in the title, nothing overlaps) and the notes of
+# the empty and one-record runs
+"$py" "$tmp/layout.py" "$src/scripts" "$tmp/run" "$tmp/empty=no evaluation yet|no training record yet" \
+  "$tmp/one=no evaluation yet" >"$tmp/layout.out" 2>&1
+cat "$tmp/layout.out"
+fails=$((fails + $(grep -c '^FAIL' "$tmp/layout.out")))
+grep -q '^ok   ' "$tmp/layout.out" || { echo "FAIL layout check did not run"; fails=$((fails + 1)); }
 
 # --- refused before any work: exit 2, one line, no traceback, nothing written
 refused() {  # refused NAME PATTERN ARGS...

@@ -2,8 +2,11 @@
  * training loader hands to step 0 (or, with --eval, the evaluation
  * transform's output for the first validation samples), after every
  * augmentation, as one PNG grid with a caption under each tile. It is the
- * look at the input that catches a wrong normalisation, a swapped channel
- * or an over-strong augmentation before a long run.
+ * look at the input that catches a swapped or missing channel, a wrong crop
+ * or an over-strong augmentation before a long run. (The tiles go through
+ * the model's normalisation and back with the same data.mean / data.std, so
+ * they show the pixels the model's input holds, not whether those values
+ * suit the data.)
  *
  * The batches come from the real Loader, set up as the trainer sets it up
  * (rank 0 of 1, epoch 0 from batch 0, the config's seed), so the random
