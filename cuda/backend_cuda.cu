@@ -1,6 +1,7 @@
 /* backend_cuda.cu - the CUDA backend: construction, memory, bf16 weight
  * shadows and the op table. Kernels live in the other .cu files of cuda/. */
 #include "common.cuh"
+#include "backend_ops.h"
 #include "gpu_partition.h"
 
 #include <pthread.h>
@@ -580,5 +581,9 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->sumsq = cu_sumsq;
     bk->adamw = cu_adamw;
     bk->scale = cu_scale;
+    if (backend_check_ops(bk, err, errlen)) {   /* an op of backend_ops.h left unset */
+        cu_destroy(bk);
+        return NULL;
+    }
     return bk;
 }

@@ -21,6 +21,7 @@
 
 #include "cpu_math.h"
 #include "backend.h"
+#include "backend_ops.h"
 #include "cpu_backend.h"
 
 #include <cblas.h>
@@ -852,5 +853,9 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: cpu_scan.c */
     backend_cpu_scan_gates_register(bk);   /* mingate, lru_params, diag: cpu_scan_gates.c */
     backend_cpu_lra_register(bk);     /* batchnorm, grid_transpose: cpu_lra.c */
+    if (backend_check_ops(bk, err, errlen)) {   /* an op of backend_ops.h left unset */
+        cpu_destroy(bk);
+        return NULL;
+    }
     return bk;
 }
