@@ -312,6 +312,10 @@ grep -qx "$tmp/data/val/a/v1.jpg" "$tmp/slash.out" && ! grep -q '//' "$tmp/slash
 if [ -r /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
   "$hgrn" train --config "$cfg" --device cpu --out "$tmp/fm" --model.dim 8 --model.depth 1 --model.glu_dim 8 \
     --train.max_steps 1 --data.train_limit 256 --data.val_limit 64 >/dev/null 2>&1 || fail "F-MNIST tiny train"
+  "$hgrn" eval --ckpt "$tmp/fm/last.safetensors" --device cpu --data /usr/share/datasets/fashion-mnist --data.val_limit 64 \
+    >"$tmp/fmidx.out" 2>"$tmp/fmidx.err" && grep -q "64 images, 10 classes" "$tmp/fmidx.out" &&
+    line eval "$tmp/fmidx.err" | grep -q "Fashion-MNIST IDX files (train and t10k); data.dataset fmnist$" &&
+    ok "IDX directory evaluated: $(line eval "$tmp/fmidx.err")" || { fail "eval --data on the IDX files:"; cat "$tmp/fmidx.err"; }
   mkdir -p "$tmp/at/val/animal" "$tmp/at/val/thing"
   cp "$tmp"/data/val/a/*.jpg "$tmp/at/val/animal/"; cp "$tmp"/data/val/b/*.jpg "$tmp/at/val/thing/"
   "$hgrn" eval --ckpt "$tmp/fm/last.safetensors" --device cpu --data "$tmp/at" --json >"$tmp/at.json" 2>"$tmp/at.err"; rc=$?
