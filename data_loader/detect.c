@@ -165,7 +165,7 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
         return 0;
     }
     snprintf(err, errlen, "%.700s: no dataset found: neither CIFAR-10 batches (data_batch_1.bin, test_batch.bin), "
-             "Fashion-MNIST IDX files (train-images-idx3-ubyte[.gz]), an ImageFolder tree (train/, val/ or class "
-             "folders) nor .jpg/.jpeg/.png files", dir);
+             "Fashion-MNIST IDX files (train-images-idx3-ubyte[.gz]), tar shards (train.index, val.index), an "
+             "ImageFolder tree (train/, val/ or class folders) nor .jpg/.jpeg/.png files", dir);
     return -1;
 }
