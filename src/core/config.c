@@ -141,6 +141,9 @@ static const Key KEYS[] = {
        "(the pick can differ between runs, and so can the last bits); 0 = the heuristic's first, bitwise reproducible across runs"),
     KI_R("train", comm_timeout, 1, 604800, "300", "distributed runs: seconds a collective (or the start-up rendezvous) may "
        "wait for the other ranks; past it every rank stops with a message naming the rank and the cause"),
+    KI_R("train", tensorboard, 0, 1, "0", "1: also write every metrics.jsonl record's scalars (train/loss, train/lr, ..., "
+       "eval/val_top1, ...) to a TensorBoard event file in the run directory, events.out.tfevents.<time>.<host>, a new "
+       "one per start"),
 
     /* [data] */
     KS("data", dataset, "fmnist|fmnist32|imagefolder|cifar10", "imagefolder", "dataset format (fmnist32: "

@@ -60,6 +60,7 @@ typedef struct {
     int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
     int gemm_tune;          /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
     int comm_timeout;       /* distributed runs: seconds a collective may wait for the other ranks */
+    int tensorboard;        /* 1: the metrics records' scalars also as a TensorBoard event file in the run directory */
 
     /* [data] */
     char dataset[32];       /* "fmnist", "fmnist32", "imagefolder", "cifar10" */

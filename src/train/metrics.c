@@ -1,6 +1,7 @@
 /* metrics.c - metrics.jsonl; see metrics.h. */
 #include "metrics.h"
 #include "fsutil.h"
+#include "tboard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -127,6 +128,7 @@ void metrics_write(Metrics *mt, const char *fmt, ...) {
         fprintf(stderr, "hgrn: warning: %s: a record did not fit its buffer and was not written\n", mt->path);
         return;
     }
+    tboard_record(mt->tb, line, (size_t)n);
     line[n++] = '\n';
     if (append_whole(mt->fd, line, (size_t)n) == 0) {
         if (mt->failing)
@@ -143,6 +145,8 @@ void metrics_write(Metrics *mt, const char *fmt, ...) {
 }
 
 void metrics_close(Metrics *mt) {
+    tboard_close(mt->tb);
+    mt->tb = NULL;
     if (mt->fd >= 0 && close(mt->fd) != 0)
         fprintf(stderr, "hgrn: warning: %s: close failed (%s)\n", mt->path, strerror(errno));
     mt->fd = -1;

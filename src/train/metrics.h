@@ -8,11 +8,14 @@
 
 #include <stddef.h>
 
+struct Tboard;
+
 typedef struct {
     int fd;           /* open for appending, or -1 */
     char path[1100];
     int failing;      /* the last write failed (its warning was printed) */
     long lost;        /* records not written */
+    struct Tboard *tb;   /* train.tensorboard: every record's scalars go there too (tboard.h), or NULL */
 } Metrics;
 
 /* Open DIR/metrics.jsonl. fresh: truncate. Else keep what was recorded
@@ -33,7 +36,8 @@ int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_d
  * lines are dropped too. */
 size_t metrics_cut(char *text, size_t len, int step, int epochs_done, int *dropped);
 
-/* Append one record (a printf format for the JSON object, no newline). */
+/* Append one record (a printf format for the JSON object, no newline), and
+ * its scalars to the attached TensorBoard file. */
 void metrics_write(Metrics *mt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void metrics_close(Metrics *mt);

@@ -10,6 +10,7 @@
 #include "resume_config.h"
 #include "rundir.h"
 #include "schedule.h"
+#include "tboard.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -199,7 +200,9 @@ static int open_run_files(Trainer *t, int fresh, int *dropped, char *err, size_t
     const void *chunks[1] = {text};
     size_t lens[1] = {strlen(text)};
     if (write_file_atomic(path, chunks, lens, 1, err, errlen) < 0) return -1;
-    return metrics_open(&t->metrics, t->out, fresh, t->state.step, t->state.epoch, dropped, err, errlen);
+    if (metrics_open(&t->metrics, t->out, fresh, t->state.step, t->state.epoch, dropped, err, errlen) < 0) return -1;
+    /* train.tensorboard: a new event file per start, after the cut-back (tboard.h) */
+    return t->cfg->tensorboard ? tboard_attach(&t->metrics, t->out, t->state.step, err, errlen) : 0;
 }
 
 int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size_t errlen) {
