@@ -445,24 +445,20 @@ static void h2_check(int D, int e) {
  * multiple of the tiles), or P = 1 when there are pairs enough to fill the
  * GPU (the chunked form does every walk twice) or the sequence is short.
  * Chunks are wanted until pairs x chunks reaches H2_CHUNK_WORK, each at
- * least H2_CHUNK_MIN tokens; HGRN_HGRU2_CHUNK=L sets the length (0: never
- * chunk) for measurements. */
+ * least H2_CHUNK_MIN tokens; forced (Backend.hgru2_chunk, set by hgrn bench
+ * --mixers --hgru2-chunk) -1 never chunks and L > 0 sets the length, for
+ * measurements. */
 #define H2_CHUNK_WORK 2048
 #define H2_CHUNK_MIN 64
 typedef struct { int P, L; } H2Chunks;
 
-static H2Chunks h2_chunks(int pairs, int N) {
+static H2Chunks h2_chunks(int pairs, int N, int forced) {
     H2Chunks g = {1, N};
-    static int forced = -2;   /* -2: not read yet, -1: not set */
-    if (forced == -2) {
-        const char *v = getenv("HGRN_HGRU2_CHUNK");
-        forced = v && *v ? atoi(v) : -1;
-        if (forced > 0) forced = (forced + H2L_TT - 1) / H2L_TT * H2L_TT;
-    }
     int L;
-    if (forced >= 0) {
-        if (forced == 0 || forced >= N) return g;
-        L = forced;
+    if (forced != 0) {
+        if (forced < 0) return g;
+        L = (forced + H2L_TT - 1) / H2L_TT * H2L_TT;
+        if (L >= N) return g;
     } else {
         const int want = (int)ceil_div(H2_CHUNK_WORK, pairs), P = min(want, N / H2_CHUNK_MIN);
         if (want < 4 || P < 2) return g;
@@ -497,10 +493,10 @@ static void h2_carries(CudaImpl *im, H2Acc<T> *loc, H2Acc<T> *dec, const T *x, i
 
 template <typename T>
 static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float *beta, int B, int N,
-                          int D, int e) {
+                          int D, int e, int forced) {
     typedef H2Acc<T> A;
     const int pairs = B * (D / e);
-    const H2Chunks g = h2_chunks(pairs, N);
+    const H2Chunks g = h2_chunks(pairs, N, forced);
     /* scratch: one parked o per token, then (chunked) loc and dec */
     const size_t md = (size_t)B * N * D, loc_off = al256(md * sizeof(float));
     const size_t nloc = (size_t)pairs * g.P * 2 * e * e, dec_off = loc_off + al256(nloc * sizeof(A));
@@ -522,10 +518,10 @@ static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float 
 
 template <typename T>
 static void h2_launch_bwd(CudaImpl *im, T *dx, float *dbeta, const T *dout, const T *x, int ld,
-                          const float *beta, int B, int N, int D, int e) {
+                          const float *beta, int B, int N, int D, int e, int forced) {
     typedef H2Acc<T> A;
     const int pairs = B * (D / e);
-    const H2Chunks g = h2_chunks(pairs, N);
+    const H2Chunks g = h2_chunks(pairs, N, forced);
     /* scratch: s0 M D floats, s1 M D float2, the dbeta partials [B][P][D],
      * then (chunked) loc, dec and the running totals [B][P][D][2] */
     const size_t md = (size_t)B * N * D, bpd = (size_t)B * g.P * D;
@@ -565,7 +561,8 @@ void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, (const T *)x, ld, beta, B, N, D, e));
+    ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, (const T *)x, ld, beta, B, N, D, e,
+                                         bk->hgru2_chunk));
 }
 
 void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x, int ld,
@@ -574,5 +571,5 @@ void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
     ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, dbeta, (const T *)dout, (const T *)x, ld, beta,
-                                         B, N, D, e));
+                                         B, N, D, e, bk->hgru2_chunk));
 }

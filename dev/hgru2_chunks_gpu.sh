@@ -4,7 +4,7 @@
 # sm_90), runs test_ops_cuda's HGRU2 and long mixer-layer tests and
 # test_lra_cuda, compute-sanitizer memcheck and racecheck over the HGRU2
 # tests, then `hgrn bench --mixers` three ways: the default chunking,
-# HGRN_HGRU2_CHUNK=0 (never chunked: the recurrent walks alone) and chunks
+# --hgru2-chunk 0 (never chunked: the recurrent walks alone) and chunks
 # forced to 256 and 64 tokens at every shape (whether chunking pays where the
 # default leaves it off). Logs in $OUT (logs.tgz) and a table.
 set -u
@@ -27,7 +27,7 @@ for tool in memcheck racecheck; do
 done
 for v in default 0 256 64; do
   if [ $v = default ]; then timeout 120 $B/hgrn bench --mixers >$L/mixers_$v.txt 2>&1
-  else HGRN_HGRU2_CHUNK=$v timeout 120 $B/hgrn bench --mixers >$L/mixers_$v.txt 2>&1; fi
+  else timeout 120 $B/hgrn bench --mixers --hgru2-chunk $v >$L/mixers_$v.txt 2>&1; fi
   echo "== bench --mixers, chunk $v (rc=$?, $(el) s)"; grep -E "^(mixer|hgru2|hgru1) " $L/mixers_$v.txt
 done
 tar czf $OUT/logs.tgz -C $L .

@@ -1474,6 +1474,21 @@ static void test_hgru2(void **state) {
     run_hgru2(1, 16384, 32, 16);      /* 256 chunks of 64 */
 }
 
+/* Backend.hgru2_chunk (hgrn bench --mixers --hgru2-chunk) overrides the
+ * backend's cut and computes the same function: chunks forced where the
+ * backend keeps one walk, one walk forced where it chunks, and a length
+ * that is not a multiple of the tile (rounded up to 104). */
+static void test_hgru2_forced_chunks(void **state) {
+    (void)state;
+    GB->hgru2_chunk = 64;
+    run_hgru2(11, 256, 1024, 16);     /* 704 pairs: 4 chunks of 64 instead of one */
+    GB->hgru2_chunk = -1;
+    run_hgru2(2, 1000, 32, 16);       /* one walk instead of 14 chunks */
+    GB->hgru2_chunk = 100;
+    run_hgru2_x(1, 649, 16, 8, 1);    /* 7 chunks of 104, the last 25; hard decays */
+    GB->hgru2_chunk = 0;
+}
+
 /* ------------------------------------------------ one mixer layer, long */
 /* The same mixer layer (models/mixer_layer.h: the mixer's own
  * initialisation, LRU's ring up to |lambda| 0.999) on both backends at
@@ -1656,7 +1671,8 @@ int main(void) {
         cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_ln_gate),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
-        cmocka_unit_test(test_hgru2),       cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_hgru2),       cmocka_unit_test(test_hgru2_forced_chunks),
+        cmocka_unit_test(test_scan),
         cmocka_unit_test(test_mingate),     cmocka_unit_test(test_lru_params),
         cmocka_unit_test(test_diag),        cmocka_unit_test(test_min_long),
         cmocka_unit_test(test_mixer_layers),

@@ -78,7 +78,7 @@ void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n) {
 void bench_usage(void) {
     printf("usage: hgrn bench --config FILE [--device cpu|cuda] [--batch N] [--steps N] [--section.key V]\n"
            "       hgrn bench --ops\n"
-           "       hgrn bench --mixers [--precision bf16|fp32]\n\n"
+           "       hgrn bench --mixers [--precision bf16|fp32] [--hgru2-chunk L]\n\n"
            "Times full training steps (forward, loss, backward, AdamW) and evaluation\n"
            "forwards on random images at the config's shapes; prints img/s, peak memory\n"
            "and the time of each op in one step. --batch N: images a step (default the\n"
@@ -93,7 +93,9 @@ void bench_usage(void) {
            "1,024, 4,096 and 16,384 tokens, batch 50 width 512 and batch 8 width 64, in\n"
            "bf16 (or --precision fp32): ms, GB moved, GB/s and %% of the copy rate for\n"
            "the whole layer and for its non-GEMM ops (the scan and its gates), GEMM\n"
-           "ms and TFLOP/s. CUDA only: exits 2 without a GPU.\n");
+           "ms and TFLOP/s. --hgru2-chunk L cuts the HGRU2 scan into chunks of L tokens\n"
+           "(0: never chunked) instead of the backend's pick. CUDA only: exits 2 without\n"
+           "a GPU.\n");
 }
 
 int cmd_bench(int argc, char **argv) {

@@ -11,7 +11,10 @@
  * alone (the scan, its gates, norms: where the sequence length matters),
  * timed op by op with a synchronisation around each, and the GEMMs' time
  * and TFLOP/s. Inputs and parameters are random (the mixer's own
- * initialisation): the kernels' speed does not depend on values. */
+ * initialisation): the kernels' speed does not depend on values.
+ * --hgru2-chunk L forces how the HGRU2 scan cuts the sequence (0: never,
+ * L > 0: chunks of L tokens; Backend.hgru2_chunk), to measure the chunked
+ * path against the recurrent one. */
 #include "cmd_bench.h"
 #include "clock.h"
 #include "mixer.h"
@@ -110,7 +113,7 @@ static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const 
 }
 
 int cmd_bench_mixers(int argc, char **argv) {
-    int bf16 = 1;
+    int bf16 = 1, chunk = 0;   /* chunk: Backend.hgru2_chunk */
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             bench_usage();
@@ -122,8 +125,20 @@ int cmd_bench_mixers(int argc, char **argv) {
             bf16 = !strcmp(argv[++i], "bf16");
             continue;
         }
+        if (!strcmp(argv[i], "--hgru2-chunk")) {
+            char *end = NULL;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+            if (i + 1 >= argc || end == argv[i + 1] || *end || v < 0 || v > 1 << 20) {
+                fprintf(stderr, "hgrn bench --mixers: --hgru2-chunk takes a token count, 0 (never "
+                                "chunked) to 1048576, not '%s'\n", i + 1 < argc ? argv[i + 1] : "");
+                return 2;
+            }
+            chunk = v == 0 ? -1 : (int)v;
+            i++;
+            continue;
+        }
         fprintf(stderr, "hgrn bench --mixers: unexpected argument '%s' (--mixers takes only "
-                        "--precision bf16|fp32)\n", argv[i]);
+                        "--precision bf16|fp32 and --hgru2-chunk L)\n", argv[i]);
         return 2;
     }
     if (!backend_cuda_available()) {
@@ -143,6 +158,7 @@ int cmd_bench_mixers(int argc, char **argv) {
         inner->destroy(inner);
         return 1;
     }
+    bk->hgru2_chunk = chunk;
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows as they are measured */
     double copy_gbs, gemm_tflops;
     int gn;

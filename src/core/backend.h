@@ -140,6 +140,13 @@ struct Backend {
      * computes a row with other instructions depending on the call's shape
      * and where the row falls in its tiles). The CUDA backend ignores it. */
     int gemm_samples;
+    /* hgru2_chunk: how hgru2_fwd / hgru2_bwd cut the sequence on a backend
+     * that can evaluate it in chunks (CUDA; the CPU backend ignores it):
+     * 0 (the default) the backend picks, -1 never chunked, L > 0 chunks of
+     * L tokens (rounded up to the kernel's tile). A measurement switch
+     * (hgrn bench --mixers --hgru2-chunk); every setting computes the same
+     * function, to rounding. */
+    int hgru2_chunk;
     void (*matmul_fwd)(Backend *, float *out, const float *inp, const float *w,
                        const float *bias, int M, int K, int N);
     /* dinp[M,K] = dout . W (overwrite; dinp may be NULL),

@@ -30,7 +30,8 @@ typedef struct {
 
 static double tic(Backend *bk) {
     Timer *t = bk->impl;
-    t->in->gemm_samples = bk->gemm_samples;   /* the model sets it on the wrapper */
+    t->in->gemm_samples = bk->gemm_samples;   /* the caller sets them on the wrapper */
+    t->in->hgru2_chunk = bk->hgru2_chunk;
     if (!t->on) return 0;
     t->in->sync(t->in);
     return now_seconds();
