@@ -5,7 +5,7 @@
  * Event/Summary protobuf bytes spelled out field by field, the parsing of
  * metrics.jsonl records into tags and values (random values read back
  * exactly), and a file written with a resume's replay, read back record by
- * record with both CRCs checked. tests/test_tboard.sh reads a real run's
+ * record with both CRCs checked. tests/test_tboard_run.sh reads a real run's
  * file with Python. */
 #include <setjmp.h>
 #include <stdarg.h>
