@@ -1,17 +1,26 @@
 /* test_backend_ops.c - the backends against the one op list (backend_ops.h):
  * every backend sets every op of the list (a backend missing one is refused
- * at creation, naming the op). */
+ * at creation, naming the op); and the op table: each op at its shapes on
+ * every backend compiled in (CPU always, CUDA in fp32 and bf16 when a GPU
+ * is there, else those two tests skip), forward against a double reference
+ * (ops_ref.h) and backward against its central differences, with the
+ * tolerances the table states. HGRN_TEST_VERBOSE=1 prints every error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "backend_ops.h"
+#include "ops_ref.h"
+#include "rng.h"
+#include "test_util.h"
 
 /* Every entry of the list, cleared in turn in a copy of the CPU backend,
  * is refused with its own name; the intact backend passes. */
@@ -38,9 +47,353 @@ static void test_missing_op_named(void **s) {
     cpu->destroy(cpu);
 }
 
+/* ------------------------------------------------------------ the op table */
+/* One row per op: its shapes, its inputs' and outputs' sizes and element
+ * types, the double reference (ops_ref.h), the calls of its forward and
+ * backward, and its tolerances: forward outputs against the reference
+ * (relative to the largest |reference|), then the backward's gradients
+ * against central differences of the reference's loss sum(dout * out) over
+ * the first nloss outputs. Inputs are random normals (mean, sd per input);
+ * bf16 rows round the activation inputs first, so the reference sees what
+ * the backend sees. Gradients that ACCUMULATE start from zero here; the
+ * overwrite/accumulate semantics are the hand-written tests' business. */
+#define MAXT 4
+typedef void (*RefFn)(const int *s, const double *const *in, double *const *out);
+typedef void (*FwdFn)(Backend *, const int *s, float *const *in, float *const *out);
+typedef void (*BwdFn)(Backend *, const int *s, float *const *in, float *const *out,
+                      float *const *dout, float *const *din);
+typedef void (*SizeFn)(const int *s, size_t *in_n, size_t *out_n);
+typedef struct {
+    const char *name;
+    int shapes[3][4];          /* up to 3 shapes, unused rows all zero */
+    int nin, nout, nloss;
+    SizeFn sizes;
+    unsigned in_f32, out_f32;  /* bit i: tensor i is fp32 on every backend */
+    unsigned grad_in;          /* bit i: the backward gives input i's gradient */
+    float mean[MAXT], sd[MAXT];
+    RefFn ref;
+    FwdFn fwd;
+    BwdFn bwd;                 /* NULL: no backward */
+    double tol, gtol;          /* fp32 */
+    double tol_bf16, gtol_bf16;
+} OpCase;
+
+/* ---- sizes ---- */
+static void sz_norm(const int *s, size_t *i, size_t *o) {   /* {M, C}: x, w, b -> y, mean, rstd */
+    i[0] = (size_t)s[0] * s[1]; i[1] = i[2] = s[1]; i[3] = i[0];
+    o[0] = i[0]; o[1] = o[2] = s[0];
+}
+static void sz_mc2(const int *s, size_t *i, size_t *o) {   /* {M, C}: two [M, C] -> one */
+    i[0] = i[1] = o[0] = (size_t)s[0] * s[1]; o[1] = s[0];
+}
+static void sz_lb(const int *s, size_t *i, size_t *o) { i[0] = o[0] = (size_t)s[0] * s[1]; }
+static void sz_pool(const int *s, size_t *i, size_t *o) {
+    i[0] = (size_t)s[0] * s[1] * s[2]; o[0] = (size_t)s[0] * s[2];
+}
+static void sz_res(const int *s, size_t *i, size_t *o) {
+    i[0] = i[1] = o[0] = (size_t)s[0] * s[1]; i[2] = s[0];
+}
+static void sz_diag(const int *s, size_t *i, size_t *o) { i[0] = o[0] = (size_t)s[0] * s[1]; i[1] = s[1]; }
+static void sz_mm(const int *s, size_t *i, size_t *o) {
+    i[0] = (size_t)s[0] * s[1]; i[1] = (size_t)s[2] * s[1]; i[2] = s[2]; o[0] = (size_t)s[0] * s[2];
+}
+static void sz_lru(const int *s, size_t *i, size_t *o) {
+    i[0] = i[1] = s[0]; i[2] = (size_t)2 * s[0] * s[1]; o[0] = 2 * (size_t)s[0]; o[1] = i[2];
+}
+
+/* ---- calls ---- */
+static void f_layernorm(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->layernorm_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], s[0], s[1]);
+}
+static void b_layernorm(Backend *bk, const int *s, float *const *in, float *const *out,
+                        float *const *dout, float *const *din) {
+    bk->layernorm_bwd(bk, din[0], din[1], din[2], dout[0], in[0], in[1], out[1], out[2], s[0], s[1]);
+}
+static void f_ln_gate(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->ln_gate_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], in[3], s[1], s[0], s[1]);
+}
+static void b_ln_gate(Backend *bk, const int *s, float *const *in, float *const *out,
+                      float *const *dout, float *const *din) {
+    bk->ln_gate_bwd(bk, din[0], din[3], din[1], din[2], dout[0], in[0], in[1], in[2], in[3], s[1],
+                    out[1], out[2], s[0], s[1]);
+}
+static void f_rmsnorm(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->rmsnorm_fwd(bk, out[0], out[1], in[0], s[0], s[1]);
+}
+static void b_rmsnorm(Backend *bk, const int *s, float *const *in, float *const *out,
+                      float *const *dout, float *const *din) {
+    bk->rmsnorm_bwd(bk, din[0], dout[0], in[0], out[1], s[0], s[1]);
+}
+static void f_silu_mul(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->silu_mul_fwd(bk, out[0], in[0], s[1], in[1], s[1], s[0], s[1]);
+}
+static void b_silu_mul(Backend *bk, const int *s, float *const *in, float *const *out,
+                       float *const *dout, float *const *din) {
+    (void)out;
+    bk->silu_mul_bwd(bk, din[0], din[1], dout[0], in[0], s[1], in[1], s[1], s[0], s[1]);
+}
+static void f_lb(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->lower_bounds_fwd(bk, out[0], in[0], s[0], s[1]);
+}
+static void b_lb(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                 float *const *din) {
+    (void)out;
+    bk->lower_bounds_bwd(bk, din[0], dout[0], in[0], s[0], s[1]);
+}
+static void f_pool(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->meanpool_fwd(bk, out[0], in[0], s[0], s[1], s[2]);
+}
+static void b_pool(Backend *bk, const int *s, float *const *in, float *const *out,
+                   float *const *dout, float *const *din) {
+    (void)in; (void)out;
+    bk->meanpool_bwd(bk, din[0], dout[0], s[0], s[1], s[2]);
+}
+static void f_res(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->residual_fwd(bk, out[0], in[0], in[1], in[2], s[0], s[1]);
+}
+/* dx passes through (the residual stream is the caller's); df = scale dout */
+static void b_res(Backend *bk, const int *s, float *const *in, float *const *out,
+                  float *const *dout, float *const *din) {
+    (void)out;
+    bk->copy(bk, din[0], dout[0], (size_t)s[0] * s[1] * bk->act_elem);
+    bk->residual_bwd(bk, din[1], dout[0], in[2], s[0], s[1]);
+}
+static void f_diag(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->diag_fwd(bk, out[0], in[0], in[1], s[0], s[1]);
+}
+static void b_diag(Backend *bk, const int *s, float *const *in, float *const *out,
+                   float *const *dout, float *const *din) {
+    (void)out;
+    bk->diag_bwd(bk, din[0], din[1], dout[0], in[0], in[1], s[0], s[1]);
+}
+static void f_mm(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->matmul_fwd(bk, out[0], in[0], in[1], in[2], s[0], s[1], s[2]);
+}
+static void b_mm(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                 float *const *din) {
+    (void)out;
+    bk->matmul_bwd(bk, din[0], din[1], din[2], dout[0], in[0], in[1], s[0], s[1], s[2]);
+}
+static void f_lru(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->lru_params_fwd(bk, out[0], out[1], in[0], in[1], in[2], s[0], s[1]);
+}
+static void b_lru(Backend *bk, const int *s, float *const *in, float *const *out,
+                  float *const *dout, float *const *din) {
+    (void)out;
+    bk->lru_params_bwd(bk, din[0], din[1], din[2], dout[0], dout[1], in[0], in[1], in[2], s[0], s[1]);
+}
+
+/* fp32 tolerances: the CPU ops' own rounding against double; bf16: inputs
+ * already rounded, so the output's own rounding (2^-8) and the gradients'
+ * bf16 intermediates. */
+static const OpCase OPS[] = {
+    {"layernorm", {{7, 13}, {9, 37}, {3, 1}}, 3, 3, 1, sz_norm, 6, 6, 7,
+     {0.7f, 1, 0}, {2, 0.5f, 0.5f}, ref_layernorm, f_layernorm, b_layernorm, 1e-5, 1e-4, 1e-2, 3e-2},
+    {"ln_gate", {{7, 13}, {5, 32}}, 4, 3, 1, sz_norm, 6, 6, 15,
+     {0.7f, 1, 0, 0}, {2, 0.5f, 0.5f, 1.5f}, ref_ln_gate, f_ln_gate, b_ln_gate, 1e-5, 1e-4, 1e-2, 3e-2},
+    {"rmsnorm", {{7, 13}, {5, 64}}, 1, 2, 1, sz_mc2, 0, 2, 1,
+     {0}, {1.5f}, ref_rmsnorm, f_rmsnorm, b_rmsnorm, 1e-5, 1e-4, 1e-2, 3e-2},
+    {"silu_mul", {{7, 13}, {4, 100}}, 2, 1, 1, sz_mc2, 0, 0, 3,
+     {0, 0}, {2, 1}, ref_silu_mul, f_silu_mul, b_silu_mul, 1e-6, 1e-5, 1e-2, 2e-2},
+    {"lower_bounds", {{4, 7}, {12, 33}}, 1, 1, 1, sz_lb, 1, 1, 1,
+     {0}, {1}, ref_lower_bounds, f_lb, b_lb, 1e-6, 1e-5, 1e-6, 1e-5},
+    {"meanpool", {{2, 5, 7}, {3, 49, 16}}, 1, 1, 1, sz_pool, 0, 0, 1,
+     {0}, {1}, ref_meanpool, f_pool, b_pool, 1e-6, 1e-5, 1e-2, 1e-2},
+    {"residual", {{3, 17}, {4, 200}}, 3, 1, 1, sz_res, 4, 0, 3,
+     {0, 0, 1}, {1, 1, 0.5f}, ref_residual, f_res, b_res, 1e-6, 1e-5, 1e-2, 1e-2},
+    {"diag", {{7, 13}, {33, 64}}, 2, 1, 1, sz_diag, 2, 0, 3,
+     {0, 0}, {1, 1}, ref_diag, f_diag, b_diag, 1e-6, 1e-5, 1e-2, 2e-2},
+    {"matmul", {{7, 13, 5}, {33, 64, 48}}, 3, 1, 1, sz_mm, 6, 0, 7,
+     {0, 0, 0}, {1, 0.3f, 1}, ref_matmul, f_mm, b_mm, 1e-5, 1e-4, 2e-2, 3e-2},
+    {"lru_params", {{5, 3}, {32, 16}}, 3, 2, 2, sz_lru, 7, 3, 7,
+     {-1, 0, 0}, {1, 1, 1}, ref_lru_params, f_lru, b_lru, 1e-6, 1e-5, 1e-6, 1e-5},
+};
+#define NOPS ((int)(sizeof OPS / sizeof OPS[0]))
+
+/* ------------------------------------------------------------- the runner */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* A tensor on the backend: fp32, or the backend's activation type. */
+static size_t elem_of(const Backend *bk, int f32) { return f32 ? 4 : bk->act_elem; }
+static float *dev_new(Backend *bk, size_t n, int f32) {
+    return bk->alloc(bk, (n ? n : 1) * elem_of(bk, f32));
+}
+static void dev_set(Backend *bk, float *d, const float *h, size_t n, int f32) {
+    if (elem_of(bk, f32) == 4) { bk->to_device(bk, d, h, n * 4); return; }
+    uint16_t *t = TU_NEW(uint16_t, n ? n : 1);
+    for (size_t i = 0; i < n; i++) t[i] = to_bf16(h[i]);
+    bk->to_device(bk, d, t, n * 2);
+    free(t);
+}
+static void dev_get(Backend *bk, float *h, const float *d, size_t n, int f32) {
+    if (elem_of(bk, f32) == 4) { bk->to_host(bk, h, d, n * 4); return; }
+    uint16_t *t = TU_NEW(uint16_t, n ? n : 1);
+    bk->to_host(bk, t, d, n * 2);
+    for (size_t i = 0; i < n; i++) h[i] = from_bf16(t[i]);
+    free(t);
+}
+
+/* max |got - ref| / max |ref| (absolute where the reference is ~0) */
+static double rel_err(const float *got, const double *ref, size_t n) {
+    double num = 0, den = tu_max_abs(ref, n);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        num = d == d ? fmax(num, d) : INFINITY;
+    }
+    return den > 1e-30 ? num / den : num;
+}
+
+typedef struct {
+    const OpCase *op;
+    const int *s;
+    double *in[MAXT], *wt[MAXT];
+    size_t out_n[MAXT];
+} LossCtx;
+
+/* sum over the loss outputs of dout * out, from the double reference */
+static double table_loss(void *p) {
+    LossCtx *c = p;
+    double *out[MAXT] = {0};
+    for (int k = 0; k < c->op->nout; k++) out[k] = TU_NEW(double, c->out_n[k] ? c->out_n[k] : 1);
+    c->op->ref(c->s, (const double *const *)c->in, out);
+    double l = 0;
+    for (int k = 0; k < c->op->nloss; k++)
+        for (size_t i = 0; i < c->out_n[k]; i++) l += out[k][i] * c->wt[k][i];
+    for (int k = 0; k < c->op->nout; k++) free(out[k]);
+    return l;
+}
+
+static int verbose(void) { return getenv("HGRN_TEST_VERBOSE") != NULL; }
+
+/* One op at one shape on one backend; returns the number of failed checks. */
+static int run_case(Backend *bk, const OpCase *op, const int *s, uint64_t seed) {
+    const int bf = bk->act_elem == 2;
+    const double tol = bf ? op->tol_bf16 : op->tol, gtol = bf ? op->gtol_bf16 : op->gtol;
+    size_t in_n[MAXT] = {0}, out_n[MAXT] = {0};
+    op->sizes(s, in_n, out_n);
+    Rng r;
+    rng_seed(&r, seed);
+    float *hin[MAXT] = {0}, *din_d[MAXT] = {0}, *in_d[MAXT] = {0}, *out_d[MAXT] = {0};
+    float *dout_d[MAXT] = {0}, *hwt[MAXT] = {0};
+    LossCtx c = {op, s, {0}, {0}, {0}};
+    for (int k = 0; k < op->nout; k++) c.out_n[k] = out_n[k];
+    for (int i = 0; i < op->nin; i++) {
+        const int f32 = op->in_f32 >> i & 1;
+        hin[i] = TU_NEW(float, in_n[i] ? in_n[i] : 1);
+        tu_fill_normal(&r, hin[i], in_n[i], op->sd[i]);
+        for (size_t j = 0; j < in_n[i]; j++) {
+            hin[i][j] += op->mean[i];
+            if (bf && !f32) hin[i][j] = from_bf16(to_bf16(hin[i][j]));   /* what the device sees */
+        }
+        in_d[i] = dev_new(bk, in_n[i], f32);
+        dev_set(bk, in_d[i], hin[i], in_n[i], f32);
+        c.in[i] = tu_to_double(hin[i], in_n[i]);
+    }
+    for (int k = 0; k < op->nout; k++) out_d[k] = dev_new(bk, out_n[k], op->out_f32 >> k & 1);
+    op->fwd(bk, s, in_d, out_d);
+    int fails = 0;
+    double *ref[MAXT] = {0};
+    for (int k = 0; k < op->nout; k++) ref[k] = TU_NEW(double, out_n[k] ? out_n[k] : 1);
+    op->ref(s, (const double *const *)c.in, ref);
+    char shape[64];
+    snprintf(shape, sizeof shape, "%d %d %d %d", s[0], s[1], s[2], s[3]);
+    for (int k = 0; k < op->nout; k++) {
+        float *got = TU_NEW(float, out_n[k] ? out_n[k] : 1);
+        dev_get(bk, got, out_d[k], out_n[k], op->out_f32 >> k & 1);
+        double e = rel_err(got, ref[k], out_n[k]);
+        if (!(e <= tol) || verbose())
+            print_message("%-4s %-5s %-14s [%s] out %d: %.3g (tol %.3g)%s\n", bk->name,
+                          bf ? "bf16" : "fp32", op->name, shape, k, e, tol, e <= tol ? "" : " FAIL");
+        fails += !(e <= tol);
+        free(got);
+    }
+    if (op->bwd) {
+        for (int k = 0; k < op->nloss; k++) {
+            const int f32 = op->out_f32 >> k & 1;
+            hwt[k] = TU_NEW(float, out_n[k] ? out_n[k] : 1);
+            tu_fill_normal(&r, hwt[k], out_n[k], 1.0f);
+            if (bf && !f32)
+                for (size_t j = 0; j < out_n[k]; j++) hwt[k][j] = from_bf16(to_bf16(hwt[k][j]));
+            dout_d[k] = dev_new(bk, out_n[k], f32);
+            dev_set(bk, dout_d[k], hwt[k], out_n[k], f32);
+            c.wt[k] = tu_to_double(hwt[k], out_n[k]);
+        }
+        for (int i = 0; i < op->nin; i++)
+            if (op->grad_in >> i & 1) din_d[i] = dev_new(bk, in_n[i], op->in_f32 >> i & 1);
+        op->bwd(bk, s, in_d, out_d, dout_d, din_d);
+        for (int i = 0; i < op->nin; i++) {
+            if (!(op->grad_in >> i & 1)) continue;
+            double *g = TU_NEW(double, in_n[i] ? in_n[i] : 1);
+            tu_fd_grad(table_loss, &c, c.in[i], in_n[i], 1e-5, g);
+            float *got = TU_NEW(float, in_n[i] ? in_n[i] : 1);
+            dev_get(bk, got, din_d[i], in_n[i], op->in_f32 >> i & 1);
+            double e = rel_err(got, g, in_n[i]);
+            if (!(e <= gtol) || verbose())
+                print_message("%-4s %-5s %-14s [%s] grad %d: %.3g (tol %.3g)%s\n", bk->name,
+                              bf ? "bf16" : "fp32", op->name, shape, i, e, gtol,
+                              e <= gtol ? "" : " FAIL");
+            fails += !(e <= gtol);
+            free(g);
+            free(got);
+        }
+    }
+    for (int i = 0; i < MAXT; i++) {
+        free(hin[i]); free(c.in[i]); free(hwt[i]); free(c.wt[i]); free(ref[i]);
+        if (in_d[i]) bk->free(bk, in_d[i]);
+        if (din_d[i]) bk->free(bk, din_d[i]);
+        if (out_d[i]) bk->free(bk, out_d[i]);
+        if (dout_d[i]) bk->free(bk, dout_d[i]);
+    }
+    return fails;
+}
+
+static int run_table(Backend *bk) {
+    int fails = 0;
+    for (int o = 0; o < NOPS; o++)
+        for (int k = 0; k < 3 && OPS[o].shapes[k][0]; k++)
+            fails += run_case(bk, &OPS[o], OPS[o].shapes[k], 1000u + 16u * (unsigned)o + (unsigned)k);
+    return fails;
+}
+
+static void test_table_cpu(void **s) {
+    (void)s;
+    char err[256];
+    Backend *bk = backend_cpu_create(2, err, sizeof err);
+    assert_non_null(bk);
+    assert_int_equal(run_table(bk), 0);
+    bk->destroy(bk);
+}
+
+/* The CUDA backend in fp32 and in bf16; skipped without a GPU. */
+static void run_cuda(int bf16) {
+    if (!backend_cuda_available()) skip();
+    char err[256];
+    Backend *bk = backend_cuda_create(0, bf16, 0, err, sizeof err);
+    if (!bk) fail_msg("backend_cuda_create: %s", err);
+    assert_int_equal(run_table(bk), 0);
+    bk->destroy(bk);
+}
+static void test_table_cuda_fp32(void **s) { (void)s; run_cuda(0); }
+static void test_table_cuda_bf16(void **s) { (void)s; run_cuda(1); }
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_missing_op_named),
+        cmocka_unit_test(test_table_cpu),
+        cmocka_unit_test(test_table_cuda_fp32),
+        cmocka_unit_test(test_table_cuda_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
