@@ -118,11 +118,12 @@ static void test_parse_record(void **s) {
     assert_true(v[1] == 71.875f);
     /* start records hold no scalars; nested values are passed over */
     const char *start = "{\"event\": \"start\", \"step\": 3, \"resumed\": true, \"backends\": {\"cuda\": false}, "
-                        "\"ranks\": 1, \"changes\": [{\"key\": \"a,b\", \"here\": \"}\"}]}";
+                        "\"ranks\": 1, \"changes\": [{\"key\": \"a,b\\\\\", \"here\": \"}\\\"\"}]}";
     assert_int_equal(tboard_parse_record(start, strlen(start), &step, tags, v, 32), 0);
     /* not records */
     const char *bad[] = {"", "{", "{}", "[1]", "{\"loss\": 1}", "{\"step\": 1.5, \"loss\": 1}",
-                         "{\"step\": 1, \"loss\": }", "{\"step\": 1, \"loss\": 1} x", "{\"step\": 1 \"loss\": 1}"};
+                         "{\"step\": 1, \"loss\": }", "{\"step\": 1, \"loss\": 1} x", "{\"step\": 1 \"loss\": 1}",
+                         "{\"step\": 1, \"a\\", "{\"step\": 1, \"a\": \"x\\\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(tboard_parse_record(bad[i], strlen(bad[i]), &step, tags, v, 32), -1);
     /* random values printed as metrics.c prints them (%.9g round-trips a float) come back exactly */

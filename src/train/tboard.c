@@ -155,8 +155,8 @@ static const char *skip_ws(const char *p, const char *end) {
 /* past a JSON string starting at its opening quote, or NULL */
 static const char *skip_string(const char *p, const char *end) {
     for (p++; p < end; p++) {
-        if (*p == '\\') p++;
-        else if (*p == '"') return p + 1;
+        if (*p == '"') return p + 1;
+        if (*p == '\\' && ++p == end) return NULL;   /* the escaped character is passed over */
     }
     return NULL;
 }
@@ -205,7 +205,7 @@ int tboard_parse_record(const char *json, size_t len, int64_t *step, char (*tags
         } else {
             char num[64], *stop;
             size_t m = 0;
-            while (p + m < end && m < sizeof num - 1 && strchr("+-.0123456789eE", p[m])) m++;
+            while (p + m < end && m < sizeof num - 1 && p[m] && strchr("+-.0123456789eE", p[m])) m++;
             memcpy(num, p, m);
             num[m] = 0;
             const double v = strtod(num, &stop);
