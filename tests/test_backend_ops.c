@@ -76,6 +76,8 @@ typedef struct {
     BwdFn bwd;                 /* NULL: no backward */
     double tol, gtol;          /* fp32 */
     double tol_bf16, gtol_bf16;
+    void (*prep)(const int *s, float *const *hin);   /* NULL, or fixes the random inputs up */
+    int uniform_dout;          /* the backward takes one scalar dout (UNIFORM_DOUT) */
 } OpCase;
 
 /* ---- sizes ---- */
@@ -183,30 +185,150 @@ static void b_lru(Backend *bk, const int *s, float *const *in, float *const *out
     bk->lru_params_bwd(bk, din[0], din[1], din[2], dout[0], dout[1], in[0], in[1], in[2], s[0], s[1]);
 }
 
+/* ---- adapters of the op tests' references (ops_ref.h) to the table's form ---- */
+static void ref_hgru1(const int *s, const double *const *in, double *const *out) {
+    HgCtx c = {s[0], s[1], s[2], 3 * s[2], (double *)in[0], (double *)in[1], (double *)in[2],
+               (double *)in[3], NULL};
+    hg_ref(&c, out[0]);
+}
+static void ref_hgru2(const int *s, const double *const *in, double *const *out) {
+    H2Ctx c = {s[0], s[1], s[2], s[3], 3 * s[2], (double *)in[0], (double *)in[1], NULL};
+    h2_naive(&c, out[0]);
+}
+/* scan: s = {B, N, D, variant}, variant = 16 complex + 8 shared decay + dirs */
+static int scan_w(const int *s) { return (s[3] & 16 ? 2 : 1) * s[2]; }
+static void ref_scan(const int *s, const double *const *in, double *const *out) {
+    ScanCtx c = {s[0], s[1], s[2], !!(s[3] & 16), s[3] & 3, s[3] & 8 ? 0 : scan_w(s), scan_w(s),
+                 (double *)in[0], (double *)in[1], NULL};
+    scan_ref(&c, out[0]);
+}
+/* mingate: s = {M, E, kind} */
+static void ref_mingate(const int *s, const double *const *in, double *const *out) {
+    const int k = s[2] == MINGATE_LSTM ? 3 : 2;
+    GateCtx c = {s[0], s[1], k * s[1], s[2] == MINGATE_LSTM, (double *)in[0], NULL, NULL};
+    gate_ref(&c, out[0], out[1]);
+}
+static void ref_xent(const int *s, const double *const *in, double *const *out) {
+    XentCtx c = {s[0], s[1], (double *)in[0], (double *)in[1], 1.0};
+    xent_ref(&c, out[0], out[1]);
+}
+
+static void sz_hgru1(const int *s, size_t *i, size_t *o) {
+    const size_t M = (size_t)s[0] * s[1];
+    i[0] = M * 3 * s[2]; i[1] = i[2] = i[3] = s[2]; o[0] = M * 2 * s[2];
+}
+static void sz_hgru2(const int *s, size_t *i, size_t *o) {
+    const size_t M = (size_t)s[0] * s[1];
+    i[0] = M * 3 * s[2]; i[1] = s[2]; o[0] = M * s[2];
+}
+static void sz_scan(const int *s, size_t *i, size_t *o) {
+    const size_t M = (size_t)s[0] * s[1];
+    i[0] = s[3] & 8 ? (size_t)scan_w(s) : M * scan_w(s); i[1] = o[0] = M * scan_w(s);
+}
+static void sz_gate(const int *s, size_t *i, size_t *o) {
+    i[0] = (size_t)s[0] * s[1] * (s[2] == MINGATE_LSTM ? 3 : 2); o[0] = o[1] = (size_t)s[0] * s[1];
+}
+static void sz_xent(const int *s, size_t *i, size_t *o) {
+    i[0] = i[1] = o[1] = (size_t)s[0] * s[1]; o[0] = s[0];
+}
+
+static void f_hgru1(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->hgru1_fwd(bk, out[0], in[0], ACT_AT(bk, in[0], 2 * s[2]), 3 * s[2], in[1], in[2], in[3],
+                  s[0], s[1], s[2]);
+}
+static void b_hgru1(Backend *bk, const int *s, float *const *in, float *const *out,
+                    float *const *dout, float *const *din) {
+    (void)out;
+    bk->hgru1_bwd(bk, din[0], ACT_AT(bk, din[0], 2 * s[2]), din[1], din[2], din[3], dout[0], in[0],
+                  ACT_AT(bk, in[0], 2 * s[2]), 3 * s[2], in[1], in[2], in[3], s[0], s[1], s[2]);
+}
+static void f_hgru2(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->hgru2_fwd(bk, out[0], in[0], 3 * s[2], in[1], s[0], s[1], s[2], s[3]);
+}
+static void b_hgru2(Backend *bk, const int *s, float *const *in, float *const *out,
+                    float *const *dout, float *const *din) {
+    (void)out;
+    bk->hgru2_bwd(bk, din[0], din[1], dout[0], in[0], 3 * s[2], in[1], s[0], s[1], s[2], s[3]);
+}
+static void f_scan(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->scan_fwd(bk, out[0], in[0], s[3] & 8 ? 0 : scan_w(s), in[1], scan_w(s), s[0], s[1], s[2],
+                 !!(s[3] & 16), s[3] & 3);
+}
+static void b_scan(Backend *bk, const int *s, float *const *in, float *const *out,
+                   float *const *dout, float *const *din) {
+    (void)out;
+    bk->scan_bwd(bk, din[1], din[0], dout[0], in[0], s[3] & 8 ? 0 : scan_w(s), in[1], scan_w(s),
+                 s[0], s[1], s[2], !!(s[3] & 16), s[3] & 3);
+}
+static void f_gate(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->mingate_fwd(bk, out[0], out[1], in[0], (s[2] == MINGATE_LSTM ? 3 : 2) * s[1], s[0], s[1],
+                    s[2]);
+}
+static void b_gate(Backend *bk, const int *s, float *const *in, float *const *out,
+                   float *const *dout, float *const *din) {
+    (void)out;
+    bk->mingate_bwd(bk, din[0], dout[0], dout[1], in[0], (s[2] == MINGATE_LSTM ? 3 : 2) * s[1],
+                    s[0], s[1], s[2]);
+}
+/* xent_bwd's dlogits is the gradient of dloss * sum_b loss[b]: the table
+ * gives this row a uniform dout (UNIFORM_DOUT) and targets that sum to 1 */
+#define UNIFORM_DOUT 0.625f
+static void f_xent(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->xent_fwd(bk, out[0], out[1], in[0], in[1], s[0], s[1]);
+}
+static void b_xent(Backend *bk, const int *s, float *const *in, float *const *out,
+                   float *const *dout, float *const *din) {
+    (void)dout;
+    bk->xent_bwd(bk, din[0], out[1], in[1], UNIFORM_DOUT, s[0], s[1]);
+}
+/* soft targets: each row a softmax of its random values (label smoothing
+ * and mixup give such rows) */
+static void prep_xent(const int *s, float *const *hin) {
+    for (int b = 0; b < s[0]; b++) {
+        float *t = hin[1] + (size_t)b * s[1];
+        double z = 0;
+        for (int k = 0; k < s[1]; k++) z += exp(t[k]);
+        for (int k = 0; k < s[1]; k++) t[k] = (float)(exp(t[k]) / z);
+    }
+}
+
 /* fp32 tolerances: the CPU ops' own rounding against double; bf16: inputs
  * already rounded, so the output's own rounding (2^-8) and the gradients'
  * bf16 intermediates. */
 static const OpCase OPS[] = {
     {"layernorm", {{7, 13}, {9, 37}, {3, 1}}, 3, 3, 1, sz_norm, 6, 6, 7,
-     {0.7f, 1, 0}, {2, 0.5f, 0.5f}, ref_layernorm, f_layernorm, b_layernorm, 1e-5, 1e-4, 1e-2, 3e-2},
+     {0.7f, 1, 0}, {2, 0.5f, 0.5f}, ref_layernorm, f_layernorm, b_layernorm, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0},
     {"ln_gate", {{7, 13}, {5, 32}}, 4, 3, 1, sz_norm, 6, 6, 15,
-     {0.7f, 1, 0, 0}, {2, 0.5f, 0.5f, 1.5f}, ref_ln_gate, f_ln_gate, b_ln_gate, 1e-5, 1e-4, 1e-2, 3e-2},
+     {0.7f, 1, 0, 0}, {2, 0.5f, 0.5f, 1.5f}, ref_ln_gate, f_ln_gate, b_ln_gate, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0},
     {"rmsnorm", {{7, 13}, {5, 64}}, 1, 2, 1, sz_mc2, 0, 2, 1,
-     {0}, {1.5f}, ref_rmsnorm, f_rmsnorm, b_rmsnorm, 1e-5, 1e-4, 1e-2, 3e-2},
+     {0}, {1.5f}, ref_rmsnorm, f_rmsnorm, b_rmsnorm, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0},
     {"silu_mul", {{7, 13}, {4, 100}}, 2, 1, 1, sz_mc2, 0, 0, 3,
-     {0, 0}, {2, 1}, ref_silu_mul, f_silu_mul, b_silu_mul, 1e-6, 1e-5, 1e-2, 2e-2},
+     {0, 0}, {2, 1}, ref_silu_mul, f_silu_mul, b_silu_mul, 1e-6, 1e-5, 1e-2, 2e-2, NULL, 0},
     {"lower_bounds", {{4, 7}, {12, 33}}, 1, 1, 1, sz_lb, 1, 1, 1,
-     {0}, {1}, ref_lower_bounds, f_lb, b_lb, 1e-6, 1e-5, 1e-6, 1e-5},
+     {0}, {1}, ref_lower_bounds, f_lb, b_lb, 1e-6, 1e-5, 1e-6, 1e-5, NULL, 0},
     {"meanpool", {{2, 5, 7}, {3, 49, 16}}, 1, 1, 1, sz_pool, 0, 0, 1,
-     {0}, {1}, ref_meanpool, f_pool, b_pool, 1e-6, 1e-5, 1e-2, 1e-2},
+     {0}, {1}, ref_meanpool, f_pool, b_pool, 1e-6, 1e-5, 1e-2, 1e-2, NULL, 0},
     {"residual", {{3, 17}, {4, 200}}, 3, 1, 1, sz_res, 4, 0, 3,
-     {0, 0, 1}, {1, 1, 0.5f}, ref_residual, f_res, b_res, 1e-6, 1e-5, 1e-2, 1e-2},
+     {0, 0, 1}, {1, 1, 0.5f}, ref_residual, f_res, b_res, 1e-6, 1e-5, 1e-2, 1e-2, NULL, 0},
     {"diag", {{7, 13}, {33, 64}}, 2, 1, 1, sz_diag, 2, 0, 3,
-     {0, 0}, {1, 1}, ref_diag, f_diag, b_diag, 1e-6, 1e-5, 1e-2, 2e-2},
+     {0, 0}, {1, 1}, ref_diag, f_diag, b_diag, 1e-6, 1e-5, 1e-2, 2e-2, NULL, 0},
     {"matmul", {{7, 13, 5}, {33, 64, 48}}, 3, 1, 1, sz_mm, 6, 0, 7,
-     {0, 0, 0}, {1, 0.3f, 1}, ref_matmul, f_mm, b_mm, 1e-5, 1e-4, 2e-2, 3e-2},
+     {0, 0, 0}, {1, 0.3f, 1}, ref_matmul, f_mm, b_mm, 1e-5, 1e-4, 2e-2, 3e-2, NULL, 0},
     {"lru_params", {{5, 3}, {32, 16}}, 3, 2, 2, sz_lru, 7, 3, 7,
-     {-1, 0, 0}, {1, 1, 1}, ref_lru_params, f_lru, b_lru, 1e-6, 1e-5, 1e-6, 1e-5},
+     {-1, 0, 0}, {1, 1, 1}, ref_lru_params, f_lru, b_lru, 1e-6, 1e-5, 1e-6, 1e-5, NULL, 0},
+    {"hgru1", {{2, 9, 8}, {1, 37, 16}}, 4, 1, 1, sz_hgru1, 14, 0, 15,
+     {0, 0, 0, 0.4f}, {1.5f, 1, 1, 0.15f}, ref_hgru1, f_hgru1, b_hgru1, 1e-5, 1e-4, 3e-2, 5e-2, NULL, 0},
+    {"hgru2", {{2, 9, 32, 16}, {1, 20, 16, 8}, {3, 5, 6, 2}}, 2, 1, 1, sz_hgru2, 2, 0, 3,
+     {0, 0.4f}, {1.5f, 0.15f}, ref_hgru2, f_hgru2, b_hgru2, 1e-5, 1e-4, 3e-2, 5e-2, NULL, 0},
+    /* scan variants: real per-token both ways; complex shared decay forward;
+     * complex per-token reverse */
+    {"scan", {{2, 9, 5, SCAN_BOTH}, {2, 7, 4, 16 + 8 + SCAN_FORWARD}, {1, 11, 3, 16 + SCAN_REVERSE}},
+     2, 1, 1, sz_scan, 1, 0, 3, {0.5f, 0}, {0.2f, 1}, ref_scan, f_scan, b_scan, 1e-5, 1e-4, 1e-2,
+     3e-2, NULL, 0},
+    {"mingate", {{7, 13, MINGATE_GRU}, {5, 16, MINGATE_LSTM}}, 1, 2, 2, sz_gate, 0, 1, 1,
+     {0}, {2}, ref_mingate, f_gate, b_gate, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0},
+    {"xent", {{4, 10}, {3, 1000}}, 2, 2, 1, sz_xent, 2, 3, 1, {0, 0}, {2, 1}, ref_xent, f_xent,
+     b_xent, 1e-5, 1e-4, 1e-2, 2e-2, prep_xent, 1},
 };
 #define NOPS ((int)(sizeof OPS / sizeof OPS[0]))
 
@@ -290,13 +412,15 @@ static int run_case(Backend *bk, const OpCase *op, const int *s, uint64_t seed) 
     LossCtx c = {op, s, {0}, {0}, {0}};
     for (int k = 0; k < op->nout; k++) c.out_n[k] = out_n[k];
     for (int i = 0; i < op->nin; i++) {
-        const int f32 = op->in_f32 >> i & 1;
         hin[i] = TU_NEW(float, in_n[i] ? in_n[i] : 1);
         tu_fill_normal(&r, hin[i], in_n[i], op->sd[i]);
-        for (size_t j = 0; j < in_n[i]; j++) {
-            hin[i][j] += op->mean[i];
-            if (bf && !f32) hin[i][j] = from_bf16(to_bf16(hin[i][j]));   /* what the device sees */
-        }
+        for (size_t j = 0; j < in_n[i]; j++) hin[i][j] += op->mean[i];
+    }
+    if (op->prep) op->prep(s, hin);
+    for (int i = 0; i < op->nin; i++) {
+        const int f32 = op->in_f32 >> i & 1;
+        if (bf && !f32)   /* what the device sees */
+            for (size_t j = 0; j < in_n[i]; j++) hin[i][j] = from_bf16(to_bf16(hin[i][j]));
         in_d[i] = dev_new(bk, in_n[i], f32);
         dev_set(bk, in_d[i], hin[i], in_n[i], f32);
         c.in[i] = tu_to_double(hin[i], in_n[i]);
@@ -324,6 +448,8 @@ static int run_case(Backend *bk, const OpCase *op, const int *s, uint64_t seed) 
             const int f32 = op->out_f32 >> k & 1;
             hwt[k] = TU_NEW(float, out_n[k] ? out_n[k] : 1);
             tu_fill_normal(&r, hwt[k], out_n[k], 1.0f);
+            if (op->uniform_dout)
+                for (size_t j = 0; j < out_n[k]; j++) hwt[k][j] = UNIFORM_DOUT;
             if (bf && !f32)
                 for (size_t j = 0; j < out_n[k]; j++) hwt[k][j] = from_bf16(to_bf16(hwt[k][j]));
             dout_d[k] = dev_new(bk, out_n[k], f32);

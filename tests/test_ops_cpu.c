@@ -27,9 +27,7 @@
 #define FD_H 1e-5
 
 #include "cpu_fixture.h"
-
-static double dsig(double x) { return 1.0 / (1.0 + exp(-x)); }
-static double dsilu(double x) { return x * dsig(x); }
+#include "ops_ref.h"
 
 /* got - pre (a += result) against ref, relative to max |ref|. */
 static void check_accum(const char *what, const float *got, const float *pre, const double *ref,
@@ -487,40 +485,6 @@ static void test_silu_mul(void **state) {
 
 /* -------------------------------------------------------------- HGRU1 scan */
 
-typedef struct {
-    int B, N, D, ld;
-    double *x;           /* [B*N, ld]: xc in columns [0, 2D), xl in [2D, 3D) */
-    double *tf, *tr, *be, *wt;
-} HgCtx;
-
-static void hg_ref(const HgCtx *c, double *out) {
-    int B = c->B, N = c->N, D = c->D, ld = c->ld;
-    double complex *H = TU_NEW(double complex, N);
-    for (int b = 0; b < B; b++)
-        for (int j = 0; j < D; j++) {
-            double complex ef = cexp(I * c->tf[j]), er = cexp(I * c->tr[j]);
-            double complex h = 0;
-            for (int t = 0; t < N; t++) {
-                const double *row = c->x + ((size_t)b * N + t) * ld;
-                double complex cc = dsilu(row[2 * j]) + I * dsilu(row[2 * j + 1]);
-                double lam = c->be[j] + (1 - c->be[j]) * dsig(row[2 * D + j]);
-                h = lam * ef * h + (1 - lam) * cc;
-                H[t] = h;
-            }
-            double complex rr = 0;
-            for (int t = N - 1; t >= 0; t--) {
-                const double *row = c->x + ((size_t)b * N + t) * ld;
-                double complex cc = dsilu(row[2 * j]) + I * dsilu(row[2 * j + 1]);
-                double lam = c->be[j] + (1 - c->be[j]) * dsig(row[2 * D + j]);
-                rr = lam * er * rr + (1 - lam) * cc;
-                size_t o = ((size_t)b * N + t) * 2 * D;
-                out[o + j] = creal(H[t] + rr);
-                out[o + D + j] = cimag(H[t] + rr);
-            }
-        }
-    free(H);
-}
-
 static double hg_loss(void *p) {
     HgCtx *c = p;
     size_t n = (size_t)c->B * c->N * 2 * c->D;
@@ -599,52 +563,6 @@ static void test_hgru1(void **state) {
 }
 
 /* ------------------------------------------------------------------ HGRU2 */
-
-/* Naive double HGRU2: explicit e x e states, forward then reverse, straight
- * from DESIGN.md section 4 (x: [M, ld], v | q | f in the first 3D columns). */
-typedef struct {
-    int B, N, D, e, ld;
-    double *x, *be, *wt;
-} H2Ctx;
-
-static void h2_naive(const H2Ctx *c, double *out) {
-    int B = c->B, N = c->N, D = c->D, e = c->e, ld = c->ld, H = D / e;
-    double *Sf = TU_NEW(double, (size_t)N * e * e), *Rr = TU_NEW(double, (size_t)e * e);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            double *S = TU_NEW(double, (size_t)e * e);
-            memset(S, 0, (size_t)e * e * sizeof(double));
-            memset(Rr, 0, (size_t)e * e * sizeof(double));
-            for (int t = 0; t < N; t++) {
-                const double *row = c->x + ((size_t)b * N + t) * ld;
-                for (int i = 0; i < e; i++) {
-                    int ci = h * e + i;
-                    double lam = c->be[ci] + (1 - c->be[ci]) * dsig(row[2 * D + ci]);
-                    for (int j = 0; j < e; j++)
-                        S[i * e + j] = lam * S[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
-                }
-                memcpy(Sf + (size_t)t * e * e, S, (size_t)e * e * sizeof(double));
-            }
-            for (int t = N - 1; t >= 0; t--) {
-                const double *row = c->x + ((size_t)b * N + t) * ld;
-                for (int i = 0; i < e; i++) {
-                    int ci = h * e + i;
-                    double lam = c->be[ci] + (1 - c->be[ci]) * dsig(row[2 * D + ci]);
-                    for (int j = 0; j < e; j++)
-                        Rr[i * e + j] = lam * Rr[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
-                }
-                for (int j = 0; j < e; j++) {
-                    double o = 0;
-                    for (int i = 0; i < e; i++)
-                        o += dsig(row[D + h * e + i]) * (Sf[(size_t)t * e * e + i * e + j] + Rr[i * e + j]);
-                    out[((size_t)b * N + t) * D + h * e + j] = o;
-                }
-            }
-            free(S);
-        }
-    free(Sf);
-    free(Rr);
-}
 
 static double h2_loss(void *p) {
     H2Ctx *c = p;
@@ -781,56 +699,6 @@ static void test_hgru2_determinism(void **state) {
 }
 
 /* ------------------------------------------------------ linear recurrence */
-
-typedef struct {
-    int B, N, D, cplx, dirs, lda, ldx;
-    double *a;    /* [B*N, lda], or one row of W values when lda == 0 */
-    double *x;    /* [B*N, ldx] */
-    double *wt;   /* [B*N, W]: the loss weights, dL/dout */
-} ScanCtx;
-
-static int scan_width(const ScanCtx *c) { return c->cplx ? 2 * c->D : c->D; }
-
-/* Channel j of row `row` of a [.., ld] array (ld 0: the one shared row). */
-static double complex scan_get(const double *p, int ld, size_t row, int j, int cplx) {
-    const double *q = p + row * (size_t)ld;
-    return cplx ? q[2 * j] + I * q[2 * j + 1] : q[j];
-}
-
-/* One direction of channel j of image b, naively in double complex:
- * s[t] = a_t s[prev] + x_t along the direction (prev = t-1, or t+1 when rev). */
-static void scan_dir_states(const ScanCtx *c, int b, int j, int rev, double complex *s) {
-    double complex h = 0;
-    for (int i = 0; i < c->N; i++) {
-        int t = rev ? c->N - 1 - i : i;
-        size_t row = (size_t)b * c->N + t;
-        h = scan_get(c->a, c->lda, row, j, c->cplx) * h + scan_get(c->x, c->ldx, row, j, c->cplx);
-        s[t] = h;
-    }
-}
-
-static void scan_ref(const ScanCtx *c, double *out) {
-    int W = scan_width(c);
-    double complex *h = TU_NEW(double complex, c->N), *r = TU_NEW(double complex, c->N);
-    for (int b = 0; b < c->B; b++)
-        for (int j = 0; j < c->D; j++) {
-            scan_dir_states(c, b, j, 0, h);
-            scan_dir_states(c, b, j, 1, r);
-            for (int t = 0; t < c->N; t++) {
-                double complex o = (c->dirs & SCAN_FORWARD ? h[t] : 0) +
-                                   (c->dirs & SCAN_REVERSE ? r[t] : 0);
-                double *po = out + ((size_t)b * c->N + t) * W;
-                if (c->cplx) {
-                    po[2 * j] = creal(o);
-                    po[2 * j + 1] = cimag(o);
-                } else {
-                    po[j] = creal(o);
-                }
-            }
-        }
-    free(h);
-    free(r);
-}
 
 static double scan_loss(void *p) {
     ScanCtx *c = p;
@@ -1189,30 +1057,6 @@ static void test_scan_long_decay(void **state) {
 }
 
 /* --------------------------------------- the scan mixers' element-wise ops */
-
-/* mingate: p [M, ld] holds parts of E columns ([z | h] or [f | i | h]); the
- * reference is the papers' form in double (1 - sigmoid(z), f / (f + i)). */
-typedef struct {
-    int M, E, ld, lstm;
-    double *p, *wa, *wx;   /* p [M, ld]; loss weights of a and x, [M, E] each */
-} GateCtx;
-
-static void gate_ref(const GateCtx *c, double *a, double *x) {
-    for (int m = 0; m < c->M; m++)
-        for (int j = 0; j < c->E; j++) {
-            const double *pr = c->p + (size_t)m * c->ld;
-            size_t o = (size_t)m * c->E + j;
-            if (!c->lstm) {
-                double z = dsig(pr[j]);
-                a[o] = 1 - z;
-                x[o] = z * pr[c->E + j];
-            } else {
-                double f = dsig(pr[j]), i = dsig(pr[c->E + j]);
-                a[o] = f / (f + i);
-                x[o] = i / (f + i) * pr[2 * c->E + j];
-            }
-        }
-}
 
 static double gate_loss(void *p) {
     GateCtx *c = p;
@@ -1939,28 +1783,6 @@ static void test_residual(void **state) {
 }
 
 /* -------------------------------------------------------------------- loss */
-
-typedef struct {
-    int B, C;
-    double *z, *t, dloss;
-} XentCtx;
-
-static void xent_ref(const XentCtx *c, double *loss, double *probs) {
-    for (int b = 0; b < c->B; b++) {
-        const double *z = c->z + (size_t)b * c->C, *t = c->t + (size_t)b * c->C;
-        double mx = z[0];
-        for (int k = 1; k < c->C; k++) mx = fmax(mx, z[k]);
-        double s = 0;
-        for (int k = 0; k < c->C; k++) s += exp(z[k] - mx);
-        double l = 0;
-        for (int k = 0; k < c->C; k++) {
-            double lp = z[k] - mx - log(s);
-            l -= t[k] * lp;
-            if (probs) probs[(size_t)b * c->C + k] = exp(lp);
-        }
-        loss[b] = l;
-    }
-}
 
 static double xent_loss(void *p) {
     XentCtx *c = p;
