@@ -3,7 +3,7 @@
  * shape s[] (the op's own dims, in the order of the op's arguments), its
  * inputs in[] and writes its outputs out[], all dense row-major doubles.
  * The op tests' own references follow: the HGRU1, HGRU2 and linear scans,
- * the min gates and the cross-entropy, on their context structs (the table's
+ * the min gates, the cross-entropy and patchify, on their context structs (the table's
  * adapters in test_backend_ops.c call them too). Header-only (static
  * functions; include after <cmocka.h> when using test_util.h's asserts). */
 #ifndef HGRN_OPS_REF_H
@@ -312,6 +312,25 @@ static inline void xent_ref(const XentCtx *c, double *loss, double *probs) {
         }
         loss[b] = l;
     }
+}
+
+typedef struct {
+    int B, C, H, W, p;
+    double *img, *wt;
+} PatchCtx;
+
+/* Written image-side (scatter), unlike the op, so the index maps differ. */
+static inline void patch_ref(const PatchCtx *c, double *out) {
+    int Hp = c->H / c->p, Wp = c->W / c->p, F = c->p * c->p * c->C;
+    for (int b = 0; b < c->B; b++)
+        for (int ch = 0; ch < c->C; ch++)
+            for (int y = 0; y < Hp * c->p; y++)
+                for (int x = 0; x < Wp * c->p; x++) {
+                    int tok = (y / c->p) * Wp + x / c->p;
+                    int f = ((y % c->p) * c->p + x % c->p) * c->C + ch;
+                    out[((size_t)b * Hp * Wp + tok) * F + f] =
+                        c->img[(((size_t)b * c->C + ch) * c->H + y) * c->W + x];
+                }
 }
 
 #endif

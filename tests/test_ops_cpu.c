@@ -1485,25 +1485,6 @@ static void test_normalize_u8(void **state) {
     free(img); free(out); free(ref);
 }
 
-typedef struct {
-    int B, C, H, W, p;
-    double *img, *wt;
-} PatchCtx;
-
-/* Written image-side (scatter), unlike the op, so the index maps differ. */
-static void patch_ref(const PatchCtx *c, double *out) {
-    int Hp = c->H / c->p, Wp = c->W / c->p, F = c->p * c->p * c->C;
-    for (int b = 0; b < c->B; b++)
-        for (int ch = 0; ch < c->C; ch++)
-            for (int y = 0; y < Hp * c->p; y++)
-                for (int x = 0; x < Wp * c->p; x++) {
-                    int tok = (y / c->p) * Wp + x / c->p;
-                    int f = ((y % c->p) * c->p + x % c->p) * c->C + ch;
-                    out[((size_t)b * Hp * Wp + tok) * F + f] =
-                        c->img[(((size_t)b * c->C + ch) * c->H + y) * c->W + x];
-                }
-}
-
 static double patch_loss(void *p) {
     PatchCtx *c = p;
     size_t n = (size_t)c->B * (c->H / c->p) * (c->W / c->p) * c->p * c->p * c->C;
