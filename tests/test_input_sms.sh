@@ -57,6 +57,6 @@ run split "8 SMs for the input pipeline" HGRN_X=1 -- train --config "$tmp/p.cfg"
   --data.decode gpu --data.input_sms 8
 run fallback "no SM split (HGRN_NO_GREEN_CONTEXTS is set)" HGRN_NO_GREEN_CONTEXTS=1 -- train --config "$tmp/p.cfg" \
   --out "$tmp/run" --device cuda --data.decode gpu --data.input_sms auto
-run bench "SMs for training" HGRN_X=1 -- bench --config "$tmp/p.cfg" --device cuda --steps 5 --data.input_sms 8
+run bench "for training (green contexts)" HGRN_X=1 -- bench --config "$tmp/p.cfg" --device cuda --steps 5 --data.input_sms 8
 [ $fails -eq 0 ] && echo "all passed"
 [ $fails -eq 0 ]
