@@ -55,8 +55,8 @@ static void test_missing_op_named(void **s) {
  * against central differences of the reference's loss sum(dout * out) over
  * the first nloss outputs. Inputs are random normals (mean, sd per input);
  * bf16 rows round the activation inputs first, so the reference sees what
- * the backend sees. Gradients that ACCUMULATE start from zero here; the
- * overwrite/accumulate semantics are the hand-written tests' business. */
+ * the backend sees. Gradients that ACCUMULATE start from random values
+ * (got - before is checked), gradients that overwrite from garbage. */
 #define MAXT 6
 typedef void (*RefFn)(const int *s, const double *const *in, double *const *out);
 typedef void (*FwdFn)(Backend *, const int *s, float *const *in, float *const *out);
@@ -80,6 +80,13 @@ typedef struct {
     void (*prep)(const int *s, float *const *hin);   /* NULL, or fixes the random inputs up */
     int uniform_dout;          /* the backward takes one scalar dout (UNIFORM_DOUT) */
     unsigned in_u8;            /* bit i: input i is uint8 (random 0..255), no gradient */
+    /* bit i: input i's gradient ACCUMULATES (checked as got - what was there);
+     * otherwise it overwrites (checked over a buffer of garbage), unless
+     * grad_zero's bit i says it does either (the scan's da: shared decays
+     * accumulate, per-token ones overwrite), then it starts from zero */
+    unsigned grad_acc, grad_zero;
+    int out_zero;              /* the forward adds into its output: it starts from zero
+                                * (otherwise outputs start as garbage they must replace) */
 } OpCase;
 
 /* ---- sizes ---- */
@@ -518,89 +525,89 @@ static void b_lnr(Backend *bk, const int *s, float *const *in, float *const *out
 static const OpCase OPS[] = {
     {"layernorm", "layernorm_fwd layernorm_bwd",
      {{7, 13}, {9, 37}, {3, 1}}, 3, 3, 1, sz_norm, 6, 6, 7,
-     {0.7f, 1, 0}, {2, 0.5f, 0.5f}, ref_layernorm, f_layernorm, b_layernorm, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0},
+     {0.7f, 1, 0}, {2, 0.5f, 0.5f}, ref_layernorm, f_layernorm, b_layernorm, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0, 7, 0, 0},
     {"ln_gate", "ln_gate_fwd ln_gate_bwd",
      {{7, 13}, {5, 32}}, 4, 3, 1, sz_norm, 6, 6, 15,
-     {0.7f, 1, 0, 0}, {2, 0.5f, 0.5f, 1.5f}, ref_ln_gate, f_ln_gate, b_ln_gate, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0},
+     {0.7f, 1, 0, 0}, {2, 0.5f, 0.5f, 1.5f}, ref_ln_gate, f_ln_gate, b_ln_gate, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0, 6, 0, 0},
     {"rmsnorm", "rmsnorm_fwd rmsnorm_bwd",
-     {{7, 13}, {5, 64}}, 1, 2, 1, sz_mc2, 0, 2, 1,
-     {0}, {1.5f}, ref_rmsnorm, f_rmsnorm, b_rmsnorm, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0},
+     {{7, 13}, {5, 64}, {33, 191}}, 1, 2, 1, sz_mc2, 0, 2, 1,
+     {0}, {1.5f}, ref_rmsnorm, f_rmsnorm, b_rmsnorm, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0, 0, 0, 0},
     {"silu_mul", "silu_mul_fwd silu_mul_bwd",
      {{7, 13}, {4, 100}}, 2, 1, 1, sz_mc2, 0, 0, 3,
-     {0, 0}, {2, 1}, ref_silu_mul, f_silu_mul, b_silu_mul, 1e-6, 1e-5, 1e-2, 2e-2, NULL, 0, 0},
+     {0, 0}, {2, 1}, ref_silu_mul, f_silu_mul, b_silu_mul, 1e-6, 1e-5, 1e-2, 2e-2, NULL, 0, 0, 0, 0, 0},
     {"lower_bounds", "lower_bounds_fwd lower_bounds_bwd",
      {{4, 7}, {12, 33}}, 1, 1, 1, sz_lb, 1, 1, 1,
-     {0}, {1}, ref_lower_bounds, f_lb, b_lb, 1e-6, 1e-5, 1e-6, 1e-5, NULL, 0, 0},
+     {0}, {1}, ref_lower_bounds, f_lb, b_lb, 1e-6, 1e-5, 1e-6, 1e-5, NULL, 0, 0, 1, 0, 0},
     {"meanpool", "meanpool_fwd meanpool_bwd",
-     {{2, 5, 7}, {3, 49, 16}}, 1, 1, 1, sz_pool, 0, 0, 1,
-     {0}, {1}, ref_meanpool, f_pool, b_pool, 1e-6, 1e-5, 1e-2, 1e-2, NULL, 0, 0},
+     {{2, 5, 7}, {3, 7, 13}, {3, 49, 37}}, 1, 1, 1, sz_pool, 0, 0, 1,
+     {0}, {1}, ref_meanpool, f_pool, b_pool, 1e-6, 1e-5, 1e-2, 1e-2, NULL, 0, 0, 0, 0, 0},
     {"residual", "residual_fwd residual_bwd",
      {{3, 17}, {4, 200}}, 3, 1, 1, sz_res, 4, 0, 3,
-     {0, 0, 1}, {1, 1, 0.5f}, ref_residual, f_res, b_res, 1e-6, 1e-5, 1e-2, 1e-2, NULL, 0, 0},
+     {0, 0, 1}, {1, 1, 0.5f}, ref_residual, f_res, b_res, 1e-6, 1e-5, 1e-2, 1e-2, NULL, 0, 0, 0, 0, 0},
     {"diag", "diag_fwd diag_bwd",
      {{7, 13}, {33, 64}}, 2, 1, 1, sz_diag, 2, 0, 3,
-     {0, 0}, {1, 1}, ref_diag, f_diag, b_diag, 1e-6, 1e-5, 1e-2, 2e-2, NULL, 0, 0},
+     {0, 0}, {1, 1}, ref_diag, f_diag, b_diag, 1e-6, 1e-5, 1e-2, 2e-2, NULL, 0, 0, 3, 0, 1},
     {"matmul", "matmul_fwd matmul_bwd",
      {{7, 13, 5}, {33, 64, 48}}, 3, 1, 1, sz_mm, 6, 0, 7,
-     {0, 0, 0}, {1, 0.3f, 1}, ref_matmul, f_mm, b_mm, 1e-5, 1e-4, 2e-2, 3e-2, NULL, 0, 0},
+     {0, 0, 0}, {1, 0.3f, 1}, ref_matmul, f_mm, b_mm, 1e-5, 1e-4, 2e-2, 3e-2, NULL, 0, 0, 6, 0, 0},
     {"lru_params", "lru_params_fwd lru_params_bwd",
      {{5, 3}, {32, 16}}, 3, 2, 2, sz_lru, 7, 3, 7,
-     {-1, 0, 0}, {1, 1, 1}, ref_lru_params, f_lru, b_lru, 1e-6, 1e-5, 1e-6, 1e-5, NULL, 0, 0},
+     {-1, 0, 0}, {1, 1, 1}, ref_lru_params, f_lru, b_lru, 1e-6, 1e-5, 1e-6, 1e-5, NULL, 0, 0, 7, 0, 0},
     {"hgru1", "hgru1_fwd hgru1_bwd",
      {{2, 9, 8}, {1, 37, 16}}, 4, 1, 1, sz_hgru1, 14, 0, 15,
-     {0, 0, 0, 0.4f}, {1.5f, 1, 1, 0.15f}, ref_hgru1, f_hgru1, b_hgru1, 1e-5, 1e-4, 3e-2, 5e-2, NULL, 0, 0},
+     {0, 0, 0, 0.4f}, {1.5f, 1, 1, 0.15f}, ref_hgru1, f_hgru1, b_hgru1, 1e-5, 1e-4, 3e-2, 5e-2, NULL, 0, 0, 14, 0, 0},
     {"hgru2", "hgru2_fwd hgru2_bwd",
      {{2, 9, 32, 16}, {1, 20, 16, 8}, {3, 5, 6, 2}}, 2, 1, 1, sz_hgru2, 2, 0, 3,
-     {0, 0.4f}, {1.5f, 0.15f}, ref_hgru2, f_hgru2, b_hgru2, 1e-5, 1e-4, 3e-2, 5e-2, NULL, 0, 0},
+     {0, 0.4f}, {1.5f, 0.15f}, ref_hgru2, f_hgru2, b_hgru2, 1e-5, 1e-4, 3e-2, 5e-2, NULL, 0, 0, 2, 0, 0},
     /* scan variants: real per-token both ways; complex shared decay forward;
      * complex per-token reverse */
     {"scan", "scan_fwd scan_bwd",
      {{2, 9, 5, SCAN_BOTH}, {2, 7, 4, 16 + 8 + SCAN_FORWARD}, {1, 11, 3, 16 + SCAN_REVERSE}},
      2, 1, 1, sz_scan, 1, 0, 3, {0.5f, 0}, {0.2f, 1}, ref_scan, f_scan, b_scan, 1e-5, 1e-4, 1e-2,
-     3e-2, NULL, 0, 0},
+     3e-2, NULL, 0, 0, 0, 1, 0},
     {"mingate", "mingate_fwd mingate_bwd",
      {{7, 13, MINGATE_GRU}, {5, 16, MINGATE_LSTM}}, 1, 2, 2, sz_gate, 0, 1, 1,
-     {0}, {2}, ref_mingate, f_gate, b_gate, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0},
+     {0}, {2}, ref_mingate, f_gate, b_gate, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0, 0, 0, 0},
     {"xent", "xent_fwd xent_bwd",
      {{4, 10}, {3, 1000}}, 2, 2, 1, sz_xent, 2, 3, 1, {0, 0}, {2, 1}, ref_xent, f_xent,
-     b_xent, 1e-5, 1e-4, 1e-2, 2e-2, prep_xent, 1, 0},
+     b_xent, 1e-5, 1e-4, 1e-2, 2e-2, prep_xent, 1, 0, 0, 0, 0},
     {"batchnorm", "batchnorm_fwd batchnorm_bwd",
      {{7, 13}, {64, 5}, {1, 3}}, 5, 5, 1, sz_bn, 30, 30, 7, {0.7f, 1, 0, 0, 0},
-     {2, 0.5f, 0.5f, 1, 1}, ref_bn, f_bn, b_bn, 1e-5, 1e-4, 1e-2, 3e-2, prep_bn, 0, 0},
+     {2, 0.5f, 0.5f, 1, 1}, ref_bn, f_bn, b_bn, 1e-5, 1e-4, 1e-2, 3e-2, prep_bn, 0, 0, 7, 0, 0},
     {"grid_transpose", "grid_transpose",
      {{2, 3, 5, 4}, {1, 7, 2, 9}}, 1, 1, 1, sz_grid, 0, 0, 1, {0}, {1}, ref_grid,
-     f_grid, b_grid, 0, 1e-9, 0, 1e-9, NULL, 0, 0},
+     f_grid, b_grid, 0, 1e-9, 0, 1e-9, NULL, 0, 0, 0, 0, 0},
     {"patchify", "patchify_fwd patchify_bwd",
      {{2, 3, 8, 8, 4}, {1, 2, 9, 7, 2}}, 1, 1, 1, sz_patch, 0, 0, 1, {0}, {1},
-     ref_patch, f_patch, b_patch, 0, 1e-9, 0, 1e-9, NULL, 0, 0},
+     ref_patch, f_patch, b_patch, 0, 1e-9, 0, 1e-9, NULL, 0, 0, 0, 0, 0},
     {"normalize_u8", "normalize_u8",
      {{2, 3, 5, 7}}, 1, 1, 0, sz_grid, 0, 0, 0, {0}, {0}, ref_norm_u8, f_norm_u8,
-     NULL, 1e-6, 0, 1e-2, 0, NULL, 0, 1},
+     NULL, 1e-6, 0, 1e-2, 0, NULL, 0, 1, 0, 0, 0},
     {"patchify_u8", "patchify_u8",
      {{2, 3, 8, 8, 4}, {1, 3, 9, 7, 2}}, 1, 1, 0, sz_patch, 0, 0, 0, {0}, {0},
-     ref_patch_u8, f_patch_u8, NULL, 1e-6, 0, 1e-2, 0, NULL, 0, 1},
+     ref_patch_u8, f_patch_u8, NULL, 1e-6, 0, 1e-2, 0, NULL, 0, 1, 0, 0, 0},
     {"residual_ln", "residual_ln_fwd",
      {{2, 5, 13}, {3, 4, 32}}, 5, 4, 2, sz_rln, 28, 12, 0, {0.5f, 0, 1, 1, 0},
-     {1, 1, 0.5f, 0.5f, 0.5f}, ref_rln, f_rln, NULL, 1e-5, 0, 1e-2, 0, NULL, 0, 0},
+     {1, 1, 0.5f, 0.5f, 0.5f}, ref_rln, f_rln, NULL, 1e-5, 0, 1e-2, 0, NULL, 0, 0, 0, 0, 0},
     {"ln_residual", "ln_residual_bwd",
      {{2, 5, 13}, {3, 4, 32}}, 4, 3, 1, sz_lnr, 14, 6, 7, {0.7f, 1, 0, 1},
-     {2, 0.5f, 0.5f, 0.5f}, ref_lnr, f_lnr, b_lnr, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0},
+     {2, 0.5f, 0.5f, 0.5f}, ref_lnr, f_lnr, b_lnr, 1e-5, 1e-4, 1e-2, 3e-2, NULL, 0, 0, 7, 0, 0},
     {"sumsq", "sumsq",
      {{1}, {1037}}, 1, 1, 0, sz_sumsq, 1, 1, 0, {0}, {1}, ref_sumsq, f_sumsq, NULL, 1e-6,
-     0, 1e-6, 0, NULL, 0, 0},
+     0, 1e-6, 0, NULL, 0, 0, 0, 0, 1},
     {"scale", "scale",
      {{1037}}, 1, 1, 0, sz_same, 1, 1, 0, {0}, {1}, ref_scale, f_scale, NULL, 2e-7, 0,
-     2e-7, 0, NULL, 0, 0},
+     2e-7, 0, NULL, 0, 0, 0, 0, 0},
     {"adamw", "adamw",
      {{1037}, {5}}, 4, 3, 0, sz_adamw, 15, 7, 0, {0, 0, 0, 0}, {1, 0.1f, 0.01f, 0.01f},
-     ref_adamw, f_adamw, NULL, 1e-5, 0, 1e-5, 0, prep_adamw, 0, 0},
+     ref_adamw, f_adamw, NULL, 1e-5, 0, 1e-5, 0, prep_adamw, 0, 0, 0, 0, 0},
     /* to_device and to_host: every row's uploads and downloads */
     {"copy", "copy to_device to_host",
      {{1037}}, 1, 1, 0, sz_same, 0, 0, 0, {0}, {1}, ref_copy, f_copy, NULL, 0, 0, 0, 0, NULL,
-     0, 0},
+     0, 0, 0, 0, 0},
     {"zero", "zero",
      {{1037}}, 1, 1, 0, sz_same, 0, 0, 0, {0}, {1}, ref_zero, f_zero, NULL, 0, 0, 0, 0, NULL,
-     0, 0},
+     0, 0, 0, 0, 0},
 };
 #define NOPS ((int)(sizeof OPS / sizeof OPS[0]))
 
@@ -706,7 +713,15 @@ static int run_case(Backend *bk, const OpCase *op, const int *s, uint64_t seed) 
         }
         c.in[i] = tu_to_double(hin[i], in_n[i]);
     }
-    for (int k = 0; k < op->nout; k++) out_d[k] = dev_new(bk, out_n[k], op->out_f32 >> k & 1);
+    for (int k = 0; k < op->nout; k++) {
+        const int f32 = op->out_f32 >> k & 1;
+        out_d[k] = dev_new(bk, out_n[k], f32);
+        if (op->out_zero) continue;
+        float *g = TU_NEW(float, out_n[k] ? out_n[k] : 1);
+        tu_fill_uniform(&r, g, out_n[k], 500.0f, 1000.0f);   /* must be replaced */
+        dev_set(bk, out_d[k], g, out_n[k], f32);
+        free(g);
+    }
     op->fwd(bk, s, in_d, out_d);
     int fails = 0;
     double *ref[MAXT] = {0};
@@ -737,8 +752,21 @@ static int run_case(Backend *bk, const OpCase *op, const int *s, uint64_t seed) 
             dev_set(bk, dout_d[k], hwt[k], out_n[k], f32);
             c.wt[k] = tu_to_double(hwt[k], out_n[k]);
         }
-        for (int i = 0; i < op->nin; i++)
-            if (op->grad_in >> i & 1) din_d[i] = dev_new(bk, in_n[i], op->in_f32 >> i & 1);
+        float *pre[MAXT] = {0};
+        for (int i = 0; i < op->nin; i++) {
+            if (!(op->grad_in >> i & 1)) continue;
+            const int f32 = op->in_f32 >> i & 1;
+            din_d[i] = dev_new(bk, in_n[i], f32);
+            if (op->grad_zero >> i & 1) continue;   /* zero-filled by alloc */
+            pre[i] = TU_NEW(float, in_n[i] ? in_n[i] : 1);
+            if (op->grad_acc >> i & 1)
+                tu_fill_normal(&r, pre[i], in_n[i], 0.25f);
+            else
+                tu_fill_uniform(&r, pre[i], in_n[i], 500.0f, 1000.0f);   /* must be replaced */
+            dev_set(bk, din_d[i], pre[i], in_n[i], f32);
+            if (!(op->grad_acc >> i & 1)) { free(pre[i]); pre[i] = NULL; }
+            else dev_get(bk, pre[i], din_d[i], in_n[i], f32);   /* as stored (bf16) */
+        }
         op->bwd(bk, s, in_d, out_d, dout_d, din_d);
         for (int i = 0; i < op->nin; i++) {
             if (!(op->grad_in >> i & 1)) continue;
@@ -746,6 +774,9 @@ static int run_case(Backend *bk, const OpCase *op, const int *s, uint64_t seed) 
             tu_fd_grad(table_loss, &c, c.in[i], in_n[i], 1e-5, g);
             float *got = TU_NEW(float, in_n[i] ? in_n[i] : 1);
             dev_get(bk, got, din_d[i], in_n[i], op->in_f32 >> i & 1);
+            if (pre[i])
+                for (size_t j = 0; j < in_n[i]; j++) got[j] = (float)((double)got[j] - pre[i][j]);
+            free(pre[i]);
             double e = rel_err(got, g, in_n[i]);
             if (!(e <= gtol) || verbose())
                 print_message("%-4s %-5s %-14s [%s] grad %d: %.3g (tol %.3g)%s\n", bk->name,
