@@ -420,8 +420,9 @@ def export(ckpt, out, opts):
         g.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opts["opset"])],
                               producer_name="hgrn", producer_version=meta.get("hgrn_version", ""))
-    # an IR version every runtime that knows the opset reads (make_model takes the newest onnx has)
-    model.ir_version = 8 if opts["opset"] <= 17 else model.ir_version
+    # the oldest IR version that has the opset, which every runtime that knows the opset reads
+    # (make_model takes the newest the installed onnx has)
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
     meta_out = {"classes": meta.get("classes", ""), "hgrn_config": meta["config"], "input": opts["input"],
                 "step": meta.get("step", "")}
     helper.set_model_props(model, meta_out)
@@ -451,6 +452,26 @@ def export(ckpt, out, opts):
           f"{len(g.nodes)} nodes ({scans} Scan)")
 
 
+def other_python(argv):
+    """Run this script with another python3 (the one on the PATH, then
+    Debian's /usr/bin/python3) when this one lacks onnx: `hgrn export`
+    takes /usr/bin/python3 first, and onnx may live in another (a virtual
+    environment). Each candidate is tried once (the environment lists the
+    ones tried), so this ends."""
+    import shutil
+    tried = [t for t in os.environ.get("HGRN_EXPORT_TRIED", "").split(os.pathsep) if t]
+    here = os.path.realpath(sys.executable or "")
+    for cand in (shutil.which("python3"), "/usr/bin/python3"):
+        if not cand or cand in tried or not os.access(cand, os.X_OK) or os.path.realpath(cand) == here:
+            continue
+        os.environ["HGRN_EXPORT_TRIED"] = os.pathsep.join(tried + [cand])
+        sys.stdout.flush()
+        try:
+            os.execv(cand, [cand, os.path.abspath(__file__)] + argv)
+        except OSError:
+            tried.append(cand)
+
+
 def main(argv):
     if any(a in ("--help", "-h") for a in argv):
         print(__doc__.split("\n\n", 1)[1] if "\n\n" in __doc__ else __doc__)
@@ -466,6 +487,7 @@ def main(argv):
             import numpy  # noqa: F401
             import onnx  # noqa: F401
         except ImportError as e:
+            other_python(argv)   # returns only when there is none to try
             raise Failed(f"needs onnx and numpy ({e}; Debian: apt-get install python3-onnx, "
                          f"run with /usr/bin/python3)") from None
         export(ckpt, out, opts)

@@ -17,16 +17,18 @@
 # usage: test_onnx_export.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$(realpath "$1"); src=$2
+# the checks' python3: the first of python3 on the PATH and /usr/bin/python3
+# that has onnxruntime, else onnx's ReferenceEvaluator, else onnx alone
 py=
-for p in /usr/bin/python3 python3; do
-  if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import onnx, numpy' >/dev/null 2>&1; then py=$p; break; fi
+for want in 'import onnx, numpy, onnxruntime' 'import onnx, numpy, onnx.reference' 'import onnx, numpy'; do
+  for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c "$want" >/dev/null 2>&1; then py=$p; break 2; fi
+  done
 done
 if [ -z "$py" ]; then
   echo "no python3 with onnx (apt-get install python3-onnx): skipped"
   exit 77
 fi
-# hgrn export runs /usr/bin/python3 when it exists; the checks run the same one
-[ -x /usr/bin/python3 ] && py=/usr/bin/python3
 check="$src/tests/onnx_export_check.py"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0

@@ -5,7 +5,8 @@
  * `hgrn plot` finds its own (beside the binary's build directory, else in
  * the source tree this binary was built from) and run by /usr/bin/python3
  * when it exists (python3-onnx installs there), else python3 on the PATH;
- * it checks the arguments itself (exit 2 before any work). */
+ * a python3 without onnx hands the script to the other one. The script
+ * checks the arguments itself (exit 2 before any work). */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
