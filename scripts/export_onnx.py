@@ -19,7 +19,8 @@ symbolic dimension. The model's metadata holds the class names ("classes",
 one per line), the hgrn config ("hgrn_config") and the input kind.
 
 The graph is checked with onnx.checker.check_model(full_check=True) before
-it is written (atomically: a temporary file, then a rename).
+it is written (atomically: a temporary file, fsync, rename, fsync of the
+directory).
 
 --opset N: 17 (the default, where LayerNormalization appears) up to the
 newest the installed onnx knows.
@@ -440,6 +441,11 @@ def export(ckpt, out, opts):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, out)
+        d = os.open(os.path.dirname(os.path.abspath(out)), os.O_RDONLY)   # the rename itself made durable
+        try:
+            os.fsync(d)
+        finally:
+            os.close(d)
     except OSError as e:
         try:
             os.remove(tmp)
