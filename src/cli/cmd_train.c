@@ -4,6 +4,7 @@
  * this same command instead (src/train/launch.h). */
 #include "cli.h"
 #include "exit_codes.h"
+#include "init_from.h"
 #include "launch.h"
 #include "trainer.h"
 
@@ -18,7 +19,8 @@
 static void usage(void) {
     printf("usage: hgrn train --config FILE [--out DIR] [--data DIR] [--device cpu|cuda]\n"
            "                  [--precision bf16|fp32] [--threads N] [--resume [FILE] [--allow-changes]\n"
-           "                  | --overwrite] [--gpus N] [--section.key VALUE ...]\n\n"
+           "                  | --overwrite] [--init CKPT [--init.exclude PATTERN ...]] [--gpus N]\n"
+           "                  [--section.key VALUE ...]\n\n"
            "Trains the model of the config on its dataset in the run directory DIR (--out DIR;\n"
            "default runs/train). Writes DIR/last.safetensors (+ .state),\n"
            "DIR/best.safetensors, DIR/metrics.jsonl and DIR/config.cfg. --resume continues from the\n"
@@ -30,6 +32,14 @@ static void usage(void) {
     config_print_resume_keys(stdout, 90);
     printf("--allow-changes accepts any difference; each accepted one is printed and recorded in\n"
            "metrics.jsonl (the start record's \"changes\").\n\n"
+           "Fine-tuning: --init CKPT starts a new run from the weights of an hgrn checkpoint (an\n"
+           "official PyTorch .pth goes through scripts/pytorch/convert.py import first) with a fresh\n"
+           "optimizer and schedule (step 0, epoch 0). Tensors are matched by name; one whose shape\n"
+           "differs (the head, for another model.num_classes) or that matches an --init.exclude\n"
+           "PATTERN (a glob over tensor names, e.g. 'head.*'; repeatable) is initialised as a fresh\n"
+           "run would be, and listed. A model tensor the checkpoint lacks is an error unless excluded.\n"
+           "Another model.image_size needs nothing (there is no position table). Every checkpoint of\n"
+           "the run records the source in its metadata (hgrn_init_source; `hgrn info --ckpt`).\n\n"
            "Checkpoints: every train.ckpt_every (steps, or minutes as 30m), at each epoch end, at\n"
            "the end, and on SIGUSR1 (training goes on). SIGINT or SIGTERM finishes the step, saves,\n"
            "prints where and exits 75; a second one stops at once.\n\n"
@@ -58,6 +68,39 @@ static int take_switch(int *argc, char **argv, const char *name) {
     return found;
 }
 
+/* Remove every `name VALUE` and `name=VALUE` from argv[0 .. *argc) (--init,
+ * --init.exclude: taken before the config overrides, which they resemble),
+ * keeping the values in vals[0 .. cap). The count found, or -1 with a
+ * message (no value, or more than cap). */
+static int take_values(int *argc, char **argv, const char *name, const char **vals, int cap, char *err,
+                       size_t errlen) {
+    int n = 0, k = 0;
+    const size_t len = strlen(name);
+    for (int i = 0; i < *argc; i++) {
+        const char *v = NULL;
+        if (!strcmp(argv[i], name)) {
+            if (i + 1 >= *argc || !strncmp(argv[i + 1], "--", 2)) {
+                snprintf(err, errlen, "%s needs a value", name);
+                return -1;
+            }
+            v = argv[++i];
+        } else if (!strncmp(argv[i], name, len) && argv[i][len] == '=') {
+            v = argv[i] + len + 1;
+        } else {
+            argv[k++] = argv[i];
+            continue;
+        }
+        if (n == cap) {
+            snprintf(err, errlen, "%s: at most %d of them", name, cap);
+            return -1;
+        }
+        vals[n++] = v;
+    }
+    for (int i = k; i < *argc; i++) argv[i] = NULL;
+    *argc = k;
+    return n;
+}
+
 /* Paths no run can use, refused before any work: --out an existing
  * non-directory, data.path that does not exist or is not a directory. 0,
  * or -1 with a message. */
@@ -80,9 +123,10 @@ static int check_paths(const char *out, const Config *c, char *err, size_t errle
 }
 
 /* --gpus N: this command again as N local ranks. */
-static int run_local_ranks(int gpus, int argc, char **argv, int overwrite, int allow_changes) {
+static int run_local_ranks(int gpus, int argc, char **argv, int overwrite, int allow_changes,
+                           const char *const *init, int ninit, const char *const *exclude, int nexclude) {
     char err[1024];
-    char **child = calloc((size_t)argc + 5, sizeof *child);
+    char **child = calloc((size_t)argc + 5 + 2 * (size_t)(ninit + nexclude), sizeof *child);
     if (!child) {
         fprintf(stderr, "hgrn train: out of memory\n");
         return 1;
@@ -93,6 +137,8 @@ static int run_local_ranks(int gpus, int argc, char **argv, int overwrite, int a
     int n = argc + 2;
     if (overwrite) child[n++] = "--overwrite";
     if (allow_changes) child[n++] = "--allow-changes";
+    for (int i = 0; i < ninit; i++) child[n++] = "--init", child[n++] = (char *)init[i];
+    for (int i = 0; i < nexclude; i++) child[n++] = "--init.exclude", child[n++] = (char *)exclude[i];
     int rc = launch_local(gpus, n, child, 10, err, sizeof err);
     if (rc) fprintf(stderr, "hgrn train: %s\n", err);
     free(child);
@@ -111,6 +157,13 @@ int cmd_train(int argc, char **argv) {
     }
     const int overwrite = take_switch(&argc, argv, "--overwrite");
     const int allow_changes = take_switch(&argc, argv, "--allow-changes");
+    const char *init[2], *exclude[64];
+    const int ninit = take_values(&argc, argv, "--init", init, 1, err, sizeof err);
+    const int nexclude = ninit < 0 ? 0 : take_values(&argc, argv, "--init.exclude", exclude, 64, err, sizeof err);
+    if (ninit < 0 || nexclude < 0) {
+        fprintf(stderr, "hgrn train: %s\n", err);
+        return 2;
+    }
     Cli cli;
     if (cli_parse(&cli, argc, argv, "config device precision threads out resume data", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn train: %s\n", err);
@@ -124,6 +177,22 @@ int cmd_train(int argc, char **argv) {
         cli_free(&cli);
         return 2;
     }
+    if (ninit && cli.resume[0]) {
+        fprintf(stderr, "hgrn train: --init starts a new run from a checkpoint's weights and --resume continues "
+                "a run: give one of them\n");
+        cli_free(&cli);
+        return 2;
+    }
+    if (nexclude && !ninit) {
+        fprintf(stderr, "hgrn train: --init.exclude goes with --init CKPT\n");
+        cli_free(&cli);
+        return 2;
+    }
+    if (ninit && init_from_check(init[0], err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn train: %s\n", err);
+        cli_free(&cli);
+        return 2;
+    }
     if (!cli.config_path[0]) {
         fprintf(stderr, "hgrn train: --config FILE is required (see configs/)\n");
         cli_free(&cli);
@@ -133,7 +202,8 @@ int cmd_train(int argc, char **argv) {
         const int ok = launch_local_check(gpus, cli.device, "train", err, sizeof err) == 0;
         cli_free(&cli);
         if (!ok) fprintf(stderr, "hgrn train: %s\n", err);
-        return ok ? run_local_ranks(gpus, argc, argv, overwrite, allow_changes) : 2;
+        return ok ? run_local_ranks(gpus, argc, argv, overwrite, allow_changes, init, ninit, exclude, nexclude)
+                  : 2;
     }
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {
@@ -163,6 +233,9 @@ int cmd_train(int argc, char **argv) {
     Trainer t;
     trainer_init(&t, c, out, li.rank, li.world);
     t.allow_changes = allow_changes;
+    t.init_path = ninit ? init[0] : NULL;
+    t.init_exclude = exclude;
+    t.init_nexclude = nexclude;
     int start = -1, run = -1;
     int ok = (train = open_dataset(c, "train", err, sizeof err)) &&
              (val = open_dataset(c, "val", err, sizeof err)) &&

@@ -80,6 +80,22 @@ static int build_meta(const char **keys, const char **vals, char *backends, size
     return NBUILD;
 }
 
+/* Where this run's weights started (init_from.h): "" for a run from the
+ * seed. Every file this process writes carries it, so a fine-tuned run's
+ * checkpoints, resumed or not, say what they were tuned from. */
+static char init_source[1200];
+
+void ckpt_set_init_source(const char *text) {
+    snprintf(init_source, sizeof init_source, "%s", text ? text : "");
+}
+
+/* The init source as one more metadata entry at keys[n], vals[n]: the new count. */
+static int init_meta(const char **keys, const char **vals, int n) {
+    if (!init_source[0]) return n;
+    keys[n] = INIT_SOURCE_KEY, vals[n] = init_source;
+    return n + 1;
+}
+
 static char *join_classes(char *const *classes, int n) {
     size_t len = 1;
     for (int i = 0; i < n; i++) len += strlen(classes[i]) + 1;
@@ -108,14 +124,15 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     for (int i = 0; i < n; i++) fill_tensor(&ts[i], model_tensor(m, i), model_tensor(m, i)->name, h);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", step);
-    const char *keys[5 + NBUILD] = {"format", "config", "step", "pair", "classes"};
-    const char *vals[5 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : "", cls ? cls : ""};
+    const char *keys[6 + NBUILD] = {"format", "config", "step", "pair", "classes"};
+    const char *vals[6 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : "", cls ? cls : ""};
     int nk = 3;
     if (pair) nk++;
     else { keys[3] = keys[4]; vals[3] = vals[4]; }
     if (cls) nk++;
     char backends[128];
     nk += build_meta(keys + nk, vals + nk, backends, sizeof backends);
+    nk = init_meta(keys, vals, nk);
     rc = st_write(path, ts, n, keys, vals, nk, err, errlen);
 out:
     free(cls);
@@ -172,12 +189,13 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     put_scalar(&ts[2 * n + 6], "log_steps", "I64", &log_steps, 8);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
-    const char *keys[4 + NBUILD] = {"format", "config", "step", "pair"};
-    const char *vals[4 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : ""};
+    const char *keys[5 + NBUILD] = {"format", "config", "step", "pair"};
+    const char *vals[5 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : ""};
     const int nk = pair ? 4 : 3;
     char backends[128];
     const int nb = build_meta(keys + nk, vals + nk, backends, sizeof backends);
-    rc = st_write(path, ts, 2 * n + NSCALARS, keys, vals, nk + nb, err, errlen);
+    const int nm = init_meta(keys, vals, nk + nb);
+    rc = st_write(path, ts, 2 * n + NSCALARS, keys, vals, nm, err, errlen);
 out:
     free(names);
     free(ts);
@@ -316,6 +334,9 @@ int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t e
         const char *sm = st_meta(f, "step");
         *step = sm ? atoi(sm) : -1;
     }
+    /* a resumed fine-tuning run goes on saying where its weights started */
+    const char *src = st_meta(f, INIT_SOURCE_KEY);
+    if (src) ckpt_set_init_source(src);
     Backend *bk = model_backend(m);
     bk->to_device(bk, model_params(m), h, np * sizeof(float));
     model_params_changed(m);

@@ -45,6 +45,12 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
 int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses,
                      char *err, size_t errlen);
 void free_class_names(char **classes, int n);
+/* The metadata key that says where a fine-tuned run's weights started
+ * ("PATH (step N)", train --init); `hgrn info --ckpt` shows keys naming a
+ * source. Set for every file this process writes next; loading weights
+ * that carry it sets it too, so a resumed run keeps it. */
+#define INIT_SOURCE_KEY "hgrn_init_source"
+void ckpt_set_init_source(const char *text);
 /* Path of the state file that goes with a weights file: X.safetensors -> X.state.safetensors */
 void ckpt_state_path(const char *weights, char *out, size_t outlen);
 

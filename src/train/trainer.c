@@ -6,6 +6,7 @@
 #include "evaluate.h"
 #include "fault.h"
 #include "fsutil.h"
+#include "init_from.h"
 #include "interrupt.h"
 #include "resume_config.h"
 #include "rundir.h"
@@ -205,6 +206,25 @@ static int open_run_files(Trainer *t, int fresh, int *dropped, char *err, size_t
     return t->cfg->tensorboard ? tboard_attach(&t->metrics, t->out, t->state.step, err, errlen) : 0;
 }
 
+/* --init: the weights of t->init_path (init_from.h) on every rank, which
+ * every checkpoint of the run then names. 0, or -1 (on every rank when one
+ * fails) with a message. */
+static int start_from_init(Trainer *t, char *err, size_t errlen) {
+    char source[1300];
+    int rc = init_from_load(t->init_path, t->model, t->cfg->seed, t->init_exclude, t->init_nexclude,
+                            t->root ? stderr : NULL, source, sizeof source, err, errlen);
+    if (t->world > 1) {
+        double failed = rc < 0;
+        t->comm->host_sum(t->comm, &failed, 1);
+        if (failed > 0 && rc == 0) {
+            snprintf(err, errlen, "another rank could not load --init %.900s (its message says why)", t->init_path);
+            rc = -1;
+        }
+    }
+    if (rc == 0) ckpt_set_init_source(source);
+    return rc;
+}
+
 int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size_t errlen) {
     const Config *c = t->cfg;
     t->steps_per_epoch = loader_batches_per_epoch(t->train_loader);
@@ -219,6 +239,9 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
         snprintf(err, errlen, "train.ckpt_every = '%s' is not a number of steps or minutes", c->ckpt_every);
         return -2;
     }
+    /* --init: every rank takes the weights before rank 0 touches the run
+     * directory, so a checkpoint that does not fit loses nothing */
+    if (t->init_path && t->init_path[0] && start_from_init(t, err, errlen) < 0) return -2;
     /* rank 0 alone looks at the run directory; every rank reads what it chose */
     StartPlan plan;
     char note[3100];
@@ -231,7 +254,7 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
     }
     int rc = 0;
     if (plan.weights[0]) rc = load_pair(t, &plan, err, errlen);
-    else model_init(t->model, c->seed);
+    else if (!t->init_path || !t->init_path[0]) model_init(t->model, c->seed);
     if (t->world > 1) {   /* one rank that cannot load stops them all */
         double failed = rc < 0;
         t->comm->host_sum(t->comm, &failed, 1);

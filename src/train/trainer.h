@@ -76,6 +76,11 @@ typedef struct {
     int allow_changes;
     char changes[8192];
     char change_lines[8192];      /* the lines that say them (rank 0) */
+    /* --init CKPT (init_from.h): a fresh run from its weights instead of
+     * the seed's; init_exclude: the patterns of tensors initialised fresh */
+    const char *init_path;
+    const char *const *init_exclude;
+    int init_nexclude;
 } Trainer;
 
 void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world);
@@ -86,7 +91,7 @@ int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes,
  * over comm's ranks (both not owned), and the loaders' prefetching. */
 int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err, size_t errlen);
 /* The run directory and its config.cfg and metrics.jsonl, then the weights.
- * resume: "" initialise from cfg->seed, in a directory that holds no run
+ * resume: "" initialise from cfg->seed (or t->init_path's weights), in a directory that holds no run
  * (overwrite: remove the run's files first; else refused); "auto" the
  * newest complete checkpoint pair of out (ckpt_pair.h), metrics.jsonl cut
  * back to it, or a fresh start when out holds no checkpoint; or a weights
