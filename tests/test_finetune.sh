@@ -95,7 +95,8 @@ else
   check_same "a: last.safetensors against the source" "$tmp/a/last.safetensors" "$S" "$ntensors" || ok=0
   # and a run from the seed is not the source: the comparison can tell them apart
   run fresh2 --data "$tmp/tree2" --model.num_classes 2 --train.epochs 2 "${tuned[@]}"
-  st compare "$tmp/fresh2/last.safetensors" "$S" | grep -q '^differ' || { fail "a: a fresh run equals the source"; ok=0; }
+  out=$(st compare "$tmp/fresh2/last.safetensors" "$S")
+  printf '%s\n' "$out" | grep -q '^differ' || { fail "a: a fresh run equals the source"; ok=0; }
   [ "$(st scalar "$tmp/a/last.state.safetensors" step)" = 1 ] && [ "$(st scalar "$tmp/a/last.state.safetensors" epoch)" = 0 ] ||
     { fail "a: the tuned run's state is not at step 1, epoch 0 (a fresh schedule)"; ok=0; }
   srcstep=$(st meta "$S" step)
@@ -104,7 +105,8 @@ else
     [ "$m" = "$(cd "$tmp/src" && pwd -P)/last.safetensors (step $srcstep)" ] || { fail "a: $f: hgrn_init_source '$m'"; ok=0; }
   done
   [ "$(st meta "$S" hgrn_init_source)" = "(none)" ] || { fail "a: the source run records an init source"; ok=0; }
-  "$hgrn" info --ckpt "$tmp/a/last.safetensors" 2>&1 | grep -q "^weights from: .*/src/last.safetensors (step $srcstep)" ||
+  info=$("$hgrn" info --ckpt "$tmp/a/last.safetensors" 2>&1)
+  printf '%s\n' "$info" | grep -q "^weights from: .*/src/last.safetensors (step $srcstep)" ||
     { fail "a: info --ckpt does not show the source"; ok=0; }
   grep -q "^--init: weights from .*: $ntensors of $ntensors tensors taken, 0 re-initialised" "$tmp/a.log" ||
     { fail "a: no summary line: $(grep -- '^--init' "$tmp/a.log")"; ok=0; }
