@@ -8,6 +8,7 @@
 #include "fsutil.h"
 #include "init_from.h"
 #include "interrupt.h"
+#include "progress.h"
 #include "resume_config.h"
 #include "rundir.h"
 #include "schedule.h"
@@ -467,8 +468,8 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
         t->loss_since_log = 0;
         t->steps_since_log = 0;
     }
-    if (tty && t->root)   /* redrawn in place; \033[K clears what a longer line left */
-        fprintf(stderr, "\repoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  %s, ETA %s\033[K",
+    if (tty && t->root)   /* redrawn in place */
+        progress_redraw("epoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  %s, ETA %s",
                 epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
                 (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, elapsed, eta);
 }
