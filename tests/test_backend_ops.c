@@ -596,7 +596,7 @@ static const OpCase OPS[] = {
      {{1}, {1037}}, 1, 1, 0, sz_sumsq, 1, 1, 0, {0}, {1}, ref_sumsq, f_sumsq, NULL, 1e-6,
      0, 1e-6, 0, NULL, 0, 0, 0, 0, 1},
     {"scale", "scale",
-     {{1037}}, 1, 1, 0, sz_same, 1, 1, 0, {0}, {1}, ref_scale, f_scale, NULL, 2e-7, 0,
+     {{1037}, {1001}}, 1, 1, 0, sz_same, 1, 1, 0, {0}, {1}, ref_scale, f_scale, NULL, 2e-7, 0,
      2e-7, 0, NULL, 0, 0, 0, 0, 0},
     {"adamw", "adamw",
      {{1037}, {5}}, 4, 3, 0, sz_adamw, 15, 7, 0, {0, 0, 0, 0}, {1, 0.1f, 0.01f, 0.01f},

@@ -5,8 +5,8 @@
  * odd sizes, strided views; accumulate (+=) and overwrite (=) semantics;
  * AdamW against a double reference; bitwise determinism at 2 threads; the
  * linear recurrence over 16384 tokens against a sequential double evaluation,
- * alone and with the minGRU / minLSTM gates in front. rmsnorm and meanpool
- * have no cases here: test_backend_ops's op table holds them (every op at
+ * alone and with the minGRU / minLSTM gates in front. rmsnorm, meanpool and
+ * scale have no cases here: test_backend_ops's op table holds them (every op at
  * its shapes, on every backend); what stays here is what the table cannot
  * express (strided views, NaN padding, the long sequences, determinism). */
 #include <stdarg.h>
@@ -1737,21 +1737,6 @@ static void test_sumsq(void **state) {
     }
 }
 
-static void test_scale(void **state) {
-    (void)state;
-    Rng r;
-    rng_seed(&r, 131);
-    size_t n = 1001;
-    float *x = TU_NEW(float, n);
-    tu_fill_normal(&r, x, n, 1.0f);
-    double *ref = tu_to_double(x, n);
-    for (size_t i = 0; i < n; i++) ref[i] *= 0.3;
-    bk->scale(bk, x, 0.3f, n);
-    TU_ASSERT_REL("scale", x, ref, n, FWD_TOL);
-    free(x);
-    free(ref);
-}
-
 /* PyTorch AdamW (+ clip_grad_norm_) in double, several steps. */
 static void run_adamw(float wd, int clip_mode, uint64_t seed) {
     Rng r;
@@ -2008,7 +1993,6 @@ int main(void) {
         cmocka_unit_test(test_ln_residual),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_sumsq),
-        cmocka_unit_test(test_scale),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_adamw_sched_and_skip),
         cmocka_unit_test(test_ln_gate),
