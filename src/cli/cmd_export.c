@@ -1,38 +1,17 @@
 /* cmd_export.c - `hgrn export onnx CKPT OUT.onnx [--input uint8|float]
  * [--opset N]`: runs scripts/export_onnx.py (Debian's python3-onnx builds
  * the graph and checks it), which writes the checkpoint's model as an ONNX
- * graph with the recurrences as Scan operators. The script is found as
- * `hgrn plot` finds its own (beside the binary's build directory, else in
- * the source tree this binary was built from) and run by /usr/bin/python3
- * when it exists (python3-onnx installs there), else python3 on the PATH;
- * a python3 without onnx hands the script to the other one. The script
- * checks the arguments itself (exit 2 before any work). */
-#include <limits.h>
+ * graph with the recurrences as Scan operators. cli_run_script finds the
+ * script and runs it by /usr/bin/python3 when it exists (python3-onnx
+ * installs there), else python3 on the PATH; a python3 without onnx hands
+ * the script to the other one. The script checks the arguments itself
+ * (exit 2 before any work). */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#ifndef HGRN_SOURCE_DIR
-#define HGRN_SOURCE_DIR "."
-#endif
+#include "run_script.h"
 
 #define USAGE "usage: hgrn export onnx CKPT OUT.onnx [--input uint8|float] [--opset N]"
-
-static int find_script(char *out, size_t len, const char *name) {
-    char exe[PATH_MAX];
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            if (snprintf(out, len, "%s/../scripts/%s", exe, name) < (int)len && access(out, R_OK) == 0)
-                return 0;
-        }
-    }
-    if (snprintf(out, len, "%s/scripts/%s", HGRN_SOURCE_DIR, name) >= (int)len) return -1;
-    return access(out, R_OK) == 0 ? 0 : -1;
-}
 
 static void usage(void) {
     printf(USAGE "\n\n"
@@ -62,24 +41,9 @@ int cmd_export(int argc, char **argv) {
         else fprintf(stderr, "hgrn export: unknown format '%s' (formats: onnx; " USAGE ")\n", argv[0]);
         return 2;
     }
-    char script[PATH_MAX + 64];
-    if (find_script(script, sizeof script, "export_onnx.py") < 0) {
-        fprintf(stderr, "hgrn export: scripts/export_onnx.py not found beside the binary or in %s\n",
-                HGRN_SOURCE_DIR);
-        return 1;
-    }
-    char *args[16];   /* python3 SCRIPT, the arguments after the format, NULL */
     if (argc > 14) {
         fprintf(stderr, "hgrn export: too many arguments (" USAGE ")\n");
         return 2;
     }
-    args[0] = "python3";
-    args[1] = script;
-    for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
-    args[argc + 1] = NULL;
-    if (fflush(stdout) != 0) perror("hgrn export: stdout");
-    if (access("/usr/bin/python3", X_OK) == 0) execv("/usr/bin/python3", args);
-    execvp("python3", args);
-    perror("hgrn export: cannot run python3");
-    return 1;
+    return cli_run_script("export", "export_onnx.py", argv + 1, argc - 1);
 }
