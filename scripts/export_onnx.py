@@ -36,6 +36,8 @@ import os
 import struct
 import sys
 
+from out_path import check_output
+
 PROG = "hgrn export onnx"
 USAGE = "usage: hgrn export onnx CKPT OUT.onnx [--input uint8|float] [--opset N]"
 MIXERS = ("hgru1", "hgru2", "lru", "mingru", "minlstm")
@@ -83,24 +85,6 @@ def parse_args(argv):
     except ValueError:
         raise Refused(f"--opset {opts['opset']}: not an integer") from None
     return pos[0], pos[1], opts
-
-
-def check_output(out):
-    """None when out can be written (a file is created and removed there),
-    else the reason."""
-    if os.path.isdir(out):
-        return f"{out}: is a directory (give the .onnx file to write)"
-    d = os.path.dirname(out) or "."
-    if not os.path.isdir(d):
-        return f"{out}: {d} is not a directory" if os.path.exists(d) else f"{out}: directory {d} does not exist"
-    probe = os.path.join(d, f".{os.path.basename(out)}.probe.{os.getpid()}")
-    try:
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        return f"{out}: cannot write in {d} ({e.strerror})"
-    return None
 
 
 # ---------------------------------------------------------------- checkpoint
@@ -486,7 +470,7 @@ def main(argv):
         ckpt, out, opts = parse_args(argv)
         if not os.path.isfile(ckpt):
             raise Refused(f"{ckpt}: no such file" if not os.path.exists(ckpt) else f"{ckpt}: not a file")
-        reason = check_output(out)
+        reason = check_output(out, "the .onnx file")
         if reason:
             raise Refused(reason)
         try:

@@ -17,30 +17,14 @@ import json
 import os
 import sys
 
+from out_path import check_output
+
 PROG = "plot_metrics.py"
 
 
 def fail(code, msg):
     print(f"{PROG}: {msg}", file=sys.stderr)
     return code
-
-
-def check_output(out):
-    """None when out can be written (a file is created and removed there),
-    else the reason, before anything else is done."""
-    if os.path.isdir(out):
-        return f"{out}: is a directory (give the PNG file to write)"
-    d = os.path.dirname(out) or "."
-    if not os.path.isdir(d):
-        return f"{out}: {d} is not a directory" if os.path.exists(d) else f"{out}: directory {d} does not exist"
-    probe = os.path.join(d, f".{os.path.basename(out)}.probe.{os.getpid()}")
-    try:
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        return f"{out}: cannot write in {d} ({e.strerror})"
-    return None
 
 
 def read_metrics(path):
@@ -176,7 +160,7 @@ def main(argv):
     if not os.path.isfile(path):
         why = "no such run directory" if not os.path.isdir(run) else "no such file"
         return fail(2, f"{path}: {why} (give the --out directory of hgrn train)")
-    bad = check_output(out)
+    bad = check_output(out, "the PNG file")
     if bad:
         return fail(2, bad)
     try:
