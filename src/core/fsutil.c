@@ -1,4 +1,4 @@
-/* fsutil.c - atomic writes, durable renames, mkdir -p, whole-file reads. See fsutil.h. */
+/* fsutil.c - atomic writes, whole appends, durable renames, mkdir -p, whole-file reads. See fsutil.h. */
 #include "errmsg.h"
 #include "fsutil.h"
 
@@ -38,6 +38,26 @@ static int write_all(int fd, const void *buf, size_t len)
         if (w == 0) { errno = EIO; return -1; }
         p += w;
         len -= (size_t)w;
+    }
+    return 0;
+}
+
+int fd_append_whole(int fd, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    const off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0) return -1;
+    size_t done = 0;
+    while (done < len) {
+        const ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            const int e = w < 0 ? errno : EIO;
+            if (done > 0 && ftruncate(fd, end) != 0) { /* the failure reported is the write's */ }
+            errno = e;
+            return -1;
+        }
+        done += (size_t)w;
     }
     return 0;
 }

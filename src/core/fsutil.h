@@ -18,6 +18,12 @@
 int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens,
                       int nchunks, char *err, size_t errlen);
 
+/* Append all of buf (len bytes) at the end of the file open on fd, or
+ * nothing: after a short or failed write the file is cut back to its old
+ * end, so that a record (a metrics line, a TensorBoard event) is never half
+ * there. Retries EINTR. Returns 0, or -1 with errno (the write's). */
+int fd_append_whole(int fd, const void *buf, size_t len);
+
 /* rename(from, to) within one directory, then fsync that directory, so that
  * the rename survives a crash and is ordered before what follows. */
 int rename_durable(const char *from, const char *to, char *err, size_t errlen);

@@ -97,26 +97,6 @@ int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_d
     return 0;
 }
 
-/* All of buf at the end of the file, or nothing: a short write is cut off
- * again, so a record is never half there. 0, or -1 with errno. */
-static int append_whole(int fd, const char *buf, size_t len) {
-    const off_t end = lseek(fd, 0, SEEK_END);
-    if (end < 0) return -1;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, buf + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            const int e = w < 0 ? errno : EIO;
-            if (done > 0 && ftruncate(fd, end) != 0) { /* the failure reported is the write's */ }
-            errno = e;
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    return 0;
-}
-
 void metrics_write(Metrics *mt, const char *fmt, ...) {
     if (mt->fd < 0) return;
     char line[16384];
@@ -130,7 +110,7 @@ void metrics_write(Metrics *mt, const char *fmt, ...) {
     }
     tboard_record(mt->tb, line, (size_t)n);
     line[n++] = '\n';
-    if (append_whole(mt->fd, line, (size_t)n) == 0) {
+    if (fd_append_whole(mt->fd, line, (size_t)n) == 0) {
         if (mt->failing)
             fprintf(stderr, "hgrn: %s: writing again; %ld records were lost\n", mt->path, mt->lost);
         mt->failing = 0;

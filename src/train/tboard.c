@@ -250,26 +250,6 @@ static double wall_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* All of the record at the end of the file, or nothing (a short write is
- * cut off again). 0, or -1 with errno. */
-static int append_whole(int fd, const uint8_t *buf, size_t len) {
-    const off_t end = lseek(fd, 0, SEEK_END);
-    if (end < 0) return -1;
-    size_t done = 0;
-    while (done < len) {
-        const ssize_t w = write(fd, buf + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            const int e = w < 0 ? errno : EIO;
-            if (done > 0 && ftruncate(fd, end) != 0) { /* the failure reported is the write's */ }
-            errno = e;
-            return -1;
-        }
-        done += (size_t)w;
-    }
-    return 0;
-}
-
 /* frame an event and append it; 0, or -1 with errno */
 static int write_event(Tboard *tb, const uint8_t *event, size_t n) {
     uint8_t rec[RECORD_MAX + 16];
@@ -277,7 +257,7 @@ static int write_event(Tboard *tb, const uint8_t *event, size_t n) {
         errno = EMSGSIZE;
         return -1;
     }
-    return append_whole(tb->fd, rec, tboard_frame(rec, event, n));
+    return fd_append_whole(tb->fd, rec, tboard_frame(rec, event, n));
 }
 
 static int write_scalars(Tboard *tb, const char *json, size_t len) {
