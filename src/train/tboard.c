@@ -87,22 +87,24 @@ static void put_bytes_field(Buf *b, int field, const void *data, size_t n) {
     put(b, data, n);
 }
 
+/* a fixed64 (nbytes 8, wire type 1) or fixed32 (4, wire type 5) field */
+static void put_fixed_field(Buf *b, int field, uint64_t bits, int nbytes) {
+    uint8_t le[8];
+    put_le(le, bits, nbytes);
+    put_key(b, field, nbytes == 8 ? 1 : 5);
+    put(b, le, (size_t)nbytes);
+}
+
 static void put_double_field(Buf *b, int field, double v) {
     uint64_t bits;
-    uint8_t le[8];
     memcpy(&bits, &v, 8);
-    put_le(le, bits, 8);
-    put_key(b, field, 1);
-    put(b, le, 8);
+    put_fixed_field(b, field, bits, 8);
 }
 
 static void put_float_field(Buf *b, int field, float v) {
     uint32_t bits;
-    uint8_t le[4];
     memcpy(&bits, &v, 4);
-    put_le(le, bits, 4);
-    put_key(b, field, 5);
-    put(b, le, 4);
+    put_fixed_field(b, field, bits, 4);
 }
 
 /* Event fields 1 (wall_time) and 2 (step) */
