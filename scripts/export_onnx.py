@@ -30,12 +30,11 @@ missing, OUT not writable); 1 failure while working (a checkpoint that
 cannot be read or holds a model this cannot export, a graph the checker
 refuses). Errors are one line on stderr. Needs onnx and numpy (Debian:
 apt-get install python3-onnx; then run with /usr/bin/python3)."""
-import json
 import math
 import os
-import struct
 import sys
 
+import ckpt_format
 from out_path import check_output
 
 PROG = "hgrn export onnx"
@@ -96,19 +95,11 @@ def read_safetensors(path, np):
             data = f.read()
     except OSError as e:
         raise Failed(f"{path}: {e.strerror}") from None
-    if len(data) < 8:
-        raise Failed(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8:
-        raise Failed(f"{path}: not a safetensors file (its header length {n} runs past the end of the file)")
     try:
-        header = json.loads(data[8:8 + n])
-    except ValueError:
-        raise Failed(f"{path}: not a safetensors file (the header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise Failed(f"{path}: not a safetensors file (the header is not a JSON object)")
-    meta = header.pop("__metadata__", None) or {}
-    base, tensors = 8 + n, {}
+        header, meta, base = ckpt_format.safetensors_header(data, path)
+    except ValueError as e:
+        raise Failed(str(e)) from None
+    tensors = {}
     for name, h in header.items():
         try:
             dtype, shape, (a, b) = h["dtype"], [int(s) for s in h["shape"]], h["data_offsets"]
@@ -128,32 +119,11 @@ def read_safetensors(path, np):
 
 
 def parse_config(text):
-    """hgrn config text -> {section: {key: value text}}, as the C reader
-    takes it (comments, quotes; model.arch = hgrn1|hgrn2 is model.mixer)."""
-    out, section = {}, None
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            section = line[1:line.index("]")].strip() if "]" in line else None
-            out.setdefault(section, {})
-            continue
-        if "=" not in line or section is None:
-            raise Failed(f"the checkpoint's config, line {n}: expected 'key = value' under a [section]")
-        key, value = (s.strip() for s in line.split("=", 1))
-        if value.startswith('"'):
-            end = value.find('"', 1)
-            value = value[1:end if end > 0 else len(value)]
-        else:
-            for i, ch in enumerate(value):
-                if ch in "#;" and (i == 0 or value[i - 1] in " \t"):
-                    value = value[:i].strip()
-                    break
-        if section == "model" and key == "arch":
-            key, value = "mixer", {"hgrn1": "hgru1", "hgrn2": "hgru2"}.get(value, value)
-        out[section][key] = value
-    return out
+    """ckpt_format.parse_config, its error as a Failed that names the checkpoint's config."""
+    try:
+        return ckpt_format.parse_config(text)
+    except ckpt_format.ConfigLineError as e:
+        raise Failed(f"the checkpoint's config, line {e.line}: expected 'key = value' under a [section]") from None
 
 
 class Model:

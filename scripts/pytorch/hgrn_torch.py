@@ -21,12 +21,18 @@ float64 after .double()).
 """
 import json
 import math
+import os
 import struct
+import sys
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+# scripts/ckpt_format.py reads the files as export_onnx.py does
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import ckpt_format  # noqa: E402
 
 
 # ---------------------------------------------------------------- config
@@ -58,33 +64,13 @@ MODEL_KEYS = ("mixer", "image_size", "channels", "patch_size", "dim", "depth", "
 
 
 def parse_config(text):
-    """hgrn config text -> {section: {key: value text}} (comments dropped,
-    quotes removed). The legacy key model.arch = hgrn1|hgrn2 becomes
-    model.mixer = hgru1|hgru2, as the C reader does."""
-    out, section = {}, None
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            section = line[1:line.index("]")].strip()
-            out.setdefault(section, {})
-            continue
-        if "=" not in line or section is None:
-            raise ValueError(f"config line {n}: expected 'key = value' under a [section]: {raw!r}")
-        key, value = (s.strip() for s in line.split("=", 1))
-        if value.startswith('"'):
-            end = value.index('"', 1)
-            value = value[1:end]
-        else:
-            for i, ch in enumerate(value):
-                if ch in "#;" and (i == 0 or value[i - 1] in " \t"):
-                    value = value[:i].strip()
-                    break
-        if section == "model" and key == "arch":
-            key, value = "mixer", {"hgrn1": "hgru1", "hgrn2": "hgru2"}[value]
-        out[section][key] = value
-    return out
+    """hgrn config text -> {section: {key: value text}} (ckpt_format.parse_config:
+    comments dropped, quotes removed, model.arch = hgrn1|hgrn2 read as
+    model.mixer = hgru1|hgru2, as the C reader does)."""
+    try:
+        return ckpt_format.parse_config(text)
+    except ckpt_format.ConfigLineError as e:
+        raise ValueError(f"{e}: {e.raw!r}") from None
 
 
 def _is_number_list(v):
@@ -140,17 +126,7 @@ def load_safetensors(path):
     """-> ({name: tensor}, {metadata key: value})."""
     with open(path, "rb") as f:
         data = f.read()
-    if len(data) < 8:
-        raise ValueError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > len(data) - 8:
-        raise ValueError(f"{path}: not a safetensors file (its header length {n} runs past the end of the file)")
-    try:
-        header = json.loads(data[8:8 + n])
-    except ValueError:
-        raise ValueError(f"{path}: not a safetensors file (the header is not JSON)") from None
-    meta = header.pop("__metadata__", {}) or {}
-    base = 8 + n
+    header, meta, base = ckpt_format.safetensors_header(data, path)
     tensors = {}
     for name, h in header.items():
         dt = _DTYPES.get(h["dtype"])
