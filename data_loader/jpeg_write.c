@@ -35,6 +35,15 @@ static void jw_output_message(j_common_ptr cinfo) {
     (*cinfo->err->format_message)(cinfo, e->msg);
 }
 
+/* cinfo cleared and reporting through jerr; the caller sets jerr->jump
+ * (setjmp must run in the function that longjmp returns to). */
+static void jw_init(struct jpeg_compress_struct *cinfo, JpegErr *jerr) {
+    memset(cinfo, 0, sizeof *cinfo);
+    cinfo->err = jpeg_std_error(&jerr->pub);
+    jerr->pub.error_exit = jw_error_exit;
+    jerr->pub.output_message = jw_output_message;
+    jerr->msg[0] = '\0';
+}
 
 /* The libjpeg calls; errors longjmp out of here to image_write_jpeg. */
 static void encode(struct jpeg_compress_struct *cinfo, FILE *f, unsigned char **mem, unsigned long *mem_len,
@@ -82,11 +91,7 @@ int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, i
 
     struct jpeg_compress_struct cinfo;
     JpegErr jerr;
-    memset(&cinfo, 0, sizeof cinfo);
-    cinfo.err = jpeg_std_error(&jerr.pub);
-    jerr.pub.error_exit = jw_error_exit;
-    jerr.pub.output_message = jw_output_message;
-    jerr.msg[0] = '\0';
+    jw_init(&cinfo, &jerr);
     if (setjmp(jerr.jump)) {
         jpeg_destroy_compress(&cinfo);
         fclose(f);
@@ -122,11 +127,7 @@ int image_encode_jpeg(const uint8_t *px, int w, int h, int c, int quality, const
     /* volatile: read after longjmp */
     unsigned char *volatile mem = NULL;
     unsigned long mem_len = 0;
-    memset(&cinfo, 0, sizeof cinfo);
-    cinfo.err = jpeg_std_error(&jerr.pub);
-    jerr.pub.error_exit = jw_error_exit;
-    jerr.pub.output_message = jw_output_message;
-    jerr.msg[0] = '\0';
+    jw_init(&cinfo, &jerr);
     if (setjmp(jerr.jump)) {
         jpeg_destroy_compress(&cinfo);
         free(mem);
