@@ -335,10 +335,7 @@ int cli_check_output_file(const char *flag, const char *path, char *err, size_t 
         return -1;
     }
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    path_dirname(dir, sizeof dir, path);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%s %.900s: %s: no such directory", flag, path, dir);
         return -1;
@@ -356,6 +353,13 @@ int path_join(char *out, size_t len, const char *dir, const char *name) {
     const int sep = n > 0 && !(n == 1 && dir[0] == '/');
     const int w = snprintf(out, len, "%.*s%s%s", (int)n, dir, sep ? "/" : "", name);
     return w < 0 || (size_t)w >= len ? -1 : 0;
+}
+
+void path_dirname(char *out, size_t len, const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, len, ".");
+    else if (slash == path) snprintf(out, len, "/");
+    else snprintf(out, len, "%.*s", (int)(slash - path), path);
 }
 
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen) {

@@ -87,6 +87,10 @@ int cli_check_output_file(const char *flag, const char *path, char *err, size_t 
  * "photos/x.jpg"). 0, or -1 when it does not fit len bytes. */
 int path_join(char *out, size_t len, const char *dir, const char *name);
 
+/* The directory part of path into out: "." when it has no slash, "/" for a
+ * file at the root (cut to len bytes). */
+void path_dirname(char *out, size_t len, const char *path);
+
 /* Class names: data.class_names file if set, else the dataset's, else "class N".
  * Returns a malloc'd array of num_classes malloc'd strings. */
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen);

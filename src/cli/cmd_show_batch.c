@@ -95,10 +95,7 @@ static int check_output(const char *path, char *err, size_t errlen) {
         return -1;
     }
     char dir[1024];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    path_dirname(dir, sizeof dir, path);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%.400s: directory %.400s does not exist", path, dir);
         return -1;
