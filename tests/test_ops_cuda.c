@@ -1382,12 +1382,12 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     /* The hard cases' dbeta is not compared: d lam = dl / lam - dk with lam
      * down to 1e-10 divides the identity's rounding (absolute, ~eps times the
      * running sums) by lam, on both backends; their dx is compared. */
-    /* Past 256 tokens the fp32 CPU op's own rounding of those sums grows
-     * beyond 1e-4 of dbeta (against the double reference, 3.1e-4 at N 1,000
-     * and 1.4e-3 at 16,384 in one run), so there the fp32 CUDA dbeta is held
-     * to the double reference instead: within 1e-4 of it, or no farther from
-     * it than the CPU op. */
-    if (!hard && !BF && N > 256) {
+    /* From 256 tokens the fp32 CPU op's own rounding of those sums can pass
+     * 1e-4 of dbeta (against the double reference: 1.8e-4 at B 2, N 256, e 8
+     * in one draw, 3.1e-4 at N 1,000 and 1.4e-3 at 16,384 in another), so
+     * there the fp32 CUDA dbeta is held to the double reference instead:
+     * within 1e-4 of it, or no farther from it than the CPU op. */
+    if (!hard && !BF && N >= 256) {
         assert_true(isfinite(exact_cpu));
         const double tol = fmax(1e-4, exact_cpu);
         printf("  %-5s %-32s against the double reference: %.3e (tol %.3e) %s\n", "fp32",
