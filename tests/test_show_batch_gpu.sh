@@ -13,7 +13,12 @@
 set -u
 hgrn=$1; src=$2
 [ "$("$hgrn" device 2>/dev/null)" = cuda ] || { echo "no GPU: skipped"; exit 77; }
-py=/usr/bin/python3; [ -x "$py" ] || py=python3
+# the first python3 that has what make_photos.py and the comparison need
+# (Debian's on CI; on a GPU machine often a virtual environment's on PATH)
+py=python3
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import numpy, PIL, skimage' 2>/dev/null; then py=$p; break; fi
+done
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 if ! { "$py" "$src/scripts/make_photos.py" "$tmp/photos/train" 64 && "$py" "$src/scripts/make_photos.py" "$tmp/photos/val" 32; } >"$tmp/mk.log" 2>&1; then
   echo "scripts/make_photos.py failed (pillow, numpy, scikit-image): skipped"; tail -n 2 "$tmp/mk.log"; exit 77
