@@ -5,19 +5,19 @@ metrics.jsonl's: every number of every record but "step", as train/KEY (or
 eval/KEY for records with val_top1), at the record's step, equal as float32,
 and nothing else.
 
-Reader: tensorboard's own EventAccumulator where `import tensorboard` works
-(--reader auto), else (or with --reader own) the one here: the TFRecord
-framing with both masked CRC-32Cs of every record checked, the Event
-protobuf (wall_time 1, step 2, file_version 3, summary 5 {value 1 {tag 1,
-simple_value 2}}, session_log 6 {status 1}) decoded field by field, each
-file starting with file_version "brain.Event:2", the files read in name
-order and a SessionLog START at step S dropping what was read before at
-steps >= S (TensorBoard's purge of orphaned data). A tag with two values at
-one step is an error.
+Reader: tensorboard's own accumulators (EventAccumulator, and
+plugin_event_accumulator's, which the TensorBoard UI uses) where `import
+tensorboard` works (--reader auto), else (or with --reader own) the one
+here: the TFRecord framing with both masked CRC-32Cs of every record
+checked, the Event protobuf (wall_time 1, step 2, file_version 3, summary 5
+{value 1 {tag 1, simple_value 2}}, session_log 7 {status 1}) decoded field
+by field, each file starting with file_version "brain.Event:2", and
+TensorBoard's rules for which files it reads, in which order, and what a
+SessionLog START purges (read_own says where each comes from). A tag with
+two values at one step is an error.
 
 Prints a summary line (files, events, scalars, purged); exit 0 when the
 scalars equal metrics.jsonl's, 1 otherwise (the first difference said)."""
-import glob
 import json
 import os
 import struct
@@ -105,6 +105,7 @@ def decode_event(body):
         elif num == 3 and wire == 2:
             ev["file_version"] = v.decode()
         elif num == 5 and wire == 2:
+            ev["summary"] = True
             for vn, vw, value in fields(v):
                 if vn != 1 or vw != 2:
                     continue
@@ -118,6 +119,8 @@ def decode_event(body):
                     raise ValueError("a Summary.Value without tag or simple_value")
                 ev["values"].append((tag, simple))
         elif num == 6 and wire == 2:
+            pass   # log_message (deprecated): TensorBoard reads it and does nothing with it
+        elif num == 7 and wire == 2:
             ev["session_log"] = dict((fn, fv) for fn, fw, fv in fields(v)).get(1, 0)
         else:
             raise ValueError(f"Event field {num} (wire {wire}) is not one hgrn writes")
@@ -126,46 +129,96 @@ def decode_event(body):
     return ev
 
 
+def is_summary_events_file(name):
+    """tensorboard/backend/event_processing/io_wrapper.py IsSummaryEventsFile"""
+    return "tfevents" in name and not name.endswith(".profile-empty")
+
+
+def parse_file_version(text):
+    """event_util.ParseFileVersion: the number after "brain.Event:", -1 when none"""
+    try:
+        return float(text.split("brain.Event:")[-1])
+    except ValueError:
+        return -1.0
+
+
 def read_own(run_dir):
-    files = sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
-    if not files:
+    """TensorBoard's rules, from tensorboard/backend/event_processing/:
+    directory_watcher.DirectoryWatcher._GetNextPath reads the files one after
+    another in sorted path order; plugin_event_accumulator.
+    EventAccumulator._MaybePurgeOrphanedData, with the accumulator's
+    file_version (any event's, kept across files) >= 2, purges on a
+    SessionLog START (_CheckForRestartAndMaybePurge) but for the first START
+    it sees, keeping x.step < START's step of every tag (_Purge, by_tags
+    False); below version 2 it purges instead the tags of a summary whose
+    step is below the last summary's, keeping x.step < its step
+    (_CheckForOutOfOrderStepAndMaybePurge). Values are appended as read
+    (reservoir.Reservoir, size 0 keeps all), so a tag written twice at one
+    step shows twice."""
+    names = sorted(n for n in os.listdir(run_dir) if is_summary_events_file(n))
+    if not names:
         raise ValueError(f"{run_dir}: no events.out.tfevents.* file")
     scalars, events, purged = {}, 0, 0
-    for path in files:
+    file_version, seen_start, most_recent_step = None, False, -1
+
+    def purge(step, tags):
+        nonlocal purged
+        for tag in tags:
+            kept = [(s, v) for s, v in scalars.get(tag, []) if s < step]
+            purged += len(scalars.get(tag, [])) - len(kept)
+            scalars[tag] = kept
+
+    for name in names:
+        path = os.path.join(run_dir, name)
         for i, body in enumerate(records(path)):
             ev = decode_event(body)
             events += 1
-            if i == 0:
-                if ev.get("file_version") != "brain.Event:2":
-                    raise ValueError(f"{path}: the first record is not file_version brain.Event:2")
-                continue
-            if ev.get("session_log") == 1:   # START: what earlier processes wrote from this step on goes
-                for tag in scalars:
-                    before = len(scalars[tag])
-                    scalars[tag] = {s: v for s, v in scalars[tag].items() if s < ev["step"]}
-                    purged += before - len(scalars[tag])
-                continue
+            if i == 0 and ev.get("file_version") != "brain.Event:2":
+                raise ValueError(f"{path}: the first record is not file_version brain.Event:2")
+            if "file_version" in ev:
+                file_version = parse_file_version(ev["file_version"])
+            has_summary = "summary" in ev
+            if file_version and file_version >= 2:
+                if ev.get("session_log") == 1:
+                    if seen_start:
+                        purge(ev["step"], list(scalars))
+                    seen_start = True
+            elif has_summary and ev["step"] < most_recent_step:
+                purge(ev["step"], [tag for tag, _ in ev["values"]])
+            if has_summary:
+                most_recent_step = ev["step"]
             for tag, value in ev["values"]:
-                steps = scalars.setdefault(tag, {})
-                if ev["step"] in steps:
-                    raise ValueError(f"{path}: {tag} twice at step {ev['step']}")
-                steps[ev["step"]] = value
-    return scalars, f"{len(files)} file(s), {events} events, {purged} purged (own reader)"
+                scalars.setdefault(tag, []).append((ev["step"], value))
+    return as_steps(scalars), f"{len(names)} file(s), {events} events, {purged} purged (own reader)"
+
+
+def as_steps(scalars):
+    """{tag: [(step, value)]} as {tag: {step: value}}; a tag twice at one step is an error"""
+    out = {}
+    for tag, values in scalars.items():
+        steps = out.setdefault(tag, {})
+        for step, value in values:
+            if step in steps:
+                raise ValueError(f"{tag} twice at step {step}")
+            steps[step] = value
+    return out
 
 
 def read_tensorboard(run_dir):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    """both of tensorboard's accumulators must show the same scalars"""
+    from tensorboard.backend.event_processing import event_accumulator, plugin_event_accumulator
+    from tensorboard.util import tensor_util
+    acc = event_accumulator.EventAccumulator(run_dir, size_guidance={"scalars": 0})
     acc.Reload()
-    scalars = {}
-    for tag in acc.Tags()["scalars"]:
-        steps = scalars.setdefault(tag, {})
-        for e in acc.Scalars(tag):
-            if e.step in steps:
-                raise ValueError(f"{tag} twice at step {e.step}")
-            steps[e.step] = e.value
-    files = len(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
-    return scalars, f"{files} file(s) (tensorboard's EventAccumulator)"
+    legacy = as_steps({tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]})
+    pacc = plugin_event_accumulator.EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    pacc.Reload()
+    plugin = as_steps({tag: [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in pacc.Tensors(tag)]
+                       for tag in pacc.Tags()["tensors"]})
+    if plugin != legacy:
+        raise ValueError("tensorboard's EventAccumulator and plugin_event_accumulator differ")
+    files = len([n for n in os.listdir(run_dir) if is_summary_events_file(n)])
+    return legacy, f"{files} file(s) (tensorboard's EventAccumulator and plugin_event_accumulator)"
 
 
 def expected(run_dir):

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,8 +87,9 @@ static void test_event_bytes(void **s) {
     assert_int_equal(n, sizeof version);
     assert_memory_equal(out, version, sizeof version);
 
-    /* session_log (6) {status (1) = START (1)} at step 7 */
-    static const uint8_t start[] = {0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x10, 0x07, 0x32, 0x02, 0x08, 0x01};
+    /* session_log (7: key 0x3a; 6 is the deprecated log_message, which
+     * TensorBoard does not purge on) {status (1) = START (1)} at step 7 */
+    static const uint8_t start[] = {0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x10, 0x07, 0x3a, 0x02, 0x08, 0x01};
     n = tboard_event_start(out, sizeof out, 1.5, 7);
     assert_int_equal(n, sizeof start);
     assert_memory_equal(out, start, sizeof start);
@@ -217,25 +219,36 @@ static void test_file_with_replay(void **s) {
     assert_true(holds(recs[0], lens[0], "brain.Event:2"));
     const long steps[5] = {0, 2, 2, 2, 3};
     for (int i = 0; i < 5; i++) assert_int_equal(event_step(recs[i], lens[i]), steps[i]);
-    assert_memory_equal(recs[1] + lens[1] - 4, ((const uint8_t[]){0x32, 0x02, 0x08, 0x01}), 4);
+    assert_memory_equal(recs[1] + lens[1] - 4, ((const uint8_t[]){0x3a, 0x02, 0x08, 0x01}), 4);
     assert_true(holds(recs[2], lens[2], "train/loss"));
     assert_true(holds(recs[3], lens[3], "eval/val_top1"));
     assert_true(holds(recs[4], lens[4], "train/loss"));
-    /* a second start in the same second gets a file of its own */
-    Tboard *again = tboard_open(dir, 3, metrics, err, sizeof err);
-    assert_non_null(again);
-    assert_string_not_equal(tboard_path(again), path);
-    char path2[1300];
-    snprintf(path2, sizeof path2, "%s", tboard_path(again));
-    tboard_close(again);
-    assert_int_equal(unlink(path2), 0);
-    assert_int_equal(unlink(path), 0);
+    /* TensorBoard reads a directory's event files in name order: a second
+     * and a third start in the same second, and one after a file named
+     * from a later clock, each get a file that sorts after all before */
+    char paths[5][1300];
+    snprintf(paths[0], sizeof paths[0], "%s", path);
+    for (int k = 1; k < 5; k++) {
+        if (k == 3) {   /* not a start: a file from a clock ahead */
+            snprintf(paths[3], sizeof paths[3], "%s/events.out.tfevents.9999999999.zzzz", dir);
+            const int fd = open(paths[3], O_WRONLY | O_CREAT | O_EXCL, 0666);
+            assert_true(fd >= 0);
+            assert_int_equal(close(fd), 0);
+            continue;
+        }
+        Tboard *again = tboard_open(dir, 3, metrics, err, sizeof err);
+        assert_non_null(again);
+        snprintf(paths[k], sizeof paths[k], "%s", tboard_path(again));
+        tboard_close(again);
+        assert_true(strcmp(paths[k], paths[k - 1]) > 0);
+    }
+    for (int k = 0; k < 5; k++) assert_int_equal(unlink(paths[k]), 0);
     assert_int_equal(unlink(metrics), 0);
     assert_int_equal(rmdir(dir), 0);
-    /* a directory that is not there: NULL and a message naming the file */
+    /* a directory that is not there: NULL and a message naming it */
     tb = tboard_open("/nonexistent/dir", 0, "/nonexistent/dir/metrics.jsonl", err, sizeof err);
     assert_null(tb);
-    assert_non_null(strstr(err, "/nonexistent/dir/events.out.tfevents."));
+    assert_non_null(strstr(err, "/nonexistent/dir: cannot list the run directory"));
 }
 
 int main(void) {

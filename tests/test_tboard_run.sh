@@ -7,8 +7,9 @@
 # after its checkpoint at step 4 while saving step 6, then resumed: two
 # files, the second's START drops what the first wrote after step 4 (the
 # records metrics.jsonl's cut-back dropped too), and what remains equals the
-# resumed run's metrics.jsonl once per tag and step. The same checks by the
-# own reader where tensorboard's was used.
+# resumed run's metrics.jsonl once per tag and step; the same files with the
+# START record moved to the field TensorBoard does not purge on fail. The
+# same checks by the own reader where tensorboard's was used.
 # usage: test_tboard_run.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$(realpath "$1"); src=$2
@@ -62,6 +63,29 @@ if "$hgrn" train --config "$cfg" "${tiny[@]}" --train.tensorboard 1 --train.ckpt
   read_back resumed "$tmp/c"
   "$py" "$src/tests/read_tfevents.py" "$tmp/c" --reader own | grep -qE ", [1-9][0-9]* purged" ||
     fail "resume: the START record purged nothing (the killed run's steps 5 and 6 should go)"
+  # the own reader models TensorBoard: a START written as Event field 6
+  # (log_message, which TensorBoard ignores) instead of 7 purges nothing, and
+  # the killed run's step 4 then shows twice
+  mkdir "$tmp/d" && cp "$tmp/c"/* "$tmp/d"/ && "$py" - "$tmp/d" "$src/tests" <<'PY'
+import os, struct, sys
+sys.dont_write_bytecode = True   # nothing written into the source tree
+sys.path.insert(0, sys.argv[2])
+from read_tfevents import crc32c, masked, records
+path = os.path.join(sys.argv[1], sorted(n for n in os.listdir(sys.argv[1]) if "tfevents" in n)[-1])
+out = b""
+for body in records(path):
+    if body[11:12] == b"\x3a":   # the START: field 7's key after wall_time (9 bytes) and step 4 (2)
+        body = body[:11] + b"\x32" + body[12:]
+    head = struct.pack("<Q", len(body))
+    out += head + struct.pack("<I", masked(crc32c(head))) + body + struct.pack("<I", masked(crc32c(body)))
+with open(path, "wb") as f:
+    f.write(out)
+PY
+  if out=$("$py" "$src/tests/read_tfevents.py" "$tmp/d" --reader own 2>&1); then
+    fail "resume: a START as log_message (field 6) passed the own reader: $out"
+  else
+    echo "ok   resumed, START as field 6: $out"
+  fi
 else
   fail "resumed run:"; tail -n 3 "$tmp/c2.log"
 fi

@@ -3,6 +3,7 @@
 #include "tboard.h"
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -125,7 +126,7 @@ size_t tboard_event_start(uint8_t *out, size_t cap, double wall_time, int64_t st
     Buf b = {out, 0, cap, 0};
     const uint8_t session_start[2] = {1 << 3 | 0, 1};   /* SessionLog.status = START */
     put_event_head(&b, wall_time, step);
-    put_bytes_field(&b, 6, session_start, sizeof session_start);
+    put_bytes_field(&b, 7, session_start, sizeof session_start);   /* Event.session_log (6 is log_message) */
     return b.full ? 0 : b.n;
 }
 
@@ -306,6 +307,28 @@ static int replay_step(Tboard *tb, const char *text, size_t len, int step) {
     return 0;
 }
 
+/* The greatest name of an event file in dir into last ("" for none); -1
+ * with a message when dir cannot be listed. Names TensorBoard would take
+ * for event files (io_wrapper.IsSummaryEventsFile: "tfevents" in them). */
+static int last_event_file(const char *dir, char *last, size_t cap, char *err, size_t errlen) {
+    last[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: cannot list the run directory (%s)", dir, strerror(errno));
+        return -1;
+    }
+    errno = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL; errno = 0)
+        if (strstr(e->d_name, "tfevents") && strcmp(e->d_name, last) > 0 && strlen(e->d_name) + 3 < cap)
+            strcpy(last, e->d_name);
+    const int rerr = errno;
+    if (closedir(d) != 0 || rerr != 0) {
+        snprintf(err, errlen, "%s: cannot list the run directory (%s)", dir, strerror(rerr ? rerr : errno));
+        return -1;
+    }
+    return 0;
+}
+
 Tboard *tboard_open(const char *dir, int start_step, const char *metrics_path, char *err, size_t errlen) {
     Tboard *tb = calloc(1, sizeof *tb);
     if (!tb) {
@@ -317,16 +340,21 @@ Tboard *tboard_open(const char *dir, int start_step, const char *metrics_path, c
     host[sizeof host - 1] = 0;
     for (char *h = host; *h; h++)
         if (*h == '/') *h = '_';
-    /* a second start within the same second gets the pid too (it sorts after the first) */
+    /* TensorBoard reads a directory's files in name order (DirectoryWatcher),
+     * so a new file must sort after every earlier one, also when it starts
+     * within the same second or the clock went back: else the name of the
+     * greatest one with ".1" added */
+    char last[300];   /* a name (NAME_MAX 255) and ".1" */
+    if (last_event_file(dir, last, sizeof last, err, errlen) < 0) {
+        free(tb);
+        return NULL;
+    }
     const long now = (long)time(NULL);
     int fit = snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s", dir, now, host) <
               (int)sizeof tb->path;
+    if (fit && last[0] && strcmp(strrchr(tb->path, '/') + 1, last) <= 0)
+        fit = snprintf(tb->path, sizeof tb->path, "%s/%s.1", dir, last) < (int)sizeof tb->path;
     tb->fd = fit ? open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666) : -1;
-    if (tb->fd < 0 && fit && errno == EEXIST) {
-        fit = snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%ld", dir, now, host,
-                       (long)getpid()) < (int)sizeof tb->path;
-        tb->fd = fit ? open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666) : -1;
-    }
     if (!fit) {
         snprintf(err, errlen, "%.200s...: the TensorBoard event file's path is too long", dir);
         free(tb);

@@ -8,16 +8,21 @@
  * tensorflow.Event protobuf messages: wall_time (1, double), step (2,
  * int64), file_version (3, string: "brain.Event:2" in the first record),
  * summary (5: Summary.value (1) {tag (1), simple_value (2, float)}) and
- * session_log (6: SessionLog.status (1) = START). No library: protobuf-c
+ * session_log (7: SessionLog.status (1) = START; 6 is the deprecated
+ * log_message). No library: protobuf-c
  * would need code generated from the .proto files for these two messages,
  * a build step and a dependency for some forty lines of encoding.
  *
- * Resume: every start writes a new file, which begins with a SessionLog
- * START at the step the run continues from; TensorBoard then drops what
- * earlier files recorded at that step and after (its purge of orphaned
- * data, for files of version 2), and this file writes again the records
- * that metrics.jsonl kept at that step. What TensorBoard shows is thus the
- * cut-back metrics.jsonl, one value per tag and step. */
+ * Resume: every start writes a new file, named to sort after every event
+ * file already in the directory (TensorBoard reads them in name order),
+ * which begins with a SessionLog START at the step the run continues from;
+ * TensorBoard then drops what it read before with step >= that step (its
+ * purge of orphaned data: event_accumulator's _Purge keeps x.step <
+ * START's step, for file_version >= 2; the plugin accumulator skips the
+ * first START it sees, which has nothing before it here), and this file
+ * writes again the records that metrics.jsonl kept at that step. What
+ * TensorBoard shows is thus the cut-back metrics.jsonl, one value per tag
+ * and step. */
 #ifndef HGRN_TBOARD_H
 #define HGRN_TBOARD_H
 
