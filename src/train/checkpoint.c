@@ -271,15 +271,20 @@ static int check_no_extra(const char *path, const SafeTensors *f, Model *m, cons
  * their meaning. A file without a stored config (an import, say) is checked
  * tensor by tensor only. Older files say model.arch = hgrn1 | hgrn2, which
  * config_load_text reads as model.mixer = hgru1 | hgru2. */
-static int check_stored_model(const char *path, const SafeTensors *f, const Config *want, char *err,
-                              size_t errlen) {
+int ckpt_stored_config(const char *path, const SafeTensors *f, Config *have, char *err, size_t errlen) {
     const char *text = st_meta(f, "config");
     if (!text) return 0;
-    Config have;
-    config_defaults(&have);
+    config_defaults(have);
     char origin[600];
     snprintf(origin, sizeof origin, "%s (stored config)", path);
-    if (config_load_text(&have, text, origin, err, errlen) < 0) return -1;
+    return config_load_text(have, text, origin, err, errlen) < 0 ? -1 : 1;
+}
+
+static int check_stored_model(const char *path, const SafeTensors *f, const Config *want, char *err,
+                              size_t errlen) {
+    Config have;
+    const int got = ckpt_stored_config(path, f, &have, err, errlen);
+    if (got <= 0) return got;
     if (strcmp(have.mixer, want->mixer) != 0) {
         snprintf(err, errlen, "%s holds a model with token mixer %s (model.mixer = %s), but the config asks "
                  "for %s: pass --model.mixer %s, or use the config stored in the checkpoint", path, have.mixer,

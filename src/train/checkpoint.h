@@ -13,6 +13,7 @@
 #include "config.h"
 #include "model.h"
 #include "optim.h"
+#include "safetensors.h"
 
 typedef struct {
     int step;            /* optimizer updates done */
@@ -33,6 +34,9 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
  * non-finite moments are refused). */
 int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
                     const TrainState *ts, const char *pair, char *err, size_t errlen);
+/* The config stored in an open checkpoint f (read from PATH) into have:
+ * 1, or 0 when it stores none, or -1 with a message naming the file. */
+int ckpt_stored_config(const char *path, const SafeTensors *f, Config *have, char *err, size_t errlen);
 /* A weights or state file's step and pair id ("" when it has none), from
  * its metadata, after the whole file has been read and validated. */
 int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err, size_t errlen);

@@ -1,5 +1,6 @@
 /* init_from.c - a run's start from another checkpoint's weights; see init_from.h. */
 #include "init_from.h"
+#include "checkpoint.h"
 #include "config.h"
 #include "errmsg.h"
 #include "safetensors.h"
@@ -57,13 +58,9 @@ static int excluded(const char *name, const char *const *exclude, int nexclude) 
 /* The checkpoint's stored config names another token mixer: every tensor
  * name would differ, so say that instead of the first missing tensor. */
 static int check_mixer(const char *path, const SafeTensors *f, const Config *want, char *err, size_t errlen) {
-    const char *text = st_meta(f, "config");
-    if (!text) return 0;
     Config have;
-    config_defaults(&have);
-    char origin[600];
-    snprintf(origin, sizeof origin, "%s (stored config)", path);
-    if (config_load_text(&have, text, origin, err, errlen) < 0) return -1;
+    const int got = ckpt_stored_config(path, f, &have, err, errlen);
+    if (got <= 0) return got;
     if (strcmp(have.mixer, want->mixer) != 0) {
         set_err(err, errlen, "--init %s holds a model with token mixer %s, but the config asks for %s (pass "
                 "--model.mixer %s)", path, have.mixer, want->mixer, have.mixer);
