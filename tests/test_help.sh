@@ -5,7 +5,7 @@
 # work (write files, train, run the device query), nothing may appear there.
 # Then the help texts that must say what the code does: lra's recipe values
 # and its CPU speed, train's default --out, classify's decoding on CUDA (as
-# the README says).
+# docs/CLI.md says).
 # usage: test_help.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$(realpath "$1"); src=$2
@@ -58,9 +58,9 @@ grep -q "model.dim = 512" "$tmp/lra" && grep -q "train.batch_size = 50" "$tmp/lr
   ok "lra --help: the recipe's values (d 512, 32 px, batch 50, lr 3e-3; hgru2 1e-3), --out's default, the CPU speed" ||
   fail "lra --help lacks the recipe's defaults: $(grep -E 'dim|image_size|img/s' "$tmp/lra" | head -5)"
 "$hgrn" train --help | grep -q "default runs/train" && ok "train --help: the default --out" || fail "train --help: no default --out"
-"$hgrn" classify --help | tr '\n' ' ' | grep -q "on --device cuda, JPEGs are decoded by nvJPEG" && grep -q "on \`--device cuda\` JPEGs\$" "$src/README.md" &&
-  grep -A1 "on \`--device cuda\` JPEGs\$" "$src/README.md" | grep -q "are decoded by nvJPEG" &&
-  ok "classify: --help and README both say nvJPEG on CUDA" || fail "classify --help and README disagree on decoding"
+"$hgrn" classify --help | tr '\n' ' ' | grep -q "on --device cuda, JPEGs are decoded by nvJPEG" && grep -q "on \`--device cuda\` JPEGs\$" "$src/docs/CLI.md" &&
+  grep -A1 "on \`--device cuda\` JPEGs\$" "$src/docs/CLI.md" | grep -q "are decoded by nvJPEG" &&
+  ok "classify: --help and docs/CLI.md both say nvJPEG on CUDA" || fail "classify --help and docs/CLI.md disagree on decoding"
 
 echo "$passed passed, $fails failed"
 [ $fails = 0 ]

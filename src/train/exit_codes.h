@@ -1,4 +1,4 @@
-/* exit_codes.h - what `hgrn train` exits with (README "Exit codes",
+/* exit_codes.h - what `hgrn train` exits with (docs/CLI.md, "Exit codes",
  * `hgrn train --help`). */
 #ifndef HGRN_EXIT_CODES_H
 #define HGRN_EXIT_CODES_H
