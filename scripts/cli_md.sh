@@ -23,6 +23,7 @@ commands=$(help --help | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {prin
 for cmd in $commands; do
   printf '\n## hgrn %s\n\n' "$cmd"
   if [ -f "$prose/$cmd.md" ]; then cat "$prose/$cmd.md"; echo; fi
+  # shellcheck disable=SC2016 # the backquotes are Markdown's
   printf '`hgrn %s --help`:\n\n```\n' "$cmd"
   help "$cmd" --help
   printf '```\n'
