@@ -77,7 +77,7 @@ static void unknown_option(const char *name, const char *flags, char *err, size_
         snprintf(err, errlen, "unknown option --%s (see --help)", name);
 }
 
-int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
+static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
     memset(cli, 0, sizeof *cli);
     config_defaults(&cli->cfg);
     cli->pos = calloc((size_t)argc + 1, sizeof *cli->pos);
@@ -207,6 +207,15 @@ void cli_free(Cli *cli) {
     free(cli->pos);
     free(cli->ov_key);
     free(cli->ov_val);
+}
+
+/* A refused command line leaves nothing allocated (cli_free stays safe to
+ * call on it, as the callers do). */
+int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
+    if (parse_args(cli, argc, argv, flags, err, errlen) == 0) return 0;
+    cli_free(cli);
+    memset(cli, 0, sizeof *cli);
+    return -1;
 }
 
 Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen) {
