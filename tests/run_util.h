@@ -46,6 +46,18 @@ typedef struct {
     const char *out_log;  /* stdout to this file instead of the log, or NULL */
 } RunOpts;
 
+/* The end of a test program: its work directory removed when every test
+ * passed (rc 0), kept and named otherwise ("WHAT kept in DIR EXTRA"). */
+static inline void ru_tidy(int rc, const char *dir, const char *what, const char *extra) {
+    char cmd[4200];
+    if (rc == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    } else {
+        fprintf(stderr, "%s kept in %s%s\n", what, dir, extra);
+    }
+}
+
 static inline double ru_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -423,12 +423,8 @@ int main(void) {
         cmocka_unit_test(test_gpu_resume),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[128];
-    if (rc == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    } else {
-        fprintf(stderr, "logs kept in %s (HGRN_TEST_SEED=%u)\n", dir, seed);
-    }
+    char extra[64];
+    snprintf(extra, sizeof extra, " (HGRN_TEST_SEED=%u)", seed);
+    ru_tidy(rc, dir, "logs", extra);
     return rc;
 }

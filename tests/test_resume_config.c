@@ -244,12 +244,6 @@ int main(void) {
         cmocka_unit_test(test_bad_paths),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[128];
-    if (rc == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    } else {
-        fprintf(stderr, "logs kept in %s\n", dir);
-    }
+    ru_tidy(rc, dir, "logs", "");
     return rc;
 }

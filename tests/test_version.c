@@ -132,12 +132,6 @@ int main(void) {
         cmocka_unit_test(test_run_records),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[128];
-    if (rc == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    } else {
-        fprintf(stderr, "output kept in %s\n", dir);
-    }
+    ru_tidy(rc, dir, "output", "");
     return rc;
 }
