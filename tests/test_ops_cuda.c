@@ -18,11 +18,11 @@
  *     at its first failure (the exit status still fails).
  *   HGRN_TEST_FILTER=test_a,test_b runs only the op tests whose name contains
  *     it or is contained in it, in both precisions, without the model tests
- *     (for short compute-sanitizer passes; scripts/gpu_scan_check.sh runs
+ *     (for short compute-sanitizer passes; dev/gpu_scan_check.sh runs
  *     test_hgru1,test_scan that way).
  *   HGRN_TEST_SCAN_QUICK=1 trims test_scan to N 1, 37, 1024 and one
  *     16384-token case, and test_min_long and test_mixer_layers to two and
- *     one 16384-token cases (the sanitizer runs; scripts/gpu_mixers_check.sh
+ *     one 16384-token cases (the sanitizer runs; dev/gpu_mixers_check.sh
  *     runs test_mingate,test_lru_params,test_diag,test_min_long,
  *     test_mixer_layers that way).
  * The scan mixers' ops (mingate, lru_params, diag), their recurrences at

@@ -34,6 +34,7 @@ B=${BUILD:-build-gpu-input}
 NP=${PHOTOS:-2000}
 t0=$(date +%s)
 el() { echo "$(( $(date +%s) - t0 ))s"; }
+# shellcheck source=/dev/null  # the lent machine's unpacked packages, absent elsewhere
 if [ -f .offline-deps/unpack.sh ]; then source .offline-deps/unpack.sh >/dev/null; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1
 echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"

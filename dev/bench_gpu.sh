@@ -4,11 +4,11 @@
 # (`hgrn bench --ops`), `hgrn bench` for the ImageNet configs (bf16, batch 256,
 # 224x224; fp32 too with FP32=1), and the Fashion-MNIST demo on the GPU. Logs
 # go to $OUT (or /tmp/hgrn_gpu).
-# usage: scripts/bench_gpu.sh [FASHION_MNIST_DIR]
+# usage: dev/bench_gpu.sh [FASHION_MNIST_DIR]
 #   SAN_TIMEOUT=s  per sanitizer run (default 150; 0 skips the sanitizers)
 #   CONFIGS="..."  which configs to bench (default: the four ImageNet ones)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-/tmp/hgrn_gpu}
 fm=${1:-/usr/share/datasets/fashion-mnist}
 mkdir -p "$out"
@@ -31,8 +31,8 @@ if [ "$san" != 0 ] && command -v compute-sanitizer >/dev/null; then
 fi
 build-gpu/hgrn bench --ops >"$out/ops.txt" 2>&1 || { echo "hgrn bench --ops failed:"; tail -5 "$out/ops.txt"; }
 for cfg in ${CONFIGS:-hgrn1_deit_tiny hgrn1_deit_small hgrn2_deit_tiny hgrn2_deit_small}; do
-  build-gpu/hgrn bench --config configs/$cfg.cfg --batch 256 --steps 20 >"$out/bench_${cfg}_bf16.txt" 2>&1
-  [ "${FP32:-0}" = 1 ] && build-gpu/hgrn bench --config configs/$cfg.cfg --batch 256 --steps 10 --precision fp32 \
+  build-gpu/hgrn bench --config "configs/$cfg.cfg" --batch 256 --steps 20 >"$out/bench_${cfg}_bf16.txt" 2>&1
+  [ "${FP32:-0}" = 1 ] && build-gpu/hgrn bench --config "configs/$cfg.cfg" --batch 256 --steps 10 --precision fp32 \
     >"$out/bench_${cfg}_fp32.txt" 2>&1
 done
 if [ -d "$fm" ]; then   # the GPU demo: scripts/demo.sh's GPU recipe, from the JPEG tree

@@ -13,7 +13,7 @@
 #   5. each Fashion-MNIST demo config trained 2 epochs on the GPU (the three
 #      scan mixers, and hgrn1 / hgrn2 for comparison): test top-1, wall time.
 #
-#   scripts/gpu_mixers_check.sh [build-dir] [log-dir] [fashion-mnist-dir]
+#   dev/gpu_mixers_check.sh [build-dir] [log-dir] [fashion-mnist-dir]
 #
 # Defaults: build-cuda-mixers, $OUT (or /tmp/gpu_mixers_check),
 # /usr/share/datasets/fashion-mnist (step 5 is skipped without it). Each

@@ -5,7 +5,7 @@
 # alone (test_hgru1, test_scan; HGRN_TEST_SCAN_QUICK=1 trims test_scan to
 # N 1, 37, 1024 and one 16384-token case), and print one line per step.
 #
-#   scripts/gpu_scan_check.sh [build-dir] [log-dir]
+#   dev/gpu_scan_check.sh [build-dir] [log-dir]
 #
 # Defaults: build-cuda-check and $OUT (or /tmp/gpu_scan_check). Each step
 # has a time limit (BUILD_TIMEOUT, TEST_TIMEOUT, SAN_TIMEOUT seconds) so that
