@@ -41,7 +41,7 @@ PROG = "hgrn export onnx"
 USAGE = "usage: hgrn export onnx CKPT OUT.onnx [--input uint8|float] [--opset N]"
 MIXERS = ("hgru1", "hgru2", "lru", "mingru", "minlstm")
 LN_EPS = 1e-5      # LayerNorm's epsilon (cpu backend LN_EPS)
-BN_EPS = 1e-5      # batch norm's (cpu_lra.c BN_EPS)
+BN_EPS = 1e-5      # batch norm's (batchnorm.c BN_EPS)
 RMS_EPS = 1e-8     # SimpleRMSNorm's
 
 

@@ -1,4 +1,4 @@
-/* test_lra_ops.c - the CPU backend's LRA ops (src/cpu/cpu_lra.c) against
+/* test_lra_ops.c - the CPU backend's LRA ops (src/cpu/batchnorm.c, grid.c) against
  * double-precision loops written here:
  *  - batchnorm_fwd in training mode (output, per-channel mean and rstd,
  *    PyTorch's running-statistics update with the unbiased variance) and in

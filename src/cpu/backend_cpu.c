@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "backend_ops.h"
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -36,24 +37,6 @@
 
 
 /* ------------------------------------------------------------------ memory */
-
-/* 64-byte aligned, zero-filled; NULL when the memory is not there */
-static void *aligned_zalloc_try(size_t bytes) {
-    if (bytes > SIZE_MAX - 64) return NULL;
-    size_t sz = (bytes + 63) & ~(size_t)63;
-    if (sz == 0) sz = 64;
-    void *p = aligned_alloc(64, sz);
-    if (p) memset(p, 0, sz);
-    return p;
-}
-static void *aligned_zalloc(size_t bytes) {
-    void *p = aligned_zalloc_try(bytes);
-    if (!p) {
-        fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
-        exit(1);
-    }
-    return p;
-}
 
 /* Bytes this process could still get: the free physical memory, capped by
  * an address-space limit (ulimit -v) less what is mapped already. */
@@ -75,10 +58,10 @@ static size_t host_bytes_available(void) {
     return avail;
 }
 
-static void *cpu_alloc(Backend *bk, size_t bytes) { (void)bk; return aligned_zalloc(bytes); }
+static void *cpu_alloc(Backend *bk, size_t bytes) { (void)bk; return cpu_aligned_zalloc(bytes); }
 static void *cpu_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
     (void)bk;
-    void *p = aligned_zalloc_try(bytes);
+    void *p = cpu_aligned_zalloc_try(bytes);
     if (!p) *avail = host_bytes_available();
     return p;
 }
@@ -118,48 +101,10 @@ static void cpu_destroy(Backend *bk) {
     if (!bk) return;
     CpuImpl *im = (CpuImpl *)bk->impl;
     if (im) {
-        free(im->fscratch.p);
-        free(im->dscratch.p);
-        free(im->sscratch.p);
-        free(im->pscratch.p);
+        cpu_scratch_free(im);
         free(im);
     }
     free(bk);
-}
-
-/* s grown (zero-filled, 64-byte aligned) to at least bytes; its contents
- * are not kept when it grows. */
-static void *grow(CpuScratch *s, size_t bytes) {
-    if (bytes > s->bytes) {
-        free(s->p);
-        s->p = aligned_zalloc(bytes);
-        s->bytes = bytes;
-    }
-    return s->p;
-}
-
-/* Per-thread scratch: nt blocks of per_thread floats (each block 64-byte aligned). */
-float *cpu_fscratch(Backend *bk, size_t per_thread, size_t *stride) {
-    CpuImpl *im = (CpuImpl *)bk->impl;
-    *stride = (per_thread + 15) & ~(size_t)15;
-    return grow(&im->fscratch, *stride * (size_t)im->nt * sizeof(float));
-}
-
-double *cpu_dscratch(Backend *bk, size_t per_thread, size_t *stride) {
-    CpuImpl *im = (CpuImpl *)bk->impl;
-    *stride = (per_thread + 7) & ~(size_t)7;
-    const size_t bytes = *stride * (size_t)im->nt * sizeof(double);
-    double *d = grow(&im->dscratch, bytes);
-    memset(d, 0, bytes);
-    return d;
-}
-
-double *cpu_pscratch(Backend *bk, size_t n) {
-    return grow(&((CpuImpl *)bk->impl)->pscratch, n * sizeof(double));
-}
-
-float *cpu_sscratch(Backend *bk, size_t n) {
-    return grow(&((CpuImpl *)bk->impl)->sscratch, n * sizeof(float));
 }
 
 /* -------------------------------------------------------------------- GEMM */
@@ -848,11 +793,12 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->sumsq = cpu_sumsq;
     bk->adamw = cpu_adamw;
     bk->scale = cpu_scale;
-    backend_cpu_hgru1_register(bk);   /* hgru1_fwd / hgru1_bwd: cpu_hgru1.c */
-    backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd: cpu_hgru2.c */
-    backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: cpu_scan.c */
-    backend_cpu_scan_gates_register(bk);   /* mingate, lru_params, diag: cpu_scan_gates.c */
-    backend_cpu_lra_register(bk);     /* batchnorm, grid_transpose: cpu_lra.c */
+    backend_cpu_hgru1_register(bk);   /* hgru1_fwd / hgru1_bwd: hgru1.c */
+    backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd: hgru2.c */
+    backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: scan.c */
+    backend_cpu_scan_gates_register(bk);   /* mingate, lru_params, diag: scan_gates.c */
+    backend_cpu_batchnorm_register(bk);    /* batchnorm_fwd / batchnorm_bwd: batchnorm.c */
+    backend_cpu_grid_register(bk);    /* grid_transpose: grid.c */
     if (backend_check_ops(bk, err, errlen)) {   /* an op of backend_ops.h left unset */
         cpu_destroy(bk);
         return NULL;

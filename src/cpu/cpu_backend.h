@@ -1,7 +1,7 @@
 /* cpu_backend.h - what the files of the CPU backend share: its state, the
- * scratch it keeps, the helpers of its parallel loops, and the registration
- * of the ops that live in their own files (cpu_hgru1.c, cpu_hgru2.c,
- * cpu_scan.c, cpu_scan_gates.c, cpu_lra.c). Private to src/cpu/. */
+ * memory and scratch it keeps (scratch.c) and the helpers of its parallel
+ * loops. The registration of the ops in their own files is cpu_ops.h.
+ * Private to src/cpu/. */
 #ifndef HGRN_CPU_BACKEND_H
 #define HGRN_CPU_BACKEND_H
 
@@ -37,6 +37,12 @@ float *cpu_fscratch(Backend *bk, size_t per_thread, size_t *stride);
 double *cpu_dscratch(Backend *bk, size_t per_thread, size_t *stride);
 float *cpu_sscratch(Backend *bk, size_t n);
 double *cpu_pscratch(Backend *bk, size_t n);
+/* The four scratch buffers freed (the backend's destroy). */
+void cpu_scratch_free(CpuImpl *im);
+/* 64-byte aligned, zero-filled blocks (free with free()): _try gives NULL
+ * when the memory is not there, the other prints it and exits. */
+void *cpu_aligned_zalloc_try(size_t bytes);
+void *cpu_aligned_zalloc(size_t bytes);
 
 
 static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
@@ -48,13 +54,5 @@ static inline void split_range(int n, int tid, int nth, int *lo, int *hi) {
     *lo = (int)((long long)n * tid / nth);
     *hi = (int)((long long)n * (tid + 1) / nth);
 }
-
-/* Install the ops of cpu_hgru1.c, cpu_hgru2.c, cpu_scan.c, cpu_scan_gates.c
- * and cpu_lra.c in a CPU backend's table. */
-void backend_cpu_hgru1_register(Backend *bk);
-void backend_cpu_hgru2_register(Backend *bk);
-void backend_cpu_scan_register(Backend *bk);
-void backend_cpu_scan_gates_register(Backend *bk);
-void backend_cpu_lra_register(Backend *bk);
 
 #endif

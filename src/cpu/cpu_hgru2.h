@@ -1,5 +1,5 @@
 /* cpu_hgru2.h - double-precision entry points of the CPU backend's HGRU2
- * scan (cpu_hgru2.c) that the tests use as references. */
+ * scan (hgru2.c) that the tests use as references. */
 #ifndef HGRN_CPU_HGRU2_H
 #define HGRN_CPU_HGRU2_H
 

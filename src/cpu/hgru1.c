@@ -1,4 +1,4 @@
-/* cpu_hgru1.c - the bidirectional HGRU1 scan of the CPU backend
+/* hgru1.c - the bidirectional HGRU1 scan of the CPU backend
  * (Backend.hgru1_fwd / hgru1_bwd; the contract is in backend.h). */
 /* GCC's default -ftrapping-math forbids if-converting the float compares in
  * exp_f's clamp, which keeps every loop that calls it scalar. */
@@ -7,6 +7,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 
 #include <math.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-/* cpu_hgru2.c - the HGRU2 bidirectional outer-product scan of the
+/* hgru2.c - the HGRU2 bidirectional outer-product scan of the
  * CPU backend (Backend.hgru2_fwd / hgru2_bwd, DESIGN.md section 4), plus
  * double-precision reference entry points for the tests.
  *
@@ -18,6 +18,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 #include "cpu_hgru2.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* cpu_scan_gates.c - the element-wise ops around the scan of the LRU, minGRU
+/* scan_gates.c - the element-wise ops around the scan of the LRU, minGRU
  * and minLSTM mixers (contracts in backend.h; the math in DESIGN.md section
  * 4): mingate_fwd / mingate_bwd (the two gated mixers' decay and input from
  * their in-projection), lru_params_fwd / lru_params_bwd (LRU's decay and
@@ -15,6 +15,7 @@
  * column sums are per-thread double partials added in thread order; the LRU
  * parameter ops run serially (S x H values). Outputs must not alias inputs. */
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 
 #include <math.h>
 #include <omp.h>

@@ -1,4 +1,4 @@
-/* cpu_scan.c - the element-wise linear recurrence of the CPU backend
+/* scan.c - the element-wise linear recurrence of the CPU backend
  * (Backend.scan_fwd / scan_bwd; the contract is in backend.h):
  *   h_t = a_t h_{t-1} + x_t (forward),  r_t = a_t r_{t+1} + x_t (reverse),
  * real or complex-diagonal ((re, im) interleaved), with a per-token decay
@@ -39,6 +39,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 #include "cpu_math.h"
 
 #include <omp.h>

@@ -1,17 +1,15 @@
-/* cpu_lra.c - the ops the LRA image model adds (contracts in backend.h,
- * the model in DESIGN.md section 4): batchnorm_fwd / batchnorm_bwd
- * (model.norm = batch) and grid_transpose (model.scan2d: a grid of tokens
- * from row order to column order and back).
+/* batchnorm.c - batchnorm_fwd / batchnorm_bwd of the CPU backend
+ * (contracts in backend.h; model.norm = batch, DESIGN.md section 4).
  *
  * Determinism: the batch statistics and the parameter gradients are column
  * sums over the rows, taken as per-thread double partials over fixed row
  * ranges and added in thread order; the mean comes first and the variance is
  * the mean of squared deviations from it (two passes, no cancellation). */
 #include "cpu_backend.h"
+#include "cpu_ops.h"
 
 #include <math.h>
 #include <omp.h>
-#include <string.h>
 
 #define BN_EPS 1e-5
 
@@ -124,27 +122,7 @@ static void cpu_batchnorm_bwd(Backend *bk, float *dinp, float *dw, float *db, co
     }
 }
 
-static void cpu_grid_transpose(Backend *bk, float *out, int ldo, const float *in, int ldi, int B,
-                               int H, int W, int C, int f32, int accumulate) {
-    (void)f32;   /* every element is 4 bytes wide on this backend */
-    const long rows = (long)B * H * W;
-    if (rows <= 0 || C <= 0) return;
-#pragma omp parallel for schedule(static) num_threads(NT(bk))
-    for (long r = 0; r < rows; r++) {   /* r: output row b (W H) + w H + h */
-        const long b = r / ((long)H * W), t = r % ((long)H * W), w = t / H, h = t % H;
-        const float *restrict src = in + (size_t)(b * H * W + h * W + w) * ldi;
-        float *restrict dst = out + (size_t)r * ldo;
-        if (accumulate) {
-#pragma omp simd
-            for (int c = 0; c < C; c++) dst[c] += src[c];
-        } else {
-            memcpy(dst, src, (size_t)C * sizeof(float));
-        }
-    }
-}
-
-void backend_cpu_lra_register(Backend *bk) {
+void backend_cpu_batchnorm_register(Backend *bk) {
     bk->batchnorm_fwd = cpu_batchnorm_fwd;
     bk->batchnorm_bwd = cpu_batchnorm_bwd;
-    bk->grid_transpose = cpu_grid_transpose;
 }
