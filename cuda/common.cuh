@@ -28,7 +28,7 @@ typedef struct {
 } Shadow;
 
 struct GemmPlan;          /* gemm.cu */
-struct BnCudnn;           /* bn_cudnn.cu */
+struct BnCudnn;           /* batchnorm_cudnn.cu */
 
 typedef struct {
     int device;
@@ -255,7 +255,7 @@ void cu_batchnorm_fwd(Backend *, float *out, float *mean, float *rstd, const flo
                       int C);
 void cu_batchnorm_bwd(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                       const float *w, const float *mean, const float *rstd, int M, int C);
-/* cuDNN's batch norm under the same two contracts (bn_cudnn.cu; defined only
+/* cuDNN's batch norm under the same two contracts (batchnorm_cudnn.cu; defined only
  * with HGRN_HAVE_CUDNN), and the release of its handle (a no-op without) */
 void cu_batchnorm_fwd_cudnn(Backend *, float *out, float *mean, float *rstd, const float *inp,
                             const float *w, const float *b, float *rmean, float *rvar, float momentum,

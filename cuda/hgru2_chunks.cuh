@@ -1,4 +1,4 @@
-/* hgru2_chunks.cuh - sequence parallelism for the HGRU2 scan (hgru2_scan.cu):
+/* hgru2_chunks.cuh - sequence parallelism for the HGRU2 scan (hgru2.cu):
  * the chunk-local pass, the carry over chunks and the decay-gradient fix-up.
  *
  * The recurrent kernels give each (image, head) pair one thread group that
@@ -23,7 +23,7 @@
  * adjoint up, forward adjoint and reverse state down).
  *
  * The backward's decay gradient is a suffix sum over the whole sequence
- * (the gated-linear-attention identity, hgru2_scan.cu): a chunk's kernel
+ * (the gated-linear-attention identity, hgru2.cu): a chunk's kernel
  * sums its own tokens only, leaves the f-gate gradient without the later
  * chunks' share in fp32 scratch and its two running totals (forward and
  * reverse direction) per (image, chunk, channel); k_hgru2_fixup adds the
@@ -43,7 +43,7 @@
 
 #include <type_traits>
 
-/* helpers of every HGRU2 kernel (these and hgru2_scan.cu's) */
+/* helpers of every HGRU2 kernel (these and hgru2.cu's) */
 __device__ __forceinline__ float h2_silu(float x) { return x * sigmoidf_(x); }
 __device__ __forceinline__ float h2_f(float v) { return v; }
 __device__ __forceinline__ float h2_f(bf16 v) { return __bfloat162float(v); }
@@ -188,7 +188,7 @@ __global__ void k_hgru2_carry(A *__restrict__ loc, const A *__restrict__ dec, in
 
 /* One thread per (image, chunk, channel): the later chunks' share of the
  * decay gradient, C = sum over chunks k > this of (forward total - reverse
- * total) (hgru2_scan.cu's dl = forward inclusive suffix sum - reverse
+ * total) (hgru2.cu's dl = forward inclusive suffix sum - reverse
  * exclusive suffix sum), added to each token's f-gate gradient (left in
  * fp32 scratch g by the backward, without C) and to the chunk's dbeta
  * partial. */

@@ -1,5 +1,5 @@
 /* scan_chunks.cuh - the chunked, sequence-parallel scan machinery shared by
- * the element-wise recurrences (hgru1_scan.cu, linear_scan.cu). The design,
+ * the element-wise recurrences (hgru1.cu, scan.cu). The design,
  * with the shape table and the policy interface, is in docs/CUDA.md, "Element-wise scans".
  *
  * Layout of the work: one block per (image, group of CH channels); thread

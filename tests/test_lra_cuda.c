@@ -1,4 +1,4 @@
-/* test_lra_cuda.c - the CUDA backend's LRA ops (cuda/lra_ops.cu) and the
+/* test_lra_cuda.c - the CUDA backend's LRA ops (cuda/batchnorm.cu, grid.cu) and the
  * LRA image model against the CPU reference, in fp32 and bf16 (tolerances
  * as test_ops_cuda: 1e-5 / 2e-2 for ops, 1e-4 / 5e-2 for the model):
  *  - batchnorm_fwd in training mode (output, mean, rstd, running mean and
@@ -224,7 +224,7 @@ static void test_batchnorm_determinism(void **state) {
 
 /* cuDNN's batch norm against the CPU at the same shapes and tolerances
  * (skipped where the build has no cuDNN; at M = 1 it runs the own kernels,
- * cuda/bn_cudnn.cu says why), and whether two identical calls give the same
+ * cuda/batchnorm_cudnn.cu says why), and whether two identical calls give the same
  * bits: reported, not required (cuDNN's documentation does not list batch
  * norm among its routines that are not bitwise reproducible on one
  * architecture, but nothing here relies on it). Every cuDNN call is checked

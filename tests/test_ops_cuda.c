@@ -492,7 +492,7 @@ static void run_hgru1_at(int B, int N, int D, int ld, int xl_off) {
  * even for even D (one access each) */
 static void run_hgru1(int B, int N, int D) { run_hgru1_at(B, N, D, 5 * D + 2, 4 * D + 1); }
 
-/* Every kernel of cuda/hgru1_scan.cu, chosen by N alone (scan_shape; tokens
+/* Every kernel of cuda/hgru1.cu, chosen by N alone (scan_shape; tokens
  * per thread TT, channels per block CH, threads per block):
  *   forward  N <= 128: TT 8, CH 16, 256 threads;  N 129-256: CH 16, 512;
  *            N 257-512: CH 8;  N 513-1024: CH 4;  N 1025-2048: TT 16, CH 4
@@ -729,7 +729,7 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     for (int i = 0; i < 6; i++) t2_free(ts[i]);
 }
 
-/* scan_fwd / scan_bwd (cuda/linear_scan.cu): real and complex, the three
+/* scan_fwd / scan_bwd (cuda/scan.cu): real and complex, the three
  * directions, per-token and shared decays, at N 1, 37 (a partial chunk),
  * 256 (ImageNet), 1024 (LRA), 1500 (16 tokens per thread) and 16384 (eight
  * segments of 2048 tokens, with decays within 1e-3 of 1), every N against

@@ -1,4 +1,4 @@
-/* linear_scan.cu - scan_fwd / scan_bwd (backend.h): the element-wise linear
+/* scan.cu - scan_fwd / scan_bwd (backend.h): the element-wise linear
  * recurrence h_t = a_t h_{t-1} + x_t, real or complex-diagonal, forward,
  * reverse or both summed, with a per-token decay (an activation tensor) or
  * one fp32 row shared by every token and image, on the chunk machinery of

@@ -1,4 +1,4 @@
-/* hgru2_scan.cu - the bidirectional HGRU2 outer-product scan (DESIGN.md
+/* hgru2.cu - the bidirectional HGRU2 outer-product scan (DESIGN.md
  * section 4; Backend.hgru2_fwd / hgru2_bwd), recurrent form, fp32 and bf16.
  *
  * Per (image b, head h) ("pair") and direction, the state S (E x E, E = head

@@ -1,4 +1,4 @@
-/* hgru1_scan.cu - the fused bidirectional HGRU1 scan (DESIGN.md section 4),
+/* hgru1.cu - the fused bidirectional HGRU1 scan (DESIGN.md section 4),
  * forward and backward, sequence-parallel, on the chunk machinery of
  * scan_chunks.cuh (layout of the work, passes and carry walk: see there and
  * docs/CUDA.md, "Element-wise scans").

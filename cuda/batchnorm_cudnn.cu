@@ -1,7 +1,7 @@
-/* bn_cudnn.cu - cuDNN's batch norm under the contracts of batchnorm_fwd and
+/* batchnorm_cudnn.cu - cuDNN's batch norm under the contracts of batchnorm_fwd and
  * batchnorm_bwd (backend.h), installed as batchnorm_fwd_cudnn /
  * batchnorm_bwd_cudnn so that hgrn bench --ops can time it against the
- * own kernels (lra_ops.cu) and test_lra_cuda can check it against the CPU;
+ * own kernels (batchnorm.cu) and test_lra_cuda can check it against the CPU;
  * the models never call it. Built only with cuDNN (HGRN_HAVE_CUDNN);
  * without it this file defines hgrn_cudnn_destroy alone, a no-op.
  *
