@@ -26,9 +26,9 @@ typedef __nv_bfloat16 bf16;
         }                                                                                \
     } while (0)
 
-static inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+static __host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-static void *host_alloc(size_t bytes) {
+static inline void *host_alloc(size_t bytes) {
     void *p = malloc(bytes);
     if (!p) {
         fprintf(stderr, "out of host memory (%zu bytes)\n", bytes);
@@ -46,7 +46,7 @@ static inline float rand_uniform(float lo, float hi) {
     const unsigned long long r = rng_state * 0x2545F4914F6CDD1Dull;
     return lo + (hi - lo) * (float)((r >> 40) * (1.0 / 16777216.0));
 }
-static float *make_random(size_t n, float lo, float hi) {
+static inline float *make_random(size_t n, float lo, float hi) {
     float *a = (float *)host_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) a[i] = rand_uniform(lo, hi);
     return a;
@@ -78,7 +78,7 @@ template <typename T> static T *upload(float *a, size_t n) {
  * over atol + rtol |ref|. Prints the worst error and the first few failures;
  * returns the number of failures. */
 template <typename T>
-static size_t validate(const char *name, const T *d, const double *ref, size_t n, double atol,
+static inline size_t validate(const char *name, const T *d, const double *ref, size_t n, double atol,
                        double rtol) {
     T *h = (T *)host_alloc(n * sizeof(T));
     cuda_check(cudaMemcpy(h, d, n * sizeof(T), cudaMemcpyDeviceToHost));
@@ -117,20 +117,22 @@ template <typename F> static float bench_ms(int repeats, F f) {
     return ms / (float)repeats;
 }
 
-/* The variant number of argv[1] (default 1), refused (exit 2) outside 1..n */
-static int variant_arg(int argc, char **argv, int n) {
+/* The variant number of argv[1] (default 1), 0 for "all", refused (exit 2)
+ * outside 1..n */
+static inline int variant_arg(int argc, char **argv, int n) {
     if (argc < 2) return 1;
+    if (strcmp(argv[1], "all") == 0) return 0;
     char *end = NULL;
     const long v = strtol(argv[1], &end, 10);
     if (*argv[1] == '\0' || *end != '\0' || v < 1 || v > n) {
-        fprintf(stderr, "%s: variant must be 1..%d, not '%s'\n", argv[0], n, argv[1]);
+        fprintf(stderr, "%s: variant must be 1..%d or all, not '%s'\n", argv[0], n, argv[1]);
         exit(2);
     }
     return (int)v;
 }
 
 /* argv[2]: "bf16" (default) or "fp32"; 1 when fp32; refused (exit 2) otherwise */
-static int fp32_arg(int argc, char **argv) {
+static inline int fp32_arg(int argc, char **argv) {
     if (argc < 3 || strcmp(argv[2], "bf16") == 0) return 0;
     if (strcmp(argv[2], "fp32") == 0) return 1;
     fprintf(stderr, "%s: precision must be bf16 or fp32, not '%s'\n", argv[0], argv[2]);
