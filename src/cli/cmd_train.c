@@ -1,7 +1,7 @@
 /* cmd_train.c - `hgrn train`: parses the command line, opens the datasets,
  * the backend and (data parallel) the ranks' communicator, and runs the
  * trainer's steps (src/train/trainer.h). `--gpus N` starts N local ranks of
- * this same command instead (src/train/launch.h). */
+ * this same command instead (src/dist/launch.h). */
 #include "cli.h"
 #include "exit_codes.h"
 #include "init_from.h"

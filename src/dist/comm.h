@@ -2,11 +2,11 @@
  * contract (not inside it): one process per GPU (or per CPU backend), each
  * with a rank in [0, world). Implementations:
  *   single  world 1, every call a no-op (comm_single.c)
- *   mpi     OpenMPI (src/cpu/comm_mpi.c): host memory, so the CPU backend's
+ *   mpi     OpenMPI (src/dist/comm_mpi.c): host memory, so the CPU backend's
  *           buffers; how the data-parallel logic is tested in CI
  *   nccl    NCCL on the CUDA backend's stream (cuda/comm_nccl.cu), its unique
  *           id exchanged over MPI or over the TCP rendezvous (rendezvous.h)
- * comm_create (src/train/launch.c) picks one from how the process was started.
+ * comm_create (src/dist/launch.c) picks one from how the process was started.
  *
  * Every call is collective: all ranks make it, in the same order, with the
  * same sizes. A failure (a peer that died, errored or does not answer within
@@ -51,7 +51,7 @@ struct Comm {
 /* World 1: a static object that never fails (destroy does nothing). */
 Comm *comm_single(void);
 
-/* MPI (src/cpu/comm_mpi.c; in a build without MPI a stub that fails with a
+/* MPI (src/dist/comm_mpi.c; in a build without MPI a stub that fails with a
  * message). Initialises MPI unless someone has (MPI_Init_thread, SERIALIZED),
  * takes rank and world from MPI_COMM_WORLD and the local ones from the ranks
  * that share this host (MPI_Comm_split_type SHARED). Collectives act on host
