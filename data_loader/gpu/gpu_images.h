@@ -219,6 +219,8 @@ typedef struct {
     long long decode_failed;    /* samples nvJPEG refused or failed on (handed back to the CPU) */
     long long pixels_uploaded;  /* samples the CPU decoded (GPU_SRC_PIXELS) */
     double jpeg_bytes;          /* encoded bytes given to nvJPEG */
+    double jpeg_pixels;         /* luma pixels nvJPEG decoded (only each sample's region where it decodes regions) */
+    double jpeg_pixels_whole;   /* ... had it decoded every image whole */
     double host_decode_s;       /* host time in gpu_images_decode, summed over units (nvJPEG's calls, and the
                                  * waits for the plane buffers' previous readers) */
     double host_decode_hybrid_s;    /* ... of which in GPU-hybrid units of a split */
@@ -236,9 +238,11 @@ void gpu_images_stats(GpuImages *g, GpuImagesStats *st);
  * gpu_images_slot_acquire / release; NULL for the CPU backend. */
 void *gpu_backend_stream(Backend *bk);
 
-/* For tests: decode one JPEG whole with nvJPEG and the pipeline's colour
- * conversion to C-channel HWC host pixels (out: w * h * C bytes, w and h
- * from the caller's header parse in s). 0, or -1 with a message. */
+/* For tests: decode one JPEG with nvJPEG (only the region its rectangle
+ * needs where the backend decodes regions) and the pipeline's colour
+ * conversion, to C-channel HWC host pixels of its rectangle (rx, ry, rw, rh;
+ * the whole image, w and h from the caller's header parse in s, when rw is
+ * 0); out: rw * rh * C bytes. 0, or -1 with a message. */
 int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -386,8 +386,10 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
                 char split[640];
                 loader_gpu_split(&s0, &s1, nbt, el, split, sizeof split);
                 long long nj = z->jpeg_decoded - a->jpeg_decoded;
-                printf("gpu %-5s %s; %.1f KB/image\n", train ? "train" : "eval", split,
-                       nj > 0 ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)nj : 0.0);
+                printf("gpu %-5s %s; %.1f KB/image, %.0f pixels decoded/image (%.0f whole)\n", train ? "train" : "eval",
+                       split, nj > 0 ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)nj : 0.0,
+                       nj > 0 ? (z->jpeg_pixels - a->jpeg_pixels) / (double)nj : 0.0,
+                       nj > 0 ? (z->jpeg_pixels_whole - a->jpeg_pixels_whole) / (double)nj : 0.0);
                 long long spilled = s1.cpu_spilled - s0.cpu_spilled, hyb = z->jpeg_decoded_hybrid - a->jpeg_decoded_hybrid;
                 printf("gpu %-5s samples: %lld nvJPEG-decoded (%lld GPU-hybrid), %lld CPU-decoded for the balance (share "
                        "%.2f now, %.2f mean, %s), %lld CPU-decoded otherwise (%lld not JPEG, %lld unsupported, %lld "
