@@ -12,7 +12,7 @@
  *              read (converting the source on the fly) into shared memory,
  *              the vertical pass out (one kernel)
  *   variant 3: variant 2 with 64-column tiles
- * Build and run: make resize_fused && ./resize_fused [variant] (dev/cuda/README.md). */
+ * Build and run: make resize_fused && ./resize_fused [variant|all] (dev/cuda/README.md). */
 #include "common.h"
 
 #include <stdint.h>
@@ -345,13 +345,6 @@ int main(int argc, char **argv) {
     }
     uint8_t *hp = (uint8_t *)host_alloc(pbytes);
     for (size_t i = 0; i < pbytes; i++) hp[i] = (uint8_t)rand_uniform(0, 256);
-    size_t smem = 0;
-    int TW = variant == 3 ? 64 : 32, max_tiles = 0;
-    for (int i = 0; i < BATCH; i++) {
-        size_t b = plan_tiles(&hs[i], TW);
-        smem = b > smem ? b : smem;
-        max_tiles = imax(max_tiles, hs[i].ntx * hs[i].nty);
-    }
     /* the CPU reference */
     size_t per = (size_t)3 * S_OUT * S_OUT;
     uint8_t *ref = (uint8_t *)host_alloc(per * BATCH);
@@ -369,38 +362,53 @@ int main(int argc, char **argv) {
     cuda_check(cudaMalloc(&dout, per * BATCH));
     cuda_check(cudaMemcpy(ds, hs, sizeof(Sample) * BATCH, cudaMemcpyHostToDevice));
     cuda_check(cudaMemcpy(dp, hp, pbytes, cudaMemcpyHostToDevice));
-    cuda_check(cudaMemset(dout, 0xA5, per * BATCH));
     cuda_check(cudaFuncSetAttribute(k_fused<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     cuda_check(cudaFuncSetAttribute(k_fused<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
-    auto run = [&]() {
-        if (variant == 1) {
-            k_convert<<<dim3(256, BATCH), THREADS>>>(ds, dp, drect);
-            k_coeffs<<<dim3(ceil_div(2 * S_OUT, THREADS), BATCH), THREADS>>>(ds, dk, db);
-            k_hpass<<<dim3(256, BATCH), THREADS>>>(ds, drect, dk, db, dh);
-            k_vpass<<<dim3(ceil_div(S_OUT * S_OUT, THREADS), BATCH), THREADS>>>(ds, dh, dk, db, dout);
-        } else if (variant == 2) {
-            k_fused<32><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
-        } else {
-            k_fused<64><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
-        }
-    };
-    run();
-    cuda_check(cudaGetLastError());
-    cuda_check(cudaDeviceSynchronize());
     uint8_t *got = (uint8_t *)host_alloc(per * BATCH);
-    cuda_check(cudaMemcpy(got, dout, per * BATCH, cudaMemcpyDeviceToHost));
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < per * BATCH; i++)
-        if (got[i] != ref[i] && bad++ == 0) first = i;
-    if (bad)
-        printf("variant %d: %zu of %zu values differ from the CPU reference (first at %zu: %d vs %d)\n", variant, bad,
-               per * BATCH, first, got[first], ref[first]);
-    else
-        printf("variant %d: equals the CPU reference bit for bit (%d samples, %d x %d)\n", variant, BATCH, S_OUT, S_OUT);
-    float ms = bench_ms(20, run);
-    printf("variant %d: %.3f ms per batch of %d (%s, shared memory per tile %zu bytes)\n", variant, ms, BATCH,
-           variant == 1 ? "4 kernels" : "1 kernel", variant == 1 ? (size_t)0 : smem);
+    size_t bad_all = 0;
+    for (int v = variant ? variant : 1; v <= (variant ? variant : 3); v++) {
+        /* the tiles of this variant's width */
+        size_t smem = 0;
+        int max_tiles = 0;
+        if (v > 1) {
+            for (int i = 0; i < BATCH; i++) {
+                size_t b = plan_tiles(&hs[i], v == 3 ? 64 : 32);
+                smem = b > smem ? b : smem;
+                max_tiles = imax(max_tiles, hs[i].ntx * hs[i].nty);
+            }
+            cuda_check(cudaMemcpy(ds, hs, sizeof(Sample) * BATCH, cudaMemcpyHostToDevice));
+        }
+        auto run = [&]() {
+            if (v == 1) {
+                k_convert<<<dim3(256, BATCH), THREADS>>>(ds, dp, drect);
+                k_coeffs<<<dim3(ceil_div(2 * S_OUT, THREADS), BATCH), THREADS>>>(ds, dk, db);
+                k_hpass<<<dim3(256, BATCH), THREADS>>>(ds, drect, dk, db, dh);
+                k_vpass<<<dim3(ceil_div(S_OUT * S_OUT, THREADS), BATCH), THREADS>>>(ds, dh, dk, db, dout);
+            } else if (v == 2) {
+                k_fused<32><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+            } else {
+                k_fused<64><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+            }
+        };
+        cuda_check(cudaMemset(dout, 0xA5, per * BATCH));
+        run();
+        cuda_check(cudaGetLastError());
+        cuda_check(cudaDeviceSynchronize());
+        cuda_check(cudaMemcpy(got, dout, per * BATCH, cudaMemcpyDeviceToHost));
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < per * BATCH; i++)
+            if (got[i] != ref[i] && bad++ == 0) first = i;
+        if (bad)
+            printf("variant %d, %zu of %zu values differ from the CPU reference (first at %zu: %d vs %d)\n", v, bad,
+                   per * BATCH, first, got[first], ref[first]);
+        else
+            printf("variant %d, equals the CPU reference bit for bit (%d samples, %d x %d)\n", v, BATCH, S_OUT, S_OUT);
+        float ms = bench_ms(20, run);
+        printf("variant %d, %.3f ms per batch of %d (%s, shared memory per tile %zu bytes)\n", v, ms, BATCH,
+               v == 1 ? "4 kernels" : "1 kernel", smem);
+        bad_all += bad;
+    }
     cudaFree(ds); cudaFree(dp); cudaFree(drect); cudaFree(dh); cudaFree(dk); cudaFree(db); cudaFree(dout);
     free(hs); free(hp); free(ref); free(got);
-    return bad ? 1 : 0;
+    return bad_all ? 1 : 0;
 }
