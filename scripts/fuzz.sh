@@ -3,13 +3,13 @@
 # clang + ASan + UBSan and run each for SECONDS (default 60), as many at
 # once as there are cores (HGRN_FUZZ_JOBS to choose; 7 targets of 60 s take
 # 4 minutes on 2 cores):
-#   decode       data_loader/fuzz_decode.c: JPEG / PNG decoding, crops, resizing
-#   safetensors  tests/fuzz_safetensors.c: the safetensors reader (+ write round trip)
-#   config       tests/fuzz_config.c: the config parser and overrides (+ write round trip)
-#   idx          tests/fuzz_idx.c: the IDX (Fashion-MNIST) reader, gzip or plain
-#   cifar        tests/fuzz_cifar.c: the CIFAR-10 batch reader
-#   class_names  tests/fuzz_class_names.c: the class-names reader
-#   shards       tests/fuzz_shards.c: the shard index parser and the tar reader
+#   decode       tests/fuzz/fuzz_decode.c: JPEG / PNG decoding, crops, resizing
+#   safetensors  tests/fuzz/fuzz_safetensors.c: the safetensors reader (+ write round trip)
+#   config       tests/fuzz/fuzz_config.c: the config parser and overrides (+ write round trip)
+#   idx          tests/fuzz/fuzz_idx.c: the IDX (Fashion-MNIST) reader, gzip or plain
+#   cifar        tests/fuzz/fuzz_cifar.c: the CIFAR-10 batch reader
+#   class_names  tests/fuzz/fuzz_class_names.c: the class-names reader
+#   shards       tests/fuzz/fuzz_shards.c: the shard index parser and the tar reader
 # (all of them when none is named). Seeds: tests/fuzz/<target>/ (the decode
 # seeds are generated with libjpeg / libpng). Each target's run grows its
 # own corpus in $OUT/<target>/corpus (default build/fuzz); crash inputs land
@@ -108,15 +108,16 @@ GEN
 
 core="$root/src/core"
 data="$root/data_loader"
+fz="$root/tests/fuzz"   # the targets, beside their seeds
 sources() {   # the sources each target is built from (its reader compiled in, instrumented)
     case $1 in
-    decode) echo "$data/fuzz_decode.c -ljpeg -lpng -lz -lm" ;;
-    safetensors) echo "$root/tests/fuzz_safetensors.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
-    config) echo "$root/tests/fuzz_config.c $core/config.c $core/fsutil.c $core/errmsg.c -lm" ;;
-    idx) echo "$root/tests/fuzz_idx.c $core/errmsg.c -lz" ;;
-    cifar) echo "$root/tests/fuzz_cifar.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
-    class_names) echo "$root/tests/fuzz_class_names.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
-    shards) echo "$root/tests/fuzz_shards.c $data/shard_index.c $data/shard_tar.c $core/fsutil.c $core/errmsg.c -larchive -lz" ;;
+    decode) echo "$fz/fuzz_decode.c -ljpeg -lpng -lz -lm" ;;
+    safetensors) echo "$fz/fuzz_safetensors.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
+    config) echo "$fz/fuzz_config.c $core/config.c $core/fsutil.c $core/errmsg.c -lm" ;;
+    idx) echo "$fz/fuzz_idx.c $core/errmsg.c -lz" ;;
+    cifar) echo "$fz/fuzz_cifar.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
+    class_names) echo "$fz/fuzz_class_names.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
+    shards) echo "$fz/fuzz_shards.c $data/shard_index.c $data/shard_tar.c $core/fsutil.c $core/errmsg.c -larchive -lz" ;;
     *) echo "fuzz.sh: unknown target '$1' (decode safetensors config idx cifar class_names shards)" >&2; exit 2 ;;
     esac
 }
@@ -133,7 +134,7 @@ for t in "${targets[@]}"; do
     # shellcheck disable=SC2086  # src is a list of files and flags
     clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$data" -I"$core" -I"$root/tests" $src -o "$out/$t/fuzz_$t"
+        -I"$data" -I"$core" $src -o "$out/$t/fuzz_$t"
     if [ "$t" = decode ]; then decode_seeds; fi
 done
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the fuzz targets (tests/fuzz_*.c) into
+"""Writes the seed corpora of the fuzz targets (tests/fuzz/fuzz_*.c) into
 tests/fuzz/<target>/: small valid inputs of each kind and a few malformed
 ones. Run from anywhere; files are rewritten, crash inputs kept beside them
 (named crash-*) are left alone."""
