@@ -12,6 +12,9 @@
  *              read (converting the source on the fly) into shared memory,
  *              the vertical pass out (one kernel)
  *   variant 3: variant 2 with 64-column tiles
+ *   variant 4: variant 2 converting each source pixel of the tile's footprint
+ *              once, into shared memory, a band of rows at a time (variant 2
+ *              converts a pixel once per horizontal tap that reads it)
  * Build and run: make resize_fused && ./resize_fused [variant|all] (dev/cuda/README.md). */
 #include "common.h"
 
@@ -287,6 +290,63 @@ __global__ void k_fused(const Sample *ss, const uint8_t *planes, uint8_t *out) {
     }
 }
 
+/* Variant 4: the source footprint of the tile (columns [cx0, cx1) of the
+ * crop) converted to RGB in shared memory, SRC_BYTES at a time (a band of
+ * rows), before the horizontal pass reads it. */
+#define SRC_BYTES (24 * 1024)
+
+__global__ void k_fused_staged(const Sample *ss, const uint8_t *planes, uint8_t *out) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int TW = 32;
+    const Sample *s = &ss[blockIdx.y];
+    if ((int)blockIdx.x >= s->ntx * s->nty) return;
+    int wx0 = (blockIdx.x % s->ntx) * TW, wy0 = (blockIdx.x / s->ntx) * s->th;
+    int tw = imin(TW, S_OUT - wx0), tht = imin(s->th, S_OUT - wy0);
+    float *kx = (float *)sm;
+    float *ky = (float *)(sm + ((TW * s->kh * 4 + 15) & ~15));
+    int *bx = (int *)((uint8_t *)ky + ((s->th * s->kv * 4 + 15) & ~15));
+    int *by = (int *)((uint8_t *)bx + ((TW * 8 + 15) & ~15));
+    uint8_t *hrow = (uint8_t *)by + ((s->th * 8 + 15) & ~15);
+    uint8_t *src = hrow + (((size_t)s->hrows * TW * 3 + 15) & ~(size_t)15);
+    for (int i = threadIdx.x; i < tw + tht; i += blockDim.x) {
+        if (i < tw) coeffs(s->cw, S_OUT, wx0 + i, s->kh, kx + i * s->kh, bx + 2 * i);
+        else coeffs(s->ch, S_OUT, wy0 + i - tw, s->kv, ky + (i - tw) * s->kv, by + 2 * (i - tw));
+    }
+    __syncthreads();
+    int r0 = by[0], r1 = by[2 * (tht - 1)] + by[2 * (tht - 1) + 1];
+    if (r1 - r0 > s->hrows) r1 = r0 + s->hrows;
+    int cx0 = bx[0], cx1 = bx[2 * (tw - 1)] + bx[2 * (tw - 1) + 1], fw = cx1 - cx0;
+    int band = imax(1, SRC_BYTES / (fw * 3));
+    for (int b0 = r0; b0 < r1; b0 += band) {
+        int nb = imin(band, r1 - b0);
+        for (int i = threadIdx.x; i < nb * fw; i += blockDim.x)
+            rgb_at(s, planes, &c_ycc, s->cx + cx0 + i % fw, s->cy + b0 + i / fw, src + (size_t)i * 3);
+        __syncthreads();
+        for (int i = threadIdx.x; i < nb * tw; i += blockDim.x) {
+            int r = i / tw, x = i % tw;
+            const float *k = kx + x * s->kh;
+            const uint8_t *p = src + ((size_t)r * fw + bx[2 * x] - cx0) * 3;
+            for (int c = 0; c < 3; c++) {
+                float acc = 0.0f;
+                for (int q = 0; q < bx[2 * x + 1]; q++) acc = fadd_rn(acc, fmul_rn((float)p[q * 3 + c], k[q]));
+                hrow[((b0 - r0 + r) * TW + x) * 3 + c] = round8(acc);
+            }
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < tht * tw; i += blockDim.x) {
+        int j = i / tw, x = i % tw;
+        const int *b = by + 2 * j;
+        const float *k = ky + j * s->kv;
+        for (int c = 0; c < 3; c++) {
+            float acc = 0.0f;
+            for (int q = 0; q < b[1]; q++) acc = fadd_rn(acc, fmul_rn((float)hrow[((b[0] - r0 + q) * TW + x) * 3 + c], k[q]));
+            out[(size_t)blockIdx.y * 3 * S_OUT * S_OUT + (size_t)c * S_OUT * S_OUT + (size_t)(wy0 + j) * S_OUT + wx0 + x] =
+                round8(acc);
+        }
+    }
+}
+
 /* tile height and shared memory of sample s with TW-column tiles (the tallest th whose rows fit 96 KB) */
 static size_t plan_tiles(Sample *s, int TW) {
     size_t bytes = 0;
@@ -309,7 +369,7 @@ static size_t plan_tiles(Sample *s, int TW) {
 }
 
 int main(int argc, char **argv) {
-    int variant = variant_arg(argc, argv, 3);
+    int variant = variant_arg(argc, argv, 4);
     Ycc t;
     ycc_tables(&t);
     cuda_check(cudaMemcpyToSymbol(c_ycc, &t, sizeof t));
@@ -364,15 +424,16 @@ int main(int argc, char **argv) {
     cuda_check(cudaMemcpy(dp, hp, pbytes, cudaMemcpyHostToDevice));
     cuda_check(cudaFuncSetAttribute(k_fused<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     cuda_check(cudaFuncSetAttribute(k_fused<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    cuda_check(cudaFuncSetAttribute(k_fused_staged, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024 + SRC_BYTES + 16));
     uint8_t *got = (uint8_t *)host_alloc(per * BATCH);
     size_t bad_all = 0;
-    for (int v = variant ? variant : 1; v <= (variant ? variant : 3); v++) {
+    for (int v = variant ? variant : 1; v <= (variant ? variant : 4); v++) {
         /* the tiles of this variant's width */
         size_t smem = 0;
         int max_tiles = 0;
         if (v > 1) {
             for (int i = 0; i < BATCH; i++) {
-                size_t b = plan_tiles(&hs[i], v == 3 ? 64 : 32);
+                size_t b = plan_tiles(&hs[i], v == 3 ? 64 : 32) + (v == 4 ? SRC_BYTES + 16 : 0);
                 smem = b > smem ? b : smem;
                 max_tiles = imax(max_tiles, hs[i].ntx * hs[i].nty);
             }
@@ -386,8 +447,10 @@ int main(int argc, char **argv) {
                 k_vpass<<<dim3(ceil_div(S_OUT * S_OUT, THREADS), BATCH), THREADS>>>(ds, dh, dk, db, dout);
             } else if (v == 2) {
                 k_fused<32><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
-            } else {
+            } else if (v == 3) {
                 k_fused<64><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+            } else {
+                k_fused_staged<<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             }
         };
         cuda_check(cudaMemset(dout, 0xA5, per * BATCH));
