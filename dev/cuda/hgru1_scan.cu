@@ -341,7 +341,11 @@ static void launch(T *out, const T *x, float4 *wc, const float *theta_f, const f
         exit(2);
     }
     auto kern = k_hgru1_fwd<T, CH, SPLIT, TILE, SMEM, MAXT, MINB>;
-    cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    static size_t allowed = 0;   /* per instantiation: raised once, not in the timed calls */
+    if (smem > allowed) {
+        cuda_check(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        allowed = smem;
+    }
     k_consts<<<ceil_div(s.D, 128), 128>>>(wc, theta_f, theta_r, s.D);
     kern<<<dim3(ceil_div(s.D, CH), s.B), nth, smem>>>(out, x, wc, beta, s.N, s.D);
 }
