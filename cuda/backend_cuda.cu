@@ -581,6 +581,7 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->sumsq = cu_sumsq;
     bk->adamw = cu_adamw;
     bk->scale = cu_scale;
+    bk->ema_update = cu_ema_update;
     if (backend_check_ops(bk, err, errlen)) {   /* an op of backend_ops.h left unset */
         cu_destroy(bk);
         return NULL;

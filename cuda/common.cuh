@@ -292,6 +292,7 @@ void cu_sumsq(Backend *, float *acc, const float *x, size_t n);
 void cu_adamw(Backend *, float *param, const float *grad, float *m, float *v, size_t n,
               const AdamWArgs *args, const float *grad_norm_sq);
 void cu_scale(Backend *, float *x, float s, size_t n);
+void cu_ema_update(Backend *, float *avg, const float *w, size_t n, const float *decay);
 /* bf16 <- fp32 conversion (shadow weights) */
 void cu_f32_to_bf16(CudaImpl *im, bf16 *dst, const float *src, size_t n);
 /* Column sums: out[c] += sum_r x[r*C + c], x of the activation type; deterministic. */

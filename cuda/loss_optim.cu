@@ -189,3 +189,19 @@ void cu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, 
     k_adamw<<<g, 256, 0, im->stream>>>(param, grad, m, v, shadow, n, a, grad_norm_sq, args->sched);
     LAUNCH_CHECK("k_adamw");
 }
+
+/* ---- model EMA: avg = d * avg + (1 - d) * w, d read on the device ---- */
+__global__ void k_ema_update(float *avg, const float *w, size_t n, const float *decay) {
+    const float d = *decay, e = 1.0f - d;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        avg[i] = d * avg[i] + e * w[i];
+}
+void cu_ema_update(Backend *bk, float *avg, const float *w, size_t n, const float *decay) {
+    CudaImpl *im = IMPL(bk);
+    if (!n) return;
+    unsigned g = ceil_div(n, 256);
+    if (g > 4096) g = 4096;
+    k_ema_update<<<g, 256, 0, im->stream>>>(avg, w, n, decay);
+    LAUNCH_CHECK("k_ema_update");
+}

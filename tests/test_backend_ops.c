@@ -378,6 +378,20 @@ static void f_adamw(Backend *bk, const int *s, float *const *in, float *const *o
     bk->free(bk, gn_d);
     free(hg);
 }
+/* ema_update: in {avg, w}, out {the updated avg}; the decay is a device float */
+#define EMA_DECAY 0.93f
+static void sz_ema(const int *s, size_t *i, size_t *o) { i[0] = i[1] = o[0] = (size_t)s[0]; }
+static void ref_ema(const int *s, const double *const *in, double *const *out) {
+    for (int i = 0; i < s[0]; i++) out[0][i] = EMA_DECAY * in[0][i] + (1 - (double)EMA_DECAY) * in[1][i];
+}
+static void f_ema(Backend *bk, const int *s, float *const *in, float *const *out) {
+    const float d = EMA_DECAY;
+    float *d_dev = bk->alloc(bk, 4);
+    bk->to_device(bk, d_dev, &d, 4);
+    bk->copy(bk, out[0], in[0], (size_t)s[0] * 4);
+    bk->ema_update(bk, out[0], in[1], (size_t)s[0], d_dev);
+    bk->free(bk, d_dev);
+}
 /* batchnorm, training mode: in {x, w, b, rmean, rvar (>= 0)}, out {y, mean,
  * rstd, rmean, rvar}; momentum 0.1 */
 static void sz_bn(const int *s, size_t *i, size_t *o) {
@@ -601,6 +615,9 @@ static const OpCase OPS[] = {
     {"adamw", "adamw",
      {{1037}, {5}}, 4, 3, 0, sz_adamw, 15, 7, 0, {0, 0, 0, 0}, {1, 0.1f, 0.01f, 0.01f},
      ref_adamw, f_adamw, NULL, 1e-5, 0, 1e-5, 0, prep_adamw, 0, 0, 0, 0, 0},
+    {"ema_update", "ema_update",
+     {{1037}, {3}}, 2, 1, 0, sz_ema, 3, 1, 0, {0, 0.5f}, {1, 1}, ref_ema, f_ema, NULL, 3e-7, 0, 3e-7, 0,
+     NULL, 0, 0, 0, 0, 0},
     /* to_device and to_host: every row's uploads and downloads */
     {"copy", "copy to_device to_host",
      {{1037}}, 1, 1, 0, sz_same, 0, 0, 0, {0}, {1}, ref_copy, f_copy, NULL, 0, 0, 0, 0, NULL,

@@ -284,6 +284,10 @@ struct Backend {
                   const AdamWArgs *args, const float *grad_norm_sq);
     /* x[i] *= s  (used to scale gradients, e.g. distributed averaging) */
     void (*scale)(Backend *, float *x, float s, size_t n);
+    /* Model EMA (timm's ModelEmaV2): avg[i] = d * avg[i] + (1 - d) * w[i] with
+     * d = *decay, one device float read when the op runs, so that a recorded
+     * step takes the current decay (it changes during the EMA's warm-up). */
+    void (*ema_update)(Backend *, float *avg, const float *w, size_t n, const float *decay);
 
     /* ---- HGRU2 bidirectional outer-product scan (DESIGN.md section 4) ----
      * x[M, 3D] (row stride ld >= 3D) is the fused in-projection output, in the

@@ -128,6 +128,8 @@
        const float *grad_norm_sq),                                                                 \
       (param, grad, m, v, n, args, grad_norm_sq), 28.0 * n, 0)                                     \
     X(scale, "scale", (float *x, float s, size_t n), (x, s, n), 8.0 * n, 0)                        \
+    X(ema_update, "ema_update", (float *avg, const float *w, size_t n, const float *decay),          \
+      (avg, w, n, decay), 12.0 * n, 3.0 * n)                                                       \
     X(zero, "zero (memset)", (void *p, size_t bytes), (p, bytes), (double)bytes, 0)                \
     X(copy, "copy (device)", (void *dst, const void *src, size_t bytes), (dst, src, bytes),        \
       2.0 * bytes, 0)                                                                              \

@@ -106,7 +106,10 @@ static const Key KEYS[] = {
 
     /* [train] */
     KI_R("train", epochs, 1, 1000000, "300", "training epochs"),
-    KI("train", batch_size, 1, 16777216, "1024", "global batch size"),
+    KI("train", batch_size, 1, 16777216, "1024", "global batch size (of one optimizer step)"),
+    KI_R("train", accum_steps, 1, 65536, "1", "gradient accumulation: each optimizer step sums the gradients of "
+         "this many parts of the global batch, run one after another (batch_size / accum_steps / ranks images at "
+         "a time: the activation memory of a smaller batch); the same update within fp32 rounding"),
     KF("train", lr, 0, 10, 0, 0, "0.0005", "base learning rate, scaled by batch_size / lr_batch_ref"),
     KI("train", lr_batch_ref, 0, 16777216, "512", "reference batch for lr scaling (0 = use lr as given)"),
     KF("train", min_lr, 0, 10, 0, 0, "1e-05", "final learning rate of the cosine schedule"),
@@ -122,6 +125,11 @@ static const Key KEYS[] = {
     KF("train", eps, 0, 1, 1, 0, "1e-08", "AdamW epsilon"),
     KF("train", clip_grad, 0, 1e6, 0, 0, "5", "global gradient-norm clip (0 = off)"),
     KF("train", label_smoothing, 0, 1, 0, 1, "0.1", "label smoothing"),
+    KF("train", ema_decay, 0, 1, 0, 1, "0", "model EMA (timm's ModelEmaV2): after every optimizer step ema = d * ema "
+       "+ (1 - d) * weights with d = this (e.g. 0.9998); evaluated beside the raw weights, best_ema.safetensors; "
+       "0 = off"),
+    KI("train", ema_warmup, 0, 1, "0", "1: the EMA's decay after u updates is min(train.ema_decay, (1 + u) / (10 + "
+       "u)), so early averages follow the weights"),
     KS("train", lr_step, "step|epoch", "step", "when the learning rate changes: step (every step, warm-up then "
        "cosine from the end of warm-up, on the fractional epoch) or epoch (once per epoch, the official HGRN / DeiT "
        "code's timm 0.4.12 CosineLRScheduler stepped with lr_scheduler.step(epoch) after each epoch: epoch 0 and 1 "
@@ -967,6 +975,11 @@ int config_validate(const Config *c, char *err, size_t errlen)
     }
     if (c->min_lr > c->lr) {
         set_err(err, errlen, "train.min_lr = %g is larger than train.lr = %g", (double)c->min_lr, (double)c->lr);
+        return -1;
+    }
+    if (c->batch_size % c->accum_steps != 0) {
+        set_err(err, errlen, "train.batch_size = %d is not a multiple of train.accum_steps = %d", c->batch_size,
+                c->accum_steps);
         return -1;
     }
     if (c->warmup_epochs > (float)c->epochs) {

@@ -61,6 +61,9 @@ typedef struct {
     int gemm_tune;          /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
     int comm_timeout;       /* distributed runs: seconds a collective may wait for the other ranks */
     int tensorboard;        /* 1: the metrics records' scalars also as a TensorBoard event file in the run directory */
+    int accum_steps;        /* gradient accumulation: parts of the global batch per optimizer step */
+    float ema_decay;        /* model EMA decay (0: off) */
+    int ema_warmup;         /* 1: the EMA's decay warms up as (1 + u) / (10 + u) */
 
     /* [data] */
     char dataset[32];       /* "fmnist", "fmnist32", "imagefolder", "cifar10" */

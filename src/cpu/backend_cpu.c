@@ -727,6 +727,12 @@ static void cpu_scale(Backend *bk, float *x, float s, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
+static void cpu_ema_update(Backend *bk, float *avg, const float *w, size_t n, const float *decay) {
+    const float d = *decay, e = 1.0f - d;
+#pragma omp parallel for schedule(static) num_threads(NT(bk))
+    for (size_t i = 0; i < n; i++) avg[i] = d * avg[i] + e * w[i];
+}
+
 /* ------------------------------------------------------------- constructor */
 
 Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
@@ -793,6 +799,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->sumsq = cpu_sumsq;
     bk->adamw = cpu_adamw;
     bk->scale = cpu_scale;
+    bk->ema_update = cpu_ema_update;
     backend_cpu_hgru1_register(bk);   /* hgru1_fwd / hgru1_bwd: hgru1.c */
     backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd: hgru2.c */
     backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: scan.c */

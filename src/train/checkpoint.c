@@ -144,10 +144,11 @@ out:
 /* The state's scalars: step, epoch, batch, best_top1, seed, and the metrics
  * interval in progress (log_loss_sum, log_steps; absent from files written
  * before they existed, which load as an interval just started). */
-#define NSCALARS 7
+#define NSCALARS 8
 #define NSCALARS_REQUIRED 5
 static const char *const SCALARS[NSCALARS] = {"step", "epoch", "batch", "best_top1", "seed", "log_loss_sum",
-                                              "log_steps"};
+                                              "log_steps", "best_ema_top1"};
+#define EMA_PREFIX "ema."   /* the model EMA's tensors in the state file */
 
 static void put_scalar(StTensor *t, const char *name, const char *dtype, const void *p, size_t sz) {
     memset(t, 0, sizeof *t);
@@ -159,34 +160,46 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     Backend *bk = model_backend(m);
     int n = model_num_tensors(m);
     size_t np = model_num_params(m);
+    const int per = o->ema ? 3 : 2;   /* tensors per parameter: the moments, the EMA */
     float *mh = download_all(bk, o->m, np), *vh = download_all(bk, o->v, np);
-    StTensor *ts = calloc((size_t)(2 * n + NSCALARS), sizeof *ts);
-    char (*names)[128] = calloc((size_t)(2 * n), sizeof *names);
+    float *eh = o->ema ? download_all(bk, o->ema, np) : NULL;
+    StTensor *ts = calloc((size_t)(per * n + NSCALARS), sizeof *ts);
+    char (*names)[128] = calloc((size_t)(per * n), sizeof *names);
     char cfgtext[16384], stepbuf[32];
     int rc = -1;
-    if (!ts || !names) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || !names || (o->ema && !eh)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     const char *bad = non_finite_tensor(m, mh);
     if (!bad) bad = non_finite_tensor(m, vh);
     if (bad) {
         set_err(err, errlen, "%s: not written: the AdamW moments of '%s' hold NaN or Inf", path, bad);
         goto out;
     }
+    if (eh && (bad = non_finite_tensor(m, eh))) {
+        set_err(err, errlen, "%s: not written: the model EMA of '%s' holds NaN or Inf", path, bad);
+        goto out;
+    }
     for (int i = 0; i < n; i++) {
         const ParamInfo *pi = model_tensor(m, i);
-        snprintf(names[2 * i], sizeof names[0], "exp_avg.%s", pi->name);
-        snprintf(names[2 * i + 1], sizeof names[0], "exp_avg_sq.%s", pi->name);
-        fill_tensor(&ts[2 * i], pi, names[2 * i], mh);
-        fill_tensor(&ts[2 * i + 1], pi, names[2 * i + 1], vh);
+        snprintf(names[per * i], sizeof names[0], "exp_avg.%s", pi->name);
+        snprintf(names[per * i + 1], sizeof names[0], "exp_avg_sq.%s", pi->name);
+        fill_tensor(&ts[per * i], pi, names[per * i], mh);
+        fill_tensor(&ts[per * i + 1], pi, names[per * i + 1], vh);
+        if (eh) {
+            snprintf(names[per * i + 2], sizeof names[0], EMA_PREFIX "%s", pi->name);
+            fill_tensor(&ts[per * i + 2], pi, names[per * i + 2], eh);
+        }
     }
     int64_t step = st->step, epoch = st->epoch, batch = st->batch, log_steps = st->log_steps;
     uint64_t seed = c->seed;
-    put_scalar(&ts[2 * n + 0], "step", "I64", &step, 8);
-    put_scalar(&ts[2 * n + 1], "epoch", "I64", &epoch, 8);
-    put_scalar(&ts[2 * n + 2], "batch", "I64", &batch, 8);
-    put_scalar(&ts[2 * n + 3], "best_top1", "F32", &st->best_top1, 4);
-    put_scalar(&ts[2 * n + 4], "seed", "U64", &seed, 8);
-    put_scalar(&ts[2 * n + 5], "log_loss_sum", "F64", &st->log_loss_sum, 8);
-    put_scalar(&ts[2 * n + 6], "log_steps", "I64", &log_steps, 8);
+    StTensor *sc = ts + per * n;
+    put_scalar(&sc[0], "step", "I64", &step, 8);
+    put_scalar(&sc[1], "epoch", "I64", &epoch, 8);
+    put_scalar(&sc[2], "batch", "I64", &batch, 8);
+    put_scalar(&sc[3], "best_top1", "F32", &st->best_top1, 4);
+    put_scalar(&sc[4], "seed", "U64", &seed, 8);
+    put_scalar(&sc[5], "log_loss_sum", "F64", &st->log_loss_sum, 8);
+    put_scalar(&sc[6], "log_steps", "I64", &log_steps, 8);
+    put_scalar(&sc[7], "best_ema_top1", "F32", &st->best_ema_top1, 4);
     if (stored_config_text(path, c, cfgtext, sizeof cfgtext, err, errlen) < 0) goto out;
     snprintf(stepbuf, sizeof stepbuf, "%d", st->step);
     const char *keys[5 + NBUILD] = {"format", "config", "step", "pair"};
@@ -195,12 +208,13 @@ int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
     char backends[128];
     const int nb = build_meta(keys + nk, vals + nk, backends, sizeof backends);
     const int nm = init_meta(keys, vals, nk + nb);
-    rc = st_write(path, ts, 2 * n + NSCALARS, keys, vals, nm, err, errlen);
+    rc = st_write(path, ts, per * n + NSCALARS, keys, vals, nm, err, errlen);
 out:
     free(names);
     free(ts);
     free(mh);
     free(vh);
+    free(eh);
     return rc;
 }
 
@@ -239,10 +253,14 @@ static const float *match(const char *path, const StTensor *t, const ParamInfo *
 }
 
 /* Every file tensor must be used: a tensor the model lacks means the wrong model. */
+/* prefix_opt: the tensors under this prefix may be there or not (the
+ * state's EMA); nscalars counts the SCALARS that must be there, the rest
+ * may. */
 static int check_no_extra(const char *path, const SafeTensors *f, Model *m, const char *prefix_a,
-                          const char *prefix_b, int nscalars, char *err, size_t errlen) {
+                          const char *prefix_b, const char *prefix_opt, int nscalars, char *err, size_t errlen) {
     int expect = model_num_tensors(m) * (prefix_b ? 2 : 1) + nscalars;
     if (st_count(f) == expect) return 0;
+    int extra = 0;   /* the optional ones present */
     for (int i = 0; i < st_count(f); i++) {
         const char *nm = st_at(f, i)->name;
         int known = 0;
@@ -255,13 +273,19 @@ static int check_no_extra(const char *path, const SafeTensors *f, Model *m, cons
                 snprintf(buf, sizeof buf, "%s%s", prefix_b, mn);
                 known = !strcmp(buf, nm);
             }
+            if (!known && prefix_opt) {
+                snprintf(buf, sizeof buf, "%s%s", prefix_opt, mn);
+                extra += known = !strcmp(buf, nm);
+            }
         }
         for (int k = 0; k < nscalars && !known; k++) known = !strcmp(SCALARS[k], nm);
+        for (int k = nscalars; prefix_opt && k < NSCALARS && !known; k++) extra += known = !strcmp(SCALARS[k], nm);
         if (!known) {
             set_err(err, errlen, "%s: tensor '%s' is not part of this model (wrong checkpoint?)", path, nm);
             return -1;
         }
     }
+    if (st_count(f) == expect + extra) return 0;
     set_err(err, errlen, "%s: holds %d tensors, the model has %d", path, st_count(f), expect);
     return -1;
 }
@@ -334,7 +358,7 @@ int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t e
         if (!d) goto out;
         memcpy(h + pi->offset, d, pi->numel * sizeof(float));
     }
-    if (check_no_extra(path, f, m, "", NULL, 0, err, errlen) < 0) goto out;
+    if (check_no_extra(path, f, m, "", NULL, NULL, 0, err, errlen) < 0) goto out;
     if (step) {
         const char *sm = st_meta(f, "step");
         *step = sm ? atoi(sm) : -1;
@@ -363,13 +387,36 @@ static int scalar(const char *path, const SafeTensors *f, const char *name, cons
     return 0;
 }
 
+/* The saved EMA into eh [np] (host), or none saved: the weights loaded
+ * (already on the device) start it, as they would a fresh run's. */
+static int load_ema(const char *path, const SafeTensors *f, Model *m, float *eh, char *err, size_t errlen) {
+    char first[160];
+    snprintf(first, sizeof first, EMA_PREFIX "%s", model_tensor(m, 0)->name);
+    if (!st_find(f, first)) {
+        fprintf(stderr, "%s holds no model EMA (saved with train.ema_decay = 0): it starts from the weights "
+                "loaded\n", path);
+        return 1;
+    }
+    for (int i = 0; i < model_num_tensors(m); i++) {
+        const ParamInfo *pi = model_tensor(m, i);
+        char a[160];
+        snprintf(a, sizeof a, EMA_PREFIX "%s", pi->name);
+        const float *d = match(path, st_find(f, a), pi, a, err, errlen);
+        if (!d) return -1;
+        memcpy(eh + pi->offset, d, pi->numel * sizeof(float));
+    }
+    return 0;
+}
+
 int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *err, size_t errlen) {
     SafeTensors *f = st_open(path, err, errlen);
     if (!f) return -1;
-    int rc = -1;
+    int rc = -1, ema_rc = 1;
     size_t np = model_num_params(m);
     float *mh = malloc(np * sizeof(float)), *vh = malloc(np * sizeof(float));
-    if (!mh || !vh) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    float *eh = o->ema ? malloc(np * sizeof(float)) : NULL;
+    ts->best_ema_top1 = -1.0f;   /* absent: saved without an EMA */
+    if (!mh || !vh || (o->ema && !eh)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         char a[160], b[160];
@@ -396,11 +443,15 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     if (has_log && (scalar(path, f, "log_loss_sum", "F64", &log_loss_sum, 8, err, errlen) ||
                     scalar(path, f, "log_steps", "I64", &log_steps, 8, err, errlen)))
         goto out;
-    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", has_log ? NSCALARS : NSCALARS_REQUIRED, err,
-                       errlen) < 0)
+    if (st_find(f, "best_ema_top1") &&
+        scalar(path, f, "best_ema_top1", "F32", &ts->best_ema_top1, 4, err, errlen))
         goto out;
+    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", EMA_PREFIX, NSCALARS_REQUIRED, err, errlen) < 0)
+        goto out;
+    if (o->ema && (ema_rc = load_ema(path, f, m, eh, err, errlen)) < 0) goto out;
     if (step < 0 || step > INT32_MAX || epoch < 0 || epoch > INT32_MAX || batch < 0 || batch > INT32_MAX ||
-        log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1)) {
+        log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1) ||
+        isnan(ts->best_ema_top1)) {
         set_err(err, errlen, "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld)", path,
                  (long long)step, (long long)epoch, (long long)batch, (long long)log_steps);
         goto out;
@@ -413,11 +464,14 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     Backend *bk = model_backend(m);
     bk->to_device(bk, o->m, mh, np * sizeof(float));
     bk->to_device(bk, o->v, vh, np * sizeof(float));
+    if (o->ema && ema_rc == 0) bk->to_device(bk, o->ema, eh, np * sizeof(float));
+    else if (o->ema) bk->copy(bk, o->ema, model_params(m), np * sizeof(float));
     o->step = ts->step;
     rc = 0;
 out:
     free(mh);
     free(vh);
+    free(eh);
     st_close(f);
     return rc;
 }

@@ -2,8 +2,10 @@
  * Weights: one F32 tensor per parameter, named after the official PyTorch
  * modules; metadata holds the model config (`config`), the class names
  * (`classes`, one per line) and the step. Training state in a second file
- * next to it: AdamW moments per tensor (exp_avg.NAME, exp_avg_sq.NAME), step,
- * epoch, data position, best top-1, seed, the metrics interval in progress.
+ * next to it: AdamW moments per tensor (exp_avg.NAME, exp_avg_sq.NAME), the
+ * model EMA's tensors where train.ema_decay is on (ema.NAME), step, epoch,
+ * data position, best top-1 (and the EMA's), seed, the metrics interval in
+ * progress.
  * Each file is written atomically; ckpt_pair.h writes and finds them as a
  * consistent pair. */
 #ifndef HGRN_CHECKPOINT_H
@@ -22,6 +24,7 @@ typedef struct {
     float best_top1;     /* best evaluation top-1 so far (-1 if none) */
     double log_loss_sum; /* the metrics interval in progress: sum of its steps' losses */
     int log_steps;       /* and how many steps it holds (so a resumed record is the same) */
+    float best_ema_top1; /* best evaluation top-1 of the model EMA so far (-1 if none) */
 } TrainState;
 
 /* Write PATH (weights). classes: num_classes names or NULL. pair: an id
@@ -43,6 +46,8 @@ int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err
 /* Load weights into m; every tensor must be present with the right shape and
  * dtype and nothing else may be there; errors name the tensor. */
 int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen);  /* step may be NULL */
+/* With o->ema set, the saved EMA is loaded too; a state without one (EMA
+ * turned on at a resume) starts it from the weights loaded, saying so. */
 int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *err, size_t errlen);
 /* Read the model config and class names stored in a weights file (for eval
  * and classify). *classes is a malloc'd array of malloc'd strings or NULL. */

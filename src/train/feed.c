@@ -12,16 +12,22 @@ void feed_init(Feed *f, Loader *loader, Model *model, Backend *bk) {
     f->model = model;
     f->gpu = loader_gpu(loader);
     f->stream = f->gpu ? gpu_backend_stream(bk) : NULL;
+    f->part = 0;
+}
+
+void feed_set_part(Feed *f, int n) { f->part = n; }
+
+void feed_stage_part(Feed *f, const Batch *b, int k) {
+    const Config *c = model_config(f->model);
+    const int n = f->part > 0 ? f->part : b->n;
+    const size_t off = (size_t)k * n * c->channels * c->image_size * c->image_size;
+    if (f->gpu) model_stage_device_images(f->model, b->dev_images + off, n);
+    else model_stage_images(f->model, b->images + off, n);
 }
 
 int feed_next(Feed *f, const Batch **batch) {
-    if (f->gpu) {
-        int got = loader_next_device(f->loader, batch, f->stream);
-        if (got == 1) model_stage_device_images(f->model, (*batch)->dev_images, (*batch)->n);
-        return got;
-    }
-    int got = loader_next_ref(f->loader, batch);
-    if (got == 1) model_stage_images(f->model, (*batch)->images, (*batch)->n);
+    int got = f->gpu ? loader_next_device(f->loader, batch, f->stream) : loader_next_ref(f->loader, batch);
+    if (got == 1) feed_stage_part(f, *batch, 0);
     return got;
 }
 

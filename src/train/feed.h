@@ -23,12 +23,18 @@ typedef struct {
     Model *model;
     void *stream;     /* the backend's CUDA stream when the loader decodes on the GPU, else NULL */
     int gpu;
+    int part;         /* samples staged at a time: 0 the whole batch, else parts of it (feed_set_part) */
 } Feed;
 
 /* Call loader_use_gpu on the loader before (and before loader_start_prefetch). */
 void feed_init(Feed *f, Loader *loader, Model *model, Backend *bk);
 /* The next batch, staged into the model; loader_next's return values. */
 int feed_next(Feed *f, const Batch **batch);
+/* Gradient accumulation: stage batches in parts of n samples; feed_next
+ * stages part 0 of each batch, feed_stage_part part k of the current one
+ * (once the step reading the previous part is queued). */
+void feed_set_part(Feed *f, int n);
+void feed_stage_part(Feed *f, const Batch *batch, int k);
 /* The step reading the staged batch has been queued: the host ring slot of a
  * CPU-decoded batch may be reused once its upload has landed (this waits for
  * that); nothing to do for a GPU-decoded one (the loader releases it when

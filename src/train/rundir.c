@@ -11,7 +11,7 @@
 
 static const char *const RUN_FILES[] = {
     "last.safetensors", "last.state.safetensors", "last.next.safetensors", "last.next.state.safetensors",
-    "best.safetensors", "metrics.jsonl", "config.cfg",
+    "best.safetensors", "best_ema.safetensors", "metrics.jsonl", "config.cfg",
 };
 #define NRUN_FILES (int)(sizeof RUN_FILES / sizeof RUN_FILES[0])
 
@@ -55,7 +55,8 @@ int rundir_has_checkpoint(const char *dir) {
 }
 
 int rundir_remove_attempt(const char *dir, char *removed, size_t len, char *err, size_t errlen) {
-    static const char *const ATTEMPT[] = {"last.next.safetensors", "last.next.state.safetensors", "best.safetensors"};
+    static const char *const ATTEMPT[] = {"last.next.safetensors", "last.next.state.safetensors", "best.safetensors",
+                                          "best_ema.safetensors"};
     removed[0] = 0;
     for (size_t i = 0; i < sizeof ATTEMPT / sizeof ATTEMPT[0]; i++) {
         char p[1200];

@@ -37,6 +37,15 @@ void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int 
  * model_upload_wait. */
 void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
                  double lr, Rng *dp);
+/* One part of a step accumulated over `parts` batches of B (train.accum_steps):
+ * part 0 clears the gradients, every part adds its batch's, the last one
+ * averages them (over the parts and the ranks) and updates the weights with
+ * learning rate lr. global_index: the positions of this part's samples in
+ * the global batch. Call step_finish after each part (its loss is that
+ * part's; the gradient norm is the step's after the last). parts = 1 is
+ * step_launch. */
+void step_launch_part(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
+                      double lr, Rng *dp, int part, int parts);
 /* Wait for the step in flight; its mean loss and gradient norm (before
  * clipping). A NaN/Inf gradient made the optimizer skip the update. */
 void step_finish(Stepper *s, float *loss, float *grad_norm);

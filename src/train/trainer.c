@@ -26,7 +26,7 @@ void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, 
     memset(t, 0, sizeof *t);
     t->cfg = cfg;
     snprintf(t->out, sizeof t->out, "%s", out_dir);
-    t->state = (TrainState){0, 0, 0, -1.0f, 0.0, 0};
+    t->state = (TrainState){0, 0, 0, -1.0f, 0.0, 0, -1.0f};
     t->metrics.fd = -1;
     t->saved_step = -1;
     t->rank = rank;
@@ -48,11 +48,20 @@ int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes,
                  "to train data parallel)", t->world);
         return -1;
     }
+    if (c->batch_size % (c->accum_steps * t->world) != 0) {
+        snprintf(err, errlen, "train.batch_size = %d is not a multiple of train.accum_steps x ranks = %d x %d",
+                 c->batch_size, c->accum_steps, t->world);
+        return -1;
+    }
     t->train_set = train;
     t->val_set = val;
     t->classes = classes;
     if (!(t->train_loader = loader_create(train, c, 1, t->rank, t->world, err, errlen))) return -1;
-    if (!(t->val_loader = loader_create(val, c, 0, t->rank, t->world, err, errlen))) return -1;
+    /* evaluation in batches of one part: the model holds no more (the
+     * results do not depend on the batch) */
+    Config vc = *c;
+    vc.batch_size = c->batch_size / c->accum_steps;
+    if (!(t->val_loader = loader_create(val, &vc, 0, t->rank, t->world, err, errlen))) return -1;
     return 0;
 }
 
@@ -73,11 +82,18 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
     feed_partition_end(bk, loader_gpu(t->train_loader) || loader_gpu(t->val_loader));
     if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
     if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
-    /* each rank holds its share of the global batch */
-    if (!(t->model = model_create(bk, c, loader_batch_size(t->train_loader), 1, err, errlen))) return -1;
+    /* each rank holds its share of the global batch, one part at a time */
+    const int part = loader_batch_size(t->train_loader) / c->accum_steps;
+    if (!(t->model = model_create(bk, c, part, 1, err, errlen))) return -1;
     feed_init(&t->train_feed, t->train_loader, t->model, bk);
+    feed_set_part(&t->train_feed, part);
     if (optim_init(&t->opt, bk, t->model) < 0) {
         snprintf(err, errlen, "out of memory for the optimizer state");
+        return -1;
+    }
+    if (c->ema_decay > 0 && optim_enable_ema(&t->opt, t->model, c->ema_decay, c->ema_warmup) < 0) {
+        snprintf(err, errlen, "out of device memory for the model EMA (train.ema_decay; %zu parameters)",
+                 model_num_params(t->model));
         return -1;
     }
     step_init(&t->stepper, t->model, &t->opt, c, comm, c->cuda_graph);
@@ -254,8 +270,10 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
         return plan.status;
     }
     int rc = 0;
-    if (plan.weights[0]) rc = load_pair(t, &plan, err, errlen);
+    if (plan.weights[0]) rc = load_pair(t, &plan, err, errlen);   /* with the saved EMA */
     else if (!t->init_path || !t->init_path[0]) model_init(t->model, c->seed);
+    /* a fresh run's EMA starts as its first weights (ModelEmaV2's copy) */
+    if (!plan.weights[0] && t->opt.ema) optim_enable_ema(&t->opt, t->model, c->ema_decay, c->ema_warmup);
     if (t->world > 1) {   /* one rank that cannot load stops them all */
         double failed = rc < 0;
         t->comm->host_sum(t->comm, &failed, 1);
@@ -513,19 +531,34 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     for (long k = 0; !t->stopped && got == 1; k++) {
         const int n = batch->n, slot = (int)(k % HGRN_IDLE_SLOTS);
         const double lr = lr_at(c, epoch + (double)ts->batch / t->steps_per_epoch);
-        Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts->step);
         if (idle && k > 0) bk->idle_end(bk, (int)((k - 1) % HGRN_IDLE_SLOTS));   /* its inputs are there */
         float *poisoned = fault_targets(t, batch, ts->step + 1);
-        step_launch(&t->stepper, poisoned ? poisoned : batch->targets, n, c->batch_size, global_index, lr, &dp);
+        const float *targets = poisoned ? poisoned : batch->targets;
+        /* train.accum_steps parts of the batch, one after another; the last
+         * updates the weights. Each part draws drop path for the global batch
+         * from the step's stream and keeps its own samples' draws, so the
+         * parts together draw what one step over the batch would. */
+        const int parts = c->accum_steps, pn = n / parts;
+        float loss = 0.0f, gn = 0.0f;
+        double part_loss_sum = 0.0;
+        for (int part = 0; part < parts; part++) {
+            Rng dp = rng_stream(c->seed ^ DROP_PATH_STREAM, (uint64_t)ts->step);
+            if (part > 0) feed_stage_part(&t->train_feed, batch, part);
+            step_launch_part(&t->stepper, targets + (size_t)part * pn * c->num_classes, pn, c->batch_size,
+                             global_index + (size_t)part * pn, lr, &dp, part, parts);
+            if (idle && part == parts - 1) bk->idle_begin(bk, slot);
+            /* while it runs: this part's input slot is released, and after
+             * the last part the next batch is fetched and staged */
+            feed_staged_read(&t->train_feed);
+            if (part == parts - 1) {
+                if (c->max_steps > 0 && ts->step + 1 >= c->max_steps) got = 0;
+                else got = feed_next(&t->train_feed, &batch);
+            }
+            step_finish(&t->stepper, &loss, part == parts - 1 ? &gn : NULL);
+            part_loss_sum += loss;
+        }
         free(poisoned);
-        if (idle) bk->idle_begin(bk, slot);
-        /* while it runs: this batch's input slot is released, and the next
-         * batch is fetched and staged */
-        feed_staged_read(&t->train_feed);
-        if (c->max_steps > 0 && ts->step + 1 >= c->max_steps) got = 0;
-        else got = feed_next(&t->train_feed, &batch);
-        float loss, gn;
-        step_finish(&t->stepper, &loss, &gn);
+        loss = (float)(part_loss_sum / parts);   /* equal parts: the batch's mean */
         if (idle && k > 0) t->device_idle_s += bk->idle_seconds(bk, (int)((k - 1) % HGRN_IDLE_SLOTS));
         /* the global batch's mean loss (the norm is already global) and the
          * signals, agreed by every rank in one host sum */
@@ -559,18 +592,54 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     return 0;
 }
 
+/* Exchange the weights and the model EMA (both ways: twice is the
+ * identity), through the gradient block, which holds nothing between steps
+ * (the next step clears it), so that evaluating and saving the EMA need no
+ * more memory. Every rank does it: the EMA is the same on each, as the
+ * weights it averages are. */
+static void swap_ema(Trainer *t) {
+    Backend *bk = t->bk;
+    const size_t bytes = model_num_params(t->model) * sizeof(float);
+    float *p = model_params(t->model), *g = model_grads(t->model);
+    bk->copy(bk, g, p, bytes);
+    bk->copy(bk, p, t->opt.ema, bytes);
+    bk->copy(bk, t->opt.ema, g, bytes);
+    model_params_changed(t->model);
+}
+
+/* Rank 0: weights file NAME in the run directory when top-1 improved
+ * (atomic: a failure leaves the previous one as it was, with a warning). */
+static void save_best(Trainer *t, const char *name) {
+    char w[1024], err[1500];
+    snprintf(w, sizeof w, "%s/%s", t->out, name);
+    if (ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, NULL, err, sizeof err) < 0)
+        fprintf(stderr, "hgrn: warning: %s/%s not updated: %s; training goes on\n", t->out, name, err);
+}
+
 /* Validation at the state's position: after an epoch (batch 0 of the
  * next), or where train.max_steps ended training inside one. A metrics
  * record (its "epoch" fractional for the latter, as training records have
- * it), and `best` when top-1 improved. */
+ * it), and `best` when top-1 improved. With a model EMA, the EMA's weights
+ * are evaluated too (ema_val_* in the same record) and saved as
+ * `best_ema` when their top-1 improved. */
 static int evaluate_here(Trainer *t, char *err, size_t errlen) {
     const TrainState *ts = &t->state;
-    EvalResult r;
+    EvalResult r, re;
     if (evaluate(t->model, t->val_loader, t->cfg, t->comm, &r, t->root, err, errlen) < 0) return -1;
     const int improved = r.top1 > t->state.best_top1;   /* r is global: every rank agrees */
     if (improved) t->state.best_top1 = (float)r.top1;
+    int ema_improved = 0;
+    if (t->opt.ema) {
+        swap_ema(t);
+        const int rc = evaluate(t->model, t->val_loader, t->cfg, t->comm, &re, t->root, err, errlen);
+        ema_improved = rc == 0 && re.top1 > t->state.best_ema_top1;
+        if (ema_improved) t->state.best_ema_top1 = (float)re.top1;
+        if (ema_improved && t->root) save_best(t, "best_ema.safetensors");
+        swap_ema(t);
+        if (rc < 0) return -1;
+    }
     if (!t->root) return 0;
-    char where[96], epoch[32];
+    char where[96], epoch[32], ema[200] = "", ema_line[120] = "";
     if (ts->batch == 0) {
         snprintf(where, sizeof where, "epoch %d", ts->epoch);
         snprintf(epoch, sizeof epoch, "%d", ts->epoch);
@@ -579,17 +648,18 @@ static int evaluate_here(Trainer *t, char *err, size_t errlen) {
         snprintf(where, sizeof where, "step %d (train.max_steps, epoch %.2f)", ts->step, e);
         snprintf(epoch, sizeof epoch, "%.4f", e);
     }
-    fprintf(stderr, "%s: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)\n",
-            where, r.top1, r.top5, r.loss, r.count, r.seconds);
-    metrics_write(&t->metrics, "{\"epoch\": %s, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
-                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f}", epoch, t->state.step, r.top1,
-                  r.top5, r.loss, r.count / r.seconds);
-    if (improved) {   /* atomic: a failure leaves the previous best as it was */
-        char w[1024];
-        snprintf(w, sizeof w, "%s/best.safetensors", t->out);
-        if (ckpt_save_weights(w, t->model, t->cfg, t->classes, t->state.step, NULL, err, errlen) < 0)
-            fprintf(stderr, "hgrn: warning: %s/best.safetensors not updated: %s; training goes on\n", t->out, err);
+    if (t->opt.ema) {
+        snprintf(ema, sizeof ema, ", \"ema_val_top1\": %.4f, \"ema_val_top5\": %.4f, \"ema_val_loss\": %.6f",
+                 re.top1, re.top5, re.loss);
+        snprintf(ema_line, sizeof ema_line, "; EMA top-1 %.2f%%  top-5 %.2f%%  loss %.4f", re.top1, re.top5,
+                 re.loss);
     }
+    fprintf(stderr, "%s: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)%s\n",
+            where, r.top1, r.top5, r.loss, r.count, r.seconds, ema_line);
+    metrics_write(&t->metrics, "{\"epoch\": %s, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
+                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f%s}", epoch, t->state.step, r.top1,
+                  r.top5, r.loss, r.count / r.seconds, ema);
+    if (improved) save_best(t, "best.safetensors");
     return 0;
 }
 
@@ -659,9 +729,12 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
 
 void trainer_finish(Trainer *t) {
     if (!t->root) return;
+    char ema[1200] = "";
+    if (t->state.best_ema_top1 >= 0)
+        snprintf(ema, sizeof ema, "; EMA %.2f%% (%.1000s/best_ema.safetensors)", t->state.best_ema_top1, t->out);
     if (t->state.best_top1 >= 0)
-        fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%% (%s/best.safetensors); checkpoints in %s/\n",
-                t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out, t->out);
+        fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%% (%s/best.safetensors)%s; checkpoints in "
+                "%s/\n", t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out, ema, t->out);
     else   /* no validation pass ran (a resumed run that had nothing left to train) */
         fprintf(stderr, "done: %d steps in %.1f s; not evaluated on a validation set, so there is no best "
                 "checkpoint; checkpoints in %s/\n", t->state.step, now_seconds() - t->t_start, t->out);
