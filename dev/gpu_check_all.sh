@@ -32,7 +32,7 @@ timeout 300 $B/hgrn bench --ops >$L/bench_ops.txt 2>&1; row "bench --ops" "rc=$?
 grep -E "^prec|copy|hgru1|hgru2|batchnorm" $L/bench_ops.txt | head -20
 timeout 300 $B/hgrn bench --mixers >$L/bench_mixers.txt 2>&1; row "bench --mixers" "rc=$?" "$(el) s"
 grep -E "^mixer|^(hgru|lru|min)" $L/bench_mixers.txt
-for c in hgrn1_deit_tiny lra_image_hgru1; do
+for c in hgrn1_deit_tiny lra_image_hgrn1; do
   timeout 120 $B/hgrn bench --config configs/$c.cfg --device cuda --steps 20 >$L/bench_$c.txt 2>&1
   row "bench $c" "rc=$?" "$(grep -E '^train ' $L/bench_$c.txt | head -1)"
 done

@@ -53,8 +53,8 @@ if [ "$phase" = start ]; then
   grep -E "tests passed|Failed|\*\*\*|Not Run|\(Skipped\)" "$OUT/ctest.log" | head -20
   timeout 60 $H bench --config configs/hgrn1_deit_tiny.cfg --device cuda --batch 256 --steps 20 >"$OUT/bench_tiny.txt" 2>&1
   echo "bench tiny rc=$?: $(grep -E '^train  ' "$OUT/bench_tiny.txt" | head -1)"
-  timeout 60 $H bench --config configs/lra_image_hgru1.cfg --device cuda --steps 10 >"$OUT/bench_lra_hgru1.txt" 2>&1
-  echo "bench lra_image_hgru1 rc=$?: $(grep -E '^train  ' "$OUT/bench_lra_hgru1.txt" | head -1)"
+  timeout 60 $H bench --config configs/lra_image_hgrn1.cfg --device cuda --steps 10 >"$OUT/bench_lra_hgru1.txt" 2>&1
+  echo "bench lra_image_hgrn1 rc=$?: $(grep -E '^train  ' "$OUT/bench_lra_hgru1.txt" | head -1)"
   grep -iE "^(batchnorm|hgru1|matmul|total)" "$OUT/bench_lra_hgru1.txt" | head -6
   timeout 120 $H bench --ops >"$OUT/bench_ops.txt" 2>&1; echo "bench --ops rc=$? ($(el) s)"
   grep -iE "^prec|copy|batchnorm|hgru1" "$OUT/bench_ops.txt" | head -16

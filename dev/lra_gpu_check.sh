@@ -60,8 +60,8 @@ done
 
 # ---- one LRA training step, op by op (random data, the recipe's shapes) ----
 if ! late "hgrn bench"; then
-  timeout 90 $H bench --config configs/lra_image_hgru1.cfg --device cuda --steps 10 >"$log/bench_hgru1.txt" 2>&1
-  echo "hgrn bench lra_image_hgru1 rc=$? ($(el) s)"
+  timeout 90 $H bench --config configs/lra_image_hgrn1.cfg --device cuda --steps 10 >"$log/bench_hgru1.txt" 2>&1
+  echo "hgrn bench lra_image_hgrn1 rc=$? ($(el) s)"
   grep -E "^(train|eval|memory) " "$log/bench_hgru1.txt"
   grep -E "^(op |batchnorm|grid_transpose|hgru1|matmul|ln_gate|total)" "$log/bench_hgru1.txt" | head -12
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_lra.sh OUT [EPOCHS] [MIXERS...] - the LRA image task's accuracy table:
-# each mixer's recipe (configs/lra_image_<mixer>.cfg, canonical protocol) on
+# each mixer's recipe (configs/lra_image_<model>.cfg, canonical protocol) on
 # Fashion-MNIST centred on 32x32 (`hgrn lra --data fmnist32`), one run per
 # mixer in OUT/<mixer>, then a table of test top-1 (best and last), the
 # epochs done, training img/s and wall time.

@@ -1,7 +1,9 @@
 /* test_lra_recipe.c - `hgrn lra`'s configuration (src/cli/lra.h):
- *  - each mixer's built-in recipe is configs/lra_image_<mixer>.cfg, key for
- *    key (config_write of both), valid, and a model the mixer accepts in
- *    both protocols;
+ *  - each mixer's built-in recipe is configs/lra_image_<model>.cfg (the
+ *    model's name: hgrn1 for the hgru1 mixer, hgrn2 for hgru2, the mixer's
+ *    name for the others), key for key (config_write of both), valid, and a
+ *    model the mixer accepts in both protocols; the files' older names
+ *    (lra_image_hgru1.cfg, lra_image_hgru2.cfg) still load, to the same;
  *  - the protocols set what they say (lra: gray, 1-D, no augmentation,
  *    gray CIFAR-10 normalisation; hgrn: RGB, the 2-D scan, crop of 4 with
  *    symmetric padding and flip, RGB normalisation), and leave the rest;
@@ -27,6 +29,7 @@
 #include "model.h"
 
 static const char *const MIXERS[] = {"hgru1", "hgru2", "lru", "mingru", "minlstm"};
+static const char *const MODELS[] = {"hgrn1", "hgrn2", "lru", "mingru", "minlstm"};   /* of MIXERS[i] */
 
 static void text_of(const Config *c, char *buf) {
     assert_true(config_write(c, buf, CONFIG_TEXT_MAX) > 0);
@@ -39,7 +42,7 @@ static void test_recipes_are_the_configs(void **s) {
         Config r, f;
         if (lra_recipe(&r, MIXERS[i], err, sizeof err) < 0) fail_msg("%s", err);
         config_defaults(&f);
-        snprintf(path, sizeof path, "%s/configs/lra_image_%s.cfg", HGRN_SOURCE_DIR, MIXERS[i]);
+        snprintf(path, sizeof path, "%s/configs/lra_image_%s.cfg", HGRN_SOURCE_DIR, MODELS[i]);
         if (config_load(&f, path, err, sizeof err) < 0) fail_msg("%s", err);
         text_of(&r, a);
         text_of(&f, b);
@@ -69,6 +72,27 @@ static void test_recipes_are_the_configs(void **s) {
     if (!strstr(err, "--mixer transformer") || !strstr(err, "hgru1, hgru2, lru, mingru, minlstm")) fail_msg("%s", err);
     /* every registered mixer has a recipe */
     for (int i = 0; mixer_at(i); i++) assert_int_equal(lra_recipe(&c, mixer_at(i)->name, err, sizeof err), 0);
+}
+
+/* The names the HGRN configs had before files were named by model (docs and
+ * scripts of earlier versions give them) load the same keys. */
+static void test_old_config_names(void **s) {
+    (void)s;
+    static const char *const OLD[][2] = {{"lra_image_hgru1", "lra_image_hgrn1"}, {"lra_image_hgru2", "lra_image_hgrn2"}};
+    char err[512], a[CONFIG_TEXT_MAX], b[CONFIG_TEXT_MAX], path[512];
+    for (int i = 0; i < 2; i++) {
+        Config o, n;
+        config_defaults(&o);
+        config_defaults(&n);
+        snprintf(path, sizeof path, "%s/configs/%s.cfg", HGRN_SOURCE_DIR, OLD[i][0]);
+        if (config_load(&o, path, err, sizeof err) < 0) fail_msg("%s", err);
+        snprintf(path, sizeof path, "%s/configs/%s.cfg", HGRN_SOURCE_DIR, OLD[i][1]);
+        if (config_load(&n, path, err, sizeof err) < 0) fail_msg("%s", err);
+        text_of(&o, a);
+        text_of(&n, b);
+        assert_string_equal(a, b);
+        assert_string_equal(o.mixer, MIXERS[i]);
+    }
 }
 
 static void test_protocols(void **s) {
@@ -174,6 +198,7 @@ static void test_data(void **s) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recipes_are_the_configs),
+        cmocka_unit_test(test_old_config_names),
         cmocka_unit_test(test_protocols),
         cmocka_unit_test(test_data),
     };

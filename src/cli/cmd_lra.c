@@ -71,7 +71,7 @@ static void usage(void) {
            "decoder. Trains as `hgrn train` does (checkpoints, metrics, --resume; hgrn eval and\n"
            "hgrn classify read the checkpoints) on the config put together from:\n"
            "  --mixer NAME      the recipe of hgru1, hgru2, lru, mingru or minlstm (below; the keys of\n"
-           "                    configs/lra_image_NAME.cfg)\n"
+           "                    configs/lra_image_MODEL.cfg: hgrn1, hgrn2, lru, mingru, minlstm)\n"
            "  --config FILE     or a config file instead\n"
            "  --protocol P      lra: grayscale, one scan over the pixels in row order, no augmentation\n"
            "                    (the canonical protocol; the default with --mixer);\n"
@@ -191,7 +191,7 @@ int cmd_lra(int argc, char **argv) {
         fprintf(stderr, "hgrn lra: %s\n", mixer ? "--mixer picks a built-in recipe, --config a file: give one "
                 "(with --config, --model.mixer NAME changes the mixer)"
                 : "give --mixer NAME (hgru1, hgru2, lru, mingru, minlstm) or --config FILE "
-                  "(configs/lra_image_NAME.cfg)");
+                  "(configs/lra_image_MODEL.cfg)");
         goto done;
     }
     /* the recipe or the file, then the protocol, the data and the overrides */

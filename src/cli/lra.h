@@ -13,7 +13,7 @@
 #define LRA_FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 /* c = the defaults, then the LRA image recipe for this token mixer (the
- * keys configs/lra_image_<mixer>.cfg sets; the canonical protocol, CIFAR-10
+ * keys configs/lra_image_<model>.cfg sets; the canonical protocol, CIFAR-10
  * with no data.path). 0, or -1 with a message naming the mixer. */
 int lra_recipe(Config *c, const char *mixer, char *err, size_t errlen);
 /* The recipe as config text (for the check that the config files agree). */
