@@ -1,4 +1,4 @@
-/* gpu_images.cu - the GPU image pipeline of src/core/gpu_images.h: batched
+/* gpu_images.cu - the GPU image pipeline of gpu_images.h: batched
  * nvJPEG decoding to planar YCbCr and the DeiT transforms as kernels over the
  * batch. The per-pixel arithmetic is in gpu_images_ops.cuh (each function
  * names the CPU function it mirrors); this file holds the kernels, nvJPEG and
@@ -42,71 +42,15 @@ extern "C" {
 #include <string.h>
 #include <time.h>
 
-#ifdef HGRN_HAVE_NVJPEG
 #include <nvjpeg.h>
-#endif
 
-/* ---------------------------------------------------------------- backend stream (always built) */
+/* ---------------------------------------------------------------- backend stream */
 
 extern "C" void *gpu_backend_stream(Backend *bk) {
     if (!bk || !bk->name || strcmp(bk->name, "cuda") != 0) return NULL;
     return (void *)IMPL(bk)->stream;
 }
 
-#ifndef HGRN_HAVE_NVJPEG
-/* ---------------------------------------------------------------- built without nvJPEG */
-
-extern "C" {
-GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
-    (void)device;
-    (void)cfg;
-    snprintf(err, errlen, "this hgrn was built without nvJPEG (the CUDA toolkit at build time had no "
-                          "nvjpeg.h / libnvjpeg): GPU decoding is unavailable");
-    return NULL;
-}
-void gpu_images_destroy(GpuImages *g) { (void)g; }
-int gpu_images_available(void) { return 0; }
-const char *gpu_images_backend(const GpuImages *g) { (void)g; return "none"; }
-int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) { (void)g; (void)thread; (void)s; return 0; }
-int gpu_images_units(const GpuImages *g) { (void)g; return 0; }
-int gpu_images_unit_hybrid(const GpuImages *g, int unit) { (void)g; (void)unit; return 0; }
-int gpu_images_exact(const GpuImages *g) { (void)g; return 0; }
-int gpu_images_side(const GpuImages *g) { (void)g; return -1; }
-void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
-    (void)g;
-    *engines = *cores = 0;
-}
-int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen) {
-    (void)g; (void)unit; (void)s; (void)n;
-    snprintf(err, errlen, "GPU decoding is unavailable in this build");
-    return -1;
-}
-int gpu_images_decode(GpuImages *g, GpuSample *s, int n, char *err, size_t errlen) {
-    return gpu_images_decode_on(g, 0, s, n, err, errlen);
-}
-int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *mix, int slot, char *err,
-                         size_t errlen) {
-    (void)g; (void)s; (void)n; (void)mix; (void)slot;
-    snprintf(err, errlen, "GPU decoding is unavailable in this build");
-    return -1;
-}
-uint8_t *gpu_images_slot(GpuImages *g, int slot) { (void)g; (void)slot; return NULL; }
-void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
-void gpu_images_slot_release(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
-void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes) {
-    (void)g; (void)slot; (void)host; (void)bytes;
-}
-void gpu_images_stats(GpuImages *g, GpuImagesStats *st) {
-    (void)g;
-    memset(st, 0, sizeof *st);
-}
-int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
-    (void)g; (void)s; (void)out;
-    snprintf(err, errlen, "GPU decoding is unavailable in this build");
-    return -1;
-}
-}
-#else
 /* ================================================================ the pipeline */
 
 #define GI_THREADS 256
@@ -1240,4 +1184,3 @@ static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *
 extern "C" int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
     return gi_decode_rgb_unit(g, 0, s, out, err, errlen);
 }
-#endif

@@ -1,16 +1,15 @@
-/* gpu_images_stub.c - linked when the build has no CUDA backend: the GPU
- * image pipeline (src/core/gpu_images.h, cuda/gpu_images.cu) is absent, and
- * asking for it is an error that says so; so is the SM split
- * (src/core/gpu_partition.h). */
+/* gpu_images_stub.c - linked when the build has no nvJPEG (no CUDA toolkit,
+ * or one without nvjpeg.h / libnvjpeg): the GPU image pipeline (gpu_images.h,
+ * gpu_images.cu) is absent, and asking for it is an error that says so. */
 #include "gpu_images.h"
-#include "gpu_partition.h"
 
 #include <stdio.h>
 
 GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
     (void)device;
     (void)cfg;
-    snprintf(err, errlen, "this hgrn was built without CUDA, so without nvJPEG: GPU decoding is unavailable");
+    snprintf(err, errlen, "this hgrn was built without nvJPEG (no CUDA toolkit with nvjpeg.h and "
+                          "libnvjpeg at build time): GPU decoding is unavailable");
     return NULL;
 }
 void gpu_images_destroy(GpuImages *g) { (void)g; }
@@ -55,27 +54,3 @@ int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *
     snprintf(err, errlen, "GPU decoding is unavailable in this build");
     return -1;
 }
-
-/* The SM split (gpu_partition.h) needs CUDA too. */
-int gpu_partition_query(int device, int *sms, int *min_sms, int *align, char *why, size_t whylen) {
-    (void)device;
-    *sms = *min_sms = *align = 0;
-    snprintf(why, whylen, "this hgrn was built without CUDA");
-    return -1;
-}
-int gpu_partition_create(int device, int input_sms, char *why, size_t whylen) {
-    (void)device;
-    (void)input_sms;
-    snprintf(why, whylen, "this hgrn was built without CUDA");
-    return 0;
-}
-void gpu_partition_destroy(void) {}
-int gpu_partition_sms(int side) { (void)side; return 0; }
-void *gpu_partition_stream(int side, int priority) { (void)side; (void)priority; return NULL; }
-void gpu_partition_stream_destroy(void *stream) { (void)stream; }
-int gpu_partition_stream_side(void *stream) { (void)stream; return -1; }
-int gpu_partition_probe(void *stream, int blocks, int graph, unsigned char *mask, int nmask) {
-    (void)stream; (void)blocks; (void)graph; (void)mask; (void)nmask;
-    return -1;
-}
-void gpu_backend_use_partition(Backend *bk, int side) { (void)bk; (void)side; }
