@@ -1,9 +1,10 @@
 /* gpu_images.h - the GPU image pipeline: batched nvJPEG decoding and the
  * DeiT/timm training and evaluation transforms as CUDA kernels over a batch.
  *
- * Contract between the loader (data_loader/loader.c, which reads files and
+ * Contract between the loader (loader_gpu_pipe.c, which reads files and
  * draws every random parameter on the CPU with the CPU pipeline's own code)
- * and its implementation (cuda/gpu_images.cu). Neither side knows the other:
+ * and its implementation (gpu_images.cu, beside this file; gpu_images_stub.c
+ * without nvJPEG). Neither side knows the other:
  * the loader never includes a CUDA header, the implementation knows nothing
  * of datasets, loaders or models. Built without CUDA or without nvJPEG,
  * gpu_images_create fails with a message saying so (data.decode = gpu is then

@@ -5,7 +5,7 @@
  * the SMs the training kernels hold (blocks already running are never
  * preempted), and the step's kernels slow down beside them. With one, the
  * input side (the nvJPEG units' streams and the transform stream,
- * cuda/gpu_images.cu) owns `input` SMs and the training side (the backend's
+ * data_loader/gpu/gpu_images.cu) owns `input` SMs and the training side (the backend's
  * stream: its kernels, cuBLASLt, cuDNN, the CUDA graph replays and NCCL's
  * collectives) owns the rest, each through streams of its own green
  * context. Memory is the device's primary context's, shared by both.
@@ -14,7 +14,8 @@
  * GPU pipelines and before the backend records a graph. Implemented in
  * cuda/green_ctx.cu (the driver's green-context entry points are looked up
  * at run time, so an hgrn built with CUDA 12.4+ still starts on an older
- * driver); without CUDA every call reports the split unavailable. */
+ * driver); without CUDA every call reports the split unavailable
+ * (src/cpu/gpu_partition_stub.c). */
 #ifndef HGRN_GPU_PARTITION_H
 #define HGRN_GPU_PARTITION_H
 
