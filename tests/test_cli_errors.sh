@@ -74,7 +74,7 @@ expect_error bench-data-size "--size 4 is out of range \[8, 8192\]" -- "$hgrn" b
 expect_error config-key-range "model.dim = -3 is out of range \[1, 65536\]" -- "$hgrn" info --config "$cfg" --model.dim -3
 expect_error json-value "--json takes no value" -- "$hgrn" eval --ckpt x --json=1
 expect_error logits-without-json "--logits needs --json" -- "$hgrn" classify --ckpt x --logits a.jpg
-expect_error bench-ops-option "takes no other options" -- "$hgrn" bench --ops --device cuda
+expect_error bench-ops-option "unknown option --steps" -- "$hgrn" bench --ops --steps 3
 # prepare names what it cannot prepare, and what it can
 prep_pat="^hgrn prepare: cifar10 is not a dataset hgrn prepare writes: it prepares fmnist .*cifar-like fmnist .*shards"
 "$hgrn" prepare cifar10 "$tmp/p" >"$tmp/out" 2>"$tmp/err"; rc=$?; n=$((n + 1))

@@ -22,7 +22,7 @@ static int takes(const char *flags, const char *name) {
 }
 
 /* Options that never take a value. */
-static const char *const SWITCHES[] = {"json", "logits", "per-class", "mixers", "grads"};
+static const char *const SWITCHES[] = {"json", "logits", "per-class", "mixers", "grads", "ops", "test-shapes"};
 #define NSWITCHES (int)(sizeof SWITCHES / sizeof SWITCHES[0])
 
 static int is_switch(const char *name) {
@@ -114,6 +114,8 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *
             else if (!strcmp(name, "per-class")) cli->per_class = 1;
             else if (!strcmp(name, "mixers")) cli->mixers = 1;
             else if (!strcmp(name, "grads")) cli->grads = 1;
+            else if (!strcmp(name, "ops")) cli->ops = 1;
+            else if (!strcmp(name, "test-shapes")) cli->test_shapes = 1;
             continue;
         }
         if (strchr(name, '.')) {

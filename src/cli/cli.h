@@ -29,6 +29,8 @@ typedef struct {
     int per_class;            /* --per-class (eval: the per-class table in the text output) */
     int mixers;               /* --mixers (info) */
     int grads;                /* --grads (forward) */
+    int ops;                  /* --ops (bench) */
+    int test_shapes;          /* --test-shapes (bench --ops) */
     int help;
     const char **pos;         /* positional arguments */
     int npos;
@@ -40,7 +42,8 @@ typedef struct {
 /* Parse argv (after the subcommand). Flags this command takes are listed in
  * `flags`: options with a value ("config", "device", "precision", "threads",
  * "out", "ckpt", "resume", "batch", "steps", "top", "data", "confusion",
- * "inputs"), switches ("json", "logits", "per-class", "mixers", "grads"), and
+ * "inputs"), switches ("json", "logits", "per-class", "mixers", "grads", "ops",
+ * "test-shapes"), and
  * "ARGS" when the command takes positional arguments; any --section.key is
  * an override. A positional argument where ARGS is not listed, an unknown or
  * misspelt option (with the nearest valid one) and a number out of its range

@@ -1,8 +1,9 @@
 /* cmd_bench.c - `hgrn bench`: training img/s (forward, loss, backward,
  * AdamW), evaluation img/s and peak memory for a config, on random images.
- * `hgrn bench --ops` (the CUDA kernels one by one) is in cmd_bench_ops.c,
+ * `hgrn bench --ops` (the op table, op by op) is in cmd_bench_ops.c,
  * `hgrn bench --mixers` (one token mixer layer at long sequences) in
- * cmd_bench_mixers.c. */
+ * cmd_bench_mixers.c; what the three share in bench_common.c. */
+#include "bench_common.h"
 #include "cli.h"
 #include "launch.h"
 #include "cmd_bench.h"
@@ -22,80 +23,6 @@ static double peak_rss_mib(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
     return ru.ru_maxrss / 1024.0;   /* Linux reports KiB */
-}
-
-void bench_upload_random(Backend *bk, void *dev, size_t n, int as_act, Rng *r) {
-    size_t elem = as_act ? bk->act_elem : 4, nb = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20);
-    unsigned char *h = malloc(n * elem);
-    if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
-    for (size_t i = 0; i < nb; i++) {
-        float v = (float)(rng_uniform(r) * 2.0 - 1.0);
-        if (elem == 4) memcpy(h + 4 * i, &v, 4);
-        else { uint32_t u; memcpy(&u, &v, 4); uint16_t b = (uint16_t)(u >> 16); memcpy(h + 2 * i, &b, 2); }
-    }
-    for (size_t i = nb; i < n; i += nb) memcpy(h + i * elem, h, (n - i < nb ? n - i : nb) * elem);
-    bk->to_device(bk, dev, h, n * elem);
-    free(h);
-}
-
-void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n) {
-    int gpu = strcmp(bk->name, "cpu") != 0;
-    Rng r;
-    rng_seed(&r, 42);
-    size_t bytes = gpu ? (size_t)512 << 20 : (size_t)64 << 20;
-    void *a = bk->alloc(bk, bytes), *b = bk->alloc(bk, bytes);
-    bench_upload_random(bk, a, bytes / 4, 0, &r);
-    bk->copy(bk, b, a, bytes);
-    bk->sync(bk);
-    int reps = gpu ? 20 : 5;
-    double t0 = now_seconds();
-    for (int i = 0; i < reps; i++) bk->copy(bk, i & 1 ? a : b, i & 1 ? b : a, bytes);
-    bk->sync(bk);
-    *gbs = 2.0 * bytes * reps / (now_seconds() - t0) * 1e-9;
-    bk->free(bk, a);
-    bk->free(bk, b);
-
-    int n = gpu ? 8192 : 1024;
-    *gemm_n = n;
-    size_t nn = (size_t)n * n;
-    float *w = bk->alloc(bk, nn * 4);
-    float *x = bk->alloc(bk, nn * bk->act_elem), *y = bk->alloc(bk, nn * bk->act_elem);
-    bench_upload_random(bk, w, nn, 0, &r);
-    bench_upload_random(bk, x, nn, 1, &r);
-    if (bk->params_changed) bk->params_changed(bk, w, nn);   /* lets a bf16 backend make its weight copy */
-    bk->matmul_fwd(bk, y, x, w, NULL, n, n, n);
-    bk->sync(bk);
-    reps = gpu ? 10 : 3;
-    t0 = now_seconds();
-    for (int i = 0; i < reps; i++) bk->matmul_fwd(bk, y, x, w, NULL, n, n, n);
-    bk->sync(bk);
-    *tflops = 2.0 * nn * n * reps / (now_seconds() - t0) * 1e-12;
-    bk->free(bk, w);
-    bk->free(bk, x);
-    bk->free(bk, y);
-}
-
-void bench_usage(void) {
-    printf("usage: hgrn bench --config FILE [--device cpu|cuda] [--batch N] [--steps N] [--section.key V]\n"
-           "       hgrn bench --ops\n"
-           "       hgrn bench --mixers [--precision bf16|fp32] [--hgru2-chunk L]\n\n"
-           "Times full training steps (forward, loss, backward, AdamW) and evaluation\n"
-           "forwards on random images at the config's shapes; prints img/s, peak memory\n"
-           "and the time of each op in one step. --batch N: images a step (default the\n"
-           "config's train.batch_size); --steps N: timed steps (default 10).\n\n"
-           "--ops times the CUDA kernels one at a time instead, at the ImageNet shapes\n"
-           "(batch 256, 256 tokens, widths 192 and 384) and the LRA length (1024 tokens),\n"
-           "in fp32 and bf16, and prints one table: ms per call, the MB the op must move,\n"
-           "GB/s and its %% of a measured device-to-device copy, and TFLOP/s for the GEMMs\n"
-           "(with train.gemm_tune 0 and 1). Needs the CUDA backend and a GPU: exits 2\n"
-           "without them.\n\n"
-           "--mixers times one layer of every token mixer, forward + backward, at 256,\n"
-           "1,024, 4,096 and 16,384 tokens, batch 50 width 512 and batch 8 width 64, in\n"
-           "bf16 (or --precision fp32): ms, GB moved, GB/s and %% of the copy rate for\n"
-           "the whole layer and for its non-GEMM ops (the scan and its gates), GEMM\n"
-           "ms and TFLOP/s. --hgru2-chunk L cuts the HGRU2 scan into chunks of L tokens\n"
-           "(0: never chunked) instead of the backend's pick. CUDA only: exits 2 without\n"
-           "a GPU.\n");
 }
 
 int cmd_bench(int argc, char **argv) {

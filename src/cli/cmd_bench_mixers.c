@@ -15,6 +15,7 @@
  * --hgru2-chunk L forces how the HGRU2 scan cuts the sequence (0: never,
  * L > 0: chunks of L tokens; Backend.hgru2_chunk), to measure the chunked
  * path against the recurrent one. */
+#include "bench_common.h"
 #include "cmd_bench.h"
 #include "clock.h"
 #include "mixer.h"

@@ -144,6 +144,15 @@ void op_timer_totals(Backend *bk, int which, double *sec, double *bytes) {
     }
 }
 
+void op_timer_work(Backend *bk, double *bytes, double *flops) {
+    const Timer *t = bk->impl;
+    *bytes = *flops = 0;
+    for (int i = 0; i < OP_COUNT; i++) {
+        *bytes += t->bytes[i];
+        *flops += t->flops[i];
+    }
+}
+
 void op_timer_print(Backend *bk, FILE *f, int steps, double copy_gbs, double gemm_tflops) {
     Timer *t = bk->impl;
     double total = 0;

@@ -18,5 +18,7 @@ void op_timer_print(Backend *timer, FILE *f, int steps, double copy_gbs, double 
  * OPS_ALL, OPS_GEMM (matmul_fwd / matmul_bwd) or OPS_NON_GEMM (the rest). */
 enum { OPS_ALL, OPS_GEMM, OPS_NON_GEMM };
 void op_timer_totals(Backend *timer, int which, double *sec, double *bytes);
+/* The bytes and FLOPs of every op timed since the last reset. */
+void op_timer_work(Backend *timer, double *bytes, double *flops);
 
 #endif
