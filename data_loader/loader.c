@@ -19,9 +19,11 @@
 #include <omp.h>
 
 #include "clock.h"
+#include "sampler.h"
 #include "transform_small.h"
 
-#define SHUFFLE_SALT 0x53485546464C4531ull   /* "SHUFFLE1" */
+#define AUGMENT_SALT 0x4155474D454E5431ull   /* "AUGMENT1" */
+#define MIXUP_SALT 0x4D49585550313233ull     /* "MIXUP123" */
 
 /* ---- setup ---- */
 
@@ -165,8 +167,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     if (l->train) {
         /* with repeated augmentation an epoch covers floor(n / 256) * 256
          * positions of the repeated order, as DeiT's RASampler */
-        int eff = n;
-        if (l->reps > 1 && (n / 256) * 256 >= l->global_bs) eff = (n / 256) * 256;
+        int eff = sampler_epoch_positions(n, l->reps, l->global_bs);
         l->count = (eff / l->global_bs) * l->local_bs;
         l->nb = eff / l->global_bs;
     } else {
@@ -203,15 +204,7 @@ void loader_set_epoch(Loader *l, int epoch, int start_batch) {
     loader_gpu_pipe_drain(l);   /* the GPU pipeline's batches in flight belong to the old position */
     l->epoch = epoch;
     l->next_batch = start_batch < 0 ? 0 : start_batch > l->nb ? l->nb : start_batch;
-    if (l->train && !dataset_epoch_order(l->ds, l->cfg.seed ^ SHUFFLE_SALT, epoch, l->perm, l->n)) {
-        for (int i = 0; i < l->n; i++) l->perm[i] = i;
-        Rng r = rng_stream(l->cfg.seed ^ SHUFFLE_SALT, (uint64_t)(int64_t)epoch);
-        rng_shuffle(&r, l->perm, l->n);
-    }
-    if (l->train) {
-        /* repeat_interleave: every index reps times in a row (in place, from the end) */
-        for (int j = l->plen - 1; j >= 0 && l->reps > 1; j--) l->perm[j] = l->perm[j / l->reps];
-    }
+    if (l->train) sampler_epoch_order(l->ds, l->n, l->reps, l->cfg.seed, epoch, 1, l->perm);
     loader_prefetch_resume(l);
 }
 

@@ -22,8 +22,6 @@
 #include "rng.h"
 #include "transform_deit.h"
 
-#define AUGMENT_SALT 0x4155474D454E5431ull   /* "AUGMENT1" */
-#define MIXUP_SALT 0x4D49585550313233ull     /* "MIXUP123" */
 #define MAX_SUBSTITUTES 1000
 #define SAMPLE_ERR 512
 

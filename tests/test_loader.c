@@ -19,6 +19,7 @@
 #include "dataset.h"
 #include "loader.h"
 #include "rng.h"
+#include "sampler.h"
 #include "transform_small.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -401,6 +402,41 @@ static void test_train_order_and_coverage(void **state) {
 
 /* Rank shards of a training epoch: disjoint, equal, and together exactly the
  * world = 1 epoch, pixels included (augmentation is keyed by position). */
+/* The loader's training order is sampler.c's: rank r of world takes exactly
+ * the indices of sampler_repeated (repeated augmentation) or
+ * sampler_distributed (without), positions r, r + world, ... of the epoch's
+ * order, in whole global batches, and the epoch's length is
+ * sampler_epoch_positions'. */
+static void test_train_order_is_sampler(void **state) {
+    (void)state;
+    enum { N = 600, B = 64, W = 2 };
+    Dataset *ds = synth_open(N, 12, 1, 0, 0);
+    int *want = malloc(sizeof *want * N * 3);
+    assert_non_null(want);
+    for (int reps = 1; reps <= 3; reps += 2) {
+        Config cfg = make_cfg(12, 1, B);   /* no augmentation: images are the raw samples */
+        cfg.repeated_aug = reps;
+        for (int epoch = 0; epoch < 2; epoch++)
+            for (int r = 0; r < W; r++) {
+                Loader *l = make_loader(ds, &cfg, 1, r, W);
+                Epoch e = run_epoch(l, &cfg, epoch);
+                assert_int_equal(e.total, sampler_epoch_positions(N, reps, B) / B * (B / W));
+                int len = reps > 1 ? sampler_repeated(N, r, W, reps, cfg.seed, epoch, 1, want, N * 3)
+                                   : sampler_distributed(N, r, W, cfg.seed, epoch, 1, want, N * 3);
+                assert_true(len >= e.total);
+                for (int i = 0; i < e.total; i++)
+                    assert_int_equal(index_of(e.images + (size_t)i * e.img_bytes), want[i]);
+                epoch_free(&e);
+                loader_destroy(l);
+            }
+    }
+    assert_int_equal(sampler_epoch_positions(N, 3, B), 512);   /* DeiT: floor(n / 256) * 256 */
+    assert_int_equal(sampler_epoch_positions(N, 1, B), N);
+    assert_int_equal(sampler_epoch_positions(200, 3, B), 200);  /* under 256: all of them */
+    free(want);
+    ds->close(ds);
+}
+
 static void test_train_ranks(void **state) {
     (void)state;
     enum { N = 1000, B = 64, W = 4 };
@@ -814,6 +850,7 @@ int main(void) {
         cmocka_unit_test(test_transform_resize_centre),
         cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_train_order_and_coverage),
+        cmocka_unit_test(test_train_order_is_sampler),
         cmocka_unit_test(test_train_ranks),
         cmocka_unit_test(test_train_ranks_mixup),
         cmocka_unit_test(test_eval_ranks),
