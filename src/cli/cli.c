@@ -154,6 +154,7 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *
         else if (!strcmp(name, "resume")) rc = copy_to(cli->resume, sizeof cli->resume, name, val, err, errlen);
         else if (!strcmp(name, "confusion")) rc = copy_to(cli->confusion, sizeof cli->confusion, name, val, err, errlen);
         else if (!strcmp(name, "inputs")) rc = copy_to(cli->inputs, sizeof cli->inputs, name, val, err, errlen);
+        else if (!strcmp(name, "hgru2-chunk")) rc = copy_to(cli->hgru2_chunk, sizeof cli->hgru2_chunk, name, val, err, errlen);
         else if (!strcmp(name, "data")) {        /* alias of --data.path */
             cli->ov_key[cli->nov] = strdup("data.path");
             cli->ov_val[cli->nov++] = val;

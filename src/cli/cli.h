@@ -21,6 +21,7 @@ typedef struct {
     char resume[512];         /* --resume [FILE]: "auto" = OUT/last.safetensors */
     char confusion[512];      /* --confusion FILE.csv (eval) */
     char inputs[512];         /* --inputs FILE (forward) */
+    char hgru2_chunk[32];     /* --hgru2-chunk L (bench --mixers), checked by the command */
     int batch;                /* --batch N (eval, classify, bench, info) */
     int steps;                /* --steps N (bench) */
     int top;                  /* --top K (classify) */
@@ -42,7 +43,7 @@ typedef struct {
 /* Parse argv (after the subcommand). Flags this command takes are listed in
  * `flags`: options with a value ("config", "device", "precision", "threads",
  * "out", "ckpt", "resume", "batch", "steps", "top", "data", "confusion",
- * "inputs"), switches ("json", "logits", "per-class", "mixers", "grads", "ops",
+ * "inputs", "hgru2-chunk"), switches ("json", "logits", "per-class", "mixers", "grads", "ops",
  * "test-shapes"), and
  * "ARGS" when the command takes positional arguments; any --section.key is
  * an override. A positional argument where ARGS is not listed, an unknown or

@@ -16,6 +16,7 @@
  * L > 0: chunks of L tokens; Backend.hgru2_chunk), to measure the chunked
  * path against the recurrent one. */
 #include "bench_common.h"
+#include "cli.h"
 #include "cmd_bench.h"
 #include "clock.h"
 #include "mixer.h"
@@ -113,35 +114,44 @@ static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const 
     return 0;
 }
 
+/* --hgru2-chunk's value: a token count 0..2^20 into *chunk (0: never
+ * chunked, as Backend.hgru2_chunk -1). -1 with the one-line refusal said. */
+static int parse_chunk(const char *v, int *chunk) {
+    char *end = NULL;
+    const long n = v[0] ? strtol(v, &end, 10) : -1;
+    if (!v[0] || end == v || *end || n < 0 || n > 1 << 20) {
+        fprintf(stderr, "hgrn bench --mixers: --hgru2-chunk takes a token count, 0 (never "
+                        "chunked) to 1048576, not '%s'\n", v);
+        return -1;
+    }
+    *chunk = n == 0 ? -1 : (int)n;
+    return 0;
+}
+
 int cmd_bench_mixers(int argc, char **argv) {
     int bf16 = 1, chunk = 0;   /* chunk: Backend.hgru2_chunk */
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            bench_usage();
-            return 0;
-        }
-        if (!strcmp(argv[i], "--mixers")) continue;
-        if (!strcmp(argv[i], "--precision") && i + 1 < argc &&
-            (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "fp32"))) {
-            bf16 = !strcmp(argv[++i], "bf16");
-            continue;
-        }
-        if (!strcmp(argv[i], "--hgru2-chunk")) {
-            char *end = NULL;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || end == argv[i + 1] || *end || v < 0 || v > 1 << 20) {
-                fprintf(stderr, "hgrn bench --mixers: --hgru2-chunk takes a token count, 0 (never "
-                                "chunked) to 1048576, not '%s'\n", i + 1 < argc ? argv[i + 1] : "");
-                return 2;
-            }
-            chunk = v == 0 ? -1 : (int)v;
-            i++;
-            continue;
-        }
-        fprintf(stderr, "hgrn bench --mixers: unexpected argument '%s' (--mixers takes only "
-                        "--precision bf16|fp32 and --hgru2-chunk L)\n", argv[i]);
+    if (argc > 0 && !strcmp(argv[argc - 1], "--hgru2-chunk")) {   /* no value: refused as a bad one */
+        parse_chunk("", &chunk);
         return 2;
     }
+    char cerr[1024];
+    Cli cli;
+    if (cli_parse(&cli, argc, argv, "mixers precision hgru2-chunk", cerr, sizeof cerr) < 0) {
+        fprintf(stderr, "hgrn bench --mixers: %s\n", cerr);
+        return 2;
+    }
+    const int help = cli.help;
+    int given = 0;   /* an empty value is given too, and refused */
+    for (int i = 0; i < argc; i++)
+        given |= !strcmp(argv[i], "--hgru2-chunk") || !strncmp(argv[i], "--hgru2-chunk=", 14);
+    const int bad = given && parse_chunk(cli.hgru2_chunk, &chunk) < 0;
+    if (cli.precision[0]) bf16 = !strcmp(cli.precision, "bf16");
+    cli_free(&cli);
+    if (help) {
+        bench_usage();
+        return 0;
+    }
+    if (bad) return 2;
     if (!backend_cuda_available()) {
         fprintf(stderr, "hgrn bench --mixers: times the token mixers on the CUDA backend, and this "
                         "hgrn has no CUDA backend or sees no GPU\n");
