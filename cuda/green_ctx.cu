@@ -20,6 +20,26 @@
 #include <pthread.h>
 #include <string.h>
 
+/* gpu_partition_disable's reason ("": green contexts as the driver has
+ * them). Its own lock: gpu_partition_create asks while holding g_split_mu. */
+static char g_off_why[200];
+static pthread_mutex_t g_off_mu = PTHREAD_MUTEX_INITIALIZER;
+
+extern "C" void gpu_partition_disable(const char *why) {
+    pthread_mutex_lock(&g_off_mu);
+    snprintf(g_off_why, sizeof g_off_why, "%s", why && why[0] ? why : "green contexts are disabled");
+    pthread_mutex_unlock(&g_off_mu);
+}
+
+/* 1 with the reason in why after gpu_partition_disable, else 0. */
+static int disabled(char *why, size_t whylen) {
+    pthread_mutex_lock(&g_off_mu);
+    int off = g_off_why[0] != '\0';
+    if (off) snprintf(why, whylen, "%s", g_off_why);
+    pthread_mutex_unlock(&g_off_mu);
+    return off;
+}
+
 #if CUDART_VERSION < 12050
 /* Toolkits before 12.5 have no cuGreenCtxStreamCreate: the split is unavailable. */
 #define HGRN_NO_GREEN_API 1
@@ -57,12 +77,6 @@ static void load_one(void **fp, const char *name, unsigned version) {
 
 static void load_driver(void) {
     g_drv.ok = 1;
-    const char *off = getenv("HGRN_NO_GREEN_CONTEXTS");
-    if (off && off[0] && strcmp(off, "0") != 0) {
-        g_drv.ok = 0;
-        snprintf(g_drv.why, sizeof g_drv.why, "HGRN_NO_GREEN_CONTEXTS is set");
-        return;
-    }
     load_one((void **)&g_drv.device_get, "cuDeviceGet", 2000);
     load_one((void **)&g_drv.get_resource, "cuDeviceGetDevResource", 12040);
     load_one((void **)&g_drv.split, "cuDevSmResourceSplitByCount", 12040);
@@ -88,6 +102,10 @@ static struct {
 static pthread_mutex_t g_split_mu = PTHREAD_MUTEX_INITIALIZER;
 
 extern "C" int gpu_partition_query(int device, int *sms, int *min_sms, int *align, char *why, size_t whylen) {
+    if (disabled(why, whylen)) {
+        *sms = *min_sms = *align = 0;
+        return -1;
+    }
     pthread_once(&g_drv_once, load_driver);
     if (!g_drv.ok) {
         snprintf(why, whylen, "%s", g_drv.why);
@@ -234,7 +252,8 @@ extern "C" int gpu_partition_stream_side(void *stream) {
 extern "C" int gpu_partition_query(int device, int *sms, int *min_sms, int *align, char *why, size_t whylen) {
     (void)device;
     *sms = *min_sms = *align = 0;
-    snprintf(why, whylen, "this hgrn was built with a CUDA toolkit older than 12.5 (no green contexts)");
+    if (!disabled(why, whylen))
+        snprintf(why, whylen, "this hgrn was built with a CUDA toolkit older than 12.5 (no green contexts)");
     return -1;
 }
 extern "C" int gpu_partition_create(int device, int input_sms, char *why, size_t whylen) {

@@ -5,8 +5,8 @@
 #  - on a GPU (skipped, 77, without one, or without pillow, numpy and
 #    scikit-image for scripts/make_photos.py): training from JPEG files with
 #    data.decode gpu on an 8-SM split says so in one line and runs its steps;
-#    where green contexts are unavailable (HGRN_NO_GREEN_CONTEXTS=1 stands in
-#    for an old driver or a MIG instance) it says so in one line and trains
+#    where green contexts are unavailable (HGRN_FAULT=no-green-contexts stands
+#    in for an old driver or a MIG instance) it says so in one line and trains
 #    unsplit; hgrn bench runs its step on the training side.
 # usage: test_input_sms.sh HGRN_BINARY SOURCE_DIR
 set -u
@@ -55,7 +55,7 @@ run() {  # run NAME WANT ENV... -- ARGS...
 }
 run split "8 SMs for the input pipeline" HGRN_X=1 -- train --config "$tmp/p.cfg" --out "$tmp/run" --device cuda \
   --data.decode gpu --data.input_sms 8
-run fallback "no SM split (HGRN_NO_GREEN_CONTEXTS is set)" HGRN_NO_GREEN_CONTEXTS=1 -- train --config "$tmp/p.cfg" \
+run fallback "no SM split (HGRN_FAULT names no-green-contexts)" HGRN_FAULT=no-green-contexts -- train --config "$tmp/p.cfg" \
   --out "$tmp/run" --device cuda --data.decode gpu --data.input_sms auto
 run bench "for training (green contexts)" HGRN_X=1 -- bench --config "$tmp/p.cfg" --device cuda --steps 5 --data.input_sms 8
 [ $fails -eq 0 ] && echo "all passed"

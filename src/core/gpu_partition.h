@@ -41,6 +41,15 @@ int gpu_partition_query(int device, int *sms, int *min_sms, int *align, char *wh
  * count the device cannot take (why names it). */
 int gpu_partition_create(int device, int input_sms, char *why, size_t whylen);
 
+/* Make green contexts unavailable to this process from now on, as on a
+ * driver without them or a MIG instance: every later query fails and every
+ * create reports the split unavailable, both with `why` as the reason, and
+ * streams of either side run on the whole device. The fallback path's
+ * switch: test_gpu_green_fallback calls it, and hgrn train / bench do when
+ * HGRN_FAULT names no-green-contexts (src/train/feed.c). Call it before a
+ * split is made. */
+void gpu_partition_disable(const char *why);
+
 /* Undo the split (no stream of it may be in use). */
 void gpu_partition_destroy(void);
 

@@ -17,6 +17,7 @@ int gpu_partition_create(int device, int input_sms, char *why, size_t whylen) {
     snprintf(why, whylen, "this hgrn was built without CUDA");
     return 0;
 }
+void gpu_partition_disable(const char *why) { (void)why; }
 void gpu_partition_destroy(void) {}
 int gpu_partition_sms(int side) { (void)side; return 0; }
 void *gpu_partition_stream(int side, int priority) { (void)side; (void)priority; return NULL; }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fault.h"
 #include "gpu_images.h"
 #include "gpu_partition.h"
 
@@ -40,6 +41,8 @@ int feed_partition_begin(const Config *c, Backend *bk, int device, char *err, si
     if (n == 0 || !bk || strcmp(bk->name, "cuda") != 0 || strcmp(c->decode, "cpu") == 0 ||
         strcmp(c->dataset, "imagefolder") != 0)   /* only files are decoded on the GPU */
         return 0;
+    /* the test hook for the path where green contexts are unavailable */
+    if (fault_hit("no-green-contexts", 0)) gpu_partition_disable("HGRN_FAULT names no-green-contexts");
     char why[400];
     if (n < 0) {   /* auto: the smallest partition the device makes */
         int sms = 0, align = 0;
