@@ -1,8 +1,8 @@
 /* test_accum.c - gradient accumulation (train.accum_steps):
  *  - in the training step (src/train/step.c): a global batch of 24 taken in
- *    4 parts of 6 (then 3 of 8) gives the weights and EMA one step over all
- *    24 gives, within 1e-5 relative after 5 steps (the same sums in another
- *    order, as in the data-parallel test), with drop path drawn for the
+ *    4 parts of 6 (then 3 of 8) gives the gradient one step over all 24
+ *    gives within 1e-5 relative (the same sums in another order), and the
+ *    weights and EMA after 5 steps within 1e-4, with drop path drawn for the
  *    global batch, for every token mixer; on the GPU too where there is one,
  *    where the recorded (CUDA graph) accumulated step also equals the op by
  *    op one bit for bit;
@@ -51,8 +51,10 @@ static Config tiny(const char *mixer) {
 }
 
 /* STEPS optimizer steps on the same random global batches of GLOBAL, each
- * in `parts` parts; the weights and the EMA after them (np values each). */
-static void train(Backend *bk, const char *mixer, int parts, int graphs, float **w, float **e, size_t *np) {
+ * in `parts` parts; the first step's gradient (the mean over the batch that
+ * AdamW saw) and the weights and the EMA after them (np values each). */
+static void train(Backend *bk, const char *mixer, int parts, int graphs, float **g, float **w, float **e,
+                  size_t *np) {
     char err[256];
     Config c = tiny(mixer);
     const int pn = GLOBAL / parts, K = c.num_classes;
@@ -64,6 +66,8 @@ static void train(Backend *bk, const char *mixer, int parts, int graphs, float *
     assert_int_equal(optim_enable_ema(&o, m, 0.7f, 0), 0);
     Stepper st;
     step_init(&st, m, &o, &c, comm_single(), graphs);
+    *np = model_num_params(m);
+    *g = TU_NEW(float, *np);
     const size_t per = (size_t)c.channels * c.image_size * c.image_size;
     uint8_t *img = bk->host_alloc(per * GLOBAL);
     float *tg = TU_NEW(float, GLOBAL * K);
@@ -88,9 +92,9 @@ static void train(Backend *bk, const char *mixer, int parts, int graphs, float *
             step_finish(&st, &loss, p == parts - 1 ? &gn : NULL);
             assert_true(isfinite(loss));
         }
+        if (s == 0) bk->to_host(bk, *g, model_grads(m), *np * sizeof(float));
     }
     if (st.graphs) assert_int_equal(st.replays, STEPS - 1);
-    *np = model_num_params(m);
     *w = TU_NEW(float, *np);
     *e = TU_NEW(float, *np);
     bk->to_host(bk, *w, model_params(m), *np * sizeof(float));
@@ -113,31 +117,40 @@ static double rel_diff(const float *a, const float *b, size_t n) {
 static void check_backend(Backend *bk, int graphs) {
     for (int k = 0; mixer_at(k); k++) {
         const char *mixer = mixer_at(k)->name;
-        float *w1, *e1;
+        float *g1, *w1, *e1;
         size_t n1;
-        train(bk, mixer, 1, graphs, &w1, &e1, &n1);
+        train(bk, mixer, 1, graphs, &g1, &w1, &e1, &n1);
         for (int parts = 3; parts <= 4; parts++) {
-            float *w, *e;
+            float *g, *w, *e;
             size_t n;
-            train(bk, mixer, parts, graphs, &w, &e, &n);
+            train(bk, mixer, parts, graphs, &g, &w, &e, &n);
             assert_int_equal(n, n1);
-            const double dw = rel_diff(w, w1, n), de = rel_diff(e, e1, n);
-            print_message("  %s %-7s %d parts of %d: weights %.3g, EMA %.3g from one step over %d (relative)\n",
-                          bk->name, mixer, parts, GLOBAL / parts, dw, de, GLOBAL);
-            assert_true(dw <= 1e-5);
-            assert_true(de <= 1e-5);
+            const double dg = rel_diff(g, g1, n), dw = rel_diff(w, w1, n), de = rel_diff(e, e1, n);
+            print_message("  %s %-7s %d parts of %d against one step over %d: gradient %.3g, after %d steps the "
+                          "weights %.3g, EMA %.3g (relative)\n", bk->name, mixer, parts, GLOBAL / parts, GLOBAL, dg,
+                          STEPS, dw, de);
+            /* the gradient: fp32 sums in another order; the weights: AdamW
+             * divides each gradient by its own running size, so the
+             * rounding of a gradient near zero can move its weight by a
+             * good part of a step (4e-3) */
+            assert_true(dg <= 1e-5);
+            assert_true(dw <= 1e-4);
+            assert_true(de <= 1e-4);
             if (parts == 4 && graphs && bk->graph_begin) {   /* the recorded parts equal the eager ones */
-                float *we, *ee;
+                float *ge, *we, *ee;
                 size_t ne;
-                train(bk, mixer, parts, 0, &we, &ee, &ne);
+                train(bk, mixer, parts, 0, &ge, &we, &ee, &ne);
                 assert_memory_equal(we, w, n * sizeof(float));
                 assert_memory_equal(ee, e, n * sizeof(float));
+                free(ge);
                 free(we);
                 free(ee);
             }
+            free(g);
             free(w);
             free(e);
         }
+        free(g1);
         free(w1);
         free(e1);
     }
