@@ -127,7 +127,7 @@ int loader_next_ref(Loader *l, const Batch **out);
  * loader_use_gpu decides where this loader decodes and augments: cfg->decode
  * against the backend the model runs on. With "gpu" (or "auto" on a CUDA
  * backend in an hgrn built with nvJPEG), JPEGs are decoded by nvJPEG and the
- * DeiT transforms run as CUDA kernels (src/core/gpu_images.h); the worker
+ * DeiT transforms run as CUDA kernels (gpu/gpu_images.h); the worker
  * threads only read files, parse headers and draw every random parameter with
  * the CPU pipeline's own code (deit_train_draw: same stream, same crops, same
  * ops), and decode on the CPU what nvJPEG cannot take (PNG, CMYK/YCCK, RGB

@@ -6,7 +6,7 @@
  * what they decided, and an "apply" half with no randomness. What the apply
  * half executes is a list of ImgOp: one PIL primitive each, with its numbers
  * resolved (the lookup table, the enhance factor, the affine matrix). The
- * CPU pipeline (randaugment.c) and the GPU pipeline (cuda/gpu_images.cu,
+ * CPU pipeline (randaugment.c) and the GPU pipeline (data_loader/gpu/gpu_images.cu,
  * driven through gpu_images.h) execute the same list, so both pick the same
  * operations, magnitudes, signs and matrices for a sample.
  *
