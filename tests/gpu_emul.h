@@ -30,9 +30,10 @@ static inline uint8_t *make_pixels(int W, int H, int C, uint64_t seed) {
     return px;
 }
 
-/* Encode with chosen sampling factors (luma h x v, chroma 1 x 1), optionally progressive. */
-static inline uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int hs, int vs, int progressive, int quality,
-                            size_t *len) {
+/* Encode with chosen sampling factors (luma h x v, chroma 1 x 1), optionally
+ * progressive, with a restart marker every restart_mcus MCUs (0: none). */
+static inline uint8_t *encode_jpeg_rst(const uint8_t *px, int W, int H, int C, int hs, int vs, int progressive,
+                                       int quality, int restart_mcus, size_t *len) {
     struct jpeg_compress_struct ci;
     struct jpeg_error_mgr je;
     ci.err = jpeg_std_error(&je);
@@ -52,6 +53,7 @@ static inline uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int h
         for (int c = 1; c < 3; c++) ci.comp_info[c].h_samp_factor = ci.comp_info[c].v_samp_factor = 1;
     }
     if (progressive) jpeg_simple_progression(&ci);
+    ci.restart_interval = (unsigned)restart_mcus;
     jpeg_start_compress(&ci, TRUE);
     while (ci.next_scanline < ci.image_height) {
         JSAMPROW row = (JSAMPROW)(px + (size_t)ci.next_scanline * W * C);
@@ -64,6 +66,11 @@ static inline uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int h
     free(buf);
     *len = n;
     return out;
+}
+
+static inline uint8_t *encode_jpeg(const uint8_t *px, int W, int H, int C, int hs, int vs, int progressive, int quality,
+                                   size_t *len) {
+    return encode_jpeg_rst(px, W, H, C, hs, vs, progressive, quality, 0, len);
 }
 
 /* libjpeg's raw output (the components after the IDCT, before upsampling
@@ -120,7 +127,45 @@ typedef struct {
     size_t off[3];
     int pw[3], ph[3];
     int pp[3];               /* pitches (raw_planes: width + 13, so pitch != width is exercised) */
+    int x0, y0;              /* image pixel of the planes' origin (a region decode's corner; 0 for whole images) */
 } EmuPlanes;
+
+/* What a region decode (nvJPEG's ROI) of sample s hands the pipeline: the
+ * planes of gi_roi's region of its rectangle only, copied out of the whole
+ * image's planes e, rows 7 bytes longer than the region (free .planes). */
+static inline EmuPlanes emu_region(const EmuPlanes *e, const GpuSample *s) {
+    int mh = 1, mv = 1;
+    for (int c = 0; c < s->ncomp; c++) {
+        mh = s->hs[c] > mh ? s->hs[c] : mh;
+        mv = s->vs[c] > mv ? s->vs[c] : mv;
+    }
+    int x0, y0, x1, y1;
+    gi_roi(s->img_w, s->img_h, 8 * mh, 8 * mv, s->rx, s->ry, s->rw, s->rh, &x0, &y0, &x1, &y1);
+    EmuPlanes r;
+    memset(&r, 0, sizeof r);
+    r.x0 = x0;
+    r.y0 = y0;
+    int np = s->ncomp == 1 ? 1 : 3, cx0[3], cy0[3];
+    size_t tot = 0;
+    for (int c = 0; c < np; c++) {
+        cx0[c] = x0 * s->hs[c] / mh;
+        cy0[c] = y0 * s->vs[c] / mv;
+        r.pw[c] = (x1 * s->hs[c] + mh - 1) / mh - cx0[c];
+        r.ph[c] = (y1 * s->vs[c] + mv - 1) / mv - cy0[c];
+        r.pp[c] = r.pw[c] + 7;
+        r.off[c] = tot;
+        tot += (size_t)r.pp[c] * r.ph[c];
+    }
+    uint8_t *p = malloc(tot);
+    assert_non_null(p);
+    memset(p, 0x5A, tot);
+    for (int c = 0; c < np; c++)
+        for (int y = 0; y < r.ph[c]; y++)
+            memcpy(p + r.off[c] + (size_t)y * r.pp[c], e->planes + e->off[c] + (size_t)(cy0[c] + y) * e->pp[c] + cx0[c],
+                   (size_t)r.pw[c]);
+    r.planes = p;
+    return r;
+}
 
 /* Run gpu_images_transform's kernels on the host: s[0..n), JPEG samples'
  * planes in ep (index = sample), into out (n x C x S x S). */
@@ -132,6 +177,8 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
     for (int i = 0; i < n; i++) {
         if (s[i].src == GPU_SRC_JPEG) {
             d[i].kind = 0;
+            d[i].dec_x0 = ep[i].x0;
+            d[i].dec_y0 = ep[i].y0;
             for (int c = 0; c < 3; c++) {
                 d[i].plane_off[c] = ep[i].off[c];
                 d[i].pw[c] = ep[i].pw[c];
@@ -141,9 +188,7 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
         }
         if (gi_pack(&s[i], i, C, S, &d[i], &T, err, sizeof err)) fail_msg("%s", err);
     }
-    uint8_t *rect = calloc(T.rect + 16, 1), *hbuf = calloc(T.h + 16, 1), *noise = calloc(T.noise + 16, 1);
-    float *kbuf = calloc(T.k + 4, sizeof(float));
-    int *bbuf = calloc(T.b + 4, sizeof(int));
+    uint8_t *rect = calloc(T.rect + 16, 1), *noise = calloc(T.noise + 16, 1), *smem = malloc(T.smem + 16);
     ImgOp *ops = calloc((size_t)T.ops + 1, sizeof(ImgOp));
     size_t plane = (size_t)S * S, per = (size_t)C * plane;
     uint8_t *A = malloc(per * n), *B = malloc(per * n), *lut3 = calloc((size_t)n * C * 256, 1);
@@ -156,13 +201,26 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
         if (d[i].kind == 2)
             for (int y = 0; y < x->rh; y++)
                 memcpy(rect + d[i].rect_off + (size_t)y * x->rw * C, x->px + (size_t)y * x->stride, (size_t)x->rw * C);
-        else
-            for (long long k = 0; k < (long long)x->rw * x->rh; k++) gi_ycc_rect_px(&d[i], ep[i].planes, &tab, rect, C, k);
-        int nk = (d[i].need_h ? d[i].ow : 0) + (d[i].need_v ? d[i].oh : 0);
-        for (int k = 0; k < nk; k++) gi_coeffs_one(&d[i], kbuf, bbuf, k);
-        if (d[i].need_h)
-            for (long long k = 0; k < (long long)d[i].nrows * d[i].ow; k++) gi_hpass_px(&d[i], rect, kbuf, bbuf, hbuf, C, k);
-        for (long long k = 0; k < (long long)plane; k++) gi_vpass_px(&d[i], rect, hbuf, kbuf, bbuf, A + i * per, C, S, k);
+        /* k_resize: its tiles, each phase's items in turn (the __syncthreads
+         * between them), in shared memory of the size the launch gives */
+        const uint8_t *planes = d[i].kind == 2 ? NULL : ep[i].planes;
+        uint8_t *o = A + i * per;
+        memset(o, 0xA5, per);   /* every pixel must be written */
+        assert_true(gi_tile_bytes(d[i].kh, d[i].kv, d[i].th, d[i].hrows, C) <= T.smem);
+        for (int t = 0; t < d[i].ntx * d[i].nty; t++) {
+            GiTile tl;
+            gi_tile_at(&d[i], t, &tl);
+            GiTileMem m;
+            gi_tile_mem(&d[i], smem, &m);
+            for (int k = 0; k < tl.tw + tl.tht; k++) gi_tile_coeffs(&d[i], &tl, &m, k);
+            int r0, r1;
+            gi_tile_rows(&d[i], &tl, &m, &r0, &r1);
+            assert_true(r1 - r0 <= d[i].hrows);
+            for (int k = 0; k < (r1 - r0) * tl.tw; k++) gi_tile_hpx(&d[i], planes, rect, &tab, C, &tl, &m, r0, k);
+            for (int k = 0; k < tl.tht * tl.tw; k++) gi_tile_vpx(&d[i], &tl, &m, r0, o, C, S, k);
+        }
+        if (T.any_border)
+            for (long long k = 0; k < (long long)plane; k++) gi_border_px(&d[i], o, C, S, k);
     }
     uint8_t *cur = A, *oth = B;
     for (int L = 0; L < T.max_ops; L++) {
@@ -196,7 +254,7 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
         for (long long q = 0; q < (long long)plane; q++)
             gi_finish_px(&d[j], &d[k], cur + j * per, cur + k * per, noise, out + j * per, C, S, &m, k != j, q);
     }
-    free(d); free(rect); free(hbuf); free(noise); free(kbuf); free(bbuf); free(ops); free(A); free(B); free(lut3);
+    free(d); free(rect); free(noise); free(smem); free(ops); free(A); free(B); free(lut3);
 }
 
 #endif

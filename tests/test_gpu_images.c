@@ -3,6 +3,10 @@
  *   - nvJPEG's decode (planar YCbCr + the pipeline's libjpeg-exact upsampling
  *     and colour conversion) against libjpeg-turbo's, both backends where
  *     they exist: only the IDCT's rounding may differ (statistics printed);
+ *   - a rectangle's pixels from a region decode (nvJPEG's ROI, where the
+ *     backend decodes regions) equal to the whole decode's, for baseline,
+ *     progressive and restart-marker JPEGs, rectangles at the edges and
+ *     1 x 1 boxes (pixels decoded printed);
  *   - every op kind, on the same pixels, against the CPU's img_ops_apply;
  *   - the training transform on batches against the CPU pipeline: from the
  *     same CPU-decoded pixels (expected bit-exact against the CPU resampler's
@@ -159,6 +163,91 @@ static void test_decode_hardware(void **state) {
 static void test_decode_hybrid(void **state) {
     (void)state;
     decode_vs_libjpeg(GPU_JPEG_HYBRID);
+}
+
+/* A rectangle decoded alone (its region only, where the backend decodes
+ * regions) equals the same rectangle of the whole decode, bit for bit. */
+static void region_vs_whole(int backend) {
+    char err[512];
+    struct { int w, h, c, hs, vs, prog, rst; } cases[] = {
+        {500, 375, 3, 2, 2, 0, 0}, {301, 203, 3, 2, 1, 0, 0}, {97, 61, 3, 1, 1, 0, 0}, {123, 77, 1, 1, 1, 0, 0},
+        {255, 171, 3, 2, 2, 1, 0}, {333, 250, 3, 2, 2, 0, 1}, {210, 190, 3, 2, 1, 0, 3}, {640, 480, 3, 2, 2, 0, 40},
+    };
+    GpuImages *g = make_gpu(backend, 64, 3, 4, err, sizeof err);
+    if (!g) {
+        if (backend == GPU_JPEG_HARDWARE) {
+            printf("  hardware backend: not on this GPU (%s)\n", err);
+            return;
+        }
+        fail_msg("%s", err);
+    }
+    GpuImagesStats st0;
+    gpu_images_stats(g, &st0);
+    int tested = 0;
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int W = cases[t].w, H = cases[t].h;
+        uint8_t *px = make_pixels(W, H, cases[t].c, 700 + t);
+        size_t len;
+        uint8_t *jpg = encode_jpeg_rst(px, W, H, cases[t].c, cases[t].hs, cases[t].vs, cases[t].prog, 88,
+                                       cases[t].rst, &len);
+        GpuSample s;
+        memset(&s, 0, sizeof s);
+        jpeg_sample(jpg, len, &s);
+        if (!gpu_images_probe(g, 0, &s)) {
+            printf("  %s: %dx%d%s%s: nvJPEG's batched decoder refuses it\n", gpu_images_backend(g), W, H,
+                   cases[t].prog ? " progressive" : "", cases[t].rst ? " restart markers" : "");
+            free(jpg);
+            free(px);
+            continue;
+        }
+        uint8_t *whole = malloc((size_t)W * H * 3), *got = malloc((size_t)W * H * 3);
+        if (gpu_images_decode_rgb(g, &s, whole, err, sizeof err)) fail_msg("%s", err);
+        Rng r = rng_stream(99, t);
+        for (int k = 0; k < 12; k++) {
+            GpuSample x = s;
+            if (k < 4) {   /* 1 x 1 at the corners */
+                x.rx = k & 1 ? W - 1 : 0;
+                x.ry = k & 2 ? H - 1 : 0;
+                x.rw = x.rh = 1;
+            } else if (k < 6) {   /* strips along the right / bottom edge */
+                x.rw = k == 4 ? 1 + (int)(rng_uniform(&r) * 40) : W;
+                x.rh = k == 4 ? H : 1 + (int)(rng_uniform(&r) * 40);
+                x.rx = W - x.rw;
+                x.ry = H - x.rh;
+            } else {
+                x.rw = 1 + (int)(rng_uniform(&r) * W * 0.6);
+                x.rh = 1 + (int)(rng_uniform(&r) * H * 0.6);
+                x.rx = (int)(rng_uniform(&r) * (W - x.rw + 1));
+                x.ry = (int)(rng_uniform(&r) * (H - x.rh + 1));
+                if (x.rx + x.rw > W) x.rx = W - x.rw;
+                if (x.ry + x.rh > H) x.ry = H - x.rh;
+            }
+            if (gpu_images_decode_rgb(g, &x, got, err, sizeof err)) fail_msg("%s", err);
+            for (int y = 0; y < x.rh; y++)
+                if (memcmp(got + (size_t)y * x.rw * 3, whole + ((size_t)(x.ry + y) * W + x.rx) * 3, (size_t)x.rw * 3))
+                    fail_msg("%s: %dx%d case %zu: rectangle (%d,%d) %dx%d differs from the whole decode in row %d",
+                             gpu_images_backend(g), W, H, t, x.rx, x.ry, x.rw, x.rh, y);
+            tested++;
+        }
+        free(whole);
+        free(got);
+        free(jpg);
+        free(px);
+    }
+    GpuImagesStats st1;
+    gpu_images_stats(g, &st1);
+    double dec = st1.jpeg_pixels - st0.jpeg_pixels, all = st1.jpeg_pixels_whole - st0.jpeg_pixels_whole;
+    printf("  %s backend: %d rectangles equal to the whole decode; nvJPEG decoded %.0f of %.0f pixels (%.1f%%): "
+           "region decoding %s\n", gpu_images_backend(g), tested, dec, all, all > 0 ? 100 * dec / all : 0.0,
+           dec < all ? "on" : "off");
+    assert_true(dec <= all);
+    gpu_images_destroy(g);
+}
+
+static void test_region_decode(void **state) {
+    (void)state;
+    region_vs_whole(GPU_JPEG_HARDWARE);
+    region_vs_whole(GPU_JPEG_HYBRID);
 }
 
 /* ---------------------------------------------------------------- ops */
@@ -712,6 +801,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_hardware),
         cmocka_unit_test(test_decode_hybrid),
+        cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_train_same_pixels),
         cmocka_unit_test(test_train_from_jpeg),

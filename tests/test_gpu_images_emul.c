@@ -204,7 +204,126 @@ static void test_ops(void **state) {
     }
 }
 
-/* The training transform on batches, from CPU pixels and from YCbCr planes. */
+/* A region decode (the planes of gi_roi's region only, as nvJPEG's ROI
+ * decode writes them) converts to the same pixels of the rectangle as the
+ * whole image's planes, and as libjpeg's decode: rectangles inside, at every
+ * edge, 1 x 1 and whole, for every sampling the GPU takes, odd sizes and
+ * progressive files. */
+static void test_region_decode(void **state) {
+    (void)state;
+    struct { int w, h, c, hs, vs, prog; } cases[] = {
+        {301, 203, 3, 2, 2, 0}, {300, 200, 3, 2, 1, 0}, {97, 61, 3, 1, 2, 0}, {64, 48, 3, 1, 1, 0},
+        {123, 77, 1, 1, 1, 0},  {255, 171, 3, 2, 2, 1}, {17, 9, 3, 2, 2, 0},  {33, 35, 3, 1, 2, 1},
+    };
+    GiYccTables tab;
+    gi_ycc_tables(&tab);
+    char err[256];
+    long long decoded = 0, whole = 0;
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        int W = cases[t].w, H = cases[t].h;
+        uint8_t *px = make_pixels(W, H, cases[t].c, 300 + t);
+        size_t len;
+        uint8_t *jpg = encode_jpeg(px, W, H, cases[t].c, cases[t].hs, cases[t].vs, cases[t].prog, 85, &len);
+        JpegHeader hd;
+        assert_int_equal(image_jpeg_header(jpg, len, &hd), 0);
+        EmuPlanes e;
+        memset(&e, 0, sizeof e);
+        int nc;
+        uint8_t *planes = raw_planes(jpg, len, &nc, e.off, e.pw, e.ph, e.pp);
+        e.planes = planes;
+        Image ref;
+        assert_int_equal(image_decode_mem(jpg, len, "t", 3, &ref, err, sizeof err), 0);
+        Rng r = rng_stream(77, t);
+        for (int k = 0; k < 24; k++) {
+            GpuSample x;
+            memset(&x, 0, sizeof x);
+            x.ncomp = nc;
+            for (int c = 0; c < 3; c++) {
+                x.hs[c] = hd.hs[c];
+                x.vs[c] = hd.vs[c];
+            }
+            x.img_w = W;
+            x.img_h = H;
+            /* k 0..3: 1 x 1 at the corners; 4: whole; 5..8: strips at each edge; then random */
+            if (k < 4) {
+                x.rx = k & 1 ? W - 1 : 0;
+                x.ry = k & 2 ? H - 1 : 0;
+                x.rw = x.rh = 1;
+            } else if (k == 4) {
+                x.rw = W;
+                x.rh = H;
+            } else if (k < 9) {
+                x.rw = k < 7 ? 1 + (int)(rng_uniform(&r) * W * 0.5) : W;
+                x.rh = k < 7 ? H : 1 + (int)(rng_uniform(&r) * H * 0.5);
+                x.rx = k == 6 ? W - x.rw : 0;
+                x.ry = k == 8 ? H - x.rh : 0;
+            } else {
+                x.rw = 1 + (int)(rng_uniform(&r) * W);
+                x.rh = 1 + (int)(rng_uniform(&r) * H);
+                x.rx = (int)(rng_uniform(&r) * (W - x.rw + 1));
+                x.ry = (int)(rng_uniform(&r) * (H - x.rh + 1));
+                if (x.rx + x.rw > W) x.rx = W - x.rw;
+                if (x.ry + x.rh > H) x.ry = H - x.rh;
+            }
+            EmuPlanes reg = emu_region(&e, &x);
+            decoded += (long long)(reg.pw[0]) * reg.ph[0];
+            whole += (long long)W * H;
+            for (int C = 1; C <= 3; C += 2) {
+                GiSample s;
+                memset(&s, 0, sizeof s);
+                s.ncomp = nc;
+                s.fh = nc == 3 ? hd.hs[0] / hd.hs[1] : 1;
+                s.fv = nc == 3 ? hd.vs[0] / hd.vs[1] : 1;
+                s.img_w = W;
+                s.img_h = H;
+                s.rx = x.rx;
+                s.ry = x.ry;
+                s.rw = x.rw;
+                s.rh = x.rh;
+                size_t n = (size_t)x.rw * x.rh;
+                uint8_t *a = malloc(n * C), *b = malloc(n * C);
+                for (int c = 0; c < nc; c++) {
+                    s.plane_off[c] = e.off[c];
+                    s.pw[c] = e.pw[c];
+                    s.ph[c] = e.ph[c];
+                    s.pp[c] = e.pp[c];
+                }
+                for (long long i = 0; i < (long long)n; i++) gi_ycc_rect_px(&s, planes, &tab, a, C, i);
+                s.dec_x0 = reg.x0;
+                s.dec_y0 = reg.y0;
+                for (int c = 0; c < nc; c++) {
+                    s.plane_off[c] = reg.off[c];
+                    s.pw[c] = reg.pw[c];
+                    s.ph[c] = reg.ph[c];
+                    s.pp[c] = reg.pp[c];
+                }
+                for (long long i = 0; i < (long long)n; i++) gi_ycc_rect_px(&s, reg.planes, &tab, b, C, i);
+                size_t where = 0;
+                int md = max_diff(a, b, n * C, &where);
+                if (md)
+                    fail_msg("case %zu (%dx%d %d comp %dx%d prog %d) rect (%d,%d) %dx%d, region from (%d,%d), C=%d: "
+                             "max diff %d at %zu", t, W, H, nc, cases[t].hs, cases[t].vs, cases[t].prog, x.rx, x.ry,
+                             x.rw, x.rh, reg.x0, reg.y0, C, md, where);
+                if (C == 3)   /* and both are libjpeg's pixels */
+                    for (int y = 0; y < x.rh; y++)
+                        assert_memory_equal(b + (size_t)y * x.rw * 3,
+                                            ref.px + ((size_t)(x.ry + y) * W + x.rx) * 3, (size_t)x.rw * 3);
+                free(a);
+                free(b);
+            }
+            free((void *)reg.planes);
+        }
+        image_free(&ref);
+        free(planes);
+        free(jpg);
+        free(px);
+    }
+    /* the point of it: far fewer pixels than whole images */
+    assert_true(decoded < whole / 2);
+}
+
+/* The training transform on batches, from CPU pixels, from YCbCr planes and
+ * from a region decode's planes. */
 static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint64_t seed) {
     char err[512];
     DeitTransform *t = deit_transform_create(cfg, err, sizeof err);
@@ -217,6 +336,7 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
     size_t len[3];
     EmuPlanes pl[3];
     uint8_t *planes[3];
+    memset(pl, 0, sizeof pl);
     for (int f = 0; f < 3; f++) {
         uint8_t *px = make_pixels(im[f].w, im[f].h, 3, seed + f);
         jpg[f] = encode_jpeg(px, im[f].w, im[f].h, 3, im[f].hs, im[f].vs, f == 1, 88, &len[f]);
@@ -265,6 +385,7 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
                 s[i].vs[c] = hd.vs[c];
             }
             ep[i] = pl[f];
+            if (use_planes == 2) ep[i] = emu_region(&pl[f], &s[i]);
         } else {
             s[i].src = GPU_SRC_PIXELS;
             size_t row = (size_t)p[i].crop.w * C;
@@ -296,6 +417,7 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
     for (int i = 0; i < n; i++) {
         free(noise[i]);
         image_buf_free(&pix[i]);
+        if (use_planes == 2) free((void *)ep[i].planes);
     }
     for (int f = 0; f < 3; f++) {
         free(jpg[f]);
@@ -321,6 +443,7 @@ static void test_train_transform(void **state) {
         for (int seed = 0; seed < (v == 2 ? 2 : 6); seed++) {
             run_train_batch(&cfg, 0, seed & 1, 1000 + 17 * v + seed);
             run_train_batch(&cfg, 1, seed & 1, 2000 + 17 * v + seed);
+            run_train_batch(&cfg, 2, seed & 1, 3000 + 17 * v + seed);
         }
     }
     resize_set_simd(-1);
@@ -364,6 +487,7 @@ static void test_eval_transform(void **state) {
                     s.vs[c] = hd.vs[c];
                 }
                 EmuPlanes ep;
+                memset(&ep, 0, sizeof ep);
                 int nc;
                 uint8_t *planes = raw_planes(jpg, len, &nc, ep.off, ep.pw, ep.ph, ep.pp);
                 ep.planes = planes;
@@ -386,6 +510,7 @@ static void test_eval_transform(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_conversion),
+        cmocka_unit_test(test_region_decode),
         cmocka_unit_test(test_ops),
         cmocka_unit_test(test_train_transform),
         cmocka_unit_test(test_eval_transform),

@@ -16,12 +16,12 @@
  * transform's uploads is double-buffered (upload_done).
  *
  * Kernels per batch (n samples, S x S, C channels; CHW from the resize on):
- *   k_ycc_rect   YCbCr planes -> C-channel HWC of each sample's source
- *                rectangle (libjpeg fancy upsampling + ycc_rgb_convert)
- *   k_coeffs     PIL resample coefficients of both passes (resize.c coeffs)
- *   k_hpass      horizontal pass into uint8 rows (resize.c pass_h)
- *   k_vpass      vertical pass into CHW, flip folded into the write
- *                (pass_v + hflip_hwc + image_hwc_to_chw)
+ *   k_resize     per output tile: YCbCr planes -> RGB of the source pixels
+ *                its taps read (libjpeg fancy upsampling + ycc_rgb_convert),
+ *                PIL's antialiased horizontal pass into uint8 rows in shared
+ *                memory, the vertical pass into CHW, the flip folded into
+ *                the write (resize.c coeffs / pass_h / pass_v, hflip_hwc,
+ *                image_hwc_to_chw), bit for bit
  *   per op layer: k_op_prep (histogram / mean tables: autocontrast,
  *                equalize, contrast), k_op_apply (every other op, one pixel
  *                per thread), k_op_rotate (general affine: one row per
@@ -66,7 +66,8 @@ __constant__ GiYccTables c_ycc;
 /* ---------------------------------------------------------------- kernels */
 
 /* YCbCr planes -> the sample's source rectangle as C-channel HWC (libjpeg's
- * sep_upsample + ycc_rgb_convert, on just the rectangle). */
+ * sep_upsample + ycc_rgb_convert, on just the rectangle): the decode of
+ * gpu_images_decode_rgb and the self-tests. */
 __global__ void k_ycc_rect(const GiSample *ss, GiBases bases, uint8_t *rect, int C) {
     const GiSample *s = &ss[blockIdx.y];
     if (s->kind == 2) return;
@@ -76,34 +77,37 @@ __global__ void k_ycc_rect(const GiSample *ss, GiBases bases, uint8_t *rect, int
         gi_ycc_rect_px(s, planes, &c_ycc, rect, C, i);
 }
 
-/* Resample coefficients of both passes (resize.c coeffs), one output
- * coordinate per thread. */
-__global__ void k_coeffs(const GiSample *ss, float *kbuf, int *bbuf) {
-    const GiSample *s = &ss[blockIdx.y];
-    int n = (s->need_h ? s->ow : 0) + (s->need_v ? s->oh : 0);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) gi_coeffs_one(s, kbuf, bbuf, i);
-}
-
-/* Horizontal pass (resize.c pass_h): rows yfirst .. yfirst+nrows-1 of the
- * resampler's image, the window's ow columns, uint8 between the passes. */
-__global__ void k_hpass(const GiSample *ss, const uint8_t *rect, const float *kbuf, const int *bbuf, uint8_t *hbuf,
-                        int C) {
-    const GiSample *s = &ss[blockIdx.y];
-    if (!s->need_h) return;
-    long long n = (long long)s->nrows * s->ow;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        gi_hpass_px(s, rect, kbuf, bbuf, hbuf, C, i);
-}
-
-/* Vertical pass (resize.c pass_v) into the S x S CHW output: the window at
- * (dx, dy), zero elsewhere, mirrored when the sample flips (hflip_hwc). */
-__global__ void k_vpass(const GiSample *ss, const uint8_t *rect, const uint8_t *hbuf, const float *kbuf,
-                        const int *bbuf, uint8_t *out, int C, int S) {
+/* Colour conversion + crop + resize + flip of sample blockIdx.y into its
+ * S x S CHW image (gpu_images_ops.cuh k_resize): block x < the sample's
+ * tiles does tile x, the blocks after them write the zero border where the
+ * window does not cover the image. Dynamic shared memory: the batch's
+ * largest gi_tile_bytes. */
+__global__ void k_resize(const GiSample *ss, GiBases bases, const uint8_t *rect, uint8_t *out, int C, int S) {
+    extern __shared__ __align__(16) uint8_t gi_smem[];
     const GiSample *s = &ss[blockIdx.y];
     long long plane = (long long)S * S;
     uint8_t *o = out + (long long)blockIdx.y * C * plane;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (long long)gridDim.x * blockDim.x)
-        gi_vpass_px(s, rect, hbuf, kbuf, bbuf, o, C, S, i);
+    int nt = s->ntx * s->nty;
+    if ((int)blockIdx.x >= nt) {
+        if (s->dx == 0 && s->dy == 0 && s->ow == S && s->oh == S) return;
+        long long z = (long long)(blockIdx.x - nt) * blockDim.x + threadIdx.x, nz = (long long)(gridDim.x - nt) * blockDim.x;
+        for (long long i = z; i < plane; i += nz) gi_border_px(s, o, C, S, i);
+        return;
+    }
+    const uint8_t *planes = s->kind == 2 ? NULL : bases.p[s->plane_buf];
+    GiTile tl;
+    gi_tile_at(s, (int)blockIdx.x, &tl);
+    GiTileMem m;
+    gi_tile_mem(s, gi_smem, &m);
+    for (int i = threadIdx.x; i < tl.tw + tl.tht; i += blockDim.x) gi_tile_coeffs(s, &tl, &m, i);
+    __syncthreads();
+    int r0, r1;
+    gi_tile_rows(s, &tl, &m, &r0, &r1);
+    if (r1 - r0 > s->hrows) r1 = r0 + s->hrows;   /* never (gi_pack sized hrows from the same taps): memory safety */
+    int nh = (r1 - r0) * tl.tw;
+    for (int i = threadIdx.x; i < nh; i += blockDim.x) gi_tile_hpx(s, planes, rect, &c_ycc, C, &tl, &m, r0, i);
+    __syncthreads();
+    for (int i = threadIdx.x; i < tl.tht * tl.tw; i += blockDim.x) gi_tile_vpx(s, &tl, &m, r0, o, C, S, i);
 }
 
 /* Tables of the statistics ops of layer L, one block per sample:
@@ -269,6 +273,7 @@ typedef struct {
     int kind;                 /* 0 planar (YCbCr or Y), 1 interleaved RGB */
     unsigned long long off[3];
     int pw[3], ph[3], pp[3];  /* width, height, pitch */
+    int x0, y0, dw, dh;       /* the decoded region of the image (all of it, or a region decode's gi_roi) */
 } DecPlanes;
 
 /* A pair of events timing device work, folded into a total lazily. */
@@ -306,6 +311,8 @@ typedef struct {
     int dec_n[2];
     long long ncalls;
     cudaEvent_t ta, tb;
+    int roi;                            /* decodes only each sample's gi_roi region (nvJPEG's ROI decode) */
+    nvjpegDecodeParams_t *prm;          /* per sample of a call: its region (hardware units) */
 } GiUnit;
 
 struct GpuImages {
@@ -320,7 +327,7 @@ struct GpuImages {
     nvjpegOutputFormat_t fmt;           /* YUV (planar, our colour conversion), Y (C = 1), or RGBI */
     cudaStream_t sxf;
     /* transform */
-    DevBuf params, rect, kbuf, bbuf, hbuf, noise, lut3;
+    DevBuf params, rect, noise, lut3;
     uint8_t *A, *Bf;                    /* ping-pong CHW batches */
     PinBuf stage[2];
     cudaEvent_t upload_done[2];
@@ -380,6 +387,7 @@ static void gi_err(char *err, size_t errlen, const char *fmt, ...) {
 #include "gpu_images_selftest.inc"
 
 static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *out, char *err, size_t errlen);
+static int gi_roi_check(GpuImages *g, int u, char *why, size_t whylen);
 
 /* FNV-1a, 64 bits. */
 static unsigned long long gi_fnv(const uint8_t *p, size_t n) {
@@ -432,6 +440,14 @@ static int gi_selftest(GpuImages *g, int u, double *err_out, int *exact) {
     return worst <= 1.5 ? 0 : -2;
 }
 
+static void gi_unit_free_params(GiUnit *un, int max_batch) {
+    for (int i = 0; un->prm && i < max_batch; i++)
+        if (un->prm[i]) nvjpegDecodeParamsDestroy(un->prm[i]);
+    free(un->prm);
+    un->prm = NULL;
+    un->roi = 0;
+}
+
 /* Create unit u with the given backend. 0, or the nvJPEG status of the
  * handle's creation (the state's and the rest's failures are fatal). */
 static nvjpegStatus_t gi_unit_create(GpuImages *g, int u, int hardware) {
@@ -456,10 +472,22 @@ static nvjpegStatus_t gi_unit_create(GpuImages *g, int u, int hardware) {
     }
     CUDA_CHECK(cudaEventCreate(&un->ta));
     CUDA_CHECK(cudaEventCreateWithFlags(&un->tb, cudaEventBlockingSync));
+    /* region decoding's parameters (only the hardware backend takes a
+     * region in a batched decode); without them the unit decodes whole
+     * images */
+    if (hardware) {
+        un->prm = (nvjpegDecodeParams_t *)calloc((size_t)g->max_batch, sizeof *un->prm);
+        for (int i = 0; un->prm && i < g->max_batch; i++)
+            if (nvjpegDecodeParamsCreate(un->nj, &un->prm[i]) != NVJPEG_STATUS_SUCCESS) {
+                gi_unit_free_params(un, g->max_batch);
+                break;
+            }
+    }
     return NVJPEG_STATUS_SUCCESS;
 }
 
-static void gi_unit_destroy(GiUnit *un) {
+static void gi_unit_destroy(GiUnit *un, int max_batch) {
+    gi_unit_free_params(un, max_batch);
     if (un->s) cudaStreamSynchronize(un->s);
     for (int p = 0; p < 2; p++) {
         devbuf_free(&un->yuv[p]);
@@ -605,6 +633,8 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     GiYccTables t;
     gi_ycc_tables(&t);
     CUDA_CHECK(cudaMemcpyToSymbol(c_ycc, &t, sizeof t));
+    /* k_resize's tiles may use up to GI_SMEM_MAX bytes (more than the default 48 KB) */
+    CUDA_CHECK(cudaFuncSetAttribute(k_resize, cudaFuncAttributeMaxDynamicSharedMemorySize, GI_SMEM_MAX));
     /* hardware decoder memory pool for this batch size (nvImageCodec reports
      * a large gain from it); a failure only costs speed */
     for (int u = 0; u < g->nunits; u++)
@@ -657,11 +687,23 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         if (gi_selftest(g, u, &d2, &x2) < 0) {
             fprintf(stderr, "hgrn: nvJPEG decode unit %d (%s) fails its self-test: using %d unit(s)\n", u,
                     g->unit[u].hardware ? "hardware" : "GPU-hybrid", u);
-            for (int v = u; v < g->nunits; v++) gi_unit_destroy(&g->unit[v]);
+            for (int v = u; v < g->nunits; v++) gi_unit_destroy(&g->unit[v], g->max_batch);
             g->nunits = u;
             if (g->nprimary > u) g->nprimary = u;
             break;
         }
+    }
+    /* region decoding (nvJPEG's ROI: hardware units, planar output) where
+     * the check passes on every unit; else whole images, said once */
+    for (int u = 0; u < g->nunits && g->fmt != NVJPEG_OUTPUT_RGBI; u++) {
+        if (!g->unit[u].hardware || !g->unit[u].prm) continue;
+        char why[320];
+        if (gi_roi_check(g, u, why, sizeof why)) {
+            fprintf(stderr, "hgrn: nvJPEG region decoding %s: decoding whole images\n", why);
+            for (int v = 0; v < g->nunits; v++) gi_unit_free_params(&g->unit[v], g->max_batch);
+            break;
+        }
+        g->unit[u].roi = 1;
     }
     (void)dev;
     return g;
@@ -672,7 +714,7 @@ extern "C" void gpu_images_destroy(GpuImages *g) {
     cudaSetDevice(g->device);
     if (g->sxf) cudaStreamSynchronize(g->sxf);
     for (int u = 0; u < GI_MAX_UNITS; u++)
-        if (g->unit[u].nj) gi_unit_destroy(&g->unit[u]);
+        if (g->unit[u].nj) gi_unit_destroy(&g->unit[u], g->max_batch);
     for (int i = 0; i < 2; i++) {
         if (g->stage[i].p) cudaFreeHost(g->stage[i].p);
         if (g->upload_done[i]) cudaEventDestroy(g->upload_done[i]);
@@ -681,9 +723,6 @@ extern "C" void gpu_images_destroy(GpuImages *g) {
     }
     devbuf_free(&g->params);
     devbuf_free(&g->rect);
-    devbuf_free(&g->kbuf);
-    devbuf_free(&g->bbuf);
-    devbuf_free(&g->hbuf);
     devbuf_free(&g->noise);
     devbuf_free(&g->lut3);
     if (g->A) cudaFree(g->A);
@@ -743,6 +782,24 @@ extern "C" int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
     return 1;
 }
 
+/* The region decode parameters of a call's nj JPEG samples (sample idx[j]
+ * of dec in slot j): output format and region, or (0, 0, -1, -1) where the
+ * region is the whole image. */
+static nvjpegStatus_t gi_set_params(const GpuImages *g, GiUnit *un, const GpuSample *s, const DecPlanes *dec,
+                                    const int *idx, int nj) {
+    for (int j = 0; j < nj; j++) {
+        const GpuSample *x = &s[idx[j]];
+        const DecPlanes *pl = &dec[idx[j]];
+        nvjpegStatus_t st = nvjpegDecodeParamsSetOutputFormat(un->prm[j], g->fmt);
+        if (st != NVJPEG_STATUS_SUCCESS) return st;
+        int whole = pl->x0 == 0 && pl->y0 == 0 && pl->dw == x->img_w && pl->dh == x->img_h;
+        st = whole ? nvjpegDecodeParamsSetROI(un->prm[j], 0, 0, -1, -1)
+                   : nvjpegDecodeParamsSetROI(un->prm[j], pl->x0, pl->y0, pl->dw, pl->dh);
+        if (st != NVJPEG_STATUS_SUCCESS) return st;
+    }
+    return NVJPEG_STATUS_SUCCESS;
+}
+
 /* One image alone through unit un's batched decoder (the per-image retry
  * after a batch failed). 0 or -1. */
 static int gi_decode_one(GpuImages *g, GiUnit *un, const uint8_t *data, size_t len, nvjpegImage_t *dst) {
@@ -751,16 +808,44 @@ static int gi_decode_one(GpuImages *g, GiUnit *un, const uint8_t *data, size_t l
     return nvjpegDecodeBatched(un->nj, un->state, &d, &len, dst, un->s) == NVJPEG_STATUS_SUCCESS ? 0 : -1;
 }
 
-/* The planes of one sample in a plane buffer (offsets from 0). */
-static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, size_t off) {
+/* The sample's decoded region in p: its gi_roi region when `region`, else
+ * the whole image; the planes' sizes follow (their pitches and offsets are
+ * the whole image's either way, so the buffer is laid out once). */
+static void gi_set_region(const GpuSample *s, DecPlanes *p, int region) {
+    int W = s->img_w, H = s->img_h, mh = 1, mv = 1;
+    for (int c = 0; c < s->ncomp; c++) {
+        mh = gi_max(mh, s->hs[c]);
+        mv = gi_max(mv, s->vs[c]);
+    }
+    int x0 = 0, y0 = 0, x1 = W, y1 = H;
+    if (region && s->rw > 0 && s->rh > 0) gi_roi(W, H, 8 * mh, 8 * mv, s->rx, s->ry, s->rw, s->rh, &x0, &y0, &x1, &y1);
+    p->x0 = x0;
+    p->y0 = y0;
+    p->dw = x1 - x0;
+    p->dh = y1 - y0;
+    if (p->kind == 1) {
+        p->pw[0] = 3 * p->dw;
+        p->ph[0] = p->dh;
+        return;
+    }
+    for (int c = 0; c < 3; c++) {
+        if (!p->pp[c]) continue;
+        /* x0, y0 are multiples of the MCU: whole chroma samples */
+        p->pw[c] = gi_comp_dim(x1, s->hs[c], mh) - gi_comp_dim(x0, s->hs[c], mh);
+        p->ph[c] = gi_comp_dim(y1, s->vs[c], mv) - gi_comp_dim(y0, s->vs[c], mv);
+    }
+}
+
+/* The planes of one sample in a plane buffer (offsets from 0), sized for the
+ * whole image; the decoded region as gi_set_region. */
+static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, size_t off, int region) {
     memset(p, 0, sizeof *p);
     int W = s->img_w, H = s->img_h;
     if (g->fmt == NVJPEG_OUTPUT_RGBI) {
         p->kind = 1;
-        p->pw[0] = 3 * W;
         p->pp[0] = (3 * W + 63) & ~63;
-        p->ph[0] = H;
         p->off[0] = off;
+        gi_set_region(s, p, 0);
         return off + (((size_t)p->pp[0] * H + 255) & ~(size_t)255);
     }
     int planes = g->fmt == NVJPEG_OUTPUT_Y || s->ncomp == 1 ? 1 : 3;
@@ -770,13 +855,81 @@ static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, si
         mv = gi_max(mv, s->vs[c]);
     }
     for (int c = 0; c < planes; c++) {
-        p->pw[c] = gi_comp_dim(W, s->hs[c], mh);
-        p->ph[c] = gi_comp_dim(H, s->vs[c], mv);
-        p->pp[c] = (p->pw[c] + 63) & ~63;   /* 64-byte aligned rows */
+        int pw = gi_comp_dim(W, s->hs[c], mh), ph = gi_comp_dim(H, s->vs[c], mv);
+        p->pp[c] = (pw + 63) & ~63;   /* 64-byte aligned rows */
         p->off[c] = off;
-        off += ((size_t)p->pp[c] * p->ph[c] + 255) & ~(size_t)255;
+        off += ((size_t)p->pp[c] * ph + 255) & ~(size_t)255;
     }
+    gi_set_region(s, p, region);
     return off;
+}
+
+/* Region decoding on unit u, checked on the embedded test image: nvJPEG's
+ * batched decoder takes the regions of an inner rectangle, one at the
+ * bottom-right edges and a 1 x 1 box, and their pixels equal the whole
+ * decode's. 0, or -1 with the reason in why. */
+static int gi_roi_check(GpuImages *g, int u, char *why, size_t whylen) {
+    static const int rects[3][4] = {{37, 21, 55, 50}, {99, 79, 29, 17}, {64, 47, 1, 1}};
+    GiUnit *un = &g->unit[u];
+    GpuSample s;
+    memset(&s, 0, sizeof s);
+    s.src = GPU_SRC_JPEG;
+    s.data = gi_selftest_jpeg;
+    s.len = sizeof gi_selftest_jpeg;
+    s.img_w = gi_selftest_w;
+    s.img_h = gi_selftest_h;
+    s.ncomp = 3;
+    s.hs[0] = s.vs[0] = 2;
+    s.hs[1] = s.vs[1] = s.hs[2] = s.vs[2] = 1;
+    nvjpegDecodeParams_t prm = NULL;
+    if (nvjpegJpegStreamParseHeader(g->nj_probe, s.data, s.len, g->pstream[0]) != NVJPEG_STATUS_SUCCESS ||
+        nvjpegDecodeParamsCreate(g->nj_probe, &prm) != NVJPEG_STATUS_SUCCESS) {
+        snprintf(why, whylen, "cannot be set up");
+        return -1;
+    }
+    int rc = 0;
+    size_t cap = (size_t)gi_selftest_w * gi_selftest_h * g->C;
+    uint8_t *a = (uint8_t *)malloc(cap), *b = (uint8_t *)malloc(cap);
+    char e[256];
+    for (int k = 0; k < 3 && rc == 0; k++) {
+        s.rx = rects[k][0];
+        s.ry = rects[k][1];
+        s.rw = rects[k][2];
+        s.rh = rects[k][3];
+        DecPlanes pl;
+        gi_planes(g, &s, &pl, 0, 1);
+        int unsupported = 1;
+        if (nvjpegDecodeParamsSetOutputFormat(prm, g->fmt) != NVJPEG_STATUS_SUCCESS ||
+            nvjpegDecodeParamsSetROI(prm, pl.x0, pl.y0, pl.dw, pl.dh) != NVJPEG_STATUS_SUCCESS ||
+            nvjpegDecodeBatchedSupportedEx(g->nj_probe, g->pstream[0], prm, &unsupported) != NVJPEG_STATUS_SUCCESS ||
+            unsupported) {
+            snprintf(why, whylen, "is not supported by the batched decoder");
+            rc = -1;
+            break;
+        }
+        if (!a || !b) {
+            snprintf(why, whylen, "has no host memory to check it");
+            rc = -1;
+            break;
+        }
+        un->roi = 0;
+        int ra = gi_decode_rgb_unit(g, u, &s, a, e, sizeof e);
+        un->roi = 1;
+        int rb = ra ? -1 : gi_decode_rgb_unit(g, u, &s, b, e, sizeof e);
+        if (ra || rb) {
+            snprintf(why, whylen, "fails (%s)", e);
+            rc = -1;
+        } else if (memcmp(a, b, (size_t)s.rw * s.rh * g->C) != 0) {
+            snprintf(why, whylen, "gives other pixels than a whole decode of the %dx%d test image", gi_selftest_w,
+                     gi_selftest_h);
+            rc = -1;
+        }
+    }
+    un->roi = 0;
+    free(a);
+    free(b);
+    nvjpegDecodeParamsDestroy(prm);
+    return rc;
 }
 
 extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err, size_t errlen) {
@@ -807,7 +960,7 @@ extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n,
         s[i].dec_call = call;
         s[i].dec_index = i;
         if (s[i].src != GPU_SRC_JPEG) continue;
-        total = gi_planes(g, &s[i], &dec[i], total);
+        total = gi_planes(g, &s[i], &dec[i], total, un->roi);
         nj++;
     }
     un->dec_n[p] = n;
@@ -835,7 +988,7 @@ extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n,
         datas[k] = s[i].data;
         lens[k] = s[i].len;
         for (int c = 0; c < 3; c++) {
-            if (!dec[i].pw[c]) continue;
+            if (!dec[i].pp[c]) continue;
             dst[k].channel[c] = base + dec[i].off[c];
             dst[k].pitch[c] = (size_t)dec[i].pp[c];
         }
@@ -843,7 +996,18 @@ extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n,
     }
     CUDA_CHECK(cudaEventRecord(un->ta, un->s));
     NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(un->nj, un->state, nj, 1, g->fmt));
-    nvjpegStatus_t st = nvjpegDecodeBatched(un->nj, un->state, datas, lens, dst, un->s);
+    nvjpegStatus_t st = NVJPEG_STATUS_NOT_INITIALIZED;
+    if (un->roi) {
+        /* each sample's region only; a batch the engines refuse that way is
+         * decoded whole below (the planes' layout is the same) */
+        st = gi_set_params(g, un, s, dec, idx, nj);
+        if (st == NVJPEG_STATUS_SUCCESS) st = nvjpegDecodeBatchedEx(un->nj, un->state, datas, lens, dst, un->prm, un->s);
+        if (st != NVJPEG_STATUS_SUCCESS) {
+            for (int j = 0; j < nj; j++) gi_set_region(&s[idx[j]], &dec[idx[j]], 0);
+            NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(un->nj, un->state, nj, 1, g->fmt));
+        }
+    }
+    if (st != NVJPEG_STATUS_SUCCESS) st = nvjpegDecodeBatched(un->nj, un->state, datas, lens, dst, un->s);
     int failed = 0;
     if (st != NVJPEG_STATUS_SUCCESS) {
         /* one file spoiled the batch: find it (them), image by image */
@@ -867,7 +1031,12 @@ extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n,
         g->st.host_decode_hybrid_s += host;
     }
     g->st.decode_failed += failed;
-    for (int j = 0; j < nj; j++) g->st.jpeg_bytes += (double)lens[j];
+    for (int j = 0; j < nj; j++) {
+        const DecPlanes *pl = &dec[idx[j]];
+        g->st.jpeg_bytes += (double)lens[j];
+        g->st.jpeg_pixels += (double)pl->dw * pl->dh;
+        g->st.jpeg_pixels_whole += (double)s[idx[j]].img_w * s[idx[j]].img_h;
+    }
     g->st.host_decode_s += host;
     g->st.decode_cpu_s += cpu;
     g->st.gpu_decode_ms += ms;
@@ -932,6 +1101,8 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
             }
             d->kind = pl->kind;
             d->plane_buf = buf;
+            d->dec_x0 = pl->x0;
+            d->dec_y0 = pl->y0;
             used[buf] = 1;
             bases.p[buf] = (const uint8_t *)g->unit[buf / 2].yuv[buf % 2].p;
             for (int c = 0; c < 3; c++) {
@@ -943,9 +1114,8 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
         }
         if (gi_pack(x, i, C, S, d, &T, err, errlen)) return -1;
     }
-    size_t rect_tot = T.rect, k_tot = T.k, b_tot = T.b, h_tot = T.h, noise_tot = T.noise, pix_tot = T.pix;
-    int ops_tot = T.ops, max_ops = T.max_ops, any_jpeg = T.any_jpeg, max_rect = T.max_rect, max_h = T.max_h,
-        max_k = T.max_k;
+    size_t rect_tot = T.rect, noise_tot = T.noise, pix_tot = T.pix;
+    int ops_tot = T.ops, max_ops = T.max_ops, any_jpeg = T.any_jpeg;
     /* ---- host staging: records, ops, noise, pixels ---- */
     size_t off_ops = gi_align16(sizeof(GiSample) * n), off_noise = off_ops + gi_align16(sizeof(ImgOp) * ops_tot);
     size_t off_pix = off_noise + noise_tot, stage_tot = off_pix + pix_tot;
@@ -968,10 +1138,7 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     cudaStream_t sx = g->sxf;
     CUDA_CHECK(cudaEventRecord(g->txf[q].a, sx));
     devbuf_reserve(&g->params, off_noise, sx);
-    devbuf_reserve(&g->rect, rect_tot, sx);
-    devbuf_reserve(&g->kbuf, k_tot * sizeof(float) + 16, sx);
-    devbuf_reserve(&g->bbuf, b_tot * sizeof(int) + 16, sx);
-    devbuf_reserve(&g->hbuf, h_tot + 16, sx);
+    devbuf_reserve(&g->rect, rect_tot + 16, sx);
     devbuf_reserve(&g->noise, noise_tot + 16, sx);
     devbuf_reserve(&g->lut3, (size_t)n * C * 256, sx);
     CUDA_CHECK(cudaMemcpyAsync(g->params.p, st, off_noise, cudaMemcpyHostToDevice, sx));
@@ -990,12 +1157,13 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     const ImgOp *dO = (const ImgOp *)((uint8_t *)g->params.p + off_ops);
     uint8_t *rect = (uint8_t *)g->rect.p;
     /* ---- kernels ---- */
+    /* the decodes have finished (gpu_images_decode returns then): no
+     * device-side wait needed before k_resize reads the planes */
+    uint8_t *cur = g->A, *other = g->Bf;
+    unsigned rblocks = (unsigned)(T.max_tiles + (T.any_border ? 8 : 0));
+    k_resize<<<dim3(rblocks, (unsigned)n), GI_THREADS, T.smem, sx>>>(dS, bases, rect, cur, C, S);
+    LAUNCH_CHECK("k_resize");
     if (any_jpeg) {
-        /* the decodes have finished (gpu_images_decode returns then): no
-         * device-side wait needed */
-        dim3 grid((unsigned)gi_min((max_rect + GI_THREADS - 1) / GI_THREADS, 4096), (unsigned)n);
-        k_ycc_rect<<<grid, GI_THREADS, 0, sx>>>(dS, bases, rect, C);
-        LAUNCH_CHECK("k_ycc_rect");
         for (int b = 0; b < 2 * GI_MAX_UNITS; b++) {
             if (!used[b]) continue;
             GiUnit *un = &g->unit[b / 2];
@@ -1005,23 +1173,7 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
             pthread_mutex_unlock(&g->mu);
         }
     }
-    if (max_k > 0) {
-        dim3 grid((unsigned)((max_k + GI_THREADS - 1) / GI_THREADS), (unsigned)n);
-        k_coeffs<<<grid, GI_THREADS, 0, sx>>>(dS, (float *)g->kbuf.p, (int *)g->bbuf.p);
-        LAUNCH_CHECK("k_coeffs");
-    }
-    if (max_h > 0) {
-        dim3 grid((unsigned)gi_min((max_h + GI_THREADS - 1) / GI_THREADS, 4096), (unsigned)n);
-        k_hpass<<<grid, GI_THREADS, 0, sx>>>(dS, rect, (const float *)g->kbuf.p, (const int *)g->bbuf.p,
-                                             (uint8_t *)g->hbuf.p, C);
-        LAUNCH_CHECK("k_hpass");
-    }
     unsigned pblocks = (unsigned)(((long long)S * S + GI_THREADS - 1) / GI_THREADS);
-    uint8_t *cur = g->A, *other = g->Bf;
-    k_vpass<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, rect, (const uint8_t *)g->hbuf.p,
-                                                                 (const float *)g->kbuf.p, (const int *)g->bbuf.p,
-                                                                 cur, C, S);
-    LAUNCH_CHECK("k_vpass");
     for (int L = 0; L < max_ops; L++) {
         int prep = 0, rot = 0;
         for (int i = 0; i < n; i++) {
@@ -1128,11 +1280,22 @@ extern "C" void gpu_images_stats(GpuImages *g, GpuImagesStats *st) {
     pthread_mutex_unlock(&g->mu);
 }
 
-/* Decode one JPEG whole on unit u and convert it with k_ycc_rect to HWC host
- * pixels (the self-test and gpu_images_decode_rgb). */
+/* Decode one JPEG on unit u (its region when the unit decodes regions) and
+ * convert its rectangle (rx, ry, rw, rh; the whole image when rw is 0) with
+ * k_ycc_rect to HWC host pixels (the self-tests and gpu_images_decode_rgb). */
 static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
     GpuSample x = *s;
     x.src = GPU_SRC_JPEG;
+    if (x.rw <= 0 || x.rh <= 0) {
+        x.rx = x.ry = 0;
+        x.rw = x.img_w;
+        x.rh = x.img_h;
+    }
+    if (x.rx < 0 || x.ry < 0 || x.rx + x.rw > x.img_w || x.ry + x.rh > x.img_h) {
+        gi_err(err, errlen, "gpu_images_decode_rgb: rectangle (%d, %d) %d x %d outside the %d x %d image", x.rx, x.ry,
+               x.rw, x.rh, x.img_w, x.img_h);
+        return -1;
+    }
     if (gpu_images_decode_on(g, u, &x, 1, err, errlen)) return -1;
     if (x.status != GPU_SAMPLE_OK) {
         gi_err(err, errlen, "nvJPEG could not decode the image");
@@ -1149,6 +1312,8 @@ static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *
     }
     d.kind = pl->kind;
     d.plane_buf = buf;
+    d.dec_x0 = pl->x0;
+    d.dec_y0 = pl->y0;
     for (int c = 0; c < 3; c++) {
         d.plane_off[c] = pl->off[c];
         d.pw[c] = pl->pw[c];
@@ -1163,9 +1328,13 @@ static int gi_decode_rgb_unit(GpuImages *g, int u, const GpuSample *s, uint8_t *
     }
     d.fh = x.ncomp == 3 ? mh / x.hs[1] : 1;
     d.fv = x.ncomp == 3 ? mv / x.vs[1] : 1;
-    d.img_w = d.rw = x.img_w;
-    d.img_h = d.rh = x.img_h;
-    size_t bytes = (size_t)x.img_w * x.img_h * C;
+    d.img_w = x.img_w;
+    d.img_h = x.img_h;
+    d.rx = x.rx;
+    d.ry = x.ry;
+    d.rw = x.rw;
+    d.rh = x.rh;
+    size_t bytes = (size_t)x.rw * x.rh * C;
     GiBases bases;
     memset(&bases, 0, sizeof bases);
     bases.p[buf] = (const uint8_t *)g->unit[u].yuv[buf % 2].p;

@@ -63,7 +63,8 @@ typedef struct {
     int pw[3], ph[3];               /* plane widths and heights (libjpeg's downsampled sizes) */
     int pp[3];                      /* plane pitches (bytes between rows) */
     int img_w, img_h;
-    /* the decoded rectangle, converted to C-channel HWC in the rect buffer */
+    int dec_x0, dec_y0;             /* kind 0/1: image pixel of the planes' origin (a region decode's corner) */
+    /* the source rectangle; kind 2: its C-channel HWC pixels in the rect buffer */
     int rx, ry, rw, rh;
     unsigned long long rect_off;
     /* the resampler's input image (full-image pixels) and its box */
@@ -73,10 +74,8 @@ typedef struct {
     int filter, flip;
     int need_h, need_v;             /* resize.c: a pass is skipped when it would be the identity */
     int kh, kv;                     /* taps per output pixel (ksize) of each pass */
-    unsigned long long kx_off, ky_off;   /* float weights: ow * kh, oh * kv */
-    unsigned long long bx_off, by_off;   /* int (first tap, count) pairs: ow, oh */
-    int yfirst, nrows;              /* rect rows the horizontal pass covers (resampler image rows) */
-    unsigned long long hbuf_off;    /* nrows x ow x C intermediate */
+    int th, ntx, nty;               /* k_resize tiles: GI_TW x th window pixels, ntx x nty of them */
+    int hrows;                      /* most intermediate rows any of its tiles needs */
     int nops, op_first;             /* ops in the batch's op pool */
     int erase, er_x, er_y, er_w, er_h;
     unsigned long long noise_off;
@@ -436,77 +435,191 @@ GI_HD uint8_t gi_mix(int va, int vb, float l, float l1) {
  * One iteration of each kernel's grid-stride loop (gpu_images.cu launches
  * them; the host emulation test loops over them). */
 
-/* k_ycc_rect: pixel i of the sample's rectangle, C-channel HWC. */
+/* k_ycc_rect: pixel i of the sample's rectangle, C-channel HWC (gpu_images_decode_rgb
+ * and the self-tests; the transform converts inside k_resize). */
 GI_HD void gi_ycc_rect_px(const GiSample *s, const uint8_t *planes, const GiYccTables *t, uint8_t *rect, int C,
                           long long i) {
     int y = (int)(i / s->rw), x = (int)(i % s->rw);
     uint8_t px[3];
-    gi_decoded_pixel(s, planes, t, C, s->rx + x, s->ry + y, px);
+    gi_decoded_pixel(s, planes, t, C, s->rx + x - s->dec_x0, s->ry + y - s->dec_y0, px);
     uint8_t *o = rect + s->rect_off + i * C;
     for (int k = 0; k < C; k++) o[k] = px[k];
 }
 
-/* k_coeffs: output coordinate i of the horizontal pass, then of the vertical. */
-GI_HD void gi_coeffs_one(const GiSample *s, float *kbuf, int *bbuf, int i) {
-    int nh = s->need_h ? s->ow : 0;
-    if (i < nh)
-        gi_coeffs(s->in_w, s->box[0], s->box[2], s->out_w, s->ox + i, s->filter, s->kh,
-                  kbuf + s->kx_off + (long long)i * s->kh, bbuf + s->bx_off + 2 * i);
-    else
-        gi_coeffs(s->in_h, s->box[1], s->box[3], s->out_h, s->oy + (i - nh), s->filter, s->kv,
-                  kbuf + s->ky_off + (long long)(i - nh) * s->kv, bbuf + s->by_off + 2 * (i - nh));
+/* ---------------------------------------------------------------- k_resize
+ * Colour conversion, crop and both resampling passes of one sample in one
+ * kernel, by output tiles of GI_TW window columns x th window rows. A tile
+ * (one thread block) computes its columns' and rows' resampling
+ * coefficients (resize.c coeffs, in shared memory), then the horizontal pass
+ * of every resampler row its vertical taps read, converting the source
+ * pixels from the planes on the fly (uint8 rows in shared memory: the CPU's
+ * intermediate image, same rounding), then the vertical pass straight into
+ * the S x S CHW output, the flip folded into the column. Tiles of one column
+ * strip recompute the rows their taps share (about 4 x the downscale factor
+ * rows per tile): that costs less than writing and re-reading a whole
+ * intermediate image. Every value is summed in the CPU's order with its
+ * rounding, so the output equals pass_h + pass_v of resize.c bit for bit. */
+
+#define GI_TW 32                    /* window columns per tile */
+#define GI_SMEM_MAX (96 * 1024)     /* shared memory one tile may use (k_resize's launch limit) */
+
+/* One tile: window columns [wx0, wx0 + tw), rows [wy0, wy0 + tht). */
+typedef struct {
+    int wx0, wy0, tw, tht;
+} GiTile;
+
+GI_HD void gi_tile_at(const GiSample *s, int t, GiTile *tl) {
+    int tx = t % s->ntx, ty = t / s->ntx;
+    tl->wx0 = tx * GI_TW;
+    tl->wy0 = ty * s->th;
+    tl->tw = gi_min(GI_TW, s->ow - tl->wx0);
+    tl->tht = gi_min(s->th, s->oh - tl->wy0);
 }
 
-/* k_hpass: value i = (row r, window column x) of the horizontal pass (resize.c pass_h). */
-GI_HD void gi_hpass_px(const GiSample *s, const uint8_t *rect, const float *kbuf, const int *bbuf, uint8_t *hbuf,
-                       int C, long long i) {
-    int r = (int)(i / s->ow), x = (int)(i % s->ow);
-    size_t rstride = (size_t)s->rw * C;
-    const int *b = bbuf + s->bx_off + 2 * x;
-    const float *k = kbuf + s->kx_off + (long long)x * s->kh;
-    const uint8_t *src = rect + s->rect_off + (size_t)(s->in_y + s->yfirst + r - s->ry) * rstride +
-                         (size_t)(s->in_x + b[0] - s->rx) * C;
-    uint8_t *o = hbuf + s->hbuf_off + ((size_t)r * s->ow + x) * C;
-    for (int ch = 0; ch < C; ch++) o[ch] = gi_conv(src + ch, C, k, b[1]);
+GI_HD size_t gi_al16(size_t v) { return (v + 15) & ~(size_t)15; }
+
+/* Shared memory of a tile: kx[GI_TW][kh], ky[th][kv], bx[GI_TW][2],
+ * by[th][2], hrow[hrows][GI_TW][C]. */
+GI_HD size_t gi_tile_bytes(int kh, int kv, int th, int hrows, int C) {
+    return gi_al16((size_t)GI_TW * kh * sizeof(float)) + gi_al16((size_t)th * kv * sizeof(float)) +
+           gi_al16((size_t)GI_TW * 2 * sizeof(int)) + gi_al16((size_t)th * 2 * sizeof(int)) +
+           (size_t)hrows * GI_TW * C;
 }
 
-/* k_vpass: output pixel i of the sample's S x S CHW image o (resize.c
- * pass_v; hflip_hwc folded into the column; zero outside the window). */
-GI_HD void gi_vpass_px(const GiSample *s, const uint8_t *rect, const uint8_t *hbuf, const float *kbuf,
-                       const int *bbuf, uint8_t *o, int C, int S, long long i) {
+typedef struct {
+    float *kx, *ky;
+    int *bx, *by;
+    uint8_t *hrow;
+} GiTileMem;
+
+GI_HD void gi_tile_mem(const GiSample *s, uint8_t *base, GiTileMem *m) {
+    m->kx = (float *)base;
+    base += gi_al16((size_t)GI_TW * s->kh * sizeof(float));
+    m->ky = (float *)base;
+    base += gi_al16((size_t)s->th * s->kv * sizeof(float));
+    m->bx = (int *)base;
+    base += gi_al16((size_t)GI_TW * 2 * sizeof(int));
+    m->by = (int *)base;
+    base += gi_al16((size_t)s->th * 2 * sizeof(int));
+    m->hrow = base;
+}
+
+/* Source pixel (x, y) (full-image coordinates) as the CPU decoder gives it:
+ * from the CPU-decoded rectangle (kind 2) or converted from the planes. */
+GI_HD void gi_src_pixel(const GiSample *s, const uint8_t *planes, const uint8_t *rect, const GiYccTables *t, int C,
+                        int x, int y, uint8_t *out) {
+    if (s->kind == 2) {
+        const uint8_t *q = rect + s->rect_off + ((size_t)(y - s->ry) * s->rw + (size_t)(x - s->rx)) * C;
+        for (int k = 0; k < C; k++) out[k] = q[k];
+        return;
+    }
+    gi_decoded_pixel(s, planes, t, C, x - s->dec_x0, y - s->dec_y0, out);
+}
+
+/* Phase 1, item i: the coefficients of tile column i (i < tw), else of tile
+ * row i - tw. */
+GI_HD void gi_tile_coeffs(const GiSample *s, const GiTile *tl, const GiTileMem *m, int i) {
+    if (i < tl->tw) {
+        if (s->need_h)
+            gi_coeffs(s->in_w, s->box[0], s->box[2], s->out_w, s->ox + tl->wx0 + i, s->filter, s->kh,
+                      m->kx + (size_t)i * s->kh, m->bx + 2 * i);
+    } else if (s->need_v) {
+        int j = i - tl->tw;
+        gi_coeffs(s->in_h, s->box[1], s->box[3], s->out_h, s->oy + tl->wy0 + j, s->filter, s->kv,
+                  m->ky + (size_t)j * s->kv, m->by + 2 * j);
+    }
+}
+
+/* The resampler rows [*r0, *r1) the tile's vertical taps read (its own rows
+ * when there is no vertical pass). */
+GI_HD void gi_tile_rows(const GiSample *s, const GiTile *tl, const GiTileMem *m, int *r0, int *r1) {
+    if (!s->need_v) {
+        *r0 = s->oy + tl->wy0;
+        *r1 = *r0 + tl->tht;
+        return;
+    }
+    int lo = s->in_h, hi = 0;
+    for (int j = 0; j < tl->tht; j++) {
+        int a = m->by[2 * j], n = m->by[2 * j + 1];
+        if (n <= 0) continue;
+        lo = gi_min(lo, a);
+        hi = gi_max(hi, a + n);
+    }
+    if (hi <= lo) lo = hi = 0;
+    *r0 = lo;
+    *r1 = hi;
+}
+
+/* Phase 2, item i = (row r, tile column x): the horizontal pass's value of
+ * resampler row r0 + r (resize.c pass_h; a copy when there is none). */
+GI_HD void gi_tile_hpx(const GiSample *s, const uint8_t *planes, const uint8_t *rect, const GiYccTables *t, int C,
+                       const GiTile *tl, const GiTileMem *m, int r0, int i) {
+    int r = i / tl->tw, x = i % tl->tw;
+    int y = s->in_y + r0 + r;
+    uint8_t *o = m->hrow + ((size_t)r * GI_TW + x) * C;
+    uint8_t px[3];
+    if (!s->need_h) {
+        gi_src_pixel(s, planes, rect, t, C, s->in_x + s->ox + tl->wx0 + x, y, px);
+        for (int c = 0; c < C; c++) o[c] = px[c];
+        return;
+    }
+    const int *b = m->bx + 2 * x;
+    const float *k = m->kx + (size_t)x * s->kh;
+    float acc[3] = {0.0f, 0.0f, 0.0f};
+    for (int q = 0; q < b[1]; q++) {
+        gi_src_pixel(s, planes, rect, t, C, s->in_x + b[0] + q, y, px);
+        for (int c = 0; c < C; c++) acc[c] = fadd_rn(acc[c], fmul_rn((float)px[c], k[q]));
+    }
+    for (int c = 0; c < C; c++) o[c] = gi_round8(acc[c]);
+}
+
+/* Phase 3, item i = (tile row j, tile column x): the vertical pass's value
+ * (resize.c pass_v; the intermediate row when there is none) written to the
+ * sample's S x S CHW image o, mirrored when the sample flips (hflip_hwc). */
+GI_HD void gi_tile_vpx(const GiSample *s, const GiTile *tl, const GiTileMem *m, int r0, uint8_t *o, int C, int S,
+                       int i) {
     long long plane = (long long)S * S;
-    size_t rstride = (size_t)s->rw * C, hstride = (size_t)s->ow * C;
+    int j = i / tl->tw, x = i % tl->tw;
+    int Y = s->dy + tl->wy0 + j, X = s->dx + tl->wx0 + x;
+    if (s->flip) X = S - 1 - X;
+    for (int c = 0; c < C; c++) {
+        uint8_t v;
+        if (s->need_v) {
+            const int *b = m->by + 2 * j;
+            v = gi_conv(m->hrow + ((size_t)(b[0] - r0) * GI_TW + x) * C + c, (long long)GI_TW * C,
+                        m->ky + (size_t)j * s->kv, b[1]);
+        } else {
+            v = m->hrow[((size_t)j * GI_TW + x) * C + c];
+        }
+        o[c * plane + (long long)Y * S + X] = v;
+    }
+}
+
+/* The zero border of an output whose window does not cover S x S (the eval
+ * centre crop of a small image): pixel i, all channels. */
+GI_HD void gi_border_px(const GiSample *s, uint8_t *o, int C, int S, long long i) {
+    long long plane = (long long)S * S;
     int y = (int)(i / S), X = (int)(i % S);
     int x = s->flip ? S - 1 - X : X;
     int wy = y - s->dy, wx = x - s->dx;
-    if (wy < 0 || wy >= s->oh || wx < 0 || wx >= s->ow) {
-        for (int ch = 0; ch < C; ch++) o[ch * plane + i] = 0;
-        return;
-    }
-    for (int ch = 0; ch < C; ch++) {
-        uint8_t v;
-        if (s->need_v) {
-            const int *b = bbuf + s->by_off + 2 * wy;
-            const float *k = kbuf + s->ky_off + (long long)wy * s->kv;
-            const uint8_t *src;
-            size_t step;
-            if (s->need_h) {
-                src = hbuf + s->hbuf_off + (size_t)(b[0] - s->yfirst) * hstride + (size_t)wx * C + ch;
-                step = hstride;
-            } else {
-                src = rect + s->rect_off + (size_t)(s->in_y + b[0] - s->ry) * rstride +
-                      (size_t)(s->in_x + s->ox + wx - s->rx) * C + ch;
-                step = rstride;
-            }
-            v = gi_conv(src, (long long)step, k, b[1]);
-        } else if (s->need_h) {
-            v = hbuf[s->hbuf_off + (size_t)(wy + s->oy - s->yfirst) * hstride + (size_t)wx * C + ch];
-        } else {
-            v = rect[s->rect_off + (size_t)(s->in_y + s->oy + wy - s->ry) * rstride +
-                     (size_t)(s->in_x + s->ox + wx - s->rx) * C + ch];
-        }
-        o[ch * plane + i] = v;
-    }
+    if (wy >= 0 && wy < s->oh && wx >= 0 && wx < s->ow) return;
+    for (int c = 0; c < C; c++) o[c * plane + i] = 0;
+}
+
+/* The region a region decode (nvJPEG's ROI) of a sample must cover so that
+ * its pixels in the rectangle (rx, ry, rw, rh) equal a whole decode's: the
+ * rectangle grown by two pixels on each side (the chroma neighbours of
+ * libjpeg's fancy upsampling, whose edge replication must happen only at
+ * the image's edges) and aligned outward to the MCU grid (whole blocks, so
+ * the IDCT sees the same coefficients), clipped to the image. The planes'
+ * origin is then (x0, y0): a multiple of the MCU, so chroma sample parity
+ * is unchanged. */
+GI_HD void gi_roi(int W, int H, int mcu_w, int mcu_h, int rx, int ry, int rw, int rh, int *x0, int *y0, int *x1,
+                  int *y1) {
+    *x0 = gi_max(rx - 2, 0) / mcu_w * mcu_w;
+    *y0 = gi_max(ry - 2, 0) / mcu_h * mcu_h;
+    *x1 = gi_min((rx + rw + 2 + mcu_w - 1) / mcu_w * mcu_w, W);
+    *y1 = gi_min((ry + rh + 2 + mcu_h - 1) / mcu_h * mcu_h, H);
 }
 
 /* k_op_prep's table once the statistics are in: hist[c][256] for
@@ -654,8 +767,8 @@ static inline void gi_taps_range(int in_size, double in0, double in1, int out_si
 
 /* Running totals of a batch's buffers while its records are packed. */
 typedef struct {
-    size_t rect, k, b, h, noise, pix;
-    int ops, max_ops, any_jpeg, max_rect, max_h, max_k;
+    size_t rect, noise, pix, smem;  /* smem: k_resize's shared memory per tile, the batch's most */
+    int ops, max_ops, any_jpeg, max_tiles, any_border;
 } GiTotals;
 
 /* Build the device record of sample x (index i, for messages) for an S x S,
@@ -697,9 +810,10 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
     d->ry = x->ry;
     d->rw = x->rw;
     d->rh = x->rh;
-    d->rect_off = t->rect;
-    t->rect += gi_align16((size_t)x->rw * x->rh * C);
-    t->max_rect = gi_max(t->max_rect, x->rw * x->rh);
+    if (d->kind == 2) {   /* only CPU-decoded pixels are uploaded: k_resize converts the planes itself */
+        d->rect_off = t->rect;
+        t->rect += gi_align16((size_t)x->rw * x->rh * C);
+    }
     d->in_x = x->in_x;
     d->in_y = x->in_y;
     d->in_w = x->in_w;
@@ -726,14 +840,6 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
     d->need_v = d->out_h != d->in_h || d->box[1] != 0 || d->box[3] != d->in_h;
     d->kh = d->need_h ? gi_ksize(d->box[0], d->box[2], d->out_w, d->filter) : 0;
     d->kv = d->need_v ? gi_ksize(d->box[1], d->box[3], d->out_h, d->filter) : 0;
-    d->kx_off = t->k;
-    t->k += (size_t)d->ow * d->kh;
-    d->ky_off = t->k;
-    t->k += (size_t)d->oh * d->kv;
-    d->bx_off = t->b;
-    t->b += 2 * (size_t)d->ow;
-    d->by_off = t->b;
-    t->b += 2 * (size_t)d->oh;
     /* every tap inside the decoded rectangle (resize.c rebase_taps) */
     int x0 = d->ox, x1 = d->ox + d->ow, y0 = d->oy, y1 = d->oy + d->oh;
     if (d->need_h) gi_taps_range(d->in_w, d->box[0], d->box[2], d->out_w, d->ox, d->ow, d->filter, &x0, &x1);
@@ -742,14 +848,31 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
         snprintf(err, errlen, "gpu images: sample %d: the resize reads pixels outside the rectangle", i);
         return -1;
     }
-    d->yfirst = y0;
-    d->nrows = y1 - y0;
-    if (d->need_h) {
-        d->hbuf_off = t->h;
-        t->h += gi_align16((size_t)d->nrows * d->ow * C);
-        t->max_h = gi_max(t->max_h, d->nrows * d->ow);
+    /* k_resize's tiles: the tallest (th rows) whose shared memory fits */
+    d->ntx = (d->ow + GI_TW - 1) / GI_TW;
+    size_t bytes = 0;
+    for (d->th = 32; d->th >= 1; d->th /= 2) {
+        d->hrows = d->th;
+        if (d->need_v)
+            for (int ty = 0; ty * d->th < d->oh; ty++) {
+                int a0, a1;
+                gi_taps_range(d->in_h, d->box[1], d->box[3], d->out_h, d->oy + ty * d->th,
+                              gi_min(d->th, d->oh - ty * d->th), d->filter, &a0, &a1);
+                d->hrows = gi_max(d->hrows, a1 - a0);
+            }
+        bytes = gi_tile_bytes(d->kh, d->kv, d->th, d->hrows, C);
+        if (bytes <= GI_SMEM_MAX) break;
     }
-    t->max_k = gi_max(t->max_k, (d->need_h ? d->ow : 0) + (d->need_v ? d->oh : 0));
+    if (d->th < 1) {
+        snprintf(err, errlen, "gpu images: sample %d: a %d x %d box resampled to %d x %d needs more than %d KB of "
+                              "shared memory per tile", i, (int)(d->box[2] - d->box[0]), (int)(d->box[3] - d->box[1]),
+                 d->out_w, d->out_h, GI_SMEM_MAX / 1024);
+        return -1;
+    }
+    d->nty = (d->oh + d->th - 1) / d->th;
+    t->smem = bytes > t->smem ? bytes : t->smem;
+    t->max_tiles = gi_max(t->max_tiles, d->ntx * d->nty);
+    if (d->dx != 0 || d->dy != 0 || d->ow != S || d->oh != S) t->any_border = 1;
     d->nops = x->nops;
     d->op_first = t->ops;
     t->ops += x->nops;
