@@ -331,8 +331,12 @@ struct Shape {
 template <typename T, int CH, bool SPLIT, bool TILE, bool SMEM, int MAXT, int MINB>
 static void launch(T *out, const T *x, float4 *wc, const float *theta_f, const float *theta_r,
                    const float *beta, Shape s) {
-    const int per = SPLIT ? (32 / CH > 4 ? 32 / CH : 4) : 32 / CH;   /* whole warps, 4 segments */
-    const int P = ceil_div(ceil_div(s.N, TT), per) * per, nth = P * CH;
+    /* chunks padded to whole warps; the split walk needs 4 segments of
+     * chunks and a thread for each of its 8 CH walking lanes */
+    const int per = SPLIT ? (32 / CH > 4 ? 32 / CH : 4) : 32 / CH;
+    int P = ceil_div(ceil_div(s.N, TT), per) * per;
+    if (SPLIT && P < 8) P = 8;
+    const int nth = P * CH;
     size_t smem = (size_t)(4 * P * CH + 8 * CH) * sizeof(float2);
     if (SMEM) smem += (size_t)3 * TT * nth * sizeof(float);
     if (TILE) smem += (size_t)s.N * 3 * CH * sizeof(T);
