@@ -9,8 +9,9 @@
  *  - through `hgrn train` on Fashion-MNIST with drop path, Mixup / CutMix,
  *    crop and flip: accum_steps 3 and 4 against 1, the same tolerance; the
  *    step counter, the learning rate and the logged loss count optimizer
- *    steps; a run stopped and resumed ends bit for bit where an
- *    uninterrupted accumulated run ends;
+ *    steps; 2 ranks of 2 parts each (mpirun, where this build has MPI)
+ *    against one process, the same tolerance; a run stopped and resumed
+ *    ends bit for bit where an uninterrupted accumulated run ends;
  *  - a batch that the parts do not divide is refused before any work. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -272,6 +273,26 @@ static void test_cli_accum_equals_whole(void **s) {
     }
 }
 
+/* 2 ranks of 2 parts each against one process in one part (test_cli_accum_equals_whole's a1) */
+static void test_cli_two_ranks(void **s) {
+    (void)s;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "command -v mpirun > /dev/null && \"$(dirname %s)/test_comm\" has-mpi", HGRN_BINARY);
+    if (system(cmd) != 0) {
+        print_message("  no mpirun or no MPI in this build: two ranks not checked\n");
+        return;
+    }
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated "
+             "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
+             "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 mpirun -np 2 %s " RECIPE
+             "--train.max_steps 5 --train.accum_steps 2 --out %s/np2 > %s/np2.log 2>&1", HGRN_BINARY, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    const double d = files_rel_diff("np2", "a1", "last.safetensors");
+    print_message("  2 ranks x 2 parts: weights after 5 steps differ from one process's by %.3g (relative)\n", d);
+    assert_true(d <= 1e-5);
+}
+
 static void test_cli_resume(void **s) {
     (void)s;
     const char *acc = "--train.accum_steps 2 --train.ema_decay 0.8 ";
@@ -302,6 +323,7 @@ int main(void) {
     };
     const struct CMUnitTest cli[] = {
         cmocka_unit_test(test_cli_accum_equals_whole),
+        cmocka_unit_test(test_cli_two_ranks),
         cmocka_unit_test(test_cli_resume),
         cmocka_unit_test(test_bad_accum_refused),
     };
