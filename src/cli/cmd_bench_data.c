@@ -486,6 +486,20 @@ done:
     return rc;
 }
 
+/* What the command line asks for (parse_args). */
+typedef struct {
+    const char *dir, *cfgfile, *decode, *gpu_backend, *gpu_decoders, *hw_load, *cpu_share;
+    int threads, images, size, no_dct, simd, only, use_loader, batch, prefetch, quality, images_set, verify;
+} Args;
+
+#define ARGS_UNPACK(a)                                                                                     \
+    const char *dir = (a)->dir, *cfgfile = (a)->cfgfile, *gpu_backend = (a)->gpu_backend;                 \
+    const char *gpu_decoders = (a)->gpu_decoders, *hw_load = (a)->hw_load, *cpu_share = (a)->cpu_share;   \
+    int threads = (a)->threads, images = (a)->images, size = (a)->size, no_dct = (a)->no_dct;              \
+    int simd = (a)->simd, only = (a)->only, batch = (a)->batch, prefetch = (a)->prefetch;                  \
+    int images_set = (a)->images_set, verify = (a)->verify;                                                \
+    const int gpu = !strcmp((a)->decode, "gpu")
+
 static void usage(void) {
     printf("usage: hgrn bench-data DIR [--threads N] [--images N] [--size S] [--no-dct] [--all-scales]\n"
            "                          [--full-decode]\n"
@@ -531,8 +545,9 @@ static const char *const OPTIONS[] = {"--threads", "--images", "--decode", "--lo
                                       "--size", "--config", "--only", "--no-dct", "--simd-scales", "--all-scales", "--full-decode",
                                       "--synth", "--help"};
 
-int cmd_bench_data(int argc, char **argv) {
-    progress_init(&progress, 5.0);   /* in a log: a line per phase, then one every 5 s */
+/* argv into *out. Returns -1 when the command goes on, else the exit status
+ * to return now (--help, --synth, or a refusal already said). */
+static int parse_args(Args *out, int argc, char **argv) {
     const char *dir = NULL, *cfgfile = NULL, *decode = "cpu", *gpu_backend = NULL;
     const char *gpu_decoders = NULL, *hw_load = NULL, *cpu_share = NULL;
     int threads = omp_get_num_procs(), images = 2000, size = 224, no_dct = 0, simd = 0, only = -1;
@@ -634,106 +649,196 @@ int cmd_bench_data(int argc, char **argv) {
             dir = a;
         }
     }
-    if (!dir) {
-        usage();
+    *out = (Args){dir, cfgfile, decode, gpu_backend, gpu_decoders, hw_load, cpu_share, threads, images, size,
+                  no_dct, simd, only, use_loader, batch, prefetch, quality, images_set, verify};
+    return -1;
+}
+
+/* What DIR holds (detect.h), said in one line: the files of an image tree are
+ * measured. 0, or 2 after the refusal. */
+static int check_dir(const char *dir) {
+    DataLayout layout;
+    char why[1024];
+    if (dataset_detect_layout(dir, &layout, why, sizeof why) < 0) {
+        fprintf(stderr, "bench-data: %s\n", why);
         return 2;
     }
-    {   /* what DIR holds (detect.h), said in one line: the files of an image tree are measured */
-        DataLayout layout;
-        char why[1024];
-        if (dataset_detect_layout(dir, &layout, why, sizeof why) < 0) {
-            fprintf(stderr, "bench-data: %s\n", why);
-            return 2;
-        }
-        if (layout.kind == LAYOUT_CIFAR10 || layout.kind == LAYOUT_IDX) {
-            fprintf(stderr, "bench-data: %s: %s: bench-data measures decoding JPEG/PNG files (hgrn prepare fmnist "
-                    "OUT writes Fashion-MNIST as JPEG files)\n", dir, layout.what);
-            return 2;
-        }
-        fprintf(stderr, "bench-data: %s: %s\n", dir, layout.what);
+    if (layout.kind == LAYOUT_CIFAR10 || layout.kind == LAYOUT_IDX) {
+        fprintf(stderr, "bench-data: %s: %s: bench-data measures decoding JPEG/PNG files (hgrn prepare fmnist "
+                "OUT writes Fashion-MNIST as JPEG files)\n", dir, layout.what);
+        return 2;
     }
-    int gpu = !strcmp(decode, "gpu");
-    if (gpu || use_loader) {
-        if (!images_set) images = 20 * batch;
-        omp_set_num_threads(threads);
-        Config cfg;
-        config_defaults(&cfg);
-        char err[512];
-        if (cfgfile && config_load(&cfg, cfgfile, err, sizeof err)) {
-            fprintf(stderr, "bench-data: %s\n", err);
-            return 1;
+    fprintf(stderr, "bench-data: %s: %s\n", dir, layout.what);
+    return 0;
+}
+
+/* --loader or --decode gpu: the loader's batches, CPU or GPU decoding. */
+static int bench_loader(const Args *a) {
+    ARGS_UNPACK(a);
+    (void)no_dct;
+    (void)simd;
+    if (!images_set) images = 20 * batch;
+    omp_set_num_threads(threads);
+    Config cfg;
+    config_defaults(&cfg);
+    char err[512];
+    if (cfgfile && config_load(&cfg, cfgfile, err, sizeof err)) {
+        fprintf(stderr, "bench-data: %s\n", err);
+        return 1;
+    }
+    cfg.image_size = size;
+    cfg.channels = 3;
+    if (gpu_backend && config_set(&cfg, "data.jpeg_backend", gpu_backend, err, sizeof err)) {
+        fprintf(stderr, "bench-data: --gpu-backend: %s\n", err);
+        return 2;
+    }
+    if ((gpu_decoders && config_set(&cfg, "data.jpeg_decoders", gpu_decoders, err, sizeof err)) ||
+        (hw_load && config_set(&cfg, "data.jpeg_hw_load", hw_load, err, sizeof err)) ||
+        (cpu_share && config_set(&cfg, "data.jpeg_cpu_share", cpu_share, err, sizeof err))) {
+        fprintf(stderr, "bench-data: %s\n", err);
+        return 2;
+    }
+    List files = {0};
+    if (dataset_shards_detect(dir)) shard_dir = dir;
+    else walk(dir, &files, 1 << 30, 0);
+    Dataset *sd = shard_dir ? bench_dataset(&files, 0, 0, 3) : NULL;
+    if (shard_dir && !sd) return 1;
+    const int nfiles = sd ? sd->n : files.n;
+    if (nfiles == 0) {
+        fprintf(stderr, "bench-data: %s: no .jpg/.jpeg/.png files\n", dir);
+        return 1;
+    }
+    double bytes = 0;
+    ImageBuf b = {0};
+    int nstat = nfiles < 2000 ? nfiles : 2000;
+    for (int i = 0; i < nstat; i++) {
+        long long n = sd ? dataset_read_encoded(sd, i, &b.p, &b.cap, err, sizeof err)
+                         : image_read_file(files.v[i], &b, err, sizeof err);
+        if (n > 0) bytes += (double)n;
+    }
+    image_buf_free(&b);
+    if (sd) sd->close(sd);
+    printf("bench-data: %d %s under %s (%.1f KB mean), %d images per run, size %d, %s decoding%s\n", nfiles,
+           shard_dir ? "records of tar shards" : "files", dir, bytes / nstat / 1024, images, size,
+           gpu ? "GPU (nvJPEG + CUDA kernels)" : "CPU", gpu ? "" : " through the loader");
+    printf("machine: %d cores visible; loader threads: %d\n", omp_get_num_procs(), threads);
+    if (gpu) {
+        char e2[512];
+        GpuImagesConfig gc;
+        memset(&gc, 0, sizeof gc);
+        gc.max_batch = 1;
+        gc.size = 8;
+        gc.channels = 3;
+        gc.backend = gpu_jpeg_backend(&cfg);
+        gc.threads = 1;
+        gc.slots = 1;
+        GpuImages *g = gpu_images_create(0, &gc, e2, sizeof e2);
+        if (g) {
+            int en = 0, co = 0;
+            gpu_images_hw_info(g, &en, &co);
+            printf("nvJPEG: %s backend%s", gpu_images_backend(g),
+                   gpu_images_exact(g) ? ", decodes exactly as libjpeg-turbo (self-test)" : ", not libjpeg-exact");
+            if (en) printf("; hardware decoder: %d engine(s) x %d core(s)", en, co);
+            printf("; data.jpeg_decoders %d, jpeg_hw_load %g, jpeg_cpu_share %g\n", cfg.jpeg_decoders,
+                   (double)cfg.jpeg_hw_load, (double)cfg.jpeg_cpu_share);
+            gpu_images_destroy(g);
         }
-        cfg.image_size = size;
-        cfg.channels = 3;
-        if (gpu_backend && config_set(&cfg, "data.jpeg_backend", gpu_backend, err, sizeof err)) {
-            fprintf(stderr, "bench-data: --gpu-backend: %s\n", err);
-            return 2;
-        }
-        if ((gpu_decoders && config_set(&cfg, "data.jpeg_decoders", gpu_decoders, err, sizeof err)) ||
-            (hw_load && config_set(&cfg, "data.jpeg_hw_load", hw_load, err, sizeof err)) ||
-            (cpu_share && config_set(&cfg, "data.jpeg_cpu_share", cpu_share, err, sizeof err))) {
-            fprintf(stderr, "bench-data: %s\n", err);
-            return 2;
-        }
-        List files = {0};
-        if (dataset_shards_detect(dir)) shard_dir = dir;
-        else walk(dir, &files, 1 << 30, 0);
-        Dataset *sd = shard_dir ? bench_dataset(&files, 0, 0, 3) : NULL;
-        if (shard_dir && !sd) return 1;
-        const int nfiles = sd ? sd->n : files.n;
-        if (nfiles == 0) {
-            fprintf(stderr, "bench-data: %s: no .jpg/.jpeg/.png files\n", dir);
-            return 1;
-        }
-        double bytes = 0;
-        ImageBuf b = {0};
-        int nstat = nfiles < 2000 ? nfiles : 2000;
-        for (int i = 0; i < nstat; i++) {
-            long long n = sd ? dataset_read_encoded(sd, i, &b.p, &b.cap, err, sizeof err)
-                             : image_read_file(files.v[i], &b, err, sizeof err);
-            if (n > 0) bytes += (double)n;
-        }
-        image_buf_free(&b);
-        if (sd) sd->close(sd);
-        printf("bench-data: %d %s under %s (%.1f KB mean), %d images per run, size %d, %s decoding%s\n", nfiles,
-               shard_dir ? "records of tar shards" : "files", dir, bytes / nstat / 1024, images, size,
-               gpu ? "GPU (nvJPEG + CUDA kernels)" : "CPU", gpu ? "" : " through the loader");
-        printf("machine: %d cores visible; loader threads: %d\n", omp_get_num_procs(), threads);
-        if (gpu) {
-            char e2[512];
-            GpuImagesConfig gc;
-            memset(&gc, 0, sizeof gc);
-            gc.max_batch = 1;
-            gc.size = 8;
-            gc.channels = 3;
-            gc.backend = gpu_jpeg_backend(&cfg);
-            gc.threads = 1;
-            gc.slots = 1;
-            GpuImages *g = gpu_images_create(0, &gc, e2, sizeof e2);
-            if (g) {
-                int en = 0, co = 0;
-                gpu_images_hw_info(g, &en, &co);
-                printf("nvJPEG: %s backend%s", gpu_images_backend(g),
-                       gpu_images_exact(g) ? ", decodes exactly as libjpeg-turbo (self-test)" : ", not libjpeg-exact");
-                if (en) printf("; hardware decoder: %d engine(s) x %d core(s)", en, co);
-                printf("; data.jpeg_decoders %d, jpeg_hw_load %g, jpeg_cpu_share %g\n", cfg.jpeg_decoders,
-                       (double)cfg.jpeg_hw_load, (double)cfg.jpeg_cpu_share);
-                gpu_images_destroy(g);
+    }
+    int rc = 0;
+    for (int train = 1; train >= 0 && !rc; train--) {
+        if (only >= 0 && train != only) continue;
+        rc = loader_bench(&cfg, &files, images, batch, gpu, train, prefetch);
+    }
+    for (int train = 1; train >= 0 && !rc && gpu && verify > 0; train--) {
+        if (only >= 0 && train != only) continue;
+        if (loader_verify(&cfg, &files, verify, batch, train) == 2) rc = 1;
+    }
+    for (int i = 0; i < files.n; i++) free(files.v[i]);
+    free(files.v);
+    return rc;
+}
+
+/* Every file decoded once through the eval transform (all threads; this
+ * also warms the page cache): the unreadable ones are named with their
+ * reason and left out of the timed runs, and the sizes and dimensions are
+ * those of the files that decode. */
+static int check_decodes(const DeitTransform *t, List *files, int threads, const char *dir, double *bytes_out,
+                         double *mw_out, double *mh_out) {
+    progress_line(&progress, "bench-data: checking that the %d files decode", files->n);
+    char **why = calloc((size_t)files->n, sizeof *why);
+    double *fbytes = calloc((size_t)files->n, sizeof *fbytes), *fw = calloc((size_t)files->n, sizeof *fw),
+           *fh = calloc((size_t)files->n, sizeof *fh);
+    if (!why || !fbytes || !fw || !fh) {
+        fprintf(stderr, "bench-data: out of memory\n");
+        free(why); free(fbytes); free(fw); free(fh);
+        return -1;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+        DeitScratch sc;
+        memset(&sc, 0, sizeof sc);
+        uint8_t *out = malloc((size_t)t->channels * t->size * t->size);
+        ImageBuf fb = {0};
+        char msg[512];
+#pragma omp for schedule(dynamic, 8)
+        for (int i = 0; i < files->n; i++) {
+            int w = 0, h = 0;
+            long long n = out ? image_read_file(files->v[i], &fb, msg, sizeof msg) : -1;
+            if (!out) snprintf(msg, sizeof msg, "out of memory");
+            else if (n > 0 && image_info_mem(fb.p, (size_t)n, files->v[i], &w, &h, msg, sizeof msg) == 0 &&
+                     deit_eval_file(t, files->v[i], &sc, out, msg, sizeof msg) == 0) {
+                fbytes[i] = (double)n;
+                fw[i] = w;
+                fh[i] = h;
+                continue;
+            } else if (n == 0) {
+                snprintf(msg, sizeof msg, "%s: empty file", files->v[i]);
             }
+            why[i] = strdup(msg);
         }
-        int rc = 0;
-        for (int train = 1; train >= 0 && !rc; train--) {
-            if (only >= 0 && train != only) continue;
-            rc = loader_bench(&cfg, &files, images, batch, gpu, train, prefetch);
-        }
-        for (int train = 1; train >= 0 && !rc && gpu && verify > 0; train--) {
-            if (only >= 0 && train != only) continue;
-            if (loader_verify(&cfg, &files, verify, batch, train) == 2) rc = 1;
-        }
-        for (int i = 0; i < files.n; i++) free(files.v[i]);
-        free(files.v);
-        return rc;
+        image_buf_free(&fb);
+        free(out);
+        deit_scratch_free(&sc);
     }
+    double bytes = 0, mw = 0, mh = 0;
+    int nok = 0, nbad = 0;
+    for (int i = 0; i < files->n; i++) {
+        if (why[i]) {
+            if (nbad < 10) fprintf(stderr, "bench-data: %s\n", why[i]);
+            nbad++;
+            free(why[i]);
+            free(files->v[i]);
+            continue;
+        }
+        bytes += fbytes[i];
+        mw += fw[i];
+        mh += fh[i];
+        files->v[nok++] = files->v[i];
+    }
+    const int nfound = files->n;
+    files->n = nok;
+    free(why);
+    free(fbytes);
+    free(fw);
+    free(fh);
+    if (nbad)
+        fprintf(stderr, "bench-data: %d of %d files do not decode%s; they are left out of the timings\n", nbad,
+                nfound, nbad > 10 ? " (the first 10 named above)" : " (named above)");
+    if (nok == 0) {
+        fprintf(stderr, "bench-data: %s: none of the %d image files decodes\n", dir, nfound);
+        return -1;
+    }
+    *bytes_out = bytes;
+    *mw_out = mw;
+    *mh_out = mh;
+    return nok;
+}
+
+/* The transforms one image at a time, 1 thread and N threads. */
+static int bench_transforms(const Args *a) {
+    ARGS_UNPACK(a);
+    (void)gpu_backend; (void)gpu_decoders; (void)hw_load; (void)cpu_share; (void)batch; (void)prefetch;
+    (void)images_set; (void)verify; (void)gpu;
     Config cfg;
     config_defaults(&cfg);
     char err[512];
@@ -765,73 +870,12 @@ int cmd_bench_data(int argc, char **argv) {
         deit_transform_destroy(t);
         return 1;
     }
-    /* Every file decoded once through the eval transform (all threads; this
-     * also warms the page cache): the unreadable ones are named with their
-     * reason and left out of the timed runs, and the sizes and dimensions are
-     * those of the files that decode. */
-    progress_line(&progress, "bench-data: checking that the %d files decode", files.n);
-    char **why = calloc((size_t)files.n, sizeof *why);
-    double *fbytes = calloc((size_t)files.n, sizeof *fbytes), *fw = calloc((size_t)files.n, sizeof *fw),
-           *fh = calloc((size_t)files.n, sizeof *fh);
-    if (!why || !fbytes || !fw || !fh) {
-        fprintf(stderr, "bench-data: out of memory\n");
-        return 1;
-    }
-#pragma omp parallel num_threads(threads)
-    {
-        DeitScratch sc;
-        memset(&sc, 0, sizeof sc);
-        uint8_t *out = malloc((size_t)t->channels * t->size * t->size);
-        ImageBuf fb = {0};
-        char msg[512];
-#pragma omp for schedule(dynamic, 8)
-        for (int i = 0; i < files.n; i++) {
-            int w = 0, h = 0;
-            long long n = out ? image_read_file(files.v[i], &fb, msg, sizeof msg) : -1;
-            if (!out) snprintf(msg, sizeof msg, "out of memory");
-            else if (n > 0 && image_info_mem(fb.p, (size_t)n, files.v[i], &w, &h, msg, sizeof msg) == 0 &&
-                     deit_eval_file(t, files.v[i], &sc, out, msg, sizeof msg) == 0) {
-                fbytes[i] = (double)n;
-                fw[i] = w;
-                fh[i] = h;
-                continue;
-            } else if (n == 0) {
-                snprintf(msg, sizeof msg, "%s: empty file", files.v[i]);
-            }
-            why[i] = strdup(msg);
-        }
-        image_buf_free(&fb);
-        free(out);
-        deit_scratch_free(&sc);
-    }
-    double bytes = 0, mw = 0, mh = 0;
-    int nok = 0, nbad = 0;
-    for (int i = 0; i < files.n; i++) {
-        if (why[i]) {
-            if (nbad < 10) fprintf(stderr, "bench-data: %s\n", why[i]);
-            nbad++;
-            free(why[i]);
-            free(files.v[i]);
-            continue;
-        }
-        bytes += fbytes[i];
-        mw += fw[i];
-        mh += fh[i];
-        files.v[nok++] = files.v[i];
-    }
-    const int nfound = files.n;
-    files.n = nok;
-    free(why);
-    free(fbytes);
-    free(fw);
-    free(fh);
-    if (nbad)
-        fprintf(stderr, "bench-data: %d of %d files do not decode%s; they are left out of the timings\n", nbad,
-                nfound, nbad > 10 ? " (the first 10 named above)" : " (named above)");
-    if (nok == 0) {
-        fprintf(stderr, "bench-data: %s: none of the %d image files decodes\n", dir, nfound);
-        deit_transform_destroy(t);
+    double bytes, mw, mh;
+    const int nok = check_decodes(t, &files, threads, dir, &bytes, &mw, &mh);
+    if (nok < 0) {
+        for (int i = 0; i < files.n; i++) free(files.v[i]);
         free(files.v);
+        deit_transform_destroy(t);
         return 1;
     }
     int count = images > files.n ? images : files.n;
@@ -880,3 +924,15 @@ int cmd_bench_data(int argc, char **argv) {
     return 0;
 }
 
+int cmd_bench_data(int argc, char **argv) {
+    progress_init(&progress, 5.0);   /* in a log: a line per phase, then one every 5 s */
+    Args a = {0};
+    const int rc = parse_args(&a, argc, argv);
+    if (rc >= 0) return rc;
+    if (!a.dir) {
+        usage();
+        return 2;
+    }
+    if (check_dir(a.dir)) return 2;
+    return !strcmp(a.decode, "gpu") || a.use_loader ? bench_loader(&a) : bench_transforms(&a);
+}
