@@ -6,7 +6,7 @@
  *  - through `hgrn train` on Fashion-MNIST: a run stopped and resumed holds
  *    the EMA an uninterrupted run holds, bit for bit (one thread, the
  *    weights are bitwise the same too); metrics.jsonl has ema_val_* beside
- *    val_*; best_ema.safetensors evaluates with `hgrn eval` to the best
+ *    val_* (and the TensorBoard file has them); best_ema.safetensors evaluates with `hgrn eval` to the best
  *    EMA top-1 the run recorded; with train.ema_decay 0 none of it exists;
  *  - with 2 ranks (mpirun, where this build has MPI) the EMA is the one
  *    process's within the data-parallel test's tolerance;
@@ -215,7 +215,7 @@ static double best_ema_record(const char *run_dir, int *count) {
 static void test_resume_continues_ema(void **s) {
     (void)s;
     const char *ema = "--train.ema_decay 0.9 --train.ema_warmup 1 ";
-    assert_int_equal(run("whole.log", RECIPE "%s --out %s/whole", ema, dir), 0);
+    assert_int_equal(run("whole.log", RECIPE "%s --train.tensorboard 1 --out %s/whole", ema, dir), 0);
     assert_int_equal(run("part1.log", RECIPE "%s --train.max_steps 13 --out %s/part", ema, dir), 0);
     assert_int_equal(run("part2.log", RECIPE "%s --out %s/part --resume", ema, dir), 0);
     SafeTensors *a = open_in("whole", "last.state.safetensors"), *b = open_in("part", "last.state.safetensors");
@@ -234,6 +234,9 @@ static void test_resume_continues_ema(void **s) {
     const double best = best_ema_record("whole", &count);
     assert_int_equal(count, 2);
     char cmd[1024];
+    /* the TensorBoard file holds every number of metrics.jsonl's records, ema_val_* too */
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/read_tfevents.py %s/whole --reader own >&2", HGRN_SOURCE_DIR, dir);
+    if (system("command -v python3 > /dev/null") == 0) assert_int_equal(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s eval --ckpt %s/whole/best_ema.safetensors --device cpu --threads 1 "
              "--json > %s/eval.json 2> %s/eval.log", HGRN_BINARY, dir, dir, dir);
     assert_int_equal(system(cmd), 0);
