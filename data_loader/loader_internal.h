@@ -67,8 +67,8 @@ struct Loader {
     uint8_t *bad;           /* n: 1 = known unreadable (already reported) */
     int bad_count;
     /* GPU decoding (loader_use_gpu): a pipeline of jobs (one batch each)
-     * and the threads that drive nvJPEG's decode units (see "GPU decoding:
-     * the pipeline" below) */
+     * and the threads that drive nvJPEG's decode units (GpuPipe, in
+     * gpu/loader_gpu_pipe.c) */
     GpuImages *gpu;
     int gpu_device, gpu_threads, gpu_nslots;
     struct GpuPipe *pipe;
