@@ -211,12 +211,19 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
             GiTile tl;
             gi_tile_at(&d[i], t, &tl);
             GiTileMem m;
-            gi_tile_mem(&d[i], smem, &m);
+            gi_tile_mem(&d[i], smem, C, &m);
             for (int k = 0; k < tl.tw + tl.tht; k++) gi_tile_coeffs(&d[i], &tl, &m, k);
-            int r0, r1;
+            int r0, r1, c0, c1;
             gi_tile_rows(&d[i], &tl, &m, &r0, &r1);
             assert_true(r1 - r0 <= d[i].hrows);
-            for (int k = 0; k < (r1 - r0) * tl.tw; k++) gi_tile_hpx(&d[i], planes, rect, &tab, C, &tl, &m, r0, k);
+            gi_tile_cols(&d[i], &tl, &m, &c0, &c1);
+            int fw = c1 - c0, band = gi_tile_band(fw, C);
+            assert_true((size_t)fw * C <= GI_SRC_BYTES);
+            for (int b0 = r0; b0 < r1; b0 += band) {
+                int nb = band < r1 - b0 ? band : r1 - b0;
+                for (int k = 0; k < nb * fw; k++) gi_tile_spx(&d[i], planes, rect, &tab, C, &m, c0, fw, b0, k);
+                for (int k = 0; k < nb * tl.tw; k++) gi_tile_hpx(&d[i], C, &tl, &m, r0, c0, fw, b0, k);
+            }
             for (int k = 0; k < tl.tht * tl.tw; k++) gi_tile_vpx(&d[i], &tl, &m, r0, o, C, S, k);
         }
         if (T.any_border)

@@ -95,18 +95,29 @@ __global__ void k_resize(const GiSample *ss, GiBases bases, const uint8_t *rect,
         return;
     }
     const uint8_t *planes = s->kind == 2 ? NULL : bases.p[s->plane_buf];
+    /* the colour tables in shared memory: the conversion indexes them by
+     * pixel value, which constant memory would serialise across a warp */
+    __shared__ GiYccTables tab;
+    for (int i = threadIdx.x; i < (int)(sizeof tab / sizeof(int)); i += blockDim.x)
+        ((int *)&tab)[i] = ((const int *)&c_ycc)[i];
     GiTile tl;
     gi_tile_at(s, (int)blockIdx.x, &tl);
     GiTileMem m;
-    gi_tile_mem(s, gi_smem, &m);
+    gi_tile_mem(s, gi_smem, C, &m);
     for (int i = threadIdx.x; i < tl.tw + tl.tht; i += blockDim.x) gi_tile_coeffs(s, &tl, &m, i);
     __syncthreads();
-    int r0, r1;
+    int r0, r1, c0, c1;
     gi_tile_rows(s, &tl, &m, &r0, &r1);
     if (r1 - r0 > s->hrows) r1 = r0 + s->hrows;   /* never (gi_pack sized hrows from the same taps): memory safety */
-    int nh = (r1 - r0) * tl.tw;
-    for (int i = threadIdx.x; i < nh; i += blockDim.x) gi_tile_hpx(s, planes, rect, &c_ycc, C, &tl, &m, r0, i);
-    __syncthreads();
+    gi_tile_cols(s, &tl, &m, &c0, &c1);
+    int fw = gi_min(c1 - c0, GI_SRC_BYTES / C), band = gi_tile_band(fw, C);   /* min: never (gi_pack checked) */
+    for (int b0 = r0; b0 < r1; b0 += band) {
+        int nb = gi_min(band, r1 - b0);
+        for (int i = threadIdx.x; i < nb * fw; i += blockDim.x) gi_tile_spx(s, planes, rect, &tab, C, &m, c0, fw, b0, i);
+        __syncthreads();
+        for (int i = threadIdx.x; i < nb * tl.tw; i += blockDim.x) gi_tile_hpx(s, C, &tl, &m, r0, c0, fw, b0, i);
+        __syncthreads();
+    }
     for (int i = threadIdx.x; i < tl.tht * tl.tw; i += blockDim.x) gi_tile_vpx(s, &tl, &m, r0, o, C, S, i);
 }
 

@@ -450,10 +450,13 @@ GI_HD void gi_ycc_rect_px(const GiSample *s, const uint8_t *planes, const GiYccT
  * Colour conversion, crop and both resampling passes of one sample in one
  * kernel, by output tiles of GI_TW window columns x th window rows. A tile
  * (one thread block) computes its columns' and rows' resampling
- * coefficients (resize.c coeffs, in shared memory), then the horizontal pass
- * of every resampler row its vertical taps read, converting the source
- * pixels from the planes on the fly (uint8 rows in shared memory: the CPU's
- * intermediate image, same rounding), then the vertical pass straight into
+ * coefficients (resize.c coeffs, in shared memory), then, a band of rows at
+ * a time, converts the source pixels its horizontal taps read from the
+ * planes once into shared memory and runs the horizontal pass of every
+ * resampler row its vertical taps read over them (uint8 rows in shared
+ * memory: the CPU's intermediate image, same rounding; converting per tap
+ * instead would convert each pixel about 4 x the downscale factor times),
+ * then the vertical pass straight into
  * the S x S CHW output, the flip folded into the column. Tiles of one column
  * strip recompute the rows their taps share (about 4 x the downscale factor
  * rows per tile): that costs less than writing and re-reading a whole
@@ -461,7 +464,8 @@ GI_HD void gi_ycc_rect_px(const GiSample *s, const uint8_t *planes, const GiYccT
  * rounding, so the output equals pass_h + pass_v of resize.c bit for bit. */
 
 #define GI_TW 32                    /* window columns per tile */
-#define GI_SMEM_MAX (96 * 1024)     /* shared memory one tile may use (k_resize's launch limit) */
+#define GI_SRC_BYTES (32 * 1024)    /* converted source pixels a tile holds at once (a band of rows) */
+#define GI_SMEM_MAX (96 * 1024 + GI_SRC_BYTES)   /* shared memory one tile may use (k_resize's launch limit) */
 
 /* One tile: window columns [wx0, wx0 + tw), rows [wy0, wy0 + tht). */
 typedef struct {
@@ -479,20 +483,20 @@ GI_HD void gi_tile_at(const GiSample *s, int t, GiTile *tl) {
 GI_HD size_t gi_al16(size_t v) { return (v + 15) & ~(size_t)15; }
 
 /* Shared memory of a tile: kx[GI_TW][kh], ky[th][kv], bx[GI_TW][2],
- * by[th][2], hrow[hrows][GI_TW][C]. */
+ * by[th][2], hrow[hrows][GI_TW][C], src[GI_SRC_BYTES]. */
 GI_HD size_t gi_tile_bytes(int kh, int kv, int th, int hrows, int C) {
     return gi_al16((size_t)GI_TW * kh * sizeof(float)) + gi_al16((size_t)th * kv * sizeof(float)) +
            gi_al16((size_t)GI_TW * 2 * sizeof(int)) + gi_al16((size_t)th * 2 * sizeof(int)) +
-           (size_t)hrows * GI_TW * C;
+           gi_al16((size_t)hrows * GI_TW * C) + GI_SRC_BYTES;
 }
 
 typedef struct {
     float *kx, *ky;
     int *bx, *by;
-    uint8_t *hrow;
+    uint8_t *hrow, *src;
 } GiTileMem;
 
-GI_HD void gi_tile_mem(const GiSample *s, uint8_t *base, GiTileMem *m) {
+GI_HD void gi_tile_mem(const GiSample *s, uint8_t *base, int C, GiTileMem *m) {
     m->kx = (float *)base;
     base += gi_al16((size_t)GI_TW * s->kh * sizeof(float));
     m->ky = (float *)base;
@@ -502,6 +506,7 @@ GI_HD void gi_tile_mem(const GiSample *s, uint8_t *base, GiTileMem *m) {
     m->by = (int *)base;
     base += gi_al16((size_t)s->th * 2 * sizeof(int));
     m->hrow = base;
+    m->src = base + gi_al16((size_t)s->hrows * GI_TW * C);
 }
 
 /* Source pixel (x, y) (full-image coordinates) as the CPU decoder gives it:
@@ -550,27 +555,60 @@ GI_HD void gi_tile_rows(const GiSample *s, const GiTile *tl, const GiTileMem *m,
     *r1 = hi;
 }
 
-/* Phase 2, item i = (row r, tile column x): the horizontal pass's value of
- * resampler row r0 + r (resize.c pass_h; a copy when there is none). */
-GI_HD void gi_tile_hpx(const GiSample *s, const uint8_t *planes, const uint8_t *rect, const GiYccTables *t, int C,
-                       const GiTile *tl, const GiTileMem *m, int r0, int i) {
-    int r = i / tl->tw, x = i % tl->tw;
-    int y = s->in_y + r0 + r;
-    uint8_t *o = m->hrow + ((size_t)r * GI_TW + x) * C;
-    uint8_t px[3];
+/* The resampler-image columns [*c0, *c1) the tile's horizontal pass reads
+ * (its own columns when there is no horizontal pass). */
+GI_HD void gi_tile_cols(const GiSample *s, const GiTile *tl, const GiTileMem *m, int *c0, int *c1) {
     if (!s->need_h) {
-        gi_src_pixel(s, planes, rect, t, C, s->in_x + s->ox + tl->wx0 + x, y, px);
-        for (int c = 0; c < C; c++) o[c] = px[c];
+        *c0 = s->ox + tl->wx0;
+        *c1 = *c0 + tl->tw;
+        return;
+    }
+    int lo = s->in_w, hi = 0;
+    for (int x = 0; x < tl->tw; x++) {
+        int a = m->bx[2 * x], n = m->bx[2 * x + 1];
+        if (n <= 0) continue;
+        lo = gi_min(lo, a);
+        hi = gi_max(hi, a + n);
+    }
+    if (hi <= lo) lo = hi = 0;
+    *c0 = lo;
+    *c1 = hi;
+}
+
+/* Rows of fw source pixels (C channels) that fit the tile's src buffer at once. */
+GI_HD int gi_tile_band(int fw, int C) {
+    int b = fw > 0 ? GI_SRC_BYTES / (fw * C) : 1;
+    return b < 1 ? 1 : b;
+}
+
+/* Phase 2a, item i of the band of resampler rows from b0: source pixel
+ * (column c0 + i % fw, row b0 + i / fw) converted once into src (the
+ * horizontal taps of neighbouring columns share it). */
+GI_HD void gi_tile_spx(const GiSample *s, const uint8_t *planes, const uint8_t *rect, const GiYccTables *t, int C,
+                       const GiTileMem *m, int c0, int fw, int b0, int i) {
+    gi_src_pixel(s, planes, rect, t, C, s->in_x + c0 + i % fw, s->in_y + b0 + i / fw, m->src + (size_t)i * C);
+}
+
+/* Phase 2b, item i = (band row r, tile column x): the horizontal pass's value
+ * of resampler row b0 + r (resize.c pass_h; a copy when there is none) into
+ * intermediate row b0 + r - r0. */
+GI_HD void gi_tile_hpx(const GiSample *s, int C, const GiTile *tl, const GiTileMem *m, int r0, int c0, int fw, int b0,
+                       int i) {
+    int r = i / tl->tw, x = i % tl->tw;
+    const uint8_t *row = m->src + (size_t)r * fw * C;
+    uint8_t *o = m->hrow + ((size_t)(b0 - r0 + r) * GI_TW + x) * C;
+    if (!s->need_h) {
+        for (int c = 0; c < C; c++) o[c] = row[(size_t)x * C + c];
         return;
     }
     const int *b = m->bx + 2 * x;
     const float *k = m->kx + (size_t)x * s->kh;
-    float acc[3] = {0.0f, 0.0f, 0.0f};
-    for (int q = 0; q < b[1]; q++) {
-        gi_src_pixel(s, planes, rect, t, C, s->in_x + b[0] + q, y, px);
-        for (int c = 0; c < C; c++) acc[c] = fadd_rn(acc[c], fmul_rn((float)px[c], k[q]));
+    const uint8_t *p = row + (size_t)(b[0] - c0) * C;
+    for (int c = 0; c < C; c++) {
+        float acc = 0.0f;
+        for (int q = 0; q < b[1]; q++) acc = fadd_rn(acc, fmul_rn((float)p[(size_t)q * C + c], k[q]));
+        o[c] = gi_round8(acc);
     }
-    for (int c = 0; c < C; c++) o[c] = gi_round8(acc[c]);
 }
 
 /* Phase 3, item i = (tile row j, tile column x): the vertical pass's value
@@ -870,6 +908,19 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
         return -1;
     }
     d->nty = (d->oh + d->th - 1) / d->th;
+    /* a row of a tile's source footprint must fit its src buffer */
+    if (d->need_h)
+        for (int tx = 0; tx < d->ntx; tx++) {
+            int a0, a1;
+            gi_taps_range(d->in_w, d->box[0], d->box[2], d->out_w, d->ox + tx * GI_TW, gi_min(GI_TW, d->ow - tx * GI_TW),
+                          d->filter, &a0, &a1);
+            if ((size_t)(a1 - a0) * C > GI_SRC_BYTES) {
+                snprintf(err, errlen, "gpu images: sample %d: a %d-pixel-wide box resampled to %d columns reads more "
+                                      "than %d KB of source row per tile", i, (int)(d->box[2] - d->box[0]), d->out_w,
+                         GI_SRC_BYTES / 1024);
+                return -1;
+            }
+        }
     t->smem = bytes > t->smem ? bytes : t->smem;
     t->max_tiles = gi_max(t->max_tiles, d->ntx * d->nty);
     if (d->dx != 0 || d->dy != 0 || d->ow != S || d->oh != S) t->any_border = 1;
