@@ -15,6 +15,9 @@
  *   variant 4: variant 2 converting each source pixel of the tile's footprint
  *              once, into shared memory, a band of rows at a time (variant 2
  *              converts a pixel once per horizontal tap that reads it)
+ *   variant 5: variant 4 with the colour tables copied to shared memory
+ *              (constant memory serialises a warp's data-dependent lookups);
+ *              the pipeline's k_resize
  * Build and run: make resize_fused && ./resize_fused [variant|all] (dev/cuda/README.md). */
 #include "common.h"
 
@@ -295,11 +298,17 @@ __global__ void k_fused(const Sample *ss, const uint8_t *planes, uint8_t *out) {
  * rows), before the horizontal pass reads it. */
 #define SRC_BYTES (24 * 1024)
 
+template <bool SHARED_TABLES>
 __global__ void k_fused_staged(const Sample *ss, const uint8_t *planes, uint8_t *out) {
     extern __shared__ __align__(16) uint8_t sm[];
+    __shared__ Ycc stab;
     const int TW = 32;
     const Sample *s = &ss[blockIdx.y];
     if ((int)blockIdx.x >= s->ntx * s->nty) return;
+    if (SHARED_TABLES)
+        for (int i = threadIdx.x; i < (int)(sizeof stab / sizeof(int)); i += blockDim.x)
+            ((int *)&stab)[i] = ((const int *)&c_ycc)[i];
+    const Ycc *tab = SHARED_TABLES ? &stab : &c_ycc;
     int wx0 = (blockIdx.x % s->ntx) * TW, wy0 = (blockIdx.x / s->ntx) * s->th;
     int tw = imin(TW, S_OUT - wx0), tht = imin(s->th, S_OUT - wy0);
     float *kx = (float *)sm;
@@ -320,7 +329,7 @@ __global__ void k_fused_staged(const Sample *ss, const uint8_t *planes, uint8_t 
     for (int b0 = r0; b0 < r1; b0 += band) {
         int nb = imin(band, r1 - b0);
         for (int i = threadIdx.x; i < nb * fw; i += blockDim.x)
-            rgb_at(s, planes, &c_ycc, s->cx + cx0 + i % fw, s->cy + b0 + i / fw, src + (size_t)i * 3);
+            rgb_at(s, planes, tab, s->cx + cx0 + i % fw, s->cy + b0 + i / fw, src + (size_t)i * 3);
         __syncthreads();
         for (int i = threadIdx.x; i < nb * tw; i += blockDim.x) {
             int r = i / tw, x = i % tw;
@@ -369,7 +378,7 @@ static size_t plan_tiles(Sample *s, int TW) {
 }
 
 int main(int argc, char **argv) {
-    int variant = variant_arg(argc, argv, 4);
+    int variant = variant_arg(argc, argv, 5);
     Ycc t;
     ycc_tables(&t);
     cuda_check(cudaMemcpyToSymbol(c_ycc, &t, sizeof t));
@@ -424,16 +433,17 @@ int main(int argc, char **argv) {
     cuda_check(cudaMemcpy(dp, hp, pbytes, cudaMemcpyHostToDevice));
     cuda_check(cudaFuncSetAttribute(k_fused<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     cuda_check(cudaFuncSetAttribute(k_fused<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
-    cuda_check(cudaFuncSetAttribute(k_fused_staged, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024 + SRC_BYTES + 16));
+    cuda_check(cudaFuncSetAttribute(k_fused_staged<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024 + SRC_BYTES + 16));
+    cuda_check(cudaFuncSetAttribute(k_fused_staged<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024 + SRC_BYTES + 16));
     uint8_t *got = (uint8_t *)host_alloc(per * BATCH);
     size_t bad_all = 0;
-    for (int v = variant ? variant : 1; v <= (variant ? variant : 4); v++) {
+    for (int v = variant ? variant : 1; v <= (variant ? variant : 5); v++) {
         /* the tiles of this variant's width */
         size_t smem = 0;
         int max_tiles = 0;
         if (v > 1) {
             for (int i = 0; i < BATCH; i++) {
-                size_t b = plan_tiles(&hs[i], v == 3 ? 64 : 32) + (v == 4 ? SRC_BYTES + 16 : 0);
+                size_t b = plan_tiles(&hs[i], v == 3 ? 64 : 32) + (v >= 4 ? SRC_BYTES + 16 : 0);
                 smem = b > smem ? b : smem;
                 max_tiles = imax(max_tiles, hs[i].ntx * hs[i].nty);
             }
@@ -449,8 +459,10 @@ int main(int argc, char **argv) {
                 k_fused<32><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             } else if (v == 3) {
                 k_fused<64><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+            } else if (v == 4) {
+                k_fused_staged<false><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             } else {
-                k_fused_staged<<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+                k_fused_staged<true><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             }
         };
         cuda_check(cudaMemset(dout, 0xA5, per * BATCH));
