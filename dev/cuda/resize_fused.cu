@@ -4,20 +4,22 @@
  * PIL's antialiased bicubic resize (horizontal pass into uint8, then
  * vertical) -> S x S CHW, for a batch of RandomResizedCrop-like boxes, checked
  * bit for bit against the CPU reference below.
- *   variant 1: the unfused chain: convert the crop to an HWC buffer, compute
- *              the coefficients, horizontal pass to a uint8 buffer, vertical
- *              pass (four kernels, three global intermediates)
- *   variant 2: fused, one block per 32-column x th-row output tile: the
- *              tile's coefficients, the horizontal pass of the rows its taps
- *              read (converting the source on the fly) into shared memory,
- *              the vertical pass out (one kernel)
- *   variant 3: variant 2 with 64-column tiles
- *   variant 4: variant 2 converting each source pixel of the tile's footprint
- *              once, into shared memory, a band of rows at a time (variant 2
- *              converts a pixel once per horizontal tap that reads it)
- *   variant 5: variant 4 with the colour tables copied to shared memory
- *              (constant memory serialises a warp's data-dependent lookups);
- *              the pipeline's k_resize
+ *   variant 1: the pipeline's k_resize: one block per 32-column x th-row
+ *              output tile computes the tile's coefficients, converts the
+ *              source pixels its horizontal taps read once into shared
+ *              memory (a band of rows at a time; the colour tables in
+ *              shared memory too), runs the horizontal pass of the rows its
+ *              vertical taps read into shared memory and the vertical pass
+ *              out (one kernel)
+ *   variant 2: the unfused chain it replaced: convert the crop to an HWC
+ *              buffer, compute the coefficients, horizontal pass to a uint8
+ *              buffer, vertical pass (four kernels, three global
+ *              intermediates)
+ *   variant 3: fused, converting a source pixel once per horizontal tap that
+ *              reads it (no staging)
+ *   variant 4: variant 3 with 64-column tiles
+ *   variant 5: variant 1 with the colour tables in constant memory (a warp's
+ *              data-dependent lookups serialise there)
  * Build and run: make resize_fused && ./resize_fused [variant|all] (dev/cuda/README.md). */
 #include "common.h"
 
@@ -191,7 +193,7 @@ static void cpu_reference(const Sample *s, const uint8_t *planes, const Ycc *t, 
     free(k);
 }
 
-/* ---------------------------------------------------------------- variant 1: the unfused chain */
+/* ---------------------------------------------------------------- variant 2: the unfused chain */
 
 __global__ void k_convert(const Sample *ss, const uint8_t *planes, uint8_t *rect) {
     const Sample *s = &ss[blockIdx.y];
@@ -241,7 +243,7 @@ __global__ void k_vpass(const Sample *ss, const uint8_t *h, const float *kb, con
     }
 }
 
-/* ---------------------------------------------------------------- variants 2, 3: fused tiles */
+/* ---------------------------------------------------------------- variants 3, 4: fused, converting per tap */
 
 static size_t al16(size_t v) { return (v + 15) & ~(size_t)15; }
 __host__ __device__ inline size_t tile_bytes(int TW, int kh, int kv, int th, int hrows) {
@@ -293,10 +295,10 @@ __global__ void k_fused(const Sample *ss, const uint8_t *planes, uint8_t *out) {
     }
 }
 
-/* Variant 4: the source footprint of the tile (columns [cx0, cx1) of the
+/* Variants 1 and 5: the source footprint of the tile (columns [cx0, cx1) of the
  * crop) converted to RGB in shared memory, SRC_BYTES at a time (a band of
  * rows), before the horizontal pass reads it. */
-#define SRC_BYTES (24 * 1024)
+#define SRC_BYTES (32 * 1024)   /* as the pipeline's GI_SRC_BYTES */
 
 template <bool SHARED_TABLES>
 __global__ void k_fused_staged(const Sample *ss, const uint8_t *planes, uint8_t *out) {
@@ -441,25 +443,25 @@ int main(int argc, char **argv) {
         /* the tiles of this variant's width */
         size_t smem = 0;
         int max_tiles = 0;
-        if (v > 1) {
+        if (v != 2) {
             for (int i = 0; i < BATCH; i++) {
-                size_t b = plan_tiles(&hs[i], v == 3 ? 64 : 32) + (v >= 4 ? SRC_BYTES + 16 : 0);
+                size_t b = plan_tiles(&hs[i], v == 4 ? 64 : 32) + (v == 1 || v == 5 ? SRC_BYTES + 16 : 0);
                 smem = b > smem ? b : smem;
                 max_tiles = imax(max_tiles, hs[i].ntx * hs[i].nty);
             }
             cuda_check(cudaMemcpy(ds, hs, sizeof(Sample) * BATCH, cudaMemcpyHostToDevice));
         }
         auto run = [&]() {
-            if (v == 1) {
+            if (v == 2) {
                 k_convert<<<dim3(256, BATCH), THREADS>>>(ds, dp, drect);
                 k_coeffs<<<dim3(ceil_div(2 * S_OUT, THREADS), BATCH), THREADS>>>(ds, dk, db);
                 k_hpass<<<dim3(256, BATCH), THREADS>>>(ds, drect, dk, db, dh);
                 k_vpass<<<dim3(ceil_div(S_OUT * S_OUT, THREADS), BATCH), THREADS>>>(ds, dh, dk, db, dout);
-            } else if (v == 2) {
-                k_fused<32><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             } else if (v == 3) {
-                k_fused<64><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+                k_fused<32><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             } else if (v == 4) {
+                k_fused<64><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
+            } else if (v == 5) {
                 k_fused_staged<false><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
             } else {
                 k_fused_staged<true><<<dim3(max_tiles, BATCH), THREADS, smem>>>(ds, dp, dout);
@@ -480,7 +482,7 @@ int main(int argc, char **argv) {
             printf("variant %d, equals the CPU reference bit for bit (%d samples, %d x %d)\n", v, BATCH, S_OUT, S_OUT);
         float ms = bench_ms(20, run);
         printf("variant %d, %.3f ms per batch of %d (%s, shared memory per tile %zu bytes)\n", v, ms, BATCH,
-               v == 1 ? "4 kernels" : "1 kernel", smem);
+               v == 2 ? "4 kernels" : "1 kernel", smem);
         bad_all += bad;
     }
     cudaFree(ds); cudaFree(dp); cudaFree(drect); cudaFree(dh); cudaFree(dk); cudaFree(db); cudaFree(dout);
