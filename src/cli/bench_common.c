@@ -3,6 +3,7 @@
  * random device buffers, the device's measured ceilings, the help text. */
 #include "bench_common.h"
 #include "clock.h"
+#include "op_timer.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +59,26 @@ void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n) {
     bk->free(bk, w);
     bk->free(bk, x);
     bk->free(bk, y);
+}
+
+int bench_parse(Cli *cli, int argc, char **argv, const char *flags, const char *who) {
+    char err[1024];
+    if (cli_parse(cli, argc, argv, flags, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "%s: %s\n", who, err);
+    return -1;
+}
+
+Backend *bench_timed(Backend *inner, const char *err, const char *who) {
+    if (!inner) {
+        fprintf(stderr, "%s: %s\n", who, err);
+        return NULL;
+    }
+    Backend *bk = op_timer_wrap(inner);
+    if (!bk) {
+        fprintf(stderr, "%s: out of host memory\n", who);
+        inner->destroy(inner);
+    }
+    return bk;
 }
 
 void bench_usage(void) {

@@ -5,6 +5,7 @@
 #define HGRN_BENCH_COMMON_H
 
 #include "backend.h"
+#include "cli.h"
 #include "rng.h"
 
 #include <stddef.h>
@@ -19,6 +20,15 @@ void bench_upload_random(Backend *bk, void *dev, size_t n, int as_act, Rng *r);
  * measured now, so that per-op numbers are read against this machine rather
  * than a datasheet. */
 void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n);
+
+/* cli_parse for the command `who` ("hgrn bench --ops", ...): 0, or -1
+ * after one line "who: why" on stderr. */
+int bench_parse(Cli *cli, int argc, char **argv, const char *flags, const char *who);
+
+/* The op timer (op_timer.h) around a backend just created: inner, or NULL
+ * when its creation failed with the message err. NULL after one line
+ * "who: why" on stderr (inner destroyed). */
+Backend *bench_timed(Backend *inner, const char *err, const char *who);
 
 /* The --help text of `hgrn bench`, --ops and --mixers included, on stdout. */
 void bench_usage(void);

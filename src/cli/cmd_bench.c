@@ -32,10 +32,7 @@ int cmd_bench(int argc, char **argv) {
     }
     char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "config device precision threads batch steps", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn bench: %s\n", err);
-        return 2;
-    }
+    if (bench_parse(&cli, argc, argv, "config device precision threads batch steps", "hgrn bench") < 0) return 2;
     if (cli.help || !cli.config_path[0]) {
         bench_usage();
         cli_free(&cli);

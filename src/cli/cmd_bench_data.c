@@ -493,7 +493,7 @@ typedef struct {
 } Args;
 
 #define ARGS_UNPACK(a)                                                                                     \
-    const char *dir = (a)->dir, *cfgfile = (a)->cfgfile, *gpu_backend = (a)->gpu_backend;                 \
+    const char *dir = (a)->dir, *gpu_backend = (a)->gpu_backend;                                          \
     const char *gpu_decoders = (a)->gpu_decoders, *hw_load = (a)->hw_load, *cpu_share = (a)->cpu_share;   \
     int threads = (a)->threads, images = (a)->images, size = (a)->size, no_dct = (a)->no_dct;              \
     int simd = (a)->simd, only = (a)->only, batch = (a)->batch, prefetch = (a)->prefetch;                  \
@@ -672,6 +672,20 @@ static int check_dir(const char *dir) {
     return 0;
 }
 
+/* The config the transforms are made from: --config FILE (or the defaults)
+ * at --size, RGB. 0, or 1 after the message. */
+static int bench_config(const Args *a, Config *cfg) {
+    char err[512];
+    config_defaults(cfg);
+    if (a->cfgfile && config_load(cfg, a->cfgfile, err, sizeof err)) {
+        fprintf(stderr, "bench-data: %s\n", err);
+        return 1;
+    }
+    cfg->image_size = a->size;
+    cfg->channels = 3;
+    return 0;
+}
+
 /* --loader or --decode gpu: the loader's batches, CPU or GPU decoding. */
 static int bench_loader(const Args *a) {
     ARGS_UNPACK(a);
@@ -680,14 +694,8 @@ static int bench_loader(const Args *a) {
     if (!images_set) images = 20 * batch;
     omp_set_num_threads(threads);
     Config cfg;
-    config_defaults(&cfg);
     char err[512];
-    if (cfgfile && config_load(&cfg, cfgfile, err, sizeof err)) {
-        fprintf(stderr, "bench-data: %s\n", err);
-        return 1;
-    }
-    cfg.image_size = size;
-    cfg.channels = 3;
+    if (bench_config(a, &cfg)) return 1;
     if (gpu_backend && config_set(&cfg, "data.jpeg_backend", gpu_backend, err, sizeof err)) {
         fprintf(stderr, "bench-data: --gpu-backend: %s\n", err);
         return 2;
@@ -840,14 +848,8 @@ static int bench_transforms(const Args *a) {
     (void)gpu_backend; (void)gpu_decoders; (void)hw_load; (void)cpu_share; (void)batch; (void)prefetch;
     (void)images_set; (void)verify; (void)gpu;
     Config cfg;
-    config_defaults(&cfg);
     char err[512];
-    if (cfgfile && config_load(&cfg, cfgfile, err, sizeof err)) {
-        fprintf(stderr, "bench-data: %s\n", err);
-        return 1;
-    }
-    cfg.image_size = size;
-    cfg.channels = 3;
+    if (bench_config(a, &cfg)) return 1;
     DeitTransform *t = deit_transform_create(&cfg, err, sizeof err);
     if (!t) {
         fprintf(stderr, "bench-data: %s\n", err);

@@ -134,12 +134,8 @@ int cmd_bench_mixers(int argc, char **argv) {
         parse_chunk("", &chunk);
         return 2;
     }
-    char cerr[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "mixers precision hgru2-chunk", cerr, sizeof cerr) < 0) {
-        fprintf(stderr, "hgrn bench --mixers: %s\n", cerr);
-        return 2;
-    }
+    if (bench_parse(&cli, argc, argv, "mixers precision hgru2-chunk", "hgrn bench --mixers") < 0) return 2;
     const int help = cli.help;
     int given = 0;   /* an empty value is given too, and refused */
     for (int i = 0; i < argc; i++)
@@ -158,17 +154,8 @@ int cmd_bench_mixers(int argc, char **argv) {
         return 2;
     }
     char err[512];
-    Backend *inner = backend_cuda_create(0, bf16, 1, err, sizeof err);
-    if (!inner) {
-        fprintf(stderr, "hgrn bench --mixers: %s\n", err);
-        return 1;
-    }
-    Backend *bk = op_timer_wrap(inner);
-    if (!bk) {
-        fprintf(stderr, "hgrn bench --mixers: out of host memory\n");
-        inner->destroy(inner);
-        return 1;
-    }
+    Backend *bk = bench_timed(backend_cuda_create(0, bf16, 1, err, sizeof err), err, "hgrn bench --mixers");
+    if (!bk) return 1;
     bk->hgru2_chunk = chunk;
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows as they are measured */
     double copy_gbs, gemm_tflops;

@@ -268,20 +268,19 @@ static int bench_comparisons(const Bench *b, int test_shapes) {
 }
 
 /* Every row on one backend (created here, with the op timer around it). */
-static int bench_backend(const Cli *cli, int cuda, int bf16, Rng *r) {
+/* What the command line asks for. */
+typedef struct {
+    int cuda, threads, test_shapes;
+    char precision[8];   /* "", "fp32" or "bf16" */
+} Opts;
+
+static int bench_backend(const Opts *o, int bf16, Rng *r) {
     char err[512];
-    const int threads = cli->cfg.threads;
-    Backend *inner = cuda ? backend_cuda_create(0, bf16, 1, err, sizeof err) : backend_cpu_create(threads, err, sizeof err);
-    if (!inner) {
-        fprintf(stderr, "hgrn bench --ops: %s\n", err);
-        return 1;
-    }
-    Backend *bk = op_timer_wrap(inner);
-    if (!bk) {
-        fprintf(stderr, "hgrn bench --ops: out of host memory\n");
-        inner->destroy(inner);
-        return 1;
-    }
+    const int cuda = o->cuda;
+    Backend *inner = cuda ? backend_cuda_create(0, bf16, 1, err, sizeof err)
+                          : backend_cpu_create(o->threads, err, sizeof err);
+    Backend *bk = bench_timed(inner, err, "hgrn bench --ops");
+    if (!bk) return 1;
     Bench b = {bk, inner, bf16 ? "bf16" : "fp32", 0, cuda ? 20 : 3, r};
     double gemm_tflops;
     int gn;
@@ -292,20 +291,18 @@ static int bench_backend(const Cli *cli, int cuda, int bf16, Rng *r) {
     snprintf(gemm, sizeof gemm, "%dx%dx%d", gn, gn, gn);
     printf("%-5s %-34s %-20s %10s %10s %8s %6s %8.2f\n", b.prec, "GEMM", gemm, "-", "-", "-", "-", gemm_tflops);
     int rc = 0;
-    for (int o = 0; o < OP_TABLE_N; o++) rc |= bench_op(&b, &OP_TABLE[o], OP_TABLE[o].name, cli->test_shapes, 0, NULL);
-    rc |= bench_comparisons(&b, cli->test_shapes);
+    for (int k = 0; k < OP_TABLE_N; k++) rc |= bench_op(&b, &OP_TABLE[k], OP_TABLE[k].name, o->test_shapes, 0, NULL);
+    rc |= bench_comparisons(&b, o->test_shapes);
     if (cuda) {   /* the GEMMs with train.gemm_tune 0, on a backend of their own (plans are per backend) */
         Backend *heur = backend_cuda_create(0, bf16, 0, err, sizeof err);
-        Backend *th = heur ? op_timer_wrap(heur) : NULL;
+        Backend *th = bench_timed(heur, err, "hgrn bench --ops");
         if (!th) {
-            fprintf(stderr, "hgrn bench --ops: %s\n", heur ? "out of host memory" : err);
-            if (heur) heur->destroy(heur);
             bk->destroy(bk);
             return 1;
         }
         b.bk = th;
         b.inner = heur;
-        rc |= bench_op(&b, op_table_find("matmul"), "matmul (gemm_tune 0)", cli->test_shapes, 0, NULL);
+        rc |= bench_op(&b, op_table_find("matmul"), "matmul (gemm_tune 0)", o->test_shapes, 0, NULL);
         th->destroy(th);
     }
     bk->destroy(bk);
@@ -313,43 +310,38 @@ static int bench_backend(const Cli *cli, int cuda, int bf16, Rng *r) {
 }
 
 int cmd_bench_ops(int argc, char **argv) {
-    char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ops device precision threads test-shapes", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn bench --ops: %s\n", err);
-        return 2;
-    }
-    int rc = 2;
-    if (cli.help) {
+    if (bench_parse(&cli, argc, argv, "ops device precision threads test-shapes", "hgrn bench --ops") < 0) return 2;
+    const int help = cli.help;
+    Opts o = {strcmp(cli.device, "cpu") != 0, cli.cfg.threads, cli.test_shapes, ""};
+    snprintf(o.precision, sizeof o.precision, "%s", cli.precision);
+    cli_free(&cli);
+    if (help) {
         bench_usage();
-        rc = 0;
-        goto done;
+        return 0;
     }
-    const int cuda = strcmp(cli.device, "cpu") != 0;
-    if (cuda && !backend_cuda_available()) {
+    if (o.cuda && !backend_cuda_available()) {
         fprintf(stderr, "hgrn bench --ops: times the CUDA kernels unless --device cpu is given, and this hgrn "
                         "has no CUDA backend or sees no GPU\n");
-        goto done;
+        return 2;
     }
-    if (!cuda && !strcmp(cli.precision, "bf16")) {
+    if (!o.cuda && !strcmp(o.precision, "bf16")) {
         fprintf(stderr, "hgrn bench --ops: --precision bf16 needs --device cuda (the CPU backend is fp32)\n");
-        goto done;
+        return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);   /* rows as they are measured */
     printf("the op table on the %s backend at the %s shapes: ms per call (best of 3 batches of %d after\n"
            "3 warm-up calls); MB: what the calls must move (each input read, each output written once);\n"
            "%%copy: of the copy rate above; TFLOP/s of the arithmetic that counts (the GEMMs)\n\n",
-           cuda ? "CUDA" : "CPU", cli.test_shapes ? "test's" : "models'", cuda ? 20 : 3);
+           o.cuda ? "CUDA" : "CPU", o.test_shapes ? "test's" : "models'", o.cuda ? 20 : 3);
     printf("%-5s %-34s %-20s %10s %10s %8s %6s %8s\n", "prec", "op", "shape", "ms", "MB", "GB/s", "%copy",
            "TFLOP/s");
     Rng r;
     rng_seed(&r, 7);
-    rc = 0;
+    int rc = 0;
     for (int bf16 = 0; bf16 < 2; bf16++) {
-        if (bf16 ? !cuda || !strcmp(cli.precision, "fp32") : !strcmp(cli.precision, "bf16")) continue;
-        rc |= bench_backend(&cli, cuda, bf16, &r);
+        if (bf16 ? !o.cuda || !strcmp(o.precision, "fp32") : !strcmp(o.precision, "bf16")) continue;
+        rc |= bench_backend(&o, bf16, &r);
     }
-done:
-    cli_free(&cli);
     return rc;
 }
