@@ -2,7 +2,7 @@
  * photo-like test images, JPEG encoding with chosen sampling factors,
  * libjpeg's raw YCbCr planes (what nvJPEG hands the pipeline, up to its IDCT),
  * and emulate(): gpu_images_transform's kernels run on the host through the
- * kernel bodies of cuda/gpu_images_ops.cuh. Include after <cmocka.h>. */
+ * kernel bodies of data_loader/gpu/gpu_images_ops.cuh. Include after <cmocka.h>. */
 #ifndef HGRN_TEST_GPU_EMUL_H
 #define HGRN_TEST_GPU_EMUL_H
 

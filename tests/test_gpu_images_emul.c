@@ -1,5 +1,5 @@
 /* test_gpu_images_emul.c - the GPU image pipeline's arithmetic, run on the
- * CPU. cuda/gpu_images_ops.cuh holds every kernel body of cuda/gpu_images.cu
+ * CPU. data_loader/gpu/gpu_images_ops.cuh holds every kernel body of gpu_images.cu
  * as a function that is also valid C; this test loops over them the way the
  * kernels' grids do and compares with the CPU pipeline, so the kernels'
  * logic is checked on any machine, GPU or not:

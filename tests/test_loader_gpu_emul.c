@@ -2,7 +2,7 @@
  * data.decode = gpu) on any machine: this program defines the whole
  * gpu_images.h API itself, as a host double whose "nvJPEG" is libjpeg's raw
  * YCbCr output and whose kernels are the real kernel bodies
- * (cuda/gpu_images_ops.cuh, through tests/gpu_emul.h), so the linker never
+ * (data_loader/gpu/gpu_images_ops.cuh, through tests/gpu_emul.h), so the linker never
  * pulls the real pipeline or its stub. Then the GPU path must give the CPU
  * path's batches bit for bit: same samples, substitutions of unreadable
  * files, crops, ops, erasing, Mixup/CutMix, targets, evaluation batches. The
