@@ -49,4 +49,34 @@ void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta
 void min_rnn_backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
                       float *dbeta, const float *dout, float *dx, int B, int N);
 
+/* The TokenMixer NAME_mixer of a min_rnn layer whose in_proj makes PARTS
+ * slices of E (the gate's and h~) and whose gate is KIND (MINGATE_*): what
+ * mingru.c and minlstm.c differ in is these three and the summary. */
+#define MIN_RNN_MIXER(NAME, PARTS, KIND, SUMMARY)                                                   \
+    static void NAME##_declare(TensorList *tl, const Config *c) { min_rnn_declare(tl, c, PARTS); }   \
+    static double NAME##_madds(const Config *c) { return min_rnn_madds(c, PARTS); }                  \
+    static void *NAME##_create(const Config *c) { return min_rnn_create(c, KIND); }                  \
+    static void NAME##_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Config *c,  \
+                                      int rows) {                                                   \
+        min_rnn_layout_scratch(scratch, a, bk, c, rows, PARTS);                                     \
+    }                                                                                               \
+    const TokenMixer NAME##_mixer = {                                                               \
+        .name = #NAME,                                                                              \
+        .summary = SUMMARY,                                                                         \
+        .uses_lower_bounds = 0,                                                                     \
+        .supports_causal = 1,                                                                       \
+        .supports_scan2d = 1,                                                                       \
+        .check_config = NULL,                                                                       \
+        .declare = NAME##_declare,                                                                  \
+        .init_tensor = NULL,                                                                        \
+        .madds_per_token = NAME##_madds,                                                            \
+        .create = NAME##_create,                                                                    \
+        .bind = min_rnn_bind,                                                                       \
+        .layout = min_rnn_layout,                                                                   \
+        .scratch_bytes = sizeof(MinRnnScratch),                                                     \
+        .layout_scratch = NAME##_layout_scratch,                                                    \
+        .forward = min_rnn_forward,                                                                 \
+        .backward = min_rnn_backward,                                                               \
+    }
+
 #endif
