@@ -380,6 +380,15 @@ static int cu_graph_launch(Backend *bk, int slot) {
     return 0;
 }
 
+static void cu_graph_drop(Backend *bk) {
+    CudaImpl *im = IMPL(bk);
+    if (im->capturing) {
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: graph_drop while recording\n", im->device);
+        exit(1);
+    }
+    hgrn_drop_graphs(im);
+}
+
 /* idle marks: timing events on the compute stream */
 static void cu_idle_begin(Backend *bk, int slot) {
     CudaImpl *im = IMPL(bk);
@@ -532,6 +541,7 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->graph_begin = cu_graph_begin;
     bk->graph_end = cu_graph_end;
     bk->graph_launch = cu_graph_launch;
+    bk->graph_drop = cu_graph_drop;
     bk->idle_begin = cu_idle_begin;
     bk->idle_end = cu_idle_end;
     bk->idle_seconds = cu_idle_seconds;

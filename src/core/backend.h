@@ -117,6 +117,12 @@ struct Backend {
     void (*graph_begin)(Backend *);
     void (*graph_end)(Backend *, int slot);
     int (*graph_launch)(Backend *, int slot);
+    /* Destroys every recorded graph (graph_launch then returns -1 for every
+     * slot). The graphs belong to the backend, not to the model they were
+     * recorded over: whoever starts recording steps of another model,
+     * optimizer or batch size (step_init) drops them first, since a graph
+     * replays its recording's memory addresses, which may have been freed. */
+    void (*graph_drop)(Backend *);
 
     /* ---- device idle time between steps (how input-bound a run is) ----
      * idle_begin(slot) marks where the device work queued so far ends,

@@ -74,6 +74,7 @@ static void t_to_host_async(Backend *bk, void *d, const void *s, size_t n) { IN(
 static void t_graph_begin(Backend *bk) { IN(bk)->graph_begin(IN(bk)); }
 static void t_graph_end(Backend *bk, int slot) { IN(bk)->graph_end(IN(bk), slot); }
 static int t_graph_launch(Backend *bk, int slot) { return IN(bk)->graph_launch(IN(bk), slot); }
+static void t_graph_drop(Backend *bk) { IN(bk)->graph_drop(IN(bk)); }
 static void t_idle_begin(Backend *bk, int slot) { IN(bk)->idle_begin(IN(bk), slot); }
 static void t_idle_end(Backend *bk, int slot) { IN(bk)->idle_end(IN(bk), slot); }
 static double t_idle_seconds(Backend *bk, int slot) { return IN(bk)->idle_seconds(IN(bk), slot); }
@@ -113,6 +114,7 @@ Backend *op_timer_wrap(Backend *in) {
     bk->graph_begin = in->graph_begin ? t_graph_begin : NULL;
     bk->graph_end = in->graph_end ? t_graph_end : NULL;
     bk->graph_launch = in->graph_launch ? t_graph_launch : NULL;
+    bk->graph_drop = in->graph_drop ? t_graph_drop : NULL;
     bk->idle_begin = in->idle_begin ? t_idle_begin : NULL;
     bk->idle_end = in->idle_end ? t_idle_end : NULL;
     bk->idle_seconds = in->idle_seconds ? t_idle_seconds : NULL;

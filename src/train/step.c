@@ -11,7 +11,11 @@ void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int 
     s->o = o;
     s->c = c;
     s->comm = comm;
-    s->graphs = use_graphs && bk->graph_begin && bk->graph_end && bk->graph_launch;
+    s->graphs = use_graphs && bk->graph_begin && bk->graph_end && bk->graph_launch && bk->graph_drop;
+    /* the backend's graph slots may hold steps recorded by an earlier
+     * Stepper, over a model and optimizer that may be gone: this one
+     * records its own */
+    if (bk->graph_drop) bk->graph_drop(bk);
     s->graph_B = -1;
     s->eager_done = 0;
     s->B = 0;

@@ -24,7 +24,8 @@ typedef struct {
 } Stepper;
 
 /* use_graphs: 0 never, 1 when the backend can. comm: the data-parallel
- * ranks (comm_single() for one process). */
+ * ranks (comm_single() for one process). Drops every graph the backend
+ * holds (another Stepper's, whose model may be gone). */
 void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int use_graphs);
 /* Queue one step on the staged batch of B images with soft targets[B, K]
  * (host), learning rate lr and drop-path randomness dp. The B samples are
