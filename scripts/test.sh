@@ -28,9 +28,9 @@ else
   core=Haswell; other=Sandybridge
 fi
 [ "$(blas_family "$blas_own")" = "$(blas_family "$core")" ] && core=$other
-echo "== distributed and evaluation tests again with OPENBLAS_CORETYPE=$core (the first pass: OpenBLAS's $blas_own) =="
+echo "== distributed, evaluation, EMA and accumulation tests again with OPENBLAS_CORETYPE=$core (the first pass: OpenBLAS's $blas_own) =="
 (cd build && OPENBLAS_CORETYPE=$core ctest --output-on-failure -j2 --timeout 1500 \
-  -R '^(test_distributed|test_evaluate|test_eval_classify|test_model)$')
+  -R '^(test_distributed|test_evaluate|test_eval_classify|test_model|test_ema|test_accum)$')
 fuzz=${HGRN_FUZZ_SECONDS:-60}
 fuzz_rc=0
 if [ "$fuzz" != 0 ]; then
