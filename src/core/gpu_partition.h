@@ -15,7 +15,7 @@
  * cuda/green_ctx.cu (the driver's green-context entry points are looked up
  * at run time, so an hgrn built with CUDA 12.4+ still starts on an older
  * driver); without CUDA every call reports the split unavailable
- * (src/cpu/gpu_partition_stub.c). */
+ * (cuda/green_ctx_stub.c). */
 #ifndef HGRN_GPU_PARTITION_H
 #define HGRN_GPU_PARTITION_H
 

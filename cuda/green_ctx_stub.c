@@ -1,4 +1,4 @@
-/* gpu_partition_stub.c - linked when the build has no CUDA backend: the SM
+/* green_ctx_stub.c - linked when the build has no CUDA backend: the SM
  * split of gpu_partition.h (cuda/green_ctx.cu) is unavailable, and every call
  * says so. */
 #include "gpu_partition.h"

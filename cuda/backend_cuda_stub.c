@@ -1,4 +1,4 @@
-/* cuda_stub.c - linked when the build has no CUDA backend: asking for it is
+/* backend_cuda_stub.c - linked when the build has no CUDA backend: asking for it is
  * an error that says so, never a silent fallback to the CPU. */
 #include "backend.h"
 #include <stdio.h>
