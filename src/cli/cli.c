@@ -48,7 +48,8 @@ static int copy_to(char *dst, size_t cap, const char *flag, const char *v, char 
 
 /* "unknown option --NAME" with the nearest option this command takes or the
  * nearest config key, when one is close enough to be a misspelling. */
-static void unknown_option(const char *name, const char *flags, char *err, size_t errlen) {
+static void unknown_option(const char *name, const char *flags, const CliOption *own, int nown, char *err,
+                           size_t errlen) {
     char best[96] = "";
     int bestd = -1;
     char flagbuf[256];
@@ -56,12 +57,24 @@ static void unknown_option(const char *name, const char *flags, char *err, size_
     int limit = ((int)strlen(name) + 2) / 3;
     if (limit < 1) limit = 1;
     for (char *save = NULL, *f = strtok_r(flagbuf, " ", &save); f; f = strtok_r(NULL, " ", &save)) {
-        if (!strcmp(f, "ARGS") || !strcmp(f, "LATE")) continue;
+        if (!strcmp(f, "ARGS") || !strcmp(f, "LATE") || !strcmp(f, "NOKEYS")) continue;
         const int d = edit_distance(name, f);
         if (d <= limit && (bestd < 0 || d < bestd)) {
             bestd = d;
             snprintf(best, sizeof best, "%s", f);
         }
+    }
+    for (int k = 0; k < nown; k++) {
+        const int d = edit_distance(name, own[k].name);
+        if (d <= limit && (bestd < 0 || d < bestd)) {
+            bestd = d;
+            snprintf(best, sizeof best, "%s", own[k].name);
+        }
+    }
+    if (takes(flags, "NOKEYS")) {   /* a command without config keys suggests none */
+        if (bestd >= 0) snprintf(err, errlen, "unknown option --%s (did you mean --%s? see --help)", name, best);
+        else snprintf(err, errlen, "unknown option --%s (see --help)", name);
+        return;
     }
     char key[96];
     const int kd = config_nearest_key(name, key, sizeof key);
@@ -77,14 +90,22 @@ static void unknown_option(const char *name, const char *flags, char *err, size_
         snprintf(err, errlen, "unknown option --%s (see --help)", name);
 }
 
-static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
+static const CliOption *own_option(const CliOption *own, int nown, const char *name) {
+    for (int k = 0; k < nown; k++)
+        if (!strcmp(name, own[k].name)) return &own[k];
+    return NULL;
+}
+
+static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const CliOption *own, int nown, char *err,
+                      size_t errlen) {
     memset(cli, 0, sizeof *cli);
     config_defaults(&cli->cfg);
     cli->pos = calloc((size_t)argc + 1, sizeof *cli->pos);
     cli->ov_key = calloc((size_t)argc + 1, sizeof *cli->ov_key);
     cli->ov_val = calloc((size_t)argc + 1, sizeof *cli->ov_val);
     if (!cli->pos || !cli->ov_key || !cli->ov_val) { snprintf(err, errlen, "out of memory"); return -1; }
-    const int positional = takes(flags, "ARGS");
+    const int positional = takes(flags, "ARGS"), nokeys = takes(flags, "NOKEYS");
+    for (int k = 0; k < nown; k++) *own[k].value = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { cli->help = 1; continue; }
@@ -106,8 +127,17 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *
             name = keybuf;
             val = eq + 1;
         }
+        const CliOption *o = own_option(own, nown, name);
+        if (o) {   /* the command's own option: the text as given, checked by the command */
+            if (!o->has_value && val) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
+            if (!o->has_value) val = "1";
+            else if (!val && i + 1 < argc) val = argv[++i];
+            else if (!val) { snprintf(err, errlen, "%s needs a value", a); return -1; }
+            *o->value = val;
+            continue;
+        }
         if (is_switch(name) && !strchr(name, '.')) {
-            if (!takes(flags, name)) { unknown_option(name, flags, err, errlen); return -1; }
+            if (!takes(flags, name)) { unknown_option(name, flags, own, nown, err, errlen); return -1; }
             if (val) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
             if (!strcmp(name, "json")) cli->json = 1;
             else if (!strcmp(name, "logits")) cli->logits = 1;
@@ -119,9 +149,9 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *
             continue;
         }
         if (strchr(name, '.')) {
-            if (!config_has_key(name)) { unknown_option(name, flags, err, errlen); return -1; }
-        } else if (!takes(flags, name) || !strcmp(name, "ARGS") || !strcmp(name, "LATE")) {
-            unknown_option(name, flags, err, errlen);
+            if (nokeys || !config_has_key(name)) { unknown_option(name, flags, own, nown, err, errlen); return -1; }
+        } else if (!takes(flags, name) || !strcmp(name, "ARGS") || !strcmp(name, "LATE") || !strcmp(name, "NOKEYS")) {
+            unknown_option(name, flags, own, nown, err, errlen);
             return -1;
         }
         int optional = !strcmp(name, "resume");
@@ -184,7 +214,7 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, char *
         }
         if (rc) return -1;
     }
-    if (cli->help) return 0;
+    if (cli->help || nokeys) return 0;   /* NOKEYS: a command that reads no config */
     if (cli->config_path[0] && config_load(&cli->cfg, cli->config_path, err, errlen) < 0) return -1;
     /* commands that read a checkpoint apply the overrides to its stored
      * config instead, and those that put their config together (LATE) to it */
@@ -214,11 +244,16 @@ void cli_free(Cli *cli) {
 
 /* A refused command line leaves nothing allocated (cli_free stays safe to
  * call on it, as the callers do). */
-int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
-    if (parse_args(cli, argc, argv, flags, err, errlen) == 0) return 0;
+int cli_parse_own(Cli *cli, int argc, char **argv, const char *flags, const CliOption *own, int nown, char *err,
+                  size_t errlen) {
+    if (parse_args(cli, argc, argv, flags, own, nown, err, errlen) == 0) return 0;
     cli_free(cli);
     memset(cli, 0, sizeof *cli);
     return -1;
+}
+
+int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen) {
+    return cli_parse_own(cli, argc, argv, flags, NULL, 0, err, errlen);
 }
 
 Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen) {

@@ -54,6 +54,22 @@ typedef struct {
  * to the checkpoint's stored config, or to the config they put together
  * (hgrn lra: a recipe), and until then only each value's form is checked. */
 int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen);
+/* An option one command declares for itself (cli_parse_own): --NAME VALUE
+ * (has_value) or the switch --NAME. Where it goes: *value, the text as given
+ * ("1" for a switch), NULL when absent; the command checks it with its own
+ * message. It takes the place of a shared option of the same name. */
+typedef struct {
+    const char *name;
+    int has_value;
+    const char **value;
+} CliOption;
+
+/* cli_parse with the command's own options own[0..nown-1], also named as the
+ * nearest option to a misspelt one. flags may list "NOKEYS": a command that
+ * reads no config (--section.key is an unknown option; nothing is loaded or
+ * validated). */
+int cli_parse_own(Cli *cli, int argc, char **argv, const char *flags, const CliOption *own, int nown, char *err,
+                  size_t errlen);
 /* Apply the overrides again (after cfg was replaced, e.g. by a checkpoint's config). */
 int cli_apply_overrides(Cli *cli, char *err, size_t errlen);
 void cli_free(Cli *cli);

@@ -4,11 +4,13 @@
  * graph with the recurrences as Scan operators. cli_run_script finds the
  * script and runs it by /usr/bin/python3 when it exists (python3-onnx
  * installs there), else python3 on the PATH; a python3 without onnx hands
- * the script to the other one. The script checks the arguments itself
- * (exit 2 before any work). */
+ * the script to the other one. cli_parse refuses unknown options; the
+ * script checks the values and the count of arguments (exit 2 before any
+ * work). */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "run_script.h"
 
 #define USAGE "usage: hgrn export onnx CKPT OUT.onnx [--input uint8|float] [--opset N]"
@@ -31,19 +33,36 @@ static void usage(void) {
 }
 
 int cmd_export(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        }
-    if (argc < 1 || strcmp(argv[0], "onnx")) {
-        if (argc < 1) fprintf(stderr, "hgrn export: the format is required (" USAGE ")\n");
-        else fprintf(stderr, "hgrn export: unknown format '%s' (formats: onnx; " USAGE ")\n", argv[0]);
-        return 2;
-    }
     if (argc > 14) {
         fprintf(stderr, "hgrn export: too many arguments (" USAGE ")\n");
         return 2;
     }
-    return cli_run_script("export", "export_onnx.py", argv + 1, argc - 1);
+    const char *input = NULL, *opset = NULL;
+    const CliOption own[] = {{"input", 1, &input}, {"opset", 1, &opset}};
+    Cli cli;
+    char err[1024];
+    if (cli_parse_own(&cli, argc, argv, "ARGS NOKEYS", own, 2, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn export: %s\n", err);
+        return 2;
+    }
+    /* the script's arguments: the positionals after the format, then the options */
+    char *args[20];   /* at most 13 positionals after the format (argc <= 14) and two options */
+    int nargs = 0;
+    for (int i = 1; i < cli.npos; i++) args[nargs++] = (char *)cli.pos[i];
+    const int help = cli.help, npos = cli.npos;
+    const char *format = npos > 0 ? cli.pos[0] : NULL;
+    cli_free(&cli);
+    if (help) {
+        usage();
+        return 0;
+    }
+    if (!format || strcmp(format, "onnx")) {
+        if (!format) fprintf(stderr, "hgrn export: the format is required (" USAGE ")\n");
+        else fprintf(stderr, "hgrn export: unknown format '%s' (formats: onnx; " USAGE ")\n", format);
+        return 2;
+    }
+    /* the script checks the positionals' count and the values itself */
+    if (input) { args[nargs++] = "--input"; args[nargs++] = (char *)input; }
+    if (opset) { args[nargs++] = "--opset"; args[nargs++] = (char *)opset; }
+    return cli_run_script("export", "export_onnx.py", args, nargs);
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "run_script.h"
 
 static void usage(void) {
@@ -18,20 +19,23 @@ static void usage(void) {
 }
 
 int cmd_plot(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        }
-    for (int i = 0; i < argc; i++)
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "hgrn plot: unknown option %s (usage: hgrn plot RUN_DIR [OUT.png])\n", argv[i]);
-            return 2;
-        }
-    if (argc < 1 || argc > 2) {
-        fprintf(stderr, "hgrn plot: %s (usage: hgrn plot RUN_DIR [OUT.png])\n",
-                argc < 1 ? "RUN_DIR is required" : "too many arguments");
+    Cli cli;
+    char err[1024];
+    if (cli_parse(&cli, argc, argv, "ARGS NOKEYS", err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn plot: %s\n", err);
         return 2;
     }
-    return cli_run_script("plot", "plot_metrics.py", argv, argc);
+    const int help = cli.help, npos = cli.npos;
+    char *pos[2] = {npos > 0 ? (char *)cli.pos[0] : NULL, npos > 1 ? (char *)cli.pos[1] : NULL};
+    cli_free(&cli);
+    if (help) {
+        usage();
+        return 0;
+    }
+    if (npos < 1 || npos > 2) {
+        fprintf(stderr, "hgrn plot: %s (usage: hgrn plot RUN_DIR [OUT.png])\n",
+                npos < 1 ? "RUN_DIR is required" : "too many arguments");
+        return 2;
+    }
+    return cli_run_script("plot", "plot_metrics.py", pos, npos);
 }
