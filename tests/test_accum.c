@@ -5,7 +5,8 @@
  *    weights and EMA after 5 steps within 1e-4, with drop path drawn for the
  *    global batch, for every token mixer; on the GPU too where there is one,
  *    where the recorded (CUDA graph) accumulated step also equals the op by
- *    op one bit for bit;
+ *    op one bit for bit; and on the CPU with emulated graphs (graph_emul.h),
+ *    which runs the recorded path's bookkeeping where there is no GPU;
  *  - through `hgrn train` on Fashion-MNIST with drop path, Mixup / CutMix,
  *    crop and flip: accum_steps 3 and 4 against 1, the same tolerance; the
  *    step counter, the learning rate and the logged loss count optimizer
@@ -27,6 +28,7 @@
 #include "backend.h"
 #include "comm.h"
 #include "config.h"
+#include "graph_emul.h"
 #include "mixer.h"
 #include "model.h"
 #include "optim.h"
@@ -163,6 +165,9 @@ static void test_step_parts_equal_whole(void **s) {
     Backend *cpu = backend_cpu_create(1, err, sizeof err);
     if (!cpu) fail_msg("%s", err);
     check_backend(cpu, 1);
+    Backend *emu = graph_emul_wrap(cpu);   /* the recorded path's bookkeeping, on the CPU */
+    check_backend(emu, 1);
+    graph_emul_free(emu);
     cpu->destroy(cpu);
     Backend *gpu = backend_cuda_create(0, 0, 1, err, sizeof err);
     if (!gpu) {

@@ -2,7 +2,8 @@
  *  - inside the training step (src/train/step.c, recorded as a CUDA graph
  *    where the backend can) it follows a reference loop in this test that
  *    averages the weights read back after every step, with and without the
- *    decay's warm-up, on the CPU and, where there is one, on the GPU;
+ *    decay's warm-up, on the CPU (also with emulated graphs, graph_emul.h)
+ *    and, where there is one, on the GPU;
  *  - through `hgrn train` on Fashion-MNIST: a run stopped and resumed holds
  *    the EMA an uninterrupted run holds, bit for bit (one thread, the
  *    weights are bitwise the same too); metrics.jsonl has ema_val_* beside
@@ -25,6 +26,7 @@
 #include "backend.h"
 #include "comm.h"
 #include "config.h"
+#include "graph_emul.h"
 #include "model.h"
 #include "optim.h"
 #include "safetensors.h"
@@ -127,6 +129,9 @@ static void test_step_ema_matches_reference(void **s) {
     Backend *cpu = backend_cpu_create(1, err, sizeof err);
     if (!cpu) fail_msg("%s", err);
     check_backend(cpu);
+    Backend *emu = graph_emul_wrap(cpu);   /* the recorded path's bookkeeping, on the CPU */
+    check_backend(emu);
+    graph_emul_free(emu);
     cpu->destroy(cpu);
     Backend *gpu = backend_cuda_create(0, 0, 1, err, sizeof err);
     if (!gpu) {

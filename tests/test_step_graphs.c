@@ -1,20 +1,9 @@
 /* test_step_graphs.c - the training step's use of recorded graphs
- * (src/train/step.c) checked on the CPU: the CPU backend with graph slots
- * emulated as the CUDA backend keeps them (one per slot, owned by the
- * backend, outliving models). The emulation runs a recording's ops at once
- * (its first launch is that run) and checks what a real replay would
- * depend on:
- *  - a graph is launched only while every allocation live when it was
- *    recorded is still live (a replay writes to the recorded addresses);
- *  - a slot is recorded again only with the same kind of step: the same
- *    input slot, optimizer and EMA updates and gradient clears (the
- *    emulation cannot replay, so each replay is a new recording that must
- *    equal the first);
- *  - while recording: no synchronous download or wait, uploads only from
- *    host_alloc memory.
- * Several Steppers on one backend, as test_accum and test_ema run on a GPU:
- * one step and accumulated steps (3 and 4 parts) with the EMA on; the
- * weights equal an op-by-op run's bit for bit (one thread, the same ops). */
+ * (src/train/step.c) checked on the CPU through graph_emul.h's emulated
+ * graph slots (what a replay depends on): several Steppers in turn on one
+ * backend, as test_accum and test_ema run on a GPU, one step and
+ * accumulated steps (2, 3 and 4 parts) with the EMA on; the weights and
+ * the EMA equal an op-by-op run's bit for bit (one thread, the same ops). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +16,7 @@
 #include "backend.h"
 #include "comm.h"
 #include "config.h"
+#include "graph_emul.h"
 #include "model.h"
 #include "optim.h"
 #include "step.h"
@@ -34,192 +24,6 @@
 
 #define GLOBAL 12
 #define STEPS 4
-#define MAX_BLOCKS 4096
-
-typedef struct {
-    const uint8_t *img;       /* the input slot the forward read */
-    int adamw, ema, zeros;    /* optimizer updates, EMA updates, gradient clears */
-} Kind;
-
-typedef struct {
-    int recorded, first_run_done, seen;
-    long *live;               /* ids of the allocations live when recorded */
-    int nlive;
-    Kind kind, first;         /* this recording's; the slot's first since the last drop */
-} EmuGraph;
-
-typedef struct {
-    void *p;
-    size_t bytes;
-    long id;
-} Block;
-
-static struct {
-    Backend *cpu;
-    Block dev[MAX_BLOCKS], host[MAX_BLOCKS];
-    int ndev, nhost;
-    long next_id;
-    int capturing;
-    Kind cur;
-    EmuGraph g[HGRN_GRAPH_SLOTS];
-} E;
-
-static void track(Block *list, int *n, void *p, size_t bytes) {
-    if (*n == MAX_BLOCKS) fail_msg("emulation: more than %d allocations", MAX_BLOCKS);
-    list[(*n)++] = (Block){p, bytes, ++E.next_id};
-}
-static void untrack(Block *list, int *n, const void *p) {
-    for (int i = 0; i < *n; i++)
-        if (list[i].p == p) {
-            list[i] = list[--*n];
-            return;
-        }
-}
-
-static void *e_alloc(Backend *bk, size_t bytes) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: alloc while recording");
-    void *p = E.cpu->alloc(E.cpu, bytes);
-    track(E.dev, &E.ndev, p, bytes);
-    return p;
-}
-static void *e_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: alloc while recording");
-    void *p = E.cpu->try_alloc(E.cpu, bytes, avail);
-    if (p) track(E.dev, &E.ndev, p, bytes);
-    return p;
-}
-static void e_free(Backend *bk, void *p) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: free while recording");
-    untrack(E.dev, &E.ndev, p);
-    E.cpu->free(E.cpu, p);
-}
-static void *e_host_alloc(size_t bytes) {
-    void *p = E.cpu->host_alloc(bytes);
-    track(E.host, &E.nhost, p, bytes);
-    return p;
-}
-static void e_host_free(void *p) {
-    untrack(E.host, &E.nhost, p);
-    E.cpu->host_free(p);
-}
-
-static void e_sync(Backend *bk) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: sync while recording");
-    E.cpu->sync(E.cpu);
-}
-static void e_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: synchronous download (to_host) while recording");
-    E.cpu->to_host(E.cpu, dst, src, bytes);
-}
-static void e_to_device(Backend *bk, void *dst, const void *src, size_t bytes) {
-    (void)bk;
-    if (E.capturing) {   /* a replay reads the source again: it must stay put */
-        int pinned = 0;
-        for (int i = 0; i < E.nhost; i++)
-            pinned |= (const char *)src >= (const char *)E.host[i].p &&
-                      (const char *)src + bytes <= (const char *)E.host[i].p + E.host[i].bytes;
-        if (!pinned) fail_msg("emulation: an upload of %zu bytes from outside host_alloc memory while recording", bytes);
-    }
-    E.cpu->to_device(E.cpu, dst, src, bytes);
-}
-static void e_zero(Backend *bk, void *p, size_t bytes) {
-    (void)bk;
-    E.cur.zeros++;
-    E.cpu->zero(E.cpu, p, bytes);
-}
-static void e_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean, const float *std, int B,
-                          int C, int H, int W, int P) {
-    (void)bk;
-    E.cur.img = img;
-    E.cpu->patchify_u8(E.cpu, out, img, mean, std, B, C, H, W, P);
-}
-static void e_adamw(Backend *bk, float *p, const float *g, float *m, float *v, size_t n, const AdamWArgs *a,
-                    const float *gn) {
-    (void)bk;
-    E.cur.adamw++;
-    E.cpu->adamw(E.cpu, p, g, m, v, n, a, gn);
-}
-static void e_ema_update(Backend *bk, float *avg, const float *w, size_t n, const float *decay) {
-    (void)bk;
-    E.cur.ema++;
-    E.cpu->ema_update(E.cpu, avg, w, n, decay);
-}
-
-static void check_slot(int slot) {
-    if (slot < 0 || slot >= HGRN_GRAPH_SLOTS) fail_msg("emulation: graph slot %d out of range", slot);
-}
-static void e_graph_begin(Backend *bk) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: graph_begin while recording");
-    E.capturing = 1;
-    memset(&E.cur, 0, sizeof E.cur);
-}
-static int same_kind(const Kind *a, const Kind *b) {
-    return a->img == b->img && a->adamw == b->adamw && a->ema == b->ema && a->zeros == b->zeros;
-}
-static void e_graph_end(Backend *bk, int slot) {
-    (void)bk;
-    check_slot(slot);
-    if (!E.capturing) fail_msg("emulation: graph_end(%d) without graph_begin", slot);
-    E.capturing = 0;
-    EmuGraph *g = &E.g[slot];
-    if (g->seen && !same_kind(&g->first, &E.cur))
-        fail_msg("graph slot %d recorded again with another kind of step: input %p, %d AdamW, %d EMA, %d clears "
-                 "(first: %p, %d, %d, %d)", slot, (const void *)E.cur.img, E.cur.adamw, E.cur.ema, E.cur.zeros,
-                 (const void *)g->first.img, g->first.adamw, g->first.ema, g->first.zeros);
-    if (!g->seen) g->first = E.cur;
-    g->seen = 1;
-    g->kind = E.cur;
-    g->recorded = 1;
-    g->first_run_done = 0;   /* the ops ran while recording: that is the first launch */
-    free(g->live);
-    g->live = TU_NEW(long, E.ndev);
-    g->nlive = E.ndev;
-    for (int i = 0; i < E.ndev; i++) g->live[i] = E.dev[i].id;
-}
-static int e_graph_launch(Backend *bk, int slot) {
-    (void)bk;
-    check_slot(slot);
-    EmuGraph *g = &E.g[slot];
-    if (!g->recorded) return -1;
-    for (int i = 0; i < g->nlive; i++) {
-        int alive = 0;
-        for (int k = 0; k < E.ndev && !alive; k++) alive = E.dev[k].id == g->live[i];
-        if (!alive) fail_msg("graph slot %d launched after memory it was recorded over was freed", slot);
-    }
-    if (!g->first_run_done) {
-        g->first_run_done = 1;
-        return 0;
-    }
-    g->recorded = 0;   /* a replay: recorded (run) again, which must be the same kind */
-    return -1;
-}
-static void e_graph_drop(Backend *bk) {
-    (void)bk;
-    if (E.capturing) fail_msg("emulation: graph_drop while recording");
-    for (int i = 0; i < HGRN_GRAPH_SLOTS; i++) {
-        free(E.g[i].live);
-        memset(&E.g[i], 0, sizeof E.g[i]);
-    }
-}
-
-static Backend *emu_create(Backend *cpu) {
-    Backend *bk = TU_NEW(Backend, 1);
-    *bk = *cpu;   /* the CPU's ops on the CPU's state, some wrapped */
-    E.cpu = cpu;
-    bk->alloc = e_alloc; bk->try_alloc = e_try_alloc; bk->free = e_free;
-    bk->host_alloc = e_host_alloc; bk->host_free = e_host_free;
-    bk->sync = e_sync; bk->to_host = e_to_host; bk->to_device = e_to_device; bk->zero = e_zero;
-    bk->patchify_u8 = e_patchify_u8; bk->adamw = e_adamw; bk->ema_update = e_ema_update;
-    bk->graph_begin = e_graph_begin; bk->graph_end = e_graph_end;
-    bk->graph_launch = e_graph_launch; bk->graph_drop = e_graph_drop;
-    return bk;
-}
 
 static Config tiny(const char *mixer) {
     Config c;
@@ -282,7 +86,7 @@ static void test_steppers_on_one_backend(void **s) {
     char err[256];
     Backend *cpu = backend_cpu_create(1, err, sizeof err);
     if (!cpu) fail_msg("%s", err);
-    Backend *emu = emu_create(cpu);
+    Backend *emu = graph_emul_wrap(cpu);
     const int order[] = {1, 3, 4, 1, 2};   /* each a new model and Stepper on the same backend */
     for (int mi = 0; mi < 2; mi++) {
         const char *mixer = mi == 0 ? "hgru1" : "minlstm";
@@ -298,8 +102,7 @@ static void test_steppers_on_one_backend(void **s) {
         print_message("  %s: %zu Steppers in turn on one backend with emulated graphs (1, 3, 4, 1, 2 parts): the "
                       "weights and EMA equal op by op's\n", mixer, sizeof order / sizeof order[0]);
     }
-    e_graph_drop(emu);
-    free(emu);
+    graph_emul_free(emu);
     cpu->destroy(cpu);
 }
 
