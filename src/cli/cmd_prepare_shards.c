@@ -44,20 +44,38 @@ static int parse_num(const char *s, double lo, double hi, double *v) {
     return 0;
 }
 
+/* --NAME's text (NULL: not given, *v kept) as a number in [lo, hi], whole
+ * when asked: 0, or -1 after the refusal. */
+static int option_num(const char *name, const char *text, double lo, double hi, int whole, double *v) {
+    double x;
+    if (!text) return 0;
+    if (parse_num(text, lo, hi, &x) || (whole && x != (int)x)) {
+        fprintf(stderr, "hgrn prepare shards: --%s %s: out of range (see hgrn prepare shards --help)\n", name, text);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
 static int prepare_index(int argc, char **argv) {
-    const char *dir = NULL, *split = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--split") && i + 1 < argc) {
-            split = argv[++i];
-        } else if (argv[i][0] != '-' && !dir) {
-            dir = argv[i];
-        } else {
-            fprintf(stderr, "hgrn prepare index: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
+    const char *split = NULL;
+    const CliOption own[] = {{"split", 1, &split}};
+    Cli cli;
+    char err[1024];
+    if (cli_parse_own(&cli, argc, argv, "ARGS NOKEYS", own, 1, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn prepare index: %s\n", err);
+        return 2;
+    }
+    const int help = cli.help, npos = cli.npos;
+    const char *dir = npos > 0 ? cli.pos[0] : NULL, *extra = npos > 1 ? cli.pos[1] : NULL;
+    cli_free(&cli);
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (extra) {
+        fprintf(stderr, "hgrn prepare index: unexpected argument '%s'\n", extra);
+        return 2;
     }
     if (!dir) {
         usage(stderr);
@@ -67,7 +85,6 @@ static int prepare_index(int argc, char **argv) {
         fprintf(stderr, "hgrn prepare index: %s: no such directory\n", dir);
         return 2;
     }
-    char err[1024];
     ShardImportStats st;
     if (shard_import_dir(dir, split, &st, err, sizeof err)) {
         fprintf(stderr, "hgrn prepare index: %s\n", err);
@@ -95,57 +112,39 @@ int cmd_prepare_shards(int argc, char **argv) {
     if (argc >= 1 && !strcmp(argv[0], "index")) return prepare_index(argc - 1, argv + 1);
     argc--;
     argv++;
-    const char *pos[2] = {NULL, NULL}, *labels = NULL, *names_file = NULL;
-    int npos = 0;
-    ShardWriteOpts o = {0, 90, 1024LL << 20, 0, 1};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        double v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--quiet")) {
-            o.progress = 0;
-            continue;
-        }
-        if (a[0] == '-' && a[1] == '-') {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "hgrn prepare shards: %s needs a value\n", a);
-                return 2;
-            }
-            const char *val = argv[++i];
-            if (!strcmp(a, "--max-side")) {
-                if (parse_num(val, 0, 65500, &v) || v != (int)v) goto bad_value;
-                o.max_side = (int)v;
-            } else if (!strcmp(a, "--quality")) {
-                if (parse_num(val, 1, 100, &v) || v != (int)v) goto bad_value;
-                o.quality = (int)v;
-            } else if (!strcmp(a, "--shard-mb")) {
-                if (parse_num(val, 0.01, 1 << 20, &v)) goto bad_value;
-                o.shard_bytes = (long long)(v * (1 << 20));
-            } else if (!strcmp(a, "--threads")) {
-                if (parse_num(val, 1, 4096, &v) || v != (int)v) goto bad_value;
-                o.threads = (int)v;
-            } else if (!strcmp(a, "--val-labels")) {
-                labels = val;
-            } else if (!strcmp(a, "--class-names")) {
-                names_file = val;
-            } else {
-                fprintf(stderr, "hgrn prepare shards: unknown option %s\n", a);
-                return 2;
-            }
-            continue;
-        bad_value:
-            fprintf(stderr, "hgrn prepare shards: %s %s: out of range (see hgrn prepare shards --help)\n", a, val);
-            return 2;
-        }
-        if (npos == 2) {
-            fprintf(stderr, "hgrn prepare shards: unexpected argument '%s'\n", a);
-            return 2;
-        }
-        pos[npos++] = a;
+    const char *labels = NULL, *names_file = NULL, *quiet = NULL;
+    const char *max_side = NULL, *quality = NULL, *shard_mb = NULL, *threads = NULL;
+    const CliOption own[] = {{"max-side", 1, &max_side}, {"quality", 1, &quality}, {"shard-mb", 1, &shard_mb},
+                             {"threads", 1, &threads},   {"val-labels", 1, &labels}, {"class-names", 1, &names_file},
+                             {"quiet", 0, &quiet}};
+    Cli cli;
+    char err[1024], path[4096];
+    if (cli_parse_own(&cli, argc, argv, "ARGS NOKEYS", own, (int)(sizeof own / sizeof own[0]), err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn prepare shards: %s\n", err);
+        return 2;
     }
+    const int help = cli.help, npos = cli.npos;
+    const char *pos[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < npos && i < 3; i++) pos[i] = cli.pos[i];
+    cli_free(&cli);
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (npos > 2) {
+        fprintf(stderr, "hgrn prepare shards: unexpected argument '%s'\n", pos[2]);
+        return 2;
+    }
+    ShardWriteOpts o = {0, 90, 1024LL << 20, 0, 1};
+    double v[4] = {o.max_side, o.quality, (double)(o.shard_bytes >> 20), o.threads};
+    if (option_num("max-side", max_side, 0, 65500, 1, &v[0]) || option_num("quality", quality, 1, 100, 1, &v[1]) ||
+        option_num("shard-mb", shard_mb, 0.01, 1 << 20, 0, &v[2]) || option_num("threads", threads, 1, 4096, 1, &v[3]))
+        return 2;
+    o.max_side = (int)v[0];
+    o.quality = (int)v[1];
+    o.shard_bytes = (long long)(v[2] * (1 << 20));
+    o.threads = (int)v[3];
+    if (quiet) o.progress = 0;
     if (npos != 2) {
         usage(stderr);
         return 2;
@@ -155,7 +154,6 @@ int cmd_prepare_shards(int argc, char **argv) {
         o.threads = n > 0 ? (int)n : 1;
     }
     const char *src = pos[0], *out = pos[1];
-    char err[1024], path[4096];
     if (!dir_exists(src)) {
         fprintf(stderr, "hgrn prepare shards: %s: no such directory\n", src);
         return 2;
