@@ -22,7 +22,9 @@
  *     units decode exactly as libjpeg (the hardware engines);
  *   - loader_next_device with the CUDA backend's stream (device-side waits,
  *     slots reused only after the consumer's reads).
- * HGRN_TEST_QUICK=1 shrinks the batches (for compute-sanitizer). */
+ * HGRN_TEST_QUICK=1 shrinks the batches (for compute-sanitizer);
+ * HGRN_TEST_FILTER=PATTERN runs only the tests whose names match (cmocka's
+ * wildcards), e.g. the transform tests alone under racecheck. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -798,6 +800,8 @@ int main(void) {
     }
     printf("nvJPEG backend chosen by default: %s\n", gpu_images_backend(g));
     gpu_images_destroy(g);
+    const char *filter = getenv("HGRN_TEST_FILTER");
+    if (filter && *filter) cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_hardware),
         cmocka_unit_test(test_decode_hybrid),
