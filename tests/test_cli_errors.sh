@@ -61,7 +61,16 @@ expect_error misspelt-key "unknown option --train.lrr \(did you mean --train.lr\
 expect_error bare-key "unknown option --lr \(did you mean --train.lr\?" -- "$hgrn" train --config "$cfg" --lr 1
 printf '[train]\nlrr = 1\n' >"$tmp/typo.cfg"
 expect_error misspelt-config-key "typo.cfg:2: unknown key 'train.lrr' \(did you mean 'train.lr'\?\)" -- "$hgrn" info --config "$tmp/typo.cfg"
-expect_error bench-data-option "unknown option --thread \(did you mean --threads\?\)" -- "$hgrn" bench-data "$tmp" --thread 2
+expect_error bench-data-option "unknown option --thread \(did you mean --threads\?" -- "$hgrn" bench-data "$tmp" --thread 2
+# every command parses with cli_parse: a misspelt option is refused (2) before
+# any work, named with the nearest option the command takes, even as the last word
+expect_rc bench-data-option-last 2 "^bench-data: unknown option --thread \(did you mean --threads\?" -- "$hgrn" bench-data "$tmp" --thread
+expect_rc plot-option 2 "^hgrn plot: unknown option --dpi \(see --help\)$" -- "$hgrn" plot "$tmp" --dpi 300
+expect_rc export-option 2 "^hgrn export: unknown option --opst \(did you mean --opset\?" -- "$hgrn" export onnx "$tmp/x.safetensors" "$tmp/x.onnx" --opst 18
+expect_rc prepare-shards-option 2 "^hgrn prepare shards: unknown option --max-sid \(did you mean --max-side\?" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --max-sid 384
+[ -e "$tmp/sh" ] && { echo "FAIL prepare-shards-option created $tmp/sh"; fails=$((fails + 1)); }
+expect_rc prepare-index-option 2 "^hgrn prepare index: unknown option --splt \(did you mean --split\?" -- "$hgrn" prepare index "$tmp" --splt train
+expect_rc prepare-shards-key 2 "^hgrn prepare shards: unknown option --train.lr \(see --help\)$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --train.lr 1
 # every numeric flag's error names its range
 expect_error eval-batch-range "--batch 100000000 is out of range \[1, 16777216\]" -- "$hgrn" eval --ckpt x --batch 100000000
 expect_error eval-batch-int "--batch 12x: not an integer \(range \[1, 16777216\]\)" -- "$hgrn" eval --ckpt x --batch 12x

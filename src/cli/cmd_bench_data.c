@@ -13,6 +13,7 @@
  * JPEGs (quality 90) for machines without real photographs (plasma fractal
  * texture with colour, edges and noise); prefer real photographs
  * (scripts/make_photos.py) for the numbers that get recorded. */
+#include "cli.h"
 #include "clock.h"
 #include "config.h"
 #include "dataset.h"
@@ -540,117 +541,96 @@ static int int_arg(const char *opt, const char *text, long lo, long hi, int *out
     return 0;
 }
 
-static const char *const OPTIONS[] = {"--threads", "--images", "--decode", "--loader", "--batch", "--prefetch",
-                                      "--gpu-backend", "--gpu-decoders", "--hw-load", "--cpu-share", "--verify",
-                                      "--size", "--config", "--only", "--no-dct", "--simd-scales", "--all-scales", "--full-decode",
-                                      "--synth", "--help"};
-
-/* argv into *out. Returns -1 when the command goes on, else the exit status
- * to return now (--help, --synth, or a refusal already said). */
-static int parse_args(Args *out, int argc, char **argv) {
-    const char *dir = NULL, *cfgfile = NULL, *decode = "cpu", *gpu_backend = NULL;
-    const char *gpu_decoders = NULL, *hw_load = NULL, *cpu_share = NULL;
-    int threads = omp_get_num_procs(), images = 2000, size = 224, no_dct = 0, simd = 0, only = -1;
-    int use_loader = 0, batch = 256, prefetch = 3, quality = 90, images_set = 0, verify = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        /* options that take a value must have one */
-        if (a[0] == '-' && strcmp(a, "--help") && strcmp(a, "-h") && strcmp(a, "--loader") && strcmp(a, "--no-dct") &&
-            strcmp(a, "--full-decode") && strcmp(a, "--simd-scales") && strcmp(a, "--all-scales") && strcmp(a, "--synth") && i + 1 >= argc) {
-            fprintf(stderr, "bench-data: %s needs a value\n", a);
+/* `--synth OUT N [WxH] [--quality Q]` (args[0] is --synth): its own form,
+ * the words after --synth. The exit status. */
+static int synth_args(int argc, char **argv) {
+    int W = 500, H = 375, n, quality = 90;
+    if (argc < 3) {
+        fprintf(stderr, "bench-data: usage: hgrn bench-data --synth OUT N [WxH] [--quality Q]\n");
+        return 2;
+    }
+    if (int_arg("--synth N", argv[2], 1, 10000000, &n)) return 2;
+    if (argc > 3 && argv[3][0] != '-') {
+        char tail;
+        if (sscanf(argv[3], "%dx%d%c", &W, &H, &tail) != 2 || W < 8 || H < 8 || W > 16384 || H > 16384) {
+            fprintf(stderr, "bench-data: --synth size %s: expected WxH, each in [8, 16384]\n", argv[3]);
             return 2;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--synth")) {
-            if (i + 2 >= argc) {
-                fprintf(stderr, "bench-data: usage: hgrn bench-data --synth OUT N [WxH] [--quality Q]\n");
-                return 2;
-            }
-            int W = 500, H = 375, n;
-            if (int_arg("--synth N", argv[i + 2], 1, 10000000, &n)) return 2;
-            if (i + 3 < argc && argv[i + 3][0] != '-') {
-                char tail;
-                if (sscanf(argv[i + 3], "%dx%d%c", &W, &H, &tail) != 2 || W < 8 || H < 8 || W > 16384 || H > 16384) {
-                    fprintf(stderr, "bench-data: --synth size %s: expected WxH, each in [8, 16384]\n", argv[i + 3]);
-                    return 2;
-                }
-            }
-            for (int j = i + 3; j + 1 < argc; j++)
-                if (!strcmp(argv[j], "--quality") && int_arg("--quality", argv[j + 1], 1, 100, &quality)) return 2;
-            return synth(argv[i + 1], n, W, H, quality);
-        } else if (!strcmp(a, "--threads")) {
-            if (int_arg(a, argv[++i], 1, 4096, &threads)) return 2;
-        } else if (!strcmp(a, "--images")) {
-            if (int_arg(a, argv[++i], 1, 1000000000, &images)) return 2;
-            images_set = 1;
-        } else if (!strcmp(a, "--decode")) {
-            decode = argv[++i];
-            if (strcmp(decode, "cpu") && strcmp(decode, "gpu")) {
-                fprintf(stderr, "bench-data: --decode %s: expected cpu or gpu\n", decode);
-                return 2;
-            }
-        } else if (!strcmp(a, "--loader")) {
-            use_loader = 1;
-        } else if (!strcmp(a, "--batch")) {
-            if (int_arg(a, argv[++i], 1, 1 << 20, &batch)) return 2;
-        } else if (!strcmp(a, "--prefetch")) {
-            if (int_arg(a, argv[++i], 0, 64, &prefetch)) return 2;
-        } else if (!strcmp(a, "--gpu-backend")) {
-            gpu_backend = argv[++i];
-            if (strcmp(gpu_backend, "auto") && strcmp(gpu_backend, "hardware") && strcmp(gpu_backend, "hybrid")) {
-                fprintf(stderr, "bench-data: --gpu-backend %s: expected auto, hardware or hybrid\n", gpu_backend);
-                return 2;
-            }
-        } else if (!strcmp(a, "--gpu-decoders")) {
-            gpu_decoders = argv[++i];
-        } else if (!strcmp(a, "--hw-load")) {
-            hw_load = argv[++i];
-        } else if (!strcmp(a, "--cpu-share")) {
-            cpu_share = argv[++i];
-            if (!strcmp(cpu_share, "auto")) cpu_share = "-1";
-            else if (!strcmp(cpu_share, "off")) cpu_share = "0";
-        } else if (!strcmp(a, "--verify")) {
-            if (int_arg(a, argv[++i], 1, 100000, &verify)) return 2;
-        } else if (!strcmp(a, "--size")) {
-            if (int_arg(a, argv[++i], 8, 8192, &size)) return 2;
-        } else if (!strcmp(a, "--config")) {
-            cfgfile = argv[++i];
-        } else if (!strcmp(a, "--only")) {
-            const char *v = argv[++i];
-            if (strcmp(v, "train") && strcmp(v, "eval")) {
-                fprintf(stderr, "bench-data: --only %s: expected train or eval\n", v);
-                return 2;
-            }
-            only = !strcmp(v, "train");
-        } else if (!strcmp(a, "--no-dct")) {
-            no_dct = 1;
-        } else if (!strcmp(a, "--full-decode")) {
-            no_dct = 2;
-        } else if (!strcmp(a, "--simd-scales")) {
-            simd = 1;
-        } else if (!strcmp(a, "--all-scales")) {
-            simd = 2;
-        } else if (a[0] == '-') {
-            const char *best = NULL;
-            int bestd = 3;
-            for (size_t k = 0; k < sizeof OPTIONS / sizeof OPTIONS[0]; k++) {
-                const int d = edit_distance(a, OPTIONS[k]);
-                if (d < bestd) { bestd = d; best = OPTIONS[k]; }
-            }
-            if (best) fprintf(stderr, "bench-data: unknown option %s (did you mean %s?)\n", a, best);
-            else fprintf(stderr, "bench-data: unknown option %s (see --help)\n", a);
-            return 2;
-        } else if (dir) {
-            fprintf(stderr, "bench-data: unexpected argument '%s' (one directory: %s)\n", a, dir);
-            return 2;
-        } else {
-            dir = a;
         }
     }
-    *out = (Args){dir, cfgfile, decode, gpu_backend, gpu_decoders, hw_load, cpu_share, threads, images, size,
-                  no_dct, simd, only, use_loader, batch, prefetch, quality, images_set, verify};
+    for (int j = 3; j + 1 < argc; j++)
+        if (!strcmp(argv[j], "--quality") && int_arg("--quality", argv[j + 1], 1, 100, &quality)) return 2;
+    return synth(argv[1], n, W, H, quality);
+}
+
+/* The option's text (NULL: not given) as one of two words: 0 for the first,
+ * 1 for the second, -1 after the refusal. */
+static int one_of(const char *opt, const char *text, const char *w0, const char *w1) {
+    if (!strcmp(text, w0)) return 0;
+    if (!strcmp(text, w1)) return 1;
+    fprintf(stderr, "bench-data: %s %s: expected %s or %s\n", opt, text, w0, w1);
+    return -1;
+}
+
+/* argv into *out. Returns -1 when the command goes on, else the exit status
+ * to return now (--help, --synth, or a refusal already said). The words
+ * before --synth are parsed as the command's options too, so that a typo
+ * there is refused. */
+static int parse_args(Args *out, int argc, char **argv) {
+    int synth_at = argc;
+    for (int i = 0; i < argc && synth_at == argc; i++)
+        if (!strcmp(argv[i], "--synth")) synth_at = i;
+    const char *threads_s = NULL, *images_s = NULL, *decode = NULL, *loader = NULL, *batch_s = NULL;
+    const char *prefetch_s = NULL, *gpu_backend = NULL, *gpu_decoders = NULL, *hw_load = NULL, *cpu_share = NULL;
+    const char *verify_s = NULL, *size_s = NULL, *cfgfile = NULL, *only_s = NULL, *no_dct_s = NULL;
+    const char *full_decode = NULL, *simd_scales = NULL, *all_scales = NULL;
+    const CliOption own[] = {
+        {"threads", 1, &threads_s},       {"images", 1, &images_s},           {"decode", 1, &decode},
+        {"loader", 0, &loader},           {"batch", 1, &batch_s},             {"prefetch", 1, &prefetch_s},
+        {"gpu-backend", 1, &gpu_backend}, {"gpu-decoders", 1, &gpu_decoders}, {"hw-load", 1, &hw_load},
+        {"cpu-share", 1, &cpu_share},     {"verify", 1, &verify_s},           {"size", 1, &size_s},
+        {"config", 1, &cfgfile},          {"only", 1, &only_s},               {"no-dct", 0, &no_dct_s},
+        {"full-decode", 0, &full_decode}, {"simd-scales", 0, &simd_scales},   {"all-scales", 0, &all_scales},
+    };
+    Cli cli;
+    char err[1024];
+    if (cli_parse_own(&cli, synth_at, argv, "ARGS NOKEYS", own, (int)(sizeof own / sizeof own[0]), err, sizeof err) < 0) {
+        fprintf(stderr, "bench-data: %s\n", err);
+        return 2;
+    }
+    const int help = cli.help, npos = cli.npos;
+    const char *dir = npos > 0 ? cli.pos[0] : NULL, *extra = npos > 1 ? cli.pos[1] : NULL;
+    cli_free(&cli);
+    if (help) {
+        usage();
+        return 0;
+    }
+    if (synth_at < argc) return synth_args(argc - synth_at, argv + synth_at);
+    if (extra) {
+        fprintf(stderr, "bench-data: unexpected argument '%s' (one directory: %s)\n", extra, dir);
+        return 2;
+    }
+    int threads = omp_get_num_procs(), images = 2000, size = 224, only = -1;
+    int batch = 256, prefetch = 3, verify = 0;
+    if ((threads_s && int_arg("--threads", threads_s, 1, 4096, &threads)) ||
+        (images_s && int_arg("--images", images_s, 1, 1000000000, &images)) ||
+        (batch_s && int_arg("--batch", batch_s, 1, 1 << 20, &batch)) ||
+        (prefetch_s && int_arg("--prefetch", prefetch_s, 0, 64, &prefetch)) ||
+        (verify_s && int_arg("--verify", verify_s, 1, 100000, &verify)) ||
+        (size_s && int_arg("--size", size_s, 8, 8192, &size)))
+        return 2;
+    if (decode && one_of("--decode", decode, "cpu", "gpu") < 0) return 2;
+    if (only_s && (only = one_of("--only", only_s, "train", "eval")) < 0) return 2;
+    if (only_s) only = !only;   /* 1: train only, 0: eval only */
+    if (gpu_backend && strcmp(gpu_backend, "auto") && strcmp(gpu_backend, "hardware") && strcmp(gpu_backend, "hybrid")) {
+        fprintf(stderr, "bench-data: --gpu-backend %s: expected auto, hardware or hybrid\n", gpu_backend);
+        return 2;
+    }
+    if (cpu_share && !strcmp(cpu_share, "auto")) cpu_share = "-1";
+    else if (cpu_share && !strcmp(cpu_share, "off")) cpu_share = "0";
+    /* --full-decode over --no-dct, --all-scales over --simd-scales */
+    const int no_dct = full_decode ? 2 : no_dct_s ? 1 : 0, simd = all_scales ? 2 : simd_scales ? 1 : 0;
+    *out = (Args){dir, cfgfile, decode ? decode : "cpu", gpu_backend, gpu_decoders, hw_load, cpu_share, threads,
+                  images, size, no_dct, simd, only, loader != NULL, batch, prefetch, 90, images_s != NULL, verify};
     return -1;
 }
 
