@@ -16,11 +16,10 @@ extern "C" void hgrn_cuda_fail(const char *what, const char *detail, const char 
     char name[256] = "unknown GPU";
     if (g_fail_device >= 0) {
         cudaDeviceProp prop;
-        if (cudaGetDeviceProperties(&prop, g_fail_device) == cudaSuccess)
-            snprintf(name, sizeof name, "%s", prop.name);
+        if (cudaGetDeviceProperties(&prop, g_fail_device) == cudaSuccess) snprintf(name, sizeof name, "%s", prop.name);
     }
-    fprintf(stderr, "hgrn: CUDA error on device %d (%s): %s failed: %s (%s:%d)\n",
-            g_fail_device, name, what, detail, file, line);
+    fprintf(stderr, "hgrn: CUDA error on device %d (%s): %s failed: %s (%s:%d)\n", g_fail_device, name, what, detail,
+            file, line);
     exit(1);
 }
 
@@ -32,7 +31,7 @@ static void *dev_try_malloc(size_t bytes, size_t *avail, size_t *total) {
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) {
-        cudaGetLastError();   /* clears the error this call left */
+        cudaGetLastError(); /* clears the error this call left */
         CUDA_CHECK(cudaMemGetInfo(avail, total));
         return NULL;
     }
@@ -48,8 +47,7 @@ static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
                 "hgrn: out of GPU memory on device %d: cudaMalloc of %zu bytes (%.2f GiB) for %s "
                 "failed with %.2f GiB free of %.2f GiB; a smaller batch size may fit "
                 "(memory for activations grows linearly with the batch)\n",
-                im->device, bytes, bytes / 1073741824.0, purpose, fr / 1073741824.0,
-                tot / 1073741824.0);
+                im->device, bytes, bytes / 1073741824.0, purpose, fr / 1073741824.0, tot / 1073741824.0);
         exit(1);
     }
     return p;
@@ -101,7 +99,7 @@ static void cu_zero(Backend *bk, void *p, size_t bytes) {
  * Small, very large (> H2D_STAGE_MAX: the bench's one-off 512 MiB upload) or
  * already pinned sources are copied directly, and the call waits for that copy. */
 #define H2D_STAGE_MIN ((size_t)1 << 20)
-#define H2D_STAGE_MAX ((size_t)128 << 20)   /* larger (rare, one-off) uploads: direct */
+#define H2D_STAGE_MAX ((size_t)128 << 20) /* larger (rare, one-off) uploads: direct */
 #define H2D_MAX_THREADS 8
 #define H2D_SLICE_MIN ((size_t)4 << 20)
 #define H2D_CHUNK ((size_t)1 << 20)
@@ -118,14 +116,13 @@ static void h2d_slice_copy(const H2DSlice *j) {
     for (size_t off = 0; off < j->n; off += H2D_CHUNK) {
         size_t len = j->n - off < H2D_CHUNK ? j->n - off : H2D_CHUNK;
         memcpy(j->stage + off, j->src + off, len);
-        CUDA_CHECK(cudaMemcpyAsync(j->dst + off, j->stage + off, len, cudaMemcpyHostToDevice,
-                                   j->im->stream));
+        CUDA_CHECK(cudaMemcpyAsync(j->dst + off, j->stage + off, len, cudaMemcpyHostToDevice, j->im->stream));
     }
 }
 
 static void *h2d_worker(void *arg) {
     H2DSlice *j = (H2DSlice *)arg;
-    CUDA_CHECK(cudaSetDevice(j->im->device));   /* the runtime's current device is per thread */
+    CUDA_CHECK(cudaSetDevice(j->im->device)); /* the runtime's current device is per thread */
     h2d_slice_copy(j);
     return NULL;
 }
@@ -137,15 +134,17 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
     if (bytes >= H2D_STAGE_MIN && bytes <= H2D_STAGE_MAX) {
         cudaPointerAttributes at;
         cudaError_t e = cudaPointerGetAttributes(&at, src);
-        if (e != cudaSuccess) cudaGetLastError();   /* treat as pageable */
+        if (e != cudaSuccess) cudaGetLastError(); /* treat as pageable */
         pageable = e != cudaSuccess || at.type == cudaMemoryTypeUnregistered;
     }
-    if (im->capturing) {   /* recorded: the graph reads src each time it runs */
+    if (im->capturing) { /* recorded: the graph reads src each time it runs */
         cudaPointerAttributes at;
         cudaError_t e = cudaPointerGetAttributes(&at, src);
         if (e != cudaSuccess || at.type != cudaMemoryTypeHost) {
-            fprintf(stderr, "hgrn: CUDA graph capture on device %d: an upload of %zu bytes comes from "
-                    "pageable host memory; it must come from host_alloc memory\n", im->device, bytes);
+            fprintf(stderr,
+                    "hgrn: CUDA graph capture on device %d: an upload of %zu bytes comes from "
+                    "pageable host memory; it must come from host_alloc memory\n",
+                    im->device, bytes);
             exit(1);
         }
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
@@ -153,10 +152,10 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
     }
     if (!pageable) {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
-        CUDA_CHECK(cudaStreamSynchronize(im->stream));   /* host buffer reusable at return */
+        CUDA_CHECK(cudaStreamSynchronize(im->stream)); /* host buffer reusable at return */
         return;
     }
-    if (im->h2d_pending) {   /* the staging buffer may still be read by the last upload */
+    if (im->h2d_pending) { /* the staging buffer may still be read by the last upload */
         CUDA_CHECK(cudaEventSynchronize(im->h2d_done));
         im->h2d_pending = 0;
     }
@@ -165,7 +164,7 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
         im->h2d_stage = NULL;
         im->h2d_stage_bytes = 0;
         cudaError_t e = cudaHostAlloc(&im->h2d_stage, bytes, cudaHostAllocDefault);
-        if (e != cudaSuccess) {   /* no pinned memory: the plain synchronous copy */
+        if (e != cudaSuccess) { /* no pinned memory: the plain synchronous copy */
             cudaGetLastError();
             im->h2d_stage = NULL;
             CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
@@ -196,8 +195,10 @@ static void cu_to_device(Backend *bk, void *dst, const void *src, size_t bytes) 
         if (jobs[t].n) started[t] = pthread_create(&tid[t], NULL, h2d_worker, &jobs[t]) == 0;
     h2d_slice_copy(&jobs[0]);
     for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else if (jobs[t].n) h2d_slice_copy(&jobs[t]);   /* no thread: copy it here */
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else if (jobs[t].n)
+            h2d_slice_copy(&jobs[t]); /* no thread: copy it here */
     }
     CUDA_CHECK(cudaEventRecord(im->h2d_done, im->stream));
     im->h2d_pending = 1;
@@ -207,8 +208,10 @@ static void cu_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
     CudaImpl *im = IMPL(bk);
     if (!bytes) return;
     if (im->capturing) {
-        fprintf(stderr, "hgrn: CUDA graph capture on device %d: a synchronous download (to_host) "
-                "cannot be recorded; use to_host_async\n", im->device);
+        fprintf(stderr,
+                "hgrn: CUDA graph capture on device %d: a synchronous download (to_host) "
+                "cannot be recorded; use to_host_async\n",
+                im->device);
         exit(1);
     }
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
@@ -216,13 +219,11 @@ static void cu_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
 }
 
 static void cu_to_host_async(Backend *bk, void *dst, const void *src, size_t bytes) {
-    if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, IMPL(bk)->stream));
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, IMPL(bk)->stream));
 }
 
 static void cu_copy(Backend *bk, void *dst, const void *src, size_t bytes) {
-    if (bytes)
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, IMPL(bk)->stream));
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, IMPL(bk)->stream));
 }
 
 static void cu_sync(Backend *bk) { CUDA_CHECK(cudaStreamSynchronize(IMPL(bk)->stream)); }
@@ -231,7 +232,7 @@ void *hgrn_scratch(CudaImpl *im, size_t bytes) {
     if (bytes > im->scratch_bytes) {
         HGRN_NO_GROWTH_WHILE_CAPTURING(im, "scratch space");
         size_t nb = bytes + bytes / 4 + (1u << 20);
-        if (im->scratch) CUDA_CHECK(cudaFree(im->scratch));   /* synchronizes */
+        if (im->scratch) CUDA_CHECK(cudaFree(im->scratch)); /* synchronizes */
         im->scratch = dev_malloc(im, nb, "backend scratch space");
         im->scratch_bytes = nb;
     }
@@ -274,22 +275,20 @@ static void cu_params_changed(Backend *bk, const float *base, size_t n) {
     CudaImpl *im = IMPL(bk);
     if (!im->bf16 || !base || !n) return;
     if (im->capturing) {
-        fprintf(stderr, "hgrn: CUDA graph capture on device %d: params_changed while recording\n",
-                im->device);
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: params_changed while recording\n", im->device);
         exit(1);
     }
     Shadow *s = NULL;
     for (int i = 0; i < im->nshadows; i++)
         if (im->shadows[i].base == base) s = &im->shadows[i];
     if (s && s->n != n) {
-        hgrn_drop_graphs(im);   /* they point at the shadow being freed */
+        hgrn_drop_graphs(im); /* they point at the shadow being freed */
         CUDA_CHECK(cudaFree(s->shadow));
         s->shadow = NULL;
     }
     if (!s) {
         if (im->nshadows == HGRN_MAX_SHADOWS) {
-            fprintf(stderr, "hgrn: CUDA backend: more than %d parameter blocks registered\n",
-                    HGRN_MAX_SHADOWS);
+            fprintf(stderr, "hgrn: CUDA backend: more than %d parameter blocks registered\n", HGRN_MAX_SHADOWS);
             exit(1);
         }
         s = &im->shadows[im->nshadows++];
@@ -306,8 +305,8 @@ static void *cu_host_alloc(size_t bytes) {
     void *p = NULL;
     cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
     if (e != cudaSuccess) {
-        fprintf(stderr, "hgrn: cudaHostAlloc of %zu bytes of page-locked host memory failed: %s\n",
-                bytes, cudaGetErrorString(e));
+        fprintf(stderr, "hgrn: cudaHostAlloc of %zu bytes of page-locked host memory failed: %s\n", bytes,
+                cudaGetErrorString(e));
         exit(1);
     }
     return p;
@@ -323,7 +322,7 @@ static void cu_to_device_async(Backend *bk, void *dst, const void *src, size_t b
     cudaPointerAttributes at;
     cudaError_t e = cudaPointerGetAttributes(&at, src);
     if (e != cudaSuccess) cudaGetLastError();
-    if (e != cudaSuccess || at.type != cudaMemoryTypeHost) {   /* pageable: nothing to overlap */
+    if (e != cudaSuccess || at.type != cudaMemoryTypeHost) { /* pageable: nothing to overlap */
         cu_to_device(bk, dst, src, bytes);
         return;
     }
@@ -332,21 +331,18 @@ static void cu_to_device_async(Backend *bk, void *dst, const void *src, size_t b
 
 static void cu_copy_fence(Backend *bk) {
     CudaImpl *im = IMPL(bk);
-    if (im->capturing) return;   /* graph_launch fences before each replay */
+    if (im->capturing) return; /* graph_launch fences before each replay */
     CUDA_CHECK(cudaEventRecord(im->copy_done, im->copy_stream));
     CUDA_CHECK(cudaStreamWaitEvent(im->stream, im->copy_done, 0));
 }
 
-static void cu_copy_wait(Backend *bk) {
-    CUDA_CHECK(cudaEventSynchronize(IMPL(bk)->copy_done));
-}
+static void cu_copy_wait(Backend *bk) { CUDA_CHECK(cudaEventSynchronize(IMPL(bk)->copy_done)); }
 
 /* ---- whole-step capture: one stream, recorded once per slot, replayed ---- */
 static void cu_graph_begin(Backend *bk) {
     CudaImpl *im = IMPL(bk);
     if (im->capturing) {
-        fprintf(stderr, "hgrn: CUDA graph capture on device %d: graph_begin while recording\n",
-                im->device);
+        fprintf(stderr, "hgrn: CUDA graph capture on device %d: graph_begin while recording\n", im->device);
         exit(1);
     }
     /* thread-local: the loader's threads make no CUDA calls, but nothing on
@@ -358,8 +354,10 @@ static void cu_graph_begin(Backend *bk) {
 static void cu_graph_end(Backend *bk, int slot) {
     CudaImpl *im = IMPL(bk);
     if (!im->capturing || slot < 0 || slot >= HGRN_GRAPH_SLOTS) {
-        fprintf(stderr, "hgrn: CUDA graph capture on device %d: graph_end(%d) without graph_begin "
-                "or slot out of range\n", im->device, slot);
+        fprintf(stderr,
+                "hgrn: CUDA graph capture on device %d: graph_end(%d) without graph_begin "
+                "or slot out of range\n",
+                im->device, slot);
         exit(1);
     }
     cudaGraph_t g = NULL;
@@ -411,7 +409,7 @@ extern "C" void gpu_backend_use_partition(Backend *bk, int side) {
     if (!bk || !bk->name || strcmp(bk->name, "cuda") != 0) return;
     CudaImpl *im = IMPL(bk);
     for (int i = 0; i < HGRN_GRAPH_SLOTS; i++)
-        if (im->graphs[i]) {   /* its replays would stay where the old stream was */
+        if (im->graphs[i]) { /* its replays would stay where the old stream was */
             fprintf(stderr, "hgrn: the CUDA backend's stream cannot move after a graph was recorded\n");
             exit(1);
         }
@@ -419,14 +417,14 @@ extern "C" void gpu_backend_use_partition(Backend *bk, int side) {
     cudaStream_t old = im->stream;
     im->stream = (cudaStream_t)gpu_partition_stream(side, 0);
     CUDA_CHECK(cudaStreamDestroy(old));
-    hgrn_cudnn_destroy(im);   /* its handle is bound to the old stream; made again on first use */
+    hgrn_cudnn_destroy(im); /* its handle is bound to the old stream; made again on first use */
     /* grids sized by the SM count, and cuBLASLt's choice of tiles and
      * split-K, for the SMs the stream has: a grid of one block per device
      * SM would take two waves on the training side */
     int part = side == GPU_SIDE_TRAIN ? gpu_partition_sms(GPU_SIDE_TRAIN) : 0;
     im->num_sms = part > 0 ? part : im->device_sms;
     im->sm_target = part;
-    hgrn_gemm_destroy(im);   /* plans made again with the target on first use */
+    hgrn_gemm_destroy(im); /* plans made again with the target on first use */
 }
 
 static void cu_destroy(Backend *bk) {
@@ -592,7 +590,7 @@ Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, siz
     bk->adamw = cu_adamw;
     bk->scale = cu_scale;
     bk->ema_update = cu_ema_update;
-    if (backend_check_ops(bk, err, errlen)) {   /* an op of backend_ops.h left unset */
+    if (backend_check_ops(bk, err, errlen)) { /* an op of backend_ops.h left unset */
         cu_destroy(bk);
         return NULL;
     }

@@ -4,7 +4,8 @@
 #include <stdio.h>
 
 Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, size_t errlen) {
-    snprintf(err, errlen, "this hgrn was built without CUDA (no toolkit found at build time); "
+    snprintf(err, errlen,
+             "this hgrn was built without CUDA (no toolkit found at build time); "
              "use --device cpu or rebuild on a machine with the CUDA toolkit");
     return NULL;
 }

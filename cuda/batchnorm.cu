@@ -49,19 +49,19 @@
 #include "common.cuh"
 
 #define BN_EPS 1e-5
-#define BN_THREADS 256         /* a block: TX channel lanes x TY row lanes */
-#define BN_BLOCKS_PER_SM 2     /* residency the grid is sized for (<= 128 registers) */
-#define BN_CHUNK 8             /* rows a thread loads before using them (statistics) */
-#define BN_UNROLL 8            /* rows in flight in the normalisation */
-#define BN_MAX_TILES 1024      /* partials per channel at most */
-#define BN_FIN_Y 8             /* tile segments per channel in the finish kernels */
+#define BN_THREADS 256 /* a block: TX channel lanes x TY row lanes */
+#define BN_BLOCKS_PER_SM 2 /* residency the grid is sized for (<= 128 registers) */
+#define BN_CHUNK 8 /* rows a thread loads before using them (statistics) */
+#define BN_UNROLL 8 /* rows in flight in the normalisation */
+#define BN_MAX_TILES 1024 /* partials per channel at most */
+#define BN_FIN_Y 8 /* tile segments per channel in the finish kernels */
 
 /* ---- the tiling shared by a statistics pass and its element-wise pass ---- */
 typedef struct {
-    int vw;        /* channels a thread: 16 / element size, or 1 */
-    dim3 block;    /* (TX, TY) */
-    dim3 grid;     /* (channel groups, tiles) */
-    int rpt;       /* rows per tile */
+    int vw; /* channels a thread: 16 / element size, or 1 */
+    dim3 block; /* (TX, TY) */
+    dim3 grid; /* (channel groups, tiles) */
+    int rpt; /* rows per tile */
 } BnLayout;
 
 static BnLayout bn_layout(const CudaImpl *im, int M, int C, int vec) {
@@ -74,7 +74,7 @@ static BnLayout bn_layout(const CudaImpl *im, int M, int C, int vec) {
     int tiles = BN_BLOCKS_PER_SM * im->num_sms / gx;
     if (tiles < 1) tiles = 1;
     long rpt = ((long)M + tiles - 1) / tiles;
-    if (rpt < (long)ty * BN_CHUNK) rpt = (long)ty * BN_CHUNK;   /* a full chunk per thread */
+    if (rpt < (long)ty * BN_CHUNK) rpt = (long)ty * BN_CHUNK; /* a full chunk per thread */
     if ((M + rpt - 1) / rpt > BN_MAX_TILES) rpt = ((long)M + BN_MAX_TILES - 1) / BN_MAX_TILES;
     L.rpt = (int)rpt;
     L.block = dim3(tx, ty);
@@ -96,23 +96,27 @@ __device__ __forceinline__ BnSlice bn_slice(int VW, int M, int rpt) {
     s.rs = blockDim.y;
     return s;
 }
-__device__ __forceinline__ int bn_rows(const BnSlice &s) {
-    return s.r0 < s.r1 ? (s.r1 - s.r0 + s.rs - 1) / s.rs : 0;
-}
+__device__ __forceinline__ int bn_rows(const BnSlice &s) { return s.r0 < s.r1 ? (s.r1 - s.r0 + s.rs - 1) / s.rs : 0; }
 
 /* VW elements to / from fp32; the _last load marks the bytes evict-first
  * (their last read in this op) */
 template <typename T, int VW> __device__ __forceinline__ void bn_ld(const T *p, float *f) {
-    if constexpr (VW == 1) f[0] = ldf(p);
-    else ldv(p, f);
+    if constexpr (VW == 1)
+        f[0] = ldf(p);
+    else
+        ldv(p, f);
 }
 template <typename T, int VW> __device__ __forceinline__ void bn_ld_last(const T *p, float *f) {
-    if constexpr (VW == 1) f[0] = ldf(p);
-    else unpack16(p, __ldcs(reinterpret_cast<const uint4 *>(p)), f);
+    if constexpr (VW == 1)
+        f[0] = ldf(p);
+    else
+        unpack16(p, __ldcs(reinterpret_cast<const uint4 *>(p)), f);
 }
 template <typename T, int VW> __device__ __forceinline__ void bn_st(T *p, const float *f) {
-    if constexpr (VW == 1) stf(p, f[0]);
-    else stv(p, f);
+    if constexpr (VW == 1)
+        stf(p, f[0]);
+    else
+        stv(p, f);
 }
 
 /* Chan's pairwise update of one channel: (na, ma, qa) += (nb, mb, qb),
@@ -126,8 +130,7 @@ __device__ __forceinline__ void bn_merge1(float &ma, float &qa, float mb, float 
     qa += qb + d * d * cross;
 }
 template <int VW>
-__device__ __forceinline__ void bn_merge(float &na, float *ma, float *qa, float nb, const float *mb,
-                                         const float *qb) {
+__device__ __forceinline__ void bn_merge(float &na, float *ma, float *qa, float nb, const float *mb, const float *qb) {
     if (nb == 0.0f) return;
     const float wb = __fdiv_rn(nb, na + nb), cross = na * wb;
 #pragma unroll
@@ -138,8 +141,7 @@ __device__ __forceinline__ void bn_merge(float &na, float *ma, float *qa, float 
 /* kk (1 .. K) rows of VW channels: their mean and squared deviations from
  * it, merged into the running statistics */
 template <int K, int VW>
-__device__ __forceinline__ void bn_merge_chunk(float &n, float *mean, float *m2, const float (*v)[VW],
-                                               int kk) {
+__device__ __forceinline__ void bn_merge_chunk(float &n, float *mean, float *m2, const float (*v)[VW], int kk) {
     const float nk = (float)kk, inv = __frcp_rn(nk), wb = __fdiv_rn(nk, n + nk), cross = n * wb;
 #pragma unroll
     for (int e = 0; e < VW; e++) {
@@ -164,7 +166,7 @@ __device__ __forceinline__ void bn_merge_chunk(float &n, float *mean, float *m2,
 template <typename T, int VW>
 __global__ void __launch_bounds__(BN_THREADS, BN_BLOCKS_PER_SM)
     k_bn_stats_partial(float *pmean, float *pm2, const T *x, int M, int C, int rpt) {
-    __shared__ float sm[BN_THREADS][2 * VW + 1];   /* mean, M2, n per thread (odd stride) */
+    __shared__ float sm[BN_THREADS][2 * VW + 1]; /* mean, M2, n per thread (odd stride) */
     const BnSlice s = bn_slice(VW, M, rpt);
     float n = 0.0f, mean[VW], m2[VW];
 #pragma unroll
@@ -231,16 +233,14 @@ __device__ double bn_col_total(double v, double (*sd)[32]) {
 
 /* The tiles combined per channel in double: mean, rstd, the running
  * statistics updated, and k = rstd w (the scale of the normalisation). */
-__global__ void k_bn_stats_finish(float *mean, float *rstd, float *rmean, float *rvar, float *k,
-                                  const float *pmean, const float *pm2, const float *w, int G, int M,
-                                  int C, int rpt, float momentum) {
+__global__ void k_bn_stats_finish(float *mean, float *rstd, float *rmean, float *rvar, float *k, const float *pmean,
+                                  const float *pm2, const float *w, int G, int M, int C, int rpt, float momentum) {
     __shared__ double sd[BN_FIN_Y][32];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const bool on = c < C;
     double s = 0.0;
     if (on)
-        for (int g = threadIdx.y; g < G; g += BN_FIN_Y)
-            s += (double)min(rpt, M - g * rpt) * pmean[(size_t)g * C + c];
+        for (int g = threadIdx.y; g < G; g += BN_FIN_Y) s += (double)min(rpt, M - g * rpt) * pmean[(size_t)g * C + c];
     const double mu = bn_col_total(s, sd) / (double)M;
     double q = 0.0;
     if (on)
@@ -260,8 +260,8 @@ __global__ void k_bn_stats_finish(float *mean, float *rstd, float *rmean, float 
 }
 
 /* Evaluation: the running statistics as mean and rstd, and k = rstd w. */
-__global__ void k_bn_running(float *mean, float *rstd, float *k, const float *rmean, const float *rvar,
-                             const float *w, int C) {
+__global__ void k_bn_running(float *mean, float *rstd, float *k, const float *rmean, const float *rvar, const float *w,
+                             int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const float rs = (float)(1.0 / sqrt((double)rvar[c] + BN_EPS));
@@ -308,14 +308,14 @@ __global__ void __launch_bounds__(BN_THREADS, BN_BLOCKS_PER_SM)
 /* scratch: the partials (mean, M2) [2, G, C], then k [C] */
 template <typename T, int VW>
 static void bn_fwd_run(CudaImpl *im, const BnLayout &L, float *out, float *mean, float *rstd, const float *inp,
-                       const float *w, const float *b, float *rmean, float *rvar, float momentum, int training,
-                       int M, int C) {
+                       const float *w, const float *b, float *rmean, float *rvar, float momentum, int training, int M,
+                       int C) {
     const int G = (int)L.grid.y;
     float *part = (float *)hgrn_scratch(im, (2 * (size_t)G + 1) * C * sizeof(float));
     float *k = part + 2 * (size_t)G * C;
     if (training) {
-        k_bn_stats_partial<T, VW><<<L.grid, L.block, 0, im->stream>>>(part, part + (size_t)G * C,
-                                                                      (const T *)inp, M, C, L.rpt);
+        k_bn_stats_partial<T, VW>
+            <<<L.grid, L.block, 0, im->stream>>>(part, part + (size_t)G * C, (const T *)inp, M, C, L.rpt);
         LAUNCH_CHECK("k_bn_stats_partial");
         k_bn_stats_finish<<<ceil_div(C, 32), dim3(32, BN_FIN_Y), 0, im->stream>>>(
             mean, rstd, rmean, rvar, k, part, part + (size_t)G * C, w, G, M, C, L.rpt, momentum);
@@ -329,19 +329,22 @@ static void bn_fwd_run(CudaImpl *im, const BnLayout &L, float *out, float *mean,
 }
 
 void cu_batchnorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                      const float *b, float *rmean, float *rvar, float momentum, int training, int M,
-                      int C) {
+                      const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     const int V = im->bf16 ? 8 : 4;
     const BnLayout L = bn_layout(im, M, C, C % V == 0 && aligned16(inp) && aligned16(out));
 #define BN_FWD_ARGS im, L, out, mean, rstd, inp, w, b, rmean, rvar, momentum, training, M, C
     if (im->bf16) {
-        if (L.vw > 1) bn_fwd_run<bf16, 8>(BN_FWD_ARGS);
-        else bn_fwd_run<bf16, 1>(BN_FWD_ARGS);
+        if (L.vw > 1)
+            bn_fwd_run<bf16, 8>(BN_FWD_ARGS);
+        else
+            bn_fwd_run<bf16, 1>(BN_FWD_ARGS);
     } else {
-        if (L.vw > 1) bn_fwd_run<float, 4>(BN_FWD_ARGS);
-        else bn_fwd_run<float, 1>(BN_FWD_ARGS);
+        if (L.vw > 1)
+            bn_fwd_run<float, 4>(BN_FWD_ARGS);
+        else
+            bn_fwd_run<float, 1>(BN_FWD_ARGS);
     }
 #undef BN_FWD_ARGS
 }
@@ -350,9 +353,8 @@ void cu_batchnorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const f
  * C]); rstd, the same for every row, multiplies the total in the finish. */
 template <typename T, int VW>
 __global__ void __launch_bounds__(BN_THREADS, BN_BLOCKS_PER_SM)
-    k_bn_bwd_partial(float *psum, float *psumx, const T *dout, const T *x, const float *mean, int M, int C,
-                     int rpt) {
-    constexpr int K = BN_CHUNK / 2;   /* two loads a row */
+    k_bn_bwd_partial(float *psum, float *psumx, const T *dout, const T *x, const float *mean, int M, int C, int rpt) {
+    constexpr int K = BN_CHUNK / 2; /* two loads a row */
     __shared__ float sm[BN_THREADS][2 * VW + 1];
     const BnSlice s = bn_slice(VW, M, rpt);
     float sg[VW], sgx[VW];
@@ -417,8 +419,8 @@ __global__ void __launch_bounds__(BN_THREADS, BN_BLOCKS_PER_SM)
 /* The tiles added per channel in double (sum dout xh = rstd sum dout (x -
  * mean)); db, dw += them; k = [w rstd | mean(dout) | rstd mean(dout xh)]
  * for the dx kernel. */
-__global__ void k_bn_bwd_finish(float *dw, float *db, float *k, const float *psum, const float *psumx,
-                                const float *w, const float *rstd, int G, int M, int C) {
+__global__ void k_bn_bwd_finish(float *dw, float *db, float *k, const float *psum, const float *psumx, const float *w,
+                                const float *rstd, int G, int M, int C) {
     __shared__ double sd[BN_FIN_Y][32];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const bool on = c < C;
@@ -454,7 +456,7 @@ __global__ void __launch_bounds__(BN_THREADS, BN_BLOCKS_PER_SM)
         a[e] = k[2 * C + s.c0 + e];
     }
     const size_t base = (size_t)s.r0 * C + s.c0, step = (size_t)s.rs * C;
-    constexpr int U = BN_UNROLL / 4;   /* three loads a row */
+    constexpr int U = BN_UNROLL / 4; /* three loads a row */
     int j = bn_rows(s) - 1;
     for (; j >= 0; j -= U) {
         float d[U][VW], g[U][VW], xv[U][VW];
@@ -486,11 +488,11 @@ static void bn_bwd_run(CudaImpl *im, const BnLayout &L, float *dinp, float *dw, 
     k_bn_bwd_partial<T, VW><<<L.grid, L.block, 0, im->stream>>>(part, part + (size_t)G * C, (const T *)dout,
                                                                 (const T *)inp, mean, M, C, L.rpt);
     LAUNCH_CHECK("k_bn_bwd_partial");
-    k_bn_bwd_finish<<<ceil_div(C, 32), dim3(32, BN_FIN_Y), 0, im->stream>>>(dw, db, k, part, part + (size_t)G * C,
-                                                                          w, rstd, G, M, C);
+    k_bn_bwd_finish<<<ceil_div(C, 32), dim3(32, BN_FIN_Y), 0, im->stream>>>(dw, db, k, part, part + (size_t)G * C, w,
+                                                                            rstd, G, M, C);
     LAUNCH_CHECK("k_bn_bwd_finish");
-    k_bn_dx<T, VW><<<L.grid, L.block, 0, im->stream>>>((T *)dinp, (const T *)dout, (const T *)inp, mean, k, M, C,
-                                                       L.rpt);
+    k_bn_dx<T, VW>
+        <<<L.grid, L.block, 0, im->stream>>>((T *)dinp, (const T *)dout, (const T *)inp, mean, k, M, C, L.rpt);
     LAUNCH_CHECK("k_bn_dx");
 }
 
@@ -499,15 +501,18 @@ void cu_batchnorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     const int V = im->bf16 ? 8 : 4;
-    const BnLayout L =
-        bn_layout(im, M, C, C % V == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp));
+    const BnLayout L = bn_layout(im, M, C, C % V == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp));
 #define BN_BWD_ARGS im, L, dinp, dw, db, dout, inp, w, mean, rstd, M, C
     if (im->bf16) {
-        if (L.vw > 1) bn_bwd_run<bf16, 8>(BN_BWD_ARGS);
-        else bn_bwd_run<bf16, 1>(BN_BWD_ARGS);
+        if (L.vw > 1)
+            bn_bwd_run<bf16, 8>(BN_BWD_ARGS);
+        else
+            bn_bwd_run<bf16, 1>(BN_BWD_ARGS);
     } else {
-        if (L.vw > 1) bn_bwd_run<float, 4>(BN_BWD_ARGS);
-        else bn_bwd_run<float, 1>(BN_BWD_ARGS);
+        if (L.vw > 1)
+            bn_bwd_run<float, 4>(BN_BWD_ARGS);
+        else
+            bn_bwd_run<float, 1>(BN_BWD_ARGS);
     }
 #undef BN_BWD_ARGS
 }

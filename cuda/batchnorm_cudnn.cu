@@ -47,17 +47,16 @@
 
 #define BN_EPS 1e-5
 
-#define CUDNN_CHECK(call)                                                       \
-    do {                                                                        \
-        cudnnStatus_t s_ = (call);                                              \
-        if (s_ != CUDNN_STATUS_SUCCESS) hgrn_cuda_fail(#call, cudnnGetErrorString(s_), \
-                                                       __FILE__, __LINE__);     \
+#define CUDNN_CHECK(call)                                                                                   \
+    do {                                                                                                    \
+        cudnnStatus_t s_ = (call);                                                                          \
+        if (s_ != CUDNN_STATUS_SUCCESS) hgrn_cuda_fail(#call, cudnnGetErrorString(s_), __FILE__, __LINE__); \
     } while (0)
 
 struct BnCudnn {
     cudnnHandle_t handle;
-    cudnnTensorDescriptor_t x;    /* x, out, dout, dinp: NHWC [M, C, 1, 1] */
-    cudnnTensorDescriptor_t par;  /* w, b, statistics: fp32 [1, C, 1, 1] */
+    cudnnTensorDescriptor_t x; /* x, out, dout, dinp: NHWC [M, C, 1, 1] */
+    cudnnTensorDescriptor_t par; /* w, b, statistics: fp32 [1, C, 1, 1] */
     cudnnBatchNormMode_t train_mode;
 };
 
@@ -81,8 +80,8 @@ static BnCudnn *bn_cudnn_state(CudaImpl *im) {
 /* The state with its descriptors set to this call's shape. */
 static BnCudnn *bn_cudnn_shape(CudaImpl *im, int M, int C) {
     BnCudnn *s = bn_cudnn_state(im);
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NHWC,
-                                           im->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, M, C, 1, 1));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NHWC, im->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
+                                           M, C, 1, 1));
     CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(s->par, s->x, CUDNN_BATCHNORM_SPATIAL));
     return s;
 }
@@ -92,9 +91,12 @@ static BnCudnn *bn_cudnn_shape(CudaImpl *im, int M, int C) {
  * kept from then on); a failure in the plain mode fails with the call's name. */
 static int bn_cudnn_done(BnCudnn *s, cudnnStatus_t st, const char *call, int line) {
     if (st == CUDNN_STATUS_SUCCESS) return 1;
-    if (s->train_mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT) hgrn_cuda_fail(call, cudnnGetErrorString(st), __FILE__, line);
-    fprintf(stderr, "hgrn: cuDNN batch norm: %s refused CUDNN_BATCHNORM_SPATIAL_PERSISTENT (%s); "
-            "using CUDNN_BATCHNORM_SPATIAL\n", call, cudnnGetErrorString(st));
+    if (s->train_mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+        hgrn_cuda_fail(call, cudnnGetErrorString(st), __FILE__, line);
+    fprintf(stderr,
+            "hgrn: cuDNN batch norm: %s refused CUDNN_BATCHNORM_SPATIAL_PERSISTENT (%s); "
+            "using CUDNN_BATCHNORM_SPATIAL\n",
+            call, cudnnGetErrorString(st));
     s->train_mode = CUDNN_BATCHNORM_SPATIAL;
     return 0;
 }
@@ -108,11 +110,10 @@ __global__ void k_bn_cudnn_running(float *mean, float *rstd, const float *rmean,
 }
 
 void cu_batchnorm_fwd_cudnn(Backend *bk, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                            const float *b, float *rmean, float *rvar, float momentum, int training, int M,
-                            int C) {
+                            const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
-    if (training && M == 1) {   /* the running variance's M / (M - 1): the contract keeps var */
+    if (training && M == 1) { /* the running variance's M / (M - 1): the contract keeps var */
         cu_batchnorm_fwd(bk, out, mean, rstd, inp, w, b, rmean, rvar, momentum, training, M, C);
         return;
     }
@@ -121,36 +122,34 @@ void cu_batchnorm_fwd_cudnn(Backend *bk, float *out, float *mean, float *rstd, c
     if (!training) {
         k_bn_cudnn_running<<<ceil_div(C, 128), 128, 0, im->stream>>>(mean, rstd, rmean, rvar, C);
         LAUNCH_CHECK("k_bn_cudnn_running");
-        CUDNN_CHECK(cudnnBatchNormalizationForwardInference(s->handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s->x,
-                                                            inp, s->x, out, s->par, w, b, rmean, rvar, BN_EPS));
+        CUDNN_CHECK(cudnnBatchNormalizationForwardInference(s->handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s->x, inp,
+                                                            s->x, out, s->par, w, b, rmean, rvar, BN_EPS));
         return;
     }
     /* at most twice: the persistent mode, then the plain one if refused */
     while (!bn_cudnn_done(s,
-                          cudnnBatchNormalizationForwardTraining(s->handle, s->train_mode, &one, &zero, s->x, inp,
-                                                                 s->x, out, s->par, w, b, (double)momentum, rmean,
-                                                                 rvar, BN_EPS, mean, rstd),
-                          "cudnnBatchNormalizationForwardTraining", __LINE__)) {
-    }
+                          cudnnBatchNormalizationForwardTraining(s->handle, s->train_mode, &one, &zero, s->x, inp, s->x,
+                                                                 out, s->par, w, b, (double)momentum, rmean, rvar,
+                                                                 BN_EPS, mean, rstd),
+                          "cudnnBatchNormalizationForwardTraining", __LINE__)) {}
 }
 
 void cu_batchnorm_bwd_cudnn(Backend *bk, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                             const float *w, const float *mean, const float *rstd, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
-    if (M == 1) {   /* as the forward */
+    if (M == 1) { /* as the forward */
         cu_batchnorm_bwd(bk, dinp, dw, db, dout, inp, w, mean, rstd, M, C);
         return;
     }
     BnCudnn *s = bn_cudnn_shape(im, M, C);
-    const float one = 1.0f;   /* alpha and beta of both the data and the parameter gradients: += */
+    const float one = 1.0f; /* alpha and beta of both the data and the parameter gradients: += */
     /* at most twice, as the forward */
-    while (!bn_cudnn_done(s,
-                          cudnnBatchNormalizationBackward(s->handle, s->train_mode, &one, &one, &one, &one, s->x,
-                                                          inp, s->x, dout, s->x, dinp, s->par, w, dw, db, BN_EPS,
-                                                          mean, rstd),
-                          "cudnnBatchNormalizationBackward", __LINE__)) {
-    }
+    while (
+        !bn_cudnn_done(s,
+                       cudnnBatchNormalizationBackward(s->handle, s->train_mode, &one, &one, &one, &one, s->x, inp,
+                                                       s->x, dout, s->x, dinp, s->par, w, dw, db, BN_EPS, mean, rstd),
+                       "cudnnBatchNormalizationBackward", __LINE__)) {}
 }
 
 void hgrn_cudnn_destroy(CudaImpl *im) {

@@ -33,8 +33,8 @@ extern "C" {
 #include <atomic>
 
 enum { OP_NONE, OP_INIT, OP_ALLREDUCE, OP_HOST_SUM, OP_BROADCAST, OP_BARRIER, OP_SHUTDOWN };
-static const char *const OP_NAMES[] = {"nothing", "NCCL initialisation", "all-reduce", "host sum",
-                                       "broadcast", "barrier", "NCCL shutdown"};   /* by OP_ */
+static const char *const OP_NAMES[] = {"nothing", "NCCL initialisation", "all-reduce", "host sum", "broadcast",
+                                       "barrier", "NCCL shutdown"}; /* by OP_ */
 
 struct NcclImpl {
     ncclComm_t comm;
@@ -50,12 +50,12 @@ struct NcclImpl {
     /* the last collective queued, for the message */
     std::atomic<int> last_op;
     std::atomic<size_t> last_n;
-    void *scratch;                  /* device buffer of the host collectives */
+    void *scratch; /* device buffer of the host collectives */
     size_t scratch_bytes;
     pthread_t watchdog;
     int watchdog_running;
     std::atomic<int> stop, aborting;
-    pthread_mutex_t mu;             /* held while the watchdog queries comm; comm_live changes under it */
+    pthread_mutex_t mu; /* held while the watchdog queries comm; comm_live changes under it */
     int comm_live;
 };
 
@@ -64,7 +64,7 @@ static NcclImpl *NI(Comm *c) { return (NcclImpl *)c->impl; }
 /* ---- the one way out ---- */
 
 static void *exit_guard(void *arg) {
-    sleep(10);   /* ncclCommAbort should take well under this */
+    sleep(10); /* ncclCommAbort should take well under this */
     _exit((int)(intptr_t)arg);
     return NULL;
 }
@@ -89,10 +89,10 @@ static void nccl_die(NcclImpl *nc, int code, const char *fmt, ...) {
     _exit(code);
 }
 
-#define NCCL_CHECK(nc, call)                                                                  \
-    do {                                                                                      \
-        ncclResult_t r_ = (call);                                                             \
-        if (r_ != ncclSuccess)                                                                \
+#define NCCL_CHECK(nc, call)                                                                    \
+    do {                                                                                        \
+        ncclResult_t r_ = (call);                                                               \
+        if (r_ != ncclSuccess)                                                                  \
             nccl_die(nc, 1, "%s failed on device %d: %s (%s) (%s:%d)", #call, (nc)->im->device, \
                      ncclGetErrorString(r_), ncclGetLastError((nc)->comm), __FILE__, __LINE__); \
     } while (0)
@@ -115,16 +115,18 @@ static void *watchdog_main(void *arg) {
         double now = now_seconds();
         double hs = nc->host_since.load();
         if (hs > 0 && now - hs > nc->timeout_s)
-            nccl_die(nc, 1, "%s did not return within %d s: another rank died, failed, hangs or never joined "
-                     "(the limit is train.comm_timeout)", OP_NAMES[nc->host_op.load()], nc->timeout_s);
+            nccl_die(nc, 1,
+                     "%s did not return within %d s: another rank died, failed, hangs or never joined "
+                     "(the limit is train.comm_timeout)",
+                     OP_NAMES[nc->host_op.load()], nc->timeout_s);
         pthread_mutex_lock(&nc->mu);
         if (nc->comm_live) {
             ncclResult_t st = ncclSuccess;
             ncclResult_t rc = ncclCommGetAsyncError(nc->comm, &st);
             if (rc != ncclSuccess) st = rc;
             if (st != ncclSuccess && st != ncclInProgress)
-                nccl_die(nc, 1, "NCCL reports an error on device %d: %s (%s)", nc->im->device,
-                         ncclGetErrorString(st), ncclGetLastError(nc->comm));
+                nccl_die(nc, 1, "NCCL reports an error on device %d: %s (%s)", nc->im->device, ncclGetErrorString(st),
+                         ncclGetLastError(nc->comm));
         }
         pthread_mutex_unlock(&nc->mu);
         unsigned long long started = nc->seq[0], finished = nc->seq[1];
@@ -134,7 +136,8 @@ static void *watchdog_main(void *arg) {
             pending = started;
             pending_since = now;
         } else if (now - pending_since > nc->timeout_s) {
-            nccl_die(nc, 1, "a collective on device %d (the last queued: %s of %zu values) did not complete "
+            nccl_die(nc, 1,
+                     "a collective on device %d (the last queued: %s of %zu values) did not complete "
                      "within %d s: another rank died, failed or hangs (the limit is train.comm_timeout)",
                      nc->im->device, OP_NAMES[nc->last_op.load()], nc->last_n.load(), nc->timeout_s);
         }
@@ -158,7 +161,7 @@ static void bump(NcclImpl *nc, int which) {
 
 static void nc_allreduce_sum(Comm *c, Backend *bk, float *buf, size_t n) {
     NcclImpl *nc = NI(c);
-    (void)bk;   /* the communicator's own backend stream, also when bk wraps it (hgrn bench's op timer) */
+    (void)bk; /* the communicator's own backend stream, also when bk wraps it (hgrn bench's op timer) */
     if (n == 0) return;
     nc->last_op.store(OP_ALLREDUCE);
     nc->last_n.store(n);
@@ -256,7 +259,7 @@ static void free_impl(NcclImpl *nc) {
 static void nc_destroy(Comm *c) {
     if (!c) return;
     NcclImpl *nc = NI(c);
-    CUDA_CHECK(cudaStreamSynchronize(nc->im->stream));   /* watched: queued collectives must finish */
+    CUDA_CHECK(cudaStreamSynchronize(nc->im->stream)); /* watched: queued collectives must finish */
     /* ncclCommFinalize waits until every CUDA graph that captured one of the
      * communicator's collectives is destroyed (NCCL counts them as persistent
      * references); the backend's recorded steps are such graphs, and it
@@ -297,8 +300,8 @@ extern "C" int comm_nccl_unique_id(void *id, size_t len, char *err, size_t errle
     return 0;
 }
 
-extern "C" Comm *comm_nccl_create(Backend *bk, int rank, int world, int local_rank, const void *id,
-                                  int timeout_s, char *err, size_t errlen) {
+extern "C" Comm *comm_nccl_create(Backend *bk, int rank, int world, int local_rank, const void *id, int timeout_s,
+                                  char *err, size_t errlen) {
     static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "COMM_NCCL_ID_BYTES is sizeof(ncclUniqueId)");
     if (!bk || strcmp(bk->name, "cuda") != 0) {
         set_err(err, errlen, "the NCCL communicator needs the CUDA backend (got '%s')", bk ? bk->name : "none");

@@ -7,13 +7,12 @@
 
 static unsigned ew_grid(size_t n) {
     size_t g = (n + EW_THREADS - 1) / EW_THREADS;
-    if (g > 65535u * 32u) g = 65535u * 32u;   /* grid-stride beyond this */
+    if (g > 65535u * 32u) g = 65535u * 32u; /* grid-stride beyond this */
     return (unsigned)(g ? g : 1);
 }
 
 #define GRID_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* ---- casts ---- */
 __global__ void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
@@ -26,23 +25,20 @@ void cu_f32_to_bf16(CudaImpl *im, bf16 *dst, const float *src, size_t n) {
 }
 
 /* ---- bias add: out[r, c] += bias[c] ---- */
-template <typename T>
-__global__ void k_add_bias(T *out, const float *bias, int R, int C) {
+template <typename T> __global__ void k_add_bias(T *out, const float *bias, int R, int C) {
     size_t n = (size_t)R * C;
     GRID_STRIDE(i, n) stf(&out[i], ldf(&out[i]) + bias[i % C]);
 }
 void cu_add_bias(CudaImpl *im, float *out, const float *bias, int R, int C) {
     size_t n = (size_t)R * C;
     if (!n) return;
-    ACT_DISPATCH(im, T, k_add_bias<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, bias, R, C));
+    ACT_DISPATCH(im, T, k_add_bias<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)out, bias, R, C));
     LAUNCH_CHECK("k_add_bias");
 }
 
 /* ---- deterministic column sums: pass 1 per-block partials, pass 2 in order ---- */
 #define CS_MAX_BLOCKS 1024
-template <typename T>
-__global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int rpb) {
+template <typename T> __global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int rpb) {
     __shared__ float sm[8][33];
     int c = blockIdx.x * 32 + threadIdx.x;
     int r0 = blockIdx.y * rpb;
@@ -66,7 +62,10 @@ __global__ void k_colsum_partial(float *partial, const T *x, int R, int C, int r
  * launch finishes up to three side-by-side sums. */
 #define PF_Y 16
 #define PF_OUTS 3
-typedef struct { float *o[PF_OUTS]; int w; } PfOut;
+typedef struct {
+    float *o[PF_OUTS];
+    int w;
+} PfOut;
 __global__ void k_partials_finish(PfOut out, const float *partial, int G, int C, int ldp) {
     __shared__ float sm[PF_Y][33];
     int c = blockIdx.x * 32 + threadIdx.x;
@@ -84,29 +83,24 @@ __global__ void k_partials_finish(PfOut out, const float *partial, int G, int C,
     }
 }
 /* n (<= PF_OUTS) outputs of C columns each, side by side in rows of stride ldp */
-static void partials_finish_n(CudaImpl *im, float *const *outs, int n, const float *partial,
-                              int G, int C, int ldp) {
+static void partials_finish_n(CudaImpl *im, float *const *outs, int n, const float *partial, int G, int C, int ldp) {
     PfOut out;
     memset(&out, 0, sizeof out);
     int any = 0;
     for (int k = 0; k < n; k++) out.o[k] = outs[k], any |= outs[k] != NULL;
     out.w = C;
     if (G <= 0 || C <= 0 || !any) return;
-    k_partials_finish<<<ceil_div(n * C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, partial, G,
-                                                                              n * C, ldp);
+    k_partials_finish<<<ceil_div(n * C, 32), dim3(32, PF_Y), 0, im->stream>>>(out, partial, G, n * C, ldp);
     LAUNCH_CHECK("k_partials_finish");
 }
-void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C,
-                           int ldp) {
+void cu_partials_finish_ld(CudaImpl *im, float *out, const float *partial, int G, int C, int ldp) {
     partials_finish_n(im, &out, 1, partial, G, C, ldp);
 }
-void cu_partials_finish2(CudaImpl *im, float *out0, float *out1, const float *partial, int G,
-                         int C) {
+void cu_partials_finish2(CudaImpl *im, float *out0, float *out1, const float *partial, int G, int C) {
     float *outs[2] = {out0, out1};
     partials_finish_n(im, outs, 2, partial, G, C, 2 * C);
 }
-void cu_partials_finish3(CudaImpl *im, float *out0, float *out1, float *out2,
-                         const float *partial, int G, int C) {
+void cu_partials_finish3(CudaImpl *im, float *out0, float *out1, float *out2, const float *partial, int G, int C) {
     float *outs[3] = {out0, out1, out2};
     partials_finish_n(im, outs, 3, partial, G, C, 3 * C);
 }
@@ -115,8 +109,7 @@ void cu_partials_finish(CudaImpl *im, float *out, const float *partial, int G, i
 }
 /* Vectorised pass 1 (C % VEC == 0, x 16-byte aligned): thread x of a
  * (32, 8) block owns VEC adjacent columns, 16-byte loads. */
-template <typename T>
-__global__ void k_colsum_partial_vec(float *partial, const T *x, int R, int C, int rpb) {
+template <typename T> __global__ void k_colsum_partial_vec(float *partial, const T *x, int R, int C, int rpb) {
     constexpr int V = VecW<T>::V;
     __shared__ float sm[8][32 * V + 1];
     int cv = blockIdx.x * 32 + threadIdx.x;
@@ -157,8 +150,9 @@ void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C) {
         if (rpb < 8) rpb = 8;
         G = (int)ceil_div(R, rpb);
         float *partial = (float *)hgrn_scratch(im, (size_t)G * C * sizeof(float));
-        ACT_DISPATCH(im, T, k_colsum_partial_vec<T><<<dim3(gx, G), dim3(32, 8), 0, im->stream>>>(
-                                partial, (const T *)x, R, C, rpb));
+        ACT_DISPATCH(im, T,
+                     k_colsum_partial_vec<T>
+                     <<<dim3(gx, G), dim3(32, 8), 0, im->stream>>>(partial, (const T *)x, R, C, rpb));
         LAUNCH_CHECK("k_colsum_partial_vec");
         cu_partials_finish(im, out, partial, G, C);
         return;
@@ -168,15 +162,13 @@ void cu_colsum_add(CudaImpl *im, float *out, const float *x, int R, int C) {
     int G = (int)ceil_div(R, rpb);
     float *partial = (float *)hgrn_scratch(im, (size_t)G * C * sizeof(float));
     dim3 grid(ceil_div(C, 32), G), block(32, 8);
-    ACT_DISPATCH(im, T, k_colsum_partial<T><<<grid, block, 0, im->stream>>>(partial, (const T *)x,
-                                                                            R, C, rpb));
+    ACT_DISPATCH(im, T, k_colsum_partial<T><<<grid, block, 0, im->stream>>>(partial, (const T *)x, R, C, rpb));
     LAUNCH_CHECK("k_colsum_partial");
     cu_partials_finish(im, out, partial, G, C);
 }
 
 /* ---- SiLU(a) * b ---- */
-template <typename T>
-__global__ void k_silu_mul_fwd(T *out, const T *a, int lda, const T *b, int ldb, int M, int C) {
+template <typename T> __global__ void k_silu_mul_fwd(T *out, const T *a, int lda, const T *b, int ldb, int M, int C) {
     size_t n = (size_t)M * C;
     GRID_STRIDE(i, n) {
         size_t m = i / C, c = i % C;
@@ -185,8 +177,7 @@ __global__ void k_silu_mul_fwd(T *out, const T *a, int lda, const T *b, int ldb,
     }
 }
 template <typename T>
-__global__ void k_silu_mul_bwd(T *da, T *db, const T *dout, const T *a, int lda, const T *b,
-                               int ldb, int M, int C) {
+__global__ void k_silu_mul_bwd(T *da, T *db, const T *dout, const T *a, int lda, const T *b, int ldb, int M, int C) {
     size_t n = (size_t)M * C;
     GRID_STRIDE(i, n) {
         size_t m = i / C, c = i % C;
@@ -203,19 +194,18 @@ __global__ void k_silu_mul_bwd(T *da, T *db, const T *dout, const T *a, int lda,
  * of VEC, the pointers are 16-byte aligned and M*C/VEC fits an int. */
 static unsigned vec_grid(CudaImpl *im, size_t nv) {
     size_t g = (nv + EW_THREADS - 1) / EW_THREADS;
-    size_t cap = (size_t)im->num_sms * 16;   /* grid-stride beyond 16 blocks per SM */
+    size_t cap = (size_t)im->num_sms * 16; /* grid-stride beyond 16 blocks per SM */
     if (g > cap) g = cap;
     return (unsigned)(g ? g : 1);
 }
-static int vec_ok(CudaImpl *im, size_t n, int C, int lda, int ldb, const void *p0,
-                  const void *p1, const void *p2, const void *p3) {
+static int vec_ok(CudaImpl *im, size_t n, int C, int lda, int ldb, const void *p0, const void *p1, const void *p2,
+                  const void *p3) {
     int V = im->bf16 ? 8 : 4;
-    return C % V == 0 && lda % V == 0 && ldb % V == 0 && n / V < (1u << 30) &&
-           aligned16(p0) && aligned16(p1) && aligned16(p2) && (!p3 || aligned16(p3));
+    return C % V == 0 && lda % V == 0 && ldb % V == 0 && n / V < (1u << 30) && aligned16(p0) && aligned16(p1) &&
+           aligned16(p2) && (!p3 || aligned16(p3));
 }
 template <typename T>
-__global__ void k_silu_mul_fwd_vec(T *out, const T *a, int lda, const T *b, int ldb, int CV,
-                                   int nv) {
+__global__ void k_silu_mul_fwd_vec(T *out, const T *a, int lda, const T *b, int ldb, int CV, int nv) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
         int m = i / CV, cv = i - m * CV;
@@ -228,8 +218,8 @@ __global__ void k_silu_mul_fwd_vec(T *out, const T *a, int lda, const T *b, int 
     }
 }
 template <typename T>
-__global__ void k_silu_mul_bwd_vec(T *da, T *db, const T *dout, const T *a, int lda, const T *b,
-                                   int ldb, int CV, int nv) {
+__global__ void k_silu_mul_bwd_vec(T *da, T *db, const T *dout, const T *a, int lda, const T *b, int ldb, int CV,
+                                   int nv) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
         int m = i / CV, cv = i - m * CV;
@@ -249,38 +239,39 @@ __global__ void k_silu_mul_bwd_vec(T *da, T *db, const T *dout, const T *a, int 
     }
 }
 
-void cu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b, int ldb,
-                     int M, int C) {
+void cu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b, int ldb, int M, int C) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)M * C;
     if (!n) return;
     if (vec_ok(im, n, C, lda, ldb, out, a, b, NULL)) {
         int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
-        ACT_DISPATCH(im, T, k_silu_mul_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
-                                (T *)out, (const T *)a, lda, (const T *)b, ldb, C / V, nv));
+        ACT_DISPATCH(im, T,
+                     k_silu_mul_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                         (T *)out, (const T *)a, lda, (const T *)b, ldb, C / V, nv));
         LAUNCH_CHECK("k_silu_mul_fwd_vec");
         return;
     }
-    ACT_DISPATCH(im, T, k_silu_mul_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, (const T *)a, lda, (const T *)b, ldb, M, C));
+    ACT_DISPATCH(im, T,
+                 k_silu_mul_fwd<T>
+                 <<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)out, (const T *)a, lda, (const T *)b, ldb, M, C));
     LAUNCH_CHECK("k_silu_mul_fwd");
 }
-void cu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a,
-                     int lda, const float *b, int ldb, int M, int C) {
+void cu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a, int lda, const float *b,
+                     int ldb, int M, int C) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)M * C;
     if (!n) return;
     if (vec_ok(im, n, C, lda, ldb, da, db, dout, a) && aligned16(b)) {
         int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
-        ACT_DISPATCH(im, T, k_silu_mul_bwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
-                                (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b,
-                                ldb, C / V, nv));
+        ACT_DISPATCH(im, T,
+                     k_silu_mul_bwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                         (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b, ldb, C / V, nv));
         LAUNCH_CHECK("k_silu_mul_bwd_vec");
         return;
     }
-    ACT_DISPATCH(im, T, k_silu_mul_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b,
-                            ldb, M, C));
+    ACT_DISPATCH(im, T,
+                 k_silu_mul_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
+                     (T *)da, (T *)db, (const T *)dout, (const T *)a, lda, (const T *)b, ldb, M, C));
     LAUNCH_CHECK("k_silu_mul_bwd");
 }
 
@@ -298,8 +289,7 @@ __global__ void k_lower_bounds_fwd(float *beta, const float *gamma, int L, int D
         cum += expf(gamma[(size_t)l * D + j] - mx) / sum;
     }
 }
-__global__ void k_lower_bounds_bwd(float *dgamma, const float *dbeta, const float *gamma, int L,
-                                   int D) {
+__global__ void k_lower_bounds_bwd(float *dgamma, const float *dbeta, const float *gamma, int L, int D) {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
     float mx = -INFINITY;
@@ -310,7 +300,7 @@ __global__ void k_lower_bounds_bwd(float *dgamma, const float *dbeta, const floa
     float dot = 0.0f, suffix = 0.0f;
     for (int l = L - 1; l >= 0; l--) {
         float P = expf(gamma[(size_t)l * D + j] - mx) / sum;
-        dot += P * suffix;                       /* suffix = dP_l */
+        dot += P * suffix; /* suffix = dP_l */
         suffix += dbeta[(size_t)l * D + j];
     }
     suffix = 0.0f;
@@ -326,8 +316,7 @@ void cu_lower_bounds_fwd(Backend *bk, float *beta, const float *gamma, int L, in
     k_lower_bounds_fwd<<<ceil_div(D, 128), 128, 0, im->stream>>>(beta, gamma, L, D);
     LAUNCH_CHECK("k_lower_bounds_fwd");
 }
-void cu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta, const float *gamma,
-                         int L, int D) {
+void cu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta, const float *gamma, int L, int D) {
     CudaImpl *im = IMPL(bk);
     if (L <= 0 || D <= 0) return;
     k_lower_bounds_bwd<<<ceil_div(D, 128), 128, 0, im->stream>>>(dgamma, dbeta, gamma, L, D);
@@ -336,12 +325,13 @@ void cu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta, const f
 
 /* ---- uint8 NCHW -> normalised activations ---- */
 #define NORM_MAXC 16
-struct NormArgs { float scale[NORM_MAXC], shift[NORM_MAXC]; };
+struct NormArgs {
+    float scale[NORM_MAXC], shift[NORM_MAXC];
+};
 /* (x/255 - mean) / std as x * scale + shift, per channel (C <= NORM_MAXC) */
 static NormArgs norm_args(const char *op, const float *mean, const float *std, int C) {
     if (C > NORM_MAXC) {
-        fprintf(stderr, "hgrn: %s: %d channels (the CUDA backend handles up to %d)\n", op, C,
-                NORM_MAXC);
+        fprintf(stderr, "hgrn: %s: %d channels (the CUDA backend handles up to %d)\n", op, C, NORM_MAXC);
         exit(1);
     }
     NormArgs a;
@@ -351,8 +341,7 @@ static NormArgs norm_args(const char *op, const float *mean, const float *std, i
     }
     return a;
 }
-template <typename T>
-__global__ void k_normalize_u8(T *out, const uint8_t *img, NormArgs a, int C, int HW, size_t n) {
+template <typename T> __global__ void k_normalize_u8(T *out, const uint8_t *img, NormArgs a, int C, int HW, size_t n) {
     GRID_STRIDE(i, n) {
         int c = (int)((i / HW) % C);
         stf(&out[i], (float)img[i] * a.scale[c] + a.shift[c]);
@@ -360,8 +349,7 @@ __global__ void k_normalize_u8(T *out, const uint8_t *img, NormArgs a, int C, in
 }
 /* 8 pixels per thread (HW % 8 == 0, img 8-byte and out 16-byte aligned) */
 template <typename T>
-__global__ void k_normalize_u8_vec(T *out, const uint8_t *img, NormArgs a, int C, int HW8,
-                                   int n8) {
+__global__ void k_normalize_u8_vec(T *out, const uint8_t *img, NormArgs a, int C, int HW8, int n8) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
         int c = (i / HW8) % C;
@@ -378,8 +366,8 @@ __global__ void k_normalize_u8_vec(T *out, const uint8_t *img, NormArgs a, int C
     }
 }
 
-void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
-                     const float *std, int B, int C, int H, int W) {
+void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *mean, const float *std, int B, int C,
+                     int H, int W) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * C * H * W;
     if (!n) return;
@@ -387,21 +375,20 @@ void cu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *m
     size_t HW = (size_t)H * W;
     if (HW % 8 == 0 && n / 8 < (1u << 30) && ((uintptr_t)img & 7) == 0 && aligned16(out)) {
         int n8 = (int)(n / 8);
-        ACT_DISPATCH(im, T, k_normalize_u8_vec<T><<<vec_grid(im, n8), EW_THREADS, 0, im->stream>>>(
-                                (T *)out, img, a, C, (int)(HW / 8), n8));
+        ACT_DISPATCH(im, T,
+                     k_normalize_u8_vec<T>
+                     <<<vec_grid(im, n8), EW_THREADS, 0, im->stream>>>((T *)out, img, a, C, (int)(HW / 8), n8));
         LAUNCH_CHECK("k_normalize_u8_vec");
         return;
     }
-    ACT_DISPATCH(im, T, k_normalize_u8<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, img, a, C, H * W, n));
+    ACT_DISPATCH(im, T, k_normalize_u8<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)out, img, a, C, H * W, n));
     LAUNCH_CHECK("k_normalize_u8");
 }
 
 /* ---- patchify: 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)' ----
  * One thread per output element (fwd) / per image element (bwd, so pixels
  * outside the patch grid get their zero gradient too). */
-template <typename T>
-__global__ void k_patchify_fwd(T *out, const T *img, int C, int H, int W, int p, size_t n) {
+template <typename T> __global__ void k_patchify_fwd(T *out, const T *img, int C, int H, int W, int p, size_t n) {
     int Wp = W / p, Hp = H / p;
     int F = p * p * C;
     GRID_STRIDE(i, n) {
@@ -414,8 +401,7 @@ __global__ void k_patchify_fwd(T *out, const T *img, int C, int H, int W, int p,
         out[i] = img[((b * C + c) * H + y) * W + x];
     }
 }
-template <typename T>
-__global__ void k_patchify_bwd(T *dimg, const T *dout, int C, int H, int W, int p, size_t n) {
+template <typename T> __global__ void k_patchify_bwd(T *dimg, const T *dout, int C, int H, int W, int p, size_t n) {
     int Wp = W / p, Hp = H / p;
     GRID_STRIDE(i, n) {
         int x = (int)(i % W);
@@ -434,8 +420,8 @@ __global__ void k_patchify_bwd(T *dimg, const T *dout, int C, int H, int W, int 
 /* Run i of the patchify layout, one per (image, patch, patch row p1, channel):
  * its p input pixels start at element *src of the [B,C,H,W] image and go, with
  * stride C, to element *dst of the [B, Hp*Wp, p*p*C] output; *c is the channel. */
-__device__ __forceinline__ void patch_run(int i, int C, int H, int W, int p, int Hp, int Wp,
-                                          size_t *src, size_t *dst, int *c) {
+__device__ __forceinline__ void patch_run(int i, int C, int H, int W, int p, int Hp, int Wp, size_t *src, size_t *dst,
+                                          int *c) {
     *c = i % C;
     int q = i / C;
     int p1 = q % p;
@@ -450,8 +436,7 @@ __device__ __forceinline__ void patch_run(int i, int C, int H, int W, int p, int
  * vectors (p and W multiples of VEC, img aligned), written with stride C into
  * the patch's feature row. 32-bit indices. */
 template <typename T>
-__global__ void k_patchify_fwd_vec(T *out, const T *img, int C, int H, int W, int p, int Hp,
-                                   int Wp, int nrun) {
+__global__ void k_patchify_fwd_vec(T *out, const T *img, int C, int H, int W, int p, int Hp, int Wp, int nrun) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nrun; i += gridDim.x * blockDim.x) {
         size_t so, dof;
@@ -468,22 +453,21 @@ __global__ void k_patchify_fwd_vec(T *out, const T *img, int C, int H, int W, in
     }
 }
 
-void cu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W,
-                     int p) {
+void cu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W, int p) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * (H / p) * (W / p) * p * p * C;
     if (!n) return;
     int V = im->bf16 ? 8 : 4;
     if (p % V == 0 && W % V == 0 && aligned16(img) && n / p < (1u << 30)) {
         int nrun = (int)(n / p);
-        ACT_DISPATCH(im, T, k_patchify_fwd_vec<T><<<vec_grid(im, nrun), EW_THREADS, 0,
-                                                    im->stream>>>(
-                                (T *)out, (const T *)img, C, H, W, p, H / p, W / p, nrun));
+        ACT_DISPATCH(im, T,
+                     k_patchify_fwd_vec<T><<<vec_grid(im, nrun), EW_THREADS, 0, im->stream>>>(
+                         (T *)out, (const T *)img, C, H, W, p, H / p, W / p, nrun));
         LAUNCH_CHECK("k_patchify_fwd_vec");
         return;
     }
-    ACT_DISPATCH(im, T, k_patchify_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, (const T *)img, C, H, W, p, n));
+    ACT_DISPATCH(im, T,
+                 k_patchify_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)out, (const T *)img, C, H, W, p, n));
     LAUNCH_CHECK("k_patchify_fwd");
 }
 /* normalize_u8 + patchify_fwd: one thread per (image, patch, patch row p1,
@@ -492,8 +476,8 @@ void cu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, in
  * Reads 1 byte and writes act_elem bytes per pixel: the normalised full-size
  * image (written, then read again by patchify) is never made. */
 template <typename T>
-__global__ void k_patchify_u8(T *out, const uint8_t *img, NormArgs a, int C, int H, int W, int p,
-                              int Hp, int Wp, int nrun) {
+__global__ void k_patchify_u8(T *out, const uint8_t *img, NormArgs a, int C, int H, int W, int p, int Hp, int Wp,
+                              int nrun) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nrun; i += gridDim.x * blockDim.x) {
         size_t so, dof;
         int c;
@@ -504,8 +488,8 @@ __global__ void k_patchify_u8(T *out, const uint8_t *img, NormArgs a, int C, int
         for (int j = 0; j < p; j++) stf(&dst[(size_t)j * C], (float)src[j] * sc + sh);
     }
 }
-void cu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
-                    const float *std, int B, int C, int H, int W, int p) {
+void cu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean, const float *std, int B, int C,
+                    int H, int W, int p) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * (H / p) * (W / p) * p * p * C;
     if (!n) return;
@@ -515,24 +499,23 @@ void cu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *me
     }
     NormArgs a = norm_args("patchify_u8", mean, std, C);
     int nrun = (int)(n / p);
-    ACT_DISPATCH(im, T, k_patchify_u8<T><<<vec_grid(im, nrun), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, img, a, C, H, W, p, H / p, W / p, nrun));
+    ACT_DISPATCH(im, T,
+                 k_patchify_u8<T>
+                 <<<vec_grid(im, nrun), EW_THREADS, 0, im->stream>>>((T *)out, img, a, C, H, W, p, H / p, W / p, nrun));
     LAUNCH_CHECK("k_patchify_u8");
 }
 
-void cu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B, int C, int H, int W,
-                     int p) {
+void cu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B, int C, int H, int W, int p) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * C * H * W;
     if (!n) return;
-    ACT_DISPATCH(im, T, k_patchify_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)dimg, (const T *)dout, C, H, W, p, n));
+    ACT_DISPATCH(
+        im, T, k_patchify_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)dimg, (const T *)dout, C, H, W, p, n));
     LAUNCH_CHECK("k_patchify_bwd");
 }
 
 /* ---- mean over tokens ---- */
-template <typename T>
-__global__ void k_meanpool_fwd(T *out, const T *x, int N, int D, size_t n) {
+template <typename T> __global__ void k_meanpool_fwd(T *out, const T *x, int N, int D, size_t n) {
     GRID_STRIDE(i, n) {
         size_t b = i / D, d = i % D;
         const T *p = x + b * (size_t)N * D + d;
@@ -541,8 +524,7 @@ __global__ void k_meanpool_fwd(T *out, const T *x, int N, int D, size_t n) {
         stf(&out[i], s / (float)N);
     }
 }
-template <typename T>
-__global__ void k_meanpool_bwd(T *dx, const T *dout, int N, int D, size_t n) {
+template <typename T> __global__ void k_meanpool_bwd(T *dx, const T *dout, int N, int D, size_t n) {
     float inv = 1.0f / (float)N;
     GRID_STRIDE(i, n) {
         size_t d = i % D, b = i / ((size_t)N * D);
@@ -553,16 +535,15 @@ void cu_meanpool_fwd(Backend *bk, float *out, const float *x, int B, int N, int 
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * D;
     if (!n) return;
-    ACT_DISPATCH(im, T, k_meanpool_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, (const T *)x, N, D, n));
+    ACT_DISPATCH(im, T, k_meanpool_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)out, (const T *)x, N, D, n));
     LAUNCH_CHECK("k_meanpool_fwd");
 }
 void cu_meanpool_bwd(Backend *bk, float *dx, const float *dout, int B, int N, int D) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * N * D;
     if (!n) return;
-    ACT_DISPATCH(im, T, k_meanpool_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)dx, (const T *)dout, N, D, n));
+    ACT_DISPATCH(im, T,
+                 k_meanpool_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)dx, (const T *)dout, N, D, n));
     LAUNCH_CHECK("k_meanpool_bwd");
 }
 
@@ -574,16 +555,14 @@ __global__ void k_residual_fwd(T *out, const T *x, const T *f, const float *scal
         stf(&out[i], ldf(&x[i]) + s * ldf(&f[i]));
     }
 }
-template <typename T>
-__global__ void k_residual_bwd(T *df, const T *dx, const float *scale, int S, size_t n) {
+template <typename T> __global__ void k_residual_bwd(T *df, const T *dx, const float *scale, int S, size_t n) {
     GRID_STRIDE(i, n) {
         float s = scale ? scale[i / S] : 1.0f;
         stf(&df[i], s * ldf(&dx[i]));
     }
 }
 template <typename T>
-__global__ void k_residual_fwd_vec(T *out, const T *x, const T *f, const float *scale, int SV,
-                                   int nv) {
+__global__ void k_residual_fwd_vec(T *out, const T *x, const T *f, const float *scale, int SV, int nv) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
         float s = scale ? scale[i / SV] : 1.0f;
@@ -595,8 +574,7 @@ __global__ void k_residual_fwd_vec(T *out, const T *x, const T *f, const float *
         stv(out + (size_t)i * V, xv);
     }
 }
-template <typename T>
-__global__ void k_residual_bwd_vec(T *df, const T *dx, const float *scale, int SV, int nv) {
+template <typename T> __global__ void k_residual_bwd_vec(T *df, const T *dx, const float *scale, int SV, int nv) {
     constexpr int V = VecW<T>::V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
         float s = scale ? scale[i / SV] : 1.0f;
@@ -608,20 +586,21 @@ __global__ void k_residual_bwd_vec(T *df, const T *dx, const float *scale, int S
     }
 }
 
-void cu_residual_fwd(Backend *bk, float *out, const float *x, const float *f, const float *scale,
-                     int B, int S) {
+void cu_residual_fwd(Backend *bk, float *out, const float *x, const float *f, const float *scale, int B, int S) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * S;
     if (!n) return;
     if (vec_ok(im, n, S, 0, 0, x, f, out, NULL)) {
         int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
-        ACT_DISPATCH(im, T, k_residual_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
-                                (T *)out, (const T *)x, (const T *)f, scale, S / V, nv));
+        ACT_DISPATCH(im, T,
+                     k_residual_fwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
+                         (T *)out, (const T *)x, (const T *)f, scale, S / V, nv));
         LAUNCH_CHECK("k_residual_fwd_vec");
         return;
     }
-    ACT_DISPATCH(im, T, k_residual_fwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)out, (const T *)x, (const T *)f, scale, S, n));
+    ACT_DISPATCH(im, T,
+                 k_residual_fwd<T>
+                 <<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)out, (const T *)x, (const T *)f, scale, S, n));
     LAUNCH_CHECK("k_residual_fwd");
 }
 void cu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale, int B, int S) {
@@ -630,13 +609,14 @@ void cu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale
     if (!n) return;
     if (vec_ok(im, n, S, 0, 0, df, dx, df, NULL)) {
         int V = im->bf16 ? 8 : 4, nv = (int)(n / V);
-        ACT_DISPATCH(im, T, k_residual_bwd_vec<T><<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>(
-                                (T *)df, (const T *)dx, scale, S / V, nv));
+        ACT_DISPATCH(im, T,
+                     k_residual_bwd_vec<T>
+                     <<<vec_grid(im, nv), EW_THREADS, 0, im->stream>>>((T *)df, (const T *)dx, scale, S / V, nv));
         LAUNCH_CHECK("k_residual_bwd_vec");
         return;
     }
-    ACT_DISPATCH(im, T, k_residual_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>(
-                            (T *)df, (const T *)dx, scale, S, n));
+    ACT_DISPATCH(im, T,
+                 k_residual_bwd<T><<<ew_grid(n), EW_THREADS, 0, im->stream>>>((T *)df, (const T *)dx, scale, S, n));
     LAUNCH_CHECK("k_residual_bwd");
 }
 

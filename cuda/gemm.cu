@@ -38,7 +38,7 @@
 
 struct GemmPlan {
     int key[18];
-    int fallback;   /* cuBLASLt had no algorithm: classic cublasGemmEx, no epilogue */
+    int fallback; /* cuBLASLt had no algorithm: classic cublasGemmEx, no epilogue */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -64,14 +64,14 @@ void hgrn_gemm_destroy(CudaImpl *im) {
     im->nplans = 0;
 }
 
-#define GEMM_TUNE_N 16      /* heuristic candidates timed per plan */
+#define GEMM_TUNE_N 16 /* heuristic candidates timed per plan */
 
 /* Time each candidate on the plan's real operands (1 warm-up + 3 timed runs,
  * CUDA events on the backend's stream) and return the index of the fastest,
  * -1 if none ran. Only for beta 0 (the output is overwritten by the caller's
  * product right after). A candidate that cuBLASLt refuses is skipped. */
-static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *cand, int nc,
-                     const void *A, const void *B, void *D) {
+static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *cand, int nc, const void *A,
+                     const void *B, void *D) {
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
     CUDA_CHECK(cudaEventCreate(&e1));
@@ -79,15 +79,13 @@ static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *c
     int best = -1;
     float bt = 1e30f;
     for (int i = 0; i < nc; i++) {
-        cublasStatus_t st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb,
-                                           &beta, D, plan->ld, D, plan->ld, &cand[i],
-                                           im->lt_workspace, im->lt_workspace_bytes, im->stream);
+        cublasStatus_t st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb, &beta, D, plan->ld, D,
+                                           plan->ld, &cand[i], im->lt_workspace, im->lt_workspace_bytes, im->stream);
         if (st != CUBLAS_STATUS_SUCCESS) continue;
         CUDA_CHECK(cudaEventRecord(e0, im->stream));
         for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; r++)
-            st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb, &beta, D,
-                                plan->ld, D, plan->ld, &cand[i], im->lt_workspace,
-                                im->lt_workspace_bytes, im->stream);
+            st = cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb, &beta, D, plan->ld, D, plan->ld,
+                                &cand[i], im->lt_workspace, im->lt_workspace_bytes, im->stream);
         CUDA_CHECK(cudaEventRecord(e1, im->stream));
         CUDA_CHECK(cudaEventSynchronize(e1));
         if (st != CUBLAS_STATUS_SUCCESS) continue;
@@ -108,23 +106,37 @@ static int gemm_pick(CudaImpl *im, GemmPlan *plan, const cublasLtMatmulAlgo_t *c
 static int algo_splitk(const cublasLtMatmulAlgo_t *a) {
     int32_t sk = 1;
     size_t wr = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk,
-                                             &wr) != CUBLAS_STATUS_SUCCESS)
+    if (cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk, &wr) !=
+        CUBLAS_STATUS_SUCCESS)
         return 1;
     return sk;
 }
 
-static cublasHandle_t g_blas;   /* fallback handle, created on first use */
+static cublasHandle_t g_blas; /* fallback handle, created on first use */
 static int g_blas_device = -1;
 
-int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
-               const void *A, cudaDataType_t at, int lda,
-               const void *B, cudaDataType_t bt, int ldb,
-               void *D, cudaDataType_t dt, int ldd, float beta, const void *bias) {
+int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k, const void *A, cudaDataType_t at, int lda,
+              const void *B, cudaDataType_t bt, int ldb, void *D, cudaDataType_t dt, int ldd, float beta,
+              const void *bias) {
     if (m <= 0 || n <= 0) return 1;
-    int key[18] = {transa, transb, m, n, k, (int)at, (int)bt, (int)dt, lda, ldb, ldd,
-                   beta != 0.0f, bias != NULL, ptr_align(A), ptr_align(B), ptr_align(D),
-                   bias ? ptr_align(bias) : 0, 0};
+    int key[18] = {transa,
+                   transb,
+                   m,
+                   n,
+                   k,
+                   (int)at,
+                   (int)bt,
+                   (int)dt,
+                   lda,
+                   ldb,
+                   ldd,
+                   beta != 0.0f,
+                   bias != NULL,
+                   ptr_align(A),
+                   ptr_align(B),
+                   ptr_align(D),
+                   bias ? ptr_align(bias) : 0,
+                   0};
     GemmPlan *plan = NULL;
     for (int i = 0; i < im->nplans; i++)
         if (!memcmp(im->plans[i].key, key, sizeof key)) {
@@ -134,30 +146,33 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
     if (!plan) {
         if (!im->plans) {
             im->plans = (GemmPlan *)calloc(HGRN_GEMM_CACHE, sizeof(GemmPlan));
-            if (!im->plans) { fprintf(stderr, "hgrn: out of host memory\n"); exit(1); }
+            if (!im->plans) {
+                fprintf(stderr, "hgrn: out of host memory\n");
+                exit(1);
+            }
         }
-        if (im->nplans == HGRN_GEMM_CACHE) {   /* full: start over */
+        if (im->nplans == HGRN_GEMM_CACHE) { /* full: start over */
             hgrn_gemm_destroy(im);
             im->plans = (GemmPlan *)calloc(HGRN_GEMM_CACHE, sizeof(GemmPlan));
-            if (!im->plans) { fprintf(stderr, "hgrn: out of host memory\n"); exit(1); }
+            if (!im->plans) {
+                fprintf(stderr, "hgrn: out of host memory\n");
+                exit(1);
+            }
         }
         plan = &im->plans[im->nplans];
         memcpy(plan->key, key, sizeof key);
         CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         cublasOperation_t ta = transa ? CUBLAS_OP_T : CUBLAS_OP_N;
         cublasOperation_t tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                    &ta, sizeof ta));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                    &tb, sizeof tb));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
         if (bias) {
             cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                        &ep, sizeof ep));
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-                plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+            CUBLAS_CHECK(
+                cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         }
-        if (im->sm_target > 0)   /* the stream runs on part of the device (an SM split) */
+        if (im->sm_target > 0) /* the stream runs on part of the device (an SM split) */
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
                                                         &im->sm_target, sizeof im->sm_target));
         /* stored shapes: op(A) is m x k, op(B) is k x n */
@@ -168,25 +183,24 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
         cublasLtMatmulPreference_t pref;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         uint64_t ws = im->lt_workspace_bytes;
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
         uint32_t al_a = (uint32_t)key[13], al_b = (uint32_t)key[14], al_d = (uint32_t)key[15];
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
+        CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
         /* never while recording a graph: timing waits on the stream */
         int tune = beta == 0.0f && im->gemm_tune && !im->capturing;
         cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_N];
         int found = 0;
-        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb,
-                                                           plan->ld, plan->ld, pref,
-                                                           tune ? GEMM_TUNE_N : 1, res, &found);
-        if (hs != CUBLAS_STATUS_SUCCESS) found = 0;   /* e.g. NOT_SUPPORTED: fall back */
+        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(im->lt, plan->desc, plan->la, plan->lb, plan->ld, plan->ld,
+                                                           pref, tune ? GEMM_TUNE_N : 1, res, &found);
+        if (hs != CUBLAS_STATUS_SUCCESS) found = 0; /* e.g. NOT_SUPPORTED: fall back */
         cublasLtMatmulPreferenceDestroy(pref);
         plan->fallback = found < 1;
         if (found >= 1) plan->algo = res[0].algo;
@@ -209,18 +223,15 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
             g_blas_device = im->device;
         }
         CUBLAS_CHECK(cublasSetStream(g_blas, im->stream));
-        CUBLAS_CHECK(cublasGemmEx(g_blas, transa ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha, A, at, lda,
-                                  B, bt, ldb, &beta, D, dt, ldd, CUBLAS_COMPUTE_32F,
+        CUBLAS_CHECK(cublasGemmEx(g_blas, transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
+                                  k, &alpha, A, at, lda, B, bt, ldb, &beta, D, dt, ldd, CUBLAS_COMPUTE_32F,
                                   CUBLAS_GEMM_DEFAULT));
         return 0;
     }
     if (bias)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                    &bias, sizeof bias));
-    CUBLAS_CHECK(cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb, &beta, D,
-                                plan->ld, D, plan->ld, &plan->algo, im->lt_workspace,
-                                im->lt_workspace_bytes, im->stream));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    CUBLAS_CHECK(cublasLtMatmul(im->lt, plan->desc, &alpha, A, plan->la, B, plan->lb, &beta, D, plan->ld, D, plan->ld,
+                                &plan->algo, im->lt_workspace, im->lt_workspace_bytes, im->stream));
     return 1;
 }
 
@@ -228,8 +239,7 @@ int hgrn_gemm(CudaImpl *im, int transa, int transb, int m, int n, int k,
  * Row-major X[M,K] is column-major X^T[K,M]; so out^T[N,M] = W[N,K] . inp^T,
  * i.e. cuBLASLt with A = W (stored K x N, transposed), B = inp (K x M). */
 
-void cu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w,
-                   const float *bias, int M, int K, int N) {
+void cu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w, const float *bias, int M, int K, int N) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || N <= 0) return;
     cudaDataType_t act = im->bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -244,20 +254,18 @@ void cu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w,
     } else if (bias && ((uintptr_t)bias % 16) == 0) {
         fused_bias = bias;
     }
-    int done = hgrn_gemm(im, 1, 0, N, M, K, wp, act, K, inp, act, K, out, act, N, 0.0f,
-                         fused_bias);
+    int done = hgrn_gemm(im, 1, 0, N, M, K, wp, act, K, inp, act, K, out, act, N, 0.0f, fused_bias);
     if (bias && (!fused_bias || !done)) cu_add_bias(im, out, bias, M, N);
 }
 
-void cu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, const float *dout,
-                   const float *inp, const float *w, int M, int K, int N) {
+void cu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                   const float *w, int M, int K, int N) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || N <= 0 || K <= 0) return;
     cudaDataType_t act = im->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     if (dinp) {
         /* dinp^T[K,M] = W^T[K,N] . dout^T[N,M]; W row-major [N,K] is col-major K x N */
-        const void *wp = im->bf16 ? (const void *)hgrn_weight_bf16(im, w, (size_t)N * K, 0)
-                                  : (const void *)w;
+        const void *wp = im->bf16 ? (const void *)hgrn_weight_bf16(im, w, (size_t)N * K, 0) : (const void *)w;
         hgrn_gemm(im, 0, 0, K, M, N, wp, act, K, dout, act, N, dinp, act, K, 0.0f, NULL);
     }
     if (dw) {

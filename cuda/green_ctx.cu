@@ -56,8 +56,8 @@ typedef struct {
     PFN_cuGreenCtxStreamCreate_v12050 stream_create;
     PFN_cuStreamGetGreenCtx_v12040 stream_green;
     PFN_cuGetErrorString_v6000 error_string;
-    int ok;               /* every entry point found */
-    char why[200];        /* else the first one missing */
+    int ok; /* every entry point found */
+    char why[200]; /* else the first one missing */
 } Driver;
 
 static Driver g_drv;
@@ -153,8 +153,10 @@ extern "C" int gpu_partition_create(int device, int input_sms, char *why, size_t
         return 0;
     }
     if (input_sms < mn || (al > 0 && input_sms % al) || input_sms > sms - mn) {
-        snprintf(why, whylen, "data.input_sms = %d: this GPU's %d SMs split in groups of at least %d, multiples of %d, "
-                 "leaving at least %d for training", input_sms, sms, mn, al, mn);
+        snprintf(why, whylen,
+                 "data.input_sms = %d: this GPU's %d SMs split in groups of at least %d, multiples of %d, "
+                 "leaving at least %d for training",
+                 input_sms, sms, mn, al, mn);
         pthread_mutex_unlock(&g_split_mu);
         return -1;
     }
@@ -177,8 +179,10 @@ extern "C" int gpu_partition_create(int device, int input_sms, char *why, size_t
     if (r == CUDA_SUCCESS) r = g_drv.gen_desc(&desc[GPU_SIDE_INPUT], &group, 1);
     if (r == CUDA_SUCCESS) r = g_drv.gen_desc(&desc[GPU_SIDE_TRAIN], &rest, 1);
     CUgreenCtx ctx[2] = {NULL, NULL};
-    if (r == CUDA_SUCCESS) r = g_drv.create(&ctx[GPU_SIDE_INPUT], desc[GPU_SIDE_INPUT], dev, CU_GREEN_CTX_DEFAULT_STREAM);
-    if (r == CUDA_SUCCESS) r = g_drv.create(&ctx[GPU_SIDE_TRAIN], desc[GPU_SIDE_TRAIN], dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    if (r == CUDA_SUCCESS)
+        r = g_drv.create(&ctx[GPU_SIDE_INPUT], desc[GPU_SIDE_INPUT], dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    if (r == CUDA_SUCCESS)
+        r = g_drv.create(&ctx[GPU_SIDE_TRAIN], desc[GPU_SIDE_TRAIN], dev, CU_GREEN_CTX_DEFAULT_STREAM);
     if (r != CUDA_SUCCESS) {
         for (int i = 0; i < 2; i++)
             if (ctx[i]) g_drv.destroy(ctx[i]);
@@ -247,7 +251,7 @@ extern "C" int gpu_partition_stream_side(void *stream) {
     return side;
 }
 
-#else   /* HGRN_NO_GREEN_API */
+#else /* HGRN_NO_GREEN_API */
 
 extern "C" int gpu_partition_query(int device, int *sms, int *min_sms, int *align, char *why, size_t whylen) {
     (void)device;
@@ -263,7 +267,10 @@ extern "C" int gpu_partition_create(int device, int input_sms, char *why, size_t
     return 0;
 }
 extern "C" void gpu_partition_destroy(void) {}
-extern "C" int gpu_partition_sms(int side) { (void)side; return 0; }
+extern "C" int gpu_partition_sms(int side) {
+    (void)side;
+    return 0;
+}
 extern "C" void *gpu_partition_stream(int side, int priority) {
     (void)side;
     cudaStream_t s = NULL;
@@ -273,7 +280,10 @@ extern "C" void *gpu_partition_stream(int side, int priority) {
 extern "C" void gpu_partition_stream_destroy(void *stream) {
     if (stream) CUDA_CHECK(cudaStreamDestroy((cudaStream_t)stream));
 }
-extern "C" int gpu_partition_stream_side(void *stream) { (void)stream; return -1; }
+extern "C" int gpu_partition_stream_side(void *stream) {
+    (void)stream;
+    return -1;
+}
 
 #endif
 
@@ -284,8 +294,7 @@ static __global__ void k_smid(int *out, long long spin) {
         unsigned id;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
         long long t0 = clock64();
-        while (clock64() - t0 < spin) {
-        }
+        while (clock64() - t0 < spin) {}
         out[blockIdx.x] = (int)id;
     }
 }
@@ -320,7 +329,7 @@ extern "C" int gpu_partition_probe(void *stream, int blocks, int graph, unsigned
     memset(mask, 0, (size_t)nmask);
     int n = 0;
     for (int i = 0; i < blocks; i++) {
-        if (h[i] < 0 || h[i] >= nmask) {   /* a block that never ran, or an SM id past the mask */
+        if (h[i] < 0 || h[i] >= nmask) { /* a block that never ran, or an SM id past the mask */
             free(h);
             return -1;
         }

@@ -19,12 +19,29 @@ int gpu_partition_create(int device, int input_sms, char *why, size_t whylen) {
 }
 void gpu_partition_disable(const char *why) { (void)why; }
 void gpu_partition_destroy(void) {}
-int gpu_partition_sms(int side) { (void)side; return 0; }
-void *gpu_partition_stream(int side, int priority) { (void)side; (void)priority; return NULL; }
+int gpu_partition_sms(int side) {
+    (void)side;
+    return 0;
+}
+void *gpu_partition_stream(int side, int priority) {
+    (void)side;
+    (void)priority;
+    return NULL;
+}
 void gpu_partition_stream_destroy(void *stream) { (void)stream; }
-int gpu_partition_stream_side(void *stream) { (void)stream; return -1; }
-int gpu_partition_probe(void *stream, int blocks, int graph, unsigned char *mask, int nmask) {
-    (void)stream; (void)blocks; (void)graph; (void)mask; (void)nmask;
+int gpu_partition_stream_side(void *stream) {
+    (void)stream;
     return -1;
 }
-void gpu_backend_use_partition(Backend *bk, int side) { (void)bk; (void)side; }
+int gpu_partition_probe(void *stream, int blocks, int graph, unsigned char *mask, int nmask) {
+    (void)stream;
+    (void)blocks;
+    (void)graph;
+    (void)mask;
+    (void)nmask;
+    return -1;
+}
+void gpu_backend_use_partition(Backend *bk, int side) {
+    (void)bk;
+    (void)side;
+}

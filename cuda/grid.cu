@@ -33,8 +33,8 @@ __global__ void k_grid_transpose(E *out, int ldo, const E *in, int ldi, long row
 }
 
 template <typename E>
-static void grid_transpose_launch(CudaImpl *im, E *out, int ldo, const E *in, int ldi, int B, int H, int W,
-                                  int C, int accumulate) {
+static void grid_transpose_launch(CudaImpl *im, E *out, int ldo, const E *in, int ldi, int B, int H, int W, int C,
+                                  int accumulate) {
     const long rows = (long)B * H * W;
     const int V = 16 / (int)sizeof(E);
     const int vec = C % V == 0 && ldo % V == 0 && ldi % V == 0 && aligned16(out) && aligned16(in);
@@ -44,15 +44,19 @@ static void grid_transpose_launch(CudaImpl *im, E *out, int ldo, const E *in, in
     if (tx < 32) tx = 32;
     const int ty = 256 / tx;
     dim3 block(tx, ty), grid(ceil_div(rows, ty));
-    if (vec) k_grid_transpose<E, 1><<<grid, block, 0, im->stream>>>(out, ldo, in, ldi, rows, H, W, C, accumulate);
-    else k_grid_transpose<E, 0><<<grid, block, 0, im->stream>>>(out, ldo, in, ldi, rows, H, W, C, accumulate);
+    if (vec)
+        k_grid_transpose<E, 1><<<grid, block, 0, im->stream>>>(out, ldo, in, ldi, rows, H, W, C, accumulate);
+    else
+        k_grid_transpose<E, 0><<<grid, block, 0, im->stream>>>(out, ldo, in, ldi, rows, H, W, C, accumulate);
     LAUNCH_CHECK("k_grid_transpose");
 }
 
-void cu_grid_transpose(Backend *bk, float *out, int ldo, const float *in, int ldi, int B, int H, int W, int C,
-                       int f32, int accumulate) {
+void cu_grid_transpose(Backend *bk, float *out, int ldo, const float *in, int ldi, int B, int H, int W, int C, int f32,
+                       int accumulate) {
     CudaImpl *im = IMPL(bk);
     if ((long)B * H * W <= 0 || C <= 0) return;
-    if (f32 || !im->bf16) grid_transpose_launch<float>(im, out, ldo, in, ldi, B, H, W, C, accumulate);
-    else grid_transpose_launch<bf16>(im, (bf16 *)out, ldo, (const bf16 *)in, ldi, B, H, W, C, accumulate);
+    if (f32 || !im->bf16)
+        grid_transpose_launch<float>(im, out, ldo, in, ldi, B, H, W, C, accumulate);
+    else
+        grid_transpose_launch<bf16>(im, (bf16 *)out, ldo, (const bf16 *)in, ldi, B, H, W, C, accumulate);
 }

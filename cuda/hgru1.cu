@@ -51,9 +51,7 @@ __device__ __forceinline__ float tanh_fast(float x) {
 }
 template <typename T> __device__ __forceinline__ float act_sig(float x);
 template <> __device__ __forceinline__ float act_sig<float>(float x) { return sigmoidf_(x); }
-template <> __device__ __forceinline__ float act_sig<bf16>(float x) {
-    return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f);
-}
+template <> __device__ __forceinline__ float act_sig<bf16>(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
 
 /* Per-channel constants, computed once per call by k_hgru1_consts before
  * the scan kernels, so that no block waits at a barrier for them: wc[2j] =
@@ -61,8 +59,7 @@ template <> __device__ __forceinline__ float act_sig<bf16>(float x) {
  * theta_r}), each a double sincos (TT theta is exact in double, TT being a
  * power of two). It lets the scan kernels start at once (they wait for it
  * in pdl_wait). */
-__global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *theta_r, int TT,
-                               int D) {
+__global__ void k_hgru1_consts(float4 *wc, const float *theta_f, const float *theta_r, int TT, int D) {
     pdl_launch_dependents();
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= D) return;
@@ -91,8 +88,7 @@ __device__ __forceinline__ float4 wtt_of(const float4 *wc, int j, int D) {
  * instructions each); the caller zeroes their x (what l is there does not
  * matter: see the note at the top). */
 template <int TT, bool V, typename T>
-__device__ __forceinline__ void load_rows(T *l, typename pair_of<T>::type *x, const T *pl,
-                                          const T *pc, int ld, int n) {
+__device__ __forceinline__ void load_rows(T *l, typename pair_of<T>::type *x, const T *pl, const T *pc, int ld, int n) {
     const int last = max(n - 1, 0);
 #pragma unroll
     for (int i = 0; i < TT; i++) {
@@ -128,13 +124,13 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
     float lam[TT];
     cpx x[TT];
 
-    __device__ __forceinline__ Hgru1Fwd(T *out_, const T *xc_, const T *xl_, int ld_,
-                                        const float4 *wc_, const float *beta_, int N_, int D_)
+    __device__ __forceinline__ Hgru1Fwd(T *out_, const T *xc_, const T *xl_, int ld_, const float4 *wc_,
+                                        const float *beta_, int N_, int D_)
         : out(out_), wc(wc_), beta(beta_), xc(xc_), xl(xl_), ld(ld_), N(N_), D(D_) {
         const int tid = threadIdx.x, ch = tid % CH;
         k = tid / CH;
         j = blockIdx.x * CH + ch;
-        jr = min(j, D - 1);   /* padding channels read a real one */
+        jr = min(j, D - 1); /* padding channels read a real one */
         seglen = (blockDim.x / CH) * TT;
         at_segment(0);
     }
@@ -152,7 +148,10 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
         bet = beta[jr];
     }
     __device__ __forceinline__ void prepare() {
-        if (j >= D) { w4 = no_rotation(); bet = 0.0f; }
+        if (j >= D) {
+            w4 = no_rotation();
+            bet = 0.0f;
+        }
         wf = mk(w4.x, w4.y);
         wr = mk(w4.z, w4.w);
         const float omb = 1.0f - bet;
@@ -168,7 +167,7 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
              * (e^{-z} is inf for z < -88.7, and u * inf would be NaN) */
             const float z = lam[i], e = __expf(-fabsf(z)), r = 1.0f / (1.0f + e);
             const float s = z >= 0.0f ? r : e * r, sc = z >= 0.0f ? e * r : r;
-            const float oml = omb * sc;   /* (1 - beta)(1 - sigma) = 1 - lambda */
+            const float oml = omb * sc; /* (1 - beta)(1 - sigma) = 1 - lambda */
             lam[i] = bet + omb * s;
             const float sr = act_sig<T>(x[i].re), si = act_sig<T>(x[i].im);
             x[i] = mk(oml * (x[i].re * sr), oml * (x[i].im * si));
@@ -222,14 +221,18 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Fwd {
  * state at each segment boundary in scratch [B][nseg][1][Dp]. Its own
  * instantiation, so the single-segment kernels keep their code. */
 template <typename T, int TT, int CH, int MAXT, bool V, bool SEG>
-__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4 : TT <= 8 ? 2 : 1))
-k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
-            const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D, int nseg,
-            float2 *__restrict__ scratch) {
-    __shared__ float2 tr[2][MAXT], A[2][MAXT];   /* transfers, then carries */
+__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 4
+                                         : TT <= 8   ? 2
+                                                     : 1))
+    k_hgru1_fwd(T *__restrict__ out, const T *__restrict__ xc, const T *__restrict__ xl, int ld,
+                const float4 *__restrict__ wc, const float *__restrict__ beta, int N, int D, int nseg,
+                float2 *__restrict__ scratch) {
+    __shared__ float2 tr[2][MAXT], A[2][MAXT]; /* transfers, then carries */
     Hgru1Fwd<T, TT, CH, V> rc(out, xc, xl, ld, wc, beta, N, D);
-    if (SEG) scan_block_segments<CH, MAXT>(rc, tr, A, nseg, scratch);
-    else scan_block<CH, MAXT>(rc, tr, A);
+    if (SEG)
+        scan_block_segments<CH, MAXT>(rc, tr, A, nseg, scratch);
+    else
+        scan_block<CH, MAXT>(rc, tr, A);
 }
 
 /* ----------------------------------------------------------------- backward */
@@ -258,18 +261,16 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
     size_t row0;
     T lr[TT], gr[TT], gi[TT];
     typename pair_of<T>::type xr[TT];
-    float sg[TT];   /* sigmoid of the gate pre-activation */
-    cpx c[TT], ds[TT], g[TT];   /* SiLU(xc), SiLU'(xc), dout */
+    float sg[TT]; /* sigmoid of the gate pre-activation */
+    cpx c[TT], ds[TT], g[TT]; /* SiLU(xc), SiLU'(xc), dout */
     float4 w4;
     float bet, omb;
     cpx wf, wr, wfc, wrc;
     float dthf, dthr, dbet;
 
-    __device__ __forceinline__ Hgru1Bwd(T *dxc_, T *dxl_, const T *dout_, const T *xc_,
-                                        const T *xl_, int ld_, const float4 *wc_,
-                                        const float *beta_, int N_, int D_)
-        : dxc(dxc_), dxl(dxl_), wc(wc_), beta(beta_), xc(xc_), xl(xl_), dout(dout_), ld(ld_),
-          N(N_), D(D_) {
+    __device__ __forceinline__ Hgru1Bwd(T *dxc_, T *dxl_, const T *dout_, const T *xc_, const T *xl_, int ld_,
+                                        const float4 *wc_, const float *beta_, int N_, int D_)
+        : dxc(dxc_), dxl(dxl_), wc(wc_), beta(beta_), xc(xc_), xl(xl_), dout(dout_), ld(ld_), N(N_), D(D_) {
         const int tid = threadIdx.x, ch = tid % CH;
         k = tid / CH;
         j = blockIdx.x * CH + ch;
@@ -310,7 +311,10 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
             g[i] = mk(to_f(gr[i]), to_f(gi[i]));
         }
         zero_past<TT>(c, g, n);
-        if (j >= D) { w4 = no_rotation(); bet = 0.0f; }
+        if (j >= D) {
+            w4 = no_rotation();
+            bet = 0.0f;
+        }
         wf = mk(w4.x, w4.y);
         wr = mk(w4.z, w4.w);
         wfc = mk(wf.re, -wf.im);
@@ -320,7 +324,7 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
         for (int i = 0; i < TT; i++) {
             sg[i] = sigmoidf_(sg[i]);
             const float s0 = act_sig<T>(c[i].re), s1 = act_sig<T>(c[i].im);
-            const float c0 = c[i].re * s0, c1 = c[i].im * s1;   /* SiLU */
+            const float c0 = c[i].re * s0, c1 = c[i].im * s1; /* SiLU */
             /* SiLU' = s (1 + x (1 - s)) = s + c - c s */
             ds[i] = mk(fmaf(-c0, s0, s0 + c0), fmaf(-c1, s1, s1 + c1));
             c[i] = mk(c0, c1);
@@ -328,9 +332,7 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
     }
     __device__ __forceinline__ float lam_of(int i) const { return fmaf(omb, sg[i], bet); }
     __device__ __forceinline__ float oml_of(int i) const { return fmaf(-omb, sg[i], omb); }
-    __device__ __forceinline__ cpx xin(int i, float om) const {
-        return mk(om * c[i].re, om * c[i].im);
-    }
+    __device__ __forceinline__ cpx xin(int i, float om) const { return mk(om * c[i].re, om * c[i].im); }
     /* four chunk transfers from zero carries; L = prod lambda */
     /* four chunk transfers from zero carries; L = prod lambda. F: the
      * forward-running ones (h, dr), R: the reverse-running ones (r, dh). */
@@ -368,12 +370,12 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
         }
         const float4 wt = wtt_of(wc, j, D);
         if (F) {
-            A[0] = make_float2(L * wt.x, L * wt.y);    /* h: w_f^TT */
-            A[1] = make_float2(L * wt.z, -L * wt.w);   /* dr: conj(w_r^TT) */
+            A[0] = make_float2(L * wt.x, L * wt.y); /* h: w_f^TT */
+            A[1] = make_float2(L * wt.z, -L * wt.w); /* dr: conj(w_r^TT) */
         }
         if (R) {
-            A[2] = make_float2(L * wt.z, L * wt.w);    /* r: w_r^TT */
-            A[3] = make_float2(L * wt.x, -L * wt.y);   /* dh: conj(w_f^TT) */
+            A[2] = make_float2(L * wt.z, L * wt.w); /* r: w_r^TT */
+            A[3] = make_float2(L * wt.x, -L * wt.y); /* dh: conj(w_f^TT) */
         }
     }
     __device__ __forceinline__ void pass2(const float2 *cr) {
@@ -401,8 +403,8 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
             q = cmul(wfc, dh);
             q = mk(lam * q.re, lam * q.im);
             const cpx dx = cadd(dh, dr[i]);
-            const cpx z = cmulc(dh, hw[i]);     /* conj(dh) h_{t-1} e^{i theta_f} */
-            const cpx z2 = cmulc(dr[i], rw);    /* conj(dr) r_{t+1} e^{i theta_r} */
+            const cpx z = cmulc(dh, hw[i]); /* conj(dh) h_{t-1} e^{i theta_f} */
+            const cpx z2 = cmulc(dr[i], rw); /* conj(dr) r_{t+1} e^{i theta_r} */
             const float dlam = z.re + z2.re - (dx.re * c[i].re + dx.im * c[i].im);
             dthf = fmaf(-lam, z.im, dthf);
             dthr = fmaf(-lam, z2.im, dthr);
@@ -419,20 +421,21 @@ template <typename T, int TT, int CH, bool V> struct Hgru1Bwd {
 /* SEG as in k_hgru1_fwd; the two reverse recurrences' (r, dh) segment
  * boundary states in scratch [B][nseg][2][Dp] */
 template <typename T, int TT, int CH, int MAXT, bool V, bool SEG>
-__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 2 : 1))   /* <= 128 registers */
-k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
-            const T *__restrict__ dout, const T *__restrict__ xc, const T *__restrict__ xl,
-            int ld, const float4 *__restrict__ wc, const float *__restrict__ beta, int B, int N,
-            int D, int nseg, float2 *__restrict__ scratch) {
-    __shared__ float2 tr[4][MAXT], A[4][MAXT];   /* transfers, then carries */
+__global__ void __launch_bounds__(MAXT, (MAXT <= 256 ? 2 : 1)) /* <= 128 registers */
+    k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part, const T *__restrict__ dout,
+                const T *__restrict__ xc, const T *__restrict__ xl, int ld, const float4 *__restrict__ wc,
+                const float *__restrict__ beta, int B, int N, int D, int nseg, float2 *__restrict__ scratch) {
+    __shared__ float2 tr[4][MAXT], A[4][MAXT]; /* transfers, then carries */
     Hgru1Bwd<T, TT, CH, V> rc(dxc, dxl, dout, xc, xl, ld, wc, beta, N, D);
-    if (SEG) scan_block_segments<CH, MAXT>(rc, tr, A, nseg, scratch);
-    else scan_block<CH, MAXT>(rc, tr, A);
+    if (SEG)
+        scan_block_segments<CH, MAXT>(rc, tr, A, nseg, scratch);
+    else
+        scan_block<CH, MAXT>(rc, tr, A);
     /* per-channel parameter sums: over chunks here, over images by
      * cu_partials_finish3; part is [B][theta_f | theta_r | beta] */
     const float v[3] = {rc.dthf, rc.dthr, rc.dbet};
-    block_chunk_sums<3, CH, MAXT>((float *)tr, v, blockDim.x / CH, rc.j < D,
-                                  part + (size_t)blockIdx.y * 3 * (size_t)D, D, rc.j);
+    block_chunk_sums<3, CH, MAXT>((float *)tr, v, blockDim.x / CH, rc.j < D, part + (size_t)blockIdx.y * 3 * (size_t)D,
+                                  D, rc.j);
 }
 
 /* ------------------------------------------------------------------- host */
@@ -448,38 +451,32 @@ k_hgru1_bwd(T *__restrict__ dxc, T *__restrict__ dxl, float *__restrict__ part,
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 template <typename T, int TT, int CH, int MAXT, bool SEG>
-static void launch_fwd_k(CudaImpl *im, ScanShape s, bool vec, T *out, const T *xc, const T *xl,
-                         int ld, const float4 *wc, const float *beta, int B, int N, int D,
-                         float2 *seg) {
-    void (*k)(T *, const T *, const T *, int, const float4 *, const float *, int, int, int,
-              float2 *) = vec ? k_hgru1_fwd<T, TT, CH, MAXT, true, SEG>
-                              : k_hgru1_fwd<T, TT, CH, MAXT, false, SEG>;
-    scan_launch(im, true, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P), "kernel launch k_hgru1_fwd",
-                out, xc, xl, ld, wc, beta, N, D, s.nseg, seg);
+static void launch_fwd_k(CudaImpl *im, ScanShape s, bool vec, T *out, const T *xc, const T *xl, int ld,
+                         const float4 *wc, const float *beta, int B, int N, int D, float2 *seg) {
+    void (*k)(T *, const T *, const T *, int, const float4 *, const float *, int, int, int, float2 *) =
+        vec ? k_hgru1_fwd<T, TT, CH, MAXT, true, SEG> : k_hgru1_fwd<T, TT, CH, MAXT, false, SEG>;
+    scan_launch(im, true, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P), "kernel launch k_hgru1_fwd", out, xc, xl, ld, wc,
+                beta, N, D, s.nseg, seg);
 }
 
 template <typename T, int TT, int CH, int MAXT, bool SEG>
-static void launch_bwd_k(CudaImpl *im, ScanShape s, bool vec, T *dxc, T *dxl, float *part,
-                         const T *dout, const T *xc, const T *xl, int ld, const float4 *wc,
-                         const float *beta, int B, int N, int D, float2 *seg) {
-    void (*k)(T *, T *, float *, const T *, const T *, const T *, int, const float4 *,
-              const float *, int, int, int, int, float2 *) =
-        vec ? k_hgru1_bwd<T, TT, CH, MAXT, true, SEG> : k_hgru1_bwd<T, TT, CH, MAXT, false, SEG>;
-    scan_launch(im, true, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P), "kernel launch k_hgru1_bwd",
-                dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D, s.nseg, seg);
+static void launch_bwd_k(CudaImpl *im, ScanShape s, bool vec, T *dxc, T *dxl, float *part, const T *dout, const T *xc,
+                         const T *xl, int ld, const float4 *wc, const float *beta, int B, int N, int D, float2 *seg) {
+    void (*k)(T *, T *, float *, const T *, const T *, const T *, int, const float4 *, const float *, int, int, int,
+              int, float2 *) = vec ? k_hgru1_bwd<T, TT, CH, MAXT, true, SEG> : k_hgru1_bwd<T, TT, CH, MAXT, false, SEG>;
+    scan_launch(im, true, k, dim3(ceil_div(D, CH), B), dim3(CH * s.P), "kernel launch k_hgru1_bwd", dxc, dxl, part,
+                dout, xc, xl, ld, wc, beta, B, N, D, s.nseg, seg);
 }
 
 /* The per-channel rotations for the chunk length of this shape (s.TT) */
-static void launch_consts(CudaImpl *im, ScanShape s, float4 *wc, const float *theta_f,
-                          const float *theta_r, int D) {
+static void launch_consts(CudaImpl *im, ScanShape s, float4 *wc, const float *theta_f, const float *theta_r, int D) {
     k_hgru1_consts<<<ceil_div(D, 128), 128, 0, im->stream>>>(wc, theta_f, theta_r, s.TT, D);
     LAUNCH_CHECK("k_hgru1_consts");
 }
 
 template <typename T>
-static void launch_fwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *out, const T *xc,
-                       const T *xl, int ld, const float *tf, const float *tr, const float *beta,
-                       int B, int N, int D) {
+static void launch_fwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *out, const T *xc, const T *xl, int ld,
+                       const float *tf, const float *tr, const float *beta, int B, int N, int D) {
     const bool vec = pair_aligned(xc, ld), small = s.CH * s.P <= 256;
     launch_consts(im, s, wc, tf, tr, D);
     if (s.nseg > 1)
@@ -497,45 +494,54 @@ static void launch_fwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *ou
 }
 
 template <typename T>
-static void launch_bwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *dxc, T *dxl,
-                       float *part, const T *dout, const T *xc, const T *xl, int ld,
-                       const float *tf, const float *tr, const float *beta, int B, int N, int D) {
+static void launch_bwd(CudaImpl *im, ScanShape s, float4 *wc, float2 *seg, T *dxc, T *dxl, float *part, const T *dout,
+                       const T *xc, const T *xl, int ld, const float *tf, const float *tr, const float *beta, int B,
+                       int N, int D) {
     const bool vec = pair_aligned(xc, ld) && pair_aligned(dxc, ld), small = s.CH * s.P <= 256;
     launch_consts(im, s, wc, tf, tr, D);
-#define HGRU1_BWD(TT_, CH_, MAXT_, SEG_)                                                        \
-    launch_bwd_k<T, TT_, CH_, MAXT_, SEG_>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta, \
-                                           B, N, D, seg)
-    if (s.nseg > 1) HGRU1_BWD(16, 4, SCAN_MAXT, true);
-    else if (s.TT == 16) HGRU1_BWD(16, 4, SCAN_MAXT, false);
-    else if (s.CH == 4) HGRU1_BWD(8, 4, SCAN_MAXT, false);
-    else if (small) HGRU1_BWD(8, 8, 256, false);
-    else HGRU1_BWD(8, 8, SCAN_MAXT, false);
+#define HGRU1_BWD(TT_, CH_, MAXT_, SEG_) \
+    launch_bwd_k<T, TT_, CH_, MAXT_, SEG_>(im, s, vec, dxc, dxl, part, dout, xc, xl, ld, wc, beta, B, N, D, seg)
+    if (s.nseg > 1)
+        HGRU1_BWD(16, 4, SCAN_MAXT, true);
+    else if (s.TT == 16)
+        HGRU1_BWD(16, 4, SCAN_MAXT, false);
+    else if (s.CH == 4)
+        HGRU1_BWD(8, 4, SCAN_MAXT, false);
+    else if (small)
+        HGRU1_BWD(8, 8, 256, false);
+    else
+        HGRU1_BWD(8, 8, SCAN_MAXT, false);
 #undef HGRU1_BWD
 }
 
-void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld,
-                  const float *theta_f, const float *theta_r, const float *beta, int B, int N,
-                  int D) {
+void cu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld, const float *theta_f,
+                  const float *theta_r, const float *beta, int B, int N, int D) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
-    if (B > 65535) { fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B); exit(1); }
+    if (B > 65535) {
+        fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B);
+        exit(1);
+    }
     const ScanShape s = scan_shape(N, true);
     /* one scratch block: the rotations, then the segment states */
     const size_t wb = align256((size_t)D * 2 * sizeof(float4));
     char *scr = (char *)hgrn_scratch(im, wb + seg_scratch_bytes(s, B, D, 1, sizeof(float2)));
     float4 *wc = (float4 *)scr;
     float2 *seg = s.nseg > 1 ? (float2 *)(scr + wb) : NULL;
-    ACT_DISPATCH(im, T, launch_fwd<T>(im, s, wc, seg, (T *)out, (const T *)xc, (const T *)xl, ld,
-                                      theta_f, theta_r, beta, B, N, D));
+    ACT_DISPATCH(
+        im, T,
+        launch_fwd<T>(im, s, wc, seg, (T *)out, (const T *)xc, (const T *)xl, ld, theta_f, theta_r, beta, B, N, D));
 }
 
-void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r,
-                  float *dbeta, const float *dout, const float *xc, const float *xl, int ld,
-                  const float *theta_f, const float *theta_r, const float *beta, int B, int N,
-                  int D) {
+void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r, float *dbeta,
+                  const float *dout, const float *xc, const float *xl, int ld, const float *theta_f,
+                  const float *theta_r, const float *beta, int B, int N, int D) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
-    if (B > 65535) { fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B); exit(1); }
+    if (B > 65535) {
+        fprintf(stderr, "hgrn: hgru1 scan: batch %d > 65535\n", B);
+        exit(1);
+    }
     const ScanShape s = scan_shape(N, false);
     /* one scratch block: the per-image parameter sums, the rotations, the
      * segment states */
@@ -545,9 +551,9 @@ void cu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *d
     float *part = (float *)scr;
     float4 *wc = (float4 *)(scr + part_bytes);
     float2 *seg = s.nseg > 1 ? (float2 *)(scr + part_bytes + wb) : NULL;
-    ACT_DISPATCH(im, T, launch_bwd<T>(im, s, wc, seg, (T *)dxc, (T *)dxl, part, (const T *)dout,
-                                      (const T *)xc, (const T *)xl, ld, theta_f, theta_r, beta,
-                                      B, N, D));
+    ACT_DISPATCH(im, T,
+                 launch_bwd<T>(im, s, wc, seg, (T *)dxc, (T *)dxl, part, (const T *)dout, (const T *)xc, (const T *)xl,
+                               ld, theta_f, theta_r, beta, B, N, D));
     /* over images, in a fixed order; one launch finishes the three sums */
     cu_partials_finish3(im, dtheta_f, dtheta_r, dbeta, part, B, D);
 }

@@ -48,9 +48,9 @@
 #include "hgru2_chunks.cuh"
 
 #define H2_THREADS 128
-#define H2_TT 8           /* forward tile (tokens) */
-#define H2B_TT 8          /* backward tile */
-#define H2B_THREADS 64    /* backward: warp 0 forward direction, warp 1 reverse */
+#define H2_TT 8 /* forward tile (tokens) */
+#define H2B_TT 8 /* backward tile */
+#define H2B_THREADS 64 /* backward: warp 0 forward direction, warp 1 reverse */
 
 /* ------------------------------------------------------------------ forward */
 /* Warps 0-1 run the forward direction, 2-3 the reverse one, so every branch
@@ -72,25 +72,25 @@
  * bank-conflicted and each tile needs two block barriers.) */
 template <typename T, int E>
 __global__ void __launch_bounds__(H2_THREADS)
-k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, int ld,
-            const float *__restrict__ beta, int B, int N, int D, const H2Acc<T> *__restrict__ carry, int L) {
+    k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ x, int ld,
+                const float *__restrict__ beta, int B, int N, int D, const H2Acc<T> *__restrict__ carry, int L) {
     constexpr int HALF = H2_THREADS / 2, PAIRS = HALF / E, TT = H2_TT;
-    constexpr int SLAB = TT * 2 * E + (E < 32 ? E : 0);   /* = E mod 32 (E < 32) */
+    constexpr int SLAB = TT * 2 * E + (E < 32 ? E : 0); /* = E mod 32 (E < 32) */
     __shared__ __align__(16) float sm[2 * PAIRS * SLAB];
     const int tid = threadIdx.x, dir = tid / HALF, pl = (tid % HALF) / E, r = tid % E;
     const int H = D / E;
     int pair = blockIdx.x * PAIRS + pl;
     const bool valid = pair < B * H;
-    if (!valid) pair = B * H - 1;   /* idle threads shadow a real pair, store nothing */
+    if (!valid) pair = B * H - 1; /* idle threads shadow a real pair, store nothing */
     const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
-    float *my = sm + (dir * PAIRS + pl) * SLAB;   /* [TT][lambda E | q E] */
+    float *my = sm + (dir * PAIRS + pl) * SLAB; /* [TT][lambda E | q E] */
     const int sld = dir ? -ld : ld, sD = dir ? -D : D;
     /* this block's chunk of the sequence (hgru2_chunks.cuh; all of it when
      * gridDim.y is 1): tokens [cs, cs + Lc), entered with the carries */
     const int chunk = blockIdx.y, cs = chunk * L, Lc = min(L, N - cs);
     const size_t row0 = (size_t)b * N + (dir ? cs + Lc - 1 : cs);
-    const T *xs = x + row0 * ld + c;   /* step 0's v; q at +D, f at +2D */
+    const T *xs = x + row0 * ld + c; /* step 0's v; q at +D, f at +2D */
     float *ps = scr + row0 * D + c;
     T *po_ = out + row0 * D + c;
     const int npark = dir ? (Lc + 1) / 2 : Lc / 2, mid = (Lc / 2) / TT;
@@ -98,23 +98,23 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
     const H2Acc<T> *cin = carry ? carry + (((size_t)pair * gridDim.y + chunk) * 2 + dir) * E * E + r : NULL;
 #pragma unroll
     for (int i = 0; i < E; i++) S[i] = cin ? (float)cin[i * E] : 0.0f;
-    T raw[3][TT];   /* the next tile's v, q, f pre-activations (converted when staged) */
-    auto fetch = [&](int base) {   /* steps past the end re-read the last (never stored) */
-        const int last = Lc - 1 - base;
+    T raw[3][TT]; /* the next tile's v, q, f pre-activations (converted when staged) */
+    auto fetch = [&](int base) { /* steps past the end re-read the last (never stored) */
+                                 const int last = Lc - 1 - base;
 #pragma unroll
-        for (int u = 0; u < TT; u++) {
-            const T *row = xs + (base + min(u, last)) * sld;
-            raw[0][u] = row[0];
-            raw[1][u] = row[D];
-            raw[2][u] = row[2 * D];
-        }
+                                 for (int u = 0; u < TT; u++) {
+                                     const T *row = xs + (base + min(u, last)) * sld;
+                                     raw[0][u] = row[0];
+                                     raw[1][u] = row[D];
+                                     raw[2][u] = row[2 * D];
+                                 }
     };
     fetch(0);
     const int ntile = (Lc + TT - 1) / TT;
     for (int it = 0; it < ntile; it++) {
         const int base = it * TT;
         float vr[TT], pv[TT];
-        __syncwarp();   /* the previous tile's readers of my are done */
+        __syncwarp(); /* the previous tile's readers of my are done */
 #pragma unroll
         for (int u = 0; u < TT; u++) {
             my[u * 2 * E + r] = bt + (1.0f - bt) * sigmoidf_(h2_f(raw[2][u]));
@@ -129,7 +129,7 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
 #pragma unroll
         for (int u = 0; u < TT; u++) {
             const float v = vr[u];
-            float L[E], Q[E];   /* broadcasts: float4 where E allows */
+            float L[E], Q[E]; /* broadcasts: float4 where E allows */
             h2_ldvec<E>(L, my + u * 2 * E);
             h2_ldvec<E>(Q, my + u * 2 * E + E);
             float o0 = 0.0f, o1 = 0.0f;
@@ -144,12 +144,12 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
             }
             ov[u] = o0 + o1;
         }
-        if (it < mid) {   /* every step parks */
+        if (it < mid) { /* every step parks */
             if (valid) {
 #pragma unroll
                 for (int u = 0; u < TT; u++) ps[(base + u) * sD] = ov[u];
             }
-        } else if (it > mid) {   /* every step adds */
+        } else if (it > mid) { /* every step adds */
             if (valid) {
 #pragma unroll
                 for (int u = 0; u < TT; u++)
@@ -159,7 +159,7 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
 #pragma unroll
             for (int u = 0; u < TT; u++)
                 if (base + u < npark && valid) ps[(base + u) * sD] = ov[u];
-            __syncthreads();   /* every park (this tile's and earlier) -> visible */
+            __syncthreads(); /* every park (this tile's and earlier) -> visible */
 #pragma unroll
             for (int u = 0; u < TT; u++) {
                 const int s = base + u;
@@ -176,10 +176,9 @@ k_hgru2_fwd(T *__restrict__ out, float *__restrict__ scr, const T *__restrict__ 
  * carries none of it */
 template <typename T, int E, bool CH>
 __global__ void __launch_bounds__(H2B_THREADS)
-k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
-            const T *__restrict__ dout, const T *__restrict__ x, int ld,
-            const float *__restrict__ beta, int B, int N, int D, const H2Acc<T> *__restrict__ carry,
-            H2Acc<T> *__restrict__ tot, int L) {
+    k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1, const T *__restrict__ dout,
+                const T *__restrict__ x, int ld, const float *__restrict__ beta, int B, int N, int D,
+                const H2Acc<T> *__restrict__ carry, H2Acc<T> *__restrict__ tot, int L) {
     constexpr int PR = 32 / E, TT = H2B_TT, MM = TT / 2, EH = (E + 1) / 2;
     /* the tile, [token in sweep order][slot = lane], in one object so that
      * every array is an immediate offset from one address (separate
@@ -201,18 +200,18 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
         float pdv[2][TT][32];
     };
     __shared__ __align__(16) Tile sh;
-    float (&tl)[TT][32] = sh.l, (&tk)[TT][32] = sh.k, (&tq)[TT][32] = sh.q;
-    float (&tv)[TT][32] = sh.v, (&to)[TT][32] = sh.o, (&tsf)[TT][32] = sh.sf;
-    float (&tgv)[TT][32] = sh.gv, (&tgq)[TT][32] = sh.gq, (&tdqf)[TT][32] = sh.dqf;
-    float (&tdkr)[TT][32] = sh.dkr, (&tdvr)[TT][32] = sh.dvr;
-    float (&tdkf)[TT][32] = sh.dkf, (&tdqr)[TT][32] = sh.dqr, (&pdv)[2][TT][32] = sh.pdv;
-    A (&tdlf)[TT][32] = sh.dlf, (&tdlr)[TT][32] = sh.dlr;
+    float(&tl)[TT][32] = sh.l, (&tk)[TT][32] = sh.k, (&tq)[TT][32] = sh.q;
+    float(&tv)[TT][32] = sh.v, (&to)[TT][32] = sh.o, (&tsf)[TT][32] = sh.sf;
+    float(&tgv)[TT][32] = sh.gv, (&tgq)[TT][32] = sh.gq, (&tdqf)[TT][32] = sh.dqf;
+    float(&tdkr)[TT][32] = sh.dkr, (&tdvr)[TT][32] = sh.dvr;
+    float(&tdkf)[TT][32] = sh.dkf, (&tdqr)[TT][32] = sh.dqr, (&pdv)[2][TT][32] = sh.pdv;
+    A(&tdlf)[TT][32] = sh.dlf, (&tdlr)[TT][32] = sh.dlr;
     __shared__ double red[32];
     const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, p = lane / E, r = lane % E;
     const int H = D / E;
     int pair = blockIdx.x * PR + p;
     const bool valid = pair < B * H;
-    if (!valid) pair = B * H - 1;   /* idle lanes shadow a real pair, store nothing */
+    if (!valid) pair = B * H - 1; /* idle lanes shadow a real pair, store nothing */
     const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
     /* this block's chunk (hgru2_chunks.cuh; all of it when gridDim.y is 1) */
@@ -258,7 +257,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
     /* X: state row r or adjoint row r; Y: this warp's half (i in [off, off + E/2))
      * of the adjoint's column r, so both warps do the same work per token */
     const int off = w ? E / 2 : 0;
-    const bool colw = E > 1 || w == 1;   /* E 1: warp 1 has the whole column */
+    const bool colw = E > 1 || w == 1; /* E 1: warp 1 has the whole column */
     /* fp32 activations: the state, the adjoint and the identity's running sum
      * in double. Float states, rounded at each of N steps, put ~1e-4 (N 256,
      * e 16) into dbeta through the identity's cancellation (the 1e-5 path
@@ -270,7 +269,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
     fetch(0);
     for (int it = 0; it < 2 * nt; it++) {
         const int sweep = it >= nt, base = (it - sweep * nt) * TT, nu = min(TT, Lc - base);
-        if (it == 0 || it == nt) {   /* zero, or the chunk's carries: X this warp's walk's
+        if (it == 0 || it == nt) { /* zero, or the chunk's carries: X this warp's walk's
                                       * row r, Y the sweep's adjoint's column r (its half) */
             const A *cx = NULL, *cy = NULL;
             if (CH) {
@@ -285,11 +284,11 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             for (int j = 0; j < EH; j++) Y[j] = cy ? cy[j * E] : (A)0.0f;
             run = 0.0f;
         }
-        __syncthreads();   /* the previous tile's readers are done */
+        __syncthreads(); /* the previous tile's readers are done */
 #pragma unroll
         for (int m = 0; m < MM; m++) {
             const int u = w + 2 * m;
-            const bool real = u < nu;   /* padding: lam 1, k = q = v = do = 0 */
+            const bool real = u < nu; /* padding: lam 1, k = q = v = do = 0 */
             float l = 1.0f, sq = 0.0f, sf = 0.0f, v = 0.0f, gv = 0.0f;
             if (real) {
                 const float xv = h2_f(px[0][m]), sv = sigmoidf_(xv);
@@ -304,7 +303,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             tq[u][lane] = sq;
             tv[u][lane] = v;
             to[u][lane] = real ? h2_f(px[3][m]) : 0.0f;
-            if (sweep) {   /* read only by the down sweep (its running sums, the combine) */
+            if (sweep) { /* read only by the down sweep (its running sums, the combine) */
                 tsf[u][lane] = sf;
                 tgv[u][lane] = gv;
                 tgq[u][lane] = sq * (1.0f - sq);
@@ -323,7 +322,7 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             float Vv[E], Ov[E];
             h2_ldvec<E>(Vv, &tv[u][p * E]);
             h2_ldvec<E>(Ov, &to[u][p * E]);
-            {   /* the adjoint's column r, this warp's half: dS[i][r] += q_i do_r,
+            { /* the adjoint's column r, this warp's half: dS[i][r] += q_i do_r,
                  * dv_r += k_i dS[i][r], then dS[i][r] *= lam_i */
                 float Qh[EH], Lh[EH], Kh[EH];
                 h2_ldvec<EH>(Qh, &tq[u][p * E + off]);
@@ -334,54 +333,59 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
 #pragma unroll
                     for (int j = 0; j < EH; j++) {
                         const A cc = fma((A)Qh[j], (A)dor, Y[j]);
-                        if (j & 1) v1 = fma((A)Kh[j], cc, v1);
-                        else v0 = fma((A)Kh[j], cc, v0);
+                        if (j & 1)
+                            v1 = fma((A)Kh[j], cc, v1);
+                        else
+                            v0 = fma((A)Kh[j], cc, v0);
                         Y[j] = cc * (A)Lh[j];
                     }
                 }
                 pdv[w][u][lane] = (float)(v0 + v1);
             }
-            if (state) {   /* S[r][:] at t; dq_r = S[r][:] . do */
+            if (state) { /* S[r][:] at t; dq_r = S[r][:] . do */
                 A d0 = 0.0f, d1 = 0.0f;
 #pragma unroll
                 for (int j = 0; j < E; j++) {
                     X[j] = fma((A)lr, X[j] - (A)Vv[j], (A)Vv[j]);
-                    if (j & 1) d1 = fma(X[j], (A)Ov[j], d1);
-                    else d0 = fma(X[j], (A)Ov[j], d0);
+                    if (j & 1)
+                        d1 = fma(X[j], (A)Ov[j], d1);
+                    else
+                        d0 = fma(X[j], (A)Ov[j], d0);
                 }
                 const A dq = d0 + d1;
                 if (sweep == 0) {
                     if (valid) s0b[tok(0, base + u) * D] = (float)dq;
-                } else {   /* reverse: dl = -(exclusive suffix sum) */
+                } else { /* reverse: dl = -(exclusive suffix sum) */
                     tdqr[u][lane] = (float)dq;
                     tdlr[u][lane] = -run;
                     run += (A)qr * (A)dq - (A)kr * (A)tdkr[u][lane];
                 }
-            } else {   /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
+            } else { /* dS at t, row r: dk_r = dS[r][:] . v, then dS[r][:] *= lam_r */
                 A k0 = 0.0f, k1 = 0.0f;
 #pragma unroll
                 for (int j = 0; j < E; j++) {
                     const A a = fma((A)qr, (A)Ov[j], X[j]);
-                    if (j & 1) k1 = fma(a, (A)Vv[j], k1);
-                    else k0 = fma(a, (A)Vv[j], k0);
+                    if (j & 1)
+                        k1 = fma(a, (A)Vv[j], k1);
+                    else
+                        k0 = fma(a, (A)Vv[j], k0);
                     X[j] = a * (A)lr;
                 }
                 const A dk = k0 + k1;
                 tdkf[u][lane] = (float)dk;
-                if (sweep) {   /* forward: dl = inclusive suffix sum */
+                if (sweep) { /* forward: dl = inclusive suffix sum */
                     run += (A)qr * (A)tdqf[u][lane] - (A)kr * (A)dk;
                     tdlf[u][lane] = run;
                 }
             }
         }
         __syncthreads();
-        if (sweep == 0) {   /* the reverse adjoint's (dk, dv) -> scratch */
+        if (sweep == 0) { /* the reverse adjoint's (dk, dv) -> scratch */
 #pragma unroll
             for (int m = 0; m < MM; m++) {
                 const int u = w + 2 * m;
                 if (u < nu && valid)
-                    s1b[tok(0, base + u) * D] =
-                        make_float2(tdkf[u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
+                    s1b[tok(0, base + u) * D] = make_float2(tdkf[u][lane], pdv[0][u][lane] + pdv[1][u][lane]);
             }
             if (it + 1 == nt) {
                 __syncthreads();
@@ -402,12 +406,14 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
             T *dr = dxb + t * ld;
             stf(dr, dv * tgv[u][lane]);
             stf(dr + D, dq * tgq[u][lane]);
-            const float il = 1.0f / lam;   /* one division, not two */
+            const float il = 1.0f / lam; /* one division, not two */
             const float df = (1.0f - bt) * (1.0f - sf) * ((float)dl * (sf * il) - dk * sf);
             /* chunked: the later chunks' share of dl is still to come
              * (k_hgru2_fixup); s0 at t was read when this tile was fetched */
-            if (CH) s0b[t * D] = df;
-            else stf(dr + 2 * D, df);
+            if (CH)
+                s0b[t * D] = df;
+            else
+                stf(dr + 2 * D, df);
             db += (double)((dl * (A)il - (A)dk) * (A)(1.0f - sf));
         }
     }
@@ -421,8 +427,10 @@ k_hgru2_bwd(T *__restrict__ dx, float *__restrict__ part, float *s0, float2 *s1,
 /* ------------------------------------------------------------------- host */
 static void h2_check(int D, int e) {
     if (e != 1 && e != 2 && e != 4 && e != 8 && e != 16 && e != 32) {
-        fprintf(stderr, "hgrn: hgru2 scan (CUDA): head size %d is not supported "
-                        "(supported: 1, 2, 4, 8, 16, 32)\n", e);
+        fprintf(stderr,
+                "hgrn: hgru2 scan (CUDA): head size %d is not supported "
+                "(supported: 1, 2, 4, 8, 16, 32)\n",
+                e);
         exit(1);
     }
     if (D % e != 0) {
@@ -431,14 +439,32 @@ static void h2_check(int D, int e) {
     }
 }
 
-#define H2_SWITCH_E(e, ...)                                                     \
-    switch (e) {                                                                \
-    case 1: { constexpr int E = 1; __VA_ARGS__; } break;                               \
-    case 2: { constexpr int E = 2; __VA_ARGS__; } break;                               \
-    case 4: { constexpr int E = 4; __VA_ARGS__; } break;                               \
-    case 8: { constexpr int E = 8; __VA_ARGS__; } break;                               \
-    case 16: { constexpr int E = 16; __VA_ARGS__; } break;                             \
-    default: { constexpr int E = 32; __VA_ARGS__; } break;                             \
+#define H2_SWITCH_E(e, ...)   \
+    switch (e) {              \
+    case 1: {                 \
+        constexpr int E = 1;  \
+        __VA_ARGS__;          \
+    } break;                  \
+    case 2: {                 \
+        constexpr int E = 2;  \
+        __VA_ARGS__;          \
+    } break;                  \
+    case 4: {                 \
+        constexpr int E = 4;  \
+        __VA_ARGS__;          \
+    } break;                  \
+    case 8: {                 \
+        constexpr int E = 8;  \
+        __VA_ARGS__;          \
+    } break;                  \
+    case 16: {                \
+        constexpr int E = 16; \
+        __VA_ARGS__;          \
+    } break;                  \
+    default: {                \
+        constexpr int E = 32; \
+        __VA_ARGS__;          \
+    } break;                  \
     }
 
 /* How the sequence is cut (hgru2_chunks.cuh): P chunks of L tokens (L a
@@ -450,7 +476,9 @@ static void h2_check(int D, int e) {
  * measurements. */
 #define H2_CHUNK_WORK 2048
 #define H2_CHUNK_MIN 64
-typedef struct { int P, L; } H2Chunks;
+typedef struct {
+    int P, L;
+} H2Chunks;
 
 static H2Chunks h2_chunks(int pairs, int N, int forced) {
     H2Chunks g = {1, N};
@@ -473,8 +501,8 @@ static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 /* the chunk-local pass and the carries: loc [pairs][P][NW][E][E], dec [pairs][P][E] */
 template <typename T>
-static void h2_carries(CudaImpl *im, H2Acc<T> *loc, H2Acc<T> *dec, const T *x, int ld, const T *dout,
-                       const float *beta, int B, int N, int D, int e, H2Chunks g, int NW) {
+static void h2_carries(CudaImpl *im, H2Acc<T> *loc, H2Acc<T> *dec, const T *x, int ld, const T *dout, const float *beta,
+                       int B, int N, int D, int e, H2Chunks g, int NW) {
     const int pairs = B * (D / e);
     H2_SWITCH_E(e, {
         constexpr int PB2 = H2L_THREADS / 2 / E, PB4 = H2L_THREADS / 4 / E;
@@ -492,16 +520,15 @@ static void h2_carries(CudaImpl *im, H2Acc<T> *loc, H2Acc<T> *dec, const T *x, i
 }
 
 template <typename T>
-static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float *beta, int B, int N,
-                          int D, int e, int forced) {
+static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float *beta, int B, int N, int D, int e,
+                          int forced) {
     typedef H2Acc<T> A;
     const int pairs = B * (D / e);
     const H2Chunks g = h2_chunks(pairs, N, forced);
     /* scratch: one parked o per token, then (chunked) loc and dec */
     const size_t md = (size_t)B * N * D, loc_off = al256(md * sizeof(float));
     const size_t nloc = (size_t)pairs * g.P * 2 * e * e, dec_off = loc_off + al256(nloc * sizeof(A));
-    char *base = (char *)hgrn_scratch(im, g.P > 1 ? dec_off + (size_t)pairs * g.P * e * sizeof(A)
-                                                  : md * sizeof(float));
+    char *base = (char *)hgrn_scratch(im, g.P > 1 ? dec_off + (size_t)pairs * g.P * e * sizeof(A) : md * sizeof(float));
     float *scr = (float *)base;
     A *loc = NULL;
     if (g.P > 1) {
@@ -510,15 +537,15 @@ static void h2_launch_fwd(CudaImpl *im, T *out, const T *x, int ld, const float 
     }
     H2_SWITCH_E(e, {
         constexpr int PAIRS = H2_THREADS / (2 * E);
-        k_hgru2_fwd<T, E><<<dim3(ceil_div(pairs, PAIRS), g.P), H2_THREADS, 0, im->stream>>>(
-            out, scr, x, ld, beta, B, N, D, loc, g.L);
+        k_hgru2_fwd<T, E><<<dim3(ceil_div(pairs, PAIRS), g.P), H2_THREADS, 0, im->stream>>>(out, scr, x, ld, beta, B, N,
+                                                                                            D, loc, g.L);
     });
     LAUNCH_CHECK("k_hgru2_fwd");
 }
 
 template <typename T>
-static void h2_launch_bwd(CudaImpl *im, T *dx, float *dbeta, const T *dout, const T *x, int ld,
-                          const float *beta, int B, int N, int D, int e, int forced) {
+static void h2_launch_bwd(CudaImpl *im, T *dx, float *dbeta, const T *dout, const T *x, int ld, const float *beta,
+                          int B, int N, int D, int e, int forced) {
     typedef H2Acc<T> A;
     const int pairs = B * (D / e);
     const H2Chunks g = h2_chunks(pairs, N, forced);
@@ -549,27 +576,25 @@ static void h2_launch_bwd(CudaImpl *im, T *dx, float *dbeta, const T *dout, cons
     });
     LAUNCH_CHECK("k_hgru2_bwd");
     if (g.P > 1) {
-        k_hgru2_fixup<T><<<ceil_div(bpd, 256), 256, 0, im->stream>>>(dx, part, s0, tot, x, ld, beta, B,
-                                                                   N, D, g.L, g.P);
+        k_hgru2_fixup<T><<<ceil_div(bpd, 256), 256, 0, im->stream>>>(dx, part, s0, tot, x, ld, beta, B, N, D, g.L, g.P);
         LAUNCH_CHECK("k_hgru2_fixup");
     }
-    cu_partials_finish(im, dbeta, part, B * g.P, D);   /* over images and chunks, in a fixed order */
+    cu_partials_finish(im, dbeta, part, B * g.P, D); /* over images and chunks, in a fixed order */
 }
 
-void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B,
-                  int N, int D, int e) {
+void cu_hgru2_fwd(Backend *bk, float *out, const float *x, int ld, const float *beta, int B, int N, int D, int e) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, (const T *)x, ld, beta, B, N, D, e,
-                                         bk->hgru2_chunk));
+    ACT_DISPATCH(im, T, h2_launch_fwd<T>(im, (T *)out, (const T *)x, ld, beta, B, N, D, e, bk->hgru2_chunk));
 }
 
-void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x, int ld,
-                  const float *beta, int B, int N, int D, int e) {
+void cu_hgru2_bwd(Backend *bk, float *dx, float *dbeta, const float *dout, const float *x, int ld, const float *beta,
+                  int B, int N, int D, int e) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     h2_check(D, e);
-    ACT_DISPATCH(im, T, h2_launch_bwd<T>(im, (T *)dx, dbeta, (const T *)dout, (const T *)x, ld, beta,
-                                         B, N, D, e, bk->hgru2_chunk));
+    ACT_DISPATCH(
+        im, T,
+        h2_launch_bwd<T>(im, (T *)dx, dbeta, (const T *)dout, (const T *)x, ld, beta, B, N, D, e, bk->hgru2_chunk));
 }

@@ -66,12 +66,11 @@ template <int E> __device__ __forceinline__ void h2_ldvec(float (&a)[E], const f
 }
 
 #define H2L_THREADS 128
-#define H2L_TT 8   /* tokens staged per tile */
+#define H2L_TT 8 /* tokens staged per tile */
 
 /* the walks' accumulation type: double with fp32 activations (the backward's
  * identity cancels along the sequence), float with bf16 */
-template <typename T>
-using H2Acc = typename std::conditional<std::is_same<T, float>::value, double, float>::type;
+template <typename T> using H2Acc = typename std::conditional<std::is_same<T, float>::value, double, float>::type;
 
 __device__ __forceinline__ bool h2_walk_up(int walk) { return walk == 0 || walk == 3; }
 
@@ -84,49 +83,49 @@ __device__ __forceinline__ bool h2_walk_up(int walk) { return walk == 0 || walk 
  * the chunk's end get lam 1 and zero inputs: an identity step. */
 template <typename T, int E, int NW>
 __global__ void __launch_bounds__(H2L_THREADS)
-k_hgru2_local(H2Acc<T> *__restrict__ loc, H2Acc<T> *__restrict__ dec, const T *__restrict__ x, int ld,
-              const T *__restrict__ dout, const float *__restrict__ beta, int B, int N, int D, int L) {
+    k_hgru2_local(H2Acc<T> *__restrict__ loc, H2Acc<T> *__restrict__ dec, const T *__restrict__ x, int ld,
+                  const T *__restrict__ dout, const float *__restrict__ beta, int B, int N, int D, int L) {
     typedef H2Acc<T> A;
     constexpr int WT = H2L_THREADS / NW, PB = WT / E, TT = H2L_TT;
-    constexpr int SLAB = TT * 2 * E + (E < 32 ? E : 0);   /* as k_hgru2_fwd's */
+    constexpr int SLAB = TT * 2 * E + (E < 32 ? E : 0); /* as k_hgru2_fwd's */
     __shared__ __align__(16) float sm[NW * PB * SLAB];
     const int tid = threadIdx.x, walk = tid / WT, pl = (tid % WT) / E, r = tid % E;
     const bool adj = walk >= 2, up = h2_walk_up(walk);
     const int H = D / E, P = gridDim.y, chunk = blockIdx.y;
     int pair = blockIdx.x * PB + pl;
     const bool valid = pair < B * H;
-    if (!valid) pair = B * H - 1;   /* idle threads shadow a real pair, store nothing */
+    if (!valid) pair = B * H - 1; /* idle threads shadow a real pair, store nothing */
     const int b = pair / H, c = (pair % H) * E + r;
     const float bt = beta[c];
     const int cs = chunk * L, Lc = min(L, N - cs);
-    float *my = sm + (walk * PB + pl) * SLAB;   /* [TT][lambda E | q E] */
+    float *my = sm + (walk * PB + pl) * SLAB; /* [TT][lambda E | q E] */
     /* step s is token cs + s (up) or cs + Lc - 1 - s (down) */
     const size_t row0 = (size_t)b * N + (up ? cs : cs + Lc - 1);
     const int sld = up ? ld : -ld, sD = up ? D : -D;
-    const T *xs = x + row0 * ld + c;                 /* v; q at +D, f at +2D */
-    const T *gs = adj ? dout + row0 * D + c : x;     /* do (adjoint walks) */
+    const T *xs = x + row0 * ld + c; /* v; q at +D, f at +2D */
+    const T *gs = adj ? dout + row0 * D + c : x; /* do (adjoint walks) */
     A S[E];
 #pragma unroll
     for (int i = 0; i < E; i++) S[i] = 0.0f;
     A prod = 1.0f;
-    T raw[3][TT];   /* the next tile's f, v or q, do (converted when staged) */
-    auto fetch = [&](int base) {   /* steps past the end re-read the last (staged as padding) */
-        const int last = Lc - 1 - base;
+    T raw[3][TT]; /* the next tile's f, v or q, do (converted when staged) */
+    auto fetch = [&](int base) { /* steps past the end re-read the last (staged as padding) */
+                                 const int last = Lc - 1 - base;
 #pragma unroll
-        for (int u = 0; u < TT; u++) {
-            const int s = base + min(u, last);
-            const T *row = xs + s * sld;
-            raw[0][u] = row[2 * D];
-            raw[1][u] = adj ? row[D] : row[0];
-            raw[2][u] = adj ? gs[s * sD] : raw[1][u];
-        }
+                                 for (int u = 0; u < TT; u++) {
+                                     const int s = base + min(u, last);
+                                     const T *row = xs + s * sld;
+                                     raw[0][u] = row[2 * D];
+                                     raw[1][u] = adj ? row[D] : row[0];
+                                     raw[2][u] = adj ? gs[s * sD] : raw[1][u];
+                                 }
     };
     fetch(0);
     const int ntile = (Lc + TT - 1) / TT;
     for (int it = 0; it < ntile; it++) {
         const int base = it * TT, nu = min(TT, Lc - base);
         float own[TT];
-        __syncwarp();   /* the previous tile's readers of my are done */
+        __syncwarp(); /* the previous tile's readers of my are done */
 #pragma unroll
         for (int u = 0; u < TT; u++) {
             const bool real = u < nu;
@@ -147,12 +146,12 @@ k_hgru2_local(H2Acc<T> *__restrict__ loc, H2Acc<T> *__restrict__ dec, const T *_
             float Lv[E];
             h2_ldvec<E>(Lv, my + u * 2 * E);
             const A o = (A)own[u];
-            if (adj) {   /* G[i][r] = lam_i (q_i do_r + G[i][r]) */
+            if (adj) { /* G[i][r] = lam_i (q_i do_r + G[i][r]) */
                 float Qv[E];
                 h2_ldvec<E>(Qv, my + u * 2 * E + E);
 #pragma unroll
                 for (int i = 0; i < E; i++) S[i] = (A)Lv[i] * fma((A)Qv[i], o, S[i]);
-            } else {     /* S[i][r] = lam_i (S[i][r] - v_r) + v_r */
+            } else { /* S[i][r] = lam_i (S[i][r] - v_r) + v_r */
 #pragma unroll
                 for (int i = 0; i < E; i++) S[i] = fma((A)Lv[i], S[i] - o, o);
             }
@@ -167,8 +166,7 @@ k_hgru2_local(H2Acc<T> *__restrict__ loc, H2Acc<T> *__restrict__ dec, const T *_
 
 /* M_loc -> M_in in place, chunk by chunk in each walk's direction. */
 template <typename A>
-__global__ void k_hgru2_carry(A *__restrict__ loc, const A *__restrict__ dec, int pairs, int P, int NW,
-                              int E) {
+__global__ void k_hgru2_carry(A *__restrict__ loc, const A *__restrict__ dec, int pairs, int P, int NW, int E) {
     const int EE = E * E;
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)pairs * NW * EE) return;
@@ -205,7 +203,7 @@ __global__ void k_hgru2_fixup(T *__restrict__ dx, float *__restrict__ part, cons
         const A *tp = tot + (((size_t)b * P + k) * D + c) * 2;
         later += tp[0] - tp[1];
     }
-    const float cl = (float)later, bt = beta[c];   /* dx: float, dbeta: the sums' precision */
+    const float cl = (float)later, bt = beta[c]; /* dx: float, dbeta: the sums' precision */
     const int cs = chunk * L, ce = min(N, cs + L);
     double db = 0.0;
     for (int t = cs; t < ce; t++) {

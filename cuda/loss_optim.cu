@@ -28,8 +28,7 @@ __device__ float block_reduce_sum(float v, float *sm) {
 }
 
 template <typename T>
-__global__ void k_xent_fwd(float *loss, float *probs, const T *logits, const float *targets,
-                           int C) {
+__global__ void k_xent_fwd(float *loss, float *probs, const T *logits, const float *targets, int C) {
     __shared__ float sm[32];
     size_t row = blockIdx.x;
     const T *x = logits + row * C;
@@ -52,31 +51,25 @@ __global__ void k_xent_fwd(float *loss, float *probs, const T *logits, const flo
 }
 
 template <typename T>
-__global__ void k_xent_bwd(T *dlogits, const float *probs, const float *targets, float dloss,
-                           size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+__global__ void k_xent_bwd(T *dlogits, const float *probs, const float *targets, float dloss, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         stf(&dlogits[i], (probs[i] - targets[i]) * dloss);
 }
 
-void cu_xent_fwd(Backend *bk, float *loss, float *probs, const float *logits,
-                 const float *targets, int B, int C) {
+void cu_xent_fwd(Backend *bk, float *loss, float *probs, const float *logits, const float *targets, int B, int C) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || C <= 0) return;
-    ACT_DISPATCH(im, T, k_xent_fwd<T><<<B, XENT_THREADS, 0, im->stream>>>(
-                            loss, probs, (const T *)logits, targets, C));
+    ACT_DISPATCH(im, T, k_xent_fwd<T><<<B, XENT_THREADS, 0, im->stream>>>(loss, probs, (const T *)logits, targets, C));
     LAUNCH_CHECK("k_xent_fwd");
 }
 
-void cu_xent_bwd(Backend *bk, float *dlogits, const float *probs, const float *targets,
-                 float dloss, int B, int C) {
+void cu_xent_bwd(Backend *bk, float *dlogits, const float *probs, const float *targets, float dloss, int B, int C) {
     CudaImpl *im = IMPL(bk);
     size_t n = (size_t)B * C;
     if (!n) return;
     unsigned g = ceil_div(n, 256);
     if (g > 65535) g = 65535;
-    ACT_DISPATCH(im, T, k_xent_bwd<T><<<g, 256, 0, im->stream>>>((T *)dlogits, probs, targets,
-                                                                 dloss, n));
+    ACT_DISPATCH(im, T, k_xent_bwd<T><<<g, 256, 0, im->stream>>>((T *)dlogits, probs, targets, dloss, n));
     LAUNCH_CHECK("k_xent_bwd");
 }
 
@@ -87,8 +80,7 @@ void cu_xent_bwd(Backend *bk, float *dlogits, const float *probs, const float *t
 __global__ void k_sumsq_partial(double *partial, const float *x, size_t n) {
     __shared__ double sm[SQ_THREADS / 32];
     double s = 0.0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         double v = x[i];
         s += v * v;
     }
@@ -133,8 +125,8 @@ struct AdamConst {
 /* PyTorch's form: p *= 1 - lr wd; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).
  * sched (optional, device {lr, bc1, bc2}) overrides the step-dependent
  * constants, so a recorded graph takes the current learning rate. */
-__global__ void k_adamw(float *p, const float *g, float *m, float *v, bf16 *shadow, size_t n,
-                        AdamConst a, const float *gns, const float *sched) {
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, bf16 *shadow, size_t n, AdamConst a,
+                        const float *gns, const float *sched) {
     float clip = 1.0f;
     /* NaN/Inf gradient: the step is skipped (bit test: immune to fast-math folding) */
     if (gns && (__float_as_uint(*gns) & 0x7f800000u) == 0x7f800000u) return;
@@ -144,8 +136,7 @@ __global__ void k_adamw(float *p, const float *g, float *m, float *v, bf16 *shad
         a.sbc2 = sqrtf(sched[2]);
         a.decay = 1.0f - sched[0] * a.wd;
     }
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float gi = g[i] * clip;
         float pi = p[i] * a.decay;
         float mi = a.b1 * m[i] + (1.0f - a.b1) * gi;
@@ -157,8 +148,8 @@ __global__ void k_adamw(float *p, const float *g, float *m, float *v, bf16 *shad
         if (shadow) shadow[i] = __float2bfloat16_rn(pi);
     }
 }
-void cu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, size_t n,
-              const AdamWArgs *args, const float *grad_norm_sq) {
+void cu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, size_t n, const AdamWArgs *args,
+              const float *grad_norm_sq) {
     CudaImpl *im = IMPL(bk);
     if (!n) return;
     AdamConst a;
@@ -193,8 +184,7 @@ void cu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, 
 /* ---- model EMA: avg = d * avg + (1 - d) * w, d read on the device ---- */
 __global__ void k_ema_update(float *avg, const float *w, size_t n, const float *decay) {
     const float d = *decay, e = 1.0f - d;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         avg[i] = d * avg[i] + e * w[i];
 }
 void cu_ema_update(Backend *bk, float *avg, const float *w, size_t n, const float *decay) {

@@ -33,8 +33,8 @@
  */
 #include "common.cuh"
 
-#define LG_WARPS 8       /* forward */
-#define LGB_WARPS 4      /* backward: [LGB_WARPS][2C] floats of shared memory per block */
+#define LG_WARPS 8 /* forward */
+#define LGB_WARPS 4 /* backward: [LGB_WARPS][2C] floats of shared memory per block */
 
 /* G consecutive activations as one raw load (8-byte bf16 / 16-byte fp32 groups
  * of 4, else one element), unpacked to floats only where used, so that a row's
@@ -42,23 +42,26 @@
 template <typename T, int G> struct RawG { typedef T t; };
 template <> struct RawG<bf16, 4> { typedef uint2 t; };
 template <> struct RawG<float, 4> { typedef float4 t; };
-template <typename T, int G>
-__device__ __forceinline__ typename RawG<T, G>::t ld_raw(const T *p) {
+template <typename T, int G> __device__ __forceinline__ typename RawG<T, G>::t ld_raw(const T *p) {
     return *reinterpret_cast<const typename RawG<T, G>::t *>(p);
 }
 __device__ __forceinline__ void unraw(float u, float *f) { f[0] = u; }
 __device__ __forceinline__ void unraw(bf16 u, float *f) { f[0] = __bfloat162float(u); }
 __device__ __forceinline__ void unraw(float4 u, float *f) {
-    f[0] = u.x; f[1] = u.y; f[2] = u.z; f[3] = u.w;
+    f[0] = u.x;
+    f[1] = u.y;
+    f[2] = u.z;
+    f[3] = u.w;
 }
 __device__ __forceinline__ void unraw(uint2 u, float *f) {
     float2 a = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u.x));
     float2 b = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u.y));
-    f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y;
+    f[0] = a.x;
+    f[1] = a.y;
+    f[2] = b.x;
+    f[3] = b.y;
 }
-template <int G, typename T> __device__ __forceinline__ void ldg_(const T *p, float *f) {
-    unraw(ld_raw<T, G>(p), f);
-}
+template <int G, typename T> __device__ __forceinline__ void ldg_(const T *p, float *f) { unraw(ld_raw<T, G>(p), f); }
 /* G per-column parameters (fp32): one 16-byte load when G is 4 and the
  * parameter vectors are 16-byte aligned (a16, uniform), else G loads. Scalar
  * loads would be 24 per lane and row at Tiny's width, each touching 4 cache
@@ -77,15 +80,20 @@ template <int G> __device__ __forceinline__ void ldp_(const float *p, bool a16, 
 template <int G> __device__ __forceinline__ void sacc_(float *a, const float *v) {
     if constexpr (G == 4) {
         float4 t = *reinterpret_cast<float4 *>(a);
-        t.x += v[0]; t.y += v[1]; t.z += v[2]; t.w += v[3];
+        t.x += v[0];
+        t.y += v[1];
+        t.z += v[2];
+        t.w += v[3];
         *reinterpret_cast<float4 *>(a) = t;
     } else {
         a[0] += v[0];
     }
 }
 template <int G> __device__ __forceinline__ void stg_(float *p, const float *f) {
-    if constexpr (G == 4) *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
-    else stf(p, f[0]);
+    if constexpr (G == 4)
+        *reinterpret_cast<float4 *>(p) = make_float4(f[0], f[1], f[2], f[3]);
+    else
+        stf(p, f[0]);
 }
 template <int G> __device__ __forceinline__ void stg_(bf16 *p, const float *f) {
     if constexpr (G == 4) {
@@ -101,15 +109,15 @@ template <int G> __device__ __forceinline__ void stg_(bf16 *p, const float *f) {
 
 template <typename T, int G, int KV>
 __global__ void __launch_bounds__(32 * LG_WARPS)
-k_ln_gate_fwd(T *__restrict__ z, float *__restrict__ mean, float *__restrict__ rstd,
-              const T *__restrict__ f, const float *__restrict__ w, const float *__restrict__ b,
-              const T *__restrict__ gate, int ldg, int M, int C, bool pa16) {
+    k_ln_gate_fwd(T *__restrict__ z, float *__restrict__ mean, float *__restrict__ rstd, const T *__restrict__ f,
+                  const float *__restrict__ w, const float *__restrict__ b, const T *__restrict__ gate, int ldg, int M,
+                  int C, bool pa16) {
     typedef typename RawG<T, G>::t Raw;
     const int lane = threadIdx.x % 32;
     for (int row = blockIdx.x * LG_WARPS + threadIdx.x / 32; row < M; row += gridDim.x * LG_WARPS) {
         const T *x = f + (size_t)row * C, *gr = gate + (size_t)row * ldg;
         float xv[KV][G];
-        Raw graw[KV];   /* the gate row is loaded with f, used after the statistics */
+        Raw graw[KV]; /* the gate row is loaded with f, used after the statistics */
         float s = 0.0f;
 #pragma unroll
         for (int k = 0; k < KV; k++) {
@@ -142,8 +150,7 @@ k_ln_gate_fwd(T *__restrict__ z, float *__restrict__ mean, float *__restrict__ r
                 ldp_<G>(w + c0, pa16, wv);
                 ldp_<G>(b + c0, pa16, bv);
 #pragma unroll
-                for (int e = 0; e < G; e++)
-                    o[e] = g[e] * sigmoidf_(g[e]) * ((xv[k][e] - mu) * rs * wv[e] + bv[e]);
+                for (int e = 0; e < G; e++) o[e] = g[e] * sigmoidf_(g[e]) * ((xv[k][e] - mu) * rs * wv[e] + bv[e]);
                 stg_<G>(zr + c0, o);
             }
         }
@@ -162,26 +169,25 @@ k_ln_gate_fwd(T *__restrict__ z, float *__restrict__ mean, float *__restrict__ r
  * there. */
 template <typename T, int G, int KV>
 __global__ void __launch_bounds__(32 * LGB_WARPS)
-k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ part,
-              const T *__restrict__ dz, const T *__restrict__ f, const float *__restrict__ w,
-              const float *__restrict__ b, const T *__restrict__ gate, int ldg,
-              const float *__restrict__ mean, const float *__restrict__ rstd, int M, int C,
-              int rpb, bool pa16) {
+    k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ part, const T *__restrict__ dz,
+                  const T *__restrict__ f, const float *__restrict__ w, const float *__restrict__ b,
+                  const T *__restrict__ gate, int ldg, const float *__restrict__ mean, const float *__restrict__ rstd,
+                  int M, int C, int rpb, bool pa16) {
     typedef typename RawG<T, G>::t Raw;
-    constexpr bool PF = KV * G <= 12;   /* prefetch the next row */
-    constexpr bool RA = KV * G <= 12;   /* dw, db summed in registers (else in shared memory per row) */
-    extern __shared__ float acc[];   /* [LGB_WARPS][2C]: each warp's dw | db */
+    constexpr bool PF = KV * G <= 12; /* prefetch the next row */
+    constexpr bool RA = KV * G <= 12; /* dw, db summed in registers (else in shared memory per row) */
+    extern __shared__ float acc[]; /* [LGB_WARPS][2C]: each warp's dw | db */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float *adw = acc + (size_t)warp * 2 * C, *adb = adw + C;
-    if constexpr (!RA) {   /* RA: each lane stores its own columns once, at the end */
+    if constexpr (!RA) { /* RA: each lane stores its own columns once, at the end */
         for (int c = lane; c < 2 * C; c += 32) adw[c] = 0.0f;
-        __syncwarp();   /* zeroed by stride-32 lanes, accumulated by the column owners */
+        __syncwarp(); /* zeroed by stride-32 lanes, accumulated by the column owners */
     }
     const int r0 = blockIdx.x * rpb, r1 = min(M, r0 + rpb);
-    Raw cx[KV] = {}, cd[KV] = {}, cg[KV] = {};   /* the current row's f, dz, gate */
+    Raw cx[KV] = {}, cd[KV] = {}, cg[KV] = {}; /* the current row's f, dz, gate */
     float rdw[RA ? KV : 1][G] = {}, rdb[RA ? KV : 1][G] = {};
     float cmu = 0.0f, crs = 0.0f;
-    auto load = [&](int row, Raw (&lx)[KV], Raw (&ld)[KV], Raw (&lg)[KV], float &mu, float &rs) {
+    auto load = [&](int row, Raw(&lx)[KV], Raw(&ld)[KV], Raw(&lg)[KV], float &mu, float &rs) {
         if (row >= r1) return;
         mu = mean[row];
         rs = rstd[row];
@@ -196,7 +202,7 @@ k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ par
         }
     };
     load(r0 + warp, cx, cd, cg, cmu, crs);
-    for (int row = r0 + warp; row < r1; row += LGB_WARPS) {   /* warp-uniform */
+    for (int row = r0 + warp; row < r1; row += LGB_WARPS) { /* warp-uniform */
         Raw nx[KV] = {}, nd[KV] = {}, ng[KV] = {};
         float nmu = 0.0f, nrs = 0.0f;
         if constexpr (PF) load(row + LGB_WARPS, nx, nd, ng, nmu, nrs);
@@ -264,7 +270,7 @@ k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ par
             load(row + LGB_WARPS, cx, cd, cg, cmu, crs);
         }
     }
-    if constexpr (RA) {   /* the lane's columns into its warp's row, once */
+    if constexpr (RA) { /* the lane's columns into its warp's row, once */
 #pragma unroll
         for (int k = 0; k < KV; k++) {
             int c0 = (lane + 32 * k) * G;
@@ -287,41 +293,59 @@ k_ln_gate_bwd(T *__restrict__ df, T *__restrict__ dgate, float *__restrict__ par
 
 /* Vector groups of 4 need every row start and the gate's leading dimension
  * to keep 4-element alignment. */
-static int use_g4(CudaImpl *im, int C, int ldg, const void *a, const void *b, const void *c,
-                  const void *d) {
+static int use_g4(CudaImpl *im, int C, int ldg, const void *a, const void *b, const void *c, const void *d) {
     size_t al = 4 * (im->bf16 ? 2 : 4);
-    return C % 4 == 0 && ldg % 4 == 0 && (uintptr_t)a % al == 0 && (uintptr_t)b % al == 0 &&
-           (uintptr_t)c % al == 0 && (!d || (uintptr_t)d % al == 0);
+    return C % 4 == 0 && ldg % 4 == 0 && (uintptr_t)a % al == 0 && (uintptr_t)b % al == 0 && (uintptr_t)c % al == 0 &&
+           (!d || (uintptr_t)d % al == 0);
 }
 
 /* Calls F(G, KV) for the smallest supported KV with 32 * KV * G >= C. */
-#define LG_DISPATCH(C, g4, F)                                                   \
-    do {                                                                        \
-        int per_ = ((C) + 31) / 32;                                             \
-        if (g4) {                                                               \
-            int kv_ = (per_ + 3) / 4;                                           \
-            if (kv_ <= 1) F(4, 1); else if (kv_ <= 2) F(4, 2);                  \
-            else if (kv_ <= 3) F(4, 3); else if (kv_ <= 4) F(4, 4);             \
-            else if (kv_ <= 6) F(4, 6); else if (kv_ <= 8) F(4, 8);             \
-            else if (kv_ <= 12) F(4, 12); else F(4, 16);                        \
-        } else {                                                                \
-            if (per_ <= 4) F(1, 4); else if (per_ <= 8) F(1, 8);                \
-            else if (per_ <= 16) F(1, 16); else F(1, 32);                       \
-        }                                                                       \
+#define LG_DISPATCH(C, g4, F)         \
+    do {                              \
+        int per_ = ((C) + 31) / 32;   \
+        if (g4) {                     \
+            int kv_ = (per_ + 3) / 4; \
+            if (kv_ <= 1)             \
+                F(4, 1);              \
+            else if (kv_ <= 2)        \
+                F(4, 2);              \
+            else if (kv_ <= 3)        \
+                F(4, 3);              \
+            else if (kv_ <= 4)        \
+                F(4, 4);              \
+            else if (kv_ <= 6)        \
+                F(4, 6);              \
+            else if (kv_ <= 8)        \
+                F(4, 8);              \
+            else if (kv_ <= 12)       \
+                F(4, 12);             \
+            else                      \
+                F(4, 16);             \
+        } else {                      \
+            if (per_ <= 4)            \
+                F(1, 4);              \
+            else if (per_ <= 8)       \
+                F(1, 8);              \
+            else if (per_ <= 16)      \
+                F(1, 16);             \
+            else                      \
+                F(1, 32);             \
+        }                             \
     } while (0)
 
 static void check_width(CudaImpl *im, int C, int g4, const char *op) {
     int max = g4 ? 2048 : 1024;
     if (C > max) {
-        fprintf(stderr, "hgrn: %s on device %d: width %d is above the fused kernel's %d "
-                "(%s)\n", op, im->device, C, max,
-                g4 ? "" : "1024 unless the width and gate stride are multiples of 4");
+        fprintf(stderr,
+                "hgrn: %s on device %d: width %d is above the fused kernel's %d "
+                "(%s)\n",
+                op, im->device, C, max, g4 ? "" : "1024 unless the width and gate stride are multiples of 4");
         exit(1);
     }
 }
 
-void cu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float *f,
-                    const float *w, const float *b, const float *gate, int ldg, int M, int C) {
+void cu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float *f, const float *w, const float *b,
+                    const float *gate, int ldg, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int g4 = use_g4(im, C, ldg, z, f, gate, NULL);
@@ -329,17 +353,18 @@ void cu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float
     const bool pa16 = aligned16(w) && aligned16(b);
     unsigned grid = ceil_div(M, LG_WARPS);
     if (grid > (unsigned)im->num_sms * 16) grid = (unsigned)im->num_sms * 16;
-#define LG_FWD(G_, KV_)                                                         \
-    ACT_DISPATCH(im, T, k_ln_gate_fwd<T, G_, KV_><<<grid, 32 * LG_WARPS, 0, im->stream>>>(   \
-                            (T *)z, mean, rstd, (const T *)f, w, b, (const T *)gate, ldg, M, C, pa16))
+#define LG_FWD(G_, KV_)                                                             \
+    ACT_DISPATCH(im, T,                                                             \
+                 k_ln_gate_fwd<T, G_, KV_><<<grid, 32 * LG_WARPS, 0, im->stream>>>( \
+                     (T *)z, mean, rstd, (const T *)f, w, b, (const T *)gate, ldg, M, C, pa16))
     LG_DISPATCH(C, g4, LG_FWD);
 #undef LG_FWD
     LAUNCH_CHECK("k_ln_gate_fwd");
 }
 
-void cu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db, const float *dz,
-                    const float *f, const float *w, const float *b, const float *gate, int ldg,
-                    const float *mean, const float *rstd, int M, int C) {
+void cu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db, const float *dz, const float *f,
+                    const float *w, const float *b, const float *gate, int ldg, const float *mean, const float *rstd,
+                    int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int g4 = use_g4(im, C, ldg, df, dz, f, gate) && (uintptr_t)dgate % (4 * (im->bf16 ? 2 : 4)) == 0;
@@ -351,16 +376,16 @@ void cu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db, 
     int rpb = (int)ceil_div(M, G);
     G = (int)ceil_div(M, rpb);
     float *part = (float *)hgrn_scratch(im, (size_t)G * 2 * C * sizeof(float));
-    size_t smem = (size_t)LGB_WARPS * 2 * C * sizeof(float);   /* 24 KiB at C 768, 64 KiB at 2048 */
+    size_t smem = (size_t)LGB_WARPS * 2 * C * sizeof(float); /* 24 KiB at C 768, 64 KiB at 2048 */
     /* above 48 KiB of dynamic shared memory a kernel must opt in (once per instantiation) */
-#define LG_BWD(G_, KV_)                                                         \
-    ACT_DISPATCH(im, T, {                                                       \
-        if (smem > 48 * 1024)                                                   \
-            CUDA_CHECK(cudaFuncSetAttribute(k_ln_gate_bwd<T, G_, KV_>,          \
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); \
-        k_ln_gate_bwd<T, G_, KV_><<<G, 32 * LGB_WARPS, smem, im->stream>>>(     \
-            (T *)df, (T *)dgate, part, (const T *)dz, (const T *)f, w, b, (const T *)gate, ldg,   \
-            mean, rstd, M, C, rpb, pa16);                                             \
+#define LG_BWD(G_, KV_)                                                                                              \
+    ACT_DISPATCH(im, T, {                                                                                            \
+        if (smem > 48 * 1024)                                                                                        \
+            CUDA_CHECK(cudaFuncSetAttribute(k_ln_gate_bwd<T, G_, KV_>, cudaFuncAttributeMaxDynamicSharedMemorySize,  \
+                                            (int)smem));                                                             \
+        k_ln_gate_bwd<T, G_, KV_><<<G, 32 * LGB_WARPS, smem, im->stream>>>((T *)df, (T *)dgate, part, (const T *)dz, \
+                                                                           (const T *)f, w, b, (const T *)gate, ldg, \
+                                                                           mean, rstd, M, C, rpb, pa16);             \
     })
     LG_DISPATCH(C, g4, LG_BWD);
 #undef LG_BWD

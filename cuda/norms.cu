@@ -9,13 +9,13 @@
 #include "common.cuh"
 
 #define LN_EPS 1e-5f
-#define ROWS_PER_BLOCK 8   /* warps per block in the forward kernels */
-#define LNB_WARPS 4        /* warps per block in LayerNorm backward */
+#define ROWS_PER_BLOCK 8 /* warps per block in the forward kernels */
+#define LNB_WARPS 4 /* warps per block in LayerNorm backward */
 #define LNB_MAX_BLOCKS 1024
 
 template <typename T>
-__global__ void k_layernorm_fwd(T *out, float *mean, float *rstd, const T *inp, const float *w,
-                                const float *b, int M, int C) {
+__global__ void k_layernorm_fwd(T *out, float *mean, float *rstd, const T *inp, const float *w, const float *b, int M,
+                                int C) {
     int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= M) return;
@@ -43,10 +43,9 @@ __global__ void k_layernorm_fwd(T *out, float *mean, float *rstd, const T *inp, 
 }
 
 template <typename T>
-__global__ void k_layernorm_bwd(T *dinp, float *pdw, float *pdb, const T *dout, const T *inp,
-                                const float *w, const float *mean, const float *rstd, int M,
-                                int C) {
-    extern __shared__ float sm[];   /* [LNB_WARPS][C] dw, then [LNB_WARPS][C] db */
+__global__ void k_layernorm_bwd(T *dinp, float *pdw, float *pdb, const T *dout, const T *inp, const float *w,
+                                const float *mean, const float *rstd, int M, int C) {
+    extern __shared__ float sm[]; /* [LNB_WARPS][C] dw, then [LNB_WARPS][C] db */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     float *sdw = sm + (size_t)warp * C;
     float *sdb = sm + (size_t)(LNB_WARPS + warp) * C;
@@ -126,8 +125,7 @@ template <int G> __device__ __forceinline__ float seg_sum(float v) {
 /* per-column parameter (w or b) of the lane's vectors into registers; dflt where
  * p is NULL or the vector is past the row; float4 loads when p is 16-byte aligned */
 template <int G, int KV, int V>
-__device__ __forceinline__ void ln_cols(float (&r)[KV][V], const float *p, float dflt, int gl,
-                                        int CV) {
+__device__ __forceinline__ void ln_cols(float (&r)[KV][V], const float *p, float dflt, int gl, int CV) {
     bool a16 = ((uintptr_t)p & 15) == 0;
 #pragma unroll
     for (int k = 0; k < KV; k++) {
@@ -139,8 +137,10 @@ __device__ __forceinline__ void ln_cols(float (&r)[KV][V], const float *p, float
 #pragma unroll
             for (int q = 0; q < V / 4; q++) {
                 float4 f = __ldg(reinterpret_cast<const float4 *>(p + (size_t)v * V) + q);
-                r[k][4 * q] = f.x; r[k][4 * q + 1] = f.y;
-                r[k][4 * q + 2] = f.z; r[k][4 * q + 3] = f.w;
+                r[k][4 * q] = f.x;
+                r[k][4 * q + 1] = f.y;
+                r[k][4 * q + 2] = f.z;
+                r[k][4 * q + 3] = f.w;
             }
         } else {
 #pragma unroll
@@ -151,15 +151,13 @@ __device__ __forceinline__ void ln_cols(float (&r)[KV][V], const float *p, float
 
 /* the lane's vectors of row `row` (zeros when row >= r1 or past the row end) */
 template <int G, int KV, typename T>
-__device__ __forceinline__ void ln_row_ld(uint4 (&u)[KV], const T *base, int row, int r1, int C,
-                                          int gl, int CV) {
+__device__ __forceinline__ void ln_row_ld(uint4 (&u)[KV], const T *base, int row, int r1, int C, int gl, int CV) {
     constexpr int V = VecW<T>::V;
 #pragma unroll
     for (int k = 0; k < KV; k++) {
         int v = gl + G * k;
         u[k] = make_uint4(0, 0, 0, 0);
-        if (row < r1 && v < CV)
-            u[k] = *reinterpret_cast<const uint4 *>(base + (size_t)row * C + (size_t)v * V);
+        if (row < r1 && v < CV) u[k] = *reinterpret_cast<const uint4 *>(base + (size_t)row * C + (size_t)v * V);
     }
 }
 
@@ -167,9 +165,9 @@ __device__ __forceinline__ void ln_row_ld(uint4 (&u)[KV], const T *base, int row
  * rounded to the activation type and stored to res, and the LayerNorm is
  * taken of the stored values: residual_fwd then layernorm_fwd in one pass. */
 template <typename T, int G, int KV, bool RES>
-__global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
-    T *out, float *mean, float *rstd, const T *inp, const float *w, const float *b, int M,
-    int C, int rpb, const T *f, const float *scale, T *res, int N) {
+__global__ void __launch_bounds__(LN_THREADS)
+    k_layernorm_fwd_rows(T *out, float *mean, float *rstd, const T *inp, const float *w, const float *b, int M, int C,
+                         int rpb, const T *f, const float *scale, T *res, int N) {
     constexpr int V = VecW<T>::V, R = 32 / G;
     const T *tag = nullptr;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -184,17 +182,17 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
     uint4 cur[KV], curf[KV];
     ln_row_ld<G, KV>(cur, inp, r0 + warp * R + slot, r1, C, gl, CV);
     if (RES) ln_row_ld<G, KV>(curf, f, r0 + warp * R + slot, r1, C, gl, CV);
-    for (int g0 = r0 + warp * R; g0 < r1; g0 += step) {   /* warp-uniform */
+    for (int g0 = r0 + warp * R; g0 < r1; g0 += step) { /* warp-uniform */
         int row = g0 + slot;
         uint4 nxt[KV], nxtf[KV];
-        ln_row_ld<G, KV>(nxt, inp, row + step, r1, C, gl, CV);   /* in flight meanwhile */
+        ln_row_ld<G, KV>(nxt, inp, row + step, r1, C, gl, CV); /* in flight meanwhile */
         if (RES) ln_row_ld<G, KV>(nxtf, f, row + step, r1, C, gl, CV);
         if (RES && row < r1) {
             const float sc = scale ? scale[row / N] : 1.0f;
 #pragma unroll
             for (int k = 0; k < KV; k++) {
                 int v = gl + G * k;
-                if (v < CV) {   /* past the row cur stays zero */
+                if (v < CV) { /* past the row cur stays zero */
                     float a[V], c[V];
                     unpack16(tag, cur[k], a);
                     unpack16(tag, curf[k], c);
@@ -209,7 +207,7 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
 #pragma unroll
         for (int k = 0; k < KV; k++) {
             float f[V];
-            unpack16(tag, cur[k], f);   /* zeros past the row: add nothing */
+            unpack16(tag, cur[k], f); /* zeros past the row: add nothing */
 #pragma unroll
             for (int e = 0; e < V; e++) s += f[e];
         }
@@ -236,8 +234,7 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
                     unpack16(tag, cur[k], f);
 #pragma unroll
                     for (int e = 0; e < V; e++) f[e] = (f[e] - mu) * rs * wr[k][e] + br[k][e];
-                    *reinterpret_cast<uint4 *>(out + (size_t)row * C + (size_t)v * V) =
-                        pack16(tag, f);
+                    *reinterpret_cast<uint4 *>(out + (size_t)row * C + (size_t)v * V) = pack16(tag, f);
                 }
             }
             if (gl == 0) {
@@ -260,11 +257,11 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_fwd_rows(
  * RES: the new dinp row, as stored (rounded), is also written to dnext scaled
  * by scale[row / N] (1 when scale is NULL): residual_bwd on it, in the same pass. */
 template <typename T, int G, int KV, bool RES>
-__global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
-    T *dinp, float *part, const T *dout, const T *inp, const float *w, const float *mean,
-    const float *rstd, int M, int C, int rpb, T *dnext, const float *scale, int N) {
+__global__ void __launch_bounds__(LN_THREADS)
+    k_layernorm_bwd_rows(T *dinp, float *part, const T *dout, const T *inp, const float *w, const float *mean,
+                         const float *rstd, int M, int C, int rpb, T *dnext, const float *scale, int N) {
     constexpr int V = VecW<T>::V, R = 32 / G;
-    extern __shared__ float sm[];   /* [2][LN_WARPS][C] */
+    extern __shared__ float sm[]; /* [2][LN_WARPS][C] */
     const T *tag = nullptr;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int gl = lane % G, slot = lane / G;
@@ -285,9 +282,12 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
         ln_row_ld<G, KV>(cx, inp, row, r1, C, gl, CV);
         ln_row_ld<G, KV>(cg, dout, row, r1, C, gl, CV);
         ln_row_ld<G, KV>(cd, (const T *)dinp, row, r1, C, gl, CV);
-        if (row < r1) { cmu = mean[row]; crs = rstd[row]; }
+        if (row < r1) {
+            cmu = mean[row];
+            crs = rstd[row];
+        }
     }
-    for (int g0 = r0 + warp * R; g0 < r1; g0 += step) {   /* warp-uniform */
+    for (int g0 = r0 + warp * R; g0 < r1; g0 += step) { /* warp-uniform */
         int row = g0 + slot;
         /* the next group's rows, in flight during this group's work */
         uint4 nx[KV], ng[KV], nd[KV];
@@ -295,7 +295,10 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
         ln_row_ld<G, KV>(nx, inp, row + step, r1, C, gl, CV);
         ln_row_ld<G, KV>(ng, dout, row + step, r1, C, gl, CV);
         ln_row_ld<G, KV>(nd, (const T *)dinp, row + step, r1, C, gl, CV);
-        if (row + step < r1) { nmu = mean[row + step]; nrs = rstd[row + step]; }
+        if (row + step < r1) {
+            nmu = mean[row + step];
+            nrs = rstd[row + step];
+        }
         float s1 = 0.0f, s2 = 0.0f;
         if (row < r1) {
 #pragma unroll
@@ -335,11 +338,10 @@ __global__ void __launch_bounds__(LN_THREADS) k_layernorm_bwd_rows(
                     const uint4 pk = pack16(tag, df);
                     *reinterpret_cast<uint4 *>(dinp + (size_t)row * C + (size_t)v * V) = pk;
                     if (RES) {
-                        unpack16(tag, pk, df);   /* the values as stored */
+                        unpack16(tag, pk, df); /* the values as stored */
 #pragma unroll
                         for (int e = 0; e < V; e++) df[e] *= sc;
-                        *reinterpret_cast<uint4 *>(dnext + (size_t)row * C + (size_t)v * V) =
-                            pack16(tag, df);
+                        *reinterpret_cast<uint4 *>(dnext + (size_t)row * C + (size_t)v * V) = pack16(tag, df);
                     }
                 }
             }
@@ -402,38 +404,45 @@ static int ln_shape(int CV, int *G, int *KV) {
 
 /* the vectorised path applies: C a multiple of the vector, the activation
  * pointers 16-byte aligned (then every row is), at most 32*LN_MAX_KV vectors */
-static int ln_vec_ok(int C, int elem, const void *a, const void *b, const void *c, int *G,
-                     int *KV) {
+static int ln_vec_ok(int C, int elem, const void *a, const void *b, const void *c, int *G, int *KV) {
     int V = 16 / elem;
     if (C % V || !aligned16(a) || !aligned16(b) || (c && !aligned16(c))) return 0;
     return ln_shape(C / V, G, KV);
 }
 
-#define LN_DISPATCH(g, kv, G, KV, ...)                                                  \
-    do {                                                                                 \
-        if ((g) == 8) {                                                                  \
-            constexpr int G = 8;                                                         \
-            LN_DISPATCH_KV(kv, KV, __VA_ARGS__);                                         \
-        } else if ((g) == 16) {                                                          \
-            constexpr int G = 16;                                                        \
-            LN_DISPATCH_KV(kv, KV, __VA_ARGS__);                                         \
-        } else {                                                                         \
-            constexpr int G = 32;                                                        \
-            LN_DISPATCH_KV(kv, KV, __VA_ARGS__);                                         \
-        }                                                                                \
+#define LN_DISPATCH(g, kv, G, KV, ...)           \
+    do {                                         \
+        if ((g) == 8) {                          \
+            constexpr int G = 8;                 \
+            LN_DISPATCH_KV(kv, KV, __VA_ARGS__); \
+        } else if ((g) == 16) {                  \
+            constexpr int G = 16;                \
+            LN_DISPATCH_KV(kv, KV, __VA_ARGS__); \
+        } else {                                 \
+            constexpr int G = 32;                \
+            LN_DISPATCH_KV(kv, KV, __VA_ARGS__); \
+        }                                        \
     } while (0)
-#define LN_DISPATCH_KV(kv, KV, ...)                                                      \
-    do {                                                                                 \
-        if ((kv) == 1) { constexpr int KV = 1; __VA_ARGS__; }                            \
-        else if ((kv) == 2) { constexpr int KV = 2; __VA_ARGS__; }                       \
-        else if ((kv) == 3) { constexpr int KV = 3; __VA_ARGS__; }                       \
-        else { constexpr int KV = 4; __VA_ARGS__; }                                      \
+#define LN_DISPATCH_KV(kv, KV, ...) \
+    do {                            \
+        if ((kv) == 1) {            \
+            constexpr int KV = 1;   \
+            __VA_ARGS__;            \
+        } else if ((kv) == 2) {     \
+            constexpr int KV = 2;   \
+            __VA_ARGS__;            \
+        } else if ((kv) == 3) {     \
+            constexpr int KV = 3;   \
+            __VA_ARGS__;            \
+        } else {                    \
+            constexpr int KV = 4;   \
+            __VA_ARGS__;            \
+        }                           \
     } while (0)
 
 /* One wave: blocks = resident blocks per SM x SMs, each a tile of rpb rows
  * (a multiple of the R rows a warp takes at once). */
-static void ln_grid(CudaImpl *im, const void *kernel, size_t smem, int M, int G, int *nblk,
-                    int *rpb) {
+static void ln_grid(CudaImpl *im, const void *kernel, size_t smem, int M, int G, int *nblk, int *rpb) {
     int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, LN_THREADS, smem));
     if (per_sm < 1) per_sm = 1;
@@ -445,47 +454,42 @@ static void ln_grid(CudaImpl *im, const void *kernel, size_t smem, int M, int G,
     *nblk = (int)ceil_div(M, r);
 }
 
-void cu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp,
-                      const float *w, const float *b, int M, int C) {
+void cu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                      const float *b, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int G = 0, KV = 0;
     if (ln_vec_ok(C, (int)bk->act_elem, out, inp, NULL, &G, &KV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
-            int nb, rpb;
-            ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, false>, 0, M, G_, &nb,
-                    &rpb);
-            k_layernorm_fwd_rows<T, G_, KV_, false><<<nb, LN_THREADS, 0, im->stream>>>(
-                (T *)out, mean, rstd, (const T *)inp, w, b, M, C, rpb, nullptr, nullptr,
-                nullptr, 1);
-        }));
+                         int nb, rpb;
+                         ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, false>, 0, M, G_, &nb, &rpb);
+                         k_layernorm_fwd_rows<T, G_, KV_, false><<<nb, LN_THREADS, 0, im->stream>>>(
+                             (T *)out, mean, rstd, (const T *)inp, w, b, M, C, rpb, nullptr, nullptr, nullptr, 1);
+                     }));
         LAUNCH_CHECK("k_layernorm_fwd_rows");
         return;
     }
-    ACT_DISPATCH(im, T, k_layernorm_fwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
-                                             im->stream>>>((T *)out, mean, rstd, (const T *)inp,
-                                                           w, b, M, C));
+    ACT_DISPATCH(im, T,
+                 k_layernorm_fwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, im->stream>>>(
+                     (T *)out, mean, rstd, (const T *)inp, w, b, M, C));
     LAUNCH_CHECK("k_layernorm_fwd");
 }
 
 /* residual_fwd then layernorm_fwd in one pass where the row kernels apply
  * (the sum is read back from registers, not from memory), else the two ops */
-void cu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *rstd,
-                        const float *x, const float *f, const float *scale, const float *w,
-                        const float *b, int B, int N, int D) {
+void cu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *rstd, const float *x, const float *f,
+                        const float *scale, const float *w, const float *b, int B, int N, int D) {
     CudaImpl *im = IMPL(bk);
     const int M = B * N;
     if (M <= 0 || D <= 0) return;
     int G = 0, KV = 0;
     if (aligned16(out) && ln_vec_ok(D, (int)bk->act_elem, ln, x, f, &G, &KV)) {
         ACT_DISPATCH(im, T, LN_DISPATCH(G, KV, G_, KV_, {
-            int nb, rpb;
-            ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, true>, 0, M, G_, &nb,
-                    &rpb);
-            k_layernorm_fwd_rows<T, G_, KV_, true><<<nb, LN_THREADS, 0, im->stream>>>(
-                (T *)ln, mean, rstd, (const T *)x, w, b, M, D, rpb, (const T *)f, scale,
-                (T *)out, N);
-        }));
+                         int nb, rpb;
+                         ln_grid(im, (const void *)k_layernorm_fwd_rows<T, G_, KV_, true>, 0, M, G_, &nb, &rpb);
+                         k_layernorm_fwd_rows<T, G_, KV_, true><<<nb, LN_THREADS, 0, im->stream>>>(
+                             (T *)ln, mean, rstd, (const T *)x, w, b, M, D, rpb, (const T *)f, scale, (T *)out, N);
+                     }));
         LAUNCH_CHECK("k_layernorm_fwd_rows (residual)");
         return;
     }
@@ -496,47 +500,46 @@ void cu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *
 /* The backward row kernel for (G, KV), then the dw/db partials' sum; RES
  * with df (ln_residual_bwd) */
 template <typename T, int G, int KV, bool RES>
-static void ln_bwd_rows(CudaImpl *im, float *dinp, float *df, float *dw, float *db,
-                        const float *dout, const float *inp, const float *w, const float *mean,
-                        const float *rstd, const float *scale, int M, int N, int C) {
-    size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float);   /* <= 32 KiB (C <= 1024) */
+static void ln_bwd_rows(CudaImpl *im, float *dinp, float *df, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, const float *scale, int M, int N, int C) {
+    size_t smem = (size_t)2 * LN_WARPS * C * sizeof(float); /* <= 32 KiB (C <= 1024) */
     int nb = 0, rpb = 0;
     ln_grid(im, (const void *)k_layernorm_bwd_rows<T, G, KV, RES>, smem, M, G, &nb, &rpb);
     float *part = (float *)hgrn_scratch(im, (size_t)2 * nb * C * sizeof(float));
     k_layernorm_bwd_rows<T, G, KV, RES><<<nb, LN_THREADS, smem, im->stream>>>(
-        (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb, (T *)df,
-        scale, N);
-    if (RES) LAUNCH_CHECK("k_layernorm_bwd_rows (residual)");
-    else LAUNCH_CHECK("k_layernorm_bwd_rows");
+        (T *)dinp, part, (const T *)dout, (const T *)inp, w, mean, rstd, M, C, rpb, (T *)df, scale, N);
+    if (RES)
+        LAUNCH_CHECK("k_layernorm_bwd_rows (residual)");
+    else
+        LAUNCH_CHECK("k_layernorm_bwd_rows");
     cu_partials_finish2(im, dw, db, part, nb, C);
 }
 
-void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout,
-                      const float *inp, const float *w, const float *mean, const float *rstd,
-                      int M, int C) {
+void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                      const float *w, const float *mean, const float *rstd, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int LG = 0, LKV = 0;
     if (ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
-        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_,
-                                        (ln_bwd_rows<T, G_, KV_, false>(im, dinp, nullptr, dw, db,
-                                                                        dout, inp, w, mean, rstd,
-                                                                        nullptr, M, 1, C))));
+        ACT_DISPATCH(im, T,
+                     LN_DISPATCH(LG, LKV, G_, KV_,
+                                 (ln_bwd_rows<T, G_, KV_, false>(im, dinp, nullptr, dw, db, dout, inp, w, mean, rstd,
+                                                                 nullptr, M, 1, C))));
         return;
     }
     size_t smem = (size_t)2 * LNB_WARPS * C * sizeof(float);
     if (smem > 48 * 1024) {
-        fprintf(stderr, "hgrn: layernorm_bwd: width %d too large for the CUDA kernel (max %d)\n",
-                C, 48 * 1024 / (int)(2 * LNB_WARPS * sizeof(float)));
+        fprintf(stderr, "hgrn: layernorm_bwd: width %d too large for the CUDA kernel (max %d)\n", C,
+                48 * 1024 / (int)(2 * LNB_WARPS * sizeof(float)));
         exit(1);
     }
     int G = (int)ceil_div(M, LNB_WARPS);
     if (G > LNB_MAX_BLOCKS) G = LNB_MAX_BLOCKS;
     float *pdw = (float *)hgrn_scratch(im, (size_t)2 * G * C * sizeof(float));
     float *pdb = pdw + (size_t)G * C;
-    ACT_DISPATCH(im, T, k_layernorm_bwd<T><<<G, 32 * LNB_WARPS, smem, im->stream>>>(
-                            (T *)dinp, pdw, pdb, (const T *)dout, (const T *)inp, w, mean, rstd,
-                            M, C));
+    ACT_DISPATCH(im, T,
+                 k_layernorm_bwd<T><<<G, 32 * LNB_WARPS, smem, im->stream>>>((T *)dinp, pdw, pdb, (const T *)dout,
+                                                                             (const T *)inp, w, mean, rstd, M, C));
     LAUNCH_CHECK("k_layernorm_bwd");
     if (dw) cu_partials_finish(im, dw, pdw, G, C);
     if (db) cu_partials_finish(im, db, pdb, G, C);
@@ -544,18 +547,17 @@ void cu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const floa
 
 /* layernorm_bwd then residual_bwd in one pass where the row kernels apply
  * (the scaled copy is taken from registers, not read back), else the two ops */
-void cu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *db,
-                        const float *dout, const float *inp, const float *w, const float *mean,
-                        const float *rstd, const float *scale, int B, int N, int C) {
+void cu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, const float *scale, int B, int N, int C) {
     CudaImpl *im = IMPL(bk);
     const int M = B * N;
     if (M <= 0 || C <= 0) return;
     int LG = 0, LKV = 0;
     if (aligned16(df) && ln_vec_ok(C, (int)bk->act_elem, dinp, dout, inp, &LG, &LKV)) {
-        ACT_DISPATCH(im, T, LN_DISPATCH(LG, LKV, G_, KV_,
-                                        (ln_bwd_rows<T, G_, KV_, true>(im, dinp, df, dw, db, dout,
-                                                                       inp, w, mean, rstd, scale,
-                                                                       M, N, C))));
+        ACT_DISPATCH(im, T,
+                     LN_DISPATCH(LG, LKV, G_, KV_,
+                                 (ln_bwd_rows<T, G_, KV_, true>(im, dinp, df, dw, db, dout, inp, w, mean, rstd, scale,
+                                                                M, N, C))));
         return;
     }
     cu_layernorm_bwd(bk, dinp, dw, db, dout, inp, w, mean, rstd, M, C);
@@ -563,8 +565,7 @@ void cu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *d
 }
 
 /* ---- SimpleRMSNorm: out = x / (rms + 1e-8), rms = ||x|| / sqrt(C) ---- */
-template <typename T>
-__global__ void k_rmsnorm_fwd(T *out, float *rms, const T *inp, int M, int C) {
+template <typename T> __global__ void k_rmsnorm_fwd(T *out, float *rms, const T *inp, int M, int C) {
     int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= M) return;
@@ -583,8 +584,7 @@ __global__ void k_rmsnorm_fwd(T *out, float *rms, const T *inp, int M, int C) {
 
 /* dx_i = g_i / s - x_i (sum_j g_j x_j) / (s^2 C r),  s = r + 1e-8 */
 template <typename T>
-__global__ void k_rmsnorm_bwd(T *dinp, const T *dout, const T *inp, const float *rms, int M,
-                              int C) {
+__global__ void k_rmsnorm_bwd(T *dinp, const T *dout, const T *inp, const float *rms, int M, int C) {
     int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
     if (row >= M) return;
@@ -603,17 +603,17 @@ __global__ void k_rmsnorm_bwd(T *dinp, const T *dout, const T *inp, const float 
 void cu_rmsnorm_fwd(Backend *bk, float *out, float *rms, const float *inp, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
-    ACT_DISPATCH(im, T, k_rmsnorm_fwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
-                                           im->stream>>>((T *)out, rms, (const T *)inp, M, C));
+    ACT_DISPATCH(im, T,
+                 k_rmsnorm_fwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, im->stream>>>(
+                     (T *)out, rms, (const T *)inp, M, C));
     LAUNCH_CHECK("k_rmsnorm_fwd");
 }
 
-void cu_rmsnorm_bwd(Backend *bk, float *dinp, const float *dout, const float *inp,
-                    const float *rms, int M, int C) {
+void cu_rmsnorm_bwd(Backend *bk, float *dinp, const float *dout, const float *inp, const float *rms, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
-    ACT_DISPATCH(im, T, k_rmsnorm_bwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0,
-                                           im->stream>>>((T *)dinp, (const T *)dout,
-                                                         (const T *)inp, rms, M, C));
+    ACT_DISPATCH(im, T,
+                 k_rmsnorm_bwd<T><<<ceil_div(M, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, im->stream>>>(
+                     (T *)dinp, (const T *)dout, (const T *)inp, rms, M, C));
     LAUNCH_CHECK("k_rmsnorm_bwd");
 }

@@ -35,12 +35,12 @@
 
 /* ------------------------------------------------- real or complex values */
 __device__ __forceinline__ float vfma(float a, float h, float x) { return fmaf(a, h, x); }
-__device__ __forceinline__ cpx vfma(cpx a, cpx h, cpx x) {   /* a h + x */
+__device__ __forceinline__ cpx vfma(cpx a, cpx h, cpx x) { /* a h + x */
     return mk(fmaf(a.re, h.re, fmaf(-a.im, h.im, x.re)), fmaf(a.re, h.im, fmaf(a.im, h.re, x.im)));
 }
 __device__ __forceinline__ float vmul(float a, float b) { return a * b; }
 __device__ __forceinline__ cpx vmul(cpx a, cpx b) { return cmul(a, b); }
-__device__ __forceinline__ float vmulc(float a, float b) { return a * b; }   /* conj(a) b */
+__device__ __forceinline__ float vmulc(float a, float b) { return a * b; } /* conj(a) b */
 __device__ __forceinline__ cpx vmulc(cpx a, cpx b) { return cmulc(a, b); }
 __device__ __forceinline__ float vadd(float a, float b) { return a + b; }
 __device__ __forceinline__ cpx vadd(cpx a, cpx b) { return cadd(a, b); }
@@ -58,16 +58,22 @@ template <typename T, bool CPX, bool V> struct Elem {
     typedef typename std::conditional<CPX, typename pair_of<T>::type, T>::type Raw;
     typedef typename std::conditional<CPX, cpx, float>::type U;
     static __device__ __forceinline__ Raw load(const T *p) {
-        if constexpr (CPX) return ld_pair<V>(p);
-        else return *p;
+        if constexpr (CPX)
+            return ld_pair<V>(p);
+        else
+            return *p;
     }
     static __device__ __forceinline__ U cvt(Raw r) {
-        if constexpr (CPX) return to_cpx(r);
-        else return to_f(r);
+        if constexpr (CPX)
+            return to_cpx(r);
+        else
+            return to_f(r);
     }
     static __device__ __forceinline__ void store(T *p, U v) {
-        if constexpr (CPX) st2<V>(p, v.re, v.im);
-        else stf(p, v);
+        if constexpr (CPX)
+            st2<V>(p, v.re, v.im);
+        else
+            stf(p, v);
     }
 };
 /* The shared fp32 decay of channel j (scalar loads: the row's alignment is
@@ -120,14 +126,14 @@ template <typename Tr> __device__ __forceinline__ Tr tr_zero() {
  * chunk's decays and inputs. SHA: one shared fp32 decay row (lda == 0). */
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA> struct ScanChunk {
     typedef Elem<T, CPX, V> E;
-    typedef Elem<float, CPX, V> EA;   /* the per-token decays: fp32 */
+    typedef Elem<float, CPX, V> EA; /* the per-token decays: fp32 */
     typedef typename E::U U;
     typedef typename E::Raw Raw;
     typedef typename EA::Raw RawA;
     typedef typename std::conditional<CPX, float2, float>::type Val;
     /* a shared decay's transfer is the same for every chunk: hi + lo */
     typedef typename std::conditional<SHA, Split<Val>, Val>::type Tr;
-    static constexpr int NV = CPX ? 2 : 1;   /* values per channel */
+    static constexpr int NV = CPX ? 2 : 1; /* values per channel */
 
     const float *__restrict__ a;
     const float *__restrict__ ash;
@@ -139,10 +145,10 @@ template <typename T, int TT, int CH, bool CPX, bool V, bool SHA> struct ScanChu
     RawA ar[TT];
     Raw xr[TT];
     U av[TT], xv[TT];
-    U a1;   /* the shared decay */
+    U a1; /* the shared decay */
 
-    __device__ __forceinline__ void init(const float *a_, const float *ash_, int lda_, const T *x_,
-                                         int ldx_, int N_, int D_) {
+    __device__ __forceinline__ void init(const float *a_, const float *ash_, int lda_, const T *x_, int ldx_, int N_,
+                                         int D_) {
         a = a_;
         ash = ash_;
         x = x_;
@@ -154,7 +160,7 @@ template <typename T, int TT, int CH, bool CPX, bool V, bool SHA> struct ScanChu
         const int tid = threadIdx.x, ch = tid % CH;
         k = tid / CH;
         j = blockIdx.x * CH + ch;
-        jr = min(j, D - 1);   /* padding channels read a real one */
+        jr = min(j, D - 1); /* padding channels read a real one */
         b = blockIdx.y;
         seglen = (blockDim.x / CH) * TT;
     }
@@ -211,13 +217,14 @@ struct ScanFwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
     typedef typename C::E E;
     static constexpr bool HF = (DIRS & SCAN_FORWARD) != 0, HR = (DIRS & SCAN_REVERSE) != 0;
     static constexpr int NREC = (HF ? 1 : 0) + (HR ? 1 : 0);
-    static constexpr int IR = HF ? 1 : 0;   /* h is recurrence 0, r the last */
+    static constexpr int IR = HF ? 1 : 0; /* h is recurrence 0, r the last */
     static __host__ __device__ constexpr bool rev(int r) { return HR && r == IR; }
 
     T *__restrict__ out;
 
-    __device__ __forceinline__ ScanFwd(T *out_, const float *a, const float *ash, int lda,
-                                       const T *x, int ldx, int N, int D) : out(out_) {
+    __device__ __forceinline__ ScanFwd(T *out_, const float *a, const float *ash, int lda, const T *x, int ldx, int N,
+                                       int D)
+        : out(out_) {
         C::init(a, ash, lda, x, ldx, N, D);
         C::at_segment(0);
     }
@@ -286,7 +293,7 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
     typedef typename C::EA EA;
     typedef typename C::Raw Raw;
     static constexpr bool HF = (DIRS & SCAN_FORWARD) != 0, HR = (DIRS & SCAN_REVERSE) != 0;
-    static constexpr int NF = (HF ? 1 : 0) + (HR ? 1 : 0);   /* forward-running ones */
+    static constexpr int NF = (HF ? 1 : 0) + (HR ? 1 : 0); /* forward-running ones */
     static constexpr int NREC = 2 * NF;
     static constexpr int IH = 0, IP = HF ? 1 : 0, IR = NF, IQ = NF + (HR ? 1 : 0);
     static __host__ __device__ constexpr bool rev(int r) { return r >= NF; }
@@ -297,11 +304,10 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
     const T *pg;
     Raw gr[TT];
     U gv[TT];
-    U dsum;   /* shared decay: dL/da summed over the thread's tokens */
+    U dsum; /* shared decay: dL/da summed over the thread's tokens */
 
-    __device__ __forceinline__ ScanBwd(T *dx_, float *da_, const T *dout_, const float *a,
-                                       const float *ash, int lda, const T *x, int ldx, int N,
-                                       int D)
+    __device__ __forceinline__ ScanBwd(T *dx_, float *da_, const T *dout_, const float *a, const float *ash, int lda,
+                                       const T *x, int ldx, int N, int D)
         : dx(dx_), da(da_), dout(dout_) {
         C::init(a, ash, lda, x, ldx, N, D);
         dsum = vzero<U>();
@@ -333,8 +339,14 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
                 if (HF) h = vfma(a, h, C::xv[i]);
                 if (HR) p = vmulc(a, vadd(p, gv[i]));
             }
-            if (HF) { s[IH] = to_val(h); A[IH] = P; }
-            if (HR) { s[IP] = to_val(p); A[IP] = Pc; }
+            if (HF) {
+                s[IH] = to_val(h);
+                A[IH] = P;
+            }
+            if (HR) {
+                s[IP] = to_val(p);
+                A[IP] = Pc;
+            }
         }
         if (R) {
             U r = vzero<U>(), q = vzero<U>();
@@ -344,8 +356,14 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
                 if (HR) r = vfma(a, r, C::xv[i]);
                 if (HF) q = vmulc(a, vadd(q, gv[i]));
             }
-            if (HR) { s[IR] = to_val(r); A[IR] = P; }
-            if (HF) { s[IQ] = to_val(q); A[IQ] = Pc; }
+            if (HR) {
+                s[IR] = to_val(r);
+                A[IR] = P;
+            }
+            if (HF) {
+                s[IQ] = to_val(q);
+                A[IQ] = Pc;
+            }
         }
     }
     __device__ __forceinline__ void pass2(const Val *c) {
@@ -376,18 +394,20 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
                 const U dh = vadd(q, gv[i]);
                 q = vmulc(a, dh);
                 gx = dh;
-                ga = vmulc(hp[i], dh);   /* dh conj(h_{t-1}) */
+                ga = vmulc(hp[i], dh); /* dh conj(h_{t-1}) */
             }
             if (HR) {
-                const U rn = r;   /* r_{t+1} */
+                const U rn = r; /* r_{t+1} */
                 r = vfma(a, r, C::xv[i]);
                 gx = vadd(gx, dr[i]);
-                ga = vadd(ga, vmulc(rn, dr[i]));   /* dr conj(r_{t+1}) */
+                ga = vadd(ga, vmulc(rn, dr[i])); /* dr conj(r_{t+1}) */
             }
             if (i < C::n) {
                 E::store(ox + i * C::ldx, gx);
-                if (SHA) dsum = vadd(dsum, ga);
-                else EA::store(oa + i * C::lda, ga);
+                if (SHA)
+                    dsum = vadd(dsum, ga);
+                else
+                    EA::store(oa + i * C::lda, ga);
             }
         }
     }
@@ -396,9 +416,9 @@ struct ScanBwd : ScanChunk<T, TT, CH, CPX, V, SHA> {
 /* ------------------------------------------------------------------ kernels */
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
 __global__ void __launch_bounds__(SCAN_MAXT, (TT <= 8 ? 2 : 1))
-k_scan_fwd(T *__restrict__ out, const float *__restrict__ a, const float *__restrict__ ash, int lda,
-           const T *__restrict__ x, int ldx, int N, int D, int nseg,
-           typename std::conditional<CPX, float2, float>::type *__restrict__ scratch) {
+    k_scan_fwd(T *__restrict__ out, const float *__restrict__ a, const float *__restrict__ ash, int lda,
+               const T *__restrict__ x, int ldx, int N, int D, int nseg,
+               typename std::conditional<CPX, float2, float>::type *__restrict__ scratch) {
     typedef ScanFwd<T, TT, CH, CPX, V, SHA, DIRS> R;
     __shared__ typename R::Val tr[R::NREC][SCAN_MAXT];
     __shared__ typename R::Tr A[R::NREC][SCAN_MAXT];
@@ -407,17 +427,16 @@ k_scan_fwd(T *__restrict__ out, const float *__restrict__ a, const float *__rest
 }
 
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
-__global__ void __launch_bounds__(SCAN_MAXT, 1)   /* <= 128 registers */
-k_scan_bwd(T *__restrict__ dx, float *__restrict__ da, float *__restrict__ part,
-           const T *__restrict__ dout, const float *__restrict__ a, const float *__restrict__ ash,
-           int lda, const T *__restrict__ x, int ldx, int N, int D, int nseg,
-           typename std::conditional<CPX, float2, float>::type *__restrict__ scratch) {
+__global__ void __launch_bounds__(SCAN_MAXT, 1) /* <= 128 registers */
+    k_scan_bwd(T *__restrict__ dx, float *__restrict__ da, float *__restrict__ part, const T *__restrict__ dout,
+               const float *__restrict__ a, const float *__restrict__ ash, int lda, const T *__restrict__ x, int ldx,
+               int N, int D, int nseg, typename std::conditional<CPX, float2, float>::type *__restrict__ scratch) {
     typedef ScanBwd<T, TT, CH, CPX, V, SHA, DIRS> R;
     __shared__ typename R::Val tr[R::NREC][SCAN_MAXT];
     __shared__ typename R::Tr A[R::NREC][SCAN_MAXT];
     R rc(dx, da, dout, a, ash, lda, x, ldx, N, D);
     scan_block_segments<CH, SCAN_MAXT>(rc, tr, A, nseg, scratch);
-    if (SHA) {   /* dL/da over chunks here, over images by cu_partials_finish; part [B][W] */
+    if (SHA) { /* dL/da over chunks here, over images by cu_partials_finish; part [B][W] */
         float v[R::NV];
         if constexpr (CPX) {
             v[0] = rc.dsum.re;
@@ -426,7 +445,7 @@ k_scan_bwd(T *__restrict__ dx, float *__restrict__ da, float *__restrict__ part,
             v[0] = rc.dsum;
         }
         block_chunk_sums<R::NV, CH, SCAN_MAXT>((float *)tr, v, blockDim.x / CH, rc.j < D,
-                                              part + (size_t)blockIdx.y * rc.W, 1, R::NV * rc.j);
+                                               part + (size_t)blockIdx.y * rc.W, 1, R::NV * rc.j);
     }
 }
 
@@ -443,18 +462,16 @@ typedef struct {
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
 static void launch_fwd_k(CudaImpl *im, ScanShape s, const ScanArgs &g) {
     typedef typename std::conditional<CPX, float2, float>::type Val;
-    scan_launch(im, false, k_scan_fwd<T, TT, CH, CPX, V, SHA, DIRS>,
-                dim3(ceil_div(g.D, CH), g.B), dim3(CH * s.P), "kernel launch k_scan_fwd",
-                (T *)g.out, (const float *)g.a, g.ash, g.lda, (const T *)g.x, g.ldx, g.N, g.D, s.nseg,
-                (Val *)g.scratch);
+    scan_launch(im, false, k_scan_fwd<T, TT, CH, CPX, V, SHA, DIRS>, dim3(ceil_div(g.D, CH), g.B), dim3(CH * s.P),
+                "kernel launch k_scan_fwd", (T *)g.out, (const float *)g.a, g.ash, g.lda, (const T *)g.x, g.ldx, g.N,
+                g.D, s.nseg, (Val *)g.scratch);
 }
 template <typename T, int TT, int CH, bool CPX, bool V, bool SHA, int DIRS>
 static void launch_bwd_k(CudaImpl *im, ScanShape s, const ScanArgs &g) {
     typedef typename std::conditional<CPX, float2, float>::type Val;
-    scan_launch(im, false, k_scan_bwd<T, TT, CH, CPX, V, SHA, DIRS>,
-                dim3(ceil_div(g.D, CH), g.B), dim3(CH * s.P), "kernel launch k_scan_bwd",
-                (T *)g.dx, (float *)g.da, g.part, (const T *)g.dout, (const float *)g.a, g.ash, g.lda,
-                (const T *)g.x, g.ldx, g.N, g.D, s.nseg, (Val *)g.scratch);
+    scan_launch(im, false, k_scan_bwd<T, TT, CH, CPX, V, SHA, DIRS>, dim3(ceil_div(g.D, CH), g.B), dim3(CH * s.P),
+                "kernel launch k_scan_bwd", (T *)g.dx, (float *)g.da, g.part, (const T *)g.dout, (const float *)g.a,
+                g.ash, g.lda, (const T *)g.x, g.ldx, g.N, g.D, s.nseg, (Val *)g.scratch);
 }
 
 /* The runtime choices, outermost first: kernel shape (TT, CH) from
@@ -463,36 +480,48 @@ static void launch_bwd_k(CudaImpl *im, ScanShape s, const ScanArgs &g) {
 template <bool FWD, typename T, int TT, int CH, bool SHA, int DIRS>
 static void launch_kind(CudaImpl *im, ScanShape s, const ScanArgs &g, int cpx, bool vec) {
     if constexpr (FWD) {
-        if (!cpx) launch_fwd_k<T, TT, CH, false, false, SHA, DIRS>(im, s, g);
-        else if (vec) launch_fwd_k<T, TT, CH, true, true, SHA, DIRS>(im, s, g);
-        else launch_fwd_k<T, TT, CH, true, false, SHA, DIRS>(im, s, g);
+        if (!cpx)
+            launch_fwd_k<T, TT, CH, false, false, SHA, DIRS>(im, s, g);
+        else if (vec)
+            launch_fwd_k<T, TT, CH, true, true, SHA, DIRS>(im, s, g);
+        else
+            launch_fwd_k<T, TT, CH, true, false, SHA, DIRS>(im, s, g);
     } else {
-        if (!cpx) launch_bwd_k<T, TT, CH, false, false, SHA, DIRS>(im, s, g);
-        else if (vec) launch_bwd_k<T, TT, CH, true, true, SHA, DIRS>(im, s, g);
-        else launch_bwd_k<T, TT, CH, true, false, SHA, DIRS>(im, s, g);
+        if (!cpx)
+            launch_bwd_k<T, TT, CH, false, false, SHA, DIRS>(im, s, g);
+        else if (vec)
+            launch_bwd_k<T, TT, CH, true, true, SHA, DIRS>(im, s, g);
+        else
+            launch_bwd_k<T, TT, CH, true, false, SHA, DIRS>(im, s, g);
     }
 }
 template <bool FWD, typename T, int TT, int CH>
-static void launch_shape(CudaImpl *im, ScanShape s, const ScanArgs &g, int cpx, int dirs,
-                         bool vec) {
+static void launch_shape(CudaImpl *im, ScanShape s, const ScanArgs &g, int cpx, int dirs, bool vec) {
     const bool sha = g.lda == 0;
-#define SCAN_DIRS(D_)                                                                    \
-    (sha ? launch_kind<FWD, T, TT, CH, true, D_>(im, s, g, cpx, vec)                     \
+#define SCAN_DIRS(D_)                                                \
+    (sha ? launch_kind<FWD, T, TT, CH, true, D_>(im, s, g, cpx, vec) \
          : launch_kind<FWD, T, TT, CH, false, D_>(im, s, g, cpx, vec))
-    if (dirs == SCAN_FORWARD) SCAN_DIRS(SCAN_FORWARD);
-    else if (dirs == SCAN_REVERSE) SCAN_DIRS(SCAN_REVERSE);
-    else SCAN_DIRS(SCAN_BOTH);
+    if (dirs == SCAN_FORWARD)
+        SCAN_DIRS(SCAN_FORWARD);
+    else if (dirs == SCAN_REVERSE)
+        SCAN_DIRS(SCAN_REVERSE);
+    else
+        SCAN_DIRS(SCAN_BOTH);
 #undef SCAN_DIRS
 }
 /* The (TT, CH) that scan_shape picks: forward (8, 16), (8, 8), (8, 4),
  * (16, 4); backward the same without (8, 16). */
 template <bool FWD, typename T>
 static void launch(CudaImpl *im, ScanShape s, const ScanArgs &g, int cpx, int dirs, bool vec) {
-    if (s.TT == 16 && s.CH == 4) launch_shape<FWD, T, 16, 4>(im, s, g, cpx, dirs, vec);
-    else if (s.TT == 8 && s.CH == 4) launch_shape<FWD, T, 8, 4>(im, s, g, cpx, dirs, vec);
-    else if (s.TT == 8 && s.CH == 8) launch_shape<FWD, T, 8, 8>(im, s, g, cpx, dirs, vec);
-    else if (FWD && s.TT == 8 && s.CH == 16) launch_shape<true, T, 8, 16>(im, s, g, cpx, dirs, vec);
-    else {   /* scan_shape and this list disagree */
+    if (s.TT == 16 && s.CH == 4)
+        launch_shape<FWD, T, 16, 4>(im, s, g, cpx, dirs, vec);
+    else if (s.TT == 8 && s.CH == 4)
+        launch_shape<FWD, T, 8, 4>(im, s, g, cpx, dirs, vec);
+    else if (s.TT == 8 && s.CH == 8)
+        launch_shape<FWD, T, 8, 8>(im, s, g, cpx, dirs, vec);
+    else if (FWD && s.TT == 8 && s.CH == 16)
+        launch_shape<true, T, 8, 16>(im, s, g, cpx, dirs, vec);
+    else { /* scan_shape and this list disagree */
         fprintf(stderr, "hgrn: scan: no kernel for TT %d, CH %d\n", s.TT, s.CH);
         exit(1);
     }
@@ -502,21 +531,24 @@ static void launch(CudaImpl *im, ScanShape s, const ScanArgs &g, int cpx, int di
 static void check_args(const char *op, int B, int ldx, int lda, int D, int complex, int dirs) {
     const long W = (long)D * (complex ? 2 : 1);
     const char *bad = NULL;
-    if (B > 65535) bad = "batch > 65535 (grid y)";
-    else if (complex != 0 && complex != 1) bad = "complex must be 0 or 1";
+    if (B > 65535)
+        bad = "batch > 65535 (grid y)";
+    else if (complex != 0 && complex != 1)
+        bad = "complex must be 0 or 1";
     else if (dirs != SCAN_FORWARD && dirs != SCAN_REVERSE && dirs != SCAN_BOTH)
         bad = "dirs must be SCAN_FORWARD, SCAN_REVERSE or SCAN_BOTH";
-    else if (ldx < W) bad = "ldx < W";
-    else if (lda != 0 && lda < W) bad = "lda < W (and not 0)";
+    else if (ldx < W)
+        bad = "ldx < W";
+    else if (lda != 0 && lda < W)
+        bad = "lda < W (and not 0)";
     if (bad) {
-        fprintf(stderr, "hgrn: %s: %s (B %d, D %d, complex %d, dirs %d, ldx %d, lda %d)\n", op, bad,
-                B, D, complex, dirs, ldx, lda);
+        fprintf(stderr, "hgrn: %s: %s (B %d, D %d, complex %d, dirs %d, ldx %d, lda %d)\n", op, bad, B, D, complex,
+                dirs, ldx, lda);
         exit(1);
     }
 }
 
-template <typename T>
-static bool all_pairs_aligned(const ScanArgs &g, bool fwd, int W) {
+template <typename T> static bool all_pairs_aligned(const ScanArgs &g, bool fwd, int W) {
     bool v = pair_aligned((const T *)g.x, g.ldx);
     if (g.lda) v = v && pair_aligned((const float *)g.a, g.lda);
     if (fwd) return v && pair_aligned((const T *)g.out, W);
@@ -525,8 +557,8 @@ static bool all_pairs_aligned(const ScanArgs &g, bool fwd, int W) {
     return v;
 }
 
-void cu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x, int ldx, int B,
-                 int N, int D, int complex, int dirs) {
+void cu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x, int ldx, int B, int N, int D,
+                 int complex, int dirs) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     check_args("scan_fwd", B, ldx, lda, D, complex, dirs);
@@ -545,12 +577,14 @@ void cu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *
     const size_t sb = seg_scratch_bytes(s, B, D, dirs == SCAN_BOTH ? 1 : 0, complex ? 8 : 4);
     g.scratch = sb ? hgrn_scratch(im, sb) : NULL;
     const int W = complex ? 2 * D : D;
-    if (im->bf16) launch<true, bf16>(im, s, g, complex, dirs, all_pairs_aligned<bf16>(g, true, W));
-    else launch<true, float>(im, s, g, complex, dirs, all_pairs_aligned<float>(g, true, W));
+    if (im->bf16)
+        launch<true, bf16>(im, s, g, complex, dirs, all_pairs_aligned<bf16>(g, true, W));
+    else
+        launch<true, float>(im, s, g, complex, dirs, all_pairs_aligned<float>(g, true, W));
 }
 
-void cu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a, int lda,
-                 const float *x, int ldx, int B, int N, int D, int complex, int dirs) {
+void cu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a, int lda, const float *x, int ldx,
+                 int B, int N, int D, int complex, int dirs) {
     CudaImpl *im = IMPL(bk);
     if (B <= 0 || N <= 0 || D <= 0) return;
     check_args("scan_bwd", B, ldx, lda, D, complex, dirs);
@@ -576,7 +610,9 @@ void cu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const flo
     char *scr = pb + sb ? (char *)hgrn_scratch(im, pb + sb) : NULL;
     g.part = pb ? (float *)scr : NULL;
     g.scratch = sb ? scr + pb : NULL;
-    if (im->bf16) launch<false, bf16>(im, s, g, complex, dirs, all_pairs_aligned<bf16>(g, false, W));
-    else launch<false, float>(im, s, g, complex, dirs, all_pairs_aligned<float>(g, false, W));
-    if (!lda) cu_partials_finish(im, da, g.part, B, W);   /* over images, in a fixed order */
+    if (im->bf16)
+        launch<false, bf16>(im, s, g, complex, dirs, all_pairs_aligned<bf16>(g, false, W));
+    else
+        launch<false, float>(im, s, g, complex, dirs, all_pairs_aligned<float>(g, false, W));
+    if (!lda) cu_partials_finish(im, da, g.part, B, W); /* over images, in a fixed order */
 }

@@ -46,18 +46,21 @@
 
 #include "common.cuh"
 
-#define SCAN_MAXT 512   /* threads per block at most (CH * P) */
+#define SCAN_MAXT 512 /* threads per block at most (CH * P) */
 
 /* ------------------------------------------------------ complex arithmetic */
-struct cpx { float re, im; };
-__device__ __forceinline__ cpx mk(float a, float b) { cpx r; r.re = a; r.im = b; return r; }
-__device__ __forceinline__ cpx cmul(cpx a, cpx b) {
-    return mk(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
+struct cpx {
+    float re, im;
+};
+__device__ __forceinline__ cpx mk(float a, float b) {
+    cpx r;
+    r.re = a;
+    r.im = b;
+    return r;
 }
+__device__ __forceinline__ cpx cmul(cpx a, cpx b) { return mk(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re); }
 /* conj(a) * b */
-__device__ __forceinline__ cpx cmulc(cpx a, cpx b) {
-    return mk(a.re * b.re + a.im * b.im, a.re * b.im - a.im * b.re);
-}
+__device__ __forceinline__ cpx cmulc(cpx a, cpx b) { return mk(a.re * b.re + a.im * b.im, a.re * b.im - a.im * b.re); }
 __device__ __forceinline__ cpx cadd(cpx a, cpx b) { return mk(a.re + b.re, a.im + b.im); }
 /* lam * v + x, lam real */
 __device__ __forceinline__ cpx sfma(float lam, cpx v, cpx x) {
@@ -72,17 +75,29 @@ template <> struct pair_of<float> { typedef float2 type; };
 template <> struct pair_of<bf16> { typedef __nv_bfloat162 type; };
 template <bool V, typename T> __device__ __forceinline__ typename pair_of<T>::type ld_pair(const T *p) {
     typename pair_of<T>::type v;
-    if (V) v = *(const typename pair_of<T>::type *)p;
-    else { v.x = p[0]; v.y = p[1]; }
+    if (V)
+        v = *(const typename pair_of<T>::type *)p;
+    else {
+        v.x = p[0];
+        v.y = p[1];
+    }
     return v;
 }
 template <bool V> __device__ __forceinline__ void st2(float *p, float a, float b) {
-    if (V) *(float2 *)p = make_float2(a, b);
-    else { p[0] = a; p[1] = b; }
+    if (V)
+        *(float2 *)p = make_float2(a, b);
+    else {
+        p[0] = a;
+        p[1] = b;
+    }
 }
 template <bool V> __device__ __forceinline__ void st2(bf16 *p, float a, float b) {
-    if (V) *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
-    else { p[0] = __float2bfloat16_rn(a); p[1] = __float2bfloat16_rn(b); }
+    if (V)
+        *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
+    else {
+        p[0] = __float2bfloat16_rn(a);
+        p[1] = __float2bfloat16_rn(b);
+    }
 }
 __device__ __forceinline__ cpx to_cpx(float2 v) { return mk(v.x, v.y); }
 __device__ __forceinline__ cpx to_cpx(__nv_bfloat162 v) {
@@ -170,9 +185,8 @@ __device__ __forceinline__ float walk_step(float a, float st, float sv) { return
  * once per chunk (a relative error growing like (N / TT) ulp). */
 template <typename V> struct Split { V hi, lo; };
 __device__ __forceinline__ float2 walk_step(Split<float2> a, float2 st, float2 sv) {
-    return make_float2(
-        fmaf(a.hi.x, st.x, fmaf(-a.hi.y, st.y, fmaf(a.lo.x, st.x, fmaf(-a.lo.y, st.y, sv.x)))),
-        fmaf(a.hi.x, st.y, fmaf(a.hi.y, st.x, fmaf(a.lo.x, st.y, fmaf(a.lo.y, st.x, sv.y)))));
+    return make_float2(fmaf(a.hi.x, st.x, fmaf(-a.hi.y, st.y, fmaf(a.lo.x, st.x, fmaf(-a.lo.y, st.y, sv.x)))),
+                       fmaf(a.hi.x, st.y, fmaf(a.hi.y, st.x, fmaf(a.lo.x, st.y, fmaf(a.lo.y, st.x, sv.y)))));
 }
 __device__ __forceinline__ float walk_step(Split<float> a, float st, float sv) {
     return fmaf(a.hi, st, fmaf(a.lo, st, sv));
@@ -216,9 +230,7 @@ __device__ __forceinline__ void chunk_carries(Val (*tr)[S], const Tr (*A)[S], in
     chunk_walk<CH>(&tr[rec][c], &A[rec][c], P, val_zero<Val>());
 }
 /* A thread's slot for the reverse recurrences' walk (forward ones: tid) */
-__device__ __forceinline__ int walk_pos_rev(int k, int ch, int CH, int P) {
-    return (P - 1 - k) * CH + ch;
-}
+__device__ __forceinline__ int walk_pos_rev(int k, int ch, int CH, int P) { return (P - 1 - k) * CH + ch; }
 
 /* --------------------------------------------------------- pass structure
  * One segment of a block: load, pass 1, the walk, pass 2, for a policy R
@@ -226,12 +238,11 @@ __device__ __forceinline__ int walk_pos_rev(int k, int ch, int CH, int P) {
  * carries) and A (transfers) are the shared arrays [NREC][S]. The carries enter from zero states (the
  * single-segment scan); scan_block_segments runs segments with carries. */
 template <int CH, int S, class R>
-__device__ __forceinline__ void scan_block(R &rc, typename R::Val (*tr)[S],
-                                           typename R::Tr (*A)[S]) {
+__device__ __forceinline__ void scan_block(R &rc, typename R::Val (*tr)[S], typename R::Tr (*A)[S]) {
     typedef typename R::Val Val;
     typedef typename R::Tr Tr;
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH, P = blockDim.x / CH;
-    pdl_wait();   /* before any global read (see pdl_wait) */
+    pdl_wait(); /* before any global read (see pdl_wait) */
     rc.load();
     loads_issued(rc.N <= 0);
     rc.prepare();
@@ -267,7 +278,7 @@ template <class R> struct rec_count {
         for (int r = 0; r < R::NREC; r++) n += R::rev(r) ? 1 : 0;
         return n;
     }
-    static __host__ __device__ constexpr int rev_index(int rec) {   /* among the reverse ones */
+    static __host__ __device__ constexpr int rev_index(int rec) { /* among the reverse ones */
         int n = 0;
         for (int r = 0; r < rec; r++) n += R::rev(r) ? 1 : 0;
         return n;
@@ -275,8 +286,7 @@ template <class R> struct rec_count {
 };
 
 template <int CH, int S, bool F, bool RV, class R>
-__device__ __forceinline__ void segment_transfers(R &rc, typename R::Val (*tr)[S],
-                                                  typename R::Tr (*A)[S], int pr) {
+__device__ __forceinline__ void segment_transfers(R &rc, typename R::Val (*tr)[S], typename R::Tr (*A)[S], int pr) {
     typedef typename R::Val Val;
     typedef typename R::Tr Tr;
     const int tid = threadIdx.x;
@@ -295,8 +305,7 @@ __device__ __forceinline__ void segment_transfers(R &rc, typename R::Val (*tr)[S
 }
 
 template <int CH, int S, class R>
-__device__ __forceinline__ void scan_block_segments(R &rc, typename R::Val (*tr)[S],
-                                                    typename R::Tr (*A)[S], int nseg,
+__device__ __forceinline__ void scan_block_segments(R &rc, typename R::Val (*tr)[S], typename R::Tr (*A)[S], int nseg,
                                                     typename R::Val *scratch) {
     typedef typename R::Val Val;
     constexpr int NRR = rec_count<R>::rev();
@@ -308,11 +317,11 @@ __device__ __forceinline__ void scan_block_segments(R &rc, typename R::Val (*tr)
     const bool walker = tid < R::NREC * CH;
     const size_t Dp = (size_t)gridDim.x * CH, jw = (size_t)blockIdx.x * CH + wc;
     Val st = val_zero<Val>();
-    pdl_wait();   /* before any global read (see pdl_wait) */
+    pdl_wait(); /* before any global read (see pdl_wait) */
     if (MIXED && nseg > 1) {
         /* sweep 1, from the end: the reverse recurrences' segment carries */
         for (int g = nseg - 1; g >= 0; g--) {
-            if (g < nseg - 1) __syncthreads();   /* the walk of segment g + 1 is done */
+            if (g < nseg - 1) __syncthreads(); /* the walk of segment g + 1 is done */
             rc.at_segment(g);
             segment_transfers<CH, S, false, true>(rc, tr, A, pr);
             __syncthreads();
@@ -327,7 +336,7 @@ __device__ __forceinline__ void scan_block_segments(R &rc, typename R::Val (*tr)
     }
     for (int i = 0; i < nseg; i++) {
         const int g = ANY_F ? i : nseg - 1 - i;
-        if (i > 0) __syncthreads();   /* every thread has read the last segment's carries */
+        if (i > 0) __syncthreads(); /* every thread has read the last segment's carries */
         rc.at_segment(g);
         segment_transfers<CH, S, true, true>(rc, tr, A, pr);
         __syncthreads();
@@ -355,8 +364,8 @@ __device__ __forceinline__ void scan_block_segments(R &rc, typename R::Val (*tr)
  * shared arrays are reused (the barrier first lets every thread finish with
  * them). */
 template <int NS, int CH, int S>
-__device__ __forceinline__ void block_chunk_sums(float *red, const float *v, int P, bool write,
-                                                 float *row, int stride, int j) {
+__device__ __forceinline__ void block_chunk_sums(float *red, const float *v, int P, bool write, float *row, int stride,
+                                                 int j) {
     const int tid = threadIdx.x, ch = tid % CH, k = tid / CH;
     __syncthreads();
 #pragma unroll
@@ -385,17 +394,21 @@ __device__ __forceinline__ void block_chunk_sums(float *red, const float *v, int
  *   else CH 8 while 8 P <= 512, else 4 (N = 1024: 128 chunks x 4 channels);
  *   above N = 2048 segments of 2048 tokens (P 128, TT 16, CH 4).
  * The reachable (TT, CH, threads) are listed in docs/CUDA.md, "Element-wise scans". */
-#define SCAN_SEG_TOKENS (16 * (SCAN_MAXT / 4))   /* the longest segment: 2048 */
-typedef struct { int TT, CH, P, nseg; } ScanShape;
+#define SCAN_SEG_TOKENS (16 * (SCAN_MAXT / 4)) /* the longest segment: 2048 */
+typedef struct {
+    int TT, CH, P, nseg;
+} ScanShape;
 static inline ScanShape scan_shape(int N, bool fwd) {
     ScanShape s;
     s.nseg = (N + SCAN_SEG_TOKENS - 1) / SCAN_SEG_TOKENS;
-    const int Ns = N < SCAN_SEG_TOKENS ? N : SCAN_SEG_TOKENS;   /* tokens of a segment */
+    const int Ns = N < SCAN_SEG_TOKENS ? N : SCAN_SEG_TOKENS; /* tokens of a segment */
     s.TT = Ns <= 8 * (SCAN_MAXT / 4) ? 8 : 16;
     const int P = (Ns + s.TT - 1) / s.TT, P4 = (P + 3) / 4 * 4;
-    if (fwd && 16 * P4 <= SCAN_MAXT) s.CH = 16;
-    else s.CH = 8 * P <= SCAN_MAXT ? 8 : 4;
-    const int per = s.CH == 16 ? 4 : 32 / s.CH;   /* chunks per warp, at least 4 */
+    if (fwd && 16 * P4 <= SCAN_MAXT)
+        s.CH = 16;
+    else
+        s.CH = 8 * P <= SCAN_MAXT ? 8 : 4;
+    const int per = s.CH == 16 ? 4 : 32 / s.CH; /* chunks per warp, at least 4 */
     s.P = (P + per - 1) / per * per;
     return s;
 }
@@ -414,8 +427,8 @@ static inline size_t seg_scratch_bytes(ScanShape s, int B, int D, int nrr, size_
  * before the previous launch ends (programmatic stream serialization: the
  * kernel calls pdl_wait before its first global read). */
 template <typename... KArgs, typename... Args>
-static void scan_launch(CudaImpl *im, bool pdl, void (*kern)(KArgs...), dim3 grid, dim3 block,
-                        const char *name, Args... args) {
+static void scan_launch(CudaImpl *im, bool pdl, void (*kern)(KArgs...), dim3 grid, dim3 block, const char *name,
+                        Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;

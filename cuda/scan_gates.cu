@@ -20,27 +20,31 @@
 
 static unsigned sg_grid(size_t n) {
     size_t g = (n + SG_THREADS - 1) / SG_THREADS;
-    if (g > 65535u * 32u) g = 65535u * 32u;   /* grid-stride beyond this */
+    if (g > 65535u * 32u) g = 65535u * 32u; /* grid-stride beyond this */
     return (unsigned)(g ? g : 1);
 }
 
 #define SG_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* ---- V consecutive values to / from fp32 registers: V = 1 (scalar) or the
  * 16-byte vector of the type (VecW) ---- */
 template <int V, typename T> __device__ __forceinline__ void ldn(const T *p, float *f) {
-    if constexpr (V == 1) f[0] = ldf(p);
-    else ldv(p, f);
+    if constexpr (V == 1)
+        f[0] = ldf(p);
+    else
+        ldv(p, f);
 }
 template <int V, typename T> __device__ __forceinline__ void stn(T *p, const float *f) {
-    if constexpr (V == 1) stf(p, f[0]);
-    else stv(p, f);
+    if constexpr (V == 1)
+        stf(p, f[0]);
+    else
+        stv(p, f);
 }
 /* fp32 arrays (the decays) in units of V: float4 pieces */
 template <int V> __device__ __forceinline__ void ldn32(const float *p, float *f) {
-    if constexpr (V == 1) f[0] = p[0];
+    if constexpr (V == 1)
+        f[0] = p[0];
     else {
 #pragma unroll
         for (int q = 0; q < V; q += 4) {
@@ -50,7 +54,8 @@ template <int V> __device__ __forceinline__ void ldn32(const float *p, float *f)
     }
 }
 template <int V> __device__ __forceinline__ void stn32(float *p, const float *f) {
-    if constexpr (V == 1) p[0] = f[0];
+    if constexpr (V == 1)
+        p[0] = f[0];
     else {
 #pragma unroll
         for (int q = 0; q < V; q += 4)
@@ -64,16 +69,14 @@ __device__ __forceinline__ void sig_pair(float y, float &s, float &sc) {
     s = y >= 0.0f ? inv : e * inv;
     sc = y >= 0.0f ? e * inv : inv;
 }
-__device__ __forceinline__ float softplus_(float y) {
-    return fmaxf(y, 0.0f) + log1pf(__expf(-fabsf(y)));
-}
+__device__ __forceinline__ float softplus_(float y) { return fmaxf(y, 0.0f) + log1pf(__expf(-fabsf(y))); }
 
 /* ------------------------------------------------------------------ mingate */
 /* Thread i owns V consecutive channels c of row m; p's parts at c, E + c
  * (and 2E + c for minLSTM). */
 template <typename T, int KIND, int V>
-__global__ void k_mingate_fwd(float *__restrict__ a, T *__restrict__ x, const T *__restrict__ p,
-                              int ldp, int M, int E) {
+__global__ void k_mingate_fwd(float *__restrict__ a, T *__restrict__ x, const T *__restrict__ p, int ldp, int M,
+                              int E) {
     const int EV = E / V;
     const size_t n = (size_t)M * EV;
     SG_STRIDE(i, n) {
@@ -87,11 +90,11 @@ __global__ void k_mingate_fwd(float *__restrict__ a, T *__restrict__ x, const T 
 #pragma unroll
         for (int q = 0; q < V; q++) {
             float s, sc;
-            if (KIND == MINGATE_GRU) {   /* g0 = z, g1 = h~ */
+            if (KIND == MINGATE_GRU) { /* g0 = z, g1 = h~ */
                 sig_pair(g0[q], s, sc);
                 av[q] = sc;
                 xv[q] = s * g1[q];
-            } else {                     /* g0 = f, g1 = i, hv = h~ */
+            } else { /* g0 = f, g1 = i, hv = h~ */
                 sig_pair(softplus_(-g1[q]) - softplus_(-g0[q]), s, sc);
                 av[q] = s;
                 xv[q] = sc * hv[q];
@@ -103,9 +106,8 @@ __global__ void k_mingate_fwd(float *__restrict__ a, T *__restrict__ x, const T 
 }
 
 template <typename T, int KIND, int V>
-__global__ void k_mingate_bwd(T *__restrict__ dp, const float *__restrict__ da,
-                              const T *__restrict__ dx, const T *__restrict__ p, int ldp, int M,
-                              int E) {
+__global__ void k_mingate_bwd(T *__restrict__ dp, const float *__restrict__ da, const T *__restrict__ dx,
+                              const T *__restrict__ p, int ldp, int M, int E) {
     const int EV = E / V;
     const size_t n = (size_t)M * EV;
     SG_STRIDE(i, n) {
@@ -121,12 +123,12 @@ __global__ void k_mingate_bwd(T *__restrict__ dp, const float *__restrict__ da,
         ldn<V>(dx + m * E + c, gxv);
 #pragma unroll
         for (int q = 0; q < V; q++) {
-            if (KIND == MINGATE_GRU) {   /* dz = (dx h - da) s (1 - s), dh = dx s */
+            if (KIND == MINGATE_GRU) { /* dz = (dx h - da) s (1 - s), dh = dx s */
                 float s, sc;
                 sig_pair(g0[q], s, sc);
                 d0[q] = (gxv[q] * g1[q] - gav[q]) * (s * sc);
                 d1[q] = gxv[q] * s;
-            } else {   /* dd = (da - dx h) a (1 - a); df = dd sigmoid(-f), di = -dd sigmoid(-i) */
+            } else { /* dd = (da - dx h) a (1 - a); df = dd sigmoid(-f), di = -dd sigmoid(-i) */
                 float fn, in, sf, sfc, si, sic;
                 sig_pair(softplus_(-g1[q]) - softplus_(-g0[q]), fn, in);
                 sig_pair(g0[q], sf, sfc);
@@ -151,59 +153,57 @@ static void check_kind(const char *op, int kind) {
 }
 
 template <typename T, int V>
-static void launch_mingate_fwd(CudaImpl *im, int kind, float *a, float *x, const float *p, int ldp,
-                               int M, int E) {
+static void launch_mingate_fwd(CudaImpl *im, int kind, float *a, float *x, const float *p, int ldp, int M, int E) {
     const unsigned g = sg_grid((size_t)M * (E / V));
     if (kind == MINGATE_GRU)
-        k_mingate_fwd<T, MINGATE_GRU, V><<<g, SG_THREADS, 0, im->stream>>>(a, (T *)x, (const T *)p,
-                                                                          ldp, M, E);
+        k_mingate_fwd<T, MINGATE_GRU, V><<<g, SG_THREADS, 0, im->stream>>>(a, (T *)x, (const T *)p, ldp, M, E);
     else
-        k_mingate_fwd<T, MINGATE_LSTM, V><<<g, SG_THREADS, 0, im->stream>>>(a, (T *)x, (const T *)p,
-                                                                           ldp, M, E);
+        k_mingate_fwd<T, MINGATE_LSTM, V><<<g, SG_THREADS, 0, im->stream>>>(a, (T *)x, (const T *)p, ldp, M, E);
     LAUNCH_CHECK("k_mingate_fwd");
 }
 template <typename T, int V>
-static void launch_mingate_bwd(CudaImpl *im, int kind, float *dp, const float *da, const float *dx,
-                               const float *p, int ldp, int M, int E) {
+static void launch_mingate_bwd(CudaImpl *im, int kind, float *dp, const float *da, const float *dx, const float *p,
+                               int ldp, int M, int E) {
     const unsigned g = sg_grid((size_t)M * (E / V));
     if (kind == MINGATE_GRU)
-        k_mingate_bwd<T, MINGATE_GRU, V><<<g, SG_THREADS, 0, im->stream>>>(
-            (T *)dp, da, (const T *)dx, (const T *)p, ldp, M, E);
+        k_mingate_bwd<T, MINGATE_GRU, V>
+            <<<g, SG_THREADS, 0, im->stream>>>((T *)dp, da, (const T *)dx, (const T *)p, ldp, M, E);
     else
-        k_mingate_bwd<T, MINGATE_LSTM, V><<<g, SG_THREADS, 0, im->stream>>>(
-            (T *)dp, da, (const T *)dx, (const T *)p, ldp, M, E);
+        k_mingate_bwd<T, MINGATE_LSTM, V>
+            <<<g, SG_THREADS, 0, im->stream>>>((T *)dp, da, (const T *)dx, (const T *)p, ldp, M, E);
     LAUNCH_CHECK("k_mingate_bwd");
 }
 
 /* the vector path: whole 16-byte vectors in every row of every operand */
-static bool mingate_vec(CudaImpl *im, int ldp, int E, const void *p0, const void *p1,
-                        const void *p2, const void *p3) {
+static bool mingate_vec(CudaImpl *im, int ldp, int E, const void *p0, const void *p1, const void *p2, const void *p3) {
     const int V = im->bf16 ? 8 : 4;
-    return E % V == 0 && ldp % V == 0 && aligned16(p0) && aligned16(p1) && aligned16(p2) &&
-           aligned16(p3);
+    return E % V == 0 && ldp % V == 0 && aligned16(p0) && aligned16(p1) && aligned16(p2) && aligned16(p3);
 }
 
-void cu_mingate_fwd(Backend *bk, float *a, float *x, const float *p, int ldp, int M, int E,
-                    int kind) {
+void cu_mingate_fwd(Backend *bk, float *a, float *x, const float *p, int ldp, int M, int E, int kind) {
     CudaImpl *im = IMPL(bk);
     check_kind("mingate_fwd", kind);
     if (M <= 0 || E <= 0) return;
     if (mingate_vec(im, ldp, E, a, x, p, p)) {
-        if (im->bf16) launch_mingate_fwd<bf16, 8>(im, kind, a, x, p, ldp, M, E);
-        else launch_mingate_fwd<float, 4>(im, kind, a, x, p, ldp, M, E);
+        if (im->bf16)
+            launch_mingate_fwd<bf16, 8>(im, kind, a, x, p, ldp, M, E);
+        else
+            launch_mingate_fwd<float, 4>(im, kind, a, x, p, ldp, M, E);
     } else {
         ACT_DISPATCH(im, T, (launch_mingate_fwd<T, 1>(im, kind, a, x, p, ldp, M, E)));
     }
 }
 
-void cu_mingate_bwd(Backend *bk, float *dp, const float *da, const float *dx, const float *p,
-                    int ldp, int M, int E, int kind) {
+void cu_mingate_bwd(Backend *bk, float *dp, const float *da, const float *dx, const float *p, int ldp, int M, int E,
+                    int kind) {
     CudaImpl *im = IMPL(bk);
     check_kind("mingate_bwd", kind);
     if (M <= 0 || E <= 0) return;
     if (mingate_vec(im, ldp, E, dp, da, dx, p)) {
-        if (im->bf16) launch_mingate_bwd<bf16, 8>(im, kind, dp, da, dx, p, ldp, M, E);
-        else launch_mingate_bwd<float, 4>(im, kind, dp, da, dx, p, ldp, M, E);
+        if (im->bf16)
+            launch_mingate_bwd<bf16, 8>(im, kind, dp, da, dx, p, ldp, M, E);
+        else
+            launch_mingate_bwd<float, 4>(im, kind, dp, da, dx, p, ldp, M, E);
     } else {
         ACT_DISPATCH(im, T, (launch_mingate_bwd<T, 1>(im, kind, dp, da, dx, p, ldp, M, E)));
     }
@@ -218,9 +218,8 @@ __device__ __forceinline__ void lru_state(float nu, double &en, double &r, doubl
 }
 
 /* thread per element of beff [2S, H]; the first of each state's rows also writes lambda */
-__global__ void k_lru_params_fwd(float *__restrict__ lam, float *__restrict__ beff,
-                                 const float *__restrict__ nu, const float *__restrict__ theta,
-                                 const float *__restrict__ b, int S, int H) {
+__global__ void k_lru_params_fwd(float *__restrict__ lam, float *__restrict__ beff, const float *__restrict__ nu,
+                                 const float *__restrict__ theta, const float *__restrict__ b, int S, int H) {
     const size_t n = (size_t)2 * S * H;
     SG_STRIDE(i, n) {
         const int k = (int)(i / (2 * (size_t)H));
@@ -239,11 +238,10 @@ __global__ void k_lru_params_fwd(float *__restrict__ lam, float *__restrict__ be
 /* one warp per state k: dgamma = sum b dbeff over its 2H values (each lane
  * in a fixed order, then the shuffle tree), db += gamma dbeff; lane 0 then
  * adds dnu and dtheta */
-__global__ void k_lru_params_bwd(float *__restrict__ dnu, float *__restrict__ dtheta,
-                                 float *__restrict__ db, const float *__restrict__ dlam,
-                                 const float *__restrict__ dbeff, const float *__restrict__ nu,
-                                 const float *__restrict__ theta, const float *__restrict__ b,
-                                 int S, int H) {
+__global__ void k_lru_params_bwd(float *__restrict__ dnu, float *__restrict__ dtheta, float *__restrict__ db,
+                                 const float *__restrict__ dlam, const float *__restrict__ dbeff,
+                                 const float *__restrict__ nu, const float *__restrict__ theta,
+                                 const float *__restrict__ b, int S, int H) {
     const int k = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (k >= S) return;
     double en, r, g;
@@ -260,36 +258,34 @@ __global__ void k_lru_params_bwd(float *__restrict__ dnu, float *__restrict__ dt
         sincos((double)theta[k], &sn, &cs);
         const double dr = (double)dlam[2 * k] * cs + (double)dlam[2 * k + 1] * sn;
         const double dt = r * ((double)dlam[2 * k + 1] * cs - (double)dlam[2 * k] * sn);
-        const double dgdnu = g > 0.0 ? en * r * r / g : 0.0;   /* -> 0 as gamma -> 0 */
+        const double dgdnu = g > 0.0 ? en * r * r / g : 0.0; /* -> 0 as gamma -> 0 */
         dnu[k] += (float)(-dr * en * r + dg * dgdnu);
         dtheta[k] += (float)dt;
     }
 }
 
-void cu_lru_params_fwd(Backend *bk, float *lam, float *beff, const float *nu, const float *theta,
-                       const float *b, int S, int H) {
+void cu_lru_params_fwd(Backend *bk, float *lam, float *beff, const float *nu, const float *theta, const float *b, int S,
+                       int H) {
     CudaImpl *im = IMPL(bk);
     if (S <= 0 || H <= 0) return;
-    k_lru_params_fwd<<<sg_grid((size_t)2 * S * H), SG_THREADS, 0, im->stream>>>(lam, beff, nu,
-                                                                               theta, b, S, H);
+    k_lru_params_fwd<<<sg_grid((size_t)2 * S * H), SG_THREADS, 0, im->stream>>>(lam, beff, nu, theta, b, S, H);
     LAUNCH_CHECK("k_lru_params_fwd");
 }
 
-void cu_lru_params_bwd(Backend *bk, float *dnu, float *dtheta, float *db, const float *dlam,
-                       const float *dbeff, const float *nu, const float *theta, const float *b,
-                       int S, int H) {
+void cu_lru_params_bwd(Backend *bk, float *dnu, float *dtheta, float *db, const float *dlam, const float *dbeff,
+                       const float *nu, const float *theta, const float *b, int S, int H) {
     CudaImpl *im = IMPL(bk);
     if (S <= 0 || H <= 0) return;
     const int warps = 4;
-    k_lru_params_bwd<<<ceil_div(S, warps), 32 * warps, 0, im->stream>>>(dnu, dtheta, db, dlam,
-                                                                        dbeff, nu, theta, b, S, H);
+    k_lru_params_bwd<<<ceil_div(S, warps), 32 * warps, 0, im->stream>>>(dnu, dtheta, db, dlam, dbeff, nu, theta, b, S,
+                                                                        H);
     LAUNCH_CHECK("k_lru_params_bwd");
 }
 
 /* -------------------------------------------------------------------- diag */
 template <typename T, int V>
-__global__ void k_diag_fwd(T *__restrict__ out, const T *__restrict__ x,
-                           const float *__restrict__ d, int C, size_t nv) {
+__global__ void k_diag_fwd(T *__restrict__ out, const T *__restrict__ x, const float *__restrict__ d, int C,
+                           size_t nv) {
     SG_STRIDE(i, nv) {
         const size_t e = i * V;
         const int c = (int)(e % C);
@@ -309,13 +305,13 @@ void cu_diag_fwd(Backend *bk, float *out, const float *x, const float *d, int M,
     const int V = im->bf16 ? 8 : 4;
     if (C % V == 0 && aligned16(out) && aligned16(x)) {
         if (im->bf16)
-            k_diag_fwd<bf16, 8><<<sg_grid(n / 8), SG_THREADS, 0, im->stream>>>(
-                (bf16 *)out, (const bf16 *)x, d, C, n / 8);
+            k_diag_fwd<bf16, 8>
+                <<<sg_grid(n / 8), SG_THREADS, 0, im->stream>>>((bf16 *)out, (const bf16 *)x, d, C, n / 8);
         else
             k_diag_fwd<float, 4><<<sg_grid(n / 4), SG_THREADS, 0, im->stream>>>(out, x, d, C, n / 4);
     } else {
-        ACT_DISPATCH(im, T, (k_diag_fwd<T, 1><<<sg_grid(n), SG_THREADS, 0, im->stream>>>(
-                                (T *)out, (const T *)x, d, C, n)));
+        ACT_DISPATCH(im, T,
+                     (k_diag_fwd<T, 1><<<sg_grid(n), SG_THREADS, 0, im->stream>>>((T *)out, (const T *)x, d, C, n)));
     }
     LAUNCH_CHECK("k_diag_fwd");
 }
@@ -325,9 +321,8 @@ void cu_diag_fwd(Backend *bk, float *out, const float *x, const float *d, int M,
  * (rows in a fixed order per thread, then the 8 threads of a column in
  * order); pass 2 (cu_partials_finish) adds the tiles in order onto dd. */
 template <typename T>
-__global__ void k_diag_bwd_partial(float *__restrict__ partial, T *__restrict__ dx,
-                                   const T *__restrict__ dout, const T *__restrict__ x,
-                                   const float *__restrict__ d, int R, int C, int rpb) {
+__global__ void k_diag_bwd_partial(float *__restrict__ partial, T *__restrict__ dx, const T *__restrict__ dout,
+                                   const T *__restrict__ x, const float *__restrict__ d, int R, int C, int rpb) {
     __shared__ float sm[8][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
     const int r0 = blockIdx.y * rpb, r1 = min(R, r0 + rpb);
@@ -351,8 +346,7 @@ __global__ void k_diag_bwd_partial(float *__restrict__ partial, T *__restrict__ 
     }
 }
 
-void cu_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, const float *x,
-                 const float *d, int M, int C) {
+void cu_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, const float *x, const float *d, int M, int C) {
     CudaImpl *im = IMPL(bk);
     if (M <= 0 || C <= 0) return;
     int rpb = 64;
@@ -360,8 +354,9 @@ void cu_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, const flo
     const int G = (int)ceil_div(M, rpb);
     float *partial = (float *)hgrn_scratch(im, (size_t)G * C * sizeof(float));
     dim3 grid(ceil_div(C, 32), G), block(32, 8);
-    ACT_DISPATCH(im, T, (k_diag_bwd_partial<T><<<grid, block, 0, im->stream>>>(
-                            partial, (T *)dx, (const T *)dout, (const T *)x, d, M, C, rpb)));
+    ACT_DISPATCH(im, T,
+                 (k_diag_bwd_partial<T>
+                  <<<grid, block, 0, im->stream>>>(partial, (T *)dx, (const T *)dout, (const T *)x, d, M, C, rpb)));
     LAUNCH_CHECK("k_diag_bwd_partial");
     cu_partials_finish(im, dd, partial, G, C);
 }

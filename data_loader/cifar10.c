@@ -13,16 +13,16 @@
 #define REC 3073
 
 typedef struct {
-    uint8_t *data;   /* n * c * 1024 */
+    uint8_t *data; /* n * c * 1024 */
     uint8_t *labels;
     int c;
 } Cifar;
 
-static const char *cifar_names[10] = {"airplane", "automobile", "bird", "cat", "deer",
-                                      "dog", "frog", "horse", "ship", "truck"};
+static const char *cifar_names[10] = {"airplane", "automobile", "bird",  "cat",  "deer",
+                                      "dog",      "frog",       "horse", "ship", "truck"};
 
-static int cifar_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w,
-                     char *err, size_t errlen) {
+static int cifar_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w, char *err,
+                     size_t errlen) {
     Cifar *cf = ds->impl;
     size_t per = (size_t)cf->c * 1024;
     if (i < 0 || i >= ds->n || out_cap < per) {
@@ -57,16 +57,20 @@ static void cifar_close(Dataset *ds) {
 /* One batch file's bytes: exactly `records` records of a label byte (0..9)
  * and 3072 pixel bytes, into data (records * c * 1024) and labels. gray: one
  * channel (PIL's L). 0, or -1 with a message naming the file. */
-static int cifar_parse(const uint8_t *buf, size_t len, const char *path, int records, int gray,
-                       uint8_t *data, uint8_t *labels, char *err, size_t errlen) {
+static int cifar_parse(const uint8_t *buf, size_t len, const char *path, int records, int gray, uint8_t *data,
+                       uint8_t *labels, char *err, size_t errlen) {
     const size_t want = (size_t)records * REC;
     if (len != want) {
         if (len < want)
-            set_err(err, errlen, "%s: truncated: %zu bytes, %d records of %d bytes need %zu (record %zu is cut "
-                    "short)", path, len, records, REC, want, len / REC);
+            set_err(err, errlen,
+                    "%s: truncated: %zu bytes, %d records of %d bytes need %zu (record %zu is cut "
+                    "short)",
+                    path, len, records, REC, want, len / REC);
         else
-            set_err(err, errlen, "%s: %zu bytes, more than the %d records of %d bytes (%zu) a CIFAR-10 batch "
-                    "holds", path, len, records, REC, want);
+            set_err(err, errlen,
+                    "%s: %zu bytes, more than the %d records of %d bytes (%zu) a CIFAR-10 batch "
+                    "holds",
+                    path, len, records, REC, want);
         return -1;
     }
     const int c = gray ? 1 : 3;
@@ -111,8 +115,10 @@ Dataset *dataset_cifar10_open(const char *dir, const char *split, int gray, char
     for (int f = 0; f < nfiles; f++) {
         char path[4096];
         size_t len;
-        if (train) snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, f + 1);
-        else snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+        if (train)
+            snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, f + 1);
+        else
+            snprintf(path, sizeof path, "%s/test_batch.bin", dir);
         if (read_file(path, &rec, &len, err, errlen) < 0) goto fail;
         const size_t at = (size_t)f * per_file;
         if (cifar_parse(rec, len, path, per_file, gray, cf->data + at * c * 1024, cf->labels + at, err, errlen) < 0)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #define CLASS_NAME_MAX 1024
-#define CLASS_NAMES_MAX 1000000   /* model.num_classes' bound */
+#define CLASS_NAMES_MAX 1000000 /* model.num_classes' bound */
 
 void dataset_free_names(char **names, int n) {
     if (!names) return;
@@ -19,13 +19,12 @@ void dataset_free_names(char **names, int n) {
     free(names);
 }
 
-int dataset_parse_names(const char *text, size_t len, const char *origin, char ***names, char *err,
-                        size_t errlen) {
+int dataset_parse_names(const char *text, size_t len, const char *origin, char ***names, char *err, size_t errlen) {
     *names = NULL;
     char **v = NULL;
     int n = 0, cap = 0, line = 0;
     size_t pos = 0;
-    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) pos = 3;   /* a UTF-8 byte order mark */
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) pos = 3; /* a UTF-8 byte order mark */
     while (pos < len) {
         line++;
         const char *s = text + pos, *nl = memchr(s, '\n', len - pos);
@@ -34,8 +33,10 @@ int dataset_parse_names(const char *text, size_t len, const char *origin, char *
         while (ll && (s[ll - 1] == '\r' || s[ll - 1] == ' ' || s[ll - 1] == '\t')) ll--;
         if (!ll) continue;
         const char *why = NULL;
-        if (ll > CLASS_NAME_MAX) why = "is longer than 1024 bytes";
-        else if (st_utf8_valid_prefix(s, ll) != ll) why = "is not UTF-8 text";
+        if (ll > CLASS_NAME_MAX)
+            why = "is longer than 1024 bytes";
+        else if (st_utf8_valid_prefix(s, ll) != ll)
+            why = "is not UTF-8 text";
         for (size_t i = 0; i < ll && !why; i++)
             if ((unsigned char)s[i] < 0x20 && s[i] != '\t') why = "holds a control character (not a text file?)";
         if (!why && n == CLASS_NAMES_MAX) why = "is one name more than 1000000";

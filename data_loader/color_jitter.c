@@ -43,5 +43,5 @@ int color_jitter_draw(const ColorJitter *cj, Rng *r, ImgOp ops[3]) {
 void color_jitter_apply(const ColorJitter *cj, uint8_t *img, int w, int h, int c, Rng *r) {
     ImgOp ops[3];
     int n = color_jitter_draw(cj, r, ops);
-    img_ops_apply(ops, n, img, w, h, c, NULL);   /* no sharpness or affine: no scratch needed */
+    img_ops_apply(ops, n, img, w, h, c, NULL); /* no sharpness or affine: no scratch needed */
 }

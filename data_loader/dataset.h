@@ -11,16 +11,16 @@
 
 typedef struct Dataset Dataset;
 struct Dataset {
-    int n;                  /* number of samples */
+    int n; /* number of samples */
     int num_classes;
-    char **class_names;     /* num_classes strings (owned by the dataset) */
-    int c, h, w;            /* native sample shape when fixed (IDX, CIFAR); 0 when variable */
+    char **class_names; /* num_classes strings (owned by the dataset) */
+    int c, h, w; /* native sample shape when fixed (IDX, CIFAR); 0 when variable */
     /* Load sample i into out (capacity out_cap bytes) as uint8 CHW at the native
      * size; writes its label and its actual c/h/w. Returns 0, or -1 with a
      * message (path + reason) in err. Must be safe to call from several threads. */
-    int (*get)(Dataset *, int i, uint8_t *out, size_t out_cap, int *label,
-               int *c, int *h, int *w, char *err, size_t errlen);
-    int (*label)(Dataset *, int i);   /* label of sample i without decoding */
+    int (*get)(Dataset *, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w, char *err,
+               size_t errlen);
+    int (*label)(Dataset *, int i); /* label of sample i without decoding */
     void (*close)(Dataset *);
     void *impl;
 };
@@ -47,9 +47,8 @@ Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, siz
  * such as a WordNet id found in class_names_file), or one bare LABEL per line
  * applied to the sorted image file names. class_names_file (one name per
  * line, may be NULL: names are then "0", "1", ...) fixes num_classes. */
-Dataset *dataset_imagenet_val_open(const char *dir, const char *labels_file,
-                                   const char *class_names_file, int channels, char *err,
-                                   size_t errlen);
+Dataset *dataset_imagenet_val_open(const char *dir, const char *labels_file, const char *class_names_file, int channels,
+                                   char *err, size_t errlen);
 
 /* CIFAR-10 binary batches in dir (data_batch_1..5.bin = "train",
  * test_batch.bin = "test"): 32x32, CHW as stored; gray != 0 converts to one
@@ -120,8 +119,7 @@ int dataset_relabel(Dataset *ds, const int *map, char **names, int num_classes);
  * naming the file and line. */
 int dataset_read_names(const char *path, char ***names, char *err, size_t errlen);
 /* The same from text[0..len); origin names it in messages. */
-int dataset_parse_names(const char *text, size_t len, const char *origin, char ***names, char *err,
-                        size_t errlen);
+int dataset_parse_names(const char *text, size_t len, const char *origin, char ***names, char *err, size_t errlen);
 void dataset_free_names(char **names, int n);
 
 #endif

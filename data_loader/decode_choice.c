@@ -35,15 +35,16 @@ double decode_mean_pixels(const Dataset *ds, int n, double *mean_w, double *mean
     return got ? sp / got : 0;
 }
 
-void decode_choice_describe(int gpu, double mean_w, double mean_h, double cpu_img_s, double gpu_img_s,
-                            int cpu_threads, char *buf, size_t buflen) {
+void decode_choice_describe(int gpu, double mean_w, double mean_h, double cpu_img_s, double gpu_img_s, int cpu_threads,
+                            char *buf, size_t buflen) {
     if (gpu_img_s <= 0)
         snprintf(buf, buflen,
                  "the CPU (images of %.0f x %.0f px on average: %.0f img/s on %d threads; nvJPEG not tried at "
                  "64 x 64 px or less)",
                  mean_w, mean_h, cpu_img_s, cpu_threads);
     else
-        snprintf(buf, buflen, "%s (images of %.0f x %.0f px on average, first batches: nvJPEG %.0f img/s, "
+        snprintf(buf, buflen,
+                 "%s (images of %.0f x %.0f px on average, first batches: nvJPEG %.0f img/s, "
                  "the CPU %.0f img/s on %d threads; nvJPEG is kept at %.1fx the CPU's rate or more)",
                  gpu ? "nvJPEG" : "the CPU", mean_w, mean_h, gpu_img_s, cpu_img_s, cpu_threads, DECODE_GPU_MARGIN);
 }

@@ -39,7 +39,7 @@ double decode_mean_pixels(const Dataset *ds, int n, double *mean_w, double *mean
 
 /* The line that reports the choice (no newline): "nvJPEG ..." or "the CPU ...".
  * gpu_img_s <= 0: nvJPEG was not timed (tiny images). */
-void decode_choice_describe(int gpu, double mean_w, double mean_h, double cpu_img_s, double gpu_img_s,
-                            int cpu_threads, char *buf, size_t buflen);
+void decode_choice_describe(int gpu, double mean_w, double mean_h, double cpu_img_s, double gpu_img_s, int cpu_threads,
+                            char *buf, size_t buflen);
 
 #endif

@@ -22,12 +22,12 @@ static int is_image_name(const char *name) {
 
 /* What one directory holds at its top level. */
 typedef struct {
-    int cifar_train, cifar_test;   /* data_batch_N.bin, test_batch.bin */
-    int idx_train, idx_test;       /* train-images-idx3-ubyte[.gz], t10k-images-idx3-ubyte[.gz] */
-    int split_train, split_val, split_test;   /* train/, val/, test/ directories */
-    int subdirs;                   /* other directories (not starting with '.') */
-    int images;                    /* .jpg/.jpeg/.png files */
-    int shard_train, shard_val;    /* train.index, val.index (tar shards) */
+    int cifar_train, cifar_test; /* data_batch_N.bin, test_batch.bin */
+    int idx_train, idx_test; /* train-images-idx3-ubyte[.gz], t10k-images-idx3-ubyte[.gz] */
+    int split_train, split_val, split_test; /* train/, val/, test/ directories */
+    int subdirs; /* other directories (not starting with '.') */
+    int images; /* .jpg/.jpeg/.png files */
+    int shard_train, shard_val; /* train.index, val.index (tar shards) */
 } Listing;
 
 static int list_dir(const char *dir, Listing *l, char *err, size_t errlen) {
@@ -42,19 +42,30 @@ static int list_dir(const char *dir, Listing *l, char *err, size_t errlen) {
     for (struct dirent *e; (e = readdir(d)); errno = 0) {
         const char *n = e->d_name;
         if (n[0] == '.') continue;
-        if (!strncmp(n, "data_batch_", 11) && strstr(n, ".bin")) l->cifar_train++;
-        else if (!strcmp(n, "test_batch.bin")) l->cifar_test = 1;
-        else if (!strcmp(n, "train-images-idx3-ubyte") || !strcmp(n, "train-images-idx3-ubyte.gz")) l->idx_train = 1;
-        else if (!strcmp(n, "t10k-images-idx3-ubyte") || !strcmp(n, "t10k-images-idx3-ubyte.gz")) l->idx_test = 1;
-        else if (is_image_name(n)) l->images++;
-        else if (!strcmp(n, "train.index")) l->shard_train = 1;
-        else if (!strcmp(n, "val.index")) l->shard_val = 1;
+        if (!strncmp(n, "data_batch_", 11) && strstr(n, ".bin"))
+            l->cifar_train++;
+        else if (!strcmp(n, "test_batch.bin"))
+            l->cifar_test = 1;
+        else if (!strcmp(n, "train-images-idx3-ubyte") || !strcmp(n, "train-images-idx3-ubyte.gz"))
+            l->idx_train = 1;
+        else if (!strcmp(n, "t10k-images-idx3-ubyte") || !strcmp(n, "t10k-images-idx3-ubyte.gz"))
+            l->idx_test = 1;
+        else if (is_image_name(n))
+            l->images++;
+        else if (!strcmp(n, "train.index"))
+            l->shard_train = 1;
+        else if (!strcmp(n, "val.index"))
+            l->shard_val = 1;
         else {
             if (snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path || !is_dir(path)) continue;
-            if (!strcmp(n, "train")) l->split_train = 1;
-            else if (!strcmp(n, "val")) l->split_val = 1;
-            else if (!strcmp(n, "test")) l->split_test = 1;
-            else l->subdirs++;
+            if (!strcmp(n, "train"))
+                l->split_train = 1;
+            else if (!strcmp(n, "val"))
+                l->split_val = 1;
+            else if (!strcmp(n, "test"))
+                l->split_test = 1;
+            else
+                l->subdirs++;
         }
     }
     const int read_errno = errno;
@@ -122,8 +133,7 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
         out->kind = LAYOUT_SPLITS;
         Listing v = {0};
         const char *val = l.split_val ? "val" : l.split_test ? "test" : NULL;
-        if (val && snprintf(sub, sizeof sub, "%s/%s", dir, val) < (int)sizeof sub &&
-            list_dir(sub, &v, err, errlen) < 0)
+        if (val && snprintf(sub, sizeof sub, "%s/%s", dir, val) < (int)sizeof sub && list_dir(sub, &v, err, errlen) < 0)
             return -1;
         out->flat_val = val && v.images > 0 && v.subdirs == 0;
         Listing t = {0};
@@ -135,9 +145,10 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
         if (out->flat_val) {
             snprintf(sub, sizeof sub, "%s/%s", dir, val);
             find_labels(dir, sub, out->val_labels, sizeof out->val_labels);
-            snprintf(valdesc, sizeof valdesc, "%s/ holding %d images without class folders (ImageNet's flat "
-                     "validation directory%s%.900s)", val, v.images, out->val_labels[0] ? "; labels " : "",
-                     out->val_labels);
+            snprintf(valdesc, sizeof valdesc,
+                     "%s/ holding %d images without class folders (ImageNet's flat "
+                     "validation directory%s%.900s)",
+                     val, v.images, out->val_labels[0] ? "; labels " : "", out->val_labels);
         } else if (val) {
             snprintf(valdesc, sizeof valdesc, "%s/ with %d class folders", val, v.subdirs);
         }
@@ -164,8 +175,10 @@ int dataset_detect_layout(const char *dir, DataLayout *out, char *err, size_t er
                  l.images, out->val_labels[0] ? "; labels " : "", out->val_labels);
         return 0;
     }
-    snprintf(err, errlen, "%.700s: no dataset found: neither CIFAR-10 batches (data_batch_1.bin, test_batch.bin), "
+    snprintf(err, errlen,
+             "%.700s: no dataset found: neither CIFAR-10 batches (data_batch_1.bin, test_batch.bin), "
              "Fashion-MNIST IDX files (train-images-idx3-ubyte[.gz]), tar shards (train.index, val.index), an "
-             "ImageFolder tree (train/, val/ or class folders) nor .jpg/.jpeg/.png files", dir);
+             "ImageFolder tree (train/, val/ or class folders) nor .jpg/.jpeg/.png files",
+             dir);
     return -1;
 }

@@ -7,21 +7,21 @@
 #include <stddef.h>
 
 typedef enum {
-    LAYOUT_CIFAR10,      /* CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin) */
-    LAYOUT_IDX,          /* Fashion-MNIST IDX files (train-/t10k-images-idx3-ubyte[.gz]) */
-    LAYOUT_SPLITS,       /* an ImageFolder root: train/ and/or val/ (or test/) */
-    LAYOUT_CLASSES,      /* class folders of images: one split by itself */
-    LAYOUT_FLAT,         /* image files directly in the directory (ImageNet's flat val/) */
-    LAYOUT_SHARDS,       /* tar shards with train.index / val.index (hgrn prepare shards / index) */
+    LAYOUT_CIFAR10, /* CIFAR-10 binary batches (data_batch_N.bin, test_batch.bin) */
+    LAYOUT_IDX, /* Fashion-MNIST IDX files (train-/t10k-images-idx3-ubyte[.gz]) */
+    LAYOUT_SPLITS, /* an ImageFolder root: train/ and/or val/ (or test/) */
+    LAYOUT_CLASSES, /* class folders of images: one split by itself */
+    LAYOUT_FLAT, /* image files directly in the directory (ImageNet's flat val/) */
+    LAYOUT_SHARDS, /* tar shards with train.index / val.index (hgrn prepare shards / index) */
 } DataLayoutKind;
 
 typedef struct {
     DataLayoutKind kind;
-    char dataset[16];        /* the data.dataset that reads it: cifar10, fmnist, imagefolder */
-    int flat_val;            /* LAYOUT_SPLITS whose val/ (test/) holds the images directly, or LAYOUT_FLAT */
-    char val_labels[1024];   /* with flat_val: a val_labels.txt found beside the images, or "" */
-    int classes;             /* LAYOUT_CLASSES: the class folders; LAYOUT_SPLITS: those of train/ or val/ */
-    char what[768];          /* one line: what was found, for the user */
+    char dataset[16]; /* the data.dataset that reads it: cifar10, fmnist, imagefolder */
+    int flat_val; /* LAYOUT_SPLITS whose val/ (test/) holds the images directly, or LAYOUT_FLAT */
+    char val_labels[1024]; /* with flat_val: a val_labels.txt found beside the images, or "" */
+    int classes; /* LAYOUT_CLASSES: the class folders; LAYOUT_SPLITS: those of train/ or val/ */
+    char what[768]; /* one line: what was found, for the user */
 } DataLayout;
 
 /* Look at dir (not recursively beyond a split's class folders) and say

@@ -7,14 +7,14 @@
 #include "dataset.h"
 
 typedef struct {
-    char *pool;            /* NUL-separated paths */
+    char *pool; /* NUL-separated paths */
     size_t pool_len, pool_cap;
-    size_t *off;           /* offset of each path in pool */
+    size_t *off; /* offset of each path in pool */
     int *labels;
     int n, cap;
 } FileList;
 
-int filelist_add(FileList *fl, const char *path, int label);   /* 0 or -1 (out of memory) */
+int filelist_add(FileList *fl, const char *path, int label); /* 0 or -1 (out of memory) */
 void filelist_free(FileList *fl);
 
 /* A Dataset over fl (ownership of fl's arrays and of class_names moves to

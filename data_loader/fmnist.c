@@ -17,19 +17,18 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#define IDX_IMAGES_MAGIC 0x00000803u   /* ubyte, 3 dimensions */
-#define IDX_LABELS_MAGIC 0x00000801u   /* ubyte, 1 dimension */
+#define IDX_IMAGES_MAGIC 0x00000803u /* ubyte, 3 dimensions */
+#define IDX_LABELS_MAGIC 0x00000801u /* ubyte, 1 dimension */
 #define FMNIST_CLASSES 10
 #define IDX_MAX_SIDE 4096
 
 static const char *const fmnist_class_names[FMNIST_CLASSES] = {
-    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 };
 
 typedef struct {
-    uint8_t *pixels;        /* n * rows * cols */
-    uint8_t *labels;        /* n */
+    uint8_t *pixels; /* n * rows * cols */
+    uint8_t *labels; /* n */
     size_t sample_bytes;
     char *names[FMNIST_CLASSES];
 } Fmnist;
@@ -44,11 +43,11 @@ enum { RD_OK = 0, RD_TRUNCATED = 1, RD_BROKEN = 2 };
 
 typedef struct {
     FILE *f;
-    int gz;                 /* gzip data (else read as plain bytes) */
-    int done;               /* gzip: the last member ended and was verified */
+    int gz; /* gzip data (else read as plain bytes) */
+    int done; /* gzip: the last member ended and was verified */
     int zinit;
-    int status;             /* RD_*: why the last read came up short */
-    const char *why;        /* reason text for RD_BROKEN */
+    int status; /* RD_*: why the last read came up short */
+    const char *why; /* reason text for RD_BROKEN */
     z_stream zs;
     uint8_t in[1 << 16];
 } Reader;
@@ -69,7 +68,7 @@ static int rd_fill(Reader *r) {
 static void rd_start(Reader *r, FILE *f) {
     memset(r, 0, sizeof *r);
     r->f = f;
-    if (rd_fill(r) < 0) return;   /* reported by the first read */
+    if (rd_fill(r) < 0) return; /* reported by the first read */
     if (r->zs.avail_in >= 2 && r->in[0] == 0x1f && r->in[1] == 0x8b) {
         r->gz = 1;
         if (inflateInit2(&r->zs, 15 + 16) != Z_OK) {
@@ -153,18 +152,15 @@ static size_t rd_read(Reader *r, uint8_t *buf, size_t len) {
 
 /* After the announced payload the data must end, and a gzip stream must be
  * complete (trailer read, CRC verified). Returns 0 or -1 with a message. */
-static int rd_expect_end(Reader *r, const char *path, size_t expected, const char *what,
-                         char *err, size_t errlen) {
+static int rd_expect_end(Reader *r, const char *path, size_t expected, const char *what, char *err, size_t errlen) {
     uint8_t extra[1];
     size_t got = rd_read(r, extra, sizeof extra);
     if (got > 0) {
-        set_err(err, errlen, "%s: more data than the header announces (%zu %s)", path, expected,
-                what);
+        set_err(err, errlen, "%s: more data than the header announces (%zu %s)", path, expected, what);
         return -1;
     }
     if (r->status == RD_TRUNCATED) {
-        set_err(err, errlen, "%s: truncated: the gzip stream ends early (after all %zu %s)", path,
-                expected, what);
+        set_err(err, errlen, "%s: truncated: the gzip stream ends early (after all %zu %s)", path, expected, what);
         return -1;
     }
     if (r->status == RD_BROKEN) {
@@ -175,11 +171,10 @@ static int rd_expect_end(Reader *r, const char *path, size_t expected, const cha
 }
 
 /* Message for a short read of `what` (expected bytes, got got). */
-static void short_read_err(const Reader *r, const char *path, size_t expected, size_t got,
-                           const char *what, char *err, size_t errlen) {
+static void short_read_err(const Reader *r, const char *path, size_t expected, size_t got, const char *what, char *err,
+                           size_t errlen) {
     if (r->status == RD_BROKEN)
-        set_err(err, errlen, "%s: corrupt data after %zu of %zu %s: %s", path, got, expected, what,
-                r->why);
+        set_err(err, errlen, "%s: corrupt data after %zu of %zu %s: %s", path, got, expected, what, r->why);
     else
         set_err(err, errlen, "%s: truncated: expected %zu %s, got %zu%s", path, expected, what, got,
                 r->status == RD_TRUNCATED ? " (the gzip stream ends early)" : "");
@@ -202,7 +197,7 @@ static int read_grown(Reader *r, size_t total, uint8_t **out, size_t *got) {
     for (;;) {
         size_t k = rd_read(r, b + *got, cap - *got);
         *got += k;
-        if (*got < cap || cap == total) break;   /* the data ended, or all of it is here */
+        if (*got < cap || cap == total) break; /* the data ended, or all of it is here */
         size_t nc = cap > total / 2 ? total : cap * 2;
         uint8_t *nb = realloc(b, nc);
         if (!nb) {
@@ -218,8 +213,8 @@ static int read_grown(Reader *r, size_t total, uint8_t **out, size_t *got) {
 
 /* Open <dir>/<base>.gz, falling back to the uncompressed <dir>/<base>.
  * On failure names the .gz path (what the user is expected to have). */
-static int open_idx(Reader *r, const char *dir, const char *base, char *path, size_t pathlen,
-                    char *err, size_t errlen) {
+static int open_idx(Reader *r, const char *dir, const char *base, char *path, size_t pathlen, char *err,
+                    size_t errlen) {
     snprintf(path, pathlen, "%s/%s.gz", dir, base);
     if (rd_open(r, path) == 0) return 0;
     int e = errno;
@@ -247,12 +242,12 @@ static int parse_images(Reader *r, const char *ipath, Fmnist *d, uint32_t *n_out
     }
     uint32_t magic = be32(hdr), n = be32(hdr + 4), rows = be32(hdr + 8), cols = be32(hdr + 12);
     if (magic != IDX_IMAGES_MAGIC) {
-        set_err(err, errlen, "%s: bad magic 0x%08x, expected 0x%08x (IDX uint8 images)", ipath,
-                magic, IDX_IMAGES_MAGIC);
+        set_err(err, errlen, "%s: bad magic 0x%08x, expected 0x%08x (IDX uint8 images)", ipath, magic,
+                IDX_IMAGES_MAGIC);
         goto out;
     }
-    if (n == 0 || n > (uint32_t)INT32_MAX || rows == 0 || cols == 0 || rows > IDX_MAX_SIDE ||
-        cols > IDX_MAX_SIDE || (uint64_t)n * rows * cols > ((uint64_t)1 << 36)) {
+    if (n == 0 || n > (uint32_t)INT32_MAX || rows == 0 || cols == 0 || rows > IDX_MAX_SIDE || cols > IDX_MAX_SIDE ||
+        (uint64_t)n * rows * cols > ((uint64_t)1 << 36)) {
         set_err(err, errlen, "%s: implausible dimensions %u x %u x %u", ipath, n, rows, cols);
         goto out;
     }
@@ -274,9 +269,8 @@ out:
     return rc;
 }
 
-static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n_out,
-                       uint32_t *rows_out, uint32_t *cols_out, char *ipath, size_t ipathlen,
-                       char *err, size_t errlen) {
+static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n_out, uint32_t *rows_out,
+                       uint32_t *cols_out, char *ipath, size_t ipathlen, char *err, size_t errlen) {
     Reader *r = malloc(sizeof *r);
     if (!r) {
         set_err(err, errlen, "%s/%s.gz: out of memory", dir, base);
@@ -292,8 +286,8 @@ static int read_images(const char *dir, const char *base, Fmnist *d, uint32_t *n
 }
 
 /* An IDX uint8 label file from r (lpath names it) for n_images images. */
-static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_images, const char *ipath,
-                        char *err, size_t errlen) {
+static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_images, const char *ipath, char *err,
+                        size_t errlen) {
     int rc = -1;
     uint8_t hdr[8];
     size_t got = rd_read(r, hdr, sizeof hdr);
@@ -303,8 +297,8 @@ static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_imag
     }
     uint32_t magic = be32(hdr), n = be32(hdr + 4);
     if (magic != IDX_LABELS_MAGIC) {
-        set_err(err, errlen, "%s: bad magic 0x%08x, expected 0x%08x (IDX uint8 labels)", lpath,
-                magic, IDX_LABELS_MAGIC);
+        set_err(err, errlen, "%s: bad magic 0x%08x, expected 0x%08x (IDX uint8 labels)", lpath, magic,
+                IDX_LABELS_MAGIC);
         goto out;
     }
     if (n != n_images) {
@@ -324,8 +318,8 @@ static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_imag
     if (rd_expect_end(r, lpath, n, "label bytes", err, errlen) != 0) goto out;
     for (uint32_t i = 0; i < n; i++) {
         if (d->labels[i] >= FMNIST_CLASSES) {
-            set_err(err, errlen, "%s: label %u at index %u is out of range (%d classes)", lpath,
-                    d->labels[i], i, FMNIST_CLASSES);
+            set_err(err, errlen, "%s: label %u at index %u is out of range (%d classes)", lpath, d->labels[i], i,
+                    FMNIST_CLASSES);
             goto out;
         }
     }
@@ -334,8 +328,8 @@ out:
     return rc;
 }
 
-static int read_labels(const char *dir, const char *base, Fmnist *d, uint32_t n_images,
-                       const char *ipath, char *err, size_t errlen) {
+static int read_labels(const char *dir, const char *base, Fmnist *d, uint32_t n_images, const char *ipath, char *err,
+                       size_t errlen) {
     char lpath[4096];
     Reader *r = malloc(sizeof *r);
     if (!r) {
@@ -351,16 +345,16 @@ static int read_labels(const char *dir, const char *base, Fmnist *d, uint32_t n_
     return rc;
 }
 
-static int fmnist_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c,
-                      int *h, int *w, char *err, size_t errlen) {
+static int fmnist_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w, char *err,
+                      size_t errlen) {
     Fmnist *d = ds->impl;
     if (i < 0 || i >= ds->n) {
         set_err(err, errlen, "fashion-mnist: sample %d out of range [0, %d)", i, ds->n);
         return -1;
     }
     if (out_cap < d->sample_bytes) {
-        set_err(err, errlen, "fashion-mnist: buffer of %zu bytes too small for a %zu-byte sample",
-                out_cap, d->sample_bytes);
+        set_err(err, errlen, "fashion-mnist: buffer of %zu bytes too small for a %zu-byte sample", out_cap,
+                d->sample_bytes);
         return -1;
     }
     memcpy(out, d->pixels + (size_t)i * d->sample_bytes, d->sample_bytes);

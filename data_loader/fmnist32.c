@@ -11,11 +11,11 @@
 
 typedef struct {
     Dataset *inner;
-    int oy, ox;             /* where the inner image starts on the canvas */
+    int oy, ox; /* where the inner image starts on the canvas */
 } Fmnist32;
 
-static int f32_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w,
-                   char *err, size_t errlen) {
+static int f32_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w, char *err,
+                   size_t errlen) {
     const Fmnist32 *f = ds->impl;
     const size_t canvas = (size_t)FMNIST32_SIDE * FMNIST32_SIDE;
     if (out_cap < canvas) {
@@ -26,8 +26,8 @@ static int f32_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label,
     int ic = 0, ih = 0, iw = 0;
     if (f->inner->get(f->inner, i, img, sizeof img, label, &ic, &ih, &iw, err, errlen) != 0) return -1;
     if (ic != 1 || ih != f->inner->h || iw != f->inner->w) {
-        set_err(err, errlen, "fmnist32: sample %d: shape %dx%dx%d, expected 1x%dx%d", i, ic, ih, iw,
-                f->inner->h, f->inner->w);
+        set_err(err, errlen, "fmnist32: sample %d: shape %dx%dx%d, expected 1x%dx%d", i, ic, ih, iw, f->inner->h,
+                f->inner->w);
         return -1;
     }
     memset(out, 0, canvas);
@@ -58,8 +58,8 @@ Dataset *dataset_fmnist32_open(const char *dir, const char *split, char *err, si
     Dataset *inner = dataset_fmnist_open(dir, split, err, errlen);
     if (!inner) return NULL;
     if (inner->c != 1 || inner->h < 1 || inner->w < 1 || inner->h > FMNIST32_SIDE || inner->w > FMNIST32_SIDE) {
-        set_err(err, errlen, "fmnist32: %s: images are %dx%dx%d, not one channel of at most %dx%d", dir,
-                inner->c, inner->h, inner->w, FMNIST32_SIDE, FMNIST32_SIDE);
+        set_err(err, errlen, "fmnist32: %s: images are %dx%dx%d, not one channel of at most %dx%d", dir, inner->c,
+                inner->h, inner->w, FMNIST32_SIDE, FMNIST32_SIDE);
         inner->close(inner);
         return NULL;
     }

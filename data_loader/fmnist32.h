@@ -11,7 +11,7 @@
 #include "dataset.h"
 
 #define FMNIST32_SIDE 32
-#define FMNIST_SIDE 28     /* Fashion-MNIST's images: 28 x 28 */
+#define FMNIST_SIDE 28 /* Fashion-MNIST's images: 28 x 28 */
 
 /* dir and split as dataset_fmnist_open ("train", or "test" = "val"). NULL with a
  * message naming the file, or the images' size when they do not fit 32x32. */

@@ -130,18 +130,24 @@ static inline uint8_t muldiv255(unsigned a, unsigned b) {
 
 /* CMYK (4 bytes/pixel, inverted when the file has an Adobe marker) to RGB or
  * L in place, rows of n pixels at src stride sstride, written at dstride. */
-static void cmyk_convert(uint8_t *buf, int w, int h, size_t sstride, size_t dstride, int inverted,
-                         int want_c) {
+static void cmyk_convert(uint8_t *buf, int w, int h, size_t sstride, size_t dstride, int inverted, int want_c) {
     for (int y = 0; y < h; y++) {
         const uint8_t *s = buf + (size_t)y * sstride;
         uint8_t *d = buf + (size_t)y * dstride;
         for (int x = 0; x < w; x++) {
             unsigned c = s[4 * x], m = s[4 * x + 1], yy = s[4 * x + 2], k = s[4 * x + 3];
-            if (inverted) { c = 255 - c; m = 255 - m; yy = 255 - yy; k = 255 - k; }
+            if (inverted) {
+                c = 255 - c;
+                m = 255 - m;
+                yy = 255 - yy;
+                k = 255 - k;
+            }
             unsigned nk = 255 - k;
             unsigned r = nk - muldiv255(c, nk), g = nk - muldiv255(m, nk), b = nk - muldiv255(yy, nk);
             if (want_c == 3) {
-                d[3 * x] = (uint8_t)r; d[3 * x + 1] = (uint8_t)g; d[3 * x + 2] = (uint8_t)b;
+                d[3 * x] = (uint8_t)r;
+                d[3 * x + 1] = (uint8_t)g;
+                d[3 * x + 2] = (uint8_t)b;
             } else {
                 d[x] = rgb_to_l(r, g, b);
             }
@@ -216,19 +222,19 @@ int image_jpeg_header(const uint8_t *d, size_t n, JpegHeader *h) {
     size_t i = 2;
     int have_sof = 0;
     while (i + 1 < n) {
-        if (d[i] != 0xFF) return -1;   /* markers must follow each other before SOS */
-        while (i < n && d[i] == 0xFF) i++;   /* fill bytes */
+        if (d[i] != 0xFF) return -1; /* markers must follow each other before SOS */
+        while (i < n && d[i] == 0xFF) i++; /* fill bytes */
         if (i >= n) return -1;
         int m = d[i++];
-        if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;   /* no length */
-        if (m == 0xD9) break;            /* EOI before any scan */
+        if (m == 0xD8 || m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue; /* no length */
+        if (m == 0xD9) break; /* EOI before any scan */
         if (i + 2 > n) return -1;
         size_t seg = be16(d + i);
         if (seg < 2 || i + seg > n) return -1;
         const uint8_t *p = d + i + 2;
         size_t dl = seg - 2;
-        if (m == 0xE0 && dl >= 14 && memcmp(p, "JFIF", 5) == 0) h->jfif = 1;   /* libjpeg: APP0_DATA_LEN 14 */
-        if (m == 0xEE && dl >= 12 && memcmp(p, "Adobe", 5) == 0) {             /* APP14_DATA_LEN 12 */
+        if (m == 0xE0 && dl >= 14 && memcmp(p, "JFIF", 5) == 0) h->jfif = 1; /* libjpeg: APP0_DATA_LEN 14 */
+        if (m == 0xEE && dl >= 12 && memcmp(p, "Adobe", 5) == 0) { /* APP14_DATA_LEN 12 */
             h->adobe = 1;
             h->adobe_transform = p[11];
         }
@@ -248,7 +254,7 @@ int image_jpeg_header(const uint8_t *d, size_t n, JpegHeader *h) {
             have_sof = 1;
         }
         i += seg;
-        if (m == 0xDA) break;            /* SOS: the entropy-coded data follows */
+        if (m == 0xDA) break; /* SOS: the entropy-coded data follows */
     }
     if (!have_sof) return -1;
     h->has_eoi = has_eoi(d, n);
@@ -265,7 +271,7 @@ int image_jpeg_gpu_compatible(const JpegHeader *h) {
     if (h->ncomp != 3) return 0;
     /* libjpeg's colour space guess for 3 components (jdapimin.c) */
     if (!h->jfif) {
-        if (h->adobe && h->adobe_transform == 0) return 0;   /* RGB */
+        if (h->adobe && h->adobe_transform == 0) return 0; /* RGB */
         if (!h->adobe && h->id[0] == 'R' && h->id[1] == 'G' && h->id[2] == 'B') return 0;
     }
     int mh = h->hs[0], mv = h->vs[0];
@@ -273,7 +279,7 @@ int image_jpeg_gpu_compatible(const JpegHeader *h) {
         if (h->hs[c] > mh) mh = h->hs[c];
         if (h->vs[c] > mv) mv = h->vs[c];
     }
-    if (h->hs[0] != mh || h->vs[0] != mv) return 0;          /* luma must be the full-size component */
+    if (h->hs[0] != mh || h->vs[0] != mv) return 0; /* luma must be the full-size component */
     if (h->hs[1] != h->hs[2] || h->vs[1] != h->vs[2]) return 0;
     int fh = mh / h->hs[1], fv = mv / h->vs[1];
     if (fh * h->hs[1] != mh || fv * h->vs[1] != mv) return 0;
@@ -285,9 +291,8 @@ int image_jpeg_gpu_compatible(const JpegHeader *h) {
 }
 
 /* Decode (a region of) a JPEG into pix. fn NULL = whole image, no scaling. */
-static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int want_c,
-                       ImageCropFn fn, void *ctx, unsigned scales, ImageBuf *pix,
-                       ImageRegion *out, char *err, size_t errlen) {
+static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int want_c, ImageCropFn fn, void *ctx,
+                       unsigned scales, ImageBuf *pix, ImageRegion *out, char *err, size_t errlen) {
     if (fn && !has_eoi(data, len)) {
         /* a partial decode would not reach the missing data: check the end
          * so that a truncated file fails whichever region is asked for */
@@ -326,8 +331,10 @@ static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int wa
         }
     }
     int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
-    if (cmyk) cinfo.out_color_space = JCS_CMYK;
-    else cinfo.out_color_space = want_c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    if (cmyk)
+        cinfo.out_color_space = JCS_CMYK;
+    else
+        cinfo.out_color_space = want_c == 1 ? JCS_GRAYSCALE : JCS_RGB;
     int n = 8;
     if (min_w > 0 || min_h > 0) {
         for (int k = 1; k <= 8; k++) {
@@ -437,7 +444,10 @@ static void png_err_cb(png_structp png, png_const_charp msg) {
     png_longjmp(png, 1);
 }
 
-static void png_warn_cb(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
+static void png_warn_cb(png_structp png, png_const_charp msg) {
+    (void)png;
+    (void)msg;
+}
 
 static const char *png_ctype_name(int ctype) {
     switch (ctype) {
@@ -478,9 +488,8 @@ static void png_to_channels(uint8_t *p, size_t n, int from, int to) {
     }
 }
 
-static int png_decode(const uint8_t *data, size_t len, const char *name, int want_c,
-                      ImageCropFn fn, void *ctx, ImageBuf *pix, ImageRegion *out,
-                      char *err, size_t errlen) {
+static int png_decode(const uint8_t *data, size_t len, const char *name, int want_c, ImageCropFn fn, void *ctx,
+                      ImageBuf *pix, ImageRegion *out, char *err, size_t errlen) {
     PngCtx s = {data, len, 0, {0}};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, png_err_cb, png_warn_cb);
     if (!png) {
@@ -531,9 +540,9 @@ static int png_decode(const uint8_t *data, size_t len, const char *name, int wan
     if (odepth != 8 || comps < 1 || comps > 4 || rowbytes != (size_t)W * comps) {
         char m[200];
         snprintf(m, sizeof m,
-                 "unsupported PNG format (colour type %d %s, bit depth %d, %s; read as %d channels of %d bits)",
-                 ctype, png_ctype_name(ctype), depth, png_get_valid(png, info, PNG_INFO_tRNS) ? "tRNS" : "no tRNS",
-                 comps, odepth);
+                 "unsupported PNG format (colour type %d %s, bit depth %d, %s; read as %d channels of %d bits)", ctype,
+                 png_ctype_name(ctype), depth, png_get_valid(png, info, PNG_INFO_tRNS) ? "tRNS" : "no tRNS", comps,
+                 odepth);
         set_err(err, errlen, name, m);
         png_destroy_read_struct(&png, &info, NULL);
         return -1;
@@ -577,9 +586,8 @@ static int png_decode(const uint8_t *data, size_t len, const char *name, int wan
 
 /* ---------------------------------------------------------------- entry points */
 
-int image_decode_region(const uint8_t *data, size_t len, const char *name, int want_c,
-                        ImageCropFn fn, void *ctx, unsigned scales, ImageBuf *pix,
-                        ImageRegion *out, char *err, size_t errlen) {
+int image_decode_region(const uint8_t *data, size_t len, const char *name, int want_c, ImageCropFn fn, void *ctx,
+                        unsigned scales, ImageBuf *pix, ImageRegion *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (want_c != 1 && want_c != 3) {
         set_err(err, errlen, name, "want_c must be 1 or 3");
@@ -595,8 +603,7 @@ int image_decode_region(const uint8_t *data, size_t len, const char *name, int w
     return -1;
 }
 
-int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h,
-                   char *err, size_t errlen) {
+int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h, char *err, size_t errlen) {
     if (!data || len == 0) {
         set_err(err, errlen, name, "empty file");
         return -1;
@@ -650,8 +657,8 @@ static int region_to_image(const ImageRegion *r, Image *out, const char *name, c
     return 0;
 }
 
-int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want_c,
-                     Image *out, char *err, size_t errlen) {
+int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want_c, Image *out, char *err,
+                     size_t errlen) {
     memset(out, 0, sizeof *out);
     ImageBuf pix = {0};
     ImageRegion r;
@@ -664,7 +671,7 @@ int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want
         out->w = r.im.w;
         out->h = r.im.h;
         out->c = r.im.c;
-        out->px = pix.p;   /* hand over the buffer */
+        out->px = pix.p; /* hand over the buffer */
     } else {
         rc = region_to_image(&r, out, name, err, errlen);
         image_buf_free(&pix);
@@ -685,19 +692,22 @@ int image_load(const char *path, int want_c, Image *out, char *err, size_t errle
     return rc;
 }
 
-typedef struct { ImageRect crop; int min_w, min_h; } FixedCrop;
+typedef struct {
+    ImageRect crop;
+    int min_w, min_h;
+} FixedCrop;
 
 static void fixed_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
     const FixedCrop *f = ctx;
-    (void)w; (void)h;
+    (void)w;
+    (void)h;
     *crop = f->crop;
     *min_w = f->min_w;
     *min_h = f->min_h;
 }
 
-int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int min_h,
-                    unsigned scales, Image *out, double box[4], int *scale_num,
-                    char *err, size_t errlen) {
+int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int min_h, unsigned scales, Image *out,
+                    double box[4], int *scale_num, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     ImageBuf file = {0}, pix = {0};
     long long n = image_read_file(path, &file, err, errlen);
@@ -705,8 +715,8 @@ int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int
     if (n >= 0) {
         FixedCrop f = {crop, min_w, min_h};
         ImageRegion r;
-        if (image_decode_region(file.p, (size_t)n, path, want_c, fixed_crop_fn, &f, scales, &pix, &r,
-                                err, errlen) == 0 &&
+        if (image_decode_region(file.p, (size_t)n, path, want_c, fixed_crop_fn, &f, scales, &pix, &r, err, errlen) ==
+                0 &&
             region_to_image(&r, out, path, err, errlen) == 0) {
             if (box) memcpy(box, r.box, sizeof r.box);
             if (scale_num) *scale_num = r.scale_num;
@@ -723,8 +733,8 @@ int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 /* 16 RGB pixels (48 bytes) -> 16 bytes in each of three planes. */
-__attribute__((target("ssse3"))) static size_t rgb_planar_ssse3(const uint8_t *src, size_t n, uint8_t *d0,
-                                                                 uint8_t *d1, uint8_t *d2) {
+__attribute__((target("ssse3"))) static size_t rgb_planar_ssse3(const uint8_t *src, size_t n, uint8_t *d0, uint8_t *d1,
+                                                                uint8_t *d2) {
     size_t i = 0;
     /* for plane k, byte j of the output comes from src byte 3j + k of the 48 */
     const __m128i r0 = _mm_setr_epi8(0, 3, 6, 9, 12, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
@@ -739,12 +749,15 @@ __attribute__((target("ssse3"))) static size_t rgb_planar_ssse3(const uint8_t *s
     for (; i + 16 <= n; i += 16) {
         const __m128i *p = (const __m128i *)(const void *)(src + 3 * i);
         __m128i a = _mm_loadu_si128(p), b = _mm_loadu_si128(p + 1), c = _mm_loadu_si128(p + 2);
-        _mm_storeu_si128((__m128i *)(void *)(d0 + i),
-                         _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(b, r1)), _mm_shuffle_epi8(c, r2)));
-        _mm_storeu_si128((__m128i *)(void *)(d1 + i),
-                         _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(b, g1)), _mm_shuffle_epi8(c, g2)));
-        _mm_storeu_si128((__m128i *)(void *)(d2 + i),
-                         _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(b, b1)), _mm_shuffle_epi8(c, b2)));
+        _mm_storeu_si128(
+            (__m128i *)(void *)(d0 + i),
+            _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, r0), _mm_shuffle_epi8(b, r1)), _mm_shuffle_epi8(c, r2)));
+        _mm_storeu_si128(
+            (__m128i *)(void *)(d1 + i),
+            _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, g0), _mm_shuffle_epi8(b, g1)), _mm_shuffle_epi8(c, g2)));
+        _mm_storeu_si128(
+            (__m128i *)(void *)(d2 + i),
+            _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, b0), _mm_shuffle_epi8(b, b1)), _mm_shuffle_epi8(c, b2)));
     }
     return i;
 }
@@ -785,7 +798,7 @@ static void center_axis(int n, int size, int *dst, int *src, int *cnt) {
         *cnt = n;
     } else {
         *dst = 0;
-        *src = (int)nearbyint((n - size) / 2.0);   /* Python round(): half to even */
+        *src = (int)nearbyint((n - size) / 2.0); /* Python round(): half to even */
         *cnt = size;
     }
 }
@@ -847,13 +860,13 @@ int image_eval_transform_sub(const uint8_t *px, int rx, int ry, int rw, int rh, 
     return 0;
 }
 
-int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size,
-                            float crop_pct, int filter, uint8_t *out, int hwc, void *scratch) {
+int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size, float crop_pct, int filter,
+                            uint8_t *out, int hwc, void *scratch) {
     return image_eval_transform_sub(px, 0, 0, w, h, stride, w, h, c, size, crop_pct, filter, out, hwc, scratch);
 }
 
 int image_eval_transform(const Image *im, int size, float crop_pct, int filter, uint8_t *out) {
     if (!im || !im->px) return -1;
-    return image_eval_transform_px(im->px, im->w, im->h, im->c, (size_t)im->w * im->c, size, crop_pct,
-                                   filter, out, 0, NULL);
+    return image_eval_transform_px(im->px, im->w, im->h, im->c, (size_t)im->w * im->c, size, crop_pct, filter, out, 0,
+                                   NULL);
 }

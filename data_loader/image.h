@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 typedef struct {
-    int w, h, c;            /* c = 1 (gray) or 3 (RGB) */
-    uint8_t *px;            /* h * w * c bytes, row-major, interleaved */
+    int w, h, c; /* c = 1 (gray) or 3 (RGB) */
+    uint8_t *px; /* h * w * c bytes, row-major, interleaved */
 } Image;
 
 enum { RESAMPLE_BILINEAR = 0, RESAMPLE_BICUBIC = 1 };
@@ -27,8 +27,7 @@ void image_free(Image *im);
 int image_eval_transform(const Image *im, int size, float crop_pct, int filter, uint8_t *out);
 
 /* Write an 8-bit gray (c=1) or RGB (c=3) HWC image as a baseline JPEG. */
-int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality,
-                     char *err, size_t errlen);
+int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality, char *err, size_t errlen);
 /* The same into memory: *out (malloc'd, free()) holds *out_len bytes; name
  * labels error messages. */
 int image_encode_jpeg(const uint8_t *px, int w, int h, int c, int quality, const char *name, uint8_t **out,
@@ -47,8 +46,11 @@ int image_encode_jpeg(const uint8_t *px, int w, int h, int c, int quality, const
 
 /* A growable byte buffer reused from image to image (no per-image malloc in
  * steady state). Zero-initialise; release with image_buf_free. */
-typedef struct { uint8_t *p; size_t cap; } ImageBuf;
-int image_buf_reserve(ImageBuf *b, size_t n);     /* 0 or -1 (out of memory) */
+typedef struct {
+    uint8_t *p;
+    size_t cap;
+} ImageBuf;
+int image_buf_reserve(ImageBuf *b, size_t n); /* 0 or -1 (out of memory) */
 void image_buf_free(ImageBuf *b);
 
 /* Read a whole file into b. Returns its size (>= 0), or -1 with "path: reason". */
@@ -56,24 +58,23 @@ long long image_read_file(const char *path, ImageBuf *b, char *err, size_t errle
 
 /* Decode an in-memory JPEG or PNG (detected by content) like image_load;
  * name only labels error messages. out->px is malloc'd (image_free). */
-int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want_c,
-                     Image *out, char *err, size_t errlen);
+int image_decode_mem(const uint8_t *data, size_t len, const char *name, int want_c, Image *out, char *err,
+                     size_t errlen);
 
 /* Width and height from the header only (no pixel decoding). 0 or -1 + err. */
-int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h,
-                   char *err, size_t errlen);
+int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h, char *err, size_t errlen);
 
 /* What a JPEG's markers say, up to the first scan (the header as libjpeg
  * reads it, without decoding anything). */
 typedef struct {
-    int w, h;                /* frame size (SOF) */
-    int ncomp;               /* components (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK) */
+    int w, h; /* frame size (SOF) */
+    int ncomp; /* components (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK) */
     int id[4], hs[4], vs[4]; /* component ids and sampling factors (first 4) */
-    int precision;           /* sample bits (8 or 12) */
-    int sof;                 /* the frame marker: 0xC0 baseline, 0xC1 extended, 0xC2 progressive, ... */
-    int jfif;                /* a JFIF APP0 libjpeg would accept */
-    int adobe, adobe_transform;  /* an Adobe APP14 and its transform flag */
-    int has_eoi;             /* an end-of-image marker near the end */
+    int precision; /* sample bits (8 or 12) */
+    int sof; /* the frame marker: 0xC0 baseline, 0xC1 extended, 0xC2 progressive, ... */
+    int jfif; /* a JFIF APP0 libjpeg would accept */
+    int adobe, adobe_transform; /* an Adobe APP14 and its transform flag */
+    int has_eoi; /* an end-of-image marker near the end */
 } JpegHeader;
 
 /* Parse the markers up to the first SOS. 0 when a frame header was found,
@@ -91,7 +92,9 @@ int image_jpeg_header(const uint8_t *data, size_t len, JpegHeader *h);
  * through libjpeg. */
 int image_jpeg_gpu_compatible(const JpegHeader *h);
 
-typedef struct { int x, y, w, h; } ImageRect;
+typedef struct {
+    int x, y, w, h;
+} ImageRect;
 
 /* Chooses the region to decode once the header is known: given the full
  * image size w x h, fill *crop (inside the image) and the size the decoded
@@ -100,18 +103,18 @@ typedef struct { int x, y, w, h; } ImageRect;
 typedef void (*ImageCropFn)(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h);
 
 typedef struct {
-    Image im;            /* decoded pixels covering the crop (px points into the caller's ImageBuf) */
-    size_t stride;       /* bytes between rows of im */
-    double box[4];       /* the crop in im's pixel coordinates (x0, y0, x1, y1), fractional when scaled */
-    int full_w, full_h;  /* size of the whole image */
-    ImageRect crop;      /* the crop in original pixel coordinates, as chosen */
-    int scale_num;       /* DCT scale used: scale_num / 8 (8 = none) */
+    Image im; /* decoded pixels covering the crop (px points into the caller's ImageBuf) */
+    size_t stride; /* bytes between rows of im */
+    double box[4]; /* the crop in im's pixel coordinates (x0, y0, x1, y1), fractional when scaled */
+    int full_w, full_h; /* size of the whole image */
+    ImageRect crop; /* the crop in original pixel coordinates, as chosen */
+    int scale_num; /* DCT scale used: scale_num / 8 (8 = none) */
     long long decoded_px; /* pixels inverse-transformed and colour-converted (the whole image for PNG) */
 } ImageRegion;
 
 /* Allowed DCT scales as a bit mask: bit n set = n/8 allowed (n = 1..8).
  * IMAGE_SCALES_SIMD are those with SIMD IDCT in libjpeg-turbo (1/8, 1/4, 1/2, 1). */
-#define IMAGE_SCALES_ALL  0x1FEu
+#define IMAGE_SCALES_ALL 0x1FEu
 #define IMAGE_SCALES_SIMD ((1u << 1) | (1u << 2) | (1u << 4) | (1u << 8))
 
 /* Decode only the region that fn chooses: JPEGs at the smallest allowed DCT
@@ -119,27 +122,27 @@ typedef struct {
  * jpeg_crop_scanline / jpeg_skip_scanlines so that rows and columns outside
  * the crop are never inverse-transformed or colour-converted; PNGs decode
  * whole. im.px lives in pix (reused). Returns 0, or -1 with "name: reason". */
-int image_decode_region(const uint8_t *data, size_t len, const char *name, int want_c,
-                        ImageCropFn fn, void *ctx, unsigned scales, ImageBuf *pix,
-                        ImageRegion *out, char *err, size_t errlen);
+int image_decode_region(const uint8_t *data, size_t len, const char *name, int want_c, ImageCropFn fn, void *ctx,
+                        unsigned scales, ImageBuf *pix, ImageRegion *out, char *err, size_t errlen);
 
 /* File convenience wrapper over image_decode_region with a fixed crop; out->px
  * is malloc'd (image_free), box as in ImageRegion, *scale_num the scale used. */
-int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int min_h,
-                    unsigned scales, Image *out, double box[4], int *scale_num,
-                    char *err, size_t errlen);
+int image_load_crop(const char *path, int want_c, ImageRect crop, int min_w, int min_h, unsigned scales, Image *out,
+                    double box[4], int *scale_num, char *err, size_t errlen);
 
 /* Evaluation transform on raw HWC pixels (stride bytes per row), writing HWC
  * (hwc = 1) or CHW (hwc = 0) uint8 to out; s is an optional ResizeScratch *
  * (resize.h) reused between calls. image_eval_transform is this with CHW. */
-int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size,
-                            float crop_pct, int filter, uint8_t *out, int hwc, void *s);
+int image_eval_transform_px(const uint8_t *px, int w, int h, int c, size_t stride, int size, float crop_pct, int filter,
+                            uint8_t *out, int hwc, void *s);
 
 /* Geometry of the evaluation transform for a w x h image: the resized size
  * nw x nh and, per axis, the window of it that the centre crop keeps (source
  * offset s*, count c*) and where it lands in the output (d*, > 0 only when
  * the resized image is smaller than the crop and gets zero padding). */
-typedef struct { int nw, nh, sx, sy, cx, cy, dx, dy; } ImageEvalGeom;
+typedef struct {
+    int nw, nh, sx, sy, cx, cy, dx, dy;
+} ImageEvalGeom;
 void image_eval_geometry(int w, int h, int size, float crop_pct, ImageEvalGeom *g);
 
 /* The eval transform from a sub-rectangle (rx, ry, rw, rh) of a w x h image

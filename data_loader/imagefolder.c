@@ -59,8 +59,8 @@ typedef struct {
 
 static void file_close(Dataset *ds);
 
-static int file_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w,
-                    char *err, size_t errlen) {
+static int file_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w, char *err,
+                    size_t errlen) {
     FileDs *f = ds->impl;
     if (i < 0 || i >= ds->n) {
         snprintf(err, errlen, "sample %d out of range", i);
@@ -177,9 +177,7 @@ static int image_ext(const char *name) {
     return !strcasecmp(d, ".jpg") || !strcasecmp(d, ".jpeg") || !strcasecmp(d, ".png");
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Sorted entries of dir (not starting with '.'); NULL + *n = -1 on error. */
 static char **list_dir(const char *dir, int *n) {
@@ -251,8 +249,10 @@ Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, siz
     char path[4096];
     for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/%s", root, ent[i]);
-        if (is_dir(path)) ent[k++] = ent[i];
-        else free(ent[i]);
+        if (is_dir(path))
+            ent[k++] = ent[i];
+        else
+            free(ent[i]);
     }
     if (k == 0) {
         free(ent);
@@ -261,7 +261,7 @@ Dataset *dataset_imagefolder_open(const char *root, int channels, char *err, siz
     }
     FileList fl;
     memset(&fl, 0, sizeof fl);
-    int *first = calloc((size_t)k + 1, sizeof *first);   /* each class's first file */
+    int *first = calloc((size_t)k + 1, sizeof *first); /* each class's first file */
     if (!first) {
         dataset_free_names(ent, k);
         snprintf(err, errlen, "%s: out of memory", root);

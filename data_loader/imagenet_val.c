@@ -27,8 +27,8 @@ static int parse_label(const char *tok, char **names, int nn, int *label) {
     return -1;
 }
 
-Dataset *dataset_imagenet_val_open(const char *dir, const char *labels_file, const char *class_names_file,
-                                   int channels, char *err, size_t errlen) {
+Dataset *dataset_imagenet_val_open(const char *dir, const char *labels_file, const char *class_names_file, int channels,
+                                   char *err, size_t errlen) {
     char **names = NULL;
     int nn = 0;
     if (class_names_file && *class_names_file) {
@@ -53,8 +53,7 @@ Dataset *dataset_imagenet_val_open(const char *dir, const char *labels_file, con
         int is_bare = b == NULL;
         if (bare < 0) bare = is_bare;
         int label;
-        if (bare != is_bare || parse_label(is_bare ? a : b, names, nn, &label) || label < 0 ||
-            (nn && label >= nn)) {
+        if (bare != is_bare || parse_label(is_bare ? a : b, names, nn, &label) || label < 0 || (nn && label >= nn)) {
             snprintf(err, errlen, "%s:%d: expected 'FILE LABEL' or 'LABEL' with a valid label", labels_file, lineno);
             fclose(fp);
             filelist_free(&fl);

@@ -49,8 +49,10 @@ static void jw_init(struct jpeg_compress_struct *cinfo, JpegErr *jerr) {
 static void encode(struct jpeg_compress_struct *cinfo, FILE *f, unsigned char **mem, unsigned long *mem_len,
                    const uint8_t *px, int w, int h, int c, int quality) {
     jpeg_create_compress(cinfo);
-    if (f) jpeg_stdio_dest(cinfo, f);
-    else jpeg_mem_dest(cinfo, mem, mem_len);
+    if (f)
+        jpeg_stdio_dest(cinfo, f);
+    else
+        jpeg_mem_dest(cinfo, mem, mem_len);
     cinfo->image_width = (JDIMENSION)w;
     cinfo->image_height = (JDIMENSION)h;
     cinfo->input_components = c;
@@ -67,16 +69,13 @@ static void encode(struct jpeg_compress_struct *cinfo, FILE *f, unsigned char **
     jpeg_destroy_compress(cinfo);
 }
 
-int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality,
-                     char *err, size_t errlen) {
+int image_write_jpeg(const char *path, const uint8_t *px, int w, int h, int c, int quality, char *err, size_t errlen) {
     if (!path || !*path) {
         set_err(err, errlen, "image_write_jpeg: no path given");
         return -1;
     }
-    if (!px || w < 1 || h < 1 || w > JPEG_MAX_DIMENSION || h > JPEG_MAX_DIMENSION ||
-        (c != 1 && c != 3)) {
-        set_err(err, errlen, "%s: cannot write a %dx%d image with %d channel(s) as JPEG", path, w,
-                h, c);
+    if (!px || w < 1 || h < 1 || w > JPEG_MAX_DIMENSION || h > JPEG_MAX_DIMENSION || (c != 1 && c != 3)) {
+        set_err(err, errlen, "%s: cannot write a %dx%d image with %d channel(s) as JPEG", path, w, h, c);
         return -1;
     }
     FILE *f = fopen(path, "wb");

@@ -22,8 +22,8 @@
 #include "sampler.h"
 #include "transform_small.h"
 
-#define AUGMENT_SALT 0x4155474D454E5431ull   /* "AUGMENT1" */
-#define MIXUP_SALT 0x4D49585550313233ull     /* "MIXUP123" */
+#define AUGMENT_SALT 0x4155474D454E5431ull /* "AUGMENT1" */
+#define MIXUP_SALT 0x4D49585550313233ull /* "MIXUP123" */
 
 /* ---- setup ---- */
 
@@ -40,7 +40,7 @@ static void set_global_index(Loader *l) {
         for (int k = 0; k < n; k++) l->global_index[k] = r + k * W;
         return;
     }
-    const int half = n / 2;   /* pairs per rank (loader_create checked G % (2 W) == 0) */
+    const int half = n / 2; /* pairs per rank (loader_create checked G % (2 W) == 0) */
     for (int i = 0; i < half; i++) {
         const int p = r + i * W;
         l->global_index[i] = p;
@@ -48,8 +48,7 @@ static void set_global_index(Loader *l) {
     }
 }
 
-Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int world, char *err,
-                      size_t errlen) {
+Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int world, char *err, size_t errlen) {
     if (!ds || !cfg) {
         set_err(err, errlen, "loader: no dataset or config");
         return NULL;
@@ -60,13 +59,15 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     }
     if (train && world > 1 && (cfg->mixup > 0 || cfg->cutmix > 0) && cfg->mixup_prob > 0 &&
         cfg->batch_size % (2 * world) != 0) {
-        set_err(err, errlen, "train.batch_size = %d must be a multiple of 2 x the world size %d with Mixup/CutMix "
-                "(each rank holds whole pairs of the global batch)", cfg->batch_size, world);
+        set_err(err, errlen,
+                "train.batch_size = %d must be a multiple of 2 x the world size %d with Mixup/CutMix "
+                "(each rank holds whole pairs of the global batch)",
+                cfg->batch_size, world);
         return NULL;
     }
     if (cfg->batch_size < 1 || cfg->batch_size % world != 0) {
-        set_err(err, errlen, "train.batch_size = %d must be a positive multiple of the world size %d",
-                cfg->batch_size, world);
+        set_err(err, errlen, "train.batch_size = %d must be a positive multiple of the world size %d", cfg->batch_size,
+                world);
         return NULL;
     }
     if (cfg->image_size < 1) {
@@ -79,18 +80,16 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         return NULL;
     }
     if (ds->c != cfg->channels) {
-        set_err(err, errlen, "model.channels = %d, but the dataset has %d channel(s)",
-                cfg->channels, ds->c);
+        set_err(err, errlen, "model.channels = %d, but the dataset has %d channel(s)", cfg->channels, ds->c);
         return NULL;
     }
     if (ds->num_classes > cfg->num_classes) {
-        set_err(err, errlen, "model.num_classes = %d, but the dataset has %d classes",
-                cfg->num_classes, ds->num_classes);
+        set_err(err, errlen, "model.num_classes = %d, but the dataset has %d classes", cfg->num_classes,
+                ds->num_classes);
         return NULL;
     }
     if (cfg->crop_padding < 0 || cfg->crop_padding > cfg->image_size) {
-        set_err(err, errlen, "data.crop_padding = %d out of range [0, %d]", cfg->crop_padding,
-                cfg->image_size);
+        set_err(err, errlen, "data.crop_padding = %d out of range [0, %d]", cfg->crop_padding, cfg->image_size);
         return NULL;
     }
     if (!(cfg->hflip >= 0.0f && cfg->hflip <= 1.0f)) {
@@ -104,8 +103,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         return NULL;
     }
     if (!(cfg->label_smoothing >= 0.0f && cfg->label_smoothing < 1.0f)) {
-        set_err(err, errlen, "train.label_smoothing = %g out of range [0, 1)",
-                (double)cfg->label_smoothing);
+        set_err(err, errlen, "train.label_smoothing = %g out of range [0, 1)", (double)cfg->label_smoothing);
         return NULL;
     }
     int limit = train ? cfg->train_limit : cfg->val_limit;
@@ -116,8 +114,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
         return NULL;
     }
     if (train && n < cfg->batch_size) {
-        set_err(err, errlen,
-                "train.batch_size = %d is larger than the %d training samples: no full batch",
+        set_err(err, errlen, "train.batch_size = %d is larger than the %d training samples: no full batch",
                 cfg->batch_size, n);
         return NULL;
     }
@@ -179,8 +176,7 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
     l->global_index = malloc((size_t)l->local_bs * sizeof *l->global_index);
     l->bad = calloc((size_t)n, 1);
     l->perm = l->train ? malloc((size_t)l->plen * sizeof *l->perm) : NULL;
-    if ((l->native_bytes && !l->scratch) || !l->status || !l->global_index || !l->bad ||
-        (l->train && !l->perm)) {
+    if ((l->native_bytes && !l->scratch) || !l->status || !l->global_index || !l->bad || (l->train && !l->perm)) {
         loader_destroy(l);
         set_err(err, errlen, "loader: out of memory");
         return NULL;
@@ -201,7 +197,7 @@ int loader_bad_samples(const Loader *l) { return l->bad_count; }
 
 void loader_set_epoch(Loader *l, int epoch, int start_batch) {
     loader_prefetch_pause(l);
-    loader_gpu_pipe_drain(l);   /* the GPU pipeline's batches in flight belong to the old position */
+    loader_gpu_pipe_drain(l); /* the GPU pipeline's batches in flight belong to the old position */
     l->epoch = epoch;
     l->next_batch = start_batch < 0 ? 0 : start_batch > l->nb ? l->nb : start_batch;
     if (l->train) sampler_epoch_order(l->ds, l->n, l->reps, l->cfg.seed, epoch, 1, l->perm);
@@ -306,8 +302,7 @@ int loader_fill_slot(Loader *l, int pos, LoaderFetch fetch, void *ctx, int *labe
 
 int loader_produce(Loader *l, Batch *out, int gslot) {
     if (!out || out->cap < l->local_bs || out->num_classes != l->cfg.num_classes) {
-        set_err(l->err, sizeof l->err,
-                "loader: batch has room for %d samples of %d classes, need %d of %d",
+        set_err(l->err, sizeof l->err, "loader: batch has room for %d samples of %d classes, need %d of %d",
                 out ? out->cap : 0, out ? out->num_classes : 0, l->local_bs, l->cfg.num_classes);
         return -1;
     }

@@ -41,14 +41,15 @@
 #include "gpu_images.h"
 
 typedef struct {
-    uint8_t *images;   /* cap * C * S * S uint8, CHW per sample, S = cfg->image_size, C = cfg->channels
+    uint8_t *images; /* cap * C * S * S uint8, CHW per sample, S = cfg->image_size, C = cfg->channels
                         * (NULL in batches handed out by reference when the loader decodes on the GPU) */
-    const uint8_t *dev_images;  /* GPU decoding: the same images in device memory (see loader_next_device); NULL otherwise */
-    int *labels;       /* cap */
-    float *targets;    /* cap * num_classes soft targets: (1 - s) * onehot + s / K */
-    int n;             /* samples in this batch (== batch size except possibly the last eval batch) */
-    int cap;           /* capacity in samples (set by batch_alloc) */
-    int num_classes;   /* K, the row length of targets (set by batch_alloc) */
+    const uint8_t
+        *dev_images; /* GPU decoding: the same images in device memory (see loader_next_device); NULL otherwise */
+    int *labels; /* cap */
+    float *targets; /* cap * num_classes soft targets: (1 - s) * onehot + s / K */
+    int n; /* samples in this batch (== batch size except possibly the last eval batch) */
+    int cap; /* capacity in samples (set by batch_alloc) */
+    int num_classes; /* K, the row length of targets (set by batch_alloc) */
 } Batch;
 
 typedef struct Loader Loader;
@@ -58,8 +59,7 @@ typedef struct Loader Loader;
  * Checks cfg against the dataset (channels, classes, batch divisible by world,
  * enough samples for one training batch) and returns NULL with a message in
  * err otherwise. The loader starts at epoch 0, batch 0. */
-Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int world, char *err,
-                      size_t errlen);
+Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int world, char *err, size_t errlen);
 
 /* Batches this rank produces per epoch. Train: floor(n / G), the same on every
  * rank. Eval: ceil(samples of this rank / (G / world)). */
@@ -185,34 +185,34 @@ int loader_gpu(const Loader *l);
 int loader_next_device(Loader *l, const Batch **out, void *stream);
 
 typedef struct {
-    int gpu;                          /* decoding on the GPU */
-    const char *gpu_backend;          /* "hardware" / "hybrid" (NULL on the CPU) */
-    long long samples;                /* samples handed to the consumer */
+    int gpu; /* decoding on the GPU */
+    const char *gpu_backend; /* "hardware" / "hybrid" (NULL on the CPU) */
+    long long samples; /* samples handed to the consumer */
     /* where samples were decoded (counted as batches are built, prefetched ones included) */
-    long long gpu_decoded;            /* decoded by nvJPEG */
-    long long cpu_not_jpeg;           /* decoded on the CPU: not a JPEG (PNG, also one named .JPEG) */
-    long long cpu_unsupported;        /* ... a JPEG the GPU path does not reproduce (CMYK/YCCK, RGB, 4:1:1,
+    long long gpu_decoded; /* decoded by nvJPEG */
+    long long cpu_not_jpeg; /* decoded on the CPU: not a JPEG (PNG, also one named .JPEG) */
+    long long cpu_unsupported; /* ... a JPEG the GPU path does not reproduce (CMYK/YCCK, RGB, 4:1:1,
                                        * 12-bit, arithmetic, lossless, no end-of-image marker, too large) */
-    long long cpu_nvjpeg_refused;     /* ... nvJPEG's batched decoder would not take it (e.g. progressive
+    long long cpu_nvjpeg_refused; /* ... nvJPEG's batched decoder would not take it (e.g. progressive
                                        * files on the hardware engines) */
-    long long cpu_nvjpeg_failed;      /* ... nvJPEG failed on it */
-    long long cpu_budget;             /* ... its planes would not fit the batch's device memory budget */
-    int bad_samples;                  /* unreadable (loader_bad_samples) */
-    double wait_s;                    /* host seconds the consumer waited in loader_next* for a batch */
-    double device_stall_s;            /* device seconds consumer streams waited for batches (GPU) */
-    double produce_s;                 /* seconds spent building batches (wall, producer side) */
-    GpuImagesStats gpu_stats;         /* the GPU pipeline's own counters (zero on the CPU) */
+    long long cpu_nvjpeg_failed; /* ... nvJPEG failed on it */
+    long long cpu_budget; /* ... its planes would not fit the batch's device memory budget */
+    int bad_samples; /* unreadable (loader_bad_samples) */
+    double wait_s; /* host seconds the consumer waited in loader_next* for a batch */
+    double device_stall_s; /* device seconds consumer streams waited for batches (GPU) */
+    double produce_s; /* seconds spent building batches (wall, producer side) */
+    GpuImagesStats gpu_stats; /* the GPU pipeline's own counters (zero on the CPU) */
     /* GPU decoding's pipeline (zero on the CPU) */
-    long long cpu_spilled;            /* decoded on the CPU although nvJPEG would take them: the load balance
+    long long cpu_spilled; /* decoded on the CPU although nvJPEG would take them: the load balance
                                        * (data.jpeg_cpu_share) */
-    int gpu_units;                    /* nvJPEG decode units (one host thread each) of the primary backend */
-    int gpu_hybrid_units;             /* GPU-hybrid units beside them (data.jpeg_hw_load < 1) */
-    int cpu_share_auto;               /* the CPU share adapts to the measured balance */
-    double cpu_share;                 /* the CPU share now (fraction of a batch's slots) */
-    double cpu_share_mean;            /* its mean over the batches prepared so far */
-    double prep_s;                    /* producer: reading files, headers, draws, CPU decodes (wall) */
-    double collect_s;                 /* producer: failures, targets, queuing the transform (wall) */
-    double decode_wait_s;             /* producer: waiting for a batch's nvJPEG decode */
+    int gpu_units; /* nvJPEG decode units (one host thread each) of the primary backend */
+    int gpu_hybrid_units; /* GPU-hybrid units beside them (data.jpeg_hw_load < 1) */
+    int cpu_share_auto; /* the CPU share adapts to the measured balance */
+    double cpu_share; /* the CPU share now (fraction of a batch's slots) */
+    double cpu_share_mean; /* its mean over the batches prepared so far */
+    double prep_s; /* producer: reading files, headers, draws, CPU decodes (wall) */
+    double collect_s; /* producer: failures, targets, queuing the transform (wall) */
+    double decode_wait_s; /* producer: waiting for a batch's nvJPEG decode */
 } LoaderStats;
 
 /* Counters since loader_create (the trainer differences them per interval:

@@ -16,8 +16,8 @@
 /* Load dataset sample idx and transform it into out (out_bytes). The
  * transform's randomness comes from rng (NULL = evaluation). Returns 0, or -1
  * with "path: reason" in msg. */
-static int fetch_and_transform(Loader *l, int idx, uint8_t *scratch, Rng *rng, uint8_t *out,
-                               int *label, char *msg, size_t msglen) {
+static int fetch_and_transform(Loader *l, int idx, uint8_t *scratch, Rng *rng, uint8_t *out, int *label, char *msg,
+                               size_t msglen) {
     int lab = -1, c = 0, h = 0, w = 0;
     msg[0] = '\0';
     if (l->deit) {
@@ -27,8 +27,7 @@ static int fetch_and_transform(Loader *l, int idx, uint8_t *scratch, Rng *rng, u
         if (!path) dataset_sample_name(l->ds, idx, name, sizeof name);
         lab = l->ds->label(l->ds, idx);
         if (lab < 0 || lab >= l->cfg.num_classes) {
-            set_err(msg, msglen, "%s: label %d out of range (%d classes)", path ? path : name, lab,
-                    l->cfg.num_classes);
+            set_err(msg, msglen, "%s: label %d out of range (%d classes)", path ? path : name, lab, l->cfg.num_classes);
             return -1;
         }
         int t = omp_get_thread_num();
@@ -56,20 +55,18 @@ static int fetch_and_transform(Loader *l, int idx, uint8_t *scratch, Rng *rng, u
         return -1;
     }
     if (c != l->c || h != l->h || w != l->w) {
-        set_err(msg, msglen, "sample %d: shape %dx%dx%d, expected %dx%dx%d", idx, c, h, w, l->c,
-                l->h, l->w);
+        set_err(msg, msglen, "sample %d: shape %dx%dx%d, expected %dx%dx%d", idx, c, h, w, l->c, l->h, l->w);
         return -1;
     }
     if (lab < 0 || lab >= l->cfg.num_classes) {
-        set_err(msg, msglen, "sample %d: label %d out of range (%d classes)", idx, lab,
-                l->cfg.num_classes);
+        set_err(msg, msglen, "sample %d: label %d out of range (%d classes)", idx, lab, l->cfg.num_classes);
         return -1;
     }
     /* Fixed-size datasets: random crop + flip, or centre pad/crop. Variable-size
      * (JPEG) datasets will get their own transform here. */
     if (rng)
-        transform_small_train_mode(scratch, c, h, w, out, l->cfg.image_size, l->cfg.crop_padding,
-                                   l->pad_mode, l->cfg.hflip, rng);
+        transform_small_train_mode(scratch, c, h, w, out, l->cfg.image_size, l->cfg.crop_padding, l->pad_mode,
+                                   l->cfg.hflip, rng);
     else
         transform_small_eval(scratch, c, h, w, out, l->cfg.image_size);
     *label = lab;
@@ -93,8 +90,7 @@ static int load_slot(Loader *l, int k, int pos, uint8_t *out, int *label) {
 
 int loader_produce_cpu(Loader *l, Batch *out) {
     if (!out || out->cap < l->local_bs || out->num_classes != l->cfg.num_classes) {
-        set_err(l->err, sizeof l->err,
-                "loader: batch has room for %d samples of %d classes, need %d of %d",
+        set_err(l->err, sizeof l->err, "loader: batch has room for %d samples of %d classes, need %d of %d",
                 out ? out->cap : 0, out ? out->num_classes : 0, l->local_bs, l->cfg.num_classes);
         return -1;
     }
@@ -108,23 +104,22 @@ int loader_produce_cpu(Loader *l, Batch *out) {
          * results do not depend on the schedule (per-sample RNG streams) */
 #pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (m > 1) num_threads(l->workers)
         for (int k = 0; k < m; k++) {
-            l->status[k] = load_slot(l, k, loader_slot_position(l, b, k), out->images + (size_t)k * l->out_bytes,
-                                     &out->labels[k]);
+            l->status[k] =
+                load_slot(l, k, loader_slot_position(l, b, k), out->images + (size_t)k * l->out_bytes, &out->labels[k]);
             failed |= l->status[k] == SLOT_FAILED;
         }
         if (failed) return -1;
-        int j = 0;   /* eval: close the gaps left by unreadable samples */
+        int j = 0; /* eval: close the gaps left by unreadable samples */
         for (int k = 0; k < m; k++) {
             if (l->status[k] != SLOT_OK) continue;
             if (j != k) {
-                memcpy(out->images + (size_t)j * l->out_bytes,
-                       out->images + (size_t)k * l->out_bytes, l->out_bytes);
+                memcpy(out->images + (size_t)j * l->out_bytes, out->images + (size_t)k * l->out_bytes, l->out_bytes);
                 out->labels[j] = out->labels[k];
             }
             j++;
         }
         out->n = j;
-        if (j == 0) continue;   /* a whole eval batch unreadable: go on */
+        if (j == 0) continue; /* a whole eval batch unreadable: go on */
         if (l->mix_on) {
             /* timm Mixup/CutMix, smoothing folded in: this rank's batch
              * holds whole pairs of the global batch (slot_position) */

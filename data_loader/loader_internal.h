@@ -31,40 +31,40 @@ struct Loader {
     Dataset *ds;
     Config cfg;
     int train, rank, world;
-    int n;                  /* samples used, over all ranks */
+    int n; /* samples used, over all ranks */
     int global_bs, local_bs;
-    int count;              /* samples of this rank per epoch (eval) */
-    int nb;                 /* batches per epoch on this rank */
+    int count; /* samples of this rank per epoch (eval) */
+    int nb; /* batches per epoch on this rank */
     int epoch, next_batch;
-    int *perm;              /* train: position -> dataset index for this epoch (plen entries) */
-    int plen;               /* n * reps */
-    int reps;               /* repeated augmentation (DeiT RASampler), 1 = off */
+    int *perm; /* train: position -> dataset index for this epoch (plen entries) */
+    int plen; /* n * reps */
+    int reps; /* repeated augmentation (DeiT RASampler), 1 = off */
     /* file-backed datasets (ImageFolder, ImageNet val): DeiT transforms with
      * one scratch per OpenMP thread (no per-image allocation) */
     DeitTransform *deit;
     DeitScratch *dscratch;
     int ndscratch;
-    int workers;          /* the OpenMP team that builds a batch (data.workers; 0 = OpenMP's default) */
+    int workers; /* the OpenMP team that builds a batch (data.workers; 0 = OpenMP's default) */
     Mixup mix;
     int mix_on;
     /* prefetching: a producer thread fills a ring of `depth` batches ahead */
-    int depth;              /* 0 = synchronous */
+    int depth; /* 0 = synchronous */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv_prod, cv_cons;
     Batch **ring;
-    int *ring_status;       /* 1 batch, 0 end of epoch, -1 error */
-    int head, filled;       /* next slot to hand out, slots filled */
+    int *ring_status; /* 1 batch, 0 end of epoch, -1 error */
+    int head, filled; /* next slot to hand out, slots filled */
     int run, stop, producing, outstanding;
     void *(*host_alloc)(size_t);
     void (*host_free)(void *);
-    int c, h, w;            /* native sample shape (fixed-size datasets) */
-    int pad_mode;           /* cfg.pad_mode as PAD_* */
+    int c, h, w; /* native sample shape (fixed-size datasets) */
+    int pad_mode; /* cfg.pad_mode as PAD_* */
     size_t native_bytes, out_bytes;
-    uint8_t *scratch;       /* local_bs * native_bytes: one native buffer per slot */
-    int *status;            /* local_bs */
-    int *global_index;      /* train: local slot k -> its index in the global batch (local_bs) */
-    uint8_t *bad;           /* n: 1 = known unreadable (already reported) */
+    uint8_t *scratch; /* local_bs * native_bytes: one native buffer per slot */
+    int *status; /* local_bs */
+    int *global_index; /* train: local slot k -> its index in the global batch (local_bs) */
+    uint8_t *bad; /* n: 1 = known unreadable (already reported) */
     int bad_count;
     /* GPU decoding (loader_use_gpu): a pipeline of jobs (one batch each)
      * and the threads that drive nvJPEG's decode units (GpuPipe, in
@@ -72,11 +72,11 @@ struct Loader {
     GpuImages *gpu;
     int gpu_device, gpu_threads, gpu_nslots;
     struct GpuPipe *pipe;
-    Batch *gsync[2];         /* batches of the unprefetched path */
+    Batch *gsync[2]; /* batches of the unprefetched path */
     int gsync_next;
-    int dev_out_slot;        /* GPU slot handed out by loader_next_device (-1: none) */
+    int dev_out_slot; /* GPU slot handed out by loader_next_device (-1: none) */
     long long n_gpu, n_not_jpeg, n_unsupported, n_refused, n_failed, n_budget, n_spill, n_samples;
-    double auto_cpu_img_s, auto_gpu_img_s;   /* data.decode = auto's measurement (0: not made) */
+    double auto_cpu_img_s, auto_gpu_img_s; /* data.decode = auto's measurement (0: not made) */
     double wait_s, produce_s;
     char err[1024];
 };

@@ -14,7 +14,7 @@ static Batch *ring_batch_alloc(Loader *l) {
     Batch *b = calloc(1, sizeof *b);
     if (!b) return NULL;
     size_t img = (size_t)l->cfg.channels * l->cfg.image_size * l->cfg.image_size * l->local_bs;
-    if (!l->gpu) b->images = l->host_alloc ? l->host_alloc(img) : malloc(img);   /* GPU: dev_images */
+    if (!l->gpu) b->images = l->host_alloc ? l->host_alloc(img) : malloc(img); /* GPU: dev_images */
     b->labels = calloc((size_t)l->local_bs, sizeof *b->labels);
     b->targets = calloc((size_t)l->local_bs * l->cfg.num_classes, sizeof *b->targets);
     b->cap = l->local_bs;
@@ -51,7 +51,7 @@ static void *producer_main(void *arg) {
         l->producing = 0;
         l->ring_status[slot] = rc;
         l->filled++;
-        if (rc <= 0) l->run = 0;   /* end of epoch or error: idle until loader_set_epoch */
+        if (rc <= 0) l->run = 0; /* end of epoch or error: idle until loader_set_epoch */
         pthread_cond_broadcast(&l->cv_cons);
     }
     pthread_mutex_unlock(&l->mu);
@@ -93,7 +93,7 @@ void loader_prefetch_stop(Loader *l) {
 }
 
 void loader_set_host_allocator(Loader *l, void *(*alloc)(size_t), void (*release)(void *)) {
-    if (l->depth > 0) return;   /* only before prefetching starts */
+    if (l->depth > 0) return; /* only before prefetching starts */
     l->host_alloc = alloc;
     l->host_free = release;
 }
@@ -134,14 +134,14 @@ fail:
 
 /* Wait for the slot at head; returns its status (lock held by the caller). */
 static int wait_head(Loader *l) {
-    if (l->outstanding) {   /* release the batch handed out by loader_next_ref */
+    if (l->outstanding) { /* release the batch handed out by loader_next_ref */
         l->outstanding = 0;
         l->head = (l->head + 1) % l->depth;
         l->filled--;
         pthread_cond_broadcast(&l->cv_prod);
     }
     while (l->filled == 0) {
-        if (!l->run && !l->producing) return 0;   /* idle: epoch already finished */
+        if (!l->run && !l->producing) return 0; /* idle: epoch already finished */
         pthread_cond_wait(&l->cv_cons, &l->mu);
     }
     return l->ring_status[l->head];
@@ -182,8 +182,10 @@ int loader_next(Loader *l, Batch *out) {
     pthread_mutex_lock(&l->mu);
     int st = wait_head(l);
     if (st == 1) {
-        if (l->gpu) loader_gpu_copy_out(l, out, l->ring[l->head], l->head);
-        else copy_batch(out, l->ring[l->head], l->out_bytes, l->cfg.num_classes);
+        if (l->gpu)
+            loader_gpu_copy_out(l, out, l->ring[l->head], l->head);
+        else
+            copy_batch(out, l->ring[l->head], l->out_bytes, l->cfg.num_classes);
         l->n_samples += out->n;
         l->head = (l->head + 1) % l->depth;
         l->filled--;

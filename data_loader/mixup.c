@@ -110,8 +110,8 @@ static void mix_pair(uint8_t *a, uint8_t *b, size_t per, float l, float l1) {
     }
 }
 
-MixupResult mixup_apply(const Mixup *m, uint8_t *images, int n, int c, int h, int w, const int *labels,
-                        float *targets, Rng *r) {
+MixupResult mixup_apply(const Mixup *m, uint8_t *images, int n, int c, int h, int w, const int *labels, float *targets,
+                        Rng *r) {
     MixupResult res = mixup_sample(m, h, w, r);
     size_t per = (size_t)c * h * w;
     if (res.lam < 1.0) {

@@ -21,16 +21,16 @@
 #include "rng.h"
 
 typedef struct {
-    float mixup_alpha, cutmix_alpha;   /* 0.8, 1.0 */
-    float mix_prob, switch_prob;       /* 1.0, 0.5 */
-    float label_smoothing;             /* 0.1 */
+    float mixup_alpha, cutmix_alpha; /* 0.8, 1.0 */
+    float mix_prob, switch_prob; /* 1.0, 0.5 */
+    float label_smoothing; /* 0.1 */
     int num_classes;
 } Mixup;
 
 typedef struct {
-    double lam;        /* effective lambda (corrected for CutMix) */
-    int cutmix;        /* 1 = CutMix, 0 = Mixup (or nothing when lam == 1) */
-    int yl, yh, xl, xh;/* CutMix box (rows [yl, yh), cols [xl, xh)) */
+    double lam; /* effective lambda (corrected for CutMix) */
+    int cutmix; /* 1 = CutMix, 0 = Mixup (or nothing when lam == 1) */
+    int yl, yh, xl, xh; /* CutMix box (rows [yl, yh), cols [xl, xh)) */
 } MixupResult;
 
 /* Draw the batch parameters (lam, mode, box) for an image of h x w. */
@@ -38,8 +38,8 @@ MixupResult mixup_sample(const Mixup *m, int h, int w, Rng *r);
 
 /* Mix n images (CHW uint8, c x h x w each) in place and write n x K soft
  * targets from labels. Returns what was drawn. */
-MixupResult mixup_apply(const Mixup *m, uint8_t *images, int n, int c, int h, int w, const int *labels,
-                        float *targets, Rng *r);
+MixupResult mixup_apply(const Mixup *m, uint8_t *images, int n, int c, int h, int w, const int *labels, float *targets,
+                        Rng *r);
 
 /* Soft targets without mixing (lam = 1): smoothed one-hot. */
 void mixup_targets(const Mixup *m, const int *labels, int n, double lam, float *targets);

@@ -60,7 +60,7 @@ static void pil_autocontrast(uint8_t *img, int w, int h, int c) {
         } else {
             double scale = 255.0 / (hi - lo), offset = -lo * scale;
             for (int i = 0; i < 256; i++) {
-                int v = (int)(i * scale + offset);   /* Python int(): toward zero */
+                int v = (int)(i * scale + offset); /* Python int(): toward zero */
                 lut[k][i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
         }
@@ -123,7 +123,7 @@ void pil_contrast(uint8_t *img, int w, int h, int c, float f) {
 }
 
 void pil_color(uint8_t *img, int w, int h, int c, float f) {
-    if (c != 3) return;   /* convert('L') of a gray image is itself */
+    if (c != 3) return; /* convert('L') of a gray image is itself */
     size_t n = (size_t)w * h;
     for (size_t i = 0; i < n; i++) {
         uint8_t *p = img + 3 * i;
@@ -150,7 +150,8 @@ void pil_sharpness(uint8_t *img, int w, int h, int c, float f, uint8_t *tmp) {
             const __m128i z = _mm_setzero_si128(), five = _mm_set1_epi16(5), inv13 = _mm_set1_epi16((short)5042);
             for (; x + 8 <= (int)stride - c; x += 8) {
 #define LD(p) _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(p)), z)
-                __m128i sum = _mm_add_epi16(_mm_add_epi16(LD(a + x - c), LD(a + x)), _mm_add_epi16(LD(a + x + c), LD(b + x - c)));
+                __m128i sum =
+                    _mm_add_epi16(_mm_add_epi16(LD(a + x - c), LD(a + x)), _mm_add_epi16(LD(a + x + c), LD(b + x - c)));
                 sum = _mm_add_epi16(sum, _mm_add_epi16(_mm_mullo_epi16(LD(b + x), five), LD(b + x + c)));
                 sum = _mm_add_epi16(sum, _mm_add_epi16(_mm_add_epi16(LD(d + x - c), LD(d + x)), LD(d + x + c)));
 #undef LD
@@ -159,9 +160,9 @@ void pil_sharpness(uint8_t *img, int w, int h, int c, float f, uint8_t *tmp) {
             }
 #endif
             for (; x < (int)stride - c; x++) {
-                unsigned sum = (unsigned)a[x - c] + a[x] + a[x + c] + b[x - c] + 5u * b[x] + b[x + c] + d[x - c] +
-                               d[x] + d[x + c];
-                o[x] = (uint8_t)((sum * 5042u) >> 16);   /* == sum / 13 for sum <= 3315 */
+                unsigned sum =
+                    (unsigned)a[x - c] + a[x] + a[x + c] + b[x - c] + 5u * b[x] + b[x + c] + d[x - c] + d[x] + d[x + c];
+                o[x] = (uint8_t)((sum * 5042u) >> 16); /* == sum / 13 for sum <= 3315 */
             }
         }
     }
@@ -201,7 +202,7 @@ static void tap_weights(double d, int bicubic, float wt[4]) {
         wt[1] = 1 + f * f * (f - 2);
         wt[2] = f * (1 + f * (1 - f));
         wt[3] = f * f * (f - 1);
-    } else {   /* taps at ix .. ix+1 stored in slots 1, 2 */
+    } else { /* taps at ix .. ix+1 stored in slots 1, 2 */
         wt[0] = 0;
         wt[1] = 1 - f;
         wt[2] = f;
@@ -227,7 +228,7 @@ static void affine_rows(const uint8_t *in, uint8_t *out, int w, int h, int c, co
     for (int y = 0; y < h; y++) {
         const uint8_t *row = in + (size_t)y * stride;
         uint8_t *o = out + (size_t)y * stride;
-        double s = m[2] + m[1] * (y + 0.5);   /* xx = x + 0.5 + s, xin = x + s */
+        double s = m[2] + m[1] * (y + 0.5); /* xx = x + 0.5 + s, xin = x + s */
         double fl = floor(s);
         int off = (int)fl;
         float wt[4];
@@ -246,8 +247,9 @@ static void affine_rows(const uint8_t *in, uint8_t *out, int w, int h, int c, co
 #ifdef __SSE2__
             __m128 w0 = _mm_set1_ps(wt[0]), w1 = _mm_set1_ps(wt[1]), w2 = _mm_set1_ps(wt[2]), w3 = _mm_set1_ps(wt[3]);
             for (; j + 4 <= je; j += 4) {
-                __m128 acc = _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_loadu_ps(q0 + j), w0), _mm_mul_ps(_mm_loadu_ps(q1 + j), w1)),
-                                        _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(q2 + j), w2), _mm_mul_ps(_mm_loadu_ps(q3 + j), w3)));
+                __m128 acc =
+                    _mm_add_ps(_mm_add_ps(_mm_mul_ps(_mm_loadu_ps(q0 + j), w0), _mm_mul_ps(_mm_loadu_ps(q1 + j), w1)),
+                               _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(q2 + j), w2), _mm_mul_ps(_mm_loadu_ps(q3 + j), w3)));
                 acc = _mm_max_ps(acc, _mm_setzero_ps());
                 __m128i v = _mm_cvttps_epi32(acc);
                 v = _mm_packs_epi32(v, v);
@@ -283,13 +285,14 @@ static void affine_rows(const uint8_t *in, uint8_t *out, int w, int h, int c, co
 }
 
 static void transpose_px(const uint8_t *in, uint8_t *out, int w, int h, int c) {
-    enum { B = 16 };   /* blocks keep both sides in cache */
+    enum { B = 16 }; /* blocks keep both sides in cache */
     for (int y0 = 0; y0 < h; y0 += B)
         for (int x0 = 0; x0 < w; x0 += B) {
             int y1 = y0 + B < h ? y0 + B : h, x1 = x0 + B < w ? x0 + B : w;
             if (c == 3) {
                 for (int y = y0; y < y1; y++)
-                    for (int x = x0; x < x1; x++) memcpy(out + ((size_t)x * h + y) * 3, in + ((size_t)y * w + x) * 3, 3);
+                    for (int x = x0; x < x1; x++)
+                        memcpy(out + ((size_t)x * h + y) * 3, in + ((size_t)y * w + x) * 3, 3);
             } else {
                 for (int y = y0; y < y1; y++)
                     for (int x = x0; x < x1; x++)
@@ -412,7 +415,7 @@ void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const doub
                 continue;
             }
             double xin = xx - 0.5, yin = yy - 0.5;
-            int ix = (int)xin, iy = (int)yin;   /* floor (xin >= -0.5 here) */
+            int ix = (int)xin, iy = (int)yin; /* floor (xin >= -0.5 here) */
             if (xin < ix) ix--;
             if (yin < iy) iy--;
             double dx = xin - ix, dy = yin - iy;
@@ -430,16 +433,16 @@ void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const doub
                 rows[0] = in + (size_t)clipi(iy, h) * stride;
                 for (int j = 1; j < 4; j++)
                     rows[j] = (iy + j >= 0 && iy + j < h) ? in + (size_t)(iy + j) * stride : rows[j - 1];
-                if (dy == 0.0 && dx == 0.0) {   /* whole-pixel shift: the pixel itself */
+                if (dy == 0.0 && dx == 0.0) { /* whole-pixel shift: the pixel itself */
                     for (int k = 0; k < c; k++) o[k] = rows[1][xs[1] + k];
-                } else if (dy == 0.0) {          /* shear_x / translate_x: one row */
+                } else if (dy == 0.0) { /* shear_x / translate_x: one row */
                     const uint8_t *r = rows[1];
                     for (int k = 0; k < c; k++) {
-                        float acc = wx[0] * r[xs[0] + k] + wx[1] * r[xs[1] + k] + wx[2] * r[xs[2] + k] +
-                                    wx[3] * r[xs[3] + k];
+                        float acc =
+                            wx[0] * r[xs[0] + k] + wx[1] * r[xs[1] + k] + wx[2] * r[xs[2] + k] + wx[3] * r[xs[3] + k];
                         o[k] = acc <= 0.0f ? 0 : acc >= 255.0f ? 255 : (uint8_t)acc;
                     }
-                } else if (dx == 0.0) {          /* shear_y / translate_y: one column */
+                } else if (dx == 0.0) { /* shear_y / translate_y: one column */
                     for (int k = 0; k < c; k++) {
                         float acc = wy[0] * rows[0][xs[1] + k] + wy[1] * rows[1][xs[1] + k] +
                                     wy[2] * rows[2][xs[1] + k] + wy[3] * rows[3][xs[1] + k];
@@ -472,18 +475,20 @@ void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const doub
 
 /* ---------------------------------------------------------------- RandAugment */
 
-int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, const float mean[3],
-                      char *err, size_t errlen) {
+int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, const float mean[3], char *err,
+                      size_t errlen) {
     memset(ra, 0, sizeof *ra);
     ra->num_layers = 2;
-    ra->magnitude = 10;   /* timm's _LEVEL_DENOM default when m is absent */
+    ra->magnitude = 10; /* timm's _LEVEL_DENOM default when m is absent */
     ra->magnitude_std = 0;
     ra->magnitude_max = 10;
     ra->prob = 0.5;
     ra->translate_pct = 0.45;
     ra->interp = RA_INTERP_BICUBIC;
-    if (interp && strcmp(interp, "bilinear") == 0) ra->interp = RA_INTERP_BILINEAR;
-    else if (interp && strcmp(interp, "random") == 0) ra->interp = RA_INTERP_RANDOM;
+    if (interp && strcmp(interp, "bilinear") == 0)
+        ra->interp = RA_INTERP_BILINEAR;
+    else if (interp && strcmp(interp, "random") == 0)
+        ra->interp = RA_INTERP_RANDOM;
     for (int k = 0; k < 3; k++) {
         double v = nearbyint(255.0 * (mean ? mean[k] : (k == 0 ? 0.485 : k == 1 ? 0.456 : 0.406)));
         ra->fill[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
@@ -497,7 +502,7 @@ int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, con
     char buf[128];
     snprintf(buf, sizeof buf, "%s", spec);
     char *save = NULL;
-    strtok_r(buf, "-", &save);   /* "rand" */
+    strtok_r(buf, "-", &save); /* "rand" */
     for (char *tok = strtok_r(NULL, "-", &save); tok; tok = strtok_r(NULL, "-", &save)) {
         char *end = NULL;
         if (strncmp(tok, "mstd", 4) == 0) {
@@ -553,7 +558,7 @@ static void draw_op(const RandAugment *ra, int op, double m, Rng *r, RaOpDraw *d
     d->negated = op_has_sign(op) ? draw_negate(r) : 0;
     d->bicubic = ra->interp == RA_INTERP_BICUBIC;
     if (op_is_geometric(op) && ra->interp == RA_INTERP_RANDOM)
-        d->bicubic = rng_int(r, 2);   /* random.choice((BILINEAR, BICUBIC)) */
+        d->bicubic = rng_int(r, 2); /* random.choice((BILINEAR, BICUBIC)) */
 }
 
 void img_op_brightness(float f, ImgOp *out) {
@@ -594,7 +599,10 @@ int randaugment_resolve(const RandAugment *ra, const RaOpDraw *d, int w, int h, 
         for (int i = 0; i < 256; i++) out->lut[i] = (uint8_t)(i < 128 ? (i + add > 255 ? 255 : i + add) : i);
         return 1;
     }
-    case RA_COLOR_INC: case RA_CONTRAST_INC: case RA_BRIGHTNESS_INC: case RA_SHARPNESS_INC: {
+    case RA_COLOR_INC:
+    case RA_CONTRAST_INC:
+    case RA_BRIGHTNESS_INC:
+    case RA_SHARPNESS_INC: {
         double v = m / denom * 0.9;
         double f = 1.0 + (d->negated ? -v : v);
         if (f < 0.1) f = 0.1;
@@ -616,7 +624,10 @@ int randaugment_resolve(const RandAugment *ra, const RaOpDraw *d, int w, int h, 
         double a = -deg * 3.14159265358979323846 / 180.0;
         double cs = cos(a), sn = sin(a);
         double cx = w / 2.0, cy = h / 2.0;
-        mat[0] = cs; mat[1] = sn; mat[3] = -sn; mat[4] = cs;
+        mat[0] = cs;
+        mat[1] = sn;
+        mat[3] = -sn;
+        mat[4] = cs;
         mat[2] = cs * -cx + sn * -cy + cx;
         mat[5] = -sn * -cx + cs * -cy + cy;
     } else if (op == RA_SHEAR_X) {
@@ -661,29 +672,28 @@ void img_ops_apply(const ImgOp *ops, int n, uint8_t *img, int w, int h, int c, u
     for (int i = 0; i < n; i++) img_op_apply(&ops[i], img, w, h, c, tmp);
 }
 
-void randaugment_op(const RandAugment *ra, int op, double m, uint8_t *img, int w, int h, int c,
-                    uint8_t *tmp, Rng *r) {
+void randaugment_op(const RandAugment *ra, int op, double m, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r) {
     RaOpDraw d;
     ImgOp o;
     draw_op(ra, op, m, r, &d);
     if (randaugment_resolve(ra, &d, w, h, &o)) img_op_apply(&o, img, w, h, c, tmp);
 }
 
-size_t randaugment_scratch_size(int w, int h, int c) {
-    return (size_t)w * h * c + pil_affine_work_size(w, h, c);
-}
+size_t randaugment_scratch_size(int w, int h, int c) { return (size_t)w * h * c + pil_affine_work_size(w, h, c); }
 
 void randaugment_draw(const RandAugment *ra, Rng *r, RaDraw *d) {
     d->n = 0;
     if (!ra->enabled) return;
     int ops[16];
     int n = ra->num_layers > 16 ? 16 : ra->num_layers;
-    for (int i = 0; i < n; i++) ops[i] = rng_int(r, RA_NUM_OPS);   /* choice with replacement */
+    for (int i = 0; i < n; i++) ops[i] = rng_int(r, RA_NUM_OPS); /* choice with replacement */
     for (int i = 0; i < n; i++) {
         if (ra->prob < 1.0 && rng_uniform(r) > ra->prob) continue;
         double m = ra->magnitude;
-        if (isinf(ra->magnitude_std)) m = rng_uniform(r) * m;
-        else if (ra->magnitude_std > 0) m = m + ra->magnitude_std * rng_normal(r);
+        if (isinf(ra->magnitude_std))
+            m = rng_uniform(r) * m;
+        else if (ra->magnitude_std > 0)
+            m = m + ra->magnitude_std * rng_normal(r);
         double ub = ra->magnitude_max > 0 ? ra->magnitude_max : 10.0;
         if (m < 0) m = 0;
         if (m > ub) m = ub;

@@ -24,32 +24,45 @@
 #include "rng.h"
 
 enum {
-    RA_AUTOCONTRAST, RA_EQUALIZE, RA_INVERT, RA_ROTATE, RA_POSTERIZE_INC, RA_SOLARIZE_INC,
-    RA_SOLARIZE_ADD, RA_COLOR_INC, RA_CONTRAST_INC, RA_BRIGHTNESS_INC, RA_SHARPNESS_INC,
-    RA_SHEAR_X, RA_SHEAR_Y, RA_TRANSLATE_X_REL, RA_TRANSLATE_Y_REL, RA_NUM_OPS
+    RA_AUTOCONTRAST,
+    RA_EQUALIZE,
+    RA_INVERT,
+    RA_ROTATE,
+    RA_POSTERIZE_INC,
+    RA_SOLARIZE_INC,
+    RA_SOLARIZE_ADD,
+    RA_COLOR_INC,
+    RA_CONTRAST_INC,
+    RA_BRIGHTNESS_INC,
+    RA_SHARPNESS_INC,
+    RA_SHEAR_X,
+    RA_SHEAR_Y,
+    RA_TRANSLATE_X_REL,
+    RA_TRANSLATE_Y_REL,
+    RA_NUM_OPS
 };
 
 enum { RA_INTERP_BILINEAR = 0, RA_INTERP_BICUBIC = 1, RA_INTERP_RANDOM = 2 };
 
 typedef struct {
     int enabled;
-    int num_layers;        /* n (2) */
-    double magnitude;      /* m (9) */
-    double magnitude_std;  /* mstd (0.5); inf = uniform(0, m) */
-    double magnitude_max;  /* upper clip (10) */
-    double prob;           /* per-op probability (0.5) */
-    int increasing;        /* inc1: the *_INCREASING op set (the only one implemented) */
-    int interp;            /* RA_INTERP_* */
-    uint8_t fill[3];       /* fill colour of geometric ops */
-    double translate_pct;  /* 0.45 */
+    int num_layers; /* n (2) */
+    double magnitude; /* m (9) */
+    double magnitude_std; /* mstd (0.5); inf = uniform(0, m) */
+    double magnitude_max; /* upper clip (10) */
+    double prob; /* per-op probability (0.5) */
+    int increasing; /* inc1: the *_INCREASING op set (the only one implemented) */
+    int interp; /* RA_INTERP_* */
+    uint8_t fill[3]; /* fill colour of geometric ops */
+    double translate_pct; /* 0.45 */
 } RandAugment;
 
 /* Parse a timm config string "rand-m9-mstd0.5-inc1" (keys m, n, mstd, mmax,
  * p, inc; "" or "none" = disabled). interp from the transform's interpolation
  * ("bicubic", "bilinear", "random"); mean (0..1) gives the fill colour as
  * timm: round(255 * mean). Returns 0, or -1 with a message naming the part. */
-int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, const float mean[3],
-                      char *err, size_t errlen);
+int randaugment_parse(RandAugment *ra, const char *spec, const char *interp, const float mean[3], char *err,
+                      size_t errlen);
 
 /* Scratch bytes that randaugment_apply / randaugment_op / img_ops_apply need
  * for a w x h x c image. */
@@ -61,8 +74,8 @@ size_t randaugment_scratch_size(int w, int h, int c);
 void randaugment_apply(const RandAugment *ra, uint8_t *img, int w, int h, int c, uint8_t *tmp, Rng *r);
 
 /* One op at a given magnitude (for tests); draws its random sign from r. */
-void randaugment_op(const RandAugment *ra, int op, double magnitude, uint8_t *img, int w, int h, int c,
-                    uint8_t *tmp, Rng *r);
+void randaugment_op(const RandAugment *ra, int op, double magnitude, uint8_t *img, int w, int h, int c, uint8_t *tmp,
+                    Rng *r);
 
 /* ---- the random choices, separated from the pixels ----
  * randaugment_draw makes exactly the Rng calls randaugment_apply makes, in the
@@ -72,14 +85,14 @@ void randaugment_op(const RandAugment *ra, int op, double magnitude, uint8_t *im
  * applies to a w x h image (image_params.h): the numbers the CPU and the GPU
  * pipelines both use. */
 typedef struct {
-    int op;             /* RA_* */
-    double magnitude;   /* clipped to [0, magnitude_max] */
-    int negated;        /* ops with a random sign: 1 when the draw negated the level */
-    int bicubic;        /* geometric ops: the interpolation in effect */
+    int op; /* RA_* */
+    double magnitude; /* clipped to [0, magnitude_max] */
+    int negated; /* ops with a random sign: 1 when the draw negated the level */
+    int bicubic; /* geometric ops: the interpolation in effect */
 } RaOpDraw;
 
 typedef struct {
-    int n;              /* layers applied (those that passed the probability draw) */
+    int n; /* layers applied (those that passed the probability draw) */
     RaOpDraw op[16];
 } RaDraw;
 
@@ -108,7 +121,9 @@ void pil_affine(const uint8_t *in, uint8_t *out, int w, int h, int c, const doub
                 const uint8_t *fill, void *work);
 
 /* ---- colour jitter (color_jitter.c) ---- */
-typedef struct { float brightness, contrast, saturation; } ColorJitter;
+typedef struct {
+    float brightness, contrast, saturation;
+} ColorJitter;
 /* torchvision ColorJitter(b, c, s, hue=0): factors ~ U[max(0, 1-x), 1+x], ops
  * in a random permutation (4 draws for the permutation, then the factors). */
 void color_jitter_apply(const ColorJitter *cj, uint8_t *img, int w, int h, int c, Rng *r);
@@ -118,9 +133,9 @@ int color_jitter_draw(const ColorJitter *cj, Rng *r, ImgOp ops[3]);
 
 /* ---- random erasing (random_erasing.c) ---- */
 typedef struct {
-    float prob;                 /* 0.25 */
-    float min_area, max_area;   /* 0.02, 1/3 */
-    float log_r0, log_r1;       /* log(0.3), log(1/0.3) */
+    float prob; /* 0.25 */
+    float min_area, max_area; /* 0.02, 1/3 */
+    float log_r0, log_r1; /* log(0.3), log(1/0.3) */
     /* per channel inverse-CDF tables: uint16 uniform -> uint8 value of
      * round(255 * (mean + std * N(0, 1))) clamped to [0, 255] */
     uint8_t table[3][65536];
@@ -130,12 +145,11 @@ void random_erasing_init(RandomErasing *re, float prob, const float mean[3], con
 int random_erasing_apply(const RandomErasing *re, uint8_t *chw, int w, int h, int c, Rng *r);
 /* The rectangle it would pick (exposed for the area statistics test): returns
  * 0 when no erase (probability or 10 failed attempts). */
-int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top, int *left, int *eh,
-                        int *ew);
+int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top, int *left, int *eh, int *ew);
 /* Fill the rectangle with noise drawn from r (what random_erasing_apply does
  * after random_erasing_rect). */
-void random_erasing_fill(const RandomErasing *re, uint8_t *chw, int w, int h, int c, int top, int left,
-                         int eh, int ew, Rng *r);
+void random_erasing_fill(const RandomErasing *re, uint8_t *chw, int w, int h, int c, int top, int left, int eh, int ew,
+                         Rng *r);
 /* The same noise, c x eh x ew bytes (channel-major), without an image. */
 void random_erasing_noise(const RandomErasing *re, int c, int eh, int ew, Rng *r, uint8_t *out);
 

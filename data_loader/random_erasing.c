@@ -41,9 +41,8 @@ void random_erasing_init(RandomErasing *re, float prob, const float mean[3], con
     }
 }
 
-int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top, int *left, int *eh,
-                        int *ew) {
-    if (rng_uniform(r) > re->prob) return 0;   /* timm: if random.random() > p: return */
+int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top, int *left, int *eh, int *ew) {
+    if (rng_uniform(r) > re->prob) return 0; /* timm: if random.random() > p: return */
     double area = (double)w * h;
     for (int attempt = 0; attempt < 10; attempt++) {
         double target = (re->min_area + (re->max_area - re->min_area) * rng_uniform(r)) * area;
@@ -61,8 +60,8 @@ int random_erasing_rect(const RandomErasing *re, int w, int h, Rng *r, int *top,
     return 0;
 }
 
-void random_erasing_fill(const RandomErasing *re, uint8_t *chw, int w, int h, int c, int top, int left,
-                         int eh, int ew, Rng *r) {
+void random_erasing_fill(const RandomErasing *re, uint8_t *chw, int w, int h, int c, int top, int left, int eh, int ew,
+                         Rng *r) {
     for (int k = 0; k < c; k++) {
         const uint8_t *t = re->table[k < 3 ? k : 0];
         for (int y = top; y < top + eh; y++) {

@@ -70,15 +70,21 @@ static int grow(void **p, size_t *cap, size_t need) {
 
 void resize_scratch_free(ResizeScratch *s) {
     if (!s) return;
-    free(s->kx); free(s->ky); free(s->bx); free(s->by); free(s->tmp); free(s->rowf); free(s->kxp);
+    free(s->kx);
+    free(s->ky);
+    free(s->bx);
+    free(s->by);
+    free(s->tmp);
+    free(s->rowf);
+    free(s->kxp);
     memset(s, 0, sizeof *s);
 }
 
 /* Coefficients for outputs [o0, o0+on) of a virtual out_size resample of
  * [in0, in1) of an in_size line (Pillow's precompute_coeffs). Returns
  * ksize, or -1 on allocation failure. */
-static int coeffs(int in_size, double in0, double in1, int out_size, int o0, int on, int filter,
-                  float **kk, size_t *kcap, int **bounds, size_t *bcap) {
+static int coeffs(int in_size, double in0, double in1, int out_size, int o0, int on, int filter, float **kk,
+                  size_t *kcap, int **bounds, size_t *bcap) {
     double support, scale, filterscale;
     double (*fn)(double) = filter == RESAMPLE_BICUBIC ? bicubic_filter : bilinear_filter;
     double fsupport = filter == RESAMPLE_BICUBIC ? 2.0 : 1.0;
@@ -204,7 +210,9 @@ AVX2_FN static int pass_h_int_rgb(const uint8_t *src, size_t stride, int nrows, 
             __m128i a0 = rnd, a1 = rnd, a2 = rnd, a3 = rnd;
             for (int j = 0; j < np; j++, off += 6) {
                 __m128i w = _mm_set1_epi32(k[j]);
-#define TAP(acc, r) acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)((r) + off)), shuf), w))
+#define TAP(acc, r)      \
+    acc = _mm_add_epi32( \
+        acc, _mm_madd_epi16(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)((r) + off)), shuf), w))
                 TAP(a0, r0);
                 TAP(a1, r1);
                 TAP(a2, r2);
@@ -237,8 +245,9 @@ AVX2_FN static void pass_h_int_rgb_row(const uint8_t *r0, int ow, const int32_t 
         size_t off = (size_t)bounds[2 * x] * 3;
         __m128i a0 = rnd;
         for (int j = 0; j < np; j++, off += 6)
-            a0 = _mm_add_epi32(a0, _mm_madd_epi16(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(r0 + off)), shuf),
-                                                  _mm_set1_epi32(k[j])));
+            a0 = _mm_add_epi32(
+                a0, _mm_madd_epi16(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)(r0 + off)), shuf),
+                                   _mm_set1_epi32(k[j])));
         __m128i v = _mm_packs_epi32(_mm_srai_epi32(a0, IPREC), a0);
         v = _mm_packus_epi16(v, v);
         uint32_t u = (uint32_t)_mm_cvtsi128_si32(v);
@@ -271,10 +280,17 @@ AVX2_FN static int pass_v_avx2(const uint8_t *base, size_t stride, int len, int 
         for (int i = 0; i < n; i++) {
             const uint8_t *r = base + (size_t)i * stride + x;
             __m256 w = _mm256_set1_ps(k[i]);
-            a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)r))), w, a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(r + 8)))), w, a1);
-            a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(r + 16)))), w, a2);
-            a3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(r + 24)))), w, a3);
+            a0 = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)r))), w, a0);
+            a1 = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(r + 8)))), w,
+                a1);
+            a2 = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(r + 16)))), w,
+                a2);
+            a3 = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(r + 24)))), w,
+                a3);
         }
         __m256i i0 = _mm256_cvttps_epi32(_mm256_add_ps(a0, half)), i1 = _mm256_cvttps_epi32(_mm256_add_ps(a1, half));
         __m256i i2 = _mm256_cvttps_epi32(_mm256_add_ps(a2, half)), i3 = _mm256_cvttps_epi32(_mm256_add_ps(a3, half));
@@ -289,10 +305,9 @@ AVX2_FN static int pass_v_avx2(const uint8_t *base, size_t stride, int len, int 
 /* Horizontal pass over nrows rows starting at src (columns [xlo, xhi) are
  * the ones any output reads): each output pixel of the window from its
  * bounds/coefficients. rowf: (xhi - xlo) * c + 4 floats. */
-static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, int ksize,
-                   const float *kk, const int *bounds, uint8_t *dst, size_t dstride, float *rowf, int xlo,
-                   int xhi, const int32_t *kp) {
-    size_t fl = (size_t)(xhi - xlo) * c + 8;   /* floats per converted row */
+static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, int ksize, const float *kk,
+                   const int *bounds, uint8_t *dst, size_t dstride, float *rowf, int xlo, int xhi, const int32_t *kp) {
+    size_t fl = (size_t)(xhi - xlo) * c + 8; /* floats per converted row */
     int y = 0;
 #ifdef HAVE_AVX2_DISPATCH
     if (simd_level >= 2 && kp) {
@@ -320,7 +335,8 @@ static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, 
         const __m128 half = _mm_set1_ps(0.5f);
         for (; y + 4 <= nrows; y += 4) {
             for (int r = 0; r < 4; r++)
-                resize_row_to_float(src + (size_t)(y + r) * stride + (size_t)xlo * 3, (xhi - xlo) * 3, rowf + r * fl, 4);
+                resize_row_to_float(src + (size_t)(y + r) * stride + (size_t)xlo * 3, (xhi - xlo) * 3, rowf + r * fl,
+                                    4);
             uint8_t *o0 = dst + (size_t)y * dstride, *o1 = o0 + dstride, *o2 = o1 + dstride, *o3 = o2 + dstride;
             for (int x = 0; x < ow; x++) {
                 const float *k = kk + (size_t)x * ksize;
@@ -335,10 +351,10 @@ static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, 
                     a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_loadu_ps(q + 2 * fl), w));
                     a3 = _mm_add_ps(a3, _mm_mul_ps(_mm_loadu_ps(q + 3 * fl), w));
                 }
-                __m128i v01 = _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a0, half)),
-                                              _mm_cvttps_epi32(_mm_add_ps(a1, half)));
-                __m128i v23 = _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a2, half)),
-                                              _mm_cvttps_epi32(_mm_add_ps(a3, half)));
+                __m128i v01 =
+                    _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a0, half)), _mm_cvttps_epi32(_mm_add_ps(a1, half)));
+                __m128i v23 =
+                    _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a2, half)), _mm_cvttps_epi32(_mm_add_ps(a3, half)));
                 __m128i v = _mm_packus_epi16(v01, v23);
                 uint8_t b[16];
                 _mm_storeu_si128((__m128i *)(void *)b, v);
@@ -368,8 +384,8 @@ static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, 
 }
 
 /* Vertical pass: output row y from rows bounds[2y].. of src (row length len bytes). */
-static void pass_v(const uint8_t *src, size_t stride, int len, int oh, int ksize, const float *kk,
-                   const int *bounds, uint8_t *dst, size_t dstride) {
+static void pass_v(const uint8_t *src, size_t stride, int len, int oh, int ksize, const float *kk, const int *bounds,
+                   uint8_t *dst, size_t dstride) {
     for (int y = 0; y < oh; y++) {
         const float *k = kk + (size_t)y * ksize;
         int n = bounds[2 * y + 1];
@@ -411,8 +427,7 @@ static void pass_v(const uint8_t *src, size_t stride, int len, int oh, int ksize
     }
 }
 
-static void src_range(int in_size, double in0, double in1, int out_size, int o0, int on, int filter, int *lo,
-                      int *hi) {
+static void src_range(int in_size, double in0, double in1, int out_size, int o0, int on, int filter, int *lo, int *hi) {
     double scale = (in1 - in0) / out_size, fs = scale < 1.0 ? 1.0 : scale;
     double support = (filter == RESAMPLE_BICUBIC ? 2.0 : 1.0) * fs;
     *lo = in_size;
@@ -451,32 +466,29 @@ void resize_source_rect(int w, int h, const double *box, int out_w, int out_h, i
  * the sub-range [r0, r0 + rn): -1 (bounds partly moved) if a tap lies outside. */
 static int rebase_taps(int *bnd, int n, int r0, int rn) {
     for (int i = 0; i < n; i++) {
-        if (bnd[2 * i + 1] > 0 && (bnd[2 * i] < r0 || bnd[2 * i] + bnd[2 * i + 1] > r0 + rn))
-            return -1;
+        if (bnd[2 * i + 1] > 0 && (bnd[2 * i] < r0 || bnd[2 * i] + bnd[2 * i + 1] > r0 + rn)) return -1;
         bnd[2 * i] -= r0;
         if (bnd[2 * i] < 0) bnd[2 * i] = 0;
     }
     return 0;
 }
 
-int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box,
-              int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
-              uint8_t *dst, ResizeScratch *s) {
+int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box, int out_w, int out_h, int ox,
+              int oy, int ow, int oh, int filter, uint8_t *dst, ResizeScratch *s) {
     return resize_u8_sub(src, 0, 0, w, h, stride, w, h, c, box, out_w, out_h, ox, oy, ow, oh, filter, dst, s);
 }
 
 int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t stride, int w, int h, int c,
-                  const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
-                  uint8_t *dst, ResizeScratch *s) {
-    if (!src || !dst || w <= 0 || h <= 0 || c <= 0 || c > 4 || out_w <= 0 || out_h <= 0 ||
-        ow <= 0 || oh <= 0 || ox < 0 || oy < 0 || ox + ow > out_w || oy + oh > out_h ||
-        rx < 0 || ry < 0 || rw <= 0 || rh <= 0 || rx + rw > w || ry + rh > h)
+                  const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh, int filter, uint8_t *dst,
+                  ResizeScratch *s) {
+    if (!src || !dst || w <= 0 || h <= 0 || c <= 0 || c > 4 || out_w <= 0 || out_h <= 0 || ow <= 0 || oh <= 0 ||
+        ox < 0 || oy < 0 || ox + ow > out_w || oy + oh > out_h || rx < 0 || ry < 0 || rw <= 0 || rh <= 0 ||
+        rx + rw > w || ry + rh > h)
         return -1;
     double b[4] = {0, 0, w, h};
     if (box) memcpy(b, box, sizeof b);
-    if (b[0] < 0 || b[1] < 0 || b[2] > w || b[3] > h || b[2] - b[0] <= 0 || b[3] - b[1] <= 0)
-        return -1;
-    if (simd_level < 0) resize_set_simd(-1);   /* benign race: every thread computes the same value */
+    if (b[0] < 0 || b[1] < 0 || b[2] > w || b[3] > h || b[2] - b[0] <= 0 || b[3] - b[1] <= 0) return -1;
+    if (simd_level < 0) resize_set_simd(-1); /* benign race: every thread computes the same value */
     ResizeScratch local;
     memset(&local, 0, sizeof local);
     if (!s) s = &local;
@@ -522,8 +534,8 @@ int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t str
         if (ylast <= yfirst) ylast = yfirst + 1;
         int nrows = ylast - yfirst;
         if (grow((void **)&s->tmp, &s->tmp_cap, rowlen * nrows)) goto done;
-        pass_h(src + (size_t)yfirst * stride, stride, nrows, c, ow, kh, s->kx, s->bx, s->tmp, rowlen, s->rowf,
-               xlo, xhi, kp);
+        pass_h(src + (size_t)yfirst * stride, stride, nrows, c, ow, kh, s->kx, s->bx, s->tmp, rowlen, s->rowf, xlo, xhi,
+               kp);
         for (int y = 0; y < oh; y++) s->by[2 * y] -= yfirst;
         pass_v(s->tmp, rowlen, (int)rowlen, oh, kv, s->ky, s->by, dst, rowlen);
     } else if (need_h) {

@@ -43,9 +43,8 @@ int resize_set_simd(int level);
  * box NULL = the whole source. filter: RESAMPLE_BILINEAR or RESAMPLE_BICUBIC
  * (image.h). s may be NULL (buffers are then allocated for this call).
  * Returns 0, or -1 on bad arguments or allocation failure. */
-int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box,
-              int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
-              uint8_t *dst, ResizeScratch *s);
+int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const double *box, int out_w, int out_h, int ox,
+              int oy, int ow, int oh, int filter, uint8_t *dst, ResizeScratch *s);
 
 /* The same on a sub-rectangle: src points at pixel (rx, ry) of a w x h
  * image of which only [rx, rx+rw) x [ry, ry+rh) is available (e.g. a cropped
@@ -54,8 +53,8 @@ int resize_u8(const uint8_t *src, int w, int h, int c, size_t stride, const doub
  * the rectangle from resize_source_rect the result is bit-identical to
  * resizing the whole image. */
 int resize_u8_sub(const uint8_t *src, int rx, int ry, int rw, int rh, size_t stride, int w, int h, int c,
-                  const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh, int filter,
-                  uint8_t *dst, ResizeScratch *s);
+                  const double *box, int out_w, int out_h, int ox, int oy, int ow, int oh, int filter, uint8_t *dst,
+                  ResizeScratch *s);
 
 /* The source pixels (x, y, width, height) that the window [ox, ox+ow) x
  * [oy, oy+oh) of a resize_u8 call reads. */

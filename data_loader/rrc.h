@@ -13,8 +13,8 @@
 #include "rng.h"
 
 typedef struct {
-    double scale_min, scale_max;   /* 0.08, 1.0 */
-    double ratio_min, ratio_max;   /* 3/4, 4/3 */
+    double scale_min, scale_max; /* 0.08, 1.0 */
+    double ratio_min, ratio_max; /* 3/4, 4/3 */
 } RrcParams;
 
 /* Defaults: scale (0.08, 1), ratio (3/4, 4/3). */

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#define SHUFFLE_SALT 0x53485546464C4531ull   /* "SHUFFLE1" */
+#define SHUFFLE_SALT 0x53485546464C4531ull /* "SHUFFLE1" */
 
 void sampler_epoch_order(const Dataset *ds, int n, int repeats, uint64_t seed, int epoch, int shuffle, int *perm) {
     if (!shuffle) {
@@ -60,7 +60,7 @@ int sampler_repeated(int n, int rank, int world, int repeats, uint64_t seed, int
     int *p = epoch_order(n, repeats, seed, epoch, shuffle);
     if (!p) return -1;
     long long total = (long long)n * repeats;
-    for (int k = 0; k < len; k++) idx[k] = p[(rank + (long long)k * world) % total];   /* padding repeats the head */
+    for (int k = 0; k < len; k++) idx[k] = p[(rank + (long long)k * world) % total]; /* padding repeats the head */
     free(p);
     return len;
 }

@@ -40,8 +40,7 @@ int sampler_epoch_positions(int n, int repeats, int global_batch);
 /* Fill idx (capacity cap) with this rank's indices; returns how many (or -1
  * when cap is too small / bad arguments). shuffle 0: identity order. */
 int sampler_distributed(int n, int rank, int world, uint64_t seed, int epoch, int shuffle, int *idx, int cap);
-int sampler_repeated(int n, int rank, int world, int repeats, uint64_t seed, int epoch, int shuffle, int *idx,
-                     int cap);
+int sampler_repeated(int n, int rank, int world, int repeats, uint64_t seed, int epoch, int shuffle, int *idx, int cap);
 
 /* Samples per rank per epoch for the two samplers. */
 int sampler_distributed_len(int n, int world);

@@ -27,13 +27,13 @@
 typedef struct {
     char dir[2048];
     ShardIndex ix;
-    int *fd;               /* per shard, -1 when missing */
-    long long *size;       /* per shard: its actual size */
+    int *fd; /* per shard, -1 when missing */
+    long long *size; /* per shard: its actual size */
     int channels;
     int stream, shuffle_buffer;
-    int *order;            /* records grouped by shard, each shard's in offset order */
-    int *first;            /* shard s: order[first[s] .. first[s+1]) */
-    int repeated;          /* dataset_shards_repeat: sample i is record i % ix.n */
+    int *order; /* records grouped by shard, each shard's in offset order */
+    int *first; /* shard s: order[first[s] .. first[s+1]) */
+    int repeated; /* dataset_shards_repeat: sample i is record i % ix.n */
 } ShardDs;
 
 static void shards_close(Dataset *ds);
@@ -70,8 +70,10 @@ static long long shards_read(ShardDs *s, int i, uint8_t **buf, size_t *cap, char
         return -1;
     }
     if (r->off < 512) {
-        set_err(err, errlen, "%s/%s: record %d (%s): offset %lld leaves no room for its tar header (the index does "
-                "not match the shard)", s->dir, name, i, key, r->off);
+        set_err(err, errlen,
+                "%s/%s: record %d (%s): offset %lld leaves no room for its tar header (the index does "
+                "not match the shard)",
+                s->dir, name, i, key, r->off);
         return -1;
     }
     size_t need = (size_t)r->len + 512;
@@ -105,8 +107,8 @@ static long long shards_read(ShardDs *s, int i, uint8_t **buf, size_t *cap, char
     return r->len;
 }
 
-static int shards_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w,
-                      char *err, size_t errlen) {
+static int shards_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label, int *c, int *h, int *w, char *err,
+                      size_t errlen) {
     ShardDs *s = ds->impl;
     if (i < 0 || i >= ds->n) {
         set_err(err, errlen, "sample %d out of range", i);
@@ -256,8 +258,10 @@ Dataset *dataset_shards_open(const char *dir, const char *split, int channels, i
         s->fd[j] = fd;
         s->size[j] = (long long)st.st_size;
         if (s->size[j] != s->ix.shard_size[j])
-            fprintf(stderr, "warning: %s: %lld bytes, the index says %lld (truncated or replaced): records that do "
-                    "not check out will be skipped\n", p, s->size[j], s->ix.shard_size[j]);
+            fprintf(stderr,
+                    "warning: %s: %lld bytes, the index says %lld (truncated or replaced): records that do "
+                    "not check out will be skipped\n",
+                    p, s->size[j], s->ix.shard_size[j]);
         /* the page cache's read-ahead: sequential for stream mode, none for random reads */
         (void)posix_fadvise(fd, 0, 0, stream ? POSIX_FADV_SEQUENTIAL : POSIX_FADV_RANDOM);
     }
@@ -320,8 +324,10 @@ void dataset_sample_name(const Dataset *ds, int i, char *buf, size_t len) {
         return;
     }
     const char *p = dataset_file_path(ds, i);
-    if (p) snprintf(buf, len, "%s", p);
-    else snprintf(buf, len, "sample %d", i);
+    if (p)
+        snprintf(buf, len, "%s", p);
+    else
+        snprintf(buf, len, "sample %d", i);
 }
 
 int dataset_epoch_order(const Dataset *ds, uint64_t seed, int epoch, int *perm, int n) {
@@ -345,7 +351,7 @@ int dataset_epoch_order(const Dataset *ds, uint64_t seed, int epoch, int *perm, 
     for (int j = 0; j < ns; j++)
         for (int q = s->first[sh[j]]; q < s->first[sh[j] + 1]; q++) {
             int idx = s->order[q];
-            if (idx >= n) continue;   /* train_limit */
+            if (idx >= n) continue; /* train_limit */
             if (m < B) {
                 buf[m++] = idx;
                 continue;

@@ -26,7 +26,7 @@
 typedef struct {
     ShardIndex *ix;
     int shard, fd;
-    const char *tar;           /* its name in dir */
+    const char *tar; /* its name in dir */
     char key[SHARD_KEY_MAX + 1];
     int has_img, has_cls, bad;
     char why[256];
@@ -61,9 +61,12 @@ static int add_skip(Walk *w, const char *what, const char *why) {
 static int flush_key(Walk *w) {
     if (!w->key[0]) return 0;
     int rc = 0;
-    if (w->bad) rc = add_skip(w, w->key, w->why);
-    else if (!w->has_img) rc = add_skip(w, w->key, "no .jpg/.jpeg/.png member");
-    else if (!w->has_cls) rc = add_skip(w, w->key, "no .cls member (the class index)");
+    if (w->bad)
+        rc = add_skip(w, w->key, w->why);
+    else if (!w->has_img)
+        rc = add_skip(w, w->key, "no .jpg/.jpeg/.png member");
+    else if (!w->has_cls)
+        rc = add_skip(w, w->key, "no .cls member (the class index)");
     else {
         char src[1024];
         snprintf(src, sizeof src, "%s/%s", w->tar, w->img_name);
@@ -85,7 +88,7 @@ static int on_member(void *ctx, const char *name, long long off, const uint8_t *
     const char *base = strrchr(name, '/');
     base = base ? base + 1 : name;
     const char *dot = strchr(base, '.');
-    if (!dot || dot == base) return 0;   /* no key.ext: not a sample member */
+    if (!dot || dot == base) return 0; /* no key.ext: not a sample member */
     size_t kl = (size_t)(dot - name);
     const char *ext = dot + 1;
     char key[SHARD_KEY_MAX + 1];
@@ -98,9 +101,11 @@ static int on_member(void *ctx, const char *name, long long off, const uint8_t *
     }
     if (strcmp(key, w->key)) {
         if (flush_key(w)) goto oom;
-        memcpy(w->key, key, strlen(key) + 1);   /* at most SHARD_KEY_MAX bytes */
-        if (kl > SHARD_KEY_MAX) mark(w, "the key is longer than 200 bytes");
-        else if (!shard_field_ok(key)) mark(w, "the key holds a tab or newline");
+        memcpy(w->key, key, strlen(key) + 1); /* at most SHARD_KEY_MAX bytes */
+        if (kl > SHARD_KEY_MAX)
+            mark(w, "the key is longer than 200 bytes");
+        else if (!shard_field_ok(key))
+            mark(w, "the key holds a tab or newline");
     }
     const int img = !strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg") || !strcasecmp(ext, "png");
     if (img) {
@@ -124,7 +129,7 @@ static int on_member(void *ctx, const char *name, long long off, const uint8_t *
             return 0;
         }
         ShardRec r = {w->shard, off, (long long)len, 0, iw, ih, (uint32_t)crc32(crc32(0L, Z_NULL, 0), data, (uInt)len),
-                      0, 0};
+                      0,        0};
         r.label = w->rec.label;
         w->rec = r;
         if (len == 0) mark(w, "empty image member");
@@ -268,8 +273,10 @@ int shard_import_dir(const char *dir, const char *only_split, ShardImportStats *
     int rc = 0;
     for (int i = 0; i < n && rc == 0;) {
         char split[256], other[256];
-        if (only_split) snprintf(split, sizeof split, "%s", only_split);
-        else split_of(names[i], split, sizeof split);
+        if (only_split)
+            snprintf(split, sizeof split, "%s", only_split);
+        else
+            split_of(names[i], split, sizeof split);
         int j = i + 1;
         for (; j < n; j++) {
             if (only_split) continue;

@@ -87,10 +87,9 @@ static int num(const char *s, long long lo, long long hi, long long *v) {
     return 0;
 }
 
-int shard_index_parse(const char *text, size_t len, const char *origin, ShardIndex *ix, char *err,
-                      size_t errlen) {
+int shard_index_parse(const char *text, size_t len, const char *origin, ShardIndex *ix, char *err, size_t errlen) {
     memset(ix, 0, sizeof *ix);
-    long long *last_end = NULL;   /* per shard: where its last record ended */
+    long long *last_end = NULL; /* per shard: where its last record ended */
     char *line = NULL;
     size_t pos = 0;
     int lineno = 0;

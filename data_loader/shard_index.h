@@ -26,7 +26,7 @@ typedef struct {
     long long off, len;
     int label, w, h;
     uint32_t crc;
-    size_t key, src;        /* offsets of the NUL-terminated strings in ShardIndex.pool */
+    size_t key, src; /* offsets of the NUL-terminated strings in ShardIndex.pool */
 } ShardRec;
 
 typedef struct {
@@ -35,7 +35,7 @@ typedef struct {
     long long *shard_size;
     int n, cap;
     ShardRec *rec;
-    char *pool;             /* keys and sources */
+    char *pool; /* keys and sources */
     size_t pool_len, pool_cap;
 } ShardIndex;
 

@@ -17,8 +17,8 @@
 struct ShardTarWriter {
     struct archive *a;
     int fd;
-    long long bytes;       /* written to fd so far */
-    int io_errno;          /* the write callback's failure */
+    long long bytes; /* written to fd so far */
+    int io_errno; /* the write callback's failure */
     char path[4096];
 };
 
@@ -71,8 +71,8 @@ long long shard_tar_bytes(const ShardTarWriter *w) { return w->bytes; }
 
 long long shard_tar_member_bytes(size_t len) { return 512 + (((long long)len + 511) / 512) * 512; }
 
-int shard_tar_add(ShardTarWriter *w, const char *name, const void *data, size_t len, long long *data_off,
-                  char *err, size_t errlen) {
+int shard_tar_add(ShardTarWriter *w, const char *name, const void *data, size_t len, long long *data_off, char *err,
+                  size_t errlen) {
     if (strlen(name) >= 100) {
         set_err(err, errlen, "%s: member name %s is longer than ustar's 99 bytes", w->path, name);
         return -1;
@@ -138,7 +138,7 @@ int shard_tar_finish(ShardTarWriter *w, long long *size, char *err, size_t errle
 
 void shard_tar_abort(ShardTarWriter *w) {
     if (!w) return;
-    if (w->a) archive_write_free(w->a);   /* may try to write the trailer: harmless, the file is dropped */
+    if (w->a) archive_write_free(w->a); /* may try to write the trailer: harmless, the file is dropped */
     if (w->fd >= 0) close(w->fd);
     free(w);
 }
@@ -258,8 +258,10 @@ int shard_tar_check_header(const uint8_t *hdr, const char *key, long long len, c
     char name[260];
     const char *nm = (const char *)hdr, *pf = (const char *)hdr + 345;
     int nl = (int)strnlen(nm, 100), pl = !memcmp(hdr + 257, "ustar", 5) ? (int)strnlen(pf, 155) : 0;
-    if (pl) snprintf(name, sizeof name, "%.*s/%.*s", pl, pf, nl, nm);
-    else snprintf(name, sizeof name, "%.*s", nl, nm);
+    if (pl)
+        snprintf(name, sizeof name, "%.*s/%.*s", pl, pf, nl, nm);
+    else
+        snprintf(name, sizeof name, "%.*s", nl, nm);
     size_t kl = strlen(key);
     if (strncmp(name, key, kl) || name[kl] != '.') {
         set_err(why, whylen, "the member is %s, not %s.*", name, key);

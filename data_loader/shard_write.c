@@ -28,9 +28,9 @@
 
 typedef struct {
     int ready;
-    int ok;              /* 0: skipped, reason in msg */
+    int ok; /* 0: skipped, reason in msg */
     int reencoded;
-    uint8_t *data;       /* the record's JPEG (malloc'd) */
+    uint8_t *data; /* the record's JPEG (malloc'd) */
     size_t len;
     long long src_len;
     int w, h, label;
@@ -97,8 +97,8 @@ static void process(Dataset *ds, int i, const ShardWriteOpts *o, Worker *wk, Res
         if (nw < 1) nw = 1;
         if (nh < 1) nh = 1;
         small = malloc((size_t)nw * nh * 3);
-        if (!small || resize_u8(im.px, w, h, 3, (size_t)w * 3, NULL, nw, nh, 0, 0, nw, nh, RESAMPLE_BICUBIC, small,
-                                &wk->rs)) {
+        if (!small ||
+            resize_u8(im.px, w, h, 3, (size_t)w * 3, NULL, nw, nh, 0, 0, nw, nh, RESAMPLE_BICUBIC, small, &wk->rs)) {
             set_err(r->msg, sizeof r->msg, "%s: resizing %dx%d to %dx%d failed (out of memory?)", path, w, h, nw, nh);
             free(small);
             image_free(&im);
@@ -124,8 +124,8 @@ typedef struct {
     Dataset *ds;
     const ShardWriteOpts *o;
     int n, window;
-    Result *res;            /* window slots: sample i in res[i % window] */
-    int next, consumed;     /* next sample to take; samples the writer has taken */
+    Result *res; /* window slots: sample i in res[i % window] */
+    int next, consumed; /* next sample to take; samples the writer has taken */
     int stop;
     pthread_mutex_t mu;
     pthread_cond_t cv_ready, cv_space;
@@ -175,8 +175,8 @@ static void pool_take(Pool *p, int i, Result *r) {
 
 typedef struct {
     char out[2048], split[64], state[2304];
-    ShardIndex ix;          /* finished shards: their records (shard = global number) */
-    char *skipped;          /* "SRC\tREASON\n" lines of finished shards */
+    ShardIndex ix; /* finished shards: their records (shard = global number) */
+    char *skipped; /* "SRC\tREASON\n" lines of finished shards */
     size_t skipped_len, skipped_cap;
 } Split;
 
@@ -195,7 +195,9 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
     return 0;
 }
 
-static void shard_name(const Split *sp, int k, char *buf, size_t len) { snprintf(buf, len, "%s-%06d.tar", sp->split, k); }
+static void shard_name(const Split *sp, int k, char *buf, size_t len) {
+    snprintf(buf, len, "%s-%06d.tar", sp->split, k);
+}
 
 static void rec_path(const Split *sp, int k, char *buf, size_t len) { snprintf(buf, len, "%s/%06d.rec", sp->state, k); }
 
@@ -314,14 +316,19 @@ oom_after:
 /* ---------------------------------------------------------------- progress */
 
 static void fmt_bytes(double b, char *buf, size_t len) {
-    if (b >= 1e9) snprintf(buf, len, "%.2f GB", b / 1e9);
-    else snprintf(buf, len, "%.1f MB", b / 1e6);
+    if (b >= 1e9)
+        snprintf(buf, len, "%.2f GB", b / 1e9);
+    else
+        snprintf(buf, len, "%.1f MB", b / 1e6);
 }
 
 static void fmt_time(double s, char *buf, size_t len) {
-    if (s < 0 || s > 1e7) snprintf(buf, len, "?");
-    else if (s >= 3600) snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
-    else snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    if (s < 0 || s > 1e7)
+        snprintf(buf, len, "?");
+    else if (s >= 3600)
+        snprintf(buf, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    else
+        snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
 }
 
 typedef struct {
@@ -356,8 +363,10 @@ static int write_options(const char *state, const char *opts, char *err, size_t 
         int same = len == strlen(opts) && !memcmp(buf, opts, len);
         free(buf);
         if (!same) {
-            set_err(err, errlen, "%s holds a prepare with other options or another source (remove the directory to "
-                    "start over, or prepare with the same options to resume)", state);
+            set_err(err, errlen,
+                    "%s holds a prepare with other options or another source (remove the directory to "
+                    "start over, or prepare with the same options to resume)",
+                    state);
             return 1;
         }
         return 0;
@@ -418,8 +427,8 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
         return 0;
     }
     if (mkdir_p(sp.state, err, errlen)) return -1;
-    snprintf(opts, sizeof opts, "source\t%s\nsamples\t%d\nmax_side\t%d\nquality\t%d\nshard_bytes\t%lld\n", source, ds->n,
-             o->max_side, o->quality, o->shard_bytes);
+    snprintf(opts, sizeof opts, "source\t%s\nsamples\t%d\nmax_side\t%d\nquality\t%d\nshard_bytes\t%lld\n", source,
+             ds->n, o->max_side, o->quality, o->shard_bytes);
     int orc = write_options(sp.state, opts, err, errlen);
     if (orc) return orc > 0 ? 1 : -1;
 
@@ -437,8 +446,10 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
          * from stored ones afterwards, so the sources' sizes decide */
         const char *src = shard_rec_src(&sp.ix, i);
         long long sl = file_size(src);
-        if (sl == sp.ix.rec[i].len) st->stored++;
-        else st->reencoded++;
+        if (sl == sp.ix.rec[i].len)
+            st->stored++;
+        else
+            st->reencoded++;
         st->bytes_in += sl > 0 ? sl : 0;
     }
     for (size_t p = 0; p < sp.skipped_len; p++) st->skipped += sp.skipped[p] == '\n';
@@ -455,7 +466,7 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
     pthread_t *th = calloc((size_t)o->threads, sizeof *th);
     int nth = 0, rc = -1;
     ShardTarWriter *tw = NULL;
-    ShardIndex cur;                  /* the open shard's records (local shard 0) */
+    ShardIndex cur; /* the open shard's records (local shard 0) */
     memset(&cur, 0, sizeof cur);
     char *cur_skips = NULL;
     size_t cs_len = 0, cs_cap = 0;
@@ -519,11 +530,14 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
             if (shard_tar_add(tw, member, r.data, r.len, &off, err, errlen)) goto done;
             snprintf(member, sizeof member, "%s.cls", key);
             if (shard_tar_add(tw, member, cls, (size_t)cl, &coff, err, errlen)) goto done;
-            ShardRec rec = {0, off, (long long)r.len, r.label, r.w, r.h,
-                            (uint32_t)crc32(crc32(0L, Z_NULL, 0), r.data, (uInt)r.len), 0, 0};
+            ShardRec rec = {
+                0, off, (long long)r.len, r.label, r.w, r.h, (uint32_t)crc32(crc32(0L, Z_NULL, 0), r.data, (uInt)r.len),
+                0, 0};
             if (shard_index_add(&cur, &rec, key, dataset_file_path(ds, i))) goto oom;
-            if (r.reencoded) st->reencoded++;
-            else st->stored++;
+            if (r.reencoded)
+                st->reencoded++;
+            else
+                st->stored++;
             st->bytes_in += r.src_len;
             fault_kill("prepare_record", i);
         }
@@ -549,7 +563,8 @@ int shard_write_split(Dataset *ds, const char *split, const char *out, const cha
     st->bytes_out = 0;
     for (int j = 0; j < sp.ix.nshards; j++) st->bytes_out += sp.ix.shard_size[j];
     if (finish_split(&sp, err, errlen)) goto done;
-    if (o->progress && pg.tty) progress(&pg, split, ds->n, ds->n, st->bytes_in, st->bytes_out, 1);   /* ends the \r line */
+    if (o->progress && pg.tty)
+        progress(&pg, split, ds->n, ds->n, st->bytes_in, st->bytes_out, 1); /* ends the \r line */
     rc = 0;
     goto done;
 oom:
@@ -601,8 +616,10 @@ int shard_write_classes(const char *out, char **names, int k, char *err, size_t 
         for (int i = 0; same && i < k; i++) same = !strcmp(have[i], names[i]);
         dataset_free_names(have, nh);
         if (same || (plain_numbers(names, k) && k <= nh)) return 0;
-        set_err(err, errlen, "%s: the classes already there (%d) are not this split's (%d): prepare the splits "
-                "with the same classes into one directory", path, nh, k);
+        set_err(err, errlen,
+                "%s: the classes already there (%d) are not this split's (%d): prepare the splits "
+                "with the same classes into one directory",
+                path, nh, k);
         return -1;
     }
     size_t len = 0;

@@ -29,21 +29,21 @@
 #include "dataset.h"
 
 typedef struct {
-    int max_side;          /* 0: keep sizes */
-    int quality;           /* 1..100 */
+    int max_side; /* 0: keep sizes */
+    int quality; /* 1..100 */
     long long shard_bytes; /* target shard size */
-    int threads;           /* >= 1 */
-    int progress;          /* report progress on stderr */
+    int threads; /* >= 1 */
+    int progress; /* report progress on stderr */
 } ShardWriteOpts;
 
 typedef struct {
-    int files;             /* samples of the split */
-    int stored, reencoded, skipped;   /* over the whole split (resumed shards included) */
+    int files; /* samples of the split */
+    int stored, reencoded, skipped; /* over the whole split (resumed shards included) */
     int resumed_shards, shards;
-    long long bytes_in, bytes_out;    /* source bytes of the written samples; tar bytes */
-    int processed;         /* files this run went through */
-    double seconds;        /* this run */
-    int already;           /* the split's index existed: nothing done */
+    long long bytes_in, bytes_out; /* source bytes of the written samples; tar bytes */
+    int processed; /* files this run went through */
+    double seconds; /* this run */
+    int already; /* the split's index existed: nothing done */
 } ShardWriteStats;
 
 /* Write split `split` of ds into out (which exists). source names the

@@ -23,9 +23,12 @@ DeitTransform *deit_transform_create(const Config *cfg, char *err, size_t errlen
         return NULL;
     }
     const char *ip = cfg->interpolation;
-    if (!ip[0] || strcmp(ip, "bicubic") == 0) t->filter = RESAMPLE_BICUBIC;
-    else if (strcmp(ip, "bilinear") == 0) t->filter = RESAMPLE_BILINEAR;
-    else if (strcmp(ip, "random") == 0) t->filter = -1;
+    if (!ip[0] || strcmp(ip, "bicubic") == 0)
+        t->filter = RESAMPLE_BICUBIC;
+    else if (strcmp(ip, "bilinear") == 0)
+        t->filter = RESAMPLE_BILINEAR;
+    else if (strcmp(ip, "random") == 0)
+        t->filter = -1;
     else {
         snprintf(err, errlen, "data.interpolation: '%s' is not bicubic, bilinear or random", ip);
         free(t);
@@ -167,8 +170,8 @@ static void hflip_hwc(uint8_t *img, int w, int h, int c) {
 /* The resize into s->hwc (timed as "resize"). */
 static int train_resize(const DeitTransform *t, const DeitTrainParams *p, const ImageRegion *reg, DeitScratch *s) {
     int S = t->size, C = t->channels;
-    return resize_u8(reg->im.px, reg->im.w, reg->im.h, C, reg->stride, reg->box, S, S, 0, 0, S, S, p->filter,
-                     s->hwc, &s->rs);
+    return resize_u8(reg->im.px, reg->im.w, reg->im.h, C, reg->stride, reg->box, S, S, 0, 0, S, S, p->filter, s->hwc,
+                     &s->rs);
 }
 
 /* Everything after the resize: flip, ops, CHW, erasing (timed as "augment"). */
@@ -191,8 +194,8 @@ int deit_train_apply(const DeitTransform *t, const DeitTrainParams *p, const Ima
     return 0;
 }
 
-int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r,
-                   DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
+int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r, DeitScratch *s,
+                   uint8_t *out, char *err, size_t errlen) {
     int S = t->size, C = t->channels;
     if (scratch_reserve(s, S, C)) {
         snprintf(err, errlen, "%s: out of memory", name);
@@ -206,7 +209,7 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         return -1;
     s->last_scale = reg.scale_num;
     s->last_px = reg.decoded_px;
-    if (t->full_decode) {   /* the whole image is decoded: crop it (torchvision crops, then resizes) */
+    if (t->full_decode) { /* the whole image is decoded: crop it (torchvision crops, then resizes) */
         reg.im.px += (size_t)p.crop.y * reg.stride + (size_t)p.crop.x * C;
         reg.im.w = p.crop.w;
         reg.im.h = p.crop.h;
@@ -249,11 +252,11 @@ static void eval_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, i
     crop->y = r[1];
     crop->w = r[2];
     crop->h = r[3];
-    *min_w = *min_h = 0;   /* full resolution: no DCT scaling */
+    *min_w = *min_h = 0; /* full resolution: no DCT scaling */
 }
 
-int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name,
-                  DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
+int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, DeitScratch *s,
+                  uint8_t *out, char *err, size_t errlen) {
     int S = t->size, C = t->channels;
     if (scratch_reserve(s, S, C)) {
         snprintf(err, errlen, "%s: out of memory", name);
@@ -359,15 +362,14 @@ static long long read_timed(DeitScratch *s, const char *path, char *err, size_t 
     return n;
 }
 
-int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out,
-                    char *err, size_t errlen) {
+int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out, char *err,
+                    size_t errlen) {
     long long n = read_timed(s, path, err, errlen);
     if (n < 0) return -1;
     return deit_train_mem(t, s->file.p, (size_t)n, path, r, s, out, err, errlen);
 }
 
-int deit_eval_file(const DeitTransform *t, const char *path, DeitScratch *s, uint8_t *out, char *err,
-                   size_t errlen) {
+int deit_eval_file(const DeitTransform *t, const char *path, DeitScratch *s, uint8_t *out, char *err, size_t errlen) {
     long long n = read_timed(s, path, err, errlen);
     if (n < 0) return -1;
     return deit_eval_mem(t, s->file.p, (size_t)n, path, s, out, err, errlen);

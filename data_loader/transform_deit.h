@@ -34,17 +34,17 @@
 
 typedef struct {
     int size, channels;
-    int filter;             /* RESAMPLE_* for the crop; -1 = random per image (timm 'random') */
-    int eval_filter;        /* RESAMPLE_* for the eval resize */
+    int filter; /* RESAMPLE_* for the crop; -1 = random per image (timm 'random') */
+    int eval_filter; /* RESAMPLE_* for the eval resize */
     RrcParams rrc;
     float hflip;
     RandAugment ra;
     ColorJitter cj;
-    int use_cj;             /* colour jitter only without RandAugment (timm) */
-    RandomErasing *re;      /* NULL when reprob == 0 */
+    int use_cj; /* colour jitter only without RandAugment (timm) */
+    RandomErasing *re; /* NULL when reprob == 0 */
     float crop_pct;
-    unsigned dct_scales;    /* allowed DCT scales for the train crop (IMAGE_SCALES_*; 0 = none) */
-    int full_decode;        /* decode whole images, then crop (the reference; bench-data --full-decode) */
+    unsigned dct_scales; /* allowed DCT scales for the train crop (IMAGE_SCALES_*; 0 = none) */
+    int full_decode; /* decode whole images, then crop (the reference; bench-data --full-decode) */
 } DeitTransform;
 
 /* From the [data] keys of cfg (image_size, channels, interpolation,
@@ -60,20 +60,20 @@ typedef struct {
     ResizeScratch rs;
     uint8_t *hwc, *tmp;
     size_t cap;
-    int timing;              /* accumulate per-stage seconds into t[] */
+    int timing; /* accumulate per-stage seconds into t[] */
     double t[DEIT_T_N];
-    int last_scale;          /* DCT scale of the last decode (n/8) */
-    long long last_px;       /* pixels the last decode produced (ImageRegion.decoded_px) */
+    int last_scale; /* DCT scale of the last decode (n/8) */
+    long long last_px; /* pixels the last decode produced (ImageRegion.decoded_px) */
 } DeitScratch;
 
 void deit_scratch_free(DeitScratch *s);
 
 /* Transform encoded bytes; out: channels * size * size bytes CHW. Returns 0,
  * or -1 with "name: reason" in err (nothing valid in out). */
-int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r,
-                   DeitScratch *s, uint8_t *out, char *err, size_t errlen);
-int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name,
-                  DeitScratch *s, uint8_t *out, char *err, size_t errlen);
+int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r, DeitScratch *s,
+                   uint8_t *out, char *err, size_t errlen);
+int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, DeitScratch *s,
+                  uint8_t *out, char *err, size_t errlen);
 
 /* ---- the training transform split into its random draws and the pixels ----
  * deit_train_draw makes every Rng call of deit_train_mem, in its order (the
@@ -85,15 +85,15 @@ int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const
  * that the pixels need not exist when the parameters are drawn: the GPU
  * pipeline (gpu_images.h) gets them through random_erasing_noise. */
 typedef struct {
-    int img_w, img_h;        /* the image size the crop was drawn for */
-    ImageRect crop;          /* RandomResizedCrop box, full-image pixels */
-    int filter;              /* RESAMPLE_* for the crop resize */
-    int flip;                /* horizontal flip after the resize */
-    int nops;                /* RandAugment / colour jitter ops, in order, at size x size */
+    int img_w, img_h; /* the image size the crop was drawn for */
+    ImageRect crop; /* RandomResizedCrop box, full-image pixels */
+    int filter; /* RESAMPLE_* for the crop resize */
+    int flip; /* horizontal flip after the resize */
+    int nops; /* RandAugment / colour jitter ops, in order, at size x size */
     ImgOp ops[IMG_MAX_OPS];
-    int erase;               /* random erasing: the rectangle on the size x size output */
+    int erase; /* random erasing: the rectangle on the size x size output */
     int er_top, er_left, er_h, er_w;
-    Rng er_rng;              /* the noise's stream */
+    Rng er_rng; /* the noise's stream */
 } DeitTrainParams;
 
 void deit_train_draw(const DeitTransform *t, int w, int h, Rng *r, DeitTrainParams *p);
@@ -116,9 +116,8 @@ void deit_gpu_train_sample(const DeitTransform *t, const DeitTrainParams *p, uin
 void deit_gpu_eval_sample(const DeitTransform *t, int w, int h, GpuSample *s);
 
 /* Same, reading the file first (into s->file). */
-int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out,
-                    char *err, size_t errlen);
-int deit_eval_file(const DeitTransform *t, const char *path, DeitScratch *s, uint8_t *out, char *err,
-                   size_t errlen);
+int deit_train_file(const DeitTransform *t, const char *path, Rng *r, DeitScratch *s, uint8_t *out, char *err,
+                    size_t errlen);
+int deit_eval_file(const DeitTransform *t, const char *path, DeitScratch *s, uint8_t *out, char *err, size_t errlen);
 
 #endif

@@ -25,20 +25,20 @@ int transform_small_pad_mode(const char *name);
  * size window whose top-left corner is (top, left) in the padded canvas
  * (0 <= top, left <= 2 * pad; top = left = pad is the unshifted image), and
  * mirror it horizontally when flip != 0. out holds c * size * size bytes. */
-void transform_small_apply_mode(const uint8_t *in, int c, int h, int w, uint8_t *out, int size,
-                                int pad, int mode, int top, int left, int flip);
+void transform_small_apply_mode(const uint8_t *in, int c, int h, int w, uint8_t *out, int size, int pad, int mode,
+                                int top, int left, int flip);
 /* The same with zero padding (PAD_CONSTANT). */
-void transform_small_apply(const uint8_t *in, int c, int h, int w, uint8_t *out, int size,
-                           int pad, int top, int left, int flip);
+void transform_small_apply(const uint8_t *in, int c, int h, int w, uint8_t *out, int size, int pad, int top, int left,
+                           int flip);
 
 /* Training transform. Draws, in this order: top = rng_int(2 * pad + 1),
  * left = rng_int(2 * pad + 1), flip = rng_uniformf() < hflip (always three
  * draws, so the stream position does not depend on the outcome). */
-void transform_small_train_mode(const uint8_t *in, int c, int h, int w, uint8_t *out, int size,
-                                int pad, int mode, float hflip, Rng *rng);
+void transform_small_train_mode(const uint8_t *in, int c, int h, int w, uint8_t *out, int size, int pad, int mode,
+                                float hflip, Rng *rng);
 /* The same with zero padding (PAD_CONSTANT). */
-void transform_small_train(const uint8_t *in, int c, int h, int w, uint8_t *out, int size,
-                           int pad, float hflip, Rng *rng);
+void transform_small_train(const uint8_t *in, int c, int h, int w, uint8_t *out, int size, int pad, float hflip,
+                           Rng *rng);
 
 /* Evaluation transform: identity, or centre pad/crop when h, w != size. */
 void transform_small_eval(const uint8_t *in, int c, int h, int w, uint8_t *out, int size);

@@ -23,11 +23,15 @@
 
 /* A pre-norm's parameters; batch norm adds its running statistics (buffers:
  * updated by training forwards, read by evaluation ones), NULL for LayerNorm. */
-typedef struct { float *weight, *bias, *running_mean, *running_var; } NormParams;
+typedef struct {
+    float *weight, *bias, *running_mean, *running_var;
+} NormParams;
 /* A norm's output and statistics: per row (LayerNorm) or per channel (batch norm) */
-typedef struct { float *out, *mean, *rstd; } NormActs;
+typedef struct {
+    float *out, *mean, *rstd;
+} NormActs;
 
-enum { HEAD_RMS, HEAD_TOKEN, HEAD_NONE };   /* model.head_norm */
+enum { HEAD_RMS, HEAD_TOKEN, HEAD_NONE }; /* model.head_norm */
 
 /* One block: the pre-norms are the backbone's, the branches are the token
  * mixer (opaque state) and the GLU. *_grad: gradient views at the same offsets. */
@@ -44,15 +48,15 @@ typedef struct {
 struct Model {
     Backend *bk;
     const TokenMixer *mixer;
-    Config config;                /* the model section is what the layers read */
+    Config config; /* the model section is what the layers read */
     int max_batch, training;
     int image_size, channels, patch, tokens, patch_dim, width, depth, glu_width, classes;
     float drop_path;
-    int batch_norm;               /* model.norm = batch */
+    int batch_norm; /* model.norm = batch */
     float bn_momentum;
-    int head_norm;                /* HEAD_* */
-    int train_mode;               /* the last forward was a training one (batch norm: batch statistics) */
-    float norm_mean[4], norm_std[4];   /* input normalisation (host values) */
+    int head_norm; /* HEAD_* */
+    int train_mode; /* the last forward was a training one (batch norm: batch statistics) */
+    float norm_mean[4], norm_std[4]; /* input normalisation (host values) */
 
     ParamInfo *tensors;
     int num_tensors;
@@ -62,31 +66,31 @@ struct Model {
     /* parameter views and their gradients */
     float *embed_w, *embed_b, *head_w, *head_b;
     float *embed_w_grad, *embed_b_grad, *head_w_grad, *head_b_grad;
-    float *lower_bounds, *lower_bounds_grad;   /* [depth, width]; NULL when the mixer takes none */
+    float *lower_bounds, *lower_bounds_grad; /* [depth, width]; NULL when the mixer takes none */
     Block *blocks;
-    NormParams final_norm, final_norm_grad;   /* model.head_norm = token */
+    NormParams final_norm, final_norm_grad; /* model.head_norm = token */
     NormActs final_normed;
 
     /* activations */
     char *act_mem;
     size_t act_bytes;
-    uint8_t *img_u8[2];           /* double buffer: one staged while the other is in use */
-    int staged_slot, staged_batch;   /* model_stage_images: which buffer holds the next batch */
+    uint8_t *img_u8[2]; /* double buffer: one staged while the other is in use */
+    int staged_slot, staged_batch; /* model_stage_images: which buffer holds the next batch */
     int next_slot;
     float *patches;
-    float **stream;               /* 2 depth + 1 residual-stream states [M, width] */
-    float *branch;                /* [M, width] branch output before the residual add */
+    float **stream; /* 2 depth + 1 residual-stream states [M, width] */
+    float *branch; /* [M, width] branch output before the residual add */
     float *pooled, *normed, *rms, *logits, *probs, *loss, *targets;
-    float *beta, *dbeta;          /* [depth, width] fp32 (lower bounds) */
-    float *scales;                /* [depth, 2, B] drop-path scales (device) */
+    float *beta, *dbeta; /* [depth, width] fp32 (lower bounds) */
+    float *scales; /* [depth, 2, B] drop-path scales (device) */
     /* host buffers uploaded or downloaded every step, from host_alloc:
      * page-locked on CUDA, so a recorded step (CUDA graph) can read and
      * write them each time it runs */
-    float *host_scales;           /* [depth, 2, max_batch] drop-path scales */
-    float *host_loss;             /* [max_batch] per-sample losses, downloaded each step */
-    float *host_targets;          /* [max_batch, classes] targets of the current step */
-    int use_scales;               /* last forward applied drop path */
-    float *global_draws;          /* data parallel: the whole global batch's scales of one branch */
+    float *host_scales; /* [depth, 2, max_batch] drop-path scales */
+    float *host_loss; /* [max_batch] per-sample losses, downloaded each step */
+    float *host_targets; /* [max_batch, classes] targets of the current step */
+    int use_scales; /* last forward applied drop path */
+    float *global_draws; /* data parallel: the whole global batch's scales of one branch */
     int global_draws_cap;
     /* backward scratch */
     void *mixer_scratch;
@@ -105,8 +109,8 @@ int model_check_config(const Config *c, char *err, size_t errlen) {
         return -1;
     }
     if (c->image_size % c->patch_size != 0) {
-        snprintf(err, errlen, "model.image_size %d is not a multiple of model.patch_size %d",
-                 c->image_size, c->patch_size);
+        snprintf(err, errlen, "model.image_size %d is not a multiple of model.patch_size %d", c->image_size,
+                 c->patch_size);
         return -1;
     }
     if (c->causal && !mx->supports_causal) {
@@ -114,10 +118,11 @@ int model_check_config(const Config *c, char *err, size_t errlen) {
         size_t used = 0;
         for (int i = 0; mixer_at(i) && used < sizeof names; i++)
             if (mixer_at(i)->supports_causal)
-                used += (size_t)snprintf(names + used, sizeof names - used, used ? ", %s" : "%s",
-                                         mixer_at(i)->name);
-        snprintf(err, errlen, "model.causal = 1: the %s mixer is bidirectional only (mixers with a "
-                 "causal mode: %s)", mx->name, names);
+                used += (size_t)snprintf(names + used, sizeof names - used, used ? ", %s" : "%s", mixer_at(i)->name);
+        snprintf(err, errlen,
+                 "model.causal = 1: the %s mixer is bidirectional only (mixers with a "
+                 "causal mode: %s)",
+                 mx->name, names);
         return -1;
     }
     if (c->scan2d && !mx->supports_scan2d) {
@@ -171,8 +176,7 @@ static int build_tensors(const TokenMixer *mx, const Config *c, ParamInfo *out) 
     tensor_add(&tl, 0, INIT_ZERO, 1, c->num_classes, 0, 0, "head.1.bias");
     /* decayed only with train.decay_lower_bounds: timm's groups (the official
      * code's) exempt 1-D tensors and biases, and [depth, d] is neither */
-    if (mx->uses_lower_bounds)
-        tensor_add(&tl, c->decay_lower_bounds != 0, INIT_ONE, 2, c->depth, D, 0, "lower_bounds");
+    if (mx->uses_lower_bounds) tensor_add(&tl, c->decay_lower_bounds != 0, INIT_ONE, 2, c->depth, D, 0, "lower_bounds");
     return tl.count;
 }
 
@@ -181,7 +185,10 @@ static size_t assign_offsets(ParamInfo *t, int n, size_t *decay_numel) {
     size_t off = 0;
     for (int pass = 1; pass >= 0; pass--) {
         for (int i = 0; i < n; i++)
-            if (t[i].decay == pass) { t[i].offset = off; off += t[i].numel; }
+            if (t[i].decay == pass) {
+                t[i].offset = off;
+                off += t[i].numel;
+            }
         if (pass == 1) *decay_numel = off;
     }
     return off;
@@ -229,16 +236,16 @@ void model_print_table(const Config *c, void *file) {
         char shape[64] = "";
         size_t len = 0;
         for (int d = 0; d < t[i].ndim; d++)
-            len += (size_t)snprintf(shape + len, sizeof shape - len, d ? "x%lld" : "%lld",
-                                    (long long)t[i].shape[d]);
+            len += (size_t)snprintf(shape + len, sizeof shape - len, d ? "x%lld" : "%lld", (long long)t[i].shape[d]);
         fprintf(f, "%-52s %-16s %10zu %s\n", t[i].name, shape, t[i].numel,
-                t[i].buffer ? "buffer" : t[i].decay ? "yes" : "no");
+                t[i].buffer  ? "buffer"
+                : t[i].decay ? "yes"
+                             : "no");
         total += t[i].numel;
         if (t[i].buffer) buffers += t[i].numel;
     }
     if (buffers)
-        fprintf(f, "params: %zu (%zu trained, %zu batch-norm running statistics)\n", total, total - buffers,
-                buffers);
+        fprintf(f, "params: %zu (%zu trained, %zu batch-norm running statistics)\n", total, total - buffers, buffers);
     else
         fprintf(f, "params: %zu\n", total);
     free(t);
@@ -364,8 +371,8 @@ static size_t act_bytes_at(Model *m, int b) {
  * channel, the HGRU2 forward's parked outputs, with its 1.25 growth margin)
  * and a CUDA graph, with 256 MiB to spare. */
 static size_t run_bytes_at(Model *m, int b) {
-    return act_bytes_at(m, b) + m->num_params * (m->training ? 10 : 2) +
-           (size_t)10 * b * m->tokens * m->width + ((size_t)256 << 20);
+    return act_bytes_at(m, b) + m->num_params * (m->training ? 10 : 2) + (size_t)10 * b * m->tokens * m->width +
+           ((size_t)256 << 20);
 }
 
 /* The activations did not fit: say what they needed, what was free and the
@@ -379,25 +386,24 @@ static void activations_oom(Model *m, size_t avail, char *err, size_t errlen) {
                      m->bk->name, m->max_batch, m->act_bytes, m->act_bytes / GiB, avail / GiB);
     if (n < 0 || (size_t)n >= errlen) return;
     if (avail == 0) {
-        const double per = m->max_batch > 1
-                               ? (double)(m->act_bytes - act_bytes_at(m, 1)) / (m->max_batch - 1)
-                               : (double)m->act_bytes;
-        snprintf(err + n, errlen - n, "a smaller batch may fit (%.1f MiB of activations an image)",
-                 per / 1048576.0);
+        const double per =
+            m->max_batch > 1 ? (double)(m->act_bytes - act_bytes_at(m, 1)) / (m->max_batch - 1) : (double)m->act_bytes;
+        snprintf(err + n, errlen - n, "a smaller batch may fit (%.1f MiB of activations an image)", per / 1048576.0);
         return;
     }
-    int lo = 0, hi = m->max_batch - 1;   /* the largest b in [lo, hi] that fits; 0: none */
+    int lo = 0, hi = m->max_batch - 1; /* the largest b in [lo, hi] that fits; 0: none */
     while (lo < hi) {
         const int mid = lo + (hi - lo + 1) / 2;
-        if (run_bytes_at(m, mid) <= avail) lo = mid;
-        else hi = mid - 1;
+        if (run_bytes_at(m, mid) <= avail)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     if (lo < 1)
         snprintf(err + n, errlen - n, "not even batch 1 fits (a run at batch 1 needs %.2f GiB)",
                  run_bytes_at(m, 1) / GiB);
     else
-        snprintf(err + n, errlen - n,
-                 "batch %d should fit (--batch %d; for hgrn train --train.batch_size %d)", lo, lo,
+        snprintf(err + n, errlen - n, "batch %d should fit (--batch %d; for hgrn train --train.batch_size %d)", lo, lo,
                  lo);
 }
 
@@ -417,7 +423,10 @@ static void host_buf_free(Backend *bk, void *p) {
 static Model *model_new(Backend *bk, const Config *c, int max_batch, int training, char *err, size_t errlen) {
     if (model_check_config(c, err, errlen) < 0) return NULL;
     Model *m = calloc(1, sizeof *m);
-    if (!m) { snprintf(err, errlen, "out of host memory creating the model"); return NULL; }
+    if (!m) {
+        snprintf(err, errlen, "out of host memory creating the model");
+        return NULL;
+    }
     m->bk = bk;
     m->mixer = mixer_find(c->mixer);
     m->config = *c;
@@ -441,7 +450,10 @@ static Model *model_new(Backend *bk, const Config *c, int max_batch, int trainin
         m->norm_std[i] = i < c->num_std ? c->std[i] : 1.0f;
     }
     int ok = (m->tensors = tensor_table(c, &m->num_tensors, err, errlen)) != NULL;
-    if (!ok) { model_destroy(m); return NULL; }
+    if (!ok) {
+        model_destroy(m);
+        return NULL;
+    }
     m->blocks = calloc((size_t)m->depth, sizeof *m->blocks);
     m->stream = calloc((size_t)(2 * m->depth + 1), sizeof *m->stream);
     m->mixer_scratch = calloc(1, m->mixer->scratch_bytes ? m->mixer->scratch_bytes : 1);
@@ -456,8 +468,7 @@ static Model *model_new(Backend *bk, const Config *c, int max_batch, int trainin
     return m;
 }
 
-Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
-                    char *err, size_t errlen) {
+Model *model_create(Backend *bk, const Config *c, int max_batch, int training, char *err, size_t errlen) {
     Model *m = model_new(bk, c, max_batch, training, err, errlen);
     if (!m) return NULL;
     m->host_scales = host_buf(bk, (size_t)m->depth * 2 * max_batch * sizeof(float));
@@ -472,7 +483,7 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
 
     m->staged_slot = -1;
     Arena a = {0};
-    layout_acts(m, &a);               /* count */
+    layout_acts(m, &a); /* count */
     m->act_bytes = a.used;
     size_t avail = 0;
     if (!(m->act_mem = bk->try_alloc(bk, m->act_bytes, &avail))) {
@@ -481,12 +492,12 @@ Model *model_create(Backend *bk, const Config *c, int max_batch, int training,
         return NULL;
     }
     a = (Arena){.base = m->act_mem, .cap = m->act_bytes};
-    layout_acts(m, &a);               /* assign */
+    layout_acts(m, &a); /* assign */
     return m;
 }
 
 int model_estimate(const Config *c, int batch, size_t act_elem, ModelEstimate *e, char *err, size_t errlen) {
-    Backend counting;   /* only its activation width is read: the layouts count, nothing is allocated */
+    Backend counting; /* only its activation width is read: the layouts count, nothing is allocated */
     memset(&counting, 0, sizeof counting);
     counting.act_elem = act_elem;
     Model *m = model_new(&counting, c, batch, 1, err, errlen);
@@ -532,14 +543,13 @@ const Config *model_config(const Model *m) { return &m->config; }
 int model_max_batch(const Model *m) { return m->max_batch; }
 
 ModelShape model_shape(const Model *m) {
-    return (ModelShape){m->tokens, m->patch_dim, m->width, m->depth, m->glu_width, m->classes,
-                        m->image_size, m->channels};
+    return (ModelShape){m->tokens,    m->patch_dim, m->width,      m->depth,
+                        m->glu_width, m->classes,   m->image_size, m->channels};
 }
 
 double model_flops_per_image(const Model *m) {
     const double N = m->tokens, D = m->width, H = m->glu_width;
-    const double per_token = m->patch_dim * D +
-                             m->depth * (m->mixer->madds_per_token(&m->config) + 2 * H * D + H * D);
+    const double per_token = m->patch_dim * D + m->depth * (m->mixer->madds_per_token(&m->config) + 2 * H * D + H * D);
     return 2.0 * (N * per_token + D * m->classes);
 }
 
@@ -547,16 +557,22 @@ double model_flops_per_image(const Model *m) {
 
 void model_init(Model *m, uint64_t seed) {
     float *h = malloc(m->num_params * sizeof(float));
-    if (!h) { fprintf(stderr, "out of host memory initialising %zu parameters\n", m->num_params); exit(1); }
-    const int official = !strcmp(m->config.init, "official");   /* model.init */
+    if (!h) {
+        fprintf(stderr, "out of host memory initialising %zu parameters\n", m->num_params);
+        exit(1);
+    }
+    const int official = !strcmp(m->config.init, "official"); /* model.init */
     /* One stream per tensor so a tensor's values do not depend on the others. */
     for (int i = 0; i < m->num_tensors; i++) {
         const ParamInfo *t = &m->tensors[i];
         float *p = h + t->offset;
         Rng r = rng_stream(seed, (uint64_t)i);
-        if (t->init == INIT_CUSTOM) m->mixer->init_tensor(&m->config, t, p, &r);
-        else if (official) tensor_init_official(t, p, &r);
-        else tensor_init_standard(t, p, &r);
+        if (t->init == INIT_CUSTOM)
+            m->mixer->init_tensor(&m->config, t, p, &r);
+        else if (official)
+            tensor_init_official(t, p, &r);
+        else
+            tensor_init_standard(t, p, &r);
     }
     m->bk->to_device(m->bk, m->params, h, m->num_params * sizeof(float));
     free(h);
@@ -577,9 +593,12 @@ void model_params_changed(Model *m) {
  * every rank of a data-parallel run applies what one process would. */
 static int draw_drop_path(Model *m, int B, int G, const int *index, Rng *r) {
     if (m->drop_path <= 0.0f || !r) return 0;
-    if (index && G > m->global_draws_cap) {   /* grows once, at the first step */
+    if (index && G > m->global_draws_cap) { /* grows once, at the first step */
         float *p = realloc(m->global_draws, (size_t)G * sizeof *p);
-        if (!p) { fprintf(stderr, "out of host memory for drop path (%d samples)\n", G); exit(1); }
+        if (!p) {
+            fprintf(stderr, "out of host memory for drop path (%d samples)\n", G);
+            exit(1);
+        }
         m->global_draws = p;
         m->global_draws_cap = G;
     }
@@ -608,8 +627,7 @@ static const float *layer_beta(const Model *m, int l) {
 
 void model_stage_images(Model *m, const uint8_t *images, int B) {
     int slot = m->next_slot;
-    m->bk->to_device_async(m->bk, m->img_u8[slot], images,
-                           (size_t)B * m->channels * m->image_size * m->image_size);
+    m->bk->to_device_async(m->bk, m->img_u8[slot], images, (size_t)B * m->channels * m->image_size * m->image_size);
     m->staged_slot = slot;
     m->staged_batch = B;
     m->next_slot ^= 1;
@@ -617,8 +635,7 @@ void model_stage_images(Model *m, const uint8_t *images, int B) {
 
 void model_stage_device_images(Model *m, const uint8_t *images, int B) {
     int slot = m->next_slot;
-    m->bk->copy(m->bk, m->img_u8[slot], images,
-                (size_t)B * m->channels * m->image_size * m->image_size);
+    m->bk->copy(m->bk, m->img_u8[slot], images, (size_t)B * m->channels * m->image_size * m->image_size);
     m->staged_slot = slot;
     m->staged_batch = B;
     m->next_slot ^= 1;
@@ -638,9 +655,8 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
     m->use_scales = train ? draw_drop_path(m, B, B, NULL, dp_rng) : 0;
     m->train_mode = train != 0;
     if (images) {
-        m->bk->copy_fence(m->bk);     /* a staged upload into slot 0 must not land after this one */
-        m->bk->to_device(m->bk, m->img_u8[0], images,
-                         (size_t)B * m->channels * m->image_size * m->image_size);
+        m->bk->copy_fence(m->bk); /* a staged upload into slot 0 must not land after this one */
+        m->bk->to_device(m->bk, m->img_u8[0], images, (size_t)B * m->channels * m->image_size * m->image_size);
         m->next_slot = 1;
         model_forward_slot(m, 0, B);
     } else {
@@ -654,16 +670,16 @@ void model_forward(Model *m, const uint8_t *images, int B, int train, Rng *dp_rn
 static void norm_fwd(Model *m, NormActs *n, const NormParams *p, const float *x, int M) {
     Backend *bk = m->bk;
     if (m->batch_norm)
-        bk->batchnorm_fwd(bk, n->out, n->mean, n->rstd, x, p->weight, p->bias, p->running_mean,
-                          p->running_var, m->bn_momentum, m->train_mode, M, m->width);
+        bk->batchnorm_fwd(bk, n->out, n->mean, n->rstd, x, p->weight, p->bias, p->running_mean, p->running_var,
+                          m->bn_momentum, m->train_mode, M, m->width);
     else
         bk->layernorm_fwd(bk, n->out, n->mean, n->rstd, x, p->weight, p->bias, M, m->width);
 }
 
 /* out = x + scale * f, and n = Norm(out): one pass for LayerNorm
  * (residual_ln_fwd), two for batch norm (its statistics need every row). */
-static void residual_norm_fwd(Model *m, float *out, NormActs *n, const NormParams *p, const float *x,
-                              const float *f, const float *scale, int B) {
+static void residual_norm_fwd(Model *m, float *out, NormActs *n, const NormParams *p, const float *x, const float *f,
+                              const float *scale, int B) {
     Backend *bk = m->bk;
     const int N = m->tokens, D = m->width;
     if (m->batch_norm) {
@@ -675,20 +691,17 @@ static void residual_norm_fwd(Model *m, float *out, NormActs *n, const NormParam
 }
 
 /* The head's input: the pooled features, after SimpleRMSNorm with head_norm = rms */
-static const float *head_input(const Model *m) {
-    return m->head_norm == HEAD_RMS ? m->normed : m->pooled;
-}
+static const float *head_input(const Model *m) { return m->head_norm == HEAD_RMS ? m->normed : m->pooled; }
 
 void model_forward_slot(Model *m, int slot, int B) {
     Backend *bk = m->bk;
     const int N = m->tokens, D = m->width, M = B * N;
     /* evaluation: each image's outputs independent of its batch (backend.h) */
     bk->gemm_samples = m->train_mode ? 0 : B;
-    bk->copy_fence(bk);               /* staged uploads land before anything reads them */
-    if (m->use_scales)
-        bk->to_device(bk, m->scales, m->host_scales, (size_t)m->depth * 2 * B * sizeof(float));
-    bk->patchify_u8(bk, m->patches, m->img_u8[slot], m->norm_mean, m->norm_std, B, m->channels,
-                    m->image_size, m->image_size, m->patch);
+    bk->copy_fence(bk); /* staged uploads land before anything reads them */
+    if (m->use_scales) bk->to_device(bk, m->scales, m->host_scales, (size_t)m->depth * 2 * B * sizeof(float));
+    bk->patchify_u8(bk, m->patches, m->img_u8[slot], m->norm_mean, m->norm_std, B, m->channels, m->image_size,
+                    m->image_size, m->patch);
     bk->matmul_fwd(bk, m->stream[0], m->patches, m->embed_w, m->embed_b, M, m->patch_dim, D);
     if (m->lower_bounds) bk->lower_bounds_fwd(bk, m->beta, m->lower_bounds, m->depth, D);
 
@@ -726,8 +739,9 @@ void model_forward_slot(Model *m, int slot, int B) {
 
 void model_set_targets(Model *m, const float *targets, int B) {
     size_t n = (size_t)B * m->classes;
-    if (targets) memcpy(m->host_targets, targets, n * sizeof(float));
-    else   /* probabilities only (classify): any valid target distribution will do */
+    if (targets)
+        memcpy(m->host_targets, targets, n * sizeof(float));
+    else /* probabilities only (classify): any valid target distribution will do */
         for (size_t i = 0; i < n; i++) m->host_targets[i] = 1.0f / (float)m->classes;
 }
 
@@ -757,9 +771,7 @@ float model_loss(Model *m, const float *targets, int B, float *per_sample_loss) 
     return model_loss_value(m, B, per_sample_loss);
 }
 
-void model_upload_wait(Model *m) {
-    m->bk->copy_wait(m->bk);
-}
+void model_upload_wait(Model *m) { m->bk->copy_wait(m->bk); }
 
 void model_probs(Model *m, float *host_probs, int B) {
     m->bk->to_host(m->bk, host_probs, m->probs, (size_t)B * m->classes * sizeof(float));
@@ -784,28 +796,25 @@ void model_logits(Model *m, float *host_logits, int B) {
 
 /* -------------------------------------------------------------- backward */
 
-void model_zero_grads(Model *m) {
-    m->bk->zero(m->bk, m->grads, m->num_params * sizeof(float));
-}
+void model_zero_grads(Model *m) { m->bk->zero(m->bk, m->grads, m->num_params * sizeof(float)); }
 
 /* A branch's pre-norm backward: dres += Norm'(dnormed) and, when the
  * branch before it exists, that branch's output gradient dbranch = scale *
  * dres (for LayerNorm in the same pass, ln_residual_bwd). */
-static void prenorm_backward(Model *m, const NormParams *w, const NormParams *grad,
-                             const NormActs *acts, const float *x, const float *prev_scale,
-                             int has_prev, int B) {
+static void prenorm_backward(Model *m, const NormParams *w, const NormParams *grad, const NormActs *acts,
+                             const float *x, const float *prev_scale, int has_prev, int B) {
     Backend *bk = m->bk;
     const int N = m->tokens, D = m->width;
     if (m->batch_norm) {
-        bk->batchnorm_bwd(bk, m->dres, grad->weight, grad->bias, m->dnormed_in, x, w->weight, acts->mean,
-                          acts->rstd, B * N, D);
+        bk->batchnorm_bwd(bk, m->dres, grad->weight, grad->bias, m->dnormed_in, x, w->weight, acts->mean, acts->rstd,
+                          B * N, D);
         if (has_prev) bk->residual_bwd(bk, m->dbranch, m->dres, prev_scale, B, N * D);
     } else if (has_prev)
-        bk->ln_residual_bwd(bk, m->dres, m->dbranch, grad->weight, grad->bias, m->dnormed_in, x,
-                            w->weight, acts->mean, acts->rstd, prev_scale, B, N, D);
+        bk->ln_residual_bwd(bk, m->dres, m->dbranch, grad->weight, grad->bias, m->dnormed_in, x, w->weight, acts->mean,
+                            acts->rstd, prev_scale, B, N, D);
     else
-        bk->layernorm_bwd(bk, m->dres, grad->weight, grad->bias, m->dnormed_in, x, w->weight,
-                          acts->mean, acts->rstd, B * N, D);
+        bk->layernorm_bwd(bk, m->dres, grad->weight, grad->bias, m->dnormed_in, x, w->weight, acts->mean, acts->rstd,
+                          B * N, D);
 }
 
 void model_backward(Model *m, int B) {
@@ -814,19 +823,19 @@ void model_backward(Model *m, int B) {
     if (m->lower_bounds) bk->zero(bk, m->dbeta, (size_t)m->depth * D * sizeof(float));
     bk->xent_bwd(bk, m->dlogits, m->probs, m->targets, 1.0f / (float)B, B, m->classes);
     const int rms = m->head_norm == HEAD_RMS;
-    bk->matmul_bwd(bk, rms ? m->dnormed : m->dpooled, m->head_w_grad, m->head_b_grad, m->dlogits,
-                   head_input(m), m->head_w, B, D, m->classes);
+    bk->matmul_bwd(bk, rms ? m->dnormed : m->dpooled, m->head_w_grad, m->head_b_grad, m->dlogits, head_input(m),
+                   m->head_w, B, D, m->classes);
     if (rms) bk->rmsnorm_bwd(bk, m->dpooled, m->dnormed, m->pooled, m->rms, B, D);
     const float *s_last = layer_scale(m, m->depth - 1, 1, B);
     if (m->head_norm == HEAD_TOKEN) {
         /* the token norm after z = y + s1 * glu(y): dres = dL/dz, and the
          * last GLU's output gradient with it */
         bk->meanpool_bwd(bk, m->dnormed_in, m->dpooled, B, N, D);
-        bk->zero(bk, m->dres, (size_t)M * D * bk->act_elem);   /* the norm's backward accumulates */
-        prenorm_backward(m, &m->final_norm, &m->final_norm_grad, &m->final_normed, m->stream[2 * m->depth],
-                         s_last, 1, B);
+        bk->zero(bk, m->dres, (size_t)M * D * bk->act_elem); /* the norm's backward accumulates */
+        prenorm_backward(m, &m->final_norm, &m->final_norm_grad, &m->final_normed, m->stream[2 * m->depth], s_last, 1,
+                         B);
     } else {
-        bk->meanpool_bwd(bk, m->dres, m->dpooled, B, N, D);   /* dres = dL/d stream[2 depth] */
+        bk->meanpool_bwd(bk, m->dres, m->dpooled, B, N, D); /* dres = dL/d stream[2 depth] */
         /* z = y + s1 * glu(y): the last GLU's output gradient. Every other branch's
          * comes with the pre-norm backward of the branch after it. */
         bk->residual_bwd(bk, m->dbranch, m->dres, s_last, B, N * D);
@@ -835,20 +844,17 @@ void model_backward(Model *m, int B) {
         Block *blk = &m->blocks[l];
         const float *x = m->stream[2 * l], *y = m->stream[2 * l + 1];
         /* z = y + s1 * glu(LN(y)): dres becomes dL/dy, dbranch the mixer's (y = x + s0 * mixer(LN(x))) */
-        glu_backward(bk, &blk->glu, &blk->glu_grad, &blk->glu_acts, &m->glu_scratch,
-                     blk->feature_normed.out, m->dbranch, m->dnormed_in, M, D, m->glu_width);
+        glu_backward(bk, &blk->glu, &blk->glu_grad, &blk->glu_acts, &m->glu_scratch, blk->feature_normed.out,
+                     m->dbranch, m->dnormed_in, M, D, m->glu_width);
         prenorm_backward(m, &blk->feature_norm, &blk->feature_norm_grad, &blk->feature_normed, y,
                          layer_scale(m, l, 0, B), 1, B);
         /* dres becomes dL/dx, dbranch the previous block's GLU's */
         m->mixer->backward(bk, blk->mixer, m->mixer_scratch, blk->token_normed.out, layer_beta(m, l),
-                           m->lower_bounds ? m->dbeta + (size_t)l * D : NULL, m->dbranch,
-                           m->dnormed_in, B, N);
+                           m->lower_bounds ? m->dbeta + (size_t)l * D : NULL, m->dbranch, m->dnormed_in, B, N);
         prenorm_backward(m, &blk->token_norm, &blk->token_norm_grad, &blk->token_normed, x,
                          l > 0 ? layer_scale(m, l - 1, 1, B) : NULL, l > 0, B);
     }
-    if (m->lower_bounds)
-        bk->lower_bounds_bwd(bk, m->lower_bounds_grad, m->dbeta, m->lower_bounds, m->depth, D);
+    if (m->lower_bounds) bk->lower_bounds_bwd(bk, m->lower_bounds_grad, m->dbeta, m->lower_bounds, m->depth, D);
     /* the images need no gradient: only the embedding's weights */
-    bk->matmul_bwd(bk, NULL, m->embed_w_grad, m->embed_b_grad, m->dres, m->patches, m->embed_w, M,
-                   m->patch_dim, D);
+    bk->matmul_bwd(bk, NULL, m->embed_w_grad, m->embed_b_grad, m->dres, m->patches, m->embed_w, M, m->patch_dim, D);
 }

@@ -36,17 +36,15 @@ void glu_layout_scratch(GluScratch *s, Arena *arena, const Backend *bk, int M, i
     s->dh12 = take_act(arena, bk, (size_t)M * 2 * H);
 }
 
-void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, float *out, int M,
-                 int D, int H) {
+void glu_forward(Backend *bk, const GluParams *p, GluActs *a, const float *x, float *out, int M, int D, int H) {
     bk->matmul_fwd(bk, a->h12, x, p->w12, p->b12, M, D, 2 * H);
     bk->silu_mul_fwd(bk, a->gated, a->h12, 2 * H, ACT_AT(bk, a->h12, H), 2 * H, M, H);
     bk->matmul_fwd(bk, out, a->gated, p->w3, p->b3, M, H, D);
 }
 
-void glu_backward(Backend *bk, const GluParams *p, const GluParams *g, const GluActs *a,
-                  GluScratch *s, const float *x, const float *dout, float *dx, int M, int D, int H) {
+void glu_backward(Backend *bk, const GluParams *p, const GluParams *g, const GluActs *a, GluScratch *s, const float *x,
+                  const float *dout, float *dx, int M, int D, int H) {
     bk->matmul_bwd(bk, s->dgated, g->w3, g->b3, dout, a->gated, p->w3, M, H, D);
-    bk->silu_mul_bwd(bk, s->dh12, ACT_AT(bk, s->dh12, H), s->dgated, a->h12, 2 * H,
-                     ACT_AT(bk, a->h12, H), 2 * H, M, H);
+    bk->silu_mul_bwd(bk, s->dh12, ACT_AT(bk, s->dh12, H), s->dgated, a->h12, 2 * H, ACT_AT(bk, a->h12, H), 2 * H, M, H);
     bk->matmul_bwd(bk, dx, g->w12, g->b12, s->dh12, x, p->w12, M, D, 2 * H);
 }

@@ -26,8 +26,8 @@
 #include "tensors.h"
 
 typedef struct TokenMixer {
-    const char *name;           /* the model.mixer value */
-    const char *summary;        /* one line for `hgrn info --mixers` */
+    const char *name; /* the model.mixer value */
+    const char *summary; /* one line for `hgrn info --mixers` */
     /* 1: the mixer takes HGRN's per-layer lower bound beta (forward) and adds
      * to its gradient (backward); the backbone then owns the lower_bounds
      * parameter. 0: beta is NULL. */
@@ -75,14 +75,13 @@ typedef struct TokenMixer {
      * x is the pre-normalised input (token_norm's output); beta[D] the
      * layer's lower bound (uses_lower_bounds) or NULL. The activations the
      * backward needs are saved in the layer's state. */
-    void (*forward)(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B,
-                    int N);
+    void (*forward)(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B, int N);
     /* dx[M, D] = d/dx <dout, out> (overwritten); the layer's parameter
      * gradients and dbeta[D] accumulate (+=). dout is read before dx is
      * written, so the two may not alias but dout may be overwritten by the
      * caller afterwards. x and beta as given to the forward. */
-    void (*backward)(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
-                     float *dbeta, const float *dout, float *dx, int B, int N);
+    void (*backward)(Backend *bk, void *layer, void *scratch, const float *x, const float *beta, float *dbeta,
+                     const float *dout, float *dx, int B, int N);
 } TokenMixer;
 
 /* The mixer called name, or NULL. */

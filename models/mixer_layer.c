@@ -32,8 +32,7 @@ static void layout(MixerLayer *l, Arena *a) {
     if (l->training) l->mx->layout_scratch(l->scratch, a, l->bk, &l->config, l->max_rows);
 }
 
-MixerLayer *mixer_layer_create(Backend *bk, const Config *c, int max_rows, int training,
-                               char *err, size_t errlen) {
+MixerLayer *mixer_layer_create(Backend *bk, const Config *c, int max_rows, int training, char *err, size_t errlen) {
     if (model_check_config(c, err, errlen) < 0) return NULL;
     MixerLayer *l = calloc(1, sizeof *l);
     if (!l) goto oom;
@@ -48,7 +47,7 @@ MixerLayer *mixer_layer_create(Backend *bk, const Config *c, int max_rows, int t
     l->scratch = calloc(1, l->mx->scratch_bytes ? l->mx->scratch_bytes : 1);
     if (!l->tensors || !l->state || !l->scratch) goto oom;
     declare(l->mx, c, l->tensors);
-    for (int i = 0; i < l->num_tensors; i++) {   /* declaration order: a layer's own block */
+    for (int i = 0; i < l->num_tensors; i++) { /* declaration order: a layer's own block */
         l->tensors[i].offset = l->num_params;
         l->num_params += l->tensors[i].numel;
     }
@@ -72,8 +71,10 @@ MixerLayer *mixer_layer_create(Backend *bk, const Config *c, int max_rows, int t
     size_t avail = 0;
     l->act_mem = bk->try_alloc(bk, a.used ? a.used : 1, &avail);
     if (!l->act_mem) {
-        snprintf(err, errlen, "out of %s memory: the %s layer's activations for %d rows need %zu "
-                 "bytes, %zu free", bk->name, c->mixer, max_rows, a.used, avail);
+        snprintf(err, errlen,
+                 "out of %s memory: the %s layer's activations for %d rows need %zu "
+                 "bytes, %zu free",
+                 bk->name, c->mixer, max_rows, a.used, avail);
         mixer_layer_destroy(l);
         return NULL;
     }
@@ -114,12 +115,17 @@ void mixer_layer_params_changed(MixerLayer *l) {
 
 void mixer_layer_init(MixerLayer *l, uint64_t seed) {
     float *h = malloc(l->num_params * sizeof(float));
-    if (!h) { fprintf(stderr, "out of host memory initialising %zu parameters\n", l->num_params); exit(1); }
+    if (!h) {
+        fprintf(stderr, "out of host memory initialising %zu parameters\n", l->num_params);
+        exit(1);
+    }
     for (int i = 0; i < l->num_tensors; i++) {
         const ParamInfo *t = &l->tensors[i];
         Rng r = rng_stream(seed, (uint64_t)i);
-        if (t->init == INIT_CUSTOM) l->mx->init_tensor(&l->config, t, h + t->offset, &r);
-        else tensor_init_standard(t, h + t->offset, &r);
+        if (t->init == INIT_CUSTOM)
+            l->mx->init_tensor(&l->config, t, h + t->offset, &r);
+        else
+            tensor_init_standard(t, h + t->offset, &r);
     }
     l->bk->to_device(l->bk, l->params, h, l->num_params * sizeof(float));
     free(h);
@@ -130,7 +136,6 @@ void mixer_layer_forward(MixerLayer *l, const float *x, float *out, int B, int N
     l->mx->forward(l->bk, l->state, x, l->beta, out, B, N);
 }
 
-void mixer_layer_backward(MixerLayer *l, const float *x, const float *dout, float *dx, int B,
-                          int N) {
+void mixer_layer_backward(MixerLayer *l, const float *x, const float *dout, float *dx, int B, int N) {
     l->mx->backward(l->bk, l->state, l->scratch, x, l->beta, l->dbeta, dout, dx, B, N);
 }

@@ -21,8 +21,7 @@ int model_check_config(const Config *c, char *err, size_t errlen);
 
 /* Lays out parameters, gradients and activations for batches of up to
  * max_batch images. training = 0 skips the gradient and backward buffers. */
-Model *model_create(Backend *bk, const Config *cfg, int max_batch, int training,
-                    char *err, size_t errlen);
+Model *model_create(Backend *bk, const Config *cfg, int max_batch, int training, char *err, size_t errlen);
 void model_destroy(Model *m);
 
 /* Parameters: one contiguous fp32 block, tensors ordered so that every
@@ -31,11 +30,11 @@ int model_num_tensors(const Model *m);
 const ParamInfo *model_tensor(const Model *m, int i);
 size_t model_num_params(const Model *m);
 size_t model_decay_numel(const Model *m);
-float *model_params(Model *m);      /* backend memory */
-float *model_grads(Model *m);       /* backend memory, NULL when not training */
+float *model_params(Model *m); /* backend memory */
+float *model_grads(Model *m); /* backend memory, NULL when not training */
 size_t model_activation_bytes(const Model *m);
 Backend *model_backend(Model *m);
-const Config *model_config(const Model *m);   /* the config the model was created from */
+const Config *model_config(const Model *m); /* the config the model was created from */
 int model_max_batch(const Model *m);
 
 /* Fill parameters on the host from seed and upload them. model.init = deit
@@ -118,8 +117,8 @@ double model_flops_per_image(const Model *m);
 typedef struct {
     size_t params;
     double flops_per_image;
-    size_t activation_bytes, device_bytes;             /* training */
-    size_t eval_activation_bytes, eval_device_bytes;   /* evaluation */
+    size_t activation_bytes, device_bytes; /* training */
+    size_t eval_activation_bytes, eval_device_bytes; /* evaluation */
 } ModelEstimate;
 int model_estimate(const Config *c, int batch, size_t act_elem, ModelEstimate *e, char *err, size_t errlen);
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2,
-                const char *fmt, ...) {
+void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2, const char *fmt,
+                ...) {
     if (tl->tensors) {
         ParamInfo *t = &tl->tensors[tl->count];
         memset(t, 0, sizeof *t);
@@ -56,8 +56,7 @@ void tensor_init_standard(const ParamInfo *t, float *p, Rng *r) {
 }
 
 void tensors_link_fan_in(ParamInfo *t, int n) {
-    for (int i = 0; i < n; i++)
-        t[i].fan_in = t[i].init == INIT_TRUNC_NORMAL && t[i].ndim == 2 ? t[i].shape[1] : 0;
+    for (int i = 0; i < n; i++) t[i].fan_in = t[i].init == INIT_TRUNC_NORMAL && t[i].ndim == 2 ? t[i].shape[1] : 0;
     for (int i = 0; i < n; i++) {
         const size_t len = strlen(t[i].name);
         if (t[i].init == INIT_TRUNC_NORMAL || len < 5 || strcmp(t[i].name + len - 5, ".bias")) continue;

@@ -18,12 +18,12 @@ typedef struct {
     char name[96];
     int ndim;
     int64_t shape[4];
-    size_t offset;        /* in floats, from the start of the parameter block */
+    size_t offset; /* in floats, from the start of the parameter block */
     size_t numel;
-    int decay;            /* 1: weight decay applies; 0: norms, biases, lower bounds */
-    int init;             /* INIT_* */
-    int64_t fan_in;       /* a Linear's weight [out, in] or its bias: in (tensors_link_fan_in); 0 otherwise */
-    int buffer;           /* 1: not trained, a running statistic (batch norm's running_mean and
+    int decay; /* 1: weight decay applies; 0: norms, biases, lower bounds */
+    int init; /* INIT_* */
+    int64_t fan_in; /* a Linear's weight [out, in] or its bias: in (tensors_link_fan_in); 0 otherwise */
+    int buffer; /* 1: not trained, a running statistic (batch norm's running_mean and
                            * running_var, PyTorch's buffers): it lives in the parameter block, in
                            * the no-decay group, so that checkpoints carry it, but its gradient
                            * is always zero (AdamW leaves it as the forward updated it) */
@@ -39,8 +39,8 @@ typedef struct {
 } TensorList;
 
 /* Declare a tensor of ndim (1..3) dimensions; unused dimensions are 0. */
-void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2,
-                const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+void tensor_add(TensorList *tl, int decay, int init, int ndim, int64_t d0, int64_t d1, int64_t d2, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
 
 /* A one-dimensional buffer of n values (ParamInfo.buffer), no weight decay. */
 void tensor_add_buffer(TensorList *tl, int init, int64_t n, const char *name);

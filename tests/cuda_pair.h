@@ -18,12 +18,12 @@
 #include "rng.h"
 #include "test_util.h"
 
-static Backend *GB;   /* CUDA */
-static Backend *CB;   /* CPU reference */
-static int BF;        /* CUDA backend in bf16 mode */
+static Backend *GB; /* CUDA */
+static Backend *CB; /* CPU reference */
+static int BF; /* CUDA backend in bf16 mode */
 static double TOL;
 static Rng R;
-static double worst_err[2];   /* per mode, printed at the end */
+static double worst_err[2]; /* per mode, printed at the end */
 static int keep_going, kept_failures;
 
 /* ---------------------------------------------------------------- fixture */
@@ -71,9 +71,9 @@ static inline float rb(float x) { return BF ? bf2f(f2bf(x)) : x; }
 
 /* ------------------------------------------------- a tensor on both backends */
 typedef struct {
-    float *c, *g;   /* CPU and CUDA copies */
+    float *c, *g; /* CPU and CUDA copies */
     size_t n;
-    int act;        /* activation element type on CUDA (else fp32) */
+    int act; /* activation element type on CUDA (else fp32) */
 } T2;
 
 static inline size_t gelem(const T2 *t) { return t->act ? GB->act_elem : 4; }
@@ -173,17 +173,16 @@ static inline double t2_check(T2 *t, const char *what, double tol) {
         }
     }
     double err = bad_nan ? INFINITY : (den > 1e-30 ? num / den : num);
-    printf("  %-5s %-34s n=%-9zu rel.err %.3e %s\n", BF ? "bf16" : "fp32", what, t->n, err,
-           err <= tol ? "ok" : "FAIL");
+    printf("  %-5s %-34s n=%-9zu rel.err %.3e %s\n", BF ? "bf16" : "fp32", what, t->n, err, err <= tol ? "ok" : "FAIL");
     if (bad_nan)
-        printf("        %zu NaN mismatches, first at %zu (cpu %g, cuda %g)\n", bad_nan, first_bad,
-               hc[first_bad], hg[first_bad]);
+        printf("        %zu NaN mismatches, first at %zu (cpu %g, cuda %g)\n", bad_nan, first_bad, hc[first_bad],
+               hg[first_bad]);
     else if (err > tol)
         printf("        largest difference at %zu (cpu %g, cuda %g)\n", worst, hc[worst], hg[worst]);
     if (err > worst_err[BF] && err != INFINITY) worst_err[BF] = err;
     free(hc);
     free(hg);
-    if (keep_going && !(err <= tol)) {   /* HGRN_TEST_KEEP_GOING: report every check, fail at exit */
+    if (keep_going && !(err <= tol)) { /* HGRN_TEST_KEEP_GOING: report every check, fail at exit */
         kept_failures++;
         return err;
     }

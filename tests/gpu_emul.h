@@ -24,7 +24,7 @@ static inline uint8_t *make_pixels(int W, int H, int C, uint64_t seed) {
         for (int x = 0; x < W; x++)
             for (int k = 0; k < C; k++) {
                 double v = 128 + 90 * sin(x * 0.05 * (k + 1) + y * 0.031 * (3 - k)) + 50 * (rng_uniform(&r) - 0.5);
-                if ((x / 17 + y / 13) % 5 == 0) v = k == 1 ? 250 : 10;   /* sharp colour edges */
+                if ((x / 17 + y / 13) % 5 == 0) v = k == 1 ? 250 : 10; /* sharp colour edges */
                 px[((size_t)y * W + x) * C + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
     return px;
@@ -123,11 +123,11 @@ static inline uint8_t *raw_planes(const uint8_t *data, size_t len, int *ncomp, s
 /* ---------------------------------------------------------------- the emulated pipeline */
 
 typedef struct {
-    const uint8_t *planes;   /* JPEG samples: their planes (kind 0) */
+    const uint8_t *planes; /* JPEG samples: their planes (kind 0) */
     size_t off[3];
     int pw[3], ph[3];
-    int pp[3];               /* pitches (raw_planes: width + 13, so pitch != width is exercised) */
-    int x0, y0;              /* image pixel of the planes' origin (a region decode's corner; 0 for whole images) */
+    int pp[3]; /* pitches (raw_planes: width + 13, so pitch != width is exercised) */
+    int x0, y0; /* image pixel of the planes' origin (a region decode's corner; 0 for whole images) */
 } EmuPlanes;
 
 /* What a region decode (nvJPEG's ROI) of sample s hands the pipeline: the
@@ -169,7 +169,8 @@ static inline EmuPlanes emu_region(const EmuPlanes *e, const GpuSample *s) {
 
 /* Run gpu_images_transform's kernels on the host: s[0..n), JPEG samples'
  * planes in ep (index = sample), into out (n x C x S x S). */
-static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const GpuMix *mix, int C, int S, uint8_t *out) {
+static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const GpuMix *mix, int C, int S,
+                           uint8_t *out) {
     GiSample *d = calloc((size_t)n, sizeof *d);
     GiTotals T;
     memset(&T, 0, sizeof T);
@@ -205,7 +206,7 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
          * between them), in shared memory of the size the launch gives */
         const uint8_t *planes = d[i].kind == 2 ? NULL : ep[i].planes;
         uint8_t *o = A + i * per;
-        memset(o, 0xA5, per);   /* every pixel must be written */
+        memset(o, 0xA5, per); /* every pixel must be written */
         assert_true(gi_tile_bytes(d[i].kh, d[i].kv, d[i].th, d[i].hrows, C) <= T.smem);
         for (int t = 0; t < d[i].ntx * d[i].nty; t++) {
             GiTile tl;
@@ -261,7 +262,14 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
         for (long long q = 0; q < (long long)plane; q++)
             gi_finish_px(&d[j], &d[k], cur + j * per, cur + k * per, noise, out + j * per, C, S, &m, k != j, q);
     }
-    free(d); free(rect); free(noise); free(smem); free(ops); free(A); free(B); free(lut3);
+    free(d);
+    free(rect);
+    free(noise);
+    free(smem);
+    free(ops);
+    free(A);
+    free(B);
+    free(lut3);
 }
 
 #endif

@@ -28,15 +28,15 @@
 #define GRAPH_EMUL_MAX_BLOCKS 4096
 
 typedef struct {
-    const uint8_t *img;       /* the input slot the forward read */
-    int adamw, ema, zeros;    /* optimizer updates, EMA updates, gradient clears */
+    const uint8_t *img; /* the input slot the forward read */
+    int adamw, ema, zeros; /* optimizer updates, EMA updates, gradient clears */
 } EmuKind;
 
 typedef struct {
     int recorded, first_run_done, seen;
-    long *live;               /* ids of the allocations live when recorded */
+    long *live; /* ids of the allocations live when recorded */
     int nlive;
-    EmuKind kind, first;         /* this recording's; the slot's first since the last drop */
+    EmuKind kind, first; /* this recording's; the slot's first since the last drop */
 } EmuGraph;
 
 typedef struct {
@@ -109,12 +109,13 @@ static void e_to_host(Backend *bk, void *dst, const void *src, size_t bytes) {
 }
 static void e_to_device(Backend *bk, void *dst, const void *src, size_t bytes) {
     (void)bk;
-    if (EMU.capturing) {   /* a replay reads the source again: it must stay put */
+    if (EMU.capturing) { /* a replay reads the source again: it must stay put */
         int pinned = 0;
         for (int i = 0; i < EMU.nhost; i++)
             pinned |= (const char *)src >= (const char *)EMU.host[i].p &&
                       (const char *)src + bytes <= (const char *)EMU.host[i].p + EMU.host[i].bytes;
-        if (!pinned) fail_msg("emulation: an upload of %zu bytes from outside host_alloc memory while recording", bytes);
+        if (!pinned)
+            fail_msg("emulation: an upload of %zu bytes from outside host_alloc memory while recording", bytes);
     }
     EMU.cpu->to_device(EMU.cpu, dst, src, bytes);
 }
@@ -161,13 +162,14 @@ static void e_graph_end(Backend *bk, int slot) {
     EmuGraph *g = &EMU.g[slot];
     if (g->seen && !same_kind(&g->first, &EMU.cur))
         fail_msg("graph slot %d recorded again with another kind of step: input %p, %d AdamW, %d EMA, %d clears "
-                 "(first: %p, %d, %d, %d)", slot, (const void *)EMU.cur.img, EMU.cur.adamw, EMU.cur.ema, EMU.cur.zeros,
-                 (const void *)g->first.img, g->first.adamw, g->first.ema, g->first.zeros);
+                 "(first: %p, %d, %d, %d)",
+                 slot, (const void *)EMU.cur.img, EMU.cur.adamw, EMU.cur.ema, EMU.cur.zeros, (const void *)g->first.img,
+                 g->first.adamw, g->first.ema, g->first.zeros);
     if (!g->seen) g->first = EMU.cur;
     g->seen = 1;
     g->kind = EMU.cur;
     g->recorded = 1;
-    g->first_run_done = 0;   /* the ops ran while recording: that is the first launch */
+    g->first_run_done = 0; /* the ops ran while recording: that is the first launch */
     free(g->live);
     g->live = TU_NEW(long, EMU.ndev);
     g->nlive = EMU.ndev;
@@ -187,7 +189,7 @@ static int e_graph_launch(Backend *bk, int slot) {
         g->first_run_done = 1;
         return 0;
     }
-    g->recorded = 0;   /* a replay: recorded (run) again, which must be the same kind */
+    g->recorded = 0; /* a replay: recorded (run) again, which must be the same kind */
     return -1;
 }
 static void e_graph_drop(Backend *bk) {
@@ -201,14 +203,24 @@ static void e_graph_drop(Backend *bk) {
 
 static Backend *graph_emul_wrap(Backend *cpu) {
     Backend *bk = TU_NEW(Backend, 1);
-    *bk = *cpu;   /* the CPU's ops on the CPU's state, some wrapped */
+    *bk = *cpu; /* the CPU's ops on the CPU's state, some wrapped */
     EMU.cpu = cpu;
-    bk->alloc = e_alloc; bk->try_alloc = e_try_alloc; bk->free = e_free;
-    bk->host_alloc = e_host_alloc; bk->host_free = e_host_free;
-    bk->sync = e_sync; bk->to_host = e_to_host; bk->to_device = e_to_device; bk->zero = e_zero;
-    bk->patchify_u8 = e_patchify_u8; bk->adamw = e_adamw; bk->ema_update = e_ema_update;
-    bk->graph_begin = e_graph_begin; bk->graph_end = e_graph_end;
-    bk->graph_launch = e_graph_launch; bk->graph_drop = e_graph_drop;
+    bk->alloc = e_alloc;
+    bk->try_alloc = e_try_alloc;
+    bk->free = e_free;
+    bk->host_alloc = e_host_alloc;
+    bk->host_free = e_host_free;
+    bk->sync = e_sync;
+    bk->to_host = e_to_host;
+    bk->to_device = e_to_device;
+    bk->zero = e_zero;
+    bk->patchify_u8 = e_patchify_u8;
+    bk->adamw = e_adamw;
+    bk->ema_update = e_ema_update;
+    bk->graph_begin = e_graph_begin;
+    bk->graph_end = e_graph_end;
+    bk->graph_launch = e_graph_launch;
+    bk->graph_drop = e_graph_drop;
     bk->name = "cpu+graphs";
     return bk;
 }

@@ -140,7 +140,7 @@ static inline void ref_lru_params(const int *s, const double *const *in, double 
 
 typedef struct {
     int B, N, D, ld;
-    double *x;           /* [B*N, ld]: xc in columns [0, 2D), xl in [2D, 3D) */
+    double *x; /* [B*N, ld]: xc in columns [0, 2D), xl in [2D, 3D) */
     double *tf, *tr, *be, *wt;
 } HgCtx;
 
@@ -181,10 +181,10 @@ typedef struct {
 
 static inline void h2_naive(const H2Ctx *c, double *out) {
     int B = c->B, N = c->N, D = c->D, e = c->e, ld = c->ld, H = D / e;
-    double *Sf = TU_NEW(double, (size_t)N * e * e), *Rr = TU_NEW(double, (size_t)e * e);
+    double *Sf = TU_NEW(double, (size_t)N *e *e), *Rr = TU_NEW(double, (size_t)e *e);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            double *S = TU_NEW(double, (size_t)e * e);
+            double *S = TU_NEW(double, (size_t)e *e);
             memset(S, 0, (size_t)e * e * sizeof(double));
             memset(Rr, 0, (size_t)e * e * sizeof(double));
             for (int t = 0; t < N; t++) {
@@ -192,8 +192,7 @@ static inline void h2_naive(const H2Ctx *c, double *out) {
                 for (int i = 0; i < e; i++) {
                     int ci = h * e + i;
                     double lam = c->be[ci] + (1 - c->be[ci]) * dsig(row[2 * D + ci]);
-                    for (int j = 0; j < e; j++)
-                        S[i * e + j] = lam * S[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
+                    for (int j = 0; j < e; j++) S[i * e + j] = lam * S[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
                 }
                 memcpy(Sf + (size_t)t * e * e, S, (size_t)e * e * sizeof(double));
             }
@@ -202,8 +201,7 @@ static inline void h2_naive(const H2Ctx *c, double *out) {
                 for (int i = 0; i < e; i++) {
                     int ci = h * e + i;
                     double lam = c->be[ci] + (1 - c->be[ci]) * dsig(row[2 * D + ci]);
-                    for (int j = 0; j < e; j++)
-                        Rr[i * e + j] = lam * Rr[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
+                    for (int j = 0; j < e; j++) Rr[i * e + j] = lam * Rr[i * e + j] + (1 - lam) * dsilu(row[h * e + j]);
                 }
                 for (int j = 0; j < e; j++) {
                     double o = 0;
@@ -220,9 +218,9 @@ static inline void h2_naive(const H2Ctx *c, double *out) {
 
 typedef struct {
     int B, N, D, cplx, dirs, lda, ldx;
-    double *a;    /* [B*N, lda], or one row of W values when lda == 0 */
-    double *x;    /* [B*N, ldx] */
-    double *wt;   /* [B*N, W]: the loss weights, dL/dout */
+    double *a; /* [B*N, lda], or one row of W values when lda == 0 */
+    double *x; /* [B*N, ldx] */
+    double *wt; /* [B*N, W]: the loss weights, dL/dout */
 } ScanCtx;
 
 static inline int scan_width(const ScanCtx *c) { return c->cplx ? 2 * c->D : c->D; }
@@ -253,8 +251,7 @@ static inline void scan_ref(const ScanCtx *c, double *out) {
             scan_dir_states(c, b, j, 0, h);
             scan_dir_states(c, b, j, 1, r);
             for (int t = 0; t < c->N; t++) {
-                double complex o = (c->dirs & SCAN_FORWARD ? h[t] : 0) +
-                                   (c->dirs & SCAN_REVERSE ? r[t] : 0);
+                double complex o = (c->dirs & SCAN_FORWARD ? h[t] : 0) + (c->dirs & SCAN_REVERSE ? r[t] : 0);
                 double *po = out + ((size_t)b * c->N + t) * W;
                 if (c->cplx) {
                     po[2 * j] = creal(o);
@@ -272,7 +269,7 @@ static inline void scan_ref(const ScanCtx *c, double *out) {
  * reference is the papers' form in double (1 - sigmoid(z), f / (f + i)). */
 typedef struct {
     int M, E, ld, lstm;
-    double *p, *wa, *wx;   /* p [M, ld]; loss weights of a and x, [M, E] each */
+    double *p, *wa, *wx; /* p [M, ld]; loss weights of a and x, [M, E] each */
 } GateCtx;
 
 static inline void gate_ref(const GateCtx *c, double *a, double *x) {
@@ -328,8 +325,7 @@ static inline void patch_ref(const PatchCtx *c, double *out) {
                 for (int x = 0; x < Wp * c->p; x++) {
                     int tok = (y / c->p) * Wp + x / c->p;
                     int f = ((y % c->p) * c->p + x % c->p) * c->C + ch;
-                    out[((size_t)b * Hp * Wp + tok) * F + f] =
-                        c->img[(((size_t)b * c->C + ch) * c->H + y) * c->W + x];
+                    out[((size_t)b * Hp * Wp + tok) * F + f] = c->img[(((size_t)b * c->C + ch) * c->H + y) * c->W + x];
                 }
 }
 

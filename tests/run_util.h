@@ -32,18 +32,18 @@
  * every 7 steps, drop path and augmentation on, a record every step; on the
  * CPU unless RU_RECIPE_ON("cuda"). */
 #define RU_RECIPE RU_RECIPE_ON("cpu")
-#define RU_RECIPE_ON(device)                                                                       \
+#define RU_RECIPE_ON(device)                                                                            \
     "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device " device " --threads 2 " \
-    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.2 "                     \
-    "--train.batch_size 64 --data.train_limit 2048 --data.val_limit 256 --train.epochs 3 "         \
-    "--train.warmup_epochs 1 --train.log_every 1 --data.crop_padding 2 --data.hflip 0.5 "          \
+    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.2 "                          \
+    "--train.batch_size 64 --data.train_limit 2048 --data.val_limit 256 --train.epochs 3 "              \
+    "--train.warmup_epochs 1 --train.log_every 1 --data.crop_padding 2 --data.hflip 0.5 "               \
     "--train.ckpt_every 7"
 
 typedef struct {
-    long fsize_limit;     /* > 0: RLIMIT_FSIZE in bytes (SIGXFSZ ignored, as hgrn does) */
-    int drop_dac;         /* 1: without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (root obeys permissions) */
-    const char *fault;    /* HGRN_FAULT for the child, or NULL */
-    const char *out_log;  /* stdout to this file instead of the log, or NULL */
+    long fsize_limit; /* > 0: RLIMIT_FSIZE in bytes (SIGXFSZ ignored, as hgrn does) */
+    int drop_dac; /* 1: without CAP_DAC_OVERRIDE / CAP_DAC_READ_SEARCH (root obeys permissions) */
+    const char *fault; /* HGRN_FAULT for the child, or NULL */
+    const char *out_log; /* stdout to this file instead of the log, or NULL */
 } RunOpts;
 
 /* The end of a test program: its work directory removed when every test
@@ -115,8 +115,10 @@ static inline pid_t ru_start(const RunOpts *o, const char *log, const char *fmt,
         }
         setenv("OMP_NUM_THREADS", "2", 1);
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
-        if (o && o->fault) setenv("HGRN_FAULT", o->fault, 1);
-        else unsetenv("HGRN_FAULT");
+        if (o && o->fault)
+            setenv("HGRN_FAULT", o->fault, 1);
+        else
+            unsetenv("HGRN_FAULT");
         if (o && o->fsize_limit > 0) {
             struct rlimit rl = {(rlim_t)o->fsize_limit, (rlim_t)o->fsize_limit};
             signal(SIGXFSZ, SIG_IGN);

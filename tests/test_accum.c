@@ -46,18 +46,26 @@ static Config tiny(const char *mixer) {
     Config c;
     config_defaults(&c);
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
-    c.image_size = 16; c.channels = 3; c.patch_size = 4;
-    c.dim = 16; c.depth = 2; c.glu_dim = 32; c.num_classes = 5; c.drop_path = 0.3f;
+    c.image_size = 16;
+    c.channels = 3;
+    c.patch_size = 4;
+    c.dim = 16;
+    c.depth = 2;
+    c.glu_dim = 32;
+    c.num_classes = 5;
+    c.drop_path = 0.3f;
     c.num_mean = c.num_std = 3;
-    for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < 3; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     return c;
 }
 
 /* STEPS optimizer steps on the same random global batches of GLOBAL, each
  * in `parts` parts; the first step's gradient (the mean over the batch that
  * AdamW saw) and the weights and the EMA after them (np values each). */
-static void train(Backend *bk, const char *mixer, int parts, int graphs, float **g, float **w, float **e,
-                  size_t *np) {
+static void train(Backend *bk, const char *mixer, int parts, int graphs, float **g, float **w, float **e, size_t *np) {
     char err[256];
     Config c = tiny(mixer);
     const int pn = GLOBAL / parts, K = c.num_classes;
@@ -73,7 +81,7 @@ static void train(Backend *bk, const char *mixer, int parts, int graphs, float *
     *g = TU_NEW(float, *np);
     const size_t per = (size_t)c.channels * c.image_size * c.image_size;
     uint8_t *img = bk->host_alloc(per * GLOBAL);
-    float *tg = TU_NEW(float, GLOBAL * K);
+    float *tg = TU_NEW(float, GLOBAL *K);
     int index[GLOBAL];
     for (int i = 0; i < GLOBAL; i++) index[i] = i;
     Rng data;
@@ -81,13 +89,13 @@ static void train(Backend *bk, const char *mixer, int parts, int graphs, float *
     for (int s = 0; s < STEPS; s++) {
         for (size_t i = 0; i < per * GLOBAL; i++) img[i] = (uint8_t)rng_int(&data, 256);
         tu_fill_uniform(&data, tg, (size_t)GLOBAL * K, 0.0f, 1.0f);
-        for (int b = 0; b < GLOBAL; b++) {   /* soft targets, rows summing to 1, as Mixup makes */
+        for (int b = 0; b < GLOBAL; b++) { /* soft targets, rows summing to 1, as Mixup makes */
             double sum = 0;
             for (int k = 0; k < K; k++) sum += tg[b * K + k];
             for (int k = 0; k < K; k++) tg[b * K + k] /= (float)sum;
         }
         for (int p = 0; p < parts; p++) {
-            Rng dp = rng_stream(11, (uint64_t)s);   /* the step's stream, as the trainer's */
+            Rng dp = rng_stream(11, (uint64_t)s); /* the step's stream, as the trainer's */
             model_stage_images(m, img + (size_t)p * pn * per, pn);
             step_launch_part(&st, tg + (size_t)p * pn * K, pn, GLOBAL, index + p * pn, 4e-3, &dp, p, parts);
             model_upload_wait(m);
@@ -130,8 +138,8 @@ static void check_backend(Backend *bk, int graphs) {
             assert_int_equal(n, n1);
             const double dg = rel_diff(g, g1, n), dw = rel_diff(w, w1, n), de = rel_diff(e, e1, n);
             print_message("  %s %-7s %d parts of %d against one step over %d: gradient %.3g, after %d steps the "
-                          "weights %.3g, EMA %.3g (relative)\n", bk->name, mixer, parts, GLOBAL / parts, GLOBAL, dg,
-                          STEPS, dw, de);
+                          "weights %.3g, EMA %.3g (relative)\n",
+                          bk->name, mixer, parts, GLOBAL / parts, GLOBAL, dg, STEPS, dw, de);
             /* the gradient: fp32 sums in another order; the weights: AdamW
              * divides each gradient by its own running size, so the
              * rounding of a gradient near zero can move its weight by a
@@ -139,7 +147,7 @@ static void check_backend(Backend *bk, int graphs) {
             assert_true(dg <= 1e-5);
             assert_true(dw <= 1e-4);
             assert_true(de <= 1e-4);
-            if (parts == 4 && graphs && bk->graph_begin) {   /* the recorded parts equal the eager ones */
+            if (parts == 4 && graphs && bk->graph_begin) { /* the recorded parts equal the eager ones */
                 float *ge, *we, *ee;
                 size_t ne;
                 train(bk, mixer, parts, 0, &ge, &we, &ee, &ne);
@@ -165,7 +173,7 @@ static void test_step_parts_equal_whole(void **s) {
     Backend *cpu = backend_cpu_create(1, err, sizeof err);
     if (!cpu) fail_msg("%s", err);
     check_backend(cpu, 1);
-    Backend *emu = graph_emul_wrap(cpu);   /* the recorded path's bookkeeping, on the CPU */
+    Backend *emu = graph_emul_wrap(cpu); /* the recorded path's bookkeeping, on the CPU */
     check_backend(emu, 1);
     graph_emul_free(emu);
     cpu->destroy(cpu);
@@ -181,11 +189,11 @@ static void test_step_parts_equal_whole(void **s) {
 /* ------------------------------------------------------------- the CLI */
 
 /* the data-parallel test's recipe: every per-sample random choice on */
-#define RECIPE                                                                                    \
-    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 1 "  \
-    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.3 "                    \
-    "--data.mixup 0.8 --data.cutmix 1.0 --data.mixup_prob 1 --data.crop_padding 2 "               \
-    "--data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 --train.lr 0.01 "             \
+#define RECIPE                                                                                   \
+    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 1 " \
+    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.3 "                   \
+    "--data.mixup 0.8 --data.cutmix 1.0 --data.mixup_prob 1 --data.crop_padding 2 "              \
+    "--data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 --train.lr 0.01 "            \
     "--data.train_limit 240 --data.val_limit 101 --train.epochs 2 --train.log_every 1 "
 
 static int run(const char *log, const char *fmt, ...) {
@@ -219,7 +227,7 @@ static double files_rel_diff(const char *a_run, const char *b_run, const char *f
         assert_non_null(ta);
         assert_int_equal(ta->nbytes, tb->nbytes);
         if (!strncmp(tb->name, "best_", 5)) continue;
-        if (strcmp(tb->dtype, "F32") != 0) {   /* the state's scalars: equal */
+        if (strcmp(tb->dtype, "F32") != 0) { /* the state's scalars: equal */
             assert_memory_equal(ta->data, tb->data, tb->nbytes);
             continue;
         }
@@ -265,10 +273,11 @@ static void test_cli_accum_equals_whole(void **s) {
         const double d = files_rel_diff(out, "a1", "last.safetensors");
         const double ds = files_rel_diff(out, "a1", "last.state.safetensors");
         print_message("  accum_steps %d: weights after 5 steps differ from accum_steps 1's by %.3g, the state by %.3g "
-                      "(relative)\n", a, d, ds);
+                      "(relative)\n",
+                      a, d, ds);
         assert_true(d <= 1e-5);
         assert_true(ds <= 1e-5);
-        for (int step = 1; step <= 5; step++) {   /* optimizer steps: the same lr, the same mean loss */
+        for (int step = 1; step <= 5; step++) { /* optimizer steps: the same lr, the same mean loss */
             double lr1, l1, lr, l;
             record_at("a1", step, &lr1, &l1);
             record_at(out, step, &lr, &l);
@@ -291,7 +300,8 @@ static void test_cli_two_ranks(void **s) {
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated "
              "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
              "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 mpirun -np 2 %s " RECIPE
-             "--train.max_steps 5 --train.accum_steps 2 --out %s/np2 > %s/np2.log 2>&1", HGRN_BINARY, dir, dir);
+             "--train.max_steps 5 --train.accum_steps 2 --out %s/np2 > %s/np2.log 2>&1",
+             HGRN_BINARY, dir, dir);
     assert_int_equal(system(cmd), 0);
     const double d = files_rel_diff("np2", "a1", "last.safetensors");
     print_message("  2 ranks x 2 parts: weights after 5 steps differ from one process's by %.3g (relative)\n", d);
@@ -306,7 +316,7 @@ static void test_cli_resume(void **s) {
     assert_int_equal(run("p2.log", RECIPE "%s --out %s/p --resume", acc, dir), 0);
     assert_true(files_rel_diff("p", "w", "last.safetensors") == 0.0);
     assert_true(files_rel_diff("p", "w", "last.state.safetensors") == 0.0);
-    char cmd[512];   /* 10 optimizer steps an epoch, 20 in all */
+    char cmd[512]; /* 10 optimizer steps an epoch, 20 in all */
     snprintf(cmd, sizeof cmd, "grep -q '10 steps/epoch' %s/w.log && grep -q '^done: 20 steps' %s/w.log", dir, dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -333,8 +343,10 @@ int main(void) {
         cmocka_unit_test(test_bad_accum_refused),
     };
     int rc = cmocka_run_group_tests(in_process, NULL, NULL);
-    if (have_data) rc |= cmocka_run_group_tests(cli, NULL, NULL);
-    else fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): the CLI tests skipped\n");
+    if (have_data)
+        rc |= cmocka_run_group_tests(cli, NULL, NULL);
+    else
+        fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): the CLI tests skipped\n");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -84,7 +84,7 @@ static void test_rrc_statistics(void **state) {
         if (fb) {
             seen_fb = 1;
             assert_int_equal(c.h, 100);
-            assert_int_equal(c.w, 133);   /* round(100 * 4/3) */
+            assert_int_equal(c.w, 133); /* round(100 * 4/3) */
             assert_int_equal(c.x, (2000 - 133) / 2);
             assert_int_equal(c.y, 0);
         }
@@ -131,7 +131,7 @@ static void test_train_transform_determinism(void **state) {
     DeitTransform *t = deit_transform_create(&cfg, err, sizeof err);
     assert_non_null(t);
     assert_true(t->ra.enabled);
-    assert_false(t->use_cj);   /* timm: no colour jitter with RandAugment */
+    assert_false(t->use_cj); /* timm: no colour jitter with RandAugment */
     t->dct_scales = IMAGE_SCALES_ALL;
     const int N = 48, per = 3 * 64 * 64;
     uint8_t *out[3];
@@ -290,7 +290,7 @@ static void test_mixup(void **state) {
             }
         }
     }
-    assert_true(ncut > 150 && nmix > 150);   /* switch prob 0.5 */
+    assert_true(ncut > 150 && nmix > 150); /* switch prob 0.5 */
     /* Beta(0.8, 0.8): mean 0.5, variance 0.64 / (2.56 * 2.6) */
     double s1 = 0, s2 = 0;
     const int N = 100000;
@@ -339,7 +339,10 @@ static void test_random_erasing(void **state) {
         for (int j = 0; j < 1000; j++) {
             double a = 0.02 + (1.0 / 3 - 0.02) * (i + 0.5) / 1000;
             double t = log(0.3) + (log(1 / 0.3) - log(0.3)) * (j + 0.5) / 1000, rr = exp(t);
-            if (a * rr < 1 && a / rr < 1) { sa += a; cnt++; }
+            if (a * rr < 1 && a / rr < 1) {
+                sa += a;
+                cnt++;
+            }
         }
     double expect = sa / cnt, got = area / erased;
     if (fabs(got - expect) > 0.006) fail_msg("erased area %.4f vs expected %.4f", got, expect);
@@ -351,7 +354,7 @@ static void test_random_erasing(void **state) {
     long cnt0 = 0;
     for (int it = 0; it < 200; it++) {
         int top, left, eh, ew;
-        Rng peek = r;   /* apply draws the same rectangle first */
+        Rng peek = r; /* apply draws the same rectangle first */
         if (!random_erasing_rect(always, 64, 64, &peek, &top, &left, &eh, &ew)) {
             r = peek;
             continue;
@@ -415,14 +418,18 @@ static void test_randaugment_ops(void **state) {
     /* solarize add: m = 10 -> +110 below 128 */
     memcpy(b, a, W * H * C);
     randaugment_op(&ra, RA_SOLARIZE_ADD, 10, b, W, H, C, tmp, &r);
-    for (int i = 0; i < W * H * C; i++) assert_int_equal(b[i], a[i] < 128 ? (a[i] + 110 > 255 ? 255 : a[i] + 110) : a[i]);
+    for (int i = 0; i < W * H * C; i++)
+        assert_int_equal(b[i], a[i] < 128 ? (a[i] + 110 > 255 ? 255 : a[i] + 110) : a[i]);
     /* autocontrast stretches each channel to 0..255 */
     for (int i = 0; i < W * H * C; i++) b[i] = (uint8_t)(100 + a[i] / 4);
     randaugment_op(&ra, RA_AUTOCONTRAST, 0, b, W, H, C, tmp, &r);
     int mn = 255, mx = 0;
-    for (int i = 0; i < W * H * C; i += 3) { if (b[i] < mn) mn = b[i]; if (b[i] > mx) mx = b[i]; }
+    for (int i = 0; i < W * H * C; i += 3) {
+        if (b[i] < mn) mn = b[i];
+        if (b[i] > mx) mx = b[i];
+    }
     assert_int_equal(mn, 0);
-    assert_true(mx >= 254);   /* Python/PIL float: 63 * (255 / 63) may truncate to 254 */
+    assert_true(mx >= 254); /* Python/PIL float: 63 * (255 / 63) may truncate to 254 */
     /* equalize of a constant image is the identity */
     memset(b, 77, W * H * C);
     randaugment_op(&ra, RA_EQUALIZE, 0, b, W, H, C, tmp, &r);
@@ -448,7 +455,8 @@ static void test_randaugment_ops(void **state) {
                     if (y > 0 && y < H - 1 && x > 0 && x < W - 1) {
                         int sum = 0;
                         for (int dy = -1; dy <= 1; dy++)
-                            for (int dx = -1; dx <= 1; dx++) sum += a[((y + dy) * W + x + dx) * C + k] * (dx || dy ? 1 : 5);
+                            for (int dx = -1; dx <= 1; dx++)
+                                sum += a[((y + dy) * W + x + dx) * C + k] * (dx || dy ? 1 : 5);
                         sm = sum / 13;
                     }
                     float v = (float)sm + f * (float)(a[i] - sm);
@@ -477,10 +485,14 @@ static void test_randaugment_ops(void **state) {
         double mm[6] = {1, 0, 0, 0, 1, 0};
         double v = (rng_uniform(&r) - 0.5) * (t % 2 ? 0.6 : 20.0);
         int kind = t % 4;
-        if (kind == 0) mm[1] = v / 30.0;   /* shear x */
-        else if (kind == 1) mm[2] = v;    /* translate x */
-        else if (kind == 2) mm[3] = v / 30.0;
-        else mm[5] = v;
+        if (kind == 0)
+            mm[1] = v / 30.0; /* shear x */
+        else if (kind == 1)
+            mm[2] = v; /* translate x */
+        else if (kind == 2)
+            mm[3] = v / 30.0;
+        else
+            mm[5] = v;
         for (int bic = 0; bic < 2; bic++) {
             pil_affine(a, b, W, H, C, mm, bic, ra.fill, NULL);
             double m2[6];
@@ -511,7 +523,10 @@ static void test_randaugment_ops(void **state) {
                 if (bad > W * H / 100) fail_msg("rotation %.1f deg: %d pixels differ", deg, bad);
             }
         }
-        free(gray); free(rgb); free(og); free(orgb);
+        free(gray);
+        free(rgb);
+        free(og);
+        free(orgb);
     }
     /* rotate at magnitude 0 is the identity */
     memcpy(b, a, W * H * C);
@@ -555,7 +570,22 @@ typedef struct {
 
 static const PinnedDraw pinned_draws[8] = {
     {75, 0, 296, 374, 1, 0, 1, {7, -1}, {0, 0}, {0.28124752745261655, 0}, 0, 0, 0, 0, 0, 0xe6a1d1c5u},
-    {32, 42, 296, 267, 1, 0, 2, {7, 7}, {0, 0}, {25.62949029686861, 0.26987802167388991}, 1, 51, 111, 94, 38, 0x4d7705c5u},
+    {32,
+     42,
+     296,
+     267,
+     1,
+     0,
+     2,
+     {7, 7},
+     {0, 0},
+     {25.62949029686861, 0.26987802167388991},
+     1,
+     51,
+     111,
+     94,
+     38,
+     0x4d7705c5u},
     {165, 12, 260, 344, 1, 1, 1, {6, -1}, {0.226634488, 0}, {0, 0}, 0, 0, 0, 0, 0, 0xe6a1d1c5u},
     {6, 2, 473, 372, 1, 1, 1, {6, -1}, {0.170071766, 0}, {0, 0}, 0, 0, 0, 0, 0, 0xe6a1d1c5u},
     {184, 23, 311, 323, 1, 0, 1, {1, -1}, {0, 0}, {0, 0}, 0, 0, 0, 0, 0, 0x8f41f345u},
@@ -564,9 +594,12 @@ static const PinnedDraw pinned_draws[8] = {
     {54, 18, 438, 344, 1, 1, 0, {-1, -1}, {0, 0}, {0, 0}, 0, 0, 0, 0, 0, 0x811c9dc5u},
 };
 
-typedef struct { ImageRect crop; } FixedCropCtx;
+typedef struct {
+    ImageRect crop;
+} FixedCropCtx;
 static void fixed_crop_cb(void *ctx, int w, int h, ImageRect *crop, int *mw, int *mh) {
-    (void)w; (void)h;
+    (void)w;
+    (void)h;
     *crop = ((FixedCropCtx *)ctx)->crop;
     *mw = *mh = 0;
 }
@@ -601,7 +634,8 @@ static void test_draw_apply_split(void **state) {
         assert_int_equal(p.nops, e->nops);
         for (int k = 0; k < 2; k++) {
             assert_int_equal(k < p.nops ? p.ops[k].kind : -1, e->kind[k]);
-            double f = k < p.nops ? p.ops[k].f : 0, ms = k < p.nops ? p.ops[k].m[1] + p.ops[k].m[2] + p.ops[k].m[3] + p.ops[k].m[5] : 0;
+            double f = k < p.nops ? p.ops[k].f : 0,
+                   ms = k < p.nops ? p.ops[k].m[1] + p.ops[k].m[2] + p.ops[k].m[3] + p.ops[k].m[5] : 0;
             assert_true(fabs(f - e->f[k]) < 1e-6);
             assert_true(fabs(ms - e->msum[k]) < 1e-9);
         }
@@ -622,7 +656,7 @@ static void test_draw_apply_split(void **state) {
     assert_true(n > 0);
     for (int v = 0; v < 5; v++) {
         Config c = deit_cfg();
-        if (v == 1) snprintf(c.auto_augment, sizeof c.auto_augment, "%s", "");   /* colour jitter */
+        if (v == 1) snprintf(c.auto_augment, sizeof c.auto_augment, "%s", ""); /* colour jitter */
         if (v == 3) {
             c.channels = 1;
             c.num_mean = c.num_std = 1;
@@ -648,8 +682,9 @@ static void test_draw_apply_split(void **state) {
                 Image im;
                 double box[4];
                 int sc;
-                assert_int_equal(image_load_crop(path, c.channels, p.crop, 64, 64, tt->dct_scales, &im, box, &sc, err,
-                                                 sizeof err), 0);
+                assert_int_equal(
+                    image_load_crop(path, c.channels, p.crop, 64, 64, tt->dct_scales, &im, box, &sc, err, sizeof err),
+                    0);
                 memset(&reg, 0, sizeof reg);
                 reg.im = im;
                 reg.stride = (size_t)im.w * im.c;
@@ -657,8 +692,9 @@ static void test_draw_apply_split(void **state) {
                 assert_int_equal(deit_train_apply(tt, &p, &reg, &s, b), 0);
                 image_free(&im);
             } else {
-                assert_int_equal(image_decode_region(file.p, (size_t)n, path, c.channels, fn, &fc, 0, &pix, &reg, err,
-                                                     sizeof err), 0);
+                assert_int_equal(
+                    image_decode_region(file.p, (size_t)n, path, c.channels, fn, &fc, 0, &pix, &reg, err, sizeof err),
+                    0);
                 assert_int_equal(deit_train_apply(tt, &p, &reg, &s, b), 0);
             }
             assert_memory_equal(a, b, per);
@@ -698,7 +734,8 @@ static void test_samplers(void **state) {
     }
     assert_int_equal(total, 1024);
     int maxc = 0;
-    for (int i = 0; i < n; i++) if (cnt[i] > maxc) maxc = cnt[i];
+    for (int i = 0; i < n; i++)
+        if (cnt[i] > maxc) maxc = cnt[i];
     assert_true(maxc <= 3);
     /* consecutive positions of the repeated list are the same image on consecutive ranks */
     int i0[256], i1[256];

@@ -32,14 +32,14 @@ static void test_missing_op_named(void **s) {
     assert_non_null(cpu);
     assert_int_equal(backend_check_ops(cpu, err, sizeof err), 0);
     int n = 0;
-#define CLEAR_ONE(field, ...)                                                      \
-    {                                                                              \
-        Backend copy = *cpu;                                                       \
-        copy.field = NULL;                                                         \
-        err[0] = 0;                                                                \
-        assert_int_equal(backend_check_ops(&copy, err, sizeof err), -1);           \
-        assert_string_equal(err, "backend cpu: op " #field " is not set");         \
-        n++;                                                                       \
+#define CLEAR_ONE(field, ...)                                              \
+    {                                                                      \
+        Backend copy = *cpu;                                               \
+        copy.field = NULL;                                                 \
+        err[0] = 0;                                                        \
+        assert_int_equal(backend_check_ops(&copy, err, sizeof err), -1);   \
+        assert_string_equal(err, "backend cpu: op " #field " is not set"); \
+        n++;                                                               \
     }
     BACKEND_OPS(CLEAR_ONE)
     BACKEND_BASE_FNS(CLEAR_ONE)
@@ -63,16 +63,14 @@ typedef void (*RefFn)(const int *s, const double *const *in, double *const *out)
 typedef struct {
     const char *name;
     RefFn ref;
-    double tol, gtol;          /* fp32 */
+    double tol, gtol; /* fp32 */
     double tol_bf16, gtol_bf16;
 } OpCheck;
 
 
-
 /* ---- adapters of the op tests' references (ops_ref.h) to the table's form ---- */
 static void ref_hgru1(const int *s, const double *const *in, double *const *out) {
-    HgCtx c = {s[0], s[1], s[2], 3 * s[2], (double *)in[0], (double *)in[1], (double *)in[2],
-               (double *)in[3], NULL};
+    HgCtx c = {s[0], s[1], s[2], 3 * s[2], (double *)in[0], (double *)in[1], (double *)in[2], (double *)in[3], NULL};
     hg_ref(&c, out[0]);
 }
 static void ref_hgru2(const int *s, const double *const *in, double *const *out) {
@@ -80,8 +78,16 @@ static void ref_hgru2(const int *s, const double *const *in, double *const *out)
     h2_naive(&c, out[0]);
 }
 static void ref_scan(const int *s, const double *const *in, double *const *out) {
-    ScanCtx c = {s[0], s[1], s[2], !!(s[3] & 16), s[3] & 3, s[3] & 8 ? 0 : op_scan_width(s), op_scan_width(s),
-                 (double *)in[0], (double *)in[1], NULL};
+    ScanCtx c = {s[0],
+                 s[1],
+                 s[2],
+                 !!(s[3] & 16),
+                 s[3] & 3,
+                 s[3] & 8 ? 0 : op_scan_width(s),
+                 op_scan_width(s),
+                 (double *)in[0],
+                 (double *)in[1],
+                 NULL};
     scan_ref(&c, out[0]);
 }
 /* mingate: s = {M, E, kind} */
@@ -115,7 +121,7 @@ static void ref_sumsq(const int *s, const double *const *in, double *const *out)
 /* adamw (op_table.c): in {param, grad, m, v, |grad|^2}, out {param, m, v} */
 static void ref_adamw(const int *s, const double *const *in, double *const *out) {
     const AdamWArgs *a = &OP_ADAMW_ARGS;
-    const double gn = in[4][0];   /* the squared norm the call was given, an fp32 */
+    const double gn = in[4][0]; /* the squared norm the call was given, an fp32 */
     const double clip = fmin(1.0, a->max_grad_norm / (sqrt(gn) + 1e-6));
     const double bc1 = 1 - pow(a->beta1, a->step), bc2 = 1 - pow(a->beta2, a->step);
     for (int i = 0; i < s[0]; i++) {
@@ -243,18 +249,22 @@ static float from_bf16(uint16_t h) {
 
 /* A tensor on the backend: fp32, or the backend's activation type. */
 static size_t elem_of(const Backend *bk, int f32) { return f32 ? 4 : bk->act_elem; }
-static float *dev_new(Backend *bk, size_t n, int f32) {
-    return bk->alloc(bk, (n ? n : 1) * elem_of(bk, f32));
-}
+static float *dev_new(Backend *bk, size_t n, int f32) { return bk->alloc(bk, (n ? n : 1) * elem_of(bk, f32)); }
 static void dev_set(Backend *bk, float *d, const float *h, size_t n, int f32) {
-    if (elem_of(bk, f32) == 4) { bk->to_device(bk, d, h, n * 4); return; }
+    if (elem_of(bk, f32) == 4) {
+        bk->to_device(bk, d, h, n * 4);
+        return;
+    }
     uint16_t *t = TU_NEW(uint16_t, n ? n : 1);
     for (size_t i = 0; i < n; i++) t[i] = to_bf16(h[i]);
     bk->to_device(bk, d, t, n * 2);
     free(t);
 }
 static void dev_get(Backend *bk, float *h, const float *d, size_t n, int f32) {
-    if (elem_of(bk, f32) == 4) { bk->to_host(bk, h, d, n * 4); return; }
+    if (elem_of(bk, f32) == 4) {
+        bk->to_host(bk, h, d, n * 4);
+        return;
+    }
     uint16_t *t = TU_NEW(uint16_t, n ? n : 1);
     bk->to_host(bk, t, d, n * 2);
     for (size_t i = 0; i < n; i++) h[i] = from_bf16(t[i]);
@@ -315,9 +325,9 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
     if (op->prep) op->prep(s, hin);
     for (int i = 0; i < op->nin; i++) {
         const int f32 = op->in_f32 >> i & 1;
-        if (bf && !f32)   /* what the device sees */
+        if (bf && !f32) /* what the device sees */
             for (size_t j = 0; j < in_n[i]; j++) hin[i][j] = from_bf16(to_bf16(hin[i][j]));
-        if (op->in_u8 >> i & 1) {   /* bytes */
+        if (op->in_u8 >> i & 1) { /* bytes */
             uint8_t *u = TU_NEW(uint8_t, in_n[i] ? in_n[i] : 1);
             for (size_t j = 0; j < in_n[i]; j++) u[j] = (uint8_t)hin[i][j];
             in_d[i] = bk->alloc(bk, in_n[i] ? in_n[i] : 1);
@@ -334,7 +344,7 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
         out_d[k] = dev_new(bk, out_n[k], f32);
         if (op->out_zero) continue;
         float *g = TU_NEW(float, out_n[k] ? out_n[k] : 1);
-        tu_fill_uniform(&r, g, out_n[k], 500.0f, 1000.0f);   /* must be replaced */
+        tu_fill_uniform(&r, g, out_n[k], 500.0f, 1000.0f); /* must be replaced */
         dev_set(bk, out_d[k], g, out_n[k], f32);
         free(g);
     }
@@ -350,8 +360,8 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
         dev_get(bk, got, out_d[k], out_n[k], op->out_f32 >> k & 1);
         double e = rel_err(got, ref[k], out_n[k]);
         if (!(e <= tol) || verbose())
-            print_message("%-4s %-5s %-14s [%s] out %d: %.3g (tol %.3g)%s\n", bk->name,
-                          bf ? "bf16" : "fp32", op->name, shape, k, e, tol, e <= tol ? "" : " FAIL");
+            print_message("%-4s %-5s %-14s [%s] out %d: %.3g (tol %.3g)%s\n", bk->name, bf ? "bf16" : "fp32", op->name,
+                          shape, k, e, tol, e <= tol ? "" : " FAIL");
         fails += !(e <= tol);
         free(got);
     }
@@ -373,17 +383,20 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
             if (!(op->grad_in >> i & 1)) continue;
             const int f32 = op->in_f32 >> i & 1;
             din_d[i] = dev_new(bk, in_n[i], f32);
-            if (op->grad_zero >> i & 1) continue;   /* zero-filled by alloc */
+            if (op->grad_zero >> i & 1) continue; /* zero-filled by alloc */
             pre[i] = TU_NEW(float, in_n[i] ? in_n[i] : 1);
             if (op->grad_acc >> i & 1)
                 tu_fill_normal(&r, pre[i], in_n[i], 0.25f);
             else
-                tu_fill_uniform(&r, pre[i], in_n[i], 500.0f, 1000.0f);   /* must be replaced */
+                tu_fill_uniform(&r, pre[i], in_n[i], 500.0f, 1000.0f); /* must be replaced */
             dev_set(bk, din_d[i], pre[i], in_n[i], f32);
-            if (!(op->grad_acc >> i & 1)) { free(pre[i]); pre[i] = NULL; }
-            else dev_get(bk, pre[i], din_d[i], in_n[i], f32);   /* as stored (bf16) */
+            if (!(op->grad_acc >> i & 1)) {
+                free(pre[i]);
+                pre[i] = NULL;
+            } else
+                dev_get(bk, pre[i], din_d[i], in_n[i], f32); /* as stored (bf16) */
         }
-        for (int w = 0; w < op->nwork; w++)   /* work buffers, activation type */
+        for (int w = 0; w < op->nwork; w++) /* work buffers, activation type */
             din_d[op->nin + w] = dev_new(bk, in_n[op->nin + w], 0);
         op->bwd(bk, s, in_d, out_d, dout_d, din_d);
         for (int i = 0; i < op->nin; i++) {
@@ -397,16 +410,19 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
             free(pre[i]);
             double e = rel_err(got, g, in_n[i]);
             if (!(e <= gtol) || verbose())
-                print_message("%-4s %-5s %-14s [%s] grad %d: %.3g (tol %.3g)%s\n", bk->name,
-                              bf ? "bf16" : "fp32", op->name, shape, i, e, gtol,
-                              e <= gtol ? "" : " FAIL");
+                print_message("%-4s %-5s %-14s [%s] grad %d: %.3g (tol %.3g)%s\n", bk->name, bf ? "bf16" : "fp32",
+                              op->name, shape, i, e, gtol, e <= gtol ? "" : " FAIL");
             fails += !(e <= gtol);
             free(g);
             free(got);
         }
     }
     for (int i = 0; i < MAXT; i++) {
-        free(hin[i]); free(c.in[i]); free(hwt[i]); free(c.wt[i]); free(ref[i]);
+        free(hin[i]);
+        free(c.in[i]);
+        free(hwt[i]);
+        free(c.wt[i]);
+        free(ref[i]);
         if (in_d[i]) bk->free(bk, in_d[i]);
         if (din_d[i]) bk->free(bk, din_d[i]);
         if (out_d[i]) bk->free(bk, out_d[i]);
@@ -419,8 +435,8 @@ static int run_table(Backend *bk) {
     int fails = 0;
     for (int o = 0; o < OP_TABLE_N && o < NCHECKS; o++)
         for (int k = 0; k < OP_MAX_SHAPES && OP_TABLE[o].shapes[k][0]; k++)
-            fails += run_case(bk, &OP_TABLE[o], &CHECKS[o], OP_TABLE[o].shapes[k],
-                              1000u + 16u * (unsigned)o + (unsigned)k);
+            fails +=
+                run_case(bk, &OP_TABLE[o], &CHECKS[o], OP_TABLE[o].shapes[k], 1000u + 16u * (unsigned)o + (unsigned)k);
     return fails;
 }
 
@@ -428,18 +444,18 @@ static int run_table(Backend *bk) {
 static void test_table_covers_list(void **s) {
     (void)s;
     int missing = 0;
-#define COVERED(field, ...)                                                          \
-    {                                                                                \
-        int found = 0;                                                               \
-        const char *f = #field;                                                      \
-        const size_t n = strlen(f);                                                  \
-        for (int o = 0; o < OP_TABLE_N && !found; o++) {                             \
-            const char *c = OP_TABLE[o].covers;                                      \
-            for (const char *q = strstr(c, f); q && !found; q = strstr(q + 1, f))    \
-                found = (q == c || q[-1] == ' ') && (q[n] == 0 || q[n] == ' ');      \
-        }                                                                            \
-        if (!found) print_message("op %s has no row in the op table\n", f);          \
-        missing += !found;                                                           \
+#define COVERED(field, ...)                                                       \
+    {                                                                             \
+        int found = 0;                                                            \
+        const char *f = #field;                                                   \
+        const size_t n = strlen(f);                                               \
+        for (int o = 0; o < OP_TABLE_N && !found; o++) {                          \
+            const char *c = OP_TABLE[o].covers;                                   \
+            for (const char *q = strstr(c, f); q && !found; q = strstr(q + 1, f)) \
+                found = (q == c || q[-1] == ' ') && (q[n] == 0 || q[n] == ' ');   \
+        }                                                                         \
+        if (!found) print_message("op %s has no row in the op table\n", f);       \
+        missing += !found;                                                        \
     }
     BACKEND_OPS(COVERED)
 #undef COVERED
@@ -467,15 +483,19 @@ static void run_cuda(int bf16) {
     assert_int_equal(run_table(bk), 0);
     bk->destroy(bk);
 }
-static void test_table_cuda_fp32(void **s) { (void)s; run_cuda(0); }
-static void test_table_cuda_bf16(void **s) { (void)s; run_cuda(1); }
+static void test_table_cuda_fp32(void **s) {
+    (void)s;
+    run_cuda(0);
+}
+static void test_table_cuda_bf16(void **s) {
+    (void)s;
+    run_cuda(1);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_missing_op_named),
-        cmocka_unit_test(test_table_covers_list),
-        cmocka_unit_test(test_table_cpu),
-        cmocka_unit_test(test_table_cuda_fp32),
+        cmocka_unit_test(test_missing_op_named), cmocka_unit_test(test_table_covers_list),
+        cmocka_unit_test(test_table_cpu),        cmocka_unit_test(test_table_cuda_fp32),
         cmocka_unit_test(test_table_cuda_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,8 +24,8 @@
 
 #include "run_util.h"
 
-static char T[64];   /* the work directory */
-static char L[64];   /* the logs, outside it */
+static char T[64]; /* the work directory */
+static char L[64]; /* the logs, outside it */
 static int can_drop;
 
 /* ---- files ---- */
@@ -126,7 +126,7 @@ static void png_file(const char *path, uint32_t w, uint32_t h, uint32_t data_w, 
     unsigned char ihdr[13] = {0};
     be32(ihdr, w);
     be32(ihdr + 4, h);
-    ihdr[8] = 8;   /* bit depth; colour type 0 (gray) */
+    ihdr[8] = 8; /* bit depth; colour type 0 (gray) */
     png_chunk(f, "IHDR", ihdr, 13);
     size_t raw_n = (size_t)data_h * (data_w + 1);
     unsigned char *raw = calloc(raw_n, 1);
@@ -154,7 +154,7 @@ static void png_palette_trns(const char *path, uint32_t w, uint32_t h) {
     be32(ihdr, w);
     be32(ihdr + 4, h);
     ihdr[8] = 8;
-    ihdr[9] = 3;   /* palette */
+    ihdr[9] = 3; /* palette */
     png_chunk(f, "IHDR", ihdr, 13);
     unsigned char plte[64 * 3], trns[32];
     uint32_t x = 12345;
@@ -168,7 +168,8 @@ static void png_palette_trns(const char *path, uint32_t w, uint32_t h) {
     unsigned char *z = malloc(zn);
     assert_non_null(raw);
     assert_non_null(z);
-    for (size_t i = 0; i < raw_n; i++) raw[i] = i % (w + 1) ? (unsigned char)((x = x * 1103515245u + 12345u) >> 16) % 64 : 0;
+    for (size_t i = 0; i < raw_n; i++)
+        raw[i] = i % (w + 1) ? (unsigned char)((x = x * 1103515245u + 12345u) >> 16) % 64 : 0;
     assert_int_equal(compress(z, &zn, raw, raw_n), Z_OK);
     png_chunk(f, "IDAT", z, (uint32_t)zn);
     png_chunk(f, "IEND", NULL, 0);
@@ -270,7 +271,7 @@ static void listing(const char *d, char *out, size_t len) {
 /* ---- the table ---- */
 
 static int rows, failures;
-static int answers_on_stdout;   /* the rows run hgrn classify (see the top) */
+static int answers_on_stdout; /* the rows run hgrn classify (see the top) */
 
 static int count_lines(const char *text, size_t n) {
     int lines = 0;
@@ -301,8 +302,8 @@ static int wait_limited(pid_t pid, double limit_s) {
  * exit code want_rc, one line on stderr holding want_msg (or, with
  * answers_on_stdout, one line on stdout holding it and on stderr the
  * summary counting one failed file). */
-static void row(const char *kind, const char *what, int want_rc, const char *want_msg, const char *watch,
-                int drop, const char *fmt, ...) {
+static void row(const char *kind, const char *what, int want_rc, const char *want_msg, const char *watch, int drop,
+                const char *fmt, ...) {
     char args[4096], log[300], outlog[300], before[8192], after[8192];
     va_list ap;
     va_start(ap, fmt);
@@ -317,12 +318,15 @@ static void row(const char *kind, const char *what, int want_rc, const char *wan
     size_t n, on;
     char *text = get(log, &n), *out = get(outlog, &on);
     const int lines = count_lines(text, n), out_lines = count_lines(out, on);
-    const char *line = answers_on_stdout ? out : text;   /* the line that must hold want_msg */
-    const char *why = rc != want_rc ? "exit code" : lines != 1 ? "not one line on stderr" :
-                      out_lines != answers_on_stdout ? (answers_on_stdout ? "not one answer on stdout" : "stdout not empty") :
-                      !strstr(line, want_msg) ? "message" :
-                      answers_on_stdout && !strstr(text, "0 images classified, 1 failed") ? "summary" :
-                      strcmp(before, after) ? "files changed" : NULL;
+    const char *line = answers_on_stdout ? out : text; /* the line that must hold want_msg */
+    const char *why = rc != want_rc ? "exit code"
+                      : lines != 1  ? "not one line on stderr"
+                      : out_lines != answers_on_stdout
+                          ? (answers_on_stdout ? "not one answer on stdout" : "stdout not empty")
+                      : !strstr(line, want_msg)                                             ? "message"
+                      : answers_on_stdout && !strstr(text, "0 images classified, 1 failed") ? "summary"
+                      : strcmp(before, after)                                               ? "files changed"
+                                                                                            : NULL;
     text[strcspn(text, "\n")] = 0;
     out[strcspn(out, "\n")] = 0;
     printf("| %s | %s | %d | `%s` |\n", kind, what, rc, answers_on_stdout ? out : text);
@@ -348,7 +352,8 @@ static void test_table(void **st) {
     /* a tiny real checkpoint pair to damage */
     snprintf(good, sizeof good, "%s/good", T);
     sh("%s train --config %s --device cpu --threads 2 --out %s " TINY " --train.max_steps 3 --data.train_limit 256 "
-       "--data.val_limit 64 >/dev/null 2>&1", H, CFG, good);
+       "--data.val_limit 64 >/dev/null 2>&1",
+       H, CFG, good);
     char W[400], S[400];
     snprintf(W, sizeof W, "%s/last.safetensors", good);
     snprintf(S, sizeof S, "%s/last.state.safetensors", good);
@@ -362,22 +367,25 @@ static void test_table(void **st) {
     char *jpg = get((snprintf(p, sizeof p, "%s/good.jpg", img), p), &jn);
     snprintf(p, sizeof p, "%s/trunc.jpg", img);
     put(p, jpg, jn / 3);
-    row("JPEG", "truncated", 1, "trunc.jpg: error: truncated JPEG data", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("JPEG", "truncated", 1, "trunc.jpg: error: truncated JPEG data", img, 0, "classify --ckpt %s --device cpu %s",
+        W, p);
     snprintf(p, sizeof p, "%s/empty.jpg", img);
     put(p, "", 0);
     row("JPEG", "empty", 1, "empty.jpg: error: empty file", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     snprintf(p, sizeof p, "%s/magic.jpg", img);
     puts_(p, "GIF89a not a jpeg at all");
-    row("JPEG", "wrong magic", 1, "magic.jpg: error: not a JPEG or PNG image", img, 0, "classify --ckpt %s --device cpu %s", W, p);
-    for (size_t i = 0; i + 8 < jn; i++)   /* SOF0: length, precision, then height and width */
+    row("JPEG", "wrong magic", 1, "magic.jpg: error: not a JPEG or PNG image", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
+    for (size_t i = 0; i + 8 < jn; i++) /* SOF0: length, precision, then height and width */
         if ((unsigned char)jpg[i] == 0xFF && (unsigned char)jpg[i + 1] == 0xC0) {
             jpg[i + 5] = jpg[i + 6] = jpg[i + 7] = jpg[i + 8] = (char)0xFF;
             break;
         }
     snprintf(p, sizeof p, "%s/huge.jpg", img);
     put(p, jpg, jn);
-    row("JPEG", "huge dimensions (65535 x 65535)", 1, "huge.jpg: error: corrupt JPEG: Maximum supported image dimension",
-        img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("JPEG", "huge dimensions (65535 x 65535)", 1,
+        "huge.jpg: error: corrupt JPEG: Maximum supported image dimension", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
     free(jpg);
     snprintf(p, sizeof p, "%s/good.png", img);
     png_file(p, 20, 10, 20, 10);
@@ -385,14 +393,16 @@ static void test_table(void **st) {
     char *png = get(p, &pn);
     snprintf(p, sizeof p, "%s/trunc.png", img);
     put(p, png, pn - 30);
-    row("PNG", "truncated", 1, "trunc.png: error: corrupt PNG: truncated", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "truncated", 1, "trunc.png: error: corrupt PNG: truncated", img, 0, "classify --ckpt %s --device cpu %s",
+        W, p);
     snprintf(p, sizeof p, "%s/empty.png", img);
     put(p, "", 0);
     row("PNG", "empty", 1, "empty.png: error: empty file", img, 0, "classify --ckpt %s --device cpu %s", W, p);
     png[1] = 'X';
     snprintf(p, sizeof p, "%s/magic.png", img);
     put(p, png, pn);
-    row("PNG", "wrong magic", 1, "magic.png: error: not a JPEG or PNG image", img, 0, "classify --ckpt %s --device cpu %s", W, p);
+    row("PNG", "wrong magic", 1, "magic.png: error: not a JPEG or PNG image", img, 0,
+        "classify --ckpt %s --device cpu %s", W, p);
     free(png);
     snprintf(p, sizeof p, "%s/huge.png", img);
     png_file(p, 100000, 100000, 20, 10);
@@ -447,12 +457,12 @@ static void test_table(void **st) {
 
     /* ---- IDX (a Fashion-MNIST directory; hgrn train) ---- */
     char d[400], f[500];
-#define IDX_ROW(what, msg, ...)                                                                                \
-    do {                                                                                                       \
-        snprintf(run, sizeof run, "%s/run%d", T, rows);                                                        \
-        row("IDX", what, 1, msg, d, 0, "train --config %s --device cpu --data.dataset fmnist --data %s --out %s " TINY, \
-            CFG, d, run);                                                                                      \
-        if (access(run, F_OK) == 0) fail_msg("%s: the run directory %s was created", what, run);            \
+#define IDX_ROW(what, msg, ...)                                                                            \
+    do {                                                                                                   \
+        snprintf(run, sizeof run, "%s/run%d", T, rows);                                                    \
+        row("IDX", what, 1, msg, d, 0,                                                                     \
+            "train --config %s --device cpu --data.dataset fmnist --data %s --out %s " TINY, CFG, d, run); \
+        if (access(run, F_OK) == 0) fail_msg("%s: the run directory %s was created", what, run);           \
     } while (0)
     snprintf(d, sizeof d, "%s/idx_trunc", T);
     fmnist_dir(d);
@@ -510,17 +520,26 @@ static void test_table(void **st) {
     }
 
     /* ---- CIFAR-10 (hgrn train) ---- */
-#define CIFAR_ARGS "--data.dataset cifar10 --model.image_size 32 --model.channels 3 --model.patch_size 8 " \
-                   "--data.mean 0.5,0.5,0.5 --data.std 0.25,0.25,0.25 " TINY
+#define CIFAR_ARGS                                                                          \
+    "--data.dataset cifar10 --model.image_size 32 --model.channels 3 --model.patch_size 8 " \
+    "--data.mean 0.5,0.5,0.5 --data.std 0.25,0.25,0.25 " TINY
     const size_t rec = 3073, batch = 10000 * rec;
     char *cb = calloc(batch + 10, 1);
     assert_non_null(cb);
     for (size_t r = 0; r < 10000; r++) cb[r * rec] = (char)(r % 10);
-    static const struct { const char *what, *msg; size_t len; long bad_label; } cif[] = {
-        {"truncated", "data_batch_1.bin: truncated: 1000000 bytes, 10000 records of 3073 bytes need 30730000 (record 325 is cut short)", 1000000, -1},
+    static const struct {
+        const char *what, *msg;
+        size_t len;
+        long bad_label;
+    } cif[] = {
+        {"truncated",
+         "data_batch_1.bin: truncated: 1000000 bytes, 10000 records of 3073 bytes need 30730000 (record 325 is cut "
+         "short)",
+         1000000, -1},
         {"empty", "data_batch_1.bin: truncated: 0 bytes", 0, -1},
         {"absurd label", "data_batch_1.bin: record 4321: label 99 out of range (0..9)", 30730000, 4321},
-        {"wrong size (trailing data)", "more than the 10000 records of 3073 bytes (30730000) a CIFAR-10 batch holds", 30730010, -1},
+        {"wrong size (trailing data)", "more than the 10000 records of 3073 bytes (30730000) a CIFAR-10 batch holds",
+         30730010, -1},
     };
     for (int i = 0; i < 4; i++) {
         snprintf(d, sizeof d, "%s/cifar%d", T, i);
@@ -542,21 +561,26 @@ static void test_table(void **st) {
 
     /* ---- config (hgrn train) ---- */
     char c[400];
-#define CFG_ROW(what, rc, msg, text)                                                                          \
-    do {                                                                                                      \
-        snprintf(c, sizeof c, "%s/c%d.cfg", T, rows);                                                         \
-        puts_(c, text);                                                                                       \
-        row("config", what, rc, msg, T, 0, "train --config %s", c);                                           \
+#define CFG_ROW(what, rc, msg, text)                                \
+    do {                                                            \
+        snprintf(c, sizeof c, "%s/c%d.cfg", T, rows);               \
+        puts_(c, text);                                             \
+        row("config", what, rc, msg, T, 0, "train --config %s", c); \
     } while (0)
     CFG_ROW("truncated (unterminated string)", 2, ".cfg:2: data.path: unterminated quoted string",
             "[data]\npath = \"/data/ima");
     CFG_ROW("empty key", 2, ":2: missing key before '='", "[model]\n = 3\n");
     snprintf(c, sizeof c, "%s/elf.cfg", T);
-    put(c, "\x7f" "ELF\x02\x01\x01\0\0\0\n", 11);
-    row("config", "wrong magic (binary)", 2, "elf.cfg:1: NUL byte in line (not a text file?)", T, 0, "train --config %s", c);
+    put(c,
+        "\x7f"
+        "ELF\x02\x01\x01\0\0\0\n",
+        11);
+    row("config", "wrong magic (binary)", 2, "elf.cfg:1: NUL byte in line (not a text file?)", T, 0,
+        "train --config %s", c);
     CFG_ROW("huge value", 2, "model.dim = 100000000 is out of range [1, 65536]", "[model]\ndim = 100000000\n");
     CFG_ROW("absurd value (NaN)", 2, "train.lr = 'nan' is not a number", "[train]\nlr = nan\n");
-    CFG_ROW("absurd value (ckpt_every)", 2, "train.ckpt_every = '5x': expected a number of steps (500), of minutes (30m) or 0",
+    CFG_ROW("absurd value (ckpt_every)", 2,
+            "train.ckpt_every = '5x': expected a number of steps (500), of minutes (30m) or 0",
             "[train]\nckpt_every = 5x\n");
     CFG_ROW("wrong type (quoted number)", 2, "a number must not be quoted", "[model]\ndim = \"8\"\n");
     CFG_ROW("wrong shape (mean of 2 values, 3 channels)", 2, "data.mean has 2 values but model.channels = 3",
@@ -564,20 +588,26 @@ static void test_table(void **st) {
     CFG_ROW("duplicate key", 2, ":3: train.lr is set twice (first on line 2)", "[train]\nlr = 1e-3\nlr = 2e-3\n");
     CFG_ROW("unknown section", 2, "unknown section [optim]", "[optim]\nlr = 1\n");
     row("config", "unreadable (a directory)", 2, "is a directory, not a file", T, 0, "train --config %s", T);
-    row("config", "missing", 2, "nope.cfg: cannot open (No such file or directory)", T, 0, "train --config %s/nope.cfg", T);
+    row("config", "missing", 2, "nope.cfg: cannot open (No such file or directory)", T, 0, "train --config %s/nope.cfg",
+        T);
 
     /* ---- command line (hgrn train) ---- */
     snprintf(run, sizeof run, "%s/cl", T);
-    row("command line", "unknown option", 2, "unknown option --frobnicate", T, 0, "train --config %s --frobnicate 1", CFG);
+    row("command line", "unknown option", 2, "unknown option --frobnicate", T, 0, "train --config %s --frobnicate 1",
+        CFG);
     row("command line", "missing value", 2, "--out needs a value", T, 0, "train --config %s --out", CFG);
-    row("command line", "absurd value", 2, "--device tpu: expected cpu or cuda", T, 0, "train --config %s --device tpu", CFG);
-    row("command line", "unknown key", 2, "unknown option --train.lrr (did you mean --train.lr?", T, 0, "train --config %s --train.lrr 1", CFG);
+    row("command line", "absurd value", 2, "--device tpu: expected cpu or cuda", T, 0, "train --config %s --device tpu",
+        CFG);
+    row("command line", "unknown key", 2, "unknown option --train.lrr (did you mean --train.lr?", T, 0,
+        "train --config %s --train.lrr 1", CFG);
     row("command line", "--resume and --overwrite", 2, "give one of them", T, 0,
         "train --config %s --device cpu --out %s --resume --overwrite " TINY, CFG, run);
     row("command line", "--gpus 0", 2, "--gpus", T, 0, "train --config %s --gpus 0", CFG);
     row("command line", "--config missing", 2, "--config FILE is required", T, 0, "train --device cpu");
-    row("command line", "run directory holds a run", 2, "already holds a run (last.safetensors): continue it with "
-        "--resume, or start over with --overwrite", good, 0, "train --config %s --device cpu --out %s " TINY, CFG, good);
+    row("command line", "run directory holds a run", 2,
+        "already holds a run (last.safetensors): continue it with "
+        "--resume, or start over with --overwrite",
+        good, 0, "train --config %s --device cpu --out %s " TINY, CFG, good);
     row("command line", "--resume with another train.lr, without the run's data.train_limit", 2,
         "--resume: train.lr is 0.5 here but 0.002 in", good, 0,
         "train --config %s --device cpu --out %s --resume --train.lr 0.5 " TINY " --data.val_limit 64", CFG, good);
@@ -596,7 +626,8 @@ static void test_table(void **st) {
     put(CK("trunc.safetensors"), wb, wn - 100);
     row("checkpoint", "truncated", 1, "data_offsets", ck, 0, "eval --ckpt %s --device cpu", p);
     put(CK("empty.safetensors"), "", 0);
-    row("checkpoint", "empty", 1, "file is 0 bytes, shorter than the 8-byte header length", ck, 0, "eval --ckpt %s --device cpu", p);
+    row("checkpoint", "empty", 1, "file is 0 bytes, shorter than the 8-byte header length", ck, 0,
+        "eval --ckpt %s --device cpu", p);
     puts_(CK("magic.safetensors"), "PK\x03\x04 a zip, not safetensors");
     row("checkpoint", "wrong magic", 1, "is absurd (more than 100000000 bytes; not a safetensors file?)", ck, 0,
         "eval --ckpt %s --device cpu", p);
@@ -611,15 +642,17 @@ static void test_table(void **st) {
     row("checkpoint", "duplicate keys", 1, "tensor 'head.1.weight' appears twice in the header", ck, 0,
         "eval --ckpt %s --device cpu", p);
     st_patch(W, CK("absurd.safetensors"), "dim = 8\\n", "dim = 0\\n");
-    row("checkpoint", "absurd value (stored model.dim = 0)", 1, "(stored config):", ck, 0, "eval --ckpt %s --device cpu", p);
+    row("checkpoint", "absurd value (stored model.dim = 0)", 1, "(stored config):", ck, 0,
+        "eval --ckpt %s --device cpu", p);
     st_patch(W, CK("notours.safetensors"), "\"format\":\"hgrn-ckpt-1\"", "\"format\":\"pt\"");
     row("checkpoint", "not an hgrn checkpoint", 1, "not an hgrn checkpoint (metadata 'format' = pt", ck, 0,
         "eval --ckpt %s --device cpu", p);
-    row("checkpoint", "unreadable (a directory)", 1, "is a directory, not a file", ck, 0, "eval --ckpt %s --device cpu", ck);
+    row("checkpoint", "unreadable (a directory)", 1, "is a directory, not a file", ck, 0, "eval --ckpt %s --device cpu",
+        ck);
     static const unsigned char ones[4] = {0xff, 0xff, 0xff, 0xff}, pinf[4] = {0, 0, 0x80, 0x7f};
     st_poke(W, CK("nan.safetensors"), "head.1.weight", 37, ones);
-    row("checkpoint", "NaN in a weight (4 bytes 0xff)", 1, "nan.safetensors: tensor 'head.1.weight' holds NaN at element 37",
-        ck, 0, "eval --ckpt %s --device cpu", p);
+    row("checkpoint", "NaN in a weight (4 bytes 0xff)", 1,
+        "nan.safetensors: tensor 'head.1.weight' holds NaN at element 37", ck, 0, "eval --ckpt %s --device cpu", p);
     row("checkpoint", "NaN in a weight (hgrn classify)", 1,
         "nan.safetensors: tensor 'head.1.weight' holds NaN at element 37", ck, 0,
         "classify --ckpt %s --device cpu %s/good.jpg", p, img);
@@ -633,18 +666,21 @@ static void test_table(void **st) {
         "eval --ckpt %s --device cpu", p);
     row("checkpoint", "another model (model.dim)", 2, "--resume: model.dim is 12 here but 8 in", good, 0,
         "train --config %s --device cpu --out %s --resume %s --model.dim 12 --model.depth 1 --model.glu_dim 8 "
-        "--data.train_limit 256 --data.val_limit 64", CFG, run, W);
+        "--data.train_limit 256 --data.val_limit 64",
+        CFG, run, W);
     if (access(run, F_OK) == 0) fail_msg("a failed resume created %s", run);
 
     /* ---- training state (hgrn train --resume FILE: FILE's .state.safetensors) ---- */
     char sd[300];
     snprintf(sd, sizeof sd, "%s/st", T);
-#define STATE_ROW(what, msg)                                                                                    \
-    do {                                                                                                        \
-        snprintf(run, sizeof run, "%s/strun%d", T, rows);                                                       \
-        row("training state", what, 1, msg, sd, 0, "train --config %s --device cpu --out %s --resume %s/last.safetensors " \
-            TINY " --data.train_limit 256 --data.val_limit 64", CFG, run, sd);                                  \
-        if (access(run, F_OK) == 0) fail_msg("%s: a failed resume created %s", what, run);                    \
+#define STATE_ROW(what, msg)                                                               \
+    do {                                                                                   \
+        snprintf(run, sizeof run, "%s/strun%d", T, rows);                                  \
+        row("training state", what, 1, msg, sd, 0,                                         \
+            "train --config %s --device cpu --out %s --resume %s/last.safetensors " TINY   \
+            " --data.train_limit 256 --data.val_limit 64",                                 \
+            CFG, run, sd);                                                                 \
+        if (access(run, F_OK) == 0) fail_msg("%s: a failed resume created %s", what, run); \
     } while (0)
 #define STATE_FILE (snprintf(q, sizeof q, "%s/last.state.safetensors", sd), q)
     sh("rm -rf %s && mkdir -p %s && cp %s %s %s/", sd, sd, W, S, sd);
@@ -679,16 +715,17 @@ static void test_table(void **st) {
     STATE_ROW("unreadable (a directory)", "is a directory, not a file");
 
     /* ---- class names (data.class_names; hgrn train) ---- */
-#define NAMES_ROW(what, msg, bytes, n)                                                                         \
-    do {                                                                                                       \
-        snprintf(p, sizeof p, "%s/names%d.txt", T, rows);                                                      \
-        put(p, bytes, n);                                                                                      \
-        snprintf(run, sizeof run, "%s/nrun%d", T, rows);                                                       \
+#define NAMES_ROW(what, msg, bytes, n)                                                                                \
+    do {                                                                                                              \
+        snprintf(p, sizeof p, "%s/names%d.txt", T, rows);                                                             \
+        put(p, bytes, n);                                                                                             \
+        snprintf(run, sizeof run, "%s/nrun%d", T, rows);                                                              \
         row("class names", what, 1, msg, T, 0, "train --config %s --device cpu --out %s --data.class_names %s " TINY, \
-            CFG, run, p);                                                                                      \
+            CFG, run, p);                                                                                             \
     } while (0)
     NAMES_ROW("empty", "no class names (the file is empty or blank)", "", 0);
-    NAMES_ROW("wrong count (9 for 10 classes)", "has 9 class names, model.num_classes is 10", "a\nb\nc\nd\ne\nf\ng\nh\ni\n", 18);
+    NAMES_ROW("wrong count (9 for 10 classes)", "has 9 class names, model.num_classes is 10",
+              "a\nb\nc\nd\ne\nf\ng\nh\ni\n", 18);
     NAMES_ROW("wrong magic (a PNG)", ":1: class name is not UTF-8 text", "\x89PNG\r\n\x1a\n\0\0", 10);
     NAMES_ROW("control character", ":2: class name holds a control character", "cat\ndo\x01g\n", 9);
     NAMES_ROW("not UTF-8", ":2: class name is not UTF-8 text", "cat\n\xff\xfe dog\n", 10);
@@ -702,8 +739,8 @@ static void test_table(void **st) {
 
     /* ---- data directory (hgrn train) ---- */
     snprintf(run, sizeof run, "%s/drun", T);
-    row("data directory", "missing (fmnist)", 2, "data.path /no/such/dir: no such file or directory",
-        T, 0, "train --config %s --device cpu --out %s --data /no/such/dir " TINY, CFG, run);
+    row("data directory", "missing (fmnist)", 2, "data.path /no/such/dir: no such file or directory", T, 0,
+        "train --config %s --device cpu --out %s --data /no/such/dir " TINY, CFG, run);
     row("data directory", "a file (fmnist)", 2, "afile: not a directory", T, 0,
         "train --config %s --device cpu --out %s --data %s/afile " TINY, CFG, run, T);
     snprintf(d, sizeof d, "%s/if_empty", T);
@@ -740,7 +777,8 @@ int main(void) {
     if (!mkdtemp(T) || chmod(T, 0755) != 0 || !mkdtemp(L)) return 1;
     can_drop = ru_can_drop_dac();
     if (!can_drop)
-        fprintf(stderr, "test_bad_input: cannot run hgrn without CAP_DAC_OVERRIDE here: the mode-000 rows are skipped\n");
+        fprintf(stderr,
+                "test_bad_input: cannot run hgrn without CAP_DAC_OVERRIDE here: the mode-000 rows are skipped\n");
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_table)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[256];

@@ -38,7 +38,7 @@ static void values_and_positionals(void **state) {
     char *argv[] = {"src", "--max-side=384", "--threads", "7", "out", "--quiet"};
     assert_int_equal(parse(&o, "ARGS NOKEYS", err, &cli, 6, argv), 0);
     assert_string_equal(o.size, "384");
-    assert_string_equal(o.threads, "7");   /* the command's own, not train.threads */
+    assert_string_equal(o.threads, "7"); /* the command's own, not train.threads */
     assert_string_equal(o.quiet, "1");
     assert_int_equal(cli.nov, 0);
     assert_int_equal(cli.npos, 2);
@@ -66,12 +66,12 @@ static void refusals(void **state) {
     assert_string_equal(err, "unknown option --max-sid (did you mean --max-side? see --help)");
     cli_free(&cli);
 
-    char *last[] = {"--threds"};   /* misspelt as the last word: still named as such */
+    char *last[] = {"--threds"}; /* misspelt as the last word: still named as such */
     assert_int_equal(parse(&o, "ARGS NOKEYS", err, &cli, 1, last), -1);
     assert_string_equal(err, "unknown option --threds (did you mean --threads? see --help)");
     cli_free(&cli);
 
-    char *key[] = {"--train.lr", "1"};   /* NOKEYS: a config key is no option here */
+    char *key[] = {"--train.lr", "1"}; /* NOKEYS: a config key is no option here */
     assert_int_equal(parse(&o, "ARGS NOKEYS", err, &cli, 2, key), -1);
     assert_string_equal(err, "unknown option --train.lr (see --help)");
     cli_free(&cli);
@@ -86,7 +86,7 @@ static void refusals(void **state) {
     assert_string_equal(err, "--quiet takes no value");
     cli_free(&cli);
 
-    char *stray[] = {"src"};   /* no ARGS: a positional is refused */
+    char *stray[] = {"src"}; /* no ARGS: a positional is refused */
     assert_int_equal(parse(&o, "NOKEYS", err, &cli, 1, stray), -1);
     assert_non_null(strstr(err, "unexpected argument 'src'"));
     cli_free(&cli);

@@ -61,14 +61,14 @@
 /* ---- the checks a rank runs, on any communicator and backend ---- */
 
 static int g_bad;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "test_comm: rank %d: ", g_rank);              \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-            g_bad++;                                                       \
-        }                                                                  \
+#define CHECK(cond, ...)                                     \
+    do {                                                     \
+        if (!(cond)) {                                       \
+            fprintf(stderr, "test_comm: rank %d: ", g_rank); \
+            fprintf(stderr, __VA_ARGS__);                    \
+            fputc('\n', stderr);                             \
+            g_bad++;                                         \
+        }                                                    \
     } while (0)
 static int g_rank;
 
@@ -101,10 +101,16 @@ static void check_allreduce(Comm *c, Backend *bk, size_t n) {
     int W = c->world;
     float *x = malloc(sizeof(float) * n), *other = malloc(sizeof(float) * n);
     double *exact = calloc(n, sizeof(double)), *mag = calloc(n, sizeof(double));
-    if (!x || !other || !exact || !mag) { fprintf(stderr, "test_comm: out of memory\n"); exit(1); }
+    if (!x || !other || !exact || !mag) {
+        fprintf(stderr, "test_comm: out of memory\n");
+        exit(1);
+    }
     for (int r = 0; r < W; r++) {
         fill_rank(other, n, r);
-        for (size_t i = 0; i < n; i++) { exact[i] += other[i]; mag[i] += fabs(other[i]); }
+        for (size_t i = 0; i < n; i++) {
+            exact[i] += other[i];
+            mag[i] += fabs(other[i]);
+        }
     }
     fill_rank(x, n, c->rank);
     float *d = bk->alloc(bk, sizeof(float) * n);
@@ -122,7 +128,10 @@ static void check_allreduce(Comm *c, Backend *bk, size_t n) {
           wrong ? x[first] : 0.0f, wrong ? exact[first] : 0.0);
     CHECK(same_everywhere(c, x, sizeof(float) * n), "all-reduce of %zu floats: the bits differ between ranks", n);
     bk->free(bk, d);
-    free(x); free(other); free(exact); free(mag);
+    free(x);
+    free(other);
+    free(exact);
+    free(mag);
 }
 
 /* A CUDA graph recording {scale by 0.5; all-reduce}, replayed twice:
@@ -131,10 +140,16 @@ static void check_graph(Comm *c, Backend *bk, size_t n) {
     int W = c->world;
     float *x = malloc(sizeof(float) * n), *other = malloc(sizeof(float) * n);
     double *exact = calloc(n, sizeof(double)), *mag = calloc(n, sizeof(double));
-    if (!x || !other || !exact || !mag) { fprintf(stderr, "test_comm: out of memory\n"); exit(1); }
+    if (!x || !other || !exact || !mag) {
+        fprintf(stderr, "test_comm: out of memory\n");
+        exit(1);
+    }
     for (int r = 0; r < W; r++) {
         fill_rank(other, n, r);
-        for (size_t i = 0; i < n; i++) { exact[i] += other[i]; mag[i] += fabs(other[i]); }
+        for (size_t i = 0; i < n; i++) {
+            exact[i] += other[i];
+            mag[i] += fabs(other[i]);
+        }
     }
     fill_rank(x, n, c->rank);
     float *d = bk->alloc(bk, sizeof(float) * n);
@@ -156,7 +171,10 @@ static void check_graph(Comm *c, Backend *bk, size_t n) {
     CHECK(!wrong, "all-reduce inside a CUDA graph, replayed twice: %zu of %zu values wrong", wrong, n);
     CHECK(same_everywhere(c, x, sizeof(float) * n), "graph all-reduce: the bits differ between ranks");
     bk->free(bk, d);
-    free(x); free(other); free(exact); free(mag);
+    free(x);
+    free(other);
+    free(exact);
+    free(mag);
 }
 
 static void check_collectives(Comm *c, Backend *bk, const LaunchInfo *li) {
@@ -222,20 +240,32 @@ static Backend *mode_backend(void) {
     Backend *bk;
     if (dev && !strcmp(dev, "cuda")) {
         LaunchInfo li;
-        if (launch_detect(&li, err, sizeof err) < 0) { fprintf(stderr, "test_comm: %s\n", err); exit(1); }
+        if (launch_detect(&li, err, sizeof err) < 0) {
+            fprintf(stderr, "test_comm: %s\n", err);
+            exit(1);
+        }
         bk = backend_cuda_create(launch_device(&li), 0, 0, err, sizeof err);
     } else {
         bk = backend_cpu_create(1, err, sizeof err);
     }
-    if (!bk) { fprintf(stderr, "test_comm: %s\n", err); exit(1); }
+    if (!bk) {
+        fprintf(stderr, "test_comm: %s\n", err);
+        exit(1);
+    }
     return bk;
 }
 
 static Comm *mode_comm(Backend *bk, LaunchInfo *li, int timeout) {
     char err[1024];
-    if (launch_detect(li, err, sizeof err) < 0) { fprintf(stderr, "test_comm: %s\n", err); exit(1); }
+    if (launch_detect(li, err, sizeof err) < 0) {
+        fprintf(stderr, "test_comm: %s\n", err);
+        exit(1);
+    }
     Comm *c = comm_create(li, bk, timeout, err, sizeof err);
-    if (!c) { fprintf(stderr, "test_comm: %s\n", err); exit(1); }
+    if (!c) {
+        fprintf(stderr, "test_comm: %s\n", err);
+        exit(1);
+    }
     return c;
 }
 
@@ -264,7 +294,7 @@ static int mode_fail(const char *kind, int victim, int timeout) {
     Comm *c = mode_comm(bk, &li, timeout);
     g_rank = c->rank;
     size_t n = 4096;
-    float *x = bk->alloc(bk, n * sizeof(float));   /* zeros */
+    float *x = bk->alloc(bk, n * sizeof(float)); /* zeros */
     double t0 = now_seconds();
     for (int it = 0; now_seconds() - t0 < 60; it++) {
         if (it == 20 && c->rank == victim) {
@@ -285,10 +315,13 @@ static int mode_fail(const char *kind, int victim, int timeout) {
 static int mode_share(int timeout, int fail) {
     char err[1024];
     LaunchInfo li;
-    if (launch_detect(&li, err, sizeof err) < 0) { fprintf(stderr, "test_comm: %s\n", err); return 1; }
+    if (launch_detect(&li, err, sizeof err) < 0) {
+        fprintf(stderr, "test_comm: %s\n", err);
+        return 1;
+    }
     unsigned char blob[COMM_NCCL_ID_BYTES];
     memset(blob, 0, sizeof blob);
-    if (li.rank == 0) {   /* a blob no other process could guess */
+    if (li.rank == 0) { /* a blob no other process could guess */
         Rng g = rng_stream((uint64_t)getpid() ^ (uint64_t)(now_seconds() * 1e6), 7);
         for (size_t i = 0; i < sizeof blob; i++) blob[i] = (unsigned char)rng_u32(&g);
     }
@@ -299,7 +332,7 @@ static int mode_share(int timeout, int fail) {
     }
     printf("rank %d of %d: blob %016llx\n", li.rank, li.world, (unsigned long long)fnv(blob, sizeof blob));
     fflush(stdout);
-    if (li.kind == LAUNCH_TORCHRUN && li.world > 1) {   /* and the rendezvous barrier, on a second rendezvous */
+    if (li.kind == LAUNCH_TORCHRUN && li.world > 1) { /* and the rendezvous barrier, on a second rendezvous */
         Rendezvous *r = rdv_open(li.master_addr, li.master_port, li.rank, li.world, timeout, err, sizeof err);
         if (!r || rdv_barrier(r, err, sizeof err) < 0) {
             fprintf(stderr, "test_comm: %s\n", err);
@@ -312,10 +345,22 @@ static int mode_share(int timeout, int fail) {
 
 /* ---- run by ctest: no launcher ---- */
 
-static const char *const LAUNCH_VARS[] = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", NULL};
+static const char *const LAUNCH_VARS[] = {"OMPI_COMM_WORLD_RANK",
+                                          "OMPI_COMM_WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                          "RANK",
+                                          "WORLD_SIZE",
+                                          "LOCAL_RANK",
+                                          "LOCAL_WORLD_SIZE",
+                                          "MASTER_ADDR",
+                                          "MASTER_PORT",
+                                          "PMI_RANK",
+                                          "PMI_SIZE",
+                                          "SLURM_PROCID",
+                                          "SLURM_STEP_NUM_TASKS",
+                                          "SLURM_LOCALID",
+                                          NULL};
 
 static int clear_env(void **state) {
     (void)state;
@@ -348,7 +393,7 @@ static void test_single(void **state) {
     assert_string_equal(b, "abc");
     c->barrier(c);
     c->destroy(c);
-    assert_ptr_equal(comm_single(), comm_single());   /* static: destroy freed nothing */
+    assert_ptr_equal(comm_single(), comm_single()); /* static: destroy freed nothing */
     bk->destroy(bk);
 }
 
@@ -368,7 +413,7 @@ static void test_cpu_torchrun(void **state) {
     assert_int_equal(launch_detect(&li, err, sizeof err), 0);
     double t0 = now_seconds();
     assert_null(comm_create(&li, bk, 5, err, sizeof err));
-    assert_true(now_seconds() - t0 < 1.0);   /* at once, without trying to reach rank 0 */
+    assert_true(now_seconds() - t0 < 1.0); /* at once, without trying to reach rank 0 */
     if (!strstr(err, "the CPU backend's collectives are MPI: launch with mpirun -np 2")) fail_msg("message: %s", err);
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
@@ -421,10 +466,13 @@ int main(int argc, char **argv) {
         if (!strcmp(mode, "local") && argc > 3) {
             char self[4096], err[1024] = "";
             ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-            if (len < 0) { perror("readlink /proc/self/exe"); return 1; }
+            if (len < 0) {
+                perror("readlink /proc/self/exe");
+                return 1;
+            }
             self[len] = 0;
             int n = atoi(argv[2]);
-            argv[2] = self;   /* the children's argv: self MODE ARGS... */
+            argv[2] = self; /* the children's argv: self MODE ARGS... */
             int st = launch_local(n, argc - 2, argv + 2, 5, err, sizeof err);
             if (st) fprintf(stderr, "test_comm: local: %s\n", err);
             return st;
@@ -441,7 +489,10 @@ int main(int argc, char **argv) {
             a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
             socklen_t sl = sizeof a;
             if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-                getsockname(fd, (struct sockaddr *)&a, &sl) < 0) { perror("free-port"); return 1; }
+                getsockname(fd, (struct sockaddr *)&a, &sl) < 0) {
+                perror("free-port");
+                return 1;
+            }
             printf("%d\n", ntohs(a.sin_port));
             close(fd);
             return 0;
@@ -452,7 +503,8 @@ int main(int argc, char **argv) {
             if (comm_mpi_create(0, err, sizeof err)) return 2;
             return strstr(err, "without MPI") ? 1 : 0;
         }
-        fprintf(stderr, "usage: test_comm [collectives T | fail KIND VICTIM T | share T [fail] | local N MODE ... | has-mpi | has-nccl | free-port]\n");
+        fprintf(stderr, "usage: test_comm [collectives T | fail KIND VICTIM T | share T [fail] | local N MODE ... | "
+                        "has-mpi | has-nccl | free-port]\n");
         return 2;
     }
     const struct CMUnitTest tests[] = {

@@ -21,15 +21,13 @@
 
 static char tmpdir[256];
 
-static int setup_dir(void **state)
-{
+static int setup_dir(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hgrn_test_config_XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int remove_dir(void **state)
-{
+static int remove_dir(void **state) {
     (void)state;
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
@@ -37,8 +35,7 @@ static int remove_dir(void **state)
 }
 
 /* Write text to a fresh file in tmpdir; returns its path (static buffer). */
-static const char *write_cfg(const char *name, const char *text)
-{
+static const char *write_cfg(const char *name, const char *text) {
     static char path[512];
     snprintf(path, sizeof path, "%s/%s", tmpdir, name);
     FILE *f = fopen(path, "wb");
@@ -49,12 +46,11 @@ static const char *write_cfg(const char *name, const char *text)
 }
 
 /* Loading text must fail with a message containing each of the needles. */
-static void expect_load_error(const char *text, int line, const char *needle1, const char *needle2)
-{
+static void expect_load_error(const char *text, int line, const char *needle1, const char *needle2) {
     const char *path = write_cfg("bad.cfg", text);
     Config c, before;
     config_defaults(&c);
-    c.dim = 77;   /* a non-default value that must survive the failed load */
+    c.dim = 77; /* a non-default value that must survive the failed load */
     before = c;
     char err[512] = "";
     int rc = config_load(&c, path, err, sizeof err);
@@ -64,11 +60,10 @@ static void expect_load_error(const char *text, int line, const char *needle1, c
     if (strncmp(err, where, strlen(where)) != 0) fail_msg("message '%s' does not start with '%s'", err, where);
     if (needle1 && !strstr(err, needle1)) fail_msg("message '%s' lacks '%s'", err, needle1);
     if (needle2 && !strstr(err, needle2)) fail_msg("message '%s' lacks '%s'", err, needle2);
-    assert_memory_equal(&c, &before, sizeof c);   /* nothing half-applied */
+    assert_memory_equal(&c, &before, sizeof c); /* nothing half-applied */
 }
 
-static void expect_set_error(const char *key, const char *value, const char *needle)
-{
+static void expect_set_error(const char *key, const char *value, const char *needle) {
     Config c, before;
     config_defaults(&c);
     before = c;
@@ -78,8 +73,7 @@ static void expect_set_error(const char *key, const char *value, const char *nee
     assert_memory_equal(&c, &before, sizeof c);
 }
 
-static void expect_validate_error(Config *c, const char *needle1, const char *needle2)
-{
+static void expect_validate_error(Config *c, const char *needle1, const char *needle2) {
     char err[512] = "";
     if (config_validate(c, err, sizeof err) != -1) fail_msg("validated (expected an error naming %s)", needle1);
     if (!strstr(err, needle1)) fail_msg("message '%s' lacks '%s'", err, needle1);
@@ -88,8 +82,7 @@ static void expect_validate_error(Config *c, const char *needle1, const char *ne
 
 /* ------------------------------------------------------------------ tests */
 
-static void test_defaults_valid(void **state)
-{
+static void test_defaults_valid(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -157,8 +150,7 @@ static void test_defaults_valid(void **state)
 
 static void assert_config_equal(const Config *a, const Config *b);
 
-static void load_shipped(const char *name, Config *c)
-{
+static void load_shipped(const char *name, Config *c) {
     char path[512], err[512] = "";
     snprintf(path, sizeof path, "%s/configs/%s", HGRN_SOURCE_DIR, name);
     config_defaults(c);
@@ -166,8 +158,7 @@ static void load_shipped(const char *name, Config *c)
     if (config_validate(c, err, sizeof err) != 0) fail_msg("%s: %s", path, err);
 }
 
-static void test_shipped_configs(void **state)
-{
+static void test_shipped_configs(void **state) {
     (void)state;
     Config c;
     load_shipped("fmnist_hgrn1_tiny.cfg", &c);
@@ -203,7 +194,7 @@ static void test_shipped_configs(void **state)
         assert_string_equal(c.mixer, scan_mixers[i]);
         assert_int_equal(c.causal, 0);
         assert_int_equal(c.rnn_dim, 0);
-        snprintf(h.mixer, sizeof h.mixer, "%s", c.mixer);   /* all else equal but LRU's phase */
+        snprintf(h.mixer, sizeof h.mixer, "%s", c.mixer); /* all else equal but LRU's phase */
         if (!strcmp(c.mixer, "lru")) {
             assert_true(c.lru_max_phase == 6.2831853f);
             h.lru_max_phase = c.lru_max_phase;
@@ -234,27 +225,25 @@ static void test_shipped_configs(void **state)
     }
 }
 
-static void test_syntax(void **state)
-{
+static void test_syntax(void **state) {
     (void)state;
-    const char *path = write_cfg("ok.cfg",
-        "\xEF\xBB\xBF# a comment\r\n"
-        "; another comment\n"
-        "\n"
-        "   [ model ]   # trailing comment\n"
-        "  dim   =   96   \n"
-        "depth=3\n"
-        "image_size = 32 ; inline comment\n"
-        "patch_size = 4\n"
-        "[data]\n"
-        "path = /data/with#hash   # only a '#' after a blank starts a comment\n"
-        "class_names = \"names; list # quoted.txt\"   # comment after a quote\n"
-        "auto_augment = \"\"\n"
-        "mean = 0.5 ,0.25, 0.125\n"
-        "[train]\n"
-        "seed = 18446744073709551615\n"
-        "lr = 1e-3\n"
-        "warmup_epochs = 0.5\n");
+    const char *path = write_cfg("ok.cfg", "\xEF\xBB\xBF# a comment\r\n"
+                                           "; another comment\n"
+                                           "\n"
+                                           "   [ model ]   # trailing comment\n"
+                                           "  dim   =   96   \n"
+                                           "depth=3\n"
+                                           "image_size = 32 ; inline comment\n"
+                                           "patch_size = 4\n"
+                                           "[data]\n"
+                                           "path = /data/with#hash   # only a '#' after a blank starts a comment\n"
+                                           "class_names = \"names; list # quoted.txt\"   # comment after a quote\n"
+                                           "auto_augment = \"\"\n"
+                                           "mean = 0.5 ,0.25, 0.125\n"
+                                           "[train]\n"
+                                           "seed = 18446744073709551615\n"
+                                           "lr = 1e-3\n"
+                                           "warmup_epochs = 0.5\n");
     Config c;
     config_defaults(&c);
     char err[512] = "";
@@ -270,7 +259,7 @@ static void test_syntax(void **state)
     assert_true(c.seed == 18446744073709551615ull);
     assert_true(c.lr == 1e-3f);
     assert_true(c.warmup_epochs == 0.5f);
-    assert_int_equal(c.glu_dim, 384);   /* untouched keys keep their values */
+    assert_int_equal(c.glu_dim, 384); /* untouched keys keep their values */
     assert_int_equal(config_validate(&c, err, sizeof err), 0);
 
     /* An empty file and a comment-only file change nothing. */
@@ -285,8 +274,7 @@ static void test_syntax(void **state)
     assert_memory_equal(&d, &e, sizeof d);
 }
 
-static void test_missing_file(void **state)
-{
+static void test_missing_file(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -294,12 +282,11 @@ static void test_missing_file(void **state)
     snprintf(path, sizeof path, "%s/does_not_exist.cfg", tmpdir);
     assert_int_equal(config_load(&c, path, err, sizeof err), -1);
     assert_non_null(strstr(err, path));
-    assert_int_equal(config_load(&c, tmpdir, err, sizeof err), -1);   /* a directory */
+    assert_int_equal(config_load(&c, tmpdir, err, sizeof err), -1); /* a directory */
     assert_non_null(strstr(err, tmpdir));
 }
 
-static void test_file_errors(void **state)
-{
+static void test_file_errors(void **state) {
     (void)state;
     /* structure */
     expect_load_error("dim = 3\n", 1, "'dim'", "[model]");
@@ -372,12 +359,11 @@ static void test_file_errors(void **state)
         expect_load_error(text, 2, "data.auto_augment", "at most 63");
     }
     /* the error is on the right line after earlier good lines */
-    expect_load_error("# x\n\n[model]\ndim = 64\ndepth = 2\n[train]\nlr = 1e-3\nepochs = 0\n", 8,
-                      "train.epochs", "out of range");
+    expect_load_error("# x\n\n[model]\ndim = 64\ndepth = 2\n[train]\nlr = 1e-3\nepochs = 0\n", 8, "train.epochs",
+                      "out of range");
 }
 
-static void test_nul_byte(void **state)
-{
+static void test_nul_byte(void **state) {
     (void)state;
     char path[512];
     snprintf(path, sizeof path, "%s/nul.cfg", tmpdir);
@@ -395,8 +381,7 @@ static void test_nul_byte(void **state)
     assert_non_null(strstr(err, where));
 }
 
-static void test_overrides(void **state)
-{
+static void test_overrides(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -408,7 +393,7 @@ static void test_overrides(void **state)
     assert_int_equal(config_set(&c, "train.seed", "12345678901234", err, sizeof err), 0);
     assert_true(c.seed == 12345678901234ull);
     assert_int_equal(config_set(&c, "data.path", "/data/my imagenet \"quoted\"", err, sizeof err), 0);
-    assert_string_equal(c.path, "/data/my imagenet \"quoted\"");   /* literal: the shell did the quoting */
+    assert_string_equal(c.path, "/data/my imagenet \"quoted\""); /* literal: the shell did the quoting */
     assert_int_equal(config_set(&c, "data.auto_augment", "", err, sizeof err), 0);
     assert_string_equal(c.auto_augment, "");
     assert_int_equal(config_set(&c, "data.mean", "0.5", err, sizeof err), 0);
@@ -437,13 +422,12 @@ static void test_overrides(void **state)
     assert_false(config_has_key(""));
 }
 
-static void test_override_errors(void **state)
-{
+static void test_override_errors(void **state) {
     (void)state;
     expect_set_error("train.foo", "1", "unknown key 'train.foo'");
     expect_set_error("foo.lr", "1", "foo.lr");
     expect_set_error("lr", "1", "'lr'");
-    expect_set_error("lr", "1", "train.lr");          /* the suggestion */
+    expect_set_error("lr", "1", "train.lr"); /* the suggestion */
     expect_set_error("model.lr", "1", "train.lr");
     expect_set_error("", "1", "unknown key");
     expect_set_error("model.dim", "-3", "model.dim = -3 is out of range [1, 65536]");
@@ -462,8 +446,7 @@ static void test_override_errors(void **state)
     expect_set_error("data.path", long_path, "data.path");
 }
 
-static void test_validate(void **state)
-{
+static void test_validate(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -510,33 +493,82 @@ static void test_validate(void **state)
 }
 
 /* Every field, compared one by one. */
-static void assert_config_equal(const Config *a, const Config *b)
-{
+static void assert_config_equal(const Config *a, const Config *b) {
 #define EQ_I(f) assert_int_equal(a->f, b->f)
-#define EQ_F(f) do { if (memcmp(&a->f, &b->f, sizeof a->f) != 0) fail_msg(#f ": %.9g != %.9g", (double)a->f, (double)b->f); } while (0)
+#define EQ_F(f)                                                                                                \
+    do {                                                                                                       \
+        if (memcmp(&a->f, &b->f, sizeof a->f) != 0) fail_msg(#f ": %.9g != %.9g", (double)a->f, (double)b->f); \
+    } while (0)
 #define EQ_S(f) assert_string_equal(a->f, b->f)
-    EQ_S(mixer); EQ_I(image_size); EQ_I(channels); EQ_I(patch_size); EQ_I(dim); EQ_I(depth);
-    EQ_I(glu_dim); EQ_I(num_classes); EQ_F(drop_path); EQ_I(head_size);
-    EQ_I(causal); EQ_I(rnn_dim); EQ_F(lru_r_min); EQ_F(lru_r_max); EQ_F(lru_max_phase);
-    EQ_I(epochs); EQ_I(batch_size); EQ_F(lr); EQ_I(lr_batch_ref); EQ_F(min_lr); EQ_F(warmup_lr);
-    EQ_F(warmup_epochs); EQ_F(weight_decay); EQ_F(beta1); EQ_F(beta2); EQ_F(eps); EQ_F(clip_grad);
-    EQ_F(label_smoothing); assert_true(a->seed == b->seed); EQ_I(eval_every); EQ_I(max_steps);
-    EQ_I(threads); EQ_I(log_every); EQ_I(gemm_tune); EQ_I(cuda_graph);
-    EQ_S(dataset); EQ_S(path); EQ_I(num_mean); EQ_I(num_std);
+    EQ_S(mixer);
+    EQ_I(image_size);
+    EQ_I(channels);
+    EQ_I(patch_size);
+    EQ_I(dim);
+    EQ_I(depth);
+    EQ_I(glu_dim);
+    EQ_I(num_classes);
+    EQ_F(drop_path);
+    EQ_I(head_size);
+    EQ_I(causal);
+    EQ_I(rnn_dim);
+    EQ_F(lru_r_min);
+    EQ_F(lru_r_max);
+    EQ_F(lru_max_phase);
+    EQ_I(epochs);
+    EQ_I(batch_size);
+    EQ_F(lr);
+    EQ_I(lr_batch_ref);
+    EQ_F(min_lr);
+    EQ_F(warmup_lr);
+    EQ_F(warmup_epochs);
+    EQ_F(weight_decay);
+    EQ_F(beta1);
+    EQ_F(beta2);
+    EQ_F(eps);
+    EQ_F(clip_grad);
+    EQ_F(label_smoothing);
+    assert_true(a->seed == b->seed);
+    EQ_I(eval_every);
+    EQ_I(max_steps);
+    EQ_I(threads);
+    EQ_I(log_every);
+    EQ_I(gemm_tune);
+    EQ_I(cuda_graph);
+    EQ_S(dataset);
+    EQ_S(path);
+    EQ_I(num_mean);
+    EQ_I(num_std);
     for (int i = 0; i < a->num_mean; i++) EQ_F(mean[i]);
     for (int i = 0; i < a->num_std; i++) EQ_F(std[i]);
-    EQ_I(crop_padding); EQ_F(hflip); EQ_I(train_limit); EQ_I(val_limit); EQ_I(workers);
-    EQ_S(interpolation); EQ_S(decode); EQ_S(jpeg_backend); EQ_I(jpeg_decoders); EQ_F(jpeg_hw_load); EQ_F(jpeg_cpu_share);
-    EQ_F(crop_pct); EQ_F(scale_min); EQ_S(auto_augment); EQ_F(color_jitter);
-    EQ_F(reprob); EQ_F(mixup); EQ_F(cutmix); EQ_F(mixup_prob); EQ_F(mixup_switch_prob);
-    EQ_I(repeated_aug); EQ_S(class_names);
+    EQ_I(crop_padding);
+    EQ_F(hflip);
+    EQ_I(train_limit);
+    EQ_I(val_limit);
+    EQ_I(workers);
+    EQ_S(interpolation);
+    EQ_S(decode);
+    EQ_S(jpeg_backend);
+    EQ_I(jpeg_decoders);
+    EQ_F(jpeg_hw_load);
+    EQ_F(jpeg_cpu_share);
+    EQ_F(crop_pct);
+    EQ_F(scale_min);
+    EQ_S(auto_augment);
+    EQ_F(color_jitter);
+    EQ_F(reprob);
+    EQ_F(mixup);
+    EQ_F(cutmix);
+    EQ_F(mixup_prob);
+    EQ_F(mixup_switch_prob);
+    EQ_I(repeated_aug);
+    EQ_S(class_names);
 #undef EQ_I
 #undef EQ_F
 #undef EQ_S
 }
 
-static void roundtrip(const Config *a)
-{
+static void roundtrip(const Config *a) {
     char text[CONFIG_TEXT_MAX], err[512] = "";
     int n = config_write(a, text, sizeof text);
     assert_true(n > 0);
@@ -556,8 +588,7 @@ static void roundtrip(const Config *a)
     assert_string_equal(text, text2);
 }
 
-static void test_roundtrip(void **state)
-{
+static void test_roundtrip(void **state) {
     (void)state;
     Config a;
     config_defaults(&a);
@@ -566,29 +597,67 @@ static void test_roundtrip(void **state)
     /* every field away from its default, awkward floats and strings */
     char err[512];
     static const char *const sets[][2] = {
-        {"model.mixer", "hgru2"}, {"model.image_size", "96"}, {"model.channels", "2"},
-        {"model.patch_size", "8"}, {"model.dim", "320"}, {"model.depth", "7"},
-        {"model.glu_dim", "960"}, {"model.num_classes", "37"}, {"model.drop_path", "0.123456789"},
-        {"model.head_size", "32"}, {"model.causal", "1"}, {"model.rnn_dim", "48"},
-        {"model.lru_r_min", "0.25"}, {"model.lru_r_max", "0.9999"}, {"model.lru_max_phase", "6.2831853"},
-        {"train.epochs", "11"}, {"train.batch_size", "3"},
-        {"train.lr", "0.1"}, {"train.lr_batch_ref", "256"}, {"train.min_lr", "3.3333333e-7"},
-        {"train.warmup_lr", "1.17549435e-38"}, {"train.warmup_epochs", "2.5"},
-        {"train.weight_decay", "0.3"}, {"train.beta1", "0.95"}, {"train.beta2", "0.98765432"},
-        {"train.eps", "1e-12"}, {"train.clip_grad", "0"}, {"train.label_smoothing", "0.2"},
-        {"train.seed", "18446744073709551615"}, {"train.eval_every", "4"},
-        {"train.max_steps", "1000"}, {"train.threads", "2"}, {"train.log_every", "7"},
-        {"train.gemm_tune", "0"}, {"train.cuda_graph", "0"},
-        {"data.dataset", "cifar10"}, {"data.path", "/tmp/odd \"path\" # with; \\ things\ttab"},
-        {"data.mean", "0.1,0.7"}, {"data.std", "0.3, 1e-3"}, {"data.crop_padding", "4"},
-        {"data.hflip", "0"}, {"data.train_limit", "500"}, {"data.val_limit", "100"},
-        {"data.workers", "3"}, {"data.decode", "gpu"}, {"data.jpeg_backend", "hybrid"},
-        {"data.jpeg_decoders", "5"}, {"data.jpeg_hw_load", "0.8"}, {"data.jpeg_cpu_share", "0.25"},
-        {"data.interpolation", "bilinear"}, {"data.crop_pct", "0.9"},
-        {"data.scale_min", "0.35"}, {"data.auto_augment", "rand-m7-n3"},
-        {"data.color_jitter", "0"}, {"data.reprob", "0.1"}, {"data.mixup", "0.2"},
-        {"data.cutmix", "0"}, {"data.mixup_prob", "0.6"}, {"data.mixup_switch_prob", "0.3"},
-        {"data.repeated_aug", "2"}, {"data.class_names", "classes\nwith newline.txt"},
+        {"model.mixer", "hgru2"},
+        {"model.image_size", "96"},
+        {"model.channels", "2"},
+        {"model.patch_size", "8"},
+        {"model.dim", "320"},
+        {"model.depth", "7"},
+        {"model.glu_dim", "960"},
+        {"model.num_classes", "37"},
+        {"model.drop_path", "0.123456789"},
+        {"model.head_size", "32"},
+        {"model.causal", "1"},
+        {"model.rnn_dim", "48"},
+        {"model.lru_r_min", "0.25"},
+        {"model.lru_r_max", "0.9999"},
+        {"model.lru_max_phase", "6.2831853"},
+        {"train.epochs", "11"},
+        {"train.batch_size", "3"},
+        {"train.lr", "0.1"},
+        {"train.lr_batch_ref", "256"},
+        {"train.min_lr", "3.3333333e-7"},
+        {"train.warmup_lr", "1.17549435e-38"},
+        {"train.warmup_epochs", "2.5"},
+        {"train.weight_decay", "0.3"},
+        {"train.beta1", "0.95"},
+        {"train.beta2", "0.98765432"},
+        {"train.eps", "1e-12"},
+        {"train.clip_grad", "0"},
+        {"train.label_smoothing", "0.2"},
+        {"train.seed", "18446744073709551615"},
+        {"train.eval_every", "4"},
+        {"train.max_steps", "1000"},
+        {"train.threads", "2"},
+        {"train.log_every", "7"},
+        {"train.gemm_tune", "0"},
+        {"train.cuda_graph", "0"},
+        {"data.dataset", "cifar10"},
+        {"data.path", "/tmp/odd \"path\" # with; \\ things\ttab"},
+        {"data.mean", "0.1,0.7"},
+        {"data.std", "0.3, 1e-3"},
+        {"data.crop_padding", "4"},
+        {"data.hflip", "0"},
+        {"data.train_limit", "500"},
+        {"data.val_limit", "100"},
+        {"data.workers", "3"},
+        {"data.decode", "gpu"},
+        {"data.jpeg_backend", "hybrid"},
+        {"data.jpeg_decoders", "5"},
+        {"data.jpeg_hw_load", "0.8"},
+        {"data.jpeg_cpu_share", "0.25"},
+        {"data.interpolation", "bilinear"},
+        {"data.crop_pct", "0.9"},
+        {"data.scale_min", "0.35"},
+        {"data.auto_augment", "rand-m7-n3"},
+        {"data.color_jitter", "0"},
+        {"data.reprob", "0.1"},
+        {"data.mixup", "0.2"},
+        {"data.cutmix", "0"},
+        {"data.mixup_prob", "0.6"},
+        {"data.mixup_switch_prob", "0.3"},
+        {"data.repeated_aug", "2"},
+        {"data.class_names", "classes\nwith newline.txt"},
     };
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (config_set(&a, sets[i][0], sets[i][1], err, sizeof err) != 0) fail_msg("%s", err);
@@ -610,8 +679,7 @@ static void test_roundtrip(void **state)
     }
 }
 
-static void test_write_model(void **state)
-{
+static void test_write_model(void **state) {
     (void)state;
     Config a, b;
     config_defaults(&a);
@@ -628,20 +696,20 @@ static void test_write_model(void **state)
     if (config_load_text(&b, text, "model text", err, sizeof err) != 0) fail_msg("%s", err);
     assert_int_equal(b.dim, 72);
     assert_true(b.drop_path == 0.05f);
-    assert_true(b.lr == 5e-4f);   /* not part of the model text */
+    assert_true(b.lr == 5e-4f); /* not part of the model text */
 
     /* Too small a buffer is an error, not a truncated text. */
     assert_int_equal(config_write(&a, text, 100), -1);
     assert_int_equal(config_write_model(&a, text, 10), -1);
     /* Errors in stored text name the origin and line. */
-    assert_int_equal(config_load_text(&b, "[model]\ndim = x\n", "ckpt.safetensors (stored config)", err, sizeof err), -1);
+    assert_int_equal(config_load_text(&b, "[model]\ndim = x\n", "ckpt.safetensors (stored config)", err, sizeof err),
+                     -1);
     assert_non_null(strstr(err, "ckpt.safetensors (stored config):2:"));
     assert_non_null(strstr(err, "model.dim"));
 }
 
 /* The --help text of the config keys (malloc'ed, to free). */
-static char *help_text(void)
-{
+static char *help_text(void) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -654,8 +722,7 @@ static char *help_text(void)
 /* train.gemm_tune: the CUDA backend's GEMM algorithm choice (1 timed, 0 the
  * heuristic's first): read from a file and the command line, 0 or 1 only,
  * written back by config_write, documented in --help. */
-static void test_gemm_tune(void **state)
-{
+static void test_gemm_tune(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -670,7 +737,7 @@ static void test_gemm_tune(void **state)
     expect_set_error("train.gemm_tune", "-1", "train.gemm_tune");
     expect_set_error("train.gemm_tune", "yes", "train.gemm_tune");
     expect_load_error("[train]\ngemm_tune = 3\n", 2, "train.gemm_tune", "out of range");
-    c.gemm_tune = 2;   /* set directly: config_validate range-checks it too */
+    c.gemm_tune = 2; /* set directly: config_validate range-checks it too */
     expect_validate_error(&c, "train.gemm_tune", "out of range");
 
     config_defaults(&c);
@@ -695,8 +762,7 @@ static void test_gemm_tune(void **state)
 /* train.comm_timeout: seconds a collective of a distributed run may wait
  * (default 300, 1 .. 604800), from a file and the command line, written
  * back, range-checked, documented in --help. */
-static void test_comm_timeout(void **state)
-{
+static void test_comm_timeout(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -738,8 +804,7 @@ static void test_comm_timeout(void **state)
  * model.lru_r_min < lru_r_max in (0, 1), model.lru_max_phase in [0, 2 pi]:
  * from a file and the command line, range-checked, the ring's order checked
  * by config_validate, written back, documented in --help. */
-static void test_mixer_keys(void **state)
-{
+static void test_mixer_keys(void **state) {
     (void)state;
     Config c;
     config_defaults(&c);
@@ -770,7 +835,7 @@ static void test_mixer_keys(void **state)
     c.lru_r_min = 0.99f;
     c.lru_r_max = 0.9f;
     expect_validate_error(&c, "model.lru_r_min = 0.99 is larger than model.lru_r_max = 0.9", NULL);
-    c.lru_r_min = 0.9f;   /* a ring of one radius is allowed */
+    c.lru_r_min = 0.9f; /* a ring of one radius is allowed */
     assert_int_equal(config_validate(&c, err, sizeof err), 0);
     c.causal = 3;
     expect_validate_error(&c, "model.causal", "out of range");
@@ -780,7 +845,7 @@ static void test_mixer_keys(void **state)
     c.rnn_dim = 12;
     c.lru_max_phase = 1.5f;
     char text[CONFIG_TEXT_MAX];
-    assert_true(config_write_model(&c, text, sizeof text) > 0);   /* part of the model text */
+    assert_true(config_write_model(&c, text, sizeof text) > 0); /* part of the model text */
     assert_non_null(strstr(text, "causal = 1\n"));
     assert_non_null(strstr(text, "rnn_dim = 12\n"));
     assert_non_null(strstr(text, "lru_max_phase = 1.5\n"));
@@ -797,8 +862,7 @@ static void test_mixer_keys(void **state)
     free(buf);
 }
 
-static void test_help(void **state)
-{
+static void test_help(void **state) {
     (void)state;
     char *buf = help_text();
     /* every key written by config_write is documented */
@@ -827,24 +891,13 @@ static void test_help(void **state)
     free(buf);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_valid),
-        cmocka_unit_test(test_shipped_configs),
-        cmocka_unit_test(test_syntax),
-        cmocka_unit_test(test_missing_file),
-        cmocka_unit_test(test_file_errors),
-        cmocka_unit_test(test_nul_byte),
-        cmocka_unit_test(test_overrides),
-        cmocka_unit_test(test_override_errors),
-        cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_write_model),
-        cmocka_unit_test(test_gemm_tune),
-        cmocka_unit_test(test_comm_timeout),
-        cmocka_unit_test(test_mixer_keys),
-        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_defaults_valid), cmocka_unit_test(test_shipped_configs), cmocka_unit_test(test_syntax),
+        cmocka_unit_test(test_missing_file),   cmocka_unit_test(test_file_errors),     cmocka_unit_test(test_nul_byte),
+        cmocka_unit_test(test_overrides),      cmocka_unit_test(test_override_errors), cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_write_model),     cmocka_unit_test(test_gemm_tune),
+        cmocka_unit_test(test_comm_timeout),   cmocka_unit_test(test_mixer_keys),      cmocka_unit_test(test_help),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

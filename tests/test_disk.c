@@ -35,7 +35,10 @@ static void slurp(const char *path, char **buf, long *len) {
 }
 
 /* The bytes of out's pair. */
-typedef struct { char *w, *s; long wl, sl; } Pair;
+typedef struct {
+    char *w, *s;
+    long wl, sl;
+} Pair;
 
 static Pair snapshot(const char *out) {
     Pair p;
@@ -103,12 +106,16 @@ static void test_full_disk(void **st) {
     RunOpts lim = {(was.wl + was.sl) / 2, 0, NULL, NULL};
     snprintf(log, sizeof log, "%s/full.2.log", dir);
     assert_int_equal(run(&lim, out, log, "--resume --train.max_steps 40"), 1);
-    snprintf(want, sizeof want, "hgrn: warning: step 14: checkpoint not saved: %s/last.next.state.safetensors: "
+    snprintf(want, sizeof want,
+             "hgrn: warning: step 14: checkpoint not saved: %s/last.next.state.safetensors: "
              "write failed (File too large); the previous one (step 10, %s/last.safetensors) is intact; training "
-             "goes on", out, out);
+             "goes on",
+             out, out);
     expect_line(log, want);
-    snprintf(want, sizeof want, "hgrn train: step 40: checkpoint not saved: %s/last.next.state.safetensors: "
-             "write failed (File too large); the previous one (step 10, %s/last.safetensors) is intact", out, out);
+    snprintf(want, sizeof want,
+             "hgrn train: step 40: checkpoint not saved: %s/last.next.state.safetensors: "
+             "write failed (File too large); the previous one (step 10, %s/last.safetensors) is intact",
+             out, out);
     expect_line(log, want);
     assert_unchanged(out, &was);
     assert_no_leftovers(out);
@@ -122,8 +129,10 @@ static void test_full_disk(void **st) {
     /* room again: the resume takes the intact pair */
     snprintf(log, sizeof log, "%s/full.3.log", dir);
     assert_int_equal(run(NULL, out, log, "--resume --train.max_steps 40"), 0);
-    snprintf(want, sizeof want, "resumed from %s/last.safetensors + %s/last.state.safetensors: epoch 0, batch 10, "
-             "step 10", out, out);
+    snprintf(want, sizeof want,
+             "resumed from %s/last.safetensors + %s/last.state.safetensors: epoch 0, batch 10, "
+             "step 10",
+             out, out);
     expect_line(log, want);
     /* every record once, with the 30 steps redone */
     snprintf(path, sizeof path, "%s/metrics.jsonl", out);

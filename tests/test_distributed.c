@@ -36,18 +36,18 @@
 static char dir[64];
 
 /* mpirun on a 2-core machine as root, without ssh; one thread per rank */
-#define MPI_ENV                                                                                   \
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated "            \
-    "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "          \
+#define MPI_ENV                                                                          \
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated "   \
+    "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 " \
     "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 "
 
 /* A small model and recipe with every per-sample random choice on: drop path,
  * Mixup / CutMix, random crop and flip; global batch 24 (12 or 8 a rank). */
-#define RECIPE                                                                                    \
-    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 1 "  \
-    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.3 "                    \
-    "--data.mixup 0.8 --data.cutmix 1.0 --data.mixup_prob 1 --data.crop_padding 2 "               \
-    "--data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 --train.lr 0.01 "             \
+#define RECIPE                                                                                   \
+    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 1 " \
+    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.3 "                   \
+    "--data.mixup 0.8 --data.cutmix 1.0 --data.mixup_prob 1 --data.crop_padding 2 "              \
+    "--data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 --train.lr 0.01 "            \
     "--data.train_limit 600 --data.val_limit 101 --train.epochs 1 "
 
 /* Run `[mpirun -np np] hgrn ARGS`, output to dir/log; its exit status. */
@@ -58,11 +58,10 @@ static int run(int np, const char *log, const char *fmt, ...) {
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     if (np > 0)
-        snprintf(cmd, sizeof cmd, MPI_ENV "timeout 300 mpirun -np %d %s %s > %s/%s 2>&1", np, HGRN_BINARY,
-                 args, dir, log);
-    else
-        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout 300 %s %s > %s/%s 2>&1", HGRN_BINARY, args, dir,
+        snprintf(cmd, sizeof cmd, MPI_ENV "timeout 300 mpirun -np %d %s %s > %s/%s 2>&1", np, HGRN_BINARY, args, dir,
                  log);
+    else
+        snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout 300 %s %s > %s/%s 2>&1", HGRN_BINARY, args, dir, log);
     int rc = system(cmd);
     if (rc != 0) {
         char show[256];
@@ -127,8 +126,8 @@ static void test_train_equals_one_process(void **s) {
 /* A JSON line with the values of the keys that may differ between runs
  * (the rank count, the batch and the timings) cut out. */
 static void drop_keys(char *json) {
-    static const char *keys[] = {"\"ranks\": ", "\"batch\": ", "\"eval_seconds\": ", "\"img_per_s\": ",
-                                 "\"setup_seconds\": ", "\"wall_seconds\": "};
+    static const char *keys[] = {"\"ranks\": ",     "\"batch\": ",         "\"eval_seconds\": ",
+                                 "\"img_per_s\": ", "\"setup_seconds\": ", "\"wall_seconds\": "};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
         char *p = strstr(json, keys[k]);
         if (!p) continue;
@@ -153,7 +152,8 @@ static void test_eval_sharded(void **s) {
         char log[32];
         snprintf(log, sizeof log, "eval%d.log", k);
         assert_int_equal(run(ranks[k] == 1 ? 0 : ranks[k], log,
-                             "eval --ckpt %s --device cpu %s --data.val_limit 101 --json", ckpt, way[k]), 0);
+                             "eval --ckpt %s --device cpu %s --data.val_limit 101 --json", ckpt, way[k]),
+                         0);
         char path[256];
         snprintf(path, sizeof path, "%s/%s", dir, log);
         FILE *f = fopen(path, "r");
@@ -182,8 +182,8 @@ static void test_resume_other_world(void **s) {
         char out[32];
         snprintf(out, sizeof out, "resume%d", np);
         assert_int_equal(run(2, "first.log", RECIPE "--train.max_steps 3 --out %s/%s", dir, out), 0);
-        assert_int_equal(run(np == 1 ? 0 : np, "second.log", RECIPE "--train.max_steps 5 --out %s/%s --resume", dir,
-                             out), 0);
+        assert_int_equal(
+            run(np == 1 ? 0 : np, "second.log", RECIPE "--train.max_steps 5 --out %s/%s --resume", dir, out), 0);
         path_of(got, sizeof got, out, "last.safetensors");
         double d = weights_rel_diff(got, one);
         print_message("  saved at 2 ranks, resumed at %d: differs from the uninterrupted run by %.3g\n", np, d);
@@ -196,16 +196,20 @@ static void test_resume_other_world(void **s) {
  * run resumed at 2 ranks ends where the uninterrupted one does. */
 static void test_signal_one_rank(void **s) {
     (void)s;
-    assert_int_equal(run(2, "sigref.log", RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 --out %s/sigref", dir), 0);
+    assert_int_equal(
+        run(2, "sigref.log", RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 --out %s/sigref", dir),
+        0);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "cd %s || exit 5; (" MPI_ENV "timeout 120 mpirun -np 2 %s " RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 "
-             "--out %s/sig > sig.log 2>&1; echo $? > sig.rc) & "
-             "for i in $(seq 500); do grep -q '\"step\": 3,' %s/sig/metrics.jsonl 2>/dev/null && break; sleep 0.02; done; "
-             "victim=$(pgrep -f '^[^ ]*/hgrn train .*--out %s/sig' | tail -1); "
-             "[ -n \"$victim\" ] || { echo 'no rank process found' >&2; exit 3; }; kill -TERM $victim; "
-             "for i in $(seq 600); do [ -s sig.rc ] && exit 0; sleep 0.1; done; exit 4",
-             dir, HGRN_BINARY, dir, dir, dir);
+    snprintf(
+        cmd, sizeof cmd,
+        "cd %s || exit 5; (" MPI_ENV "timeout 120 mpirun -np 2 %s " RECIPE
+        "--train.epochs 8 --train.max_steps 150 --train.log_every 1 "
+        "--out %s/sig > sig.log 2>&1; echo $? > sig.rc) & "
+        "for i in $(seq 500); do grep -q '\"step\": 3,' %s/sig/metrics.jsonl 2>/dev/null && break; sleep 0.02; done; "
+        "victim=$(pgrep -f '^[^ ]*/hgrn train .*--out %s/sig' | tail -1); "
+        "[ -n \"$victim\" ] || { echo 'no rank process found' >&2; exit 3; }; kill -TERM $victim; "
+        "for i in $(seq 600); do [ -s sig.rc ] && exit 0; sleep 0.1; done; exit 4",
+        dir, HGRN_BINARY, dir, dir, dir);
     int rc = system(cmd);
     char path[256], buf[4096] = "", line[4096] = "";
     snprintf(path, sizeof path, "%s/sig.log", dir);
@@ -235,7 +239,10 @@ static void test_signal_one_rank(void **s) {
     assert_int_equal(atoi(st_meta(w, "step")), step);
     st_close(w);
     assert_true(step >= 3 && step < 150);
-    assert_int_equal(run(2, "sig2.log", RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 --out %s/sig --resume", dir), 0);
+    assert_int_equal(run(2, "sig2.log",
+                         RECIPE "--train.epochs 8 --train.max_steps 150 --train.log_every 1 --out %s/sig --resume",
+                         dir),
+                     0);
     char ref[256];
     path_of(ref, sizeof ref, "sigref", "last.safetensors");
     double d = weights_rel_diff(path, ref);
@@ -291,7 +298,7 @@ int main(void) {
         fprintf(stderr, "mpirun not found (apt-get install openmpi-bin libopenmpi-dev): skipped\n");
         return 77;
     }
-    char probe[512];   /* test_comm, built beside hgrn, knows whether this build has MPI */
+    char probe[512]; /* test_comm, built beside hgrn, knows whether this build has MPI */
     snprintf(probe, sizeof probe, "\"$(dirname %s)/test_comm\" has-mpi", HGRN_BINARY);
     if (system(probe) != 0) {
         fprintf(stderr, "this hgrn was built without MPI: skipped\n");

@@ -42,10 +42,19 @@ static char dir[64];
 static Config tiny(void) {
     Config c;
     config_defaults(&c);
-    c.image_size = 16; c.channels = 3; c.patch_size = 4;
-    c.dim = 16; c.depth = 2; c.glu_dim = 32; c.num_classes = 5; c.drop_path = 0.1f;
+    c.image_size = 16;
+    c.channels = 3;
+    c.patch_size = 4;
+    c.dim = 16;
+    c.depth = 2;
+    c.glu_dim = 32;
+    c.num_classes = 5;
+    c.drop_path = 0.1f;
     c.num_mean = c.num_std = 3;
-    for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < 3; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     return c;
 }
 
@@ -68,19 +77,19 @@ static double ema_against_reference(Backend *bk, float decay, int warmup) {
     double *ref = TU_NEW(double, np);
     bk->to_host(bk, w, model_params(m), np * sizeof(float));
     bk->to_host(bk, e, o.ema, np * sizeof(float));
-    assert_memory_equal(w, e, np * sizeof(float));   /* starts as the weights */
+    assert_memory_equal(w, e, np * sizeof(float)); /* starts as the weights */
     for (size_t i = 0; i < np; i++) ref[i] = w[i];
     Stepper st;
     step_init(&st, m, &o, &c, comm_single(), 1);
     const size_t per = (size_t)c.channels * c.image_size * c.image_size;
     uint8_t *img = bk->host_alloc(per * BATCH);
-    float *tg = TU_NEW(float, BATCH * c.num_classes);
+    float *tg = TU_NEW(float, BATCH *c.num_classes);
     Rng data;
     rng_seed(&data, 3);
     for (int s = 0; s < STEPS; s++) {
         for (size_t i = 0; i < per * BATCH; i++) img[i] = (uint8_t)rng_int(&data, 256);
         tu_fill_uniform(&data, tg, (size_t)BATCH * c.num_classes, 0.0f, 1.0f);
-        for (int b = 0; b < BATCH; b++) {   /* rows that sum to 1 */
+        for (int b = 0; b < BATCH; b++) { /* rows that sum to 1 */
             double sum = 0;
             for (int k = 0; k < c.num_classes; k++) sum += tg[b * c.num_classes + k];
             for (int k = 0; k < c.num_classes; k++) tg[b * c.num_classes + k] /= (float)sum;
@@ -92,12 +101,12 @@ static double ema_against_reference(Backend *bk, float decay, int warmup) {
         float loss, gn;
         step_finish(&st, &loss, &gn);
         assert_true(isfinite(loss));
-        float d = decay;   /* TensorFlow's num_updates warm-up after s updates */
+        float d = decay; /* TensorFlow's num_updates warm-up after s updates */
         if (warmup && (float)((1.0 + s) / (10.0 + s)) < d) d = (float)((1.0 + s) / (10.0 + s));
         bk->to_host(bk, w, model_params(m), np * sizeof(float));
         for (size_t i = 0; i < np; i++) ref[i] = (double)d * ref[i] + (1.0 - (double)d) * w[i];
     }
-    if (st.graphs) assert_int_equal(st.replays, STEPS - 1);   /* the EMA ran inside the recorded step */
+    if (st.graphs) assert_int_equal(st.replays, STEPS - 1); /* the EMA ran inside the recorded step */
     bk->to_host(bk, e, o.ema, np * sizeof(float));
     double num = 0, den = 0, moved = 0;
     for (size_t i = 0; i < np; i++) {
@@ -105,7 +114,7 @@ static double ema_against_reference(Backend *bk, float decay, int warmup) {
         den = fmax(den, fabs((double)w[i]));
         moved = fmax(moved, fabs((double)e[i] - w[i]));
     }
-    assert_true(moved > 1e-4 * den);   /* the average lags the weights: not a copy of them */
+    assert_true(moved > 1e-4 * den); /* the average lags the weights: not a copy of them */
     bk->host_free(img);
     free(tg);
     free(w);
@@ -129,7 +138,7 @@ static void test_step_ema_matches_reference(void **s) {
     Backend *cpu = backend_cpu_create(1, err, sizeof err);
     if (!cpu) fail_msg("%s", err);
     check_backend(cpu);
-    Backend *emu = graph_emul_wrap(cpu);   /* the recorded path's bookkeeping, on the CPU */
+    Backend *emu = graph_emul_wrap(cpu); /* the recorded path's bookkeeping, on the CPU */
     check_backend(emu);
     graph_emul_free(emu);
     cpu->destroy(cpu);
@@ -153,10 +162,10 @@ static void test_warmup_decay(void **s) {
 
 /* ------------------------------------------------------------- the CLI */
 
-#define RECIPE                                                                                    \
-    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 1 "  \
-    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.2 "                    \
-    "--data.crop_padding 2 --data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 "        \
+#define RECIPE                                                                                   \
+    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 1 " \
+    "--model.dim 16 --model.depth 2 --model.glu_dim 32 --model.drop_path 0.2 "                   \
+    "--data.crop_padding 2 --data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 "      \
     "--data.train_limit 240 --data.val_limit 101 --train.epochs 2 --train.log_every 1 "
 
 static int run(const char *log, const char *fmt, ...) {
@@ -208,7 +217,7 @@ static double best_ema_record(const char *run_dir, int *count) {
     while (fgets(line, sizeof line, f)) {
         const char *q = strstr(line, "\"ema_val_top1\": ");
         if (!q) continue;
-        assert_non_null(strstr(line, "\"val_top1\": "));   /* beside the raw weights' */
+        assert_non_null(strstr(line, "\"val_top1\": ")); /* beside the raw weights' */
         assert_non_null(strstr(line, "\"ema_val_loss\": "));
         best = fmax(best, atof(q + 16));
         (*count)++;
@@ -242,8 +251,10 @@ static void test_resume_continues_ema(void **s) {
     /* the TensorBoard file holds every number of metrics.jsonl's records, ema_val_* too */
     snprintf(cmd, sizeof cmd, "python3 %s/tests/read_tfevents.py %s/whole --reader own >&2", HGRN_SOURCE_DIR, dir);
     if (system("command -v python3 > /dev/null") == 0) assert_int_equal(system(cmd), 0);
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 %s eval --ckpt %s/whole/best_ema.safetensors --device cpu --threads 1 "
-             "--json > %s/eval.json 2> %s/eval.log", HGRN_BINARY, dir, dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "OMP_NUM_THREADS=1 %s eval --ckpt %s/whole/best_ema.safetensors --device cpu --threads 1 "
+             "--json > %s/eval.json 2> %s/eval.log",
+             HGRN_BINARY, dir, dir, dir);
     assert_int_equal(system(cmd), 0);
     char p[256], buf[8192];
     snprintf(p, sizeof p, "%s/eval.json", dir);
@@ -284,8 +295,7 @@ static void test_bad_decay_refused(void **s) {
 static void test_two_ranks(void **s) {
     (void)s;
     char probe[512];
-    snprintf(probe, sizeof probe, "command -v mpirun > /dev/null && \"$(dirname %s)/test_comm\" has-mpi",
-             HGRN_BINARY);
+    snprintf(probe, sizeof probe, "command -v mpirun > /dev/null && \"$(dirname %s)/test_comm\" has-mpi", HGRN_BINARY);
     if (system(probe) != 0) {
         print_message("  no mpirun or no MPI in this build: two ranks not checked\n");
         return;
@@ -334,8 +344,10 @@ int main(void) {
         cmocka_unit_test(test_two_ranks),
     };
     int rc = cmocka_run_group_tests(in_process, NULL, NULL);
-    if (have_data) rc |= cmocka_run_group_tests(cli, NULL, NULL);
-    else fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): the CLI tests skipped\n");
+    if (have_data)
+        rc |= cmocka_run_group_tests(cli, NULL, NULL);
+    else
+        fprintf(stderr, "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): the CLI tests skipped\n");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -37,12 +37,9 @@
  *   4: label 4, tie of 4 and 5 at the top    -> top-1 hit (lower index first)
  *   5: label 5, tie of 4 and 5 at the top    -> top-1 miss (predicted 4), top-5 hit */
 static const float P[6][7] = {
-    {0.05f, 0.10f, 0.40f, 0.15f, 0.10f, 0.10f, 0.10f},
-    {0.30f, 0.05f, 0.05f, 0.40f, 0.05f, 0.10f, 0.05f},
-    {0.10f, 0.30f, 0.15f, 0.14f, 0.13f, 0.12f, 0.06f},
-    {0.03f, 0.12f, 0.10f, 0.15f, 0.20f, 0.30f, 0.10f},
-    {0.10f, 0.05f, 0.05f, 0.05f, 0.30f, 0.30f, 0.15f},
-    {0.10f, 0.05f, 0.05f, 0.05f, 0.30f, 0.30f, 0.15f},
+    {0.05f, 0.10f, 0.40f, 0.15f, 0.10f, 0.10f, 0.10f}, {0.30f, 0.05f, 0.05f, 0.40f, 0.05f, 0.10f, 0.05f},
+    {0.10f, 0.30f, 0.15f, 0.14f, 0.13f, 0.12f, 0.06f}, {0.03f, 0.12f, 0.10f, 0.15f, 0.20f, 0.30f, 0.10f},
+    {0.10f, 0.05f, 0.05f, 0.05f, 0.30f, 0.30f, 0.15f}, {0.10f, 0.05f, 0.05f, 0.05f, 0.30f, 0.30f, 0.15f},
 };
 static const int LABELS[6] = {2, 0, 6, 2, 4, 5};
 static const float LOSSES[6] = {0.9f, 1.2f, 2.8f, 2.3f, 1.2f, 1.2f};
@@ -51,15 +48,16 @@ static void test_hand_counted(void **s) {
     (void)s;
     EvalCounts c;
     assert_int_equal(eval_counts_init(&c, 7, EVAL_CONFUSION), 0);
-    eval_counts_add(&c, &P[0][0], LABELS, LOSSES, 4);     /* two batches: 4 + 2 */
+    eval_counts_add(&c, &P[0][0], LABELS, LOSSES, 4); /* two batches: 4 + 2 */
     eval_counts_add(&c, &P[4][0], LABELS + 4, LOSSES + 4, 2);
     assert_true(c.count == 6);
-    assert_true(c.top1 == 2);    /* rows 0, 4 */
-    assert_true(c.top5 == 5);    /* all but row 2 */
+    assert_true(c.top1 == 2); /* rows 0, 4 */
+    assert_true(c.top5 == 5); /* all but row 2 */
     assert_true(fabs(c.loss - 9.6) < 1e-6);
     /* per class: 0 (1 image, miss, in top 5), 2 (2 images: one hit, both in top 5),
      * 4 (1, hit), 5 (1, miss, in top 5), 6 (1, miss, not in top 5); 1 and 3 none */
-    const double want_n[7] = {1, 0, 2, 0, 1, 1, 1}, want_1[7] = {0, 0, 1, 0, 1, 0, 0}, want_5[7] = {1, 0, 2, 0, 1, 1, 0};
+    const double want_n[7] = {1, 0, 2, 0, 1, 1, 1}, want_1[7] = {0, 0, 1, 0, 1, 0, 0},
+                 want_5[7] = {1, 0, 2, 0, 1, 1, 0};
     for (int k = 0; k < 7; k++) {
         assert_true(c.class_count[k] == want_n[k]);
         assert_true(c.class_top1[k] == want_1[k]);
@@ -108,14 +106,14 @@ static void test_random_against_naive(void **s) {
     rng_seed(&r, 7);
     for (int trial = 0; trial < 20; trial++) {
         const int K = 2 + rng_int(&r, 40), n = 1 + rng_int(&r, 200);
-        float *p = TU_NEW(float, (size_t)n * K);
+        float *p = TU_NEW(float, (size_t)n *K);
         int *y = TU_NEW(int, n);
-        for (int i = 0; i < n * K; i++)   /* a coarse grid of values: ties happen */
+        for (int i = 0; i < n * K; i++) /* a coarse grid of values: ties happen */
             p[i] = (float)rng_int(&r, 8) / 8.0f;
         for (int i = 0; i < n; i++) y[i] = rng_int(&r, K);
         EvalCounts c;
         assert_int_equal(eval_counts_init(&c, K, EVAL_CONFUSION), 0);
-        for (int i0 = 0; i0 < n;) {   /* batches of random sizes */
+        for (int i0 = 0; i0 < n;) { /* batches of random sizes */
             const int b = 1 + rng_int(&r, 17), m = n - i0 < b ? n - i0 : b;
             eval_counts_add(&c, p + (size_t)i0 * K, y + i0, NULL, m);
             i0 += m;
@@ -180,7 +178,7 @@ static void test_loss_sum_any_order(void **s) {
         loss[i] = (float)exp(-25.0 + 33.0 * rng_uniform(&g));
         perm[i] = i;
     }
-    loss[7] = 1e-40f;   /* subnormal */
+    loss[7] = 1e-40f; /* subnormal */
     loss[8] = 0.0f;
     rng_shuffle(&g, perm, n);
     /* plain double sums in order and in 8 shuffled orders: not all the same */
@@ -194,7 +192,7 @@ static void test_loss_sum_any_order(void **s) {
         for (int i = 0; i < n; i++) shuf += loss[perm[i]];
         differ += shuf != fwd;
     }
-    float *sorted = tu_copy_float(loss, n);   /* ascending, in long double: the reference */
+    float *sorted = tu_copy_float(loss, n); /* ascending, in long double: the reference */
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
             const float t = sorted[j];
@@ -224,13 +222,14 @@ static void test_loss_sum_any_order(void **s) {
             assert_int_equal(eval_counts_init(&rank[r], 3, 0), 0);
             add_shard(&rank[r], loss, n, r, W, &g);
         }
-        for (int first = 0; first < W; first++) {   /* the ranks' parts added from rank `first` on */
+        for (int first = 0; first < W; first++) { /* the ranks' parts added from rank `first` on */
             ExactSum t;
             exact_sum_clear(&t);
             for (int q = 0; q < W; q++)
                 for (int e = 0; e < EXACT_SUM_LEN; e++) t.v[e] += rank[(first + q) % W].loss_sum.v[e];
             const double got = exact_sum_value(&t);
-            if (memcmp(&got, &want, sizeof got) != 0) fail_msg("%d ranks from %d: %.17g, one process %.17g", W, first, got, want);
+            if (memcmp(&got, &want, sizeof got) != 0)
+                fail_msg("%d ranks from %d: %.17g, one process %.17g", W, first, got, want);
         }
         for (int r = 0; r < W; r++) eval_counts_free(&rank[r]);
     }
@@ -275,7 +274,7 @@ static void eval_images(const Config *c, int threads, int batch, const int *orde
     if (!m) fail_msg("%s", err);
     model_init(m, 42);
     uint8_t *in = TU_NEW(uint8_t, (size_t)batch * per);
-    float *onehot = TU_NEW(float, (size_t)batch * K), *p = TU_NEW(float, (size_t)batch * K), l[64];
+    float *onehot = TU_NEW(float, (size_t)batch *K), *p = TU_NEW(float, (size_t)batch *K), l[64];
     for (int i0 = 0; i0 < n; i0 += batch) {
         const int b = n - i0 < batch ? n - i0 : batch;
         memset(onehot, 0, sizeof(float) * (size_t)b * K);
@@ -291,7 +290,9 @@ static void eval_images(const Config *c, int threads, int batch, const int *orde
             loss[order[i0 + i]] = l[i];
         }
     }
-    free(in); free(onehot); free(p);
+    free(in);
+    free(onehot);
+    free(p);
     model_destroy(m);
     bk->destroy(bk);
 }
@@ -310,10 +311,17 @@ static void test_eval_per_sample_bits(void **s) {
         Config c;
         config_defaults(&c);
         snprintf(c.mixer, sizeof c.mixer, "%s", mixers[mi]);
-        c.image_size = 16; c.channels = 1; c.patch_size = 2;   /* 64 tokens */
-        c.dim = 32; c.depth = 2; c.glu_dim = 64; c.num_classes = 10; c.head_size = 8;
+        c.image_size = 16;
+        c.channels = 1;
+        c.patch_size = 2; /* 64 tokens */
+        c.dim = 32;
+        c.depth = 2;
+        c.glu_dim = 64;
+        c.num_classes = 10;
+        c.head_size = 8;
         c.num_mean = c.num_std = 1;
-        c.mean[0] = 0.4f; c.std[0] = 0.3f;
+        c.mean[0] = 0.4f;
+        c.std[0] = 0.3f;
         enum { N = 13 };
         const int K = c.num_classes, per = c.image_size * c.image_size;
         uint8_t img[N * 256];
@@ -341,13 +349,13 @@ static void test_nearest_key(void **s) {
     char k[96];
     assert_int_equal(config_nearest_key("train.lrr", k, sizeof k), 1);
     assert_string_equal(k, "train.lr");
-    assert_int_equal(config_nearest_key("lr", k, sizeof k), 0);   /* a bare key name */
+    assert_int_equal(config_nearest_key("lr", k, sizeof k), 0); /* a bare key name */
     assert_string_equal(k, "train.lr");
     assert_int_equal(config_nearest_key("modle.dim", k, sizeof k), 2);
     assert_string_equal(k, "model.dim");
-    assert_true(config_nearest_key("data.batch_size", k, sizeof k) >= 0);   /* the key in another section */
+    assert_true(config_nearest_key("data.batch_size", k, sizeof k) >= 0); /* the key in another section */
     assert_string_equal(k, "train.batch_size");
-    assert_int_equal(config_nearest_key("model.width", k, sizeof k), -1);   /* too far to be a typo */
+    assert_int_equal(config_nearest_key("model.width", k, sizeof k), -1); /* too far to be a typo */
     assert_int_equal(config_nearest_key("frobnicate", k, sizeof k), -1);
     assert_int_equal(edit_distance("kitten", "sitting"), 3);
     assert_int_equal(edit_distance("", "abc"), 3);
@@ -391,12 +399,9 @@ static void test_json_writers(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_counted),
-        cmocka_unit_test(test_few_classes),
-        cmocka_unit_test(test_random_against_naive),
-        cmocka_unit_test(test_loss_sum_any_order),
-        cmocka_unit_test(test_eval_per_sample_bits),
-        cmocka_unit_test(test_nearest_key),
+        cmocka_unit_test(test_hand_counted),         cmocka_unit_test(test_few_classes),
+        cmocka_unit_test(test_random_against_naive), cmocka_unit_test(test_loss_sum_any_order),
+        cmocka_unit_test(test_eval_per_sample_bits), cmocka_unit_test(test_nearest_key),
         cmocka_unit_test(test_json_writers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

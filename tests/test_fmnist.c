@@ -37,7 +37,7 @@ static void check_common(Dataset *ds, int n) {
     assert_int_equal(ds->h, 28);
     assert_int_equal(ds->w, 28);
     static const char *names[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
     for (int k = 0; k < 10; k++) assert_string_equal(ds->class_names[k], names[k]);
 
     /* Every sample through get(): labels agree with label(), shape is fixed,
@@ -130,9 +130,14 @@ static int tmp_setup(void **state) {
 
 static int tmp_teardown(void **state) {
     TmpDir *t = *state;
-    static const char *files[] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                                  "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz",
-                                  "train-images-idx3-ubyte", "a_file", "out.jpg", "rgb.jpg"};
+    static const char *files[] = {"train-images-idx3-ubyte.gz",
+                                  "train-labels-idx1-ubyte.gz",
+                                  "t10k-images-idx3-ubyte.gz",
+                                  "t10k-labels-idx1-ubyte.gz",
+                                  "train-images-idx3-ubyte",
+                                  "a_file",
+                                  "out.jpg",
+                                  "rgb.jpg"};
     char p[512];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(p, sizeof p, "%s/%s", t->dir, files[i]);
@@ -152,8 +157,8 @@ static void put_be32(uint8_t *p, uint32_t v) {
 
 /* Write an IDX file (gzip) with the given header words and payload_len bytes of
  * payload (pixel value i % 251, or label i % 10). */
-static void write_idx(const char *dir, const char *name, const uint32_t *hdr, int nhdr,
-                      size_t payload_len, int label_value_override) {
+static void write_idx(const char *dir, const char *name, const uint32_t *hdr, int nhdr, size_t payload_len,
+                      int label_value_override) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     gzFile f = gzopen(path, "wb");
@@ -162,8 +167,7 @@ static void write_idx(const char *dir, const char *name, const uint32_t *hdr, in
     for (int i = 0; i < nhdr; i++) put_be32(h + 4 * i, hdr[i]);
     assert_int_equal(gzwrite(f, h, (unsigned)(4 * nhdr)), 4 * nhdr);
     uint8_t *payload = malloc(payload_len ? payload_len : 1);
-    for (size_t i = 0; i < payload_len; i++)
-        payload[i] = nhdr == 2 ? (uint8_t)(i % 10) : (uint8_t)(i % 251);
+    for (size_t i = 0; i < payload_len; i++) payload[i] = nhdr == 2 ? (uint8_t)(i % 10) : (uint8_t)(i % 251);
     if (label_value_override >= 0 && payload_len > 5) payload[5] = (uint8_t)label_value_override;
     if (payload_len) assert_int_equal(gzwrite(f, payload, (unsigned)payload_len), (int)payload_len);
     free(payload);
@@ -190,8 +194,10 @@ static void expect_fail(const char *dir, const char *split, const char *file, co
     }
     if (getenv("HGRN_TEST_VERBOSE")) fprintf(stderr, "  message: %s\n", err);
     char path[512];
-    if (file && *file) snprintf(path, sizeof path, "%s/%s", dir, file);
-    else snprintf(path, sizeof path, "%s", dir);
+    if (file && *file)
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+    else
+        snprintf(path, sizeof path, "%s", dir);
     if (!strstr(err, path) || !strstr(err, what))
         fail_msg("message '%s' should name '%s' and say '%s'", err, path, what);
     assert_null(strchr(err, '\n'));
@@ -239,7 +245,7 @@ static void test_missing(void **state) {
 static void test_bad_magic(void **state) {
     TmpDir *t = *state;
     write_good_pair(t->dir, "train", 5);
-    uint32_t ih[4] = {0x801, 5, 28, 28};   /* labels magic on an image file */
+    uint32_t ih[4] = {0x801, 5, 28, 28}; /* labels magic on an image file */
     write_idx(t->dir, "train-images-idx3-ubyte.gz", ih, 4, 5 * 784, -1);
     expect_fail(t->dir, "train", "train-images-idx3-ubyte.gz", "bad magic 0x00000801");
     write_good_pair(t->dir, "train", 5);
@@ -266,8 +272,7 @@ static void test_truncated(void **state) {
     write_good_pair(t->dir, "train", 100);
     uint32_t ih[4] = {0x803, 100, 28, 28};
     write_idx(t->dir, "train-images-idx3-ubyte.gz", ih, 4, 10 * 784, -1);
-    expect_fail(t->dir, "train", "train-images-idx3-ubyte.gz",
-                "truncated: expected 78400 pixel bytes, got 7840");
+    expect_fail(t->dir, "train", "train-images-idx3-ubyte.gz", "truncated: expected 78400 pixel bytes, got 7840");
     /* Header only, no header at all. */
     write_idx(t->dir, "train-images-idx3-ubyte.gz", ih, 2, 0, -1);
     expect_fail(t->dir, "train", "train-images-idx3-ubyte.gz", "truncated");
@@ -302,8 +307,7 @@ static void test_truncated(void **state) {
     write_good_pair(t->dir, "train", 100);
     uint32_t lh[2] = {0x801, 100};
     write_idx(t->dir, "train-labels-idx1-ubyte.gz", lh, 2, 60, -1);
-    expect_fail(t->dir, "train", "train-labels-idx1-ubyte.gz",
-                "truncated: expected 100 label bytes, got 60");
+    expect_fail(t->dir, "train", "train-labels-idx1-ubyte.gz", "truncated: expected 100 label bytes, got 60");
     /* More data than announced. */
     write_good_pair(t->dir, "train", 100);
     write_idx(t->dir, "train-labels-idx1-ubyte.gz", lh, 2, 101, -1);
@@ -457,7 +461,7 @@ static void test_jpeg_write(void **state) {
         for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 2654435761u >> 13);
         assert_int_equal(image_write_jpeg("/dev/full", big, 256, 256, 3, 100, err, sizeof err), -1);
         assert_non_null(strstr(err, "/dev/full"));
-        assert_int_equal(access("/dev/full", F_OK), 0);   /* a device is never removed */
+        assert_int_equal(access("/dev/full", F_OK), 0); /* a device is never removed */
     }
 }
 
@@ -473,8 +477,7 @@ int main(void) {
     };
     int failed = cmocka_run_group_tests_name("fmnist_offline", offline, NULL, NULL);
     if (!have_real()) {
-        fprintf(stderr, "%s absent (apt-get install dataset-fashion-mnist): real-data tests skipped\n",
-                FMNIST_DIR);
+        fprintf(stderr, "%s absent (apt-get install dataset-fashion-mnist): real-data tests skipped\n", FMNIST_DIR);
         return failed ? failed : 77;
     }
     const struct CMUnitTest real[] = {

@@ -48,8 +48,13 @@ static Golden run_model(const char *mixer) {
     Config c;
     config_defaults(&c);
     assert_int_equal(config_set(&c, "model.mixer", mixer, err, sizeof err), 0);
-    c.image_size = 16; c.channels = 3; c.patch_size = 4;   /* 16 tokens */
-    c.dim = 24; c.depth = 3; c.glu_dim = 48; c.num_classes = 7;
+    c.image_size = 16;
+    c.channels = 3;
+    c.patch_size = 4; /* 16 tokens */
+    c.dim = 24;
+    c.depth = 3;
+    c.glu_dim = 48;
+    c.num_classes = 7;
     c.head_size = 8;
     c.drop_path = 0.2f;
     const int B = 5;
@@ -70,7 +75,7 @@ static Golden run_model(const char *mixer) {
     size_t npx = (size_t)B * c.channels * c.image_size * c.image_size;
     uint8_t *img = TU_NEW(uint8_t, npx);
     for (size_t i = 0; i < npx; i++) img[i] = (uint8_t)rng_int(&r, 256);
-    float *targets = TU_NEW(float, B * c.num_classes);
+    float *targets = TU_NEW(float, B *c.num_classes);
     for (int b = 0; b < B; b++) {
         double s = 0;
         for (int k = 0; k < c.num_classes; k++) s += targets[b * c.num_classes + k] = 0.05f + rng_uniformf(&r);
@@ -89,11 +94,13 @@ static Golden run_model(const char *mixer) {
 
     model_forward(m, img, B, 0, NULL);
     model_loss(m, NULL, B, NULL);
-    float *probs = TU_NEW(float, B * c.num_classes);
+    float *probs = TU_NEW(float, B *c.num_classes);
     model_probs(m, probs, B);
     g.probs = fnv1a(FNV_SEED, probs, (size_t)B * c.num_classes * sizeof(float));
 
-    free(probs); free(targets); free(img);
+    free(probs);
+    free(targets);
+    free(img);
     model_destroy(m);
     bk->destroy(bk);
     return g;
@@ -105,7 +112,7 @@ static const char *mixers[] = {"hgru1", "hgru2", "lru", "mingru", "minlstm"};
 static void test_golden(void **s) {
     (void)s;
 #ifndef NDEBUG
-    skip();   /* the pinned bits are the optimised build's (-O2 vectorises the reductions) */
+    skip(); /* the pinned bits are the optimised build's (-O2 vectorises the reductions) */
 #endif
     Golden got[NMIXERS];
     for (int i = 0; i < NMIXERS; i++) got[i] = run_model(mixers[i]);
@@ -114,8 +121,8 @@ static void test_golden(void **s) {
         assert_non_null(f);
         fprintf(f, "# mixer params-hash grads-hash probs-hash loss-bits (tests/test_golden.c)\n");
         for (int i = 0; i < NMIXERS; i++)
-            fprintf(f, "%s %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %08" PRIx32 "\n", mixers[i],
-                    got[i].params, got[i].grads, got[i].probs, got[i].loss_bits);
+            fprintf(f, "%s %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %08" PRIx32 "\n", mixers[i], got[i].params,
+                    got[i].grads, got[i].probs, got[i].loss_bits);
         assert_int_equal(fclose(f), 0);
         print_message("wrote %s\n", GOLDEN_FILE);
         return;
@@ -128,8 +135,8 @@ static void test_golden(void **s) {
         if (line[0] == '#') continue;
         char mixer[32];
         Golden want;
-        if (sscanf(line, "%31s %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx32, mixer, &want.params,
-                   &want.grads, &want.probs, &want.loss_bits) != 5)
+        if (sscanf(line, "%31s %" SCNx64 " %" SCNx64 " %" SCNx64 " %" SCNx32, mixer, &want.params, &want.grads,
+                   &want.probs, &want.loss_bits) != 5)
             fail_msg("%s: malformed line '%s'", GOLDEN_FILE, line);
         for (int i = 0; i < NMIXERS; i++) {
             if (strcmp(mixer, mixers[i])) continue;

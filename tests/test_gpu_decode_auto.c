@@ -22,7 +22,7 @@
 
 #include "gpu_emul.h"
 
-static char ROOT[64];   /* per process */
+static char ROOT[64]; /* per process */
 
 static void write_file(const char *path, const uint8_t *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -93,7 +93,7 @@ static void test_tiny_images_stay_on_cpu(void **state) {
         double cr, gr;
         assert_int_equal(run_auto("tiny", 1, 28, 4, 128, train, &cr, &gr), 0);
         assert_true(cr > 0);
-        assert_true(gr == 0);   /* nvJPEG not even started */
+        assert_true(gr == 0); /* nvJPEG not even started */
     }
 }
 

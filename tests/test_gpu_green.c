@@ -62,7 +62,7 @@ static void test_disjoint_sms(void **state) {
     assert_int_equal(both, 0);
     assert_true(ni > 0 && ni <= gpu_partition_sms(GPU_SIDE_INPUT));
     assert_true(nt > gpu_partition_sms(GPU_SIDE_TRAIN) / 2 && nt <= gpu_partition_sms(GPU_SIDE_TRAIN));
-    assert_true(na > nt);   /* the whole device is more than the training side */
+    assert_true(na > nt); /* the whole device is more than the training side */
     gpu_partition_stream_destroy(si);
     gpu_partition_stream_destroy(st);
     gpu_partition_stream_destroy(sa);
@@ -145,7 +145,7 @@ static void test_backend_on_training_side(void **state) {
         cm->allreduce_sum(cm, bk, dout, (size_t)M * N);
         float *back = malloc(sizeof(float) * M * N);
         bk->to_host(bk, back, dout, sizeof(float) * M * N);
-        assert_memory_equal(back, got, sizeof(float) * M * N);   /* one rank: the sum is the buffer */
+        assert_memory_equal(back, got, sizeof(float) * M * N); /* one rank: the sum is the buffer */
         bk->graph_begin(bk);
         cm->allreduce_sum(cm, bk, dout, (size_t)M * N);
         bk->graph_end(bk, 1);
@@ -213,8 +213,10 @@ static void test_nvjpeg_on_input_side(void **state) {
         md = v > md ? v : md;
     }
     printf("  nvJPEG (%s) on the input side: max |diff| %d against libjpeg-turbo\n", gpu_images_backend(g), md);
-    if (gpu_images_exact(g)) assert_int_equal(md, 0);
-    else assert_true(md <= 3);
+    if (gpu_images_exact(g))
+        assert_int_equal(md, 0);
+    else
+        assert_true(md <= 3);
     free(out);
     image_free(&ref);
     free(jpg);

@@ -28,7 +28,7 @@ static void test_unavailable(void **state) {
     assert_int_equal(gpu_partition_query(0, &sms, &mn, &al, why, sizeof why), -1);
     assert_string_equal(why, FALLBACK_WHY);
     why[0] = '\0';
-    assert_int_equal(gpu_partition_create(0, 8, why, sizeof why), 0);   /* unavailable, not an error */
+    assert_int_equal(gpu_partition_create(0, 8, why, sizeof why), 0); /* unavailable, not an error */
     assert_string_equal(why, FALLBACK_WHY);
     assert_int_equal(gpu_partition_sms(GPU_SIDE_INPUT), 0);
     assert_int_equal(gpu_partition_sms(GPU_SIDE_TRAIN), 0);
@@ -41,7 +41,7 @@ static void test_unavailable(void **state) {
     for (int i = 0; i < 1024; i++) both += mi[i] && mt[i];
     printf("  unsplit: the 'input' stream ran on %d SMs, the 'training' one (a graph) on %d, %d shared\n", ni, nt,
            both);
-    assert_true(ni > 8 && nt > 8 && both > 8);   /* the whole device on both */
+    assert_true(ni > 8 && nt > 8 && both > 8); /* the whole device on both */
     gpu_partition_stream_destroy(si);
     gpu_partition_stream_destroy(st);
 }

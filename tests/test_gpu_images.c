@@ -55,7 +55,7 @@ static int g_quick;
 typedef struct {
     int max;
     double mean;
-    double over2;   /* fraction off by more than 2 */
+    double over2; /* fraction off by more than 2 */
     long long n;
 } Diff;
 
@@ -104,7 +104,9 @@ static void jpeg_sample(const uint8_t *jpg, size_t len, GpuSample *s) {
 
 static void decode_vs_libjpeg(int backend) {
     char err[512];
-    struct { int w, h, c, hs, vs, prog, q; } cases[] = {
+    struct {
+        int w, h, c, hs, vs, prog, q;
+    } cases[] = {
         {500, 375, 3, 2, 2, 0, 90}, {301, 203, 3, 2, 2, 0, 75}, {300, 200, 3, 2, 1, 0, 95}, {97, 61, 3, 1, 2, 0, 85},
         {64, 48, 3, 1, 1, 0, 90},   {123, 77, 1, 1, 1, 0, 90},  {255, 171, 3, 2, 2, 1, 90}, {1024, 768, 3, 2, 2, 0, 92},
     };
@@ -171,8 +173,10 @@ static void test_decode_hybrid(void **state) {
  * regions) equals the same rectangle of the whole decode, bit for bit. */
 static void region_vs_whole(int backend) {
     char err[512];
-    struct { int w, h, c, hs, vs, prog, rst; } cases[] = {
-        {500, 375, 3, 2, 2, 0, 0}, {301, 203, 3, 2, 1, 0, 0}, {97, 61, 3, 1, 1, 0, 0}, {123, 77, 1, 1, 1, 0, 0},
+    struct {
+        int w, h, c, hs, vs, prog, rst;
+    } cases[] = {
+        {500, 375, 3, 2, 2, 0, 0}, {301, 203, 3, 2, 1, 0, 0}, {97, 61, 3, 1, 1, 0, 0},   {123, 77, 1, 1, 1, 0, 0},
         {255, 171, 3, 2, 2, 1, 0}, {333, 250, 3, 2, 2, 0, 1}, {210, 190, 3, 2, 1, 0, 3}, {640, 480, 3, 2, 2, 0, 40},
     };
     GpuImages *g = make_gpu(backend, 64, 3, 4, err, sizeof err);
@@ -190,8 +194,8 @@ static void region_vs_whole(int backend) {
         int W = cases[t].w, H = cases[t].h;
         uint8_t *px = make_pixels(W, H, cases[t].c, 700 + t);
         size_t len;
-        uint8_t *jpg = encode_jpeg_rst(px, W, H, cases[t].c, cases[t].hs, cases[t].vs, cases[t].prog, 88,
-                                       cases[t].rst, &len);
+        uint8_t *jpg =
+            encode_jpeg_rst(px, W, H, cases[t].c, cases[t].hs, cases[t].vs, cases[t].prog, 88, cases[t].rst, &len);
         GpuSample s;
         memset(&s, 0, sizeof s);
         jpeg_sample(jpg, len, &s);
@@ -207,11 +211,11 @@ static void region_vs_whole(int backend) {
         Rng r = rng_stream(99, t);
         for (int k = 0; k < 12; k++) {
             GpuSample x = s;
-            if (k < 4) {   /* 1 x 1 at the corners */
+            if (k < 4) { /* 1 x 1 at the corners */
                 x.rx = k & 1 ? W - 1 : 0;
                 x.ry = k & 2 ? H - 1 : 0;
                 x.rw = x.rh = 1;
-            } else if (k < 6) {   /* strips along the right / bottom edge */
+            } else if (k < 6) { /* strips along the right / bottom edge */
                 x.rw = k == 4 ? 1 + (int)(rng_uniform(&r) * 40) : W;
                 x.rh = k == 4 ? H : 1 + (int)(rng_uniform(&r) * 40);
                 x.rx = W - x.rw;
@@ -240,8 +244,8 @@ static void region_vs_whole(int backend) {
     gpu_images_stats(g, &st1);
     double dec = st1.jpeg_pixels - st0.jpeg_pixels, all = st1.jpeg_pixels_whole - st0.jpeg_pixels_whole;
     printf("  %s backend: %d rectangles equal to the whole decode; nvJPEG decoded %.0f of %.0f pixels (%.1f%%): "
-           "region decoding %s\n", gpu_images_backend(g), tested, dec, all, all > 0 ? 100 * dec / all : 0.0,
-           dec < all ? "on" : "off");
+           "region decoding %s\n",
+           gpu_images_backend(g), tested, dec, all, all > 0 ? 100 * dec / all : 0.0, dec < all ? "on" : "off");
     assert_true(dec <= all);
     gpu_images_destroy(g);
 }
@@ -267,8 +271,9 @@ static void test_ops(void **state) {
         uint8_t *src = make_pixels(S, S, C, 11 + C), *hwc = malloc((size_t)S * S * C);
         uint8_t *tmp = malloc(randaugment_scratch_size(S, S, C));
         for (int interp = 0; interp < 2; interp++) {
-            assert_int_equal(randaugment_parse(&ra, "rand-m9-mstd0.5-inc1", interp ? "bicubic" : "bilinear", mean, err,
-                                               sizeof err), 0);
+            assert_int_equal(
+                randaugment_parse(&ra, "rand-m9-mstd0.5-inc1", interp ? "bicubic" : "bilinear", mean, err, sizeof err),
+                0);
             /* one batch: every op at 5 magnitudes and both signs, one per sample */
             GpuSample s[64];
             ImgOp ops[64];
@@ -296,9 +301,11 @@ static void test_ops(void **state) {
                             assert_int_equal(gpu_images_transform(g, s, n, NULL, 0, err, sizeof err), 0);
                             gpu_images_download(g, 0, got, (size_t)n * C * S * S);
                             for (int i = 0; i < n; i++) {
-                                Diff d = diff_of(got + (size_t)i * C * S * S, ref + (size_t)i * C * S * S, (size_t)C * S * S);
+                                Diff d = diff_of(got + (size_t)i * C * S * S, ref + (size_t)i * C * S * S,
+                                                 (size_t)C * S * S);
                                 if (d.max > worst) worst = d.max;
-                                if (d.max > 2) fail_msg("op kind %d (sample %d, C %d): max diff %d", ops[i].kind, i, C, d.max);
+                                if (d.max > 2)
+                                    fail_msg("op kind %d (sample %d, C %d): max diff %d", ops[i].kind, i, C, d.max);
                             }
                             tested += n;
                             n = 0;
@@ -342,7 +349,9 @@ static void train_batches(int from_jpeg) {
     size_t per = (size_t)C * S * S;
     GpuImages *g = make_gpu(GPU_JPEG_AUTO, S, C, n, err, sizeof err);
     assert_non_null(g);
-    struct { int w, h, hs, vs; } im[4] = {{500, 375, 2, 2}, {375, 500, 2, 1}, {640, 480, 1, 1}, {333, 500, 2, 2}};
+    struct {
+        int w, h, hs, vs;
+    } im[4] = {{500, 375, 2, 2}, {375, 500, 2, 1}, {640, 480, 1, 1}, {333, 500, 2, 2}};
     uint8_t *jpg[4];
     size_t len[4];
     Image dec[4];
@@ -414,7 +423,11 @@ static void train_batches(int from_jpeg) {
         image_free(&dec[f]);
     }
     deit_scratch_free(&sc);
-    free(ref); free(got); free(s); free(p); free(noise);
+    free(ref);
+    free(got);
+    free(s);
+    free(p);
+    free(noise);
     gpu_images_destroy(g);
     deit_transform_destroy(t);
 }
@@ -625,7 +638,8 @@ static void test_loader_fallbacks(void **state) {
     resize_set_simd(1);
     for (int train = 1; train >= 0; train--) {
         Config cc = loader_cfg("cpu"), cg = loader_cfg("gpu");
-        Loader *a = loader_create(ds, &cc, train, 0, 1, err, sizeof err), *b = loader_create(ds, &cg, train, 0, 1, err, sizeof err);
+        Loader *a = loader_create(ds, &cc, train, 0, 1, err, sizeof err),
+               *b = loader_create(ds, &cg, train, 0, 1, err, sizeof err);
         assert_non_null(a);
         assert_non_null(b);
         if (loader_use_gpu(b, "cuda", 0, err, sizeof err) != 1) fail_msg("%s", err);
@@ -650,13 +664,14 @@ static void test_loader_fallbacks(void **state) {
         assert_true(batches > 0);
         LoaderStats st;
         loader_stats(b, &st);
-        printf("  loader %s: %d batches, %lld samples: %lld nvJPEG, CPU: %lld not JPEG, %lld unsupported, %lld refused, "
-               "%lld failed; %d unreadable; against the CPU loader max |diff| %d, mean %.4f\n",
-               train ? "train" : "eval", batches, st.samples, st.gpu_decoded, st.cpu_not_jpeg, st.cpu_unsupported,
-               st.cpu_nvjpeg_refused, st.cpu_nvjpeg_failed, st.bad_samples, worst.max, worst.mean / batches);
-        assert_int_equal(st.bad_samples, 3);              /* truncated, zero bytes, 60000 x 60000 */
-        assert_true(st.cpu_not_jpeg >= 1);               /* the PNG named .JPEG */
-        assert_true(st.cpu_unsupported >= 1);            /* the CMYK */
+        printf(
+            "  loader %s: %d batches, %lld samples: %lld nvJPEG, CPU: %lld not JPEG, %lld unsupported, %lld refused, "
+            "%lld failed; %d unreadable; against the CPU loader max |diff| %d, mean %.4f\n",
+            train ? "train" : "eval", batches, st.samples, st.gpu_decoded, st.cpu_not_jpeg, st.cpu_unsupported,
+            st.cpu_nvjpeg_refused, st.cpu_nvjpeg_failed, st.bad_samples, worst.max, worst.mean / batches);
+        assert_int_equal(st.bad_samples, 3); /* truncated, zero bytes, 60000 x 60000 */
+        assert_true(st.cpu_not_jpeg >= 1); /* the PNG named .JPEG */
+        assert_true(st.cpu_unsupported >= 1); /* the CMYK */
         assert_true(st.gpu_decoded > 0);
         assert_true(worst.mean / batches < 1.0);
         batch_free(ba);
@@ -681,7 +696,10 @@ static void test_loader_pipeline(void **state) {
     assert_non_null(g);
     int exact = gpu_images_exact(g), hw = strcmp(gpu_images_backend(g), "hardware") == 0;
     gpu_images_destroy(g);
-    struct { int units; float hw_load, share; } cases[] = {{3, 1.0f, 0.0f}, {4, 1.0f, 0.5f}, {2, 0.6f, 0.3f}};
+    struct {
+        int units;
+        float hw_load, share;
+    } cases[] = {{3, 1.0f, 0.0f}, {4, 1.0f, 0.5f}, {2, 0.6f, 0.3f}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (cases[c].hw_load < 1 && !hw) continue;
         for (int train = 1; train >= 0; train--) {
@@ -691,7 +709,8 @@ static void test_loader_pipeline(void **state) {
             cc.jpeg_decoders = cases[c].units;
             cc.jpeg_hw_load = cases[c].hw_load;
             cc.jpeg_cpu_share = cases[c].share;
-            Loader *a = loader_create(ds, &cr, train, 0, 1, err, sizeof err), *b = loader_create(ds, &cc, train, 0, 1, err, sizeof err);
+            Loader *a = loader_create(ds, &cr, train, 0, 1, err, sizeof err),
+                   *b = loader_create(ds, &cc, train, 0, 1, err, sizeof err);
             assert_non_null(a);
             assert_non_null(b);
             if (loader_use_gpu(a, "cuda", 0, err, sizeof err) != 1) fail_msg("%s", err);
@@ -720,9 +739,10 @@ static void test_loader_pipeline(void **state) {
             LoaderStats st;
             loader_stats(b, &st);
             printf("  pipeline %d unit(s)%s, CPU share %.2f, %s: %d batches, %lld CPU-decoded for the balance, %lld "
-                   "GPU-hybrid; against 1 unit nvJPEG-only: max |diff| %d, mean %.4f\n", st.gpu_units,
-                   st.gpu_hybrid_units ? " + GPU-hybrid split" : "", (double)cases[c].share, train ? "train" : "eval",
-                   batches, st.cpu_spilled, st.gpu_stats.jpeg_decoded_hybrid, worst.max, worst.mean / batches);
+                   "GPU-hybrid; against 1 unit nvJPEG-only: max |diff| %d, mean %.4f\n",
+                   st.gpu_units, st.gpu_hybrid_units ? " + GPU-hybrid split" : "", (double)cases[c].share,
+                   train ? "train" : "eval", batches, st.cpu_spilled, st.gpu_stats.jpeg_decoded_hybrid, worst.max,
+                   worst.mean / batches);
             assert_true(batches > 0);
             if (cases[c].share > 0) assert_true(st.cpu_spilled > 0);
             if (exact && cases[c].hw_load >= 1) assert_int_equal(worst.max, 0);
@@ -767,7 +787,7 @@ static void test_loader_device_stream(void **state) {
             int ra = loader_next(a, ba), rb = loader_next_device(b, &bb, stream);
             assert_int_equal(ra, rb);
             if (ra != 1) break;
-            bk->copy(bk, dev, bb->dev_images, per * bb->n);   /* the consumer's read, on its stream */
+            bk->copy(bk, dev, bb->dev_images, per * bb->n); /* the consumer's read, on its stream */
             bk->to_host(bk, host, dev, per * bb->n);
             assert_memory_equal(host, ba->images, per * ba->n);
             batches++;
@@ -776,7 +796,8 @@ static void test_loader_device_stream(void **state) {
     LoaderStats st;
     loader_stats(b, &st);
     printf("  loader_next_device on the backend's stream: %d batches equal; consumer waited %.3f s (host) + %.3f s "
-           "(device)\n", batches, st.wait_s, st.device_stall_s);
+           "(device)\n",
+           batches, st.wait_s, st.device_stall_s);
     free(host);
     bk->free(bk, dev);
     batch_free(ba);
@@ -817,7 +838,6 @@ int main(void) {
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", ROOT);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
     return rc;
 }

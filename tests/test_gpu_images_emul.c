@@ -53,10 +53,12 @@ static int max_diff(const uint8_t *a, const uint8_t *b, size_t n, size_t *where)
 /* Upsampling + colour conversion of the raw planes == libjpeg's decode. */
 static void test_decode_conversion(void **state) {
     (void)state;
-    struct { int w, h, c, hs, vs, prog; } cases[] = {
-        {301, 203, 3, 2, 2, 0}, {300, 200, 3, 2, 1, 0}, {97, 61, 3, 1, 2, 0}, {64, 48, 3, 1, 1, 0},
-        {123, 77, 1, 1, 1, 0},  {255, 171, 3, 2, 2, 1}, {17, 9, 3, 2, 2, 0},  {33, 35, 3, 1, 2, 1},
-        {8, 8, 3, 2, 1, 0},
+    struct {
+        int w, h, c, hs, vs, prog;
+    } cases[] = {
+        {301, 203, 3, 2, 2, 0}, {300, 200, 3, 2, 1, 0}, {97, 61, 3, 1, 2, 0},
+        {64, 48, 3, 1, 1, 0},   {123, 77, 1, 1, 1, 0},  {255, 171, 3, 2, 2, 1},
+        {17, 9, 3, 2, 2, 0},    {33, 35, 3, 1, 2, 1},   {8, 8, 3, 2, 1, 0},
     };
     GiYccTables tab;
     gi_ycc_tables(&tab);
@@ -98,8 +100,9 @@ static void test_decode_conversion(void **state) {
             for (long long i = 0; i < (long long)W * H; i++) gi_ycc_rect_px(&s, planes, &tab, got, C, i);
             size_t where = 0;
             int md = max_diff(got, ref.px, (size_t)W * H * C, &where);
-            if (md) fail_msg("case %zu (%dx%d, %d comp, %dx%d, prog %d) C=%d: max diff %d at %zu", t, W, H, nc,
-                             cases[t].hs, cases[t].vs, cases[t].prog, C, md, where);
+            if (md)
+                fail_msg("case %zu (%dx%d, %d comp, %dx%d, prog %d) C=%d: max diff %d at %zu", t, W, H, nc, cases[t].hs,
+                         cases[t].vs, cases[t].prog, C, md, where);
             free(got);
             image_free(&ref);
         }
@@ -141,11 +144,12 @@ static void test_ops(void **state) {
     char err[256];
     float mean[3] = {0.485f, 0.456f, 0.406f};
     for (int interp = 0; interp < 2; interp++) {
-        assert_int_equal(randaugment_parse(&ra, "rand-m9-mstd0.5-inc1", interp ? "bicubic" : "bilinear", mean, err,
-                                           sizeof err), 0);
+        assert_int_equal(
+            randaugment_parse(&ra, "rand-m9-mstd0.5-inc1", interp ? "bicubic" : "bilinear", mean, err, sizeof err), 0);
         for (int C = 1; C <= 3; C += 2) {
             uint8_t *src = make_pixels(S, S, C, 3 + C), *hwc = malloc((size_t)S * S * C);
-            uint8_t *chw = malloc((size_t)S * S * C), *got = malloc((size_t)S * S * C), *ref = malloc((size_t)S * S * C);
+            uint8_t *chw = malloc((size_t)S * S * C), *got = malloc((size_t)S * S * C),
+                    *ref = malloc((size_t)S * S * C);
             uint8_t *tmp = malloc(randaugment_scratch_size(S, S, C));
             int tested = 0;
             for (int op = 0; op < RA_NUM_OPS; op++)
@@ -172,8 +176,9 @@ static void test_ops(void **state) {
                         emulate(&s, NULL, 1, NULL, C, S, got);
                         size_t where = 0;
                         int md = max_diff(got, ref, (size_t)S * S * C, &where);
-                        if (md) fail_msg("op %d m %.1f neg %d interp %d C %d (kind %d): max diff %d at %zu", op, mi * 2.5,
-                                         neg, interp, C, o.kind, md, where);
+                        if (md)
+                            fail_msg("op %d m %.1f neg %d interp %d C %d (kind %d): max diff %d at %zu", op, mi * 2.5,
+                                     neg, interp, C, o.kind, md, where);
                         tested++;
                     }
             assert_true(tested > 100);
@@ -199,7 +204,12 @@ static void test_ops(void **state) {
                 emulate(&s, NULL, 1, NULL, C, S, got);
                 assert_int_equal(max_diff(got, ref, (size_t)S * S * C, NULL), 0);
             }
-            free(src); free(hwc); free(chw); free(got); free(ref); free(tmp);
+            free(src);
+            free(hwc);
+            free(chw);
+            free(got);
+            free(ref);
+            free(tmp);
         }
     }
 }
@@ -211,7 +221,9 @@ static void test_ops(void **state) {
  * progressive files. */
 static void test_region_decode(void **state) {
     (void)state;
-    struct { int w, h, c, hs, vs, prog; } cases[] = {
+    struct {
+        int w, h, c, hs, vs, prog;
+    } cases[] = {
         {301, 203, 3, 2, 2, 0}, {300, 200, 3, 2, 1, 0}, {97, 61, 3, 1, 2, 0}, {64, 48, 3, 1, 1, 0},
         {123, 77, 1, 1, 1, 0},  {255, 171, 3, 2, 2, 1}, {17, 9, 3, 2, 2, 0},  {33, 35, 3, 1, 2, 1},
     };
@@ -302,12 +314,13 @@ static void test_region_decode(void **state) {
                 int md = max_diff(a, b, n * C, &where);
                 if (md)
                     fail_msg("case %zu (%dx%d %d comp %dx%d prog %d) rect (%d,%d) %dx%d, region from (%d,%d), C=%d: "
-                             "max diff %d at %zu", t, W, H, nc, cases[t].hs, cases[t].vs, cases[t].prog, x.rx, x.ry,
-                             x.rw, x.rh, reg.x0, reg.y0, C, md, where);
-                if (C == 3)   /* and both are libjpeg's pixels */
+                             "max diff %d at %zu",
+                             t, W, H, nc, cases[t].hs, cases[t].vs, cases[t].prog, x.rx, x.ry, x.rw, x.rh, reg.x0,
+                             reg.y0, C, md, where);
+                if (C == 3) /* and both are libjpeg's pixels */
                     for (int y = 0; y < x.rh; y++)
-                        assert_memory_equal(b + (size_t)y * x.rw * 3,
-                                            ref.px + ((size_t)(x.ry + y) * W + x.rx) * 3, (size_t)x.rw * 3);
+                        assert_memory_equal(b + (size_t)y * x.rw * 3, ref.px + ((size_t)(x.ry + y) * W + x.rx) * 3,
+                                            (size_t)x.rw * 3);
                 free(a);
                 free(b);
             }
@@ -331,7 +344,9 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
     t->dct_scales = 0;
     int S = cfg->image_size, C = cfg->channels, n = 7;
     size_t per = (size_t)C * S * S;
-    struct { int w, h, hs, vs; } im[3] = {{331, 247, 2, 2}, {200, 290, 2, 1}, {120, 97, 1, 1}};
+    struct {
+        int w, h, hs, vs;
+    } im[3] = {{331, 247, 2, 2}, {200, 290, 2, 1}, {120, 97, 1, 1}};
     uint8_t *jpg[3];
     size_t len[3];
     EmuPlanes pl[3];
@@ -411,8 +426,9 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
         int md = max_diff(got + i * per, ref + i * per, per, &where);
         if (md)
             fail_msg("train sample %d (planes %d, C %d, S %d, %d ops, erase %d, flip %d, filter %d, crop %dx%d): max "
-                     "diff %d at %zu", i, use_planes, C, S, p[i].nops, p[i].erase, p[i].flip, p[i].filter, p[i].crop.w,
-                     p[i].crop.h, md, where);
+                     "diff %d at %zu",
+                     i, use_planes, C, S, p[i].nops, p[i].erase, p[i].flip, p[i].filter, p[i].crop.w, p[i].crop.h, md,
+                     where);
     }
     for (int i = 0; i < n; i++) {
         free(noise[i]);
@@ -424,7 +440,9 @@ static void run_train_batch(const Config *cfg, int use_planes, int cutmix, uint6
         free(planes[f]);
     }
     deit_scratch_free(&sc);
-    free(p); free(ref); free(got);
+    free(p);
+    free(ref);
+    free(got);
     deit_transform_destroy(t);
 }
 
@@ -437,7 +455,7 @@ static void test_train_transform(void **state) {
         cfg.image_size = v == 2 ? 224 : 64;
         cfg.channels = v == 3 ? 1 : 3;
         if (cfg.channels == 1) cfg.num_mean = cfg.num_std = 1;
-        if (v == 4) snprintf(cfg.auto_augment, sizeof cfg.auto_augment, "%s", "");           /* colour jitter */
+        if (v == 4) snprintf(cfg.auto_augment, sizeof cfg.auto_augment, "%s", ""); /* colour jitter */
         if (v == 5) snprintf(cfg.interpolation, sizeof cfg.interpolation, "%s", "bilinear");
         cfg.reprob = 0.5f;
         for (int seed = 0; seed < (v == 2 ? 2 : 6); seed++) {
@@ -509,11 +527,8 @@ static void test_eval_transform(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_decode_conversion),
-        cmocka_unit_test(test_region_decode),
-        cmocka_unit_test(test_ops),
-        cmocka_unit_test(test_train_transform),
-        cmocka_unit_test(test_eval_transform),
+        cmocka_unit_test(test_decode_conversion), cmocka_unit_test(test_region_decode),  cmocka_unit_test(test_ops),
+        cmocka_unit_test(test_train_transform),   cmocka_unit_test(test_eval_transform),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

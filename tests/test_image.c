@@ -123,8 +123,8 @@ static void write_png(const char *path, const uint8_t *px, int w, int h, int cty
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
     png_infop info = png_create_info_struct(png);
     png_init_io(png, f);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, ctype, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, ctype, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+                 PNG_FILTER_TYPE_DEFAULT);
     png_write_info(png, info);
     for (int y = 0; y < h; y++) png_write_row(png, (png_const_bytep)(px + (size_t)y * w * chans));
     png_write_end(png, NULL);
@@ -199,8 +199,8 @@ static void test_crop_scaled_decode(void **state) {
     (void)state;
     const int W = 301, H = 227;
     uint8_t *src = pattern(W, H, 3, 2);
-    JOpts variants[4] = {{0, 90, 2, 2, JCS_RGB}, {0, 90, 1, 1, JCS_RGB}, {0, 90, 2, 1, JCS_RGB},
-                         {1, 90, 2, 2, JCS_RGB}};
+    JOpts variants[4] = {
+        {0, 90, 2, 2, JCS_RGB}, {0, 90, 1, 1, JCS_RGB}, {0, 90, 2, 1, JCS_RGB}, {1, 90, 2, 2, JCS_RGB}};
     Rng r = rng_stream(7, 1);
     int worst = 0;
     for (int v = 0; v < 4; v++) {
@@ -239,7 +239,7 @@ static void test_crop_scaled_decode(void **state) {
             free(ref);
         }
     }
-    assert_true(worst <= 1);   /* "within rounding"; libjpeg-turbo gives 0 */
+    assert_true(worst <= 1); /* "within rounding"; libjpeg-turbo gives 0 */
     free(src);
 }
 
@@ -256,11 +256,11 @@ static void test_scale_choice(void **state) {
     int sn;
     ImageRect cr = {0, 0, 640, 480};
     assert_int_equal(image_load_crop(p, 3, cr, 224, 224, IMAGE_SCALES_ALL, &im, box, &sn, err, sizeof err), 0);
-    assert_int_equal(sn, 4);   /* 480 * 3/8 = 180 < 224 <= 480 * 4/8 */
+    assert_int_equal(sn, 4); /* 480 * 3/8 = 180 < 224 <= 480 * 4/8 */
     image_free(&im);
     ImageRect mid = {100, 90, 480, 300};
     assert_int_equal(image_load_crop(p, 3, mid, 224, 224, IMAGE_SCALES_ALL, &im, box, &sn, err, sizeof err), 0);
-    assert_int_equal(sn, 6);   /* 300 * 5/8 = 187.5 < 224 <= 300 * 6/8 = 225 */
+    assert_int_equal(sn, 6); /* 300 * 5/8 = 187.5 < 224 <= 300 * 6/8 = 225 */
     assert_true(fabs(box[2] - box[0] - 360) < 1e-9 && fabs(box[3] - box[1] - 225) < 1e-9);
     image_free(&im);
     assert_int_equal(image_load_crop(p, 3, mid, 224, 224, IMAGE_SCALES_SIMD, &im, box, &sn, err, sizeof err), 0);
@@ -273,7 +273,7 @@ static void test_scale_choice(void **state) {
     image_free(&im);
     ImageRect small = {100, 50, 200, 150};
     assert_int_equal(image_load_crop(p, 3, small, 224, 224, IMAGE_SCALES_ALL, &im, box, &sn, err, sizeof err), 0);
-    assert_int_equal(sn, 8);   /* smaller than the minimum: never scaled */
+    assert_int_equal(sn, 8); /* smaller than the minimum: never scaled */
     assert_int_equal(im.w, 200);
     assert_int_equal(im.h, 150);
     assert_memory_equal(box, ((double[4]){0, 0, 200, 150}), sizeof box);
@@ -318,7 +318,7 @@ static void test_cmyk_jpeg(void **state) {
         cmyk[4 * i] = rgb[3 * i];
         cmyk[4 * i + 1] = rgb[3 * i + 1];
         cmyk[4 * i + 2] = rgb[3 * i + 2];
-        cmyk[4 * i + 3] = 255;   /* stored inverted k: ink 0 */
+        cmyk[4 * i + 3] = 255; /* stored inverted k: ink 0 */
     }
     const char *p = tpath("cmyk.jpg");
     write_jpeg(p, cmyk, W, H, 4, (JOpts){0, 95, 0, 0, JCS_CMYK});
@@ -376,7 +376,10 @@ static void test_png_named_jpeg(void **state) {
     assert_memory_equal(im.px, rgb, (size_t)W * H * 3);
     image_free(&im);
     uint8_t *ga = malloc((size_t)W * H * 2);
-    for (int i = 0; i < W * H; i++) { ga[2 * i] = rgb[3 * i]; ga[2 * i + 1] = 7; }
+    for (int i = 0; i < W * H; i++) {
+        ga[2 * i] = rgb[3 * i];
+        ga[2 * i + 1] = 7;
+    }
     write_png(p, ga, W, H, PNG_COLOR_TYPE_GRAY_ALPHA, 2);
     assert_int_equal(image_load(p, 3, &im, err, sizeof err), 0);
     for (int i = 0; i < W * H; i++) assert_int_equal(im.px[3 * i + 2], rgb[3 * i]);
@@ -443,7 +446,9 @@ static void test_bad_files(void **state) {
     uint8_t *junk = malloc(4096);
     Rng r = rng_stream(3, 3);
     for (int i = 0; i < 4096; i++) junk[i] = (uint8_t)rng_u32(&r);
-    junk[0] = 0xFF; junk[1] = 0xD8; junk[2] = 0xFF;
+    junk[0] = 0xFF;
+    junk[1] = 0xD8;
+    junk[2] = 0xFF;
     const char *jk = tpath("junk.jpg");
     spit(jk, junk, 4096);
     expect_fail(jk, "JPEG");
@@ -462,8 +467,10 @@ static void test_bad_files(void **state) {
     int patched = 0;
     for (size_t i = 2; i + 9 < n; i++) {
         if (bomb[i] == 0xFF && (bomb[i + 1] == 0xC0 || bomb[i + 1] == 0xC2)) {
-            bomb[i + 5] = 60000 >> 8; bomb[i + 6] = 60000 & 255;   /* height */
-            bomb[i + 7] = 60000 >> 8; bomb[i + 8] = 60000 & 255;   /* width */
+            bomb[i + 5] = 60000 >> 8;
+            bomb[i + 6] = 60000 & 255; /* height */
+            bomb[i + 7] = 60000 >> 8;
+            bomb[i + 8] = 60000 & 255; /* width */
             patched = 1;
             break;
         }
@@ -476,9 +483,19 @@ static void test_bad_files(void **state) {
     write_png(pp, rgb, W, H, PNG_COLOR_TYPE_RGB, 3);
     free(q);
     q = slurp(pp, &qn);
-    q[16] = 0; q[17] = 1; q[18] = 0x86; q[19] = 0xA0; q[20] = 0; q[21] = 1; q[22] = 0x86; q[23] = 0xA0;
+    q[16] = 0;
+    q[17] = 1;
+    q[18] = 0x86;
+    q[19] = 0xA0;
+    q[20] = 0;
+    q[21] = 1;
+    q[22] = 0x86;
+    q[23] = 0xA0;
     uLong crc = crc32(0L, q + 12, 17);
-    q[29] = (uint8_t)(crc >> 24); q[30] = (uint8_t)(crc >> 16); q[31] = (uint8_t)(crc >> 8); q[32] = (uint8_t)crc;
+    q[29] = (uint8_t)(crc >> 24);
+    q[30] = (uint8_t)(crc >> 16);
+    q[31] = (uint8_t)(crc >> 8);
+    q[32] = (uint8_t)crc;
     spit(pp, q, qn);
     expect_fail(pp, "too large");
 
@@ -578,9 +595,9 @@ typedef struct {
     int ctype, depth, interlace;
     const png_color *plte;
     int nplte;
-    const png_byte *trans_alpha;   /* palette tRNS */
+    const png_byte *trans_alpha; /* palette tRNS */
     int ntrans;
-    const png_color_16 *trans_color;   /* gray / RGB tRNS */
+    const png_color_16 *trans_color; /* gray / RGB tRNS */
 } PngSpec;
 
 static void write_png_spec(const char *path, const uint8_t *samples, int w, int h, int chans, PngSpec sp) {
@@ -636,7 +653,8 @@ static void expect_png(const char *path, const uint8_t *exp_rgb, const uint8_t *
     int sn;
     assert_int_equal(image_load_crop(path, 3, cr, 0, 0, IMAGE_SCALES_ALL, &im, box, &sn, err, sizeof err), 0);
     for (int y = 0; y < cr.h; y++)
-        assert_memory_equal(im.px + (size_t)y * cr.w * 3, exp_rgb + ((size_t)(y + cr.y) * w + cr.x) * 3, (size_t)cr.w * 3);
+        assert_memory_equal(im.px + (size_t)y * cr.w * 3, exp_rgb + ((size_t)(y + cr.y) * w + cr.x) * 3,
+                            (size_t)cr.w * 3);
     image_free(&im);
 }
 
@@ -673,11 +691,12 @@ static void test_png_color_types(void **state) {
                 exp[3 * i + 2] = pal[k].blue;
             }
             for (int with_trns = 0; with_trns < 2; with_trns++) {
-                PngSpec sp = {PNG_COLOR_TYPE_PALETTE, depth, il, pal, np, with_trns ? ta : NULL,
+                PngSpec sp = {PNG_COLOR_TYPE_PALETTE,       depth, il, pal, np, with_trns ? ta : NULL,
                               with_trns ? (np + 1) / 2 : 0, NULL};
                 write_png_spec(p, smp, W, H, 1, sp);
                 char what[96];
-                snprintf(what, sizeof what, "palette %d-bit%s%s", depth, with_trns ? " + tRNS" : "", il ? " interlaced" : "");
+                snprintf(what, sizeof what, "palette %d-bit%s%s", depth, with_trns ? " + tRNS" : "",
+                         il ? " interlaced" : "");
                 expect_png(p, exp, NULL, W, H, what);
             }
         }
@@ -702,12 +721,16 @@ static void test_png_color_types(void **state) {
                 PngSpec sp = {PNG_COLOR_TYPE_GRAY, depth, il, NULL, 0, NULL, 0, with_trns ? &tc : NULL};
                 write_png_spec(p, smp, W, H, 1, sp);
                 char what[96];
-                snprintf(what, sizeof what, "gray %d-bit%s%s", depth, with_trns ? " + tRNS" : "", il ? " interlaced" : "");
+                snprintf(what, sizeof what, "gray %d-bit%s%s", depth, with_trns ? " + tRNS" : "",
+                         il ? " interlaced" : "");
                 expect_png(p, exp, eg, W, H, what);
             }
         }
         /* gray + alpha, RGB (+ tRNS), RGBA at 8 and 16 bits */
-        static const struct { int ctype, chans, trns; const char *name; } ct[] = {
+        static const struct {
+            int ctype, chans, trns;
+            const char *name;
+        } ct[] = {
             {PNG_COLOR_TYPE_GRAY_ALPHA, 2, 0, "gray + alpha"},
             {PNG_COLOR_TYPE_RGB, 3, 0, "RGB"},
             {PNG_COLOR_TYPE_RGB, 3, 1, "RGB + tRNS"},
@@ -718,7 +741,7 @@ static void test_png_color_types(void **state) {
                 int bps = depth / 8, ch = ct[t].chans;
                 for (size_t i = 0; i < N * ch * bps; i++) smp[i] = (uint8_t)rng_u32(&r);
                 for (size_t i = 0; i < N; i++) {
-                    const uint8_t *s = smp + i * ch * bps;   /* the high byte comes first */
+                    const uint8_t *s = smp + i * ch * bps; /* the high byte comes first */
                     if (ch <= 2) {
                         exp[3 * i] = exp[3 * i + 1] = exp[3 * i + 2] = s[0];
                         eg[i] = s[0];
@@ -750,11 +773,14 @@ static double ref_bicubic(double x) {
     if (x < 2) return ((-0.5 * x + 2.5) * x - 4) * x + 2;
     return 0;
 }
-static double ref_bilinear(double x) { x = fabs(x); return x < 1 ? 1 - x : 0; }
+static double ref_bilinear(double x) {
+    x = fabs(x);
+    return x < 1 ? 1 - x : 0;
+}
 
 /* One antialiased 1-D resample in double (the textbook definition PIL follows). */
-static void ref_line(const double *in, int n, int istride, double b0, double b1, double *out, int on,
-                     int ostride, int filter) {
+static void ref_line(const double *in, int n, int istride, double b0, double b1, double *out, int on, int ostride,
+                     int filter) {
     double scale = (b1 - b0) / on, fs = scale < 1 ? 1 : scale;
     double sup = (filter == RESAMPLE_BICUBIC ? 2.0 : 1.0) * fs;
     for (int o = 0; o < on; o++) {
@@ -788,47 +814,53 @@ static void ref_resize(const uint8_t *src, int w, int h, int c, const double *bo
 
 static void test_resize_vs_reference(void **state) {
     (void)state;
-    struct { int w, h, ow, oh; double box[4]; } cases[] = {
-        {173, 131, 64, 48, {0, 0, 173, 131}},      /* downscale */
+    struct {
+        int w, h, ow, oh;
+        double box[4];
+    } cases[] = {
+        {173, 131, 64, 48, {0, 0, 173, 131}}, /* downscale */
         {173, 131, 224, 224, {10.5, 3.25, 150.75, 120}}, /* box, upscale-ish */
-        {60, 40, 151, 97, {0, 0, 60, 40}},         /* upscale */
-        {500, 375, 224, 224, {37, 12, 437, 362}},  /* RRC-like */
-        {333, 250, 341, 256, {0, 0, 333, 250}},    /* eval resize */
-        {97, 97, 97, 50, {0, 0, 97, 97}},          /* vertical only */
-        {97, 97, 50, 97, {0, 0, 97, 97}},          /* horizontal only */
+        {60, 40, 151, 97, {0, 0, 60, 40}}, /* upscale */
+        {500, 375, 224, 224, {37, 12, 437, 362}}, /* RRC-like */
+        {333, 250, 341, 256, {0, 0, 333, 250}}, /* eval resize */
+        {97, 97, 97, 50, {0, 0, 97, 97}}, /* vertical only */
+        {97, 97, 50, 97, {0, 0, 97, 97}}, /* horizontal only */
     };
     ResizeScratch s = {0};
     int best = resize_set_simd(-1);
-    for (int lvl = best; lvl >= 0; lvl--) {   /* every instruction-set path */
-    assert_int_equal(resize_set_simd(lvl), lvl);
-    for (int f = 0; f < 2; f++)
-        for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-            int w = cases[t].w, h = cases[t].h, ow = cases[t].ow, oh = cases[t].oh;
-            for (int c = 1; c <= 3; c += 2) {
-                uint8_t *src = pattern(w, h, c, 10 + t);
-                uint8_t *dst = malloc((size_t)ow * oh * c);
-                double *ref = malloc(sizeof(double) * ow * oh * c);
-                assert_int_equal(resize_u8(src, w, h, c, (size_t)w * c, cases[t].box, ow, oh, 0, 0, ow, oh, f, dst, &s), 0);
-                ref_resize(src, w, h, c, cases[t].box, ow, oh, f, ref);
-                double worst = 0;
-                for (int i = 0; i < ow * oh * c; i++) {
-                    double r = ref[i] < 0 ? 0 : ref[i] > 255 ? 255 : ref[i];
-                    double d = fabs(dst[i] - r);
-                    if (d > worst) worst = d;
+    for (int lvl = best; lvl >= 0; lvl--) { /* every instruction-set path */
+        assert_int_equal(resize_set_simd(lvl), lvl);
+        for (int f = 0; f < 2; f++)
+            for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+                int w = cases[t].w, h = cases[t].h, ow = cases[t].ow, oh = cases[t].oh;
+                for (int c = 1; c <= 3; c += 2) {
+                    uint8_t *src = pattern(w, h, c, 10 + t);
+                    uint8_t *dst = malloc((size_t)ow * oh * c);
+                    double *ref = malloc(sizeof(double) * ow * oh * c);
+                    assert_int_equal(
+                        resize_u8(src, w, h, c, (size_t)w * c, cases[t].box, ow, oh, 0, 0, ow, oh, f, dst, &s), 0);
+                    ref_resize(src, w, h, c, cases[t].box, ow, oh, f, ref);
+                    double worst = 0;
+                    for (int i = 0; i < ow * oh * c; i++) {
+                        double r = ref[i] < 0 ? 0 : ref[i] > 255 ? 255 : ref[i];
+                        double d = fabs(dst[i] - r);
+                        if (d > worst) worst = d;
+                    }
+                    if (worst > 2.0) fail_msg("simd %d case %zu filter %d c %d: max diff %.2f", lvl, t, f, c, worst);
+                    /* a window is bit-identical to the same part of the full output */
+                    int wx = ow / 5, wy = oh / 3, ww = ow / 2, wh = oh / 2;
+                    uint8_t *win = malloc((size_t)ww * wh * c);
+                    assert_int_equal(
+                        resize_u8(src, w, h, c, (size_t)w * c, cases[t].box, ow, oh, wx, wy, ww, wh, f, win, &s), 0);
+                    for (int y = 0; y < wh; y++)
+                        assert_memory_equal(win + (size_t)y * ww * c, dst + ((size_t)(y + wy) * ow + wx) * c,
+                                            (size_t)ww * c);
+                    free(win);
+                    free(ref);
+                    free(dst);
+                    free(src);
                 }
-                if (worst > 2.0) fail_msg("simd %d case %zu filter %d c %d: max diff %.2f", lvl, t, f, c, worst);
-                /* a window is bit-identical to the same part of the full output */
-                int wx = ow / 5, wy = oh / 3, ww = ow / 2, wh = oh / 2;
-                uint8_t *win = malloc((size_t)ww * wh * c);
-                assert_int_equal(resize_u8(src, w, h, c, (size_t)w * c, cases[t].box, ow, oh, wx, wy, ww, wh, f, win, &s), 0);
-                for (int y = 0; y < wh; y++)
-                    assert_memory_equal(win + (size_t)y * ww * c, dst + ((size_t)(y + wy) * ow + wx) * c, (size_t)ww * c);
-                free(win);
-                free(ref);
-                free(dst);
-                free(src);
             }
-        }
     }
     resize_set_simd(-1);
     /* constant in, constant out */
@@ -871,17 +903,26 @@ static void test_eval_transform(void **state) {
         assert_int_equal(image_eval_transform(&im, 224, 0.875f, RESAMPLE_BICUBIC, out), 0);
         /* reference: full resize to (nw, nh) then torchvision centre crop */
         int nw, nh;
-        if (w <= h) { nw = 256; nh = (int)(256.0 * h / w); } else { nh = 256; nw = (int)(256.0 * w / h); }
+        if (w <= h) {
+            nw = 256;
+            nh = (int)(256.0 * h / w);
+        } else {
+            nh = 256;
+            nw = (int)(256.0 * w / h);
+        }
         uint8_t *full = malloc((size_t)nw * nh * 3);
-        assert_int_equal(resize_u8(im.px, w, h, 3, (size_t)w * 3, NULL, nw, nh, 0, 0, nw, nh, RESAMPLE_BICUBIC, full, NULL), 0);
+        assert_int_equal(
+            resize_u8(im.px, w, h, 3, (size_t)w * 3, NULL, nw, nh, 0, 0, nw, nh, RESAMPLE_BICUBIC, full, NULL), 0);
         int top = (int)nearbyint((nh - 224) / 2.0), left = (int)nearbyint((nw - 224) / 2.0);
         for (int k = 0; k < 3; k++)
             for (int y = 0; y < 224; y++)
                 for (int x = 0; x < 224; x++)
-                    assert_int_equal(out[(size_t)k * 224 * 224 + y * 224 + x], full[((size_t)(y + top) * nw + x + left) * 3 + k]);
+                    assert_int_equal(out[(size_t)k * 224 * 224 + y * 224 + x],
+                                     full[((size_t)(y + top) * nw + x + left) * 3 + k]);
         /* HWC variant agrees */
         uint8_t *hwc = malloc(224 * 224 * 3), *chw = malloc(224 * 224 * 3);
-        assert_int_equal(image_eval_transform_px(im.px, w, h, 3, (size_t)w * 3, 224, 0.875f, RESAMPLE_BICUBIC, hwc, 1, NULL), 0);
+        assert_int_equal(
+            image_eval_transform_px(im.px, w, h, 3, (size_t)w * 3, 224, 0.875f, RESAMPLE_BICUBIC, hwc, 1, NULL), 0);
         image_hwc_to_chw(hwc, 224, 224, 3, chw);
         assert_memory_equal(chw, out, 224 * 224 * 3);
         free(hwc);
@@ -908,7 +949,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     char cmd[300];
-    if (getenv("HGRN_KEEP_FIXTURES")) return 0;   /* keep the generated files for a look */
+    if (getenv("HGRN_KEEP_FIXTURES")) return 0; /* keep the generated files for a look */
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     return system(cmd) == 0 ? 0 : -1;
 }

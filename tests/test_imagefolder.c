@@ -57,16 +57,16 @@ static int setup(void **state) {
     (void)state;
     snprintf(root, sizeof root, "/tmp/hgrn_test_if_XXXXXX");
     if (!mkdtemp(root)) return -1;
-    const char *dirs[] = {"train", "train/b_dogs", "train/a_cats", "train/empty", "train/c_birds",
-                          "train/c_birds/nested", "val"};
+    const char *dirs[] = {"train",         "train/b_dogs",         "train/a_cats", "train/empty",
+                          "train/c_birds", "train/c_birds/nested", "val"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) mkdir(P(dirs[i]), 0755);
     write_jpeg(P("train/a_cats/2.jpg"), 40, 30, 10);
     write_jpeg(P("train/a_cats/1.JPEG"), 33, 20, 20);
-    write_jpeg(P("train/a_cats/.hidden.jpg"), 8, 8, 0);   /* skipped */
-    put("train/a_cats/notes.txt", "not an image\n");      /* filtered by extension */
+    write_jpeg(P("train/a_cats/.hidden.jpg"), 8, 8, 0); /* skipped */
+    put("train/a_cats/notes.txt", "not an image\n"); /* filtered by extension */
     write_jpeg(P("train/b_dogs/x.jpeg"), 16, 16, 30);
-    put("train/b_dogs/zero.jpg", NULL);                    /* bad: empty */
-    put("train/b_dogs/text.jpg", "hello, not a jpeg");     /* bad: not an image */
+    put("train/b_dogs/zero.jpg", NULL); /* bad: empty */
+    put("train/b_dogs/text.jpg", "hello, not a jpeg"); /* bad: not an image */
     write_jpeg(P("train/c_birds/nested/deep.jpg"), 24, 12, 40);
     write_jpeg(P("train/c_birds/y.jpg"), 64, 48, 50);
     /* truncated copy of y.jpg */
@@ -100,8 +100,9 @@ static void test_imagefolder(void **state) {
     assert_string_equal(ds->class_names[3], "empty");
     /* a_cats: 1.JPEG 2.jpg; b_dogs: text.jpg x.jpeg zero.jpg; c_birds: nested/deep.jpg y.jpg z_trunc.jpg */
     assert_int_equal(ds->n, 8);
-    const char *expect[8] = {"a_cats/1.JPEG", "a_cats/2.jpg", "b_dogs/text.jpg", "b_dogs/x.jpeg",
-                             "b_dogs/zero.jpg", "c_birds/nested/deep.jpg", "c_birds/y.jpg", "c_birds/z_trunc.jpg"};
+    const char *expect[8] = {"a_cats/1.JPEG", "a_cats/2.jpg",       "b_dogs/text.jpg",
+                             "b_dogs/x.jpeg", "b_dogs/zero.jpg",    "c_birds/nested/deep.jpg",
+                             "c_birds/y.jpg", "c_birds/z_trunc.jpg"};
     int labels[8] = {0, 0, 1, 1, 1, 2, 2, 2};
     for (int i = 0; i < 8; i++) {
         const char *p = dataset_file_path(ds, i);
@@ -300,7 +301,7 @@ static void test_loader_imagefolder(void **state) {
         if (!l) fail_msg("%s", err);
         if (run == 2 && loader_start_prefetch(l, 3, err, sizeof err)) fail_msg("%s", err);
         nb = loader_batches_per_epoch(l);
-        assert_int_equal(nb, (good + 2) / 8);   /* fewer than 256 samples: n positions per epoch */
+        assert_int_equal(nb, (good + 2) / 8); /* fewer than 256 samples: n positions per epoch */
         Batch *b = batch_alloc(&cfg, loader_batch_size(l), cfg.num_classes);
         first[run] = malloc((size_t)nb * 8 * per);
         int got = 0;
@@ -323,25 +324,25 @@ static void test_loader_imagefolder(void **state) {
         loader_destroy(l);
     }
     assert_memory_equal(first[0], first[1], (size_t)nb * 8 * per);
-    assert_memory_equal(first[0], first[2], (size_t)nb * 8 * per);   /* prefetched: same batches */
+    assert_memory_equal(first[0], first[2], (size_t)nb * 8 * per); /* prefetched: same batches */
     /* prefetch: restart mid-epoch, zero-copy access, resume at a batch */
     {
         Loader *l = loader_create(ds, &cfg, 1, 0, 1, err, sizeof err);
         assert_int_equal(loader_start_prefetch(l, 2, err, sizeof err), 0);
         Batch *b = batch_alloc(&cfg, loader_batch_size(l), cfg.num_classes);
         assert_int_equal(loader_next(l, b), 1);
-        loader_set_epoch(l, 0, 1);   /* resume at batch 1 of epoch 0 */
+        loader_set_epoch(l, 0, 1); /* resume at batch 1 of epoch 0 */
         const Batch *ref;
         assert_int_equal(loader_next_ref(l, &ref), 1);
         assert_memory_equal(ref->images, first[0] + (size_t)8 * per, (size_t)8 * per);
         for (int k = 2; k < nb; k++) assert_int_equal(loader_next_ref(l, &ref), 1);
         assert_int_equal(loader_next_ref(l, &ref), 0);
-        assert_int_equal(loader_next(l, b), 0);   /* stays at the end */
+        assert_int_equal(loader_next(l, b), 0); /* stays at the end */
         loader_set_epoch(l, 0, 0);
         assert_int_equal(loader_next(l, b), 1);
         assert_memory_equal(b->images, first[0], (size_t)8 * per);
         batch_free(b);
-        loader_destroy(l);   /* with batches still prefetched */
+        loader_destroy(l); /* with batches still prefetched */
     }
     free(first[0]);
     free(first[1]);

@@ -29,11 +29,26 @@
 #include "clock.h"
 #include "launch.h"
 
-static const char *const VARS[] = {
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
-    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "CUDA_VISIBLE_DEVICES", NULL};
+static const char *const VARS[] = {"OMPI_COMM_WORLD_RANK",
+                                   "OMPI_COMM_WORLD_SIZE",
+                                   "OMPI_COMM_WORLD_LOCAL_RANK",
+                                   "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                   "RANK",
+                                   "WORLD_SIZE",
+                                   "LOCAL_RANK",
+                                   "LOCAL_WORLD_SIZE",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
+                                   "PMI_RANK",
+                                   "PMI_SIZE",
+                                   "MPI_LOCALRANKID",
+                                   "MPI_LOCALNRANKS",
+                                   "SLURM_PROCID",
+                                   "SLURM_NTASKS",
+                                   "SLURM_STEP_NUM_TASKS",
+                                   "SLURM_LOCALID",
+                                   "CUDA_VISIBLE_DEVICES",
+                                   NULL};
 
 static int clear_env(void **state) {
     (void)state;
@@ -99,14 +114,14 @@ static void test_detect_mpirun(void **state) {
     assert_int_equal(li.local_world, 1);
     assert_true(launch_uses_mpi(&li));
     li = detect_ok("OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=1");
-    assert_int_equal(li.local_world, 0);   /* not said */
+    assert_int_equal(li.local_world, 0); /* not said */
     assert_int_equal(li.local_rank, 1);
     /* mpirun inside a Slurm allocation is mpirun */
     li = detect_ok("SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_LOCALID=0 OMPI_COMM_WORLD_RANK=1 "
                    "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=1");
     assert_int_equal(li.kind, LAUNCH_MPIRUN);
-    detect_bad("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=0 OMPI_COMM_WORLD_LOCAL_RANK=0",
-               "OMPI_COMM_WORLD_SIZE=0", "outside 1..");
+    detect_bad("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=0 OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_SIZE=0",
+               "outside 1..");
     detect_bad("OMPI_COMM_WORLD_RANK=3 OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_LOCAL_RANK=0",
                "OMPI_COMM_WORLD_RANK=3 is outside 0..2", "OMPI_COMM_WORLD_SIZE=3");
     detect_bad("OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_RANK is not set", "mpirun");
@@ -115,10 +130,11 @@ static void test_detect_mpirun(void **state) {
     detect_bad("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=x",
                "OMPI_COMM_WORLD_LOCAL_RANK='x' is not an integer", NULL);
     detect_bad("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=2 "
-               "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=2 is outside 0..1",
-               "OMPI_COMM_WORLD_LOCAL_SIZE=2");
+               "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+               "OMPI_COMM_WORLD_LOCAL_RANK=2 is outside 0..1", "OMPI_COMM_WORLD_LOCAL_SIZE=2");
     detect_bad("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 "
-               "OMPI_COMM_WORLD_LOCAL_SIZE=3", "OMPI_COMM_WORLD_LOCAL_SIZE=3 is outside 1..2", NULL);
+               "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+               "OMPI_COMM_WORLD_LOCAL_SIZE=3 is outside 1..2", NULL);
 }
 
 static void test_detect_torchrun(void **state) {
@@ -166,10 +182,10 @@ static void test_detect_torchrun(void **state) {
     detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_PORT=29500", "MASTER_ADDR is not set", "WORLD_SIZE=2");
     detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=", "MASTER_ADDR is not set", NULL);
     detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=h", "MASTER_PORT is not set", NULL);
-    detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=h MASTER_PORT=65536", "MASTER_PORT=65536 is outside 1..65535",
-               NULL);
-    detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=h MASTER_PORT=http", "MASTER_PORT='http' is not an integer",
-               NULL);
+    detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=h MASTER_PORT=65536",
+               "MASTER_PORT=65536 is outside 1..65535", NULL);
+    detect_bad("RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=h MASTER_PORT=http",
+               "MASTER_PORT='http' is not an integer", NULL);
 }
 
 static void test_detect_pmi_srun(void **state) {
@@ -181,7 +197,7 @@ static void test_detect_pmi_srun(void **state) {
     assert_int_equal(li.local_rank, 1);
     assert_int_equal(li.local_world, 2);
     assert_true(launch_uses_mpi(&li));
-    li = detect_ok("PMI_RANK=3 PMI_SIZE=4 SLURM_LOCALID=1");   /* srun --mpi=pmi2 */
+    li = detect_ok("PMI_RANK=3 PMI_SIZE=4 SLURM_LOCALID=1"); /* srun --mpi=pmi2 */
     assert_int_equal(li.kind, LAUNCH_PMI);
     assert_int_equal(li.local_rank, 1);
     detect_bad("PMI_RANK=4 PMI_SIZE=4 SLURM_LOCALID=0", "PMI_RANK=4 is outside 0..3", "PMI_SIZE=4");
@@ -208,7 +224,7 @@ static void test_device(void **state) {
     assert_int_equal(launch_device(&li), 3);
     setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3", 1);
     assert_int_equal(launch_device(&li), 3);
-    setenv("CUDA_VISIBLE_DEVICES", "5", 1);   /* the launcher bound one GPU to this process */
+    setenv("CUDA_VISIBLE_DEVICES", "5", 1); /* the launcher bound one GPU to this process */
     assert_int_equal(launch_device(&li), 0);
 }
 
@@ -282,8 +298,7 @@ static int clean_dir(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static int run_local(int n, const char *mode, const char *victim, int grace, char *err, size_t errlen,
-                     double *secs) {
+static int run_local(int n, const char *mode, const char *victim, int grace, char *err, size_t errlen, double *secs) {
     char *argv[] = {g_self, (char *)mode, g_dir, (char *)victim, NULL};
     double t0 = now_seconds();
     int st = launch_local(n, victim ? 4 : 3, argv, grace, err, errlen);
@@ -308,8 +323,8 @@ static void test_local_ranks(void **state) {
         char addr[64], port[32], blob[32];
         assert_non_null(fgets(line, sizeof line, f));
         fclose(f);
-        assert_int_equal(sscanf(line, "%d %d %d %d %63s %31s %31s", &rank, &world, &local, &local_world, addr, port,
-                                blob), 7);
+        assert_int_equal(
+            sscanf(line, "%d %d %d %d %63s %31s %31s", &rank, &world, &local, &local_world, addr, port, blob), 7);
         assert_int_equal(rank, r);
         assert_int_equal(world, 3);
         assert_int_equal(local, r);
@@ -321,7 +336,7 @@ static void test_local_ranks(void **state) {
             assert_true(atoi(port) > 0);
         }
         assert_string_equal(port, first_port);
-        assert_string_equal(blob, first_blob);   /* rank 0's pid reached every rank */
+        assert_string_equal(blob, first_blob); /* rank 0's pid reached every rank */
     }
 }
 
@@ -332,7 +347,7 @@ static void test_local_fail(void **state) {
     int st = run_local(3, "child-fail", "1", 5, err, sizeof err, &secs);
     assert_int_equal(st, 3);
     if (!strstr(err, "rank 1 of 3") || !strstr(err, "exited with status 3")) fail_msg("message: %s", err);
-    assert_true(secs < 10);   /* the others sleep 60 s: they were stopped */
+    assert_true(secs < 10); /* the others sleep 60 s: they were stopped */
 }
 
 static void test_local_kill(void **state) {
@@ -352,7 +367,7 @@ static void test_local_stubborn(void **state) {
     int st = run_local(3, "child-stubborn", "2", 1, err, sizeof err, &secs);
     assert_int_equal(st, 3);
     if (!strstr(err, "rank 2 of 3")) fail_msg("message: %s", err);
-    assert_true(secs >= 1.0 && secs < 8);   /* SIGTERM ignored: SIGKILL after the 1 s grace */
+    assert_true(secs >= 1.0 && secs < 8); /* SIGTERM ignored: SIGKILL after the 1 s grace */
 }
 
 static int file_exists(const char *name, int r) {
@@ -419,7 +434,10 @@ static void test_local_nested(void **state) {
 /* ---- the children ---- */
 
 static volatile sig_atomic_t g_term;
-static void on_term(int sig) { (void)sig; g_term = 1; }
+static void on_term(int sig) {
+    (void)sig;
+    g_term = 1;
+}
 
 static void touch(const char *dir, const char *name, int r) {
     char path[512];
@@ -439,7 +457,10 @@ static int child_main(int argc, char **argv) {
     int victim = argc > 3 ? atoi(argv[3]) : -1;
     char err[1024];
     LaunchInfo li;
-    if (launch_detect(&li, err, sizeof err) < 0) { fprintf(stderr, "child: %s\n", err); return 1; }
+    if (launch_detect(&li, err, sizeof err) < 0) {
+        fprintf(stderr, "child: %s\n", err);
+        return 1;
+    }
     if (!strcmp(mode, "child-term")) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -30,18 +30,16 @@ typedef struct {
     uint8_t *px;
     int *labels;
     int side, ch;
-    int fail_mod, fail_rem;   /* get(i) fails when fail_mod > 0 and i % fail_mod == fail_rem */
+    int fail_mod, fail_rem; /* get(i) fails when fail_mod > 0 and i % fail_mod == fail_rem */
     char *names[10];
 } Synth;
 
 static char *synth_names[10] = {"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
 
-static int synth_fails(const Synth *s, int i) {
-    return s->fail_mod > 0 && i % s->fail_mod == s->fail_rem;
-}
+static int synth_fails(const Synth *s, int i) { return s->fail_mod > 0 && i % s->fail_mod == s->fail_rem; }
 
-static int synth_get(Dataset *ds, int i, uint8_t *out, size_t cap, int *label, int *c, int *h,
-                     int *w, char *err, size_t errlen) {
+static int synth_get(Dataset *ds, int i, uint8_t *out, size_t cap, int *label, int *c, int *h, int *w, char *err,
+                     size_t errlen) {
     Synth *s = ds->impl;
     size_t bytes = (size_t)s->ch * s->side * s->side;
     if (i < 0 || i >= ds->n || cap < bytes) {
@@ -170,7 +168,7 @@ static Epoch run_epoch(Loader *l, const Config *cfg, int epoch) {
     }
     if (r < 0) fail_msg("loader_next: %s", loader_error(l));
     assert_int_equal(i, e.nb);
-    assert_int_equal(loader_next(l, b), 0);   /* stays done */
+    assert_int_equal(loader_next(l, b), 0); /* stays done */
     batch_free(b);
     return e;
 }
@@ -196,16 +194,14 @@ static int is_shift(const uint8_t *in, const uint8_t *out, int c, int S, int dy,
             for (int x = 0; x < S; x++) {
                 int xs = flip ? S - 1 - x : x;
                 int sy = y + dy, sx = xs + dx;
-                uint8_t want = (sy >= 0 && sy < S && sx >= 0 && sx < S)
-                                   ? in[((size_t)ch * S + sy) * S + sx] : 0;
+                uint8_t want = (sy >= 0 && sy < S && sx >= 0 && sx < S) ? in[((size_t)ch * S + sy) * S + sx] : 0;
                 if (out[((size_t)ch * S + y) * S + x] != want) return 0;
             }
     return 1;
 }
 
 /* Find the (dy, dx, flip) with |dy|, |dx| <= pad that maps in to out; 0 if none. */
-static int find_shift(const uint8_t *in, const uint8_t *out, int c, int S, int pad, int *dy,
-                      int *dx, int *flip) {
+static int find_shift(const uint8_t *in, const uint8_t *out, int c, int S, int pad, int *dy, int *dx, int *flip) {
     for (int f = 0; f < 2; f++)
         for (int a = -pad; a <= pad; a++)
             for (int b = -pad; b <= pad; b++)
@@ -262,7 +258,7 @@ static void test_transform_crop_flip(void **state) {
         assert_int_equal(flip, 0);
         s = rng_stream(4, (uint64_t)t);
         transform_small_train(in, C, S, S, out, S, 0, 1.0f, &s);
-        assert_true(is_shift(in, out, C, S, 0, 0, 1));   /* pad 0: a pure mirror */
+        assert_true(is_shift(in, out, C, S, 0, 0, 1)); /* pad 0: a pure mirror */
     }
     /* The explicit form: top/left = pad is the identity; a mirror twice is the identity. */
     transform_small_apply(in, C, S, S, out, S, PAD, PAD, PAD, 0);
@@ -337,7 +333,7 @@ static void test_train_order_and_coverage(void **state) {
     (void)state;
     enum { N = 1000, B = 64 };
     Dataset *ds = synth_open(N, 12, 1, 0, 0);
-    Config cfg = make_cfg(12, 1, B);   /* no augmentation: images are the raw samples */
+    Config cfg = make_cfg(12, 1, B); /* no augmentation: images are the raw samples */
     Loader *l = make_loader(ds, &cfg, 1, 0, 1);
     assert_int_equal(loader_batches_per_epoch(l), N / B);
     assert_int_equal(loader_batch_size(l), B);
@@ -367,12 +363,12 @@ static void test_train_order_and_coverage(void **state) {
     }
     assert_int_equal(missing0, N - e0.total);
     assert_true(missing0 < B && missing1 < B);
-    assert_true(same_pos < 20);   /* a different permutation (~1 coincidence expected) */
+    assert_true(same_pos < 20); /* a different permutation (~1 coincidence expected) */
     /* A shuffle, not the identity. */
     int in_order = 0;
     for (int i = 0; i + 1 < e0.total; i++)
-        in_order += index_of(e0.images + (size_t)(i + 1) * e0.img_bytes) ==
-                    index_of(e0.images + (size_t)i * e0.img_bytes) + 1;
+        in_order +=
+            index_of(e0.images + (size_t)(i + 1) * e0.img_bytes) == index_of(e0.images + (size_t)i * e0.img_bytes) + 1;
     assert_true(in_order < 20);
     /* A different seed, a different order. */
     Config cfg2 = cfg;
@@ -414,7 +410,7 @@ static void test_train_order_is_sampler(void **state) {
     int *want = malloc(sizeof *want * N * 3);
     assert_non_null(want);
     for (int reps = 1; reps <= 3; reps += 2) {
-        Config cfg = make_cfg(12, 1, B);   /* no augmentation: images are the raw samples */
+        Config cfg = make_cfg(12, 1, B); /* no augmentation: images are the raw samples */
         cfg.repeated_aug = reps;
         for (int epoch = 0; epoch < 2; epoch++)
             for (int r = 0; r < W; r++) {
@@ -430,9 +426,9 @@ static void test_train_order_is_sampler(void **state) {
                 loader_destroy(l);
             }
     }
-    assert_int_equal(sampler_epoch_positions(N, 3, B), 512);   /* DeiT: floor(n / 256) * 256 */
+    assert_int_equal(sampler_epoch_positions(N, 3, B), 512); /* DeiT: floor(n / 256) * 256 */
     assert_int_equal(sampler_epoch_positions(N, 1, B), N);
-    assert_int_equal(sampler_epoch_positions(200, 3, B), 200);  /* under 256: all of them */
+    assert_int_equal(sampler_epoch_positions(200, 3, B), 200); /* under 256: all of them */
     free(want);
     ds->close(ds);
 }
@@ -455,8 +451,7 @@ static void test_train_ranks(void **state) {
         for (int b = 0; b < e.nb; b++)
             for (int k = 0; k < B / W; k++) {
                 size_t mine = (size_t)b * (B / W) + k, global = (size_t)b * B + r + (size_t)k * W;
-                assert_memory_equal(e.images + mine * e.img_bytes,
-                                    full.images + global * full.img_bytes, e.img_bytes);
+                assert_memory_equal(e.images + mine * e.img_bytes, full.images + global * full.img_bytes, e.img_bytes);
                 assert_int_equal(e.labels[mine], full.labels[global]);
             }
         epoch_free(&e);
@@ -482,7 +477,7 @@ static void test_train_ranks_mixup(void **state) {
     cfg.mixup_prob = 1.0f;
     cfg.mixup_switch_prob = 0.5f;
     Loader *one = make_loader(ds, &cfg, 1, 0, 1);
-    for (int k = 0; k < B; k++) assert_int_equal(loader_global_index(one)[k], k);   /* the identity */
+    for (int k = 0; k < B; k++) assert_int_equal(loader_global_index(one)[k], k); /* the identity */
     Epoch full = run_epoch(one, &cfg, 2);
     int seen[B] = {0};
     for (int r = 0; r < W; r++) {
@@ -493,18 +488,16 @@ static void test_train_ranks_mixup(void **state) {
             for (int k = 0; k < B / W; k++) {
                 size_t mine = (size_t)b * (B / W) + k, global = (size_t)b * B + gi[k];
                 if (b == 0) seen[gi[k]]++;
-                assert_memory_equal(e.images + mine * e.img_bytes, full.images + global * full.img_bytes,
-                                    e.img_bytes);
-                assert_memory_equal(e.targets + mine * e.K, full.targets + global * full.K,
-                                    e.K * sizeof(float));
+                assert_memory_equal(e.images + mine * e.img_bytes, full.images + global * full.img_bytes, e.img_bytes);
+                assert_memory_equal(e.targets + mine * e.K, full.targets + global * full.K, e.K * sizeof(float));
             }
         epoch_free(&e);
         loader_destroy(l);
     }
-    for (int g = 0; g < B; g++) assert_int_equal(seen[g], 1);   /* every sample on exactly one rank */
+    for (int g = 0; g < B; g++) assert_int_equal(seen[g], 1); /* every sample on exactly one rank */
     /* pairs must fit: a global batch that is not a multiple of 2 x world */
     char err[256];
-    cfg.batch_size = 45;   /* 15 a rank: a pair would straddle two ranks */
+    cfg.batch_size = 45; /* 15 a rank: a pair would straddle two ranks */
     assert_null(loader_create(ds, &cfg, 1, 0, 3, err, sizeof err));
     assert_non_null(strstr(err, "multiple of 2 x the world size 3"));
     epoch_free(&full);
@@ -517,7 +510,7 @@ static void test_eval_ranks(void **state) {
     enum { N = 1000, B = 30, W = 3 };
     Dataset *ds = synth_open(N, 12, 1, 0, 0);
     Config cfg = make_cfg(12, 1, B);
-    cfg.crop_padding = 4;   /* ignored by evaluation */
+    cfg.crop_padding = 4; /* ignored by evaluation */
     cfg.hflip = 1.0f;
     int seen[N] = {0}, total = 0;
     for (int r = 0; r < W; r++) {
@@ -531,12 +524,11 @@ static void test_eval_ranks(void **state) {
         for (int i = 0; i < e.total; i++) {
             const uint8_t *img = e.images + (size_t)i * e.img_bytes;
             int idx = index_of(img);
-            assert_int_equal(idx, r + i * W);   /* in order */
-            assert_memory_equal(img, synth_px(ds, idx), e.img_bytes);   /* no augmentation */
+            assert_int_equal(idx, r + i * W); /* in order */
+            assert_memory_equal(img, synth_px(ds, idx), e.img_bytes); /* no augmentation */
             assert_int_equal(e.labels[i], ds->label(ds, idx));
             /* One-hot targets: no smoothing in evaluation. */
-            for (int k = 0; k < 10; k++)
-                assert_true(e.targets[(size_t)i * 10 + k] == (k == e.labels[i] ? 1.0f : 0.0f));
+            for (int k = 0; k < 10; k++) assert_true(e.targets[(size_t)i * 10 + k] == (k == e.labels[i] ? 1.0f : 0.0f));
             seen[idx]++;
             total++;
         }
@@ -576,13 +568,12 @@ static void test_resume(void **state) {
     Batch *b = batch_alloc(&cfg, B, 10);
     int ks[] = {0, 1, 7, nb - 1};
     for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
-        Loader *r = make_loader(ds, &cfg, 1, 0, 1);   /* a fresh process resuming */
+        Loader *r = make_loader(ds, &cfg, 1, 0, 1); /* a fresh process resuming */
         loader_set_epoch(r, 2, ks[t]);
         for (int k = ks[t]; k < nb; k++) {
             assert_int_equal(loader_next(r, b), 1);
             assert_int_equal(b->n, B);
-            assert_memory_equal(b->images, full.images + (size_t)k * B * full.img_bytes,
-                                (size_t)B * full.img_bytes);
+            assert_memory_equal(b->images, full.images + (size_t)k * B * full.img_bytes, (size_t)B * full.img_bytes);
             assert_memory_equal(b->labels, full.labels + (size_t)k * B, B * sizeof(int));
         }
         assert_int_equal(loader_next(r, b), 0);
@@ -608,8 +599,10 @@ static void test_targets(void **state) {
         for (int k = 0; k < 10; k++) {
             float t = e.targets[(size_t)i * 10 + k];
             sum += t;
-            if (k == e.labels[i]) assert_true(fabsf(t - (0.9f + 0.01f)) < 1e-6f);
-            else assert_true(fabsf(t - 0.01f) < 1e-7f);
+            if (k == e.labels[i])
+                assert_true(fabsf(t - (0.9f + 0.01f)) < 1e-6f);
+            else
+                assert_true(fabsf(t - 0.01f) < 1e-7f);
         }
         assert_true(fabs(sum - 1.0) < 1e-5);
     }
@@ -658,8 +651,7 @@ static void test_loader_augments(void **state) {
         assert_memory_equal(r, synth_px(ds, index_of(r)), raw.img_bytes);
         assert_int_equal(aug.labels[i], raw.labels[i]);
         int dy = 0, dx = 0, flip = 0;
-        if (!find_shift(r, a, 3, S, PAD, &dy, &dx, &flip))
-            fail_msg("sample %d: not a shift/flip of the raw image", i);
+        if (!find_shift(r, a, 3, S, PAD, &dy, &dx, &flip)) fail_msg("sample %d: not a shift/flip of the raw image", i);
         moved += dy != 0 || dx != 0;
         flipped += flip;
     }
@@ -710,7 +702,7 @@ static void test_bad_samples(void **state) {
         Loader *l = make_loader(ds, &cfg, 1, 0, 1);
         e[t] = run_epoch(l, &cfg, 0);
         assert_true(loader_bad_samples(l) > 0 && loader_bad_samples(l) <= nbad);
-        Epoch again = run_epoch(l, &cfg, 1);   /* known bad ones are skipped silently */
+        Epoch again = run_epoch(l, &cfg, 1); /* known bad ones are skipped silently */
         epoch_free(&again);
         assert_true(loader_bad_samples(l) <= nbad);
         loader_destroy(l);
@@ -734,7 +726,7 @@ static void test_bad_samples(void **state) {
         Epoch v = run_epoch(l, &cfg, 0);
         for (int i = 0; i < v.total; i++) seen[index_of(v.images + (size_t)i * v.img_bytes)]++;
         total += v.total;
-        int mine = 0;   /* bad samples on this rank's shard */
+        int mine = 0; /* bad samples on this rank's shard */
         for (int i = r; i < N; i += 2) mine += i % MOD == REM;
         assert_int_equal(loader_bad_samples(l), mine);
         epoch_free(&v);
@@ -761,16 +753,16 @@ static void test_create_errors(void **state) {
     Dataset *ds = synth_open(100, 8, 1, 0, 0);
     char err[512];
     Config cfg;
-#define EXPECT_ERR(train, rank, world, needle)                                           \
-    do {                                                                                 \
-        err[0] = '\0';                                                                   \
-        assert_null(loader_create(ds, &cfg, train, rank, world, err, sizeof err));      \
-        if (!strstr(err, needle)) fail_msg("message '%s' lacks '%s'", err, needle);     \
+#define EXPECT_ERR(train, rank, world, needle)                                      \
+    do {                                                                            \
+        err[0] = '\0';                                                              \
+        assert_null(loader_create(ds, &cfg, train, rank, world, err, sizeof err));  \
+        if (!strstr(err, needle)) fail_msg("message '%s' lacks '%s'", err, needle); \
     } while (0)
     cfg = make_cfg(8, 1, 30);
-    EXPECT_ERR(1, 0, 4, "batch_size");              /* 30 not divisible by 4 */
+    EXPECT_ERR(1, 0, 4, "batch_size"); /* 30 not divisible by 4 */
     cfg = make_cfg(8, 1, 128);
-    EXPECT_ERR(1, 0, 1, "batch_size");              /* more than the 100 samples */
+    EXPECT_ERR(1, 0, 1, "batch_size"); /* more than the 100 samples */
     cfg = make_cfg(8, 3, 10);
     EXPECT_ERR(1, 0, 1, "channels");
     cfg = make_cfg(8, 1, 10);
@@ -820,7 +812,7 @@ static void test_real_fmnist(void **state) {
     double mean = 0;
     for (size_t i = 0; i < (size_t)e[0].total * e[0].img_bytes; i++) mean += e[0].images[i];
     mean /= (double)e[0].total * e[0].img_bytes * 255.0;
-    assert_true(mean > 0.2 && mean < 0.35);   /* ~0.286, a little lower from the zero padding */
+    assert_true(mean > 0.2 && mean < 0.35); /* ~0.286, a little lower from the zero padding */
     epoch_free(&e[0]);
     epoch_free(&e[1]);
 

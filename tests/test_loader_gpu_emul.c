@@ -53,10 +53,10 @@
  * "exact" and its GPU-hybrid units decode the same pixels. */
 #define EMU_UNITS 16
 typedef struct {
-    uint8_t **planes;     /* per decode index */
+    uint8_t **planes; /* per decode index */
     EmuPlanes *ep;
     int dec_n;
-    long long call;       /* -1: none */
+    long long call; /* -1: none */
 } EmuBuf;
 
 struct GpuImages {
@@ -70,10 +70,10 @@ struct GpuImages {
     GpuImagesStats st;
 };
 
-static int g_refused, g_failed;   /* what the double turned down */
-static int g_max_concurrent;      /* most decode calls seen at once (any double) */
+static int g_refused, g_failed; /* what the double turned down */
+static int g_max_concurrent; /* most decode calls seen at once (any double) */
 static long long g_hybrid_decoded;
-static int g_created;             /* pipelines created */
+static int g_created; /* pipelines created */
 
 GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, char *err, size_t errlen) {
     (void)device;
@@ -115,10 +115,16 @@ void gpu_images_destroy(GpuImages *g) {
 }
 
 int gpu_images_available(void) { return 1; }
-const char *gpu_images_backend(const GpuImages *g) { (void)g; return "hardware"; }
+const char *gpu_images_backend(const GpuImages *g) {
+    (void)g;
+    return "hardware";
+}
 int gpu_images_units(const GpuImages *g) { return g->nunits + g->nhybrid; }
 int gpu_images_unit_hybrid(const GpuImages *g, int unit) { return unit >= g->nunits; }
-int gpu_images_exact(const GpuImages *g) { (void)g; return 1; }
+int gpu_images_exact(const GpuImages *g) {
+    (void)g;
+    return 1;
+}
 void gpu_images_hw_info(const GpuImages *g, int *engines, int *cores) {
     (void)g;
     *engines = 1;
@@ -150,13 +156,13 @@ int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err,
     (void)errlen;
     assert_true(unit >= 0 && unit < g->nunits + g->nhybrid);
     pthread_mutex_lock(&g->mu);
-    assert_false(g->busy[unit]);   /* one call at a time per unit */
+    assert_false(g->busy[unit]); /* one call at a time per unit */
     g->busy[unit] = 1;
     if (++g->concurrent > g->max_concurrent) g->max_concurrent = g->concurrent;
     if (g->concurrent > g_max_concurrent) g_max_concurrent = g->concurrent;
     long long call = g->ncalls[unit]++;
     EmuBuf *b = &g->buf[unit][call % 2];
-    b->call = call;   /* the planes of call - 2 are gone from here on */
+    b->call = call; /* the planes of call - 2 are gone from here on */
     pthread_mutex_unlock(&g->mu);
     for (int i = 0; i < g->max_batch; i++) {
         free(b->planes[i]);
@@ -181,7 +187,7 @@ int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n, char *err,
     }
     b->dec_n = n;
     unsigned seed = (unsigned)(call * 7919 + unit * 104729);
-    usleep((useconds_t)(rand_r(&seed) % 3000));   /* the engines take their time */
+    usleep((useconds_t)(rand_r(&seed) % 3000)); /* the engines take their time */
     pthread_mutex_lock(&g->mu);
     g->busy[unit] = 0;
     g->concurrent--;
@@ -225,13 +231,26 @@ int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, const GpuMix *
 }
 
 uint8_t *gpu_images_slot(GpuImages *g, int slot) { return g->slot[slot]; }
-void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
-void gpu_images_slot_release(GpuImages *g, int slot, void *stream) { (void)g; (void)slot; (void)stream; }
+void gpu_images_slot_acquire(GpuImages *g, int slot, void *stream) {
+    (void)g;
+    (void)slot;
+    (void)stream;
+}
+void gpu_images_slot_release(GpuImages *g, int slot, void *stream) {
+    (void)g;
+    (void)slot;
+    (void)stream;
+}
 void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes) { memcpy(host, g->slot[slot], bytes); }
 void gpu_images_stats(GpuImages *g, GpuImagesStats *st) { *st = g->st; }
-void *gpu_backend_stream(Backend *bk) { (void)bk; return NULL; }
+void *gpu_backend_stream(Backend *bk) {
+    (void)bk;
+    return NULL;
+}
 int gpu_images_decode_rgb(GpuImages *g, const GpuSample *s, uint8_t *out, char *err, size_t errlen) {
-    (void)g; (void)s; (void)out;
+    (void)g;
+    (void)s;
+    (void)out;
     snprintf(err, errlen, "not in the double");
     return -1;
 }
@@ -332,7 +351,7 @@ static void build_dataset(void) {
         assert_int_equal(system(cmd), 0);
         for (int i = 0; i < 12; i++, count++) {
             int W = 70 + (count * 7) % 57, H = 66 + (count * 13) % 61;
-            int kind = count % 6;   /* 4:2:0, 4:2:2, 4:4:4, 4:4:0, gray, progressive 4:2:0 */
+            int kind = count % 6; /* 4:2:0, 4:2:2, 4:4:4, 4:4:0, gray, progressive 4:2:0 */
             int C = kind == 4 ? 1 : 3;
             uint8_t *px = make_pixels(W, H, C, 300 + count);
             int hs = kind == 0 || kind == 1 || kind == 5 ? 2 : 1, vs = kind == 0 || kind == 3 || kind == 5 ? 2 : 1;
@@ -479,12 +498,14 @@ static void compare_loaders(int train, int prefetch, int cutmix_only, Pipe pp) {
     if (pp.cpu_share > 0) assert_true(sb.cpu_spilled > 0);
     if (pp.cpu_share == 0) assert_true(sb.cpu_spilled == 0);
     if (pp.hw_load < 1) assert_true(sb.gpu_stats.jpeg_decoded_hybrid > 0);
-    fprintf(stderr, "  train %d prefetch %d units %d+%d share %.2f: %d batches, %lld samples: %lld GPU-decoded (%lld "
-            "hybrid), CPU: %lld not JPEG, %lld unsupported, %lld refused, %lld failed, %lld balance (share now %.3f%s); "
-            "%d unreadable\n",
-            train, prefetch, sb.gpu_units, sb.gpu_hybrid_units, pp.cpu_share, batches, sb.samples, sb.gpu_decoded,
-            sb.gpu_stats.jpeg_decoded_hybrid, sb.cpu_not_jpeg, sb.cpu_unsupported, sb.cpu_nvjpeg_refused,
-            sb.cpu_nvjpeg_failed, sb.cpu_spilled, sb.cpu_share, sb.cpu_share_auto ? ", auto" : "", sb.bad_samples);
+    fprintf(
+        stderr,
+        "  train %d prefetch %d units %d+%d share %.2f: %d batches, %lld samples: %lld GPU-decoded (%lld "
+        "hybrid), CPU: %lld not JPEG, %lld unsupported, %lld refused, %lld failed, %lld balance (share now %.3f%s); "
+        "%d unreadable\n",
+        train, prefetch, sb.gpu_units, sb.gpu_hybrid_units, pp.cpu_share, batches, sb.samples, sb.gpu_decoded,
+        sb.gpu_stats.jpeg_decoded_hybrid, sb.cpu_not_jpeg, sb.cpu_unsupported, sb.cpu_nvjpeg_refused,
+        sb.cpu_nvjpeg_failed, sb.cpu_spilled, sb.cpu_share, sb.cpu_share_auto ? ", auto" : "", sb.bad_samples);
     batch_free(ba);
     batch_free(bb);
     loader_destroy(a);
@@ -502,8 +523,8 @@ static void test_gpu_path_equals_cpu_path(void **state) {
     compare_loaders(0, 0, 0, dflt);
     compare_loaders(0, 1, 0, dflt);
     resize_set_simd(-1);
-    assert_true(g_refused > 0);   /* the progressive files */
-    assert_true(g_failed > 0);    /* the NVFAIL file */
+    assert_true(g_refused > 0); /* the progressive files */
+    assert_true(g_failed > 0); /* the NVFAIL file */
 }
 
 /* Where samples are decoded (how many units, a split with GPU-hybrid units,
@@ -513,8 +534,8 @@ static void test_pipeline_settings(void **state) {
     build_dataset();
     resize_set_simd(1);
     const Pipe cases[] = {
-        {1, 1.0f, 0.0f}, {2, 1.0f, 0.0f}, {4, 1.0f, 0.5f}, {2, 0.6f, 0.0f}, {3, 0.7f, 0.3f}, {1, 0.5f, 0.95f},
-        {1, 1.0f, -1.0f},   /* auto: the share moves after two batches (the double's decodes are slow) */
+        {1, 1.0f, 0.0f}, {2, 1.0f, 0.0f},  {4, 1.0f, 0.5f},  {2, 0.6f, 0.0f},
+        {3, 0.7f, 0.3f}, {1, 0.5f, 0.95f}, {1, 1.0f, -1.0f}, /* auto: the share moves after two batches (the double's decodes are slow) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         compare_loaders(1, (int)(i % 2), (int)(i % 3 == 2), cases[i]);
@@ -522,7 +543,7 @@ static void test_pipeline_settings(void **state) {
     }
     resize_set_simd(-1);
     assert_true(g_hybrid_decoded > 0);
-    assert_true(g_max_concurrent > 1);   /* units did decode at the same time */
+    assert_true(g_max_concurrent > 1); /* units did decode at the same time */
 }
 
 static void test_decode_key(void **state) {
@@ -543,7 +564,7 @@ static void test_decode_key(void **state) {
     assert_int_equal(loader_use_gpu(l, "cpu", 0, err, sizeof err), 0);
     double cr = -1, gr = -1;
     loader_decode_rates(l, &cr, &gr);
-    assert_true(cr == 0 && gr == 0);   /* auto measures only on a CUDA backend */
+    assert_true(cr == 0 && gr == 0); /* auto measures only on a CUDA backend */
     /* ~98 x 96 px images: both paths are timed, and the faster kept */
     int rc = loader_use_gpu(l, "cuda", 0, err, sizeof err);
     loader_decode_rates(l, &cr, &gr);
@@ -562,17 +583,17 @@ static void test_decode_key(void **state) {
 /* auto's decision from the size and the rates. */
 static void test_auto_decision(void **state) {
     (void)state;
-    assert_false(decode_try_gpu(28.0 * 28.0));        /* Fashion-MNIST */
+    assert_false(decode_try_gpu(28.0 * 28.0)); /* Fashion-MNIST */
     assert_false(decode_try_gpu(64.0 * 64.0));
     assert_true(decode_try_gpu(64.0 * 64.0 + 1));
-    assert_true(decode_try_gpu(476.0 * 395.0));       /* photographs */
-    assert_true(decode_try_gpu(0));                   /* no header readable: measure */
-    assert_false(decode_pick_gpu(10000, 11000));      /* within the margin: the CPU */
+    assert_true(decode_try_gpu(476.0 * 395.0)); /* photographs */
+    assert_true(decode_try_gpu(0)); /* no header readable: measure */
+    assert_false(decode_pick_gpu(10000, 11000)); /* within the margin: the CPU */
     assert_true(decode_pick_gpu(10000, 10000 * DECODE_GPU_MARGIN));
     assert_true(decode_pick_gpu(7600, 21500));
     assert_false(decode_pick_gpu(150000, 22000));
-    assert_false(decode_pick_gpu(5000, 0));           /* nvJPEG not timed */
-    assert_true(decode_pick_gpu(0, 5000));            /* the CPU built no timed batch */
+    assert_false(decode_pick_gpu(5000, 0)); /* nvJPEG not timed */
+    assert_true(decode_pick_gpu(0, 5000)); /* the CPU built no timed batch */
     char line[400];
     decode_choice_describe(0, 28, 28, 123456, 0, 16, line, sizeof line);
     assert_non_null(strstr(line, "the CPU"));
@@ -692,17 +713,13 @@ static void test_auto_same_batches(void **state) {
 int main(void) {
     snprintf(ROOT, sizeof ROOT, "/tmp/hgrn_test_loader_gpu.%ld", (long)getpid());
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_auto_decision),
-        cmocka_unit_test(test_auto_tiny_images),
-        cmocka_unit_test(test_auto_same_batches),
-        cmocka_unit_test(test_gpu_path_equals_cpu_path),
-        cmocka_unit_test(test_pipeline_settings),
-        cmocka_unit_test(test_decode_key),
+        cmocka_unit_test(test_auto_decision),     cmocka_unit_test(test_auto_tiny_images),
+        cmocka_unit_test(test_auto_same_batches), cmocka_unit_test(test_gpu_path_equals_cpu_path),
+        cmocka_unit_test(test_pipeline_settings), cmocka_unit_test(test_decode_key),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf %s", ROOT);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
     return rc;
 }

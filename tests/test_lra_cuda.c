@@ -35,16 +35,16 @@
 #include "model.h"
 #include "rng.h"
 #include "test_util.h"
-#include "cuda_pair.h"   /* the two backends, T2 tensors, t2_check */
+#include "cuda_pair.h" /* the two backends, T2 tensors, t2_check */
 
 /* ---------------------------------------------------------------- batch norm */
 
 /* A batch norm implementation on the CUDA backend: its own kernels, or
  * cuDNN's under the same contracts (NULL where the build has no cuDNN). */
-typedef void (*BnFwd)(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                      const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C);
-typedef void (*BnBwd)(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                      const float *w, const float *mean, const float *rstd, int M, int C);
+typedef void (*BnFwd)(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                      float *rmean, float *rvar, float momentum, int training, int M, int C);
+typedef void (*BnBwd)(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                      const float *mean, const float *rstd, int M, int C);
 typedef struct {
     const char *name;
     BnFwd fwd;
@@ -62,19 +62,19 @@ static BnImpl bn_cudnn(void) { return (BnImpl){"bn_cudnn", GB->batchnorm_fwd_cud
 static const struct {
     int M, C;
     float offset, sd;
-    int shift;   /* elements the activations start past an aligned address */
+    int shift; /* elements the activations start past an aligned address */
 } BN_SHAPES[] = {
-    {7, 13, 0.0f, 1.5f, 0},        /* scalar path, one tile */
-    {1000, 64, 0.3f, 0.7f, 0},     /* vectorised */
-    {4099, 40, 30.0f, 0.5f, 0},    /* far from zero (no cancellation); several tiles */
-    {20011, 200, 0.0f, 1.0f, 0},   /* a multiple of 8 (25 vectors: idle lanes), many tiles, chunk tails */
-    {12007, 100, -2.0f, 1.0f, 0},  /* vectorised in fp32 (4 | 100), scalar in bf16 (8 does not divide 100) */
-    {9001, 66, 5.0f, 2.0f, 0},     /* not a multiple of 4: scalar in both, many tiles, 3 channel groups */
-    {6000, 64, 0.0f, 1.0f, 1},     /* a multiple of 8 but rows not 16-byte aligned: scalar */
-    {51200, 512, 0.0f, 1.0f, 0},   /* the LRA shape: batch 50 x 1,024 pixels, d 512 */
-    {40000, 3, 0.0f, 1.0f, 0},     /* three channels, many rows */
-    {9, 1, 0.5f, 1.0f, 0},         /* one channel */
-    {1, 24, 0.5f, 1.0f, 0},        /* one row */
+    {7, 13, 0.0f, 1.5f, 0}, /* scalar path, one tile */
+    {1000, 64, 0.3f, 0.7f, 0}, /* vectorised */
+    {4099, 40, 30.0f, 0.5f, 0}, /* far from zero (no cancellation); several tiles */
+    {20011, 200, 0.0f, 1.0f, 0}, /* a multiple of 8 (25 vectors: idle lanes), many tiles, chunk tails */
+    {12007, 100, -2.0f, 1.0f, 0}, /* vectorised in fp32 (4 | 100), scalar in bf16 (8 does not divide 100) */
+    {9001, 66, 5.0f, 2.0f, 0}, /* not a multiple of 4: scalar in both, many tiles, 3 channel groups */
+    {6000, 64, 0.0f, 1.0f, 1}, /* a multiple of 8 but rows not 16-byte aligned: scalar */
+    {51200, 512, 0.0f, 1.0f, 0}, /* the LRA shape: batch 50 x 1,024 pixels, d 512 */
+    {40000, 3, 0.0f, 1.0f, 0}, /* three channels, many rows */
+    {9, 1, 0.5f, 1.0f, 0}, /* one channel */
+    {1, 24, 0.5f, 1.0f, 0}, /* one row */
 };
 #define BN_NSHAPES (sizeof BN_SHAPES / sizeof BN_SHAPES[0])
 
@@ -154,8 +154,7 @@ static void test_batchnorm(void **state) {
     (void)state;
     const BnImpl own = bn_own();
     for (size_t i = 0; i < BN_NSHAPES; i++)
-        run_batchnorm(&own, BN_SHAPES[i].M, BN_SHAPES[i].C, BN_SHAPES[i].offset, BN_SHAPES[i].sd,
-                      BN_SHAPES[i].shift);
+        run_batchnorm(&own, BN_SHAPES[i].M, BN_SHAPES[i].C, BN_SHAPES[i].offset, BN_SHAPES[i].sd, BN_SHAPES[i].shift);
 }
 
 /* The stored bytes of t on the GPU (bf16 or fp32 as held). */
@@ -181,15 +180,15 @@ static int bn_repeats_exactly(const BnImpl *im, int M, int C, int shift) {
     tu_fill_normal(&R, hc, C, 1.0f);
     void *got[2][NOUT];
     for (int rep = 0; rep < 2; rep++) {
-        t2_set(&dx, h0);   /* the same accumulators each time */
+        t2_set(&dx, h0); /* the same accumulators each time */
         t2_set(&dw, hc);
         t2_set(&db, hc);
         t2_set(&rm, hc);
         t2_set(&rv, hc);
-        im->fwd(GB, ACT_AT(GB, out.g, shift), mean.g, rstd.g, ACT_AT(GB, x.g, shift), w.g, b.g, rm.g, rv.g, 0.1f, 1,
-                M, C);
-        im->bwd(GB, ACT_AT(GB, dx.g, shift), dw.g, db.g, ACT_AT(GB, dout.g, shift), ACT_AT(GB, x.g, shift), w.g,
-                mean.g, rstd.g, M, C);
+        im->fwd(GB, ACT_AT(GB, out.g, shift), mean.g, rstd.g, ACT_AT(GB, x.g, shift), w.g, b.g, rm.g, rv.g, 0.1f, 1, M,
+                C);
+        im->bwd(GB, ACT_AT(GB, dx.g, shift), dw.g, db.g, ACT_AT(GB, dout.g, shift), ACT_AT(GB, x.g, shift), w.g, mean.g,
+                rstd.g, M, C);
         for (int k = 0; k < NOUT; k++) got[rep][k] = bn_gpu_bytes(outs[k]);
     }
     int same = 1;
@@ -257,9 +256,9 @@ static void run_grid_transpose(int B, int H, int W, int C, int ldi, int ldo, int
     T2 in = t2_randn(rows * ldi, !f32, 1.0f), out = t2_randn(rows * ldo, !f32, 1.0f);
     CB->grid_transpose(CB, out.c, ldo, in.c, ldi, B, H, W, C, f32, acc);
     GB->grid_transpose(GB, out.g, ldo, in.g, ldi, B, H, W, C, f32, acc);
-    snprintf(what, sizeof what, "grid_transpose%s%s %dx%dx%dx%d ld %d/%d", acc ? " +=" : "", f32 ? " fp32" : "", B,
-             H, W, C, ldi, ldo);
-    t2_check(&out, what, acc ? TOL : 0.0);   /* a copy is exact */
+    snprintf(what, sizeof what, "grid_transpose%s%s %dx%dx%dx%d ld %d/%d", acc ? " +=" : "", f32 ? " fp32" : "", B, H,
+             W, C, ldi, ldo);
+    t2_check(&out, what, acc ? TOL : 0.0); /* a copy is exact */
     t2_free(&in);
     t2_free(&out);
 }
@@ -268,11 +267,11 @@ static void test_grid_transpose(void **state) {
     (void)state;
     for (int f32 = 0; f32 < 2; f32++)
         for (int acc = 0; acc < 2; acc++) {
-            run_grid_transpose(2, 3, 5, 7, 7, 7, f32, acc);          /* scalar */
-            run_grid_transpose(3, 4, 6, 16, 24, 40, f32, acc);       /* vectorised, strided */
-            run_grid_transpose(2, 5, 5, 16, 17, 16, f32, acc);       /* an odd stride: scalar */
-            run_grid_transpose(50, 32, 32, 96, 160, 96, f32, acc);   /* the LRA grid; HGRU1's [c | lambda] view */
-            run_grid_transpose(4, 32, 32, 1, 1, 1, f32, acc);        /* one channel */
+            run_grid_transpose(2, 3, 5, 7, 7, 7, f32, acc); /* scalar */
+            run_grid_transpose(3, 4, 6, 16, 24, 40, f32, acc); /* vectorised, strided */
+            run_grid_transpose(2, 5, 5, 16, 17, 16, f32, acc); /* an odd stride: scalar */
+            run_grid_transpose(50, 32, 32, 96, 160, 96, f32, acc); /* the LRA grid; HGRU1's [c | lambda] view */
+            run_grid_transpose(4, 32, 32, 1, 1, 1, f32, acc); /* one channel */
         }
 }
 
@@ -282,14 +281,23 @@ static Config lra_tiny(const char *mixer, int rgb2d) {
     Config c;
     config_defaults(&c);
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
-    c.image_size = 8; c.patch_size = 1; c.channels = rgb2d ? 3 : 1;   /* 64 pixels */
-    c.dim = 32; c.depth = 2; c.glu_dim = 32; c.num_classes = 10; c.head_size = 16;
+    c.image_size = 8;
+    c.patch_size = 1;
+    c.channels = rgb2d ? 3 : 1; /* 64 pixels */
+    c.dim = 32;
+    c.depth = 2;
+    c.glu_dim = 32;
+    c.num_classes = 10;
+    c.head_size = 16;
     c.drop_path = 0.0f;
     snprintf(c.norm, sizeof c.norm, "batch");
     snprintf(c.head_norm, sizeof c.head_norm, "token");
     c.scan2d = rgb2d;
     c.num_mean = c.num_std = c.channels;
-    for (int i = 0; i < c.channels; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < c.channels; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     return c;
 }
 
@@ -333,7 +341,10 @@ static void check_lra_model(const char *mixer, int rgb2d) {
         for (int i = 0; i < model_num_tensors(mc); i++) {
             const ParamInfo *t = model_tensor(mc, i);
             const double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
-            if (e > worst) { worst = e; wname = t->name; }
+            if (e > worst) {
+                worst = e;
+                wname = t->name;
+            }
         }
         /* bf16 with one input feature (gray, 1-D): the first block's batch
          * norm reads the embedding y_c = w_c x + b_c, per channel an affine
@@ -365,22 +376,28 @@ static void check_lra_model(const char *mixer, int rgb2d) {
             const double d = fabs((double)gg[k] - gc[k]);
             if (d != d) dmax = INFINITY;
             gmax = fmax(gmax, fabs((double)gc[k]));
-            if (k >= skip0 && k < skip1) { skip_err = fmax(skip_err, d); continue; }
-            if (d > dmax) { dmax = d; at = k; }
+            if (k >= skip0 && k < skip1) {
+                skip_err = fmax(skip_err, d);
+                continue;
+            }
+            if (d > dmax) {
+                dmax = d;
+                at = k;
+            }
         }
         const double gerr = gmax > 1e-30 ? dmax / gmax : dmax;
         if (skip1 > skip0)
             printf("  %-5s %s lra model step %d: to_patch_embedding.1.weight differs by %.3e of the "
-                   "largest gradient (left out: see above)\n", BF ? "bf16" : "fp32", mixer, step,
-                   gmax > 1e-30 ? skip_err / gmax : skip_err);
+                   "largest gradient (left out: see above)\n",
+                   BF ? "bf16" : "fp32", mixer, step, gmax > 1e-30 ? skip_err / gmax : skip_err);
         const char *atname = "";
         for (int i = 0; i < model_num_tensors(mc); i++) {
             const ParamInfo *t = model_tensor(mc, i);
             if (at >= t->offset && at < t->offset + t->numel) atname = t->name;
         }
         printf("  %-5s %s lra model step %d: loss cpu %.6f cuda %.6f, probs rel.err %.3e, grads rel.err %.3e "
-               "(worst tensor %s %.3e; largest difference in %s: cuda %.4g, cpu %.4g)\n", BF ? "bf16" : "fp32",
-               mixer, step, lc, lg, perr, gerr, wname, worst, atname, gg[at], gc[at]);
+               "(worst tensor %s %.3e; largest difference in %s: cuda %.4g, cpu %.4g)\n",
+               BF ? "bf16" : "fp32", mixer, step, lc, lg, perr, gerr, wname, worst, atname, gg[at], gc[at]);
         assert_true(fabs(lc - lg) <= mtol * fabs(lc));
         assert_true(perr <= mtol);
         assert_true(gerr <= mtol);
@@ -418,8 +435,8 @@ static void check_lra_model(const char *mixer, int rgb2d) {
             assert_non_null(v);
             e = 0;
             for (size_t k = 0; k < t->numel; k++) {
-                const double d = fabs((double)wg[t->offset + k] - wc[t->offset + k]) /
-                                 sqrt((double)wc[v->offset + k] + 1e-5);
+                const double d =
+                    fabs((double)wg[t->offset + k] - wc[t->offset + k]) / sqrt((double)wc[v->offset + k] + 1e-5);
                 if (d > e) e = d;
             }
         }
@@ -434,9 +451,20 @@ static void check_lra_model(const char *mixer, int rgb2d) {
     const double eerr = tu_rel_err_f(pg, pc, nk);
     printf("  %-5s %s lra model eval probs rel.err %.3e\n", BF ? "bf16" : "fp32", mixer, eerr);
     assert_true(eerr <= mtol);
-    CB->free(CB, gn); GB->free(GB, gng);
-    CB->free(CB, mm_c); CB->free(CB, vv_c); GB->free(GB, mm_g); GB->free(GB, vv_g);
-    free(img); free(tg); free(pc); free(pg); free(gc); free(gg); free(wc); free(wg);
+    CB->free(CB, gn);
+    GB->free(GB, gng);
+    CB->free(CB, mm_c);
+    CB->free(CB, vv_c);
+    GB->free(GB, mm_g);
+    GB->free(GB, vv_g);
+    free(img);
+    free(tg);
+    free(pc);
+    free(pg);
+    free(gc);
+    free(gg);
+    free(wc);
+    free(wg);
     model_destroy(mc);
     model_destroy(mg);
 }
@@ -449,8 +477,14 @@ static void test_lra_model(void **state) {
 }
 
 /* ------------------------------------------------------------------ main */
-static int setup_fp32(void **s) { (void)s; return cuda_pair_setup(0, 4321); }
-static int setup_bf16(void **s) { (void)s; return cuda_pair_setup(1, 4321 + 1); }
+static int setup_fp32(void **s) {
+    (void)s;
+    return cuda_pair_setup(0, 4321);
+}
+static int setup_bf16(void **s) {
+    (void)s;
+    return cuda_pair_setup(1, 4321 + 1);
+}
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -459,11 +493,9 @@ int main(void) {
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_batchnorm),
-        cmocka_unit_test(test_batchnorm_determinism),
-        cmocka_unit_test(test_grid_transpose),
-        cmocka_unit_test(test_lra_model),
-        cmocka_unit_test(test_batchnorm_cudnn),   /* last: a refused cuDNN call ends the process */
+        cmocka_unit_test(test_batchnorm),       cmocka_unit_test(test_batchnorm_determinism),
+        cmocka_unit_test(test_grid_transpose),  cmocka_unit_test(test_lra_model),
+        cmocka_unit_test(test_batchnorm_cudnn), /* last: a refused cuDNN call ends the process */
     };
     /* HGRN_TEST_FILTER=test_a,test_b: only the tests whose name contains it or
      * is contained in it (for compute-sanitizer passes over the op tests) */

@@ -117,7 +117,7 @@ static void test_cifar_files(void **s) {
     expect_cifar_error(dir, "train", "data_batch_3.bin", "truncated");
     write_cifar(dir, "data_batch_3.bin", 20000, 10000, 1);
     expect_cifar_error(dir, "train", "data_batch_3.bin", "more than the 10000 records");
-    write_cifar(dir, "test_batch.bin", 0, 10000, REC);   /* a whole record more */
+    write_cifar(dir, "test_batch.bin", 0, 10000, REC); /* a whole record more */
     expect_cifar_error(dir, "test", "test_batch.bin", "more than the 10000 records");
     write_cifar(dir, "test_batch.bin", 0, 10000, 0);
     FILE *f = fopen(P("cifar/test_batch.bin"), "r+b");
@@ -195,7 +195,8 @@ static void test_fmnist32(void **s) {
             for (int x = 0; x < 32; x++) {
                 const int in = y >= 2 && y < 30 && x >= 2 && x < 30;
                 const uint8_t want = in ? idx_px(i, (y - 2) * 28 + (x - 2)) : 0;
-                if (buf[y * 32 + x] != want) fail_msg("image %d pixel (%d, %d): %d, want %d", i, y, x, buf[y * 32 + x], want);
+                if (buf[y * 32 + x] != want)
+                    fail_msg("image %d pixel (%d, %d): %d, want %d", i, y, x, buf[y * 32 + x], want);
             }
     }
     assert_int_equal(ds->get(ds, 0, buf, 1000, NULL, NULL, NULL, NULL, err, sizeof err), -1);
@@ -223,10 +224,12 @@ static int np_pad_index(int q, int n, int mode) {
     if (mode == PAD_CONSTANT) return -1;
     if (mode == PAD_EDGE) return q < 0 ? 0 : n - 1;
     /* unfold: reflect has period 2 (n - 1), symmetric 2 n */
-    int lo = 0, hi = n - 1;   /* the valid range; walk q back into it */
+    int lo = 0, hi = n - 1; /* the valid range; walk q back into it */
     while (q < lo || q > hi) {
-        if (q < lo) q = mode == PAD_REFLECT ? 2 * lo - q : 2 * lo - 1 - q;
-        else q = mode == PAD_REFLECT ? 2 * hi - q : 2 * hi + 1 - q;
+        if (q < lo)
+            q = mode == PAD_REFLECT ? 2 * lo - q : 2 * lo - 1 - q;
+        else
+            q = mode == PAD_REFLECT ? 2 * hi - q : 2 * hi + 1 - q;
     }
     return q;
 }
@@ -234,8 +237,8 @@ static int np_pad_index(int q, int n, int mode) {
 static void test_pad_modes(void **s) {
     (void)s;
     /* the header's example: a row 1 2 3 4 padded by 2 */
-    const int want[4][8] = {{0, 0, 1, 2, 3, 4, 0, 0}, {1, 1, 1, 2, 3, 4, 4, 4},
-                            {3, 2, 1, 2, 3, 4, 3, 2}, {2, 1, 1, 2, 3, 4, 4, 3}};
+    const int want[4][8] = {
+        {0, 0, 1, 2, 3, 4, 0, 0}, {1, 1, 1, 2, 3, 4, 4, 4}, {3, 2, 1, 2, 3, 4, 3, 2}, {2, 1, 1, 2, 3, 4, 4, 3}};
     const char *names[4] = {"constant", "edge", "reflect", "symmetric"};
     for (int mode = 0; mode < 4; mode++) {
         assert_int_equal(transform_small_pad_mode(names[mode]), mode);
@@ -269,8 +272,8 @@ static void test_pad_modes(void **s) {
                                     const int v = sy < 0 || sx < 0 ? 0 : in[(c * n + sy) * n + sx];
                                     if (out[(c * n + y) * n + x] != v)
                                         fail_msg("%s pad %d window (%d, %d) flip %d: (%d, %d, %d) = %d, want %d",
-                                                 names[mode], pad, top, left, flip, c, y, x,
-                                                 out[(c * n + y) * n + x], v);
+                                                 names[mode], pad, top, left, flip, c, y, x, out[(c * n + y) * n + x],
+                                                 v);
                                 }
                     }
     }
@@ -293,7 +296,7 @@ static void test_prepare_cifar_like(void **s) {
         cf[k] = dataset_cifar10_open(out, splits[k], 1, err, sizeof err);
         if (!fm[k] || !cf[k]) fail_msg("%s", err);
     }
-    assert_int_equal(cf[0]->n, 50000);   /* the first 50,000 training images */
+    assert_int_equal(cf[0]->n, 50000); /* the first 50,000 training images */
     assert_int_equal(cf[1]->n, 10000);
     uint8_t a[1024], b[1024];
     for (int k = 0; k < 2; k++)
@@ -302,7 +305,7 @@ static void test_prepare_cifar_like(void **s) {
             assert_int_equal(fm[k]->get(fm[k], i, a, sizeof a, &la, &c, &h, &w, err, sizeof err), 0);
             assert_int_equal(cf[k]->get(cf[k], i, b, sizeof b, &lb, &c, &h, &w, err, sizeof err), 0);
             assert_int_equal(la, lb);
-            assert_memory_equal(a, b, sizeof a);   /* the gray conversion gives the value back */
+            assert_memory_equal(a, b, sizeof a); /* the gray conversion gives the value back */
         }
     /* RGB: the value in all three planes */
     Dataset *rgb = dataset_cifar10_open(out, "test", 0, err, sizeof err);

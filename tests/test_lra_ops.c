@@ -36,7 +36,7 @@
 
 typedef struct {
     int M, C;
-    double *x, *w, *b, *wt;   /* x [M, C]; w, b [C]; wt [M, C] loss weights */
+    double *x, *w, *b, *wt; /* x [M, C]; w, b [C]; wt [M, C] loss weights */
 } BnCtx;
 
 /* training mode: batch statistics; mean, var (biased) out when non-NULL */
@@ -84,7 +84,7 @@ static void run_batchnorm(int M, int C, float offset, float sd, uint64_t seed) {
     tu_fill_normal(&r, rm, C, 1.0f);
     tu_fill_uniform(&r, rv, C, 0.5f, 2.0f);
     tu_fill_normal(&r, wt, n, 1.0f);
-    for (size_t i = 0; i < n; i++) out[i] = NAN;   /* overwritten */
+    for (size_t i = 0; i < n; i++) out[i] = NAN; /* overwritten */
     for (int k = 0; k < C; k++) mean[k] = rstd[k] = NAN;
     float *rm0 = tu_copy_float(rm, C), *rv0 = tu_copy_float(rv, C);
     const float mom = 0.125f;
@@ -156,27 +156,61 @@ static void run_batchnorm(int M, int C, float offset, float sd, uint64_t seed) {
     TU_ASSERT_REL("batchnorm_fwd (eval) mean", mean, rmu, C, FWD_TOL);
     TU_ASSERT_REL("batchnorm_fwd (eval) rstd", rstd, rrs, C, FWD_TOL);
 
-    free(x); free(out); free(wt); free(dx); free(w); free(b); free(rm); free(rv); free(mean); free(rstd);
-    free(dw); free(db); free(rm0); free(rv0); free(ro); free(rmu); free(rvar); free(rrs); free(rrm); free(rrv);
-    free(dx0); free(dw0); free(db0); free(gx); free(gw); free(gb); free(out2); free(dx2); free(m2); free(s2);
-    free(rm2); free(rv2); free(dw2); free(db2); free(rm3); free(rv3);
-    free(c.x); free(c.w); free(c.b); free(c.wt);
+    free(x);
+    free(out);
+    free(wt);
+    free(dx);
+    free(w);
+    free(b);
+    free(rm);
+    free(rv);
+    free(mean);
+    free(rstd);
+    free(dw);
+    free(db);
+    free(rm0);
+    free(rv0);
+    free(ro);
+    free(rmu);
+    free(rvar);
+    free(rrs);
+    free(rrm);
+    free(rrv);
+    free(dx0);
+    free(dw0);
+    free(db0);
+    free(gx);
+    free(gw);
+    free(gb);
+    free(out2);
+    free(dx2);
+    free(m2);
+    free(s2);
+    free(rm2);
+    free(rv2);
+    free(dw2);
+    free(db2);
+    free(rm3);
+    free(rv3);
+    free(c.x);
+    free(c.w);
+    free(c.b);
+    free(c.wt);
 }
 
 static void test_batchnorm(void **state) {
     (void)state;
     run_batchnorm(7, 13, 0.0f, 1.5f, 11);
-    run_batchnorm(61, 37, 0.3f, 0.7f, 12);      /* more rows than threads, odd sizes */
-    run_batchnorm(50, 5, 30.0f, 0.5f, 13);      /* mean 30, sd 0.5: E[x^2] - E[x]^2 in fp32 would cancel */
-    run_batchnorm(40, 9, 0.0f, 0.002f, 14);     /* variance ~ 4e-6: eps = 1e-5 dominates */
-    run_batchnorm(9, 1, 0.5f, 1.0f, 15);        /* one channel */
-    run_batchnorm(1, 6, 0.5f, 1.0f, 16);        /* one row: var 0, the running update takes var itself */
+    run_batchnorm(61, 37, 0.3f, 0.7f, 12); /* more rows than threads, odd sizes */
+    run_batchnorm(50, 5, 30.0f, 0.5f, 13); /* mean 30, sd 0.5: E[x^2] - E[x]^2 in fp32 would cancel */
+    run_batchnorm(40, 9, 0.0f, 0.002f, 14); /* variance ~ 4e-6: eps = 1e-5 dominates */
+    run_batchnorm(9, 1, 0.5f, 1.0f, 15); /* one channel */
+    run_batchnorm(1, 6, 0.5f, 1.0f, 16); /* one row: var 0, the running update takes var itself */
 }
 
 /* ------------------------------------------------------------ grid transpose */
 
-static void run_grid_transpose(int B, int H, int W, int C, int ldi, int ldo, int accumulate, int f32,
-                               uint64_t seed) {
+static void run_grid_transpose(int B, int H, int W, int C, int ldi, int ldo, int accumulate, int f32, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     const size_t rows = (size_t)B * H * W, ni = rows * ldi, no = rows * ldo;
@@ -194,7 +228,8 @@ static void run_grid_transpose(int B, int H, int W, int C, int ldi, int ldo, int
                     const float want = c >= C ? out0[o + c] : accumulate ? out0[o + c] + src[c] : src[c];
                     if (out[o + c] != want)
                         fail_msg("grid_transpose B%d H%d W%d C%d%s: image %d token (%d, %d) channel %d: %g, "
-                                 "want %g", B, H, W, C, accumulate ? " +=" : "", b, h, w, c, out[o + c], want);
+                                 "want %g",
+                                 B, H, W, C, accumulate ? " +=" : "", b, h, w, c, out[o + c], want);
                 }
             }
     /* the inverse: column order back to row order, bit for bit */
@@ -217,10 +252,10 @@ static void test_grid_transpose(void **state) {
     uint64_t seed = 40;
     for (int acc = 0; acc < 2; acc++)
         for (int f32 = 0; f32 < 2; f32++) {
-            run_grid_transpose(2, 3, 5, 7, 7, 7, acc, f32, seed++);     /* contiguous, H != W */
-            run_grid_transpose(3, 4, 4, 6, 9, 11, acc, f32, seed++);    /* strided on both sides */
-            run_grid_transpose(1, 1, 6, 3, 5, 3, acc, f32, seed++);     /* one row of tokens */
-            run_grid_transpose(2, 32, 32, 1, 1, 1, acc, f32, seed++);   /* the LRA grid, one channel */
+            run_grid_transpose(2, 3, 5, 7, 7, 7, acc, f32, seed++); /* contiguous, H != W */
+            run_grid_transpose(3, 4, 4, 6, 9, 11, acc, f32, seed++); /* strided on both sides */
+            run_grid_transpose(1, 1, 6, 3, 5, 3, acc, f32, seed++); /* one row of tokens */
+            run_grid_transpose(2, 32, 32, 1, 1, 1, acc, f32, seed++); /* the LRA grid, one channel */
         }
 }
 

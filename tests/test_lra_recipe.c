@@ -29,11 +29,9 @@
 #include "model.h"
 
 static const char *const MIXERS[] = {"hgru1", "hgru2", "lru", "mingru", "minlstm"};
-static const char *const MODELS[] = {"hgrn1", "hgrn2", "lru", "mingru", "minlstm"};   /* of MIXERS[i] */
+static const char *const MODELS[] = {"hgrn1", "hgrn2", "lru", "mingru", "minlstm"}; /* of MIXERS[i] */
 
-static void text_of(const Config *c, char *buf) {
-    assert_true(config_write(c, buf, CONFIG_TEXT_MAX) > 0);
-}
+static void text_of(const Config *c, char *buf) { assert_true(config_write(c, buf, CONFIG_TEXT_MAX) > 0); }
 
 static void test_recipes_are_the_configs(void **s) {
     (void)s;
@@ -56,7 +54,7 @@ static void test_recipes_are_the_configs(void **s) {
         assert_true(r.lr == (strcmp(MIXERS[i], "hgru2") ? 3e-3f : 1e-3f));
         assert_true(r.weight_decay == 0.0f && r.lr_batch_ref == 0);
         assert_true(r.warmup_epochs > 0 && r.min_lr == 0.0f);
-        assert_int_equal(r.image_size / r.patch_size, 32);   /* 1,024 steps */
+        assert_int_equal(r.image_size / r.patch_size, 32); /* 1,024 steps */
         assert_string_equal(r.norm, "batch");
         /* both protocols give a model the mixer accepts */
         const char *protocols[2] = {"lra", "hgrn"};
@@ -78,7 +76,8 @@ static void test_recipes_are_the_configs(void **s) {
  * scripts of earlier versions give them) load the same keys. */
 static void test_old_config_names(void **s) {
     (void)s;
-    static const char *const OLD[][2] = {{"lra_image_hgru1", "lra_image_hgrn1"}, {"lra_image_hgru2", "lra_image_hgrn2"}};
+    static const char *const OLD[][2] = {{"lra_image_hgru1", "lra_image_hgrn1"},
+                                         {"lra_image_hgru2", "lra_image_hgrn2"}};
     char err[512], a[CONFIG_TEXT_MAX], b[CONFIG_TEXT_MAX], path[512];
     for (int i = 0; i < 2; i++) {
         Config o, n;
@@ -110,7 +109,7 @@ static void test_protocols(void **s) {
     assert_int_equal(c.num_mean, 3);
     assert_int_equal(c.num_std, 3);
     assert_true(c.mean[0] == 0.4914f && c.std[2] == 0.261f);
-    assert_int_equal(c.dim, before.dim);   /* nothing else moved */
+    assert_int_equal(c.dim, before.dim); /* nothing else moved */
     assert_true(c.lr == before.lr);
     assert_int_equal(lra_protocol(&c, "lra", err, sizeof err), 0);
     assert_int_equal(c.channels, 1);
@@ -122,13 +121,13 @@ static void test_protocols(void **s) {
     char a[CONFIG_TEXT_MAX], b[CONFIG_TEXT_MAX];
     text_of(&c, a);
     text_of(&before, b);
-    assert_string_equal(a, b);   /* lra is the recipe's own protocol */
+    assert_string_equal(a, b); /* lra is the recipe's own protocol */
     Config keep = c;
     assert_int_equal(lra_protocol(&c, "sequential", err, sizeof err), -1);
     if (!strstr(err, "--protocol sequential") || strchr(err, '\n')) fail_msg("%s", err);
     text_of(&c, a);
     text_of(&keep, b);
-    assert_string_equal(a, b);   /* a refused protocol changes nothing */
+    assert_string_equal(a, b); /* a refused protocol changes nothing */
 }
 
 static void touch(const char *path) {
@@ -150,7 +149,7 @@ static void test_data(void **s) {
     assert_string_equal(c.path, LRA_FMNIST_DIR);
     assert_int_equal(c.channels, 1);
     assert_true(c.num_mean == 1 && c.mean[0] == 0.219f && c.std[0] == 0.33181f);
-    assert_int_equal(c.scan2d, 1);   /* the rest of the protocol stays */
+    assert_int_equal(c.scan2d, 1); /* the rest of the protocol stays */
     /* the protocol after the data: still one channel */
     assert_int_equal(lra_protocol(&c, "hgrn", err, sizeof err), 0);
     assert_int_equal(c.channels, 1);

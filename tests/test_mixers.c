@@ -51,11 +51,11 @@ static Config small_config(const char *mixer, int D, int E, int causal) {
 
 typedef struct {
     const char *mixer;
-    int B, N, D, E, causal;   /* E: LRU states S, or the hidden width */
-    double *x;                /* [B*N, D] */
-    double *p;                /* the parameter block, in the layer's order */
+    int B, N, D, E, causal; /* E: LRU states S, or the hidden width */
+    double *x; /* [B*N, D] */
+    double *p; /* the parameter block, in the layer's order */
     const MixerLayer *l;
-    double *w;                /* [B*N, D] loss weights */
+    double *w; /* [B*N, D] loss weights */
 } Ref;
 
 static const double *ref_tensor(const Ref *r, const char *name) {
@@ -74,7 +74,7 @@ static void lru_ref(const Ref *r, double *out) {
     const int B = r->B, N = r->N, H = r->D, S = r->E;
     const double *nu = ref_tensor(r, "nu_log"), *th = ref_tensor(r, "theta");
     const double *Bm = ref_tensor(r, "B"), *Cm = ref_tensor(r, "C"), *Dv = ref_tensor(r, "D");
-    double complex *bu = TU_NEW(double complex, (size_t)N * S), *hs = TU_NEW(double complex, (size_t)N * S);
+    double complex *bu = TU_NEW(double complex, (size_t)N *S), *hs = TU_NEW(double complex, (size_t)N *S);
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < N; t++)
             for (int k = 0; k < S; k++) {
@@ -83,7 +83,7 @@ static void lru_ref(const Ref *r, double *out) {
                     double u = r->x[((size_t)b * N + t) * H + h];
                     v += (Bm[(size_t)(2 * k) * H + h] + I * Bm[(size_t)(2 * k + 1) * H + h]) * u;
                 }
-                double m2 = exp(-2 * exp(nu[k]));   /* |lambda|^2 */
+                double m2 = exp(-2 * exp(nu[k])); /* |lambda|^2 */
                 bu[(size_t)t * S + k] = sqrt(1 - m2) * v;
                 hs[(size_t)t * S + k] = 0;
             }
@@ -103,7 +103,7 @@ static void lru_ref(const Ref *r, double *out) {
         for (int t = 0; t < N; t++)
             for (int h = 0; h < H; h++) {
                 double y = Dv[h] * r->x[((size_t)b * N + t) * H + h];
-                for (int k = 0; k < S; k++) {   /* columns (Re C_k, -Im C_k) */
+                for (int k = 0; k < S; k++) { /* columns (Re C_k, -Im C_k) */
                     double complex s = hs[(size_t)t * S + k];
                     y += Cm[(size_t)h * 2 * S + 2 * k] * creal(s) + Cm[(size_t)h * 2 * S + 2 * k + 1] * cimag(s);
                 }
@@ -121,8 +121,8 @@ static void min_ref(const Ref *r, double *out, int lstm) {
     const int B = r->B, N = r->N, D = r->D, E = r->E, parts = lstm ? 3 : 2;
     const double *Wi = ref_tensor(r, "in_proj.weight"), *bi = ref_tensor(r, "in_proj.bias");
     const double *Wo = ref_tensor(r, "out_proj.weight"), *bo = ref_tensor(r, "out_proj.bias");
-    double *a = TU_NEW(double, (size_t)N * E), *xin = TU_NEW(double, (size_t)N * E);
-    double *hs = TU_NEW(double, (size_t)N * E), *pr = TU_NEW(double, parts * (size_t)E);
+    double *a = TU_NEW(double, (size_t)N *E), *xin = TU_NEW(double, (size_t)N *E);
+    double *hs = TU_NEW(double, (size_t)N *E), *pr = TU_NEW(double, parts *(size_t)E);
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < N; t++) {
             const double *xt = r->x + ((size_t)b * N + t) * D;
@@ -164,12 +164,17 @@ static void min_ref(const Ref *r, double *out, int lstm) {
                 out[((size_t)b * N + t) * D + j] = y;
             }
     }
-    free(a); free(xin); free(hs); free(pr);
+    free(a);
+    free(xin);
+    free(hs);
+    free(pr);
 }
 
 static void ref_forward(const Ref *r, double *out) {
-    if (!strcmp(r->mixer, "lru")) lru_ref(r, out);
-    else min_ref(r, out, !strcmp(r->mixer, "minlstm"));
+    if (!strcmp(r->mixer, "lru"))
+        lru_ref(r, out);
+    else
+        min_ref(r, out, !strcmp(r->mixer, "minlstm"));
 }
 
 static double ref_loss(void *ctx) {
@@ -191,11 +196,14 @@ static void random_params(MixerLayer *l, const char *mixer, Rng *r) {
         const ParamInfo *t = mixer_layer_tensor(l, i);
         float *p = h + t->offset;
         if (!strcmp(t->name, "mixer.nu_log"))
-            for (size_t k = 0; k < t->numel; k++)   /* |lambda| = exp(-exp(nu)) in [0.2, 0.95] */
+            for (size_t k = 0; k < t->numel; k++) /* |lambda| = exp(-exp(nu)) in [0.2, 0.95] */
                 p[k] = (float)log(-log(0.2 + 0.75 * rng_uniform(r)));
-        else if (!strcmp(t->name, "mixer.theta")) tu_fill_uniform(r, p, t->numel, -3.1f, 3.1f);
-        else if (!strcmp(mixer, "lru")) tu_fill_normal(r, p, t->numel, 0.5f);
-        else tu_fill_uniform(r, p, t->numel, -0.6f, 0.6f);
+        else if (!strcmp(t->name, "mixer.theta"))
+            tu_fill_uniform(r, p, t->numel, -3.1f, 3.1f);
+        else if (!strcmp(mixer, "lru"))
+            tu_fill_normal(r, p, t->numel, 0.5f);
+        else
+            tu_fill_uniform(r, p, t->numel, -0.6f, 0.6f);
     }
     bk->to_device(bk, mixer_layer_params(l), h, np * sizeof(float));
     mixer_layer_params_changed(l);
@@ -217,21 +225,28 @@ static void check_mixer(const char *mixer, int B, int N, int D, int E, int causa
     float *dx = TU_NEW(float, nx);
     tu_fill_normal(&r, x, nx, 1.0f);
     tu_fill_normal(&r, w, nx, 1.0f);
-    for (size_t i = 0; i < nx; i++) out[i] = dx[i] = NAN;   /* overwritten */
+    for (size_t i = 0; i < nx; i++) out[i] = dx[i] = NAN; /* overwritten */
     float *g0 = TU_NEW(float, np);
-    tu_fill_normal(&r, g0, np, 1.0f);   /* parameter gradients accumulate onto these */
+    tu_fill_normal(&r, g0, np, 1.0f); /* parameter gradients accumulate onto these */
     float *gw = mixer_layer_grads(l);
     memcpy(gw, g0, np * sizeof(float));
 
     mixer_layer_forward(l, x, out, B, N);
     mixer_layer_backward(l, x, w, dx, B, N);
 
-    Ref ref = {mixer, B, N, D, S, causal, tu_to_double(x, nx), tu_to_double(mixer_layer_params(l), np),
-               l, tu_to_double(w, nx)};
+    Ref ref = {mixer,
+               B,
+               N,
+               D,
+               S,
+               causal,
+               tu_to_double(x, nx),
+               tu_to_double(mixer_layer_params(l), np),
+               l,
+               tu_to_double(w, nx)};
     double *want = TU_NEW(double, nx);
     ref_forward(&ref, want);
-    snprintf(what, sizeof what, "%s %s B%d N%d D%d E%d forward", mixer, causal ? "causal" : "bidir",
-             B, N, D, S);
+    snprintf(what, sizeof what, "%s %s B%d N%d D%d E%d forward", mixer, causal ? "causal" : "bidir", B, N, D, S);
     TU_ASSERT_REL(what, out, want, nx, FWD_TOL);
 
     double *gx = TU_NEW(double, nx);
@@ -249,8 +264,16 @@ static void check_mixer(const char *mixer, int B, int N, int D, int E, int causa
         free(gp);
         free(added);
     }
-    free(x); free(out); free(w); free(dx); free(g0); free(want); free(gx);
-    free(ref.x); free(ref.p); free(ref.w);
+    free(x);
+    free(out);
+    free(w);
+    free(dx);
+    free(g0);
+    free(want);
+    free(gx);
+    free(ref.x);
+    free(ref.p);
+    free(ref.w);
     mixer_layer_destroy(l);
 }
 
@@ -261,9 +284,9 @@ static void test_forward_and_gradients(void **s) {
     uint64_t seed = 100;
     for (int m = 0; m < 3; m++)
         for (int causal = 0; causal < 2; causal++) {
-            check_mixer(NEW_MIXERS[m], 2, 7, 5, 0, causal, seed++);    /* E = D */
-            check_mixer(NEW_MIXERS[m], 1, 9, 4, 6, causal, seed++);    /* E > D */
-            check_mixer(NEW_MIXERS[m], 3, 1, 3, 2, causal, seed++);    /* one token */
+            check_mixer(NEW_MIXERS[m], 2, 7, 5, 0, causal, seed++); /* E = D */
+            check_mixer(NEW_MIXERS[m], 1, 9, 4, 6, causal, seed++); /* E > D */
+            check_mixer(NEW_MIXERS[m], 3, 1, 3, 2, causal, seed++); /* one token */
         }
 }
 
@@ -278,8 +301,10 @@ static void moved_outputs(MixerLayer *l, const float *x, int B, int N, int D, in
         moved[t] = 0;
         for (int j = 0; j < D; j++) moved[t] |= o0[(size_t)t * D + j] != o1[(size_t)t * D + j];
     }
-    for (size_t i = (size_t)N * D; i < nx; i++) assert_true(o0[i] == o1[i]);   /* other images */
-    free(o0); free(o1); free(xp);
+    for (size_t i = (size_t)N * D; i < nx; i++) assert_true(o0[i] == o1[i]); /* other images */
+    free(o0);
+    free(o1);
+    free(xp);
 }
 
 /* Causal: output t is bitwise unchanged by tokens after t and changed by
@@ -296,7 +321,7 @@ static void test_causal(void **s) {
             Rng r;
             rng_seed(&r, 300 + m);
             random_params(l, NEW_MIXERS[m], &r);
-            float *x = TU_NEW(float, (size_t)B * N * D);
+            float *x = TU_NEW(float, (size_t)B *N *D);
             tu_fill_normal(&r, x, (size_t)B * N * D, 1.0f);
             int moved[12];
             moved_outputs(l, x, B, N, D, t1, moved);
@@ -329,8 +354,7 @@ static void test_extreme_gates(void **s) {
     const float vals[6] = {-110.0f, 110.0f, -30.0f, 30.0f, -0.5f, 2.0f};
     for (int lstm = 0; lstm < 2; lstm++) {
         const int parts = lstm ? 3 : 2, ld = parts * E;
-        float *p = TU_NEW(float, (size_t)M * ld), *a = TU_NEW(float, (size_t)M * E),
-              *x = TU_NEW(float, (size_t)M * E);
+        float *p = TU_NEW(float, (size_t)M *ld), *a = TU_NEW(float, (size_t)M *E), *x = TU_NEW(float, (size_t)M *E);
         for (int m = 0; m < M; m++)
             for (int c = 0; c < E; c++) {
                 p[m * ld + c] = vals[(c + m) % 6];
@@ -345,7 +369,7 @@ static void test_extreme_gates(void **s) {
                 if (!lstm) {
                     ra = 1 - sig(g0);
                     rx = sig(g0) * g1;
-                    if (g0 > 0) ra = exp(-g0) / (1 + exp(-g0));   /* 1 - sig(g0) without cancellation */
+                    if (g0 > 0) ra = exp(-g0) / (1 + exp(-g0)); /* 1 - sig(g0) without cancellation */
                 } else {
                     double f = sig(g0), i = sig(g1);
                     ra = f / (f + i);
@@ -356,11 +380,13 @@ static void test_extreme_gates(void **s) {
                 float ga = a[m * E + c], gx = x[m * E + c];
                 assert_true(isfinite(ga) && isfinite(gx));
                 if (fabs(ga - ra) > 1e-6 * fabs(ra) + 1e-37 || fabs(gx - rx) > 1e-6 * fabs(rx) + 1e-37)
-                    fail_msg("%s gate at (%g, %g): a %g x %g, want %g %g", lstm ? "minlstm" : "mingru", g0,
-                             g1, ga, gx, ra, rx);
+                    fail_msg("%s gate at (%g, %g): a %g x %g, want %g %g", lstm ? "minlstm" : "mingru", g0, g1, ga, gx,
+                             ra, rx);
             }
-        if (lstm) assert_true(naive_nan);   /* the reason for the log-space form */
-        free(p); free(a); free(x);
+        if (lstm) assert_true(naive_nan); /* the reason for the log-space form */
+        free(p);
+        free(a);
+        free(x);
     }
 }
 

@@ -27,11 +27,19 @@
 static Config tiny_config(float drop_path) {
     Config c;
     config_defaults(&c);
-    c.image_size = 8; c.channels = 2; c.patch_size = 2;   /* 16 tokens of 8 values */
-    c.dim = 6; c.depth = 3; c.glu_dim = 10; c.num_classes = 5;
+    c.image_size = 8;
+    c.channels = 2;
+    c.patch_size = 2; /* 16 tokens of 8 values */
+    c.dim = 6;
+    c.depth = 3;
+    c.glu_dim = 10;
+    c.num_classes = 5;
     c.drop_path = drop_path;
     c.num_mean = c.num_std = 2;
-    c.mean[0] = 0.4f; c.mean[1] = 0.5f; c.std[0] = 0.25f; c.std[1] = 0.3f;
+    c.mean[0] = 0.4f;
+    c.mean[1] = 0.5f;
+    c.std[0] = 0.25f;
+    c.std[1] = 0.3f;
     return c;
 }
 
@@ -52,22 +60,26 @@ typedef struct {
 } Fixture;
 
 static double loss_at(Fixture *f) {
-    Rng dp = rng_stream(99, 0);   /* the same drop-path masks every time */
+    Rng dp = rng_stream(99, 0); /* the same drop-path masks every time */
     model_forward(f->m, f->img, f->B, 1, &dp);
     return model_loss(f->m, f->targets, f->B, NULL);
 }
 
 /* The LRA image model's shape at tiny size (patch 1: a 4 x 4 grid of
  * pixels), with the norms and the scan of the arguments. */
-static Config tiny_lra_config(const char *mixer, const char *norm, const char *head_norm, int scan2d,
-                              int channels) {
+static Config tiny_lra_config(const char *mixer, const char *norm, const char *head_norm, int scan2d, int channels) {
     Config c = tiny_config_mixer(0.0f, mixer);
-    c.image_size = 4; c.patch_size = 1; c.channels = channels;
+    c.image_size = 4;
+    c.patch_size = 1;
+    c.channels = channels;
     snprintf(c.norm, sizeof c.norm, "%s", norm);
     snprintf(c.head_norm, sizeof c.head_norm, "%s", head_norm);
     c.scan2d = scan2d;
     c.num_mean = c.num_std = channels;
-    for (int i = 0; i < channels; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < channels; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     return c;
 }
 
@@ -111,12 +123,12 @@ static void check_gradients_of(const Config *cfg, const char *label) {
         const ParamInfo *t = model_tensor(f.m, i);
         if (!strcmp(t->name, "lower_bounds"))
             for (size_t k = 0; k < t->numel; k++) p[t->offset + k] = (float)rng_normal(&r);
-        if (t->buffer || stream_bias(&c, t->name)) buffers++;   /* no gradient, by construction */
+        if (t->buffer || stream_bias(&c, t->name)) buffers++; /* no gradient, by construction */
     }
     size_t npx = (size_t)f.B * c.channels * c.image_size * c.image_size;
     f.img = TU_NEW(uint8_t, npx);
     for (size_t i = 0; i < npx; i++) f.img[i] = (uint8_t)(1 + rng_int(&r, 254));
-    f.targets = TU_NEW(float, f.B * c.num_classes);
+    f.targets = TU_NEW(float, f.B *c.num_classes);
     for (int b = 0; b < f.B; b++) {
         double s = 0;
         for (int k = 0; k < c.num_classes; k++) s += f.targets[b * c.num_classes + k] = 0.05f + (float)rng_uniform(&r);
@@ -146,8 +158,7 @@ static void check_gradients_of(const Config *cfg, const char *label) {
         memcpy(p + t->offset, p0 + t->offset, t->numel * sizeof(float));
         double fd = (lp - lm) / (2 * h);
         double tol = 2e-2 * fmax(fabs(fd), fabs(an)) + 3e-4;
-        if (fabs(fd - an) > tol)
-            fail_msg("%s: analytic %.6g vs finite difference %.6g", t->name, an, fd);
+        if (fabs(fd - an) > tol) fail_msg("%s: analytic %.6g vs finite difference %.6g", t->name, an, fd);
         double gn = 0;
         for (size_t k = 0; k < t->numel; k++) gn += (double)g[t->offset + k] * g[t->offset + k];
         checked += sqrt(gn) > 1e-5;
@@ -166,7 +177,10 @@ static void check_gradients_of(const Config *cfg, const char *label) {
 
     /* all parameters at once */
     double *v = TU_NEW(double, np), an = 0;
-    for (size_t k = 0; k < np; k++) { v[k] = rng_normal(&r); an += v[k] * g[k]; }
+    for (size_t k = 0; k < np; k++) {
+        v[k] = rng_normal(&r);
+        an += v[k] * g[k];
+    }
     for (size_t k = 0; k < np; k++) p[k] = (float)(p0[k] + h * v[k]);
     double lp = loss_at(&f);
     for (size_t k = 0; k < np; k++) p[k] = (float)(p0[k] - h * v[k]);
@@ -181,7 +195,11 @@ static void check_gradients_of(const Config *cfg, const char *label) {
     float *g2 = model_grads(f.m);
     for (size_t k = 0; k < np; k++) assert_true(fabs(g2[k] - 2 * g[k]) <= 1e-5 * fabs(g[k]) + 1e-7);
 
-    free(v); free(g); free(p0); free(f.img); free(f.targets);
+    free(v);
+    free(g);
+    free(p0);
+    free(f.img);
+    free(f.targets);
     model_destroy(f.m);
     f.bk->destroy(f.bk);
 }
@@ -265,8 +283,14 @@ static void test_layout(void **s) {
         const ParamInfo *t = model_tensor(m, i);
         total += t->numel;
         assert_true(t->decay ? t->offset + t->numel <= dn : t->offset >= dn);
-        if (strstr(t->name, "theta_forward")) { seen_theta = 1; assert_int_equal(t->decay, 1); }
-        if (!strcmp(t->name, "lower_bounds")) { seen_lb = 1; assert_int_equal(t->decay, 0); }
+        if (strstr(t->name, "theta_forward")) {
+            seen_theta = 1;
+            assert_int_equal(t->decay, 1);
+        }
+        if (!strcmp(t->name, "lower_bounds")) {
+            seen_lb = 1;
+            assert_int_equal(t->decay, 0);
+        }
         if (strstr(t->name, ".bias") || strstr(t->name, "norm.")) assert_int_equal(t->decay, 0);
     }
     assert_true(seen_theta && seen_lb);
@@ -328,7 +352,10 @@ static void test_layout_hgrn2(void **s) {
             assert_int_equal(t->shape[0], c.dim);
             assert_int_equal(t->shape[1], c.dim);
         }
-        if (!strcmp(t->name, "lower_bounds")) { seen |= 16; assert_int_equal(t->decay, 0); }
+        if (!strcmp(t->name, "lower_bounds")) {
+            seen |= 16;
+            assert_int_equal(t->decay, 0);
+        }
         if (strstr(t->name, ".bias") || strstr(t->name, "norm.")) assert_int_equal(t->decay, 0);
     }
     assert_int_equal(seen, 31);
@@ -348,8 +375,11 @@ static void test_layout_hgrn2(void **s) {
 static size_t g_avail;
 static void *capped_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
     (void)bk;
-    if (bytes > g_avail) { *avail = g_avail; return NULL; }
-    void *p = calloc(1, bytes ? bytes : 1);   /* freed by the CPU backend's free */
+    if (bytes > g_avail) {
+        *avail = g_avail;
+        return NULL;
+    }
+    void *p = calloc(1, bytes ? bytes : 1); /* freed by the CPU backend's free */
     assert_non_null(p);
     return p;
 }
@@ -405,7 +435,7 @@ static void test_drop_path_global_slice(void **s) {
     char err[256];
     Config c = tiny_config(0.6f);
     const int G = 6, B = 3;
-    const int index[3] = {5, 0, 3};   /* any order */
+    const int index[3] = {5, 0, 3}; /* any order */
     Backend *bk = backend_cpu_create(1, err, sizeof err);
     Model *full = model_create(bk, &c, G, 1, err, sizeof err), *part = model_create(bk, &c, B, 1, err, sizeof err);
     assert_non_null(full);
@@ -442,7 +472,7 @@ static void test_drop_path_global_slice(void **s) {
         model_loss(part, NULL, B, lp);
         for (int k = 0; k < B; k++) dropped |= fabsf(lp[k] - lf[index[k]]) > 1e-5f * fabsf(lf[index[k]]);
     }
-    assert_true(dropped);   /* the test can tell the two apart */
+    assert_true(dropped); /* the test can tell the two apart */
     free(img);
     free(mine);
     model_destroy(full);
@@ -509,24 +539,23 @@ static void test_batchnorm_running(void **s) {
         for (size_t k = 0; t->buffer && k < t->numel; k++) assert_true(p[t->offset + k] == (var ? 1.0f : 0.0f));
         nbuf += t->buffer;
     }
-    assert_int_equal(nbuf, 2 * (2 * c.depth + 1));   /* two per pre-norm and the token head norm */
+    assert_int_equal(nbuf, 2 * (2 * c.depth + 1)); /* two per pre-norm and the token head norm */
     uint8_t img[4 * 48];
     Rng r;
     rng_seed(&r, 8);
     for (size_t i = 0; i < sizeof img; i++) img[i] = (uint8_t)rng_u32(&r);
     Rng dp = rng_stream(1, 0);
     model_forward(m, img, 4, 1, &dp);
-    for (int i = 0; i < model_num_tensors(m); i++) {   /* every running statistic moved, nothing else */
+    for (int i = 0; i < model_num_tensors(m); i++) { /* every running statistic moved, nothing else */
         const ParamInfo *t = model_tensor(m, i);
-        for (size_t k = 0; k < t->numel; k++)
-            assert_int_equal(p[t->offset + k] != p0[t->offset + k], t->buffer);
+        for (size_t k = 0; k < t->numel; k++) assert_int_equal(p[t->offset + k] != p0[t->offset + k], t->buffer);
     }
     float *p1 = tu_copy_float(p, np), pe[20], pe1[5], pt[20], pt1[5];
     model_forward(m, img, 4, 0, NULL);
     model_loss(m, NULL, 4, NULL);
     model_probs(m, pe, 4);
     assert_memory_equal(p, p1, np * sizeof(float));
-    model_forward(m, img + 48, 1, 0, NULL);   /* the second image alone */
+    model_forward(m, img + 48, 1, 0, NULL); /* the second image alone */
     model_loss(m, NULL, 1, NULL);
     model_probs(m, pe1, 1);
     for (int k = 0; k < 5; k++) assert_true(fabsf(pe1[k] - pe[5 + k]) <= 1e-6f);

@@ -36,9 +36,9 @@ static void test_every_op_wrapped(void **s) {
     assert_true((sizeof(Backend) - FIRST_SLOT) % sizeof(AnyFn) == 0);
     for (size_t i = 0; i < NSLOTS; i++)
         if (slot(cpu, i) && !slot(t, i))
-            fail_msg("Backend op slot %zu (byte offset %zu) is not wrapped by op_timer.c's TIMED_OPS",
-                     i, FIRST_SLOT + i * sizeof(AnyFn));
-    t->destroy(t);   /* destroys cpu too */
+            fail_msg("Backend op slot %zu (byte offset %zu) is not wrapped by op_timer.c's TIMED_OPS", i,
+                     FIRST_SLOT + i * sizeof(AnyFn));
+    t->destroy(t); /* destroys cpu too */
 }
 
 /* A timed op gives the inner op's bits and appears in the table with its call count. */
@@ -69,7 +69,7 @@ static void test_timed_op_passes_through(void **s) {
     if (!row) fail_msg("no scan_fwd row in:\n%s", buf);
     int calls = 0;
     assert_int_equal(sscanf(row, "scan_fwd %d", &calls), 1);
-    assert_int_equal(calls, 1);   /* calls per step: 3 calls over 3 steps */
+    assert_int_equal(calls, 1); /* calls per step: 3 calls over 3 steps */
     free(buf);
     t->destroy(t);
     ref->destroy(ref);

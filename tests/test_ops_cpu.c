@@ -33,8 +33,7 @@
 #include "ops_ref.h"
 
 /* got - pre (a += result) against ref, relative to max |ref|. */
-static void check_accum(const char *what, const float *got, const float *pre, const double *ref,
-                        size_t n, double tol) {
+static void check_accum(const char *what, const float *got, const float *pre, const double *ref, size_t n, double tol) {
     double num = 0, den = tu_max_abs(ref, n);
     for (size_t i = 0; i < n; i++) {
         double d = fabs(((double)got[i] - (double)pre[i]) - ref[i]);
@@ -62,29 +61,52 @@ static void test_create_and_memory(void **state) {
     assert_string_equal(bk->name, "cpu");
     assert_int_equal(bk->act_elem, 4);
     /* every entry of the table is set */
-    assert_non_null(bk->alloc); assert_non_null(bk->free); assert_non_null(bk->zero);
-    assert_non_null(bk->to_device); assert_non_null(bk->to_host); assert_non_null(bk->copy);
-    assert_non_null(bk->sync); assert_non_null(bk->destroy);
-    assert_non_null(bk->params_changed); assert_non_null(bk->matmul_fwd);
-    assert_non_null(bk->matmul_bwd); assert_non_null(bk->layernorm_fwd);
-    assert_non_null(bk->layernorm_bwd); assert_non_null(bk->rmsnorm_fwd);
-    assert_non_null(bk->rmsnorm_bwd); assert_non_null(bk->silu_mul_fwd);
-    assert_non_null(bk->silu_mul_bwd); assert_non_null(bk->hgru1_fwd);
-    assert_non_null(bk->hgru1_bwd); assert_non_null(bk->lower_bounds_fwd);
-    assert_non_null(bk->lower_bounds_bwd); assert_non_null(bk->normalize_u8);
-    assert_non_null(bk->patchify_fwd); assert_non_null(bk->patchify_bwd);
+    assert_non_null(bk->alloc);
+    assert_non_null(bk->free);
+    assert_non_null(bk->zero);
+    assert_non_null(bk->to_device);
+    assert_non_null(bk->to_host);
+    assert_non_null(bk->copy);
+    assert_non_null(bk->sync);
+    assert_non_null(bk->destroy);
+    assert_non_null(bk->params_changed);
+    assert_non_null(bk->matmul_fwd);
+    assert_non_null(bk->matmul_bwd);
+    assert_non_null(bk->layernorm_fwd);
+    assert_non_null(bk->layernorm_bwd);
+    assert_non_null(bk->rmsnorm_fwd);
+    assert_non_null(bk->rmsnorm_bwd);
+    assert_non_null(bk->silu_mul_fwd);
+    assert_non_null(bk->silu_mul_bwd);
+    assert_non_null(bk->hgru1_fwd);
+    assert_non_null(bk->hgru1_bwd);
+    assert_non_null(bk->lower_bounds_fwd);
+    assert_non_null(bk->lower_bounds_bwd);
+    assert_non_null(bk->normalize_u8);
+    assert_non_null(bk->patchify_fwd);
+    assert_non_null(bk->patchify_bwd);
     assert_non_null(bk->patchify_u8);
-    assert_non_null(bk->meanpool_fwd); assert_non_null(bk->meanpool_bwd);
-    assert_non_null(bk->residual_fwd); assert_non_null(bk->residual_bwd);
+    assert_non_null(bk->meanpool_fwd);
+    assert_non_null(bk->meanpool_bwd);
+    assert_non_null(bk->residual_fwd);
+    assert_non_null(bk->residual_bwd);
     assert_non_null(bk->residual_ln_fwd);
     assert_non_null(bk->ln_residual_bwd);
-    assert_non_null(bk->xent_fwd); assert_non_null(bk->xent_bwd); assert_non_null(bk->sumsq);
-    assert_non_null(bk->adamw); assert_non_null(bk->scale);
-    assert_non_null(bk->hgru2_fwd); assert_non_null(bk->hgru2_bwd);
-    assert_non_null(bk->scan_fwd); assert_non_null(bk->scan_bwd);
-    assert_non_null(bk->mingate_fwd); assert_non_null(bk->mingate_bwd);
-    assert_non_null(bk->lru_params_fwd); assert_non_null(bk->lru_params_bwd);
-    assert_non_null(bk->diag_fwd); assert_non_null(bk->diag_bwd);
+    assert_non_null(bk->xent_fwd);
+    assert_non_null(bk->xent_bwd);
+    assert_non_null(bk->sumsq);
+    assert_non_null(bk->adamw);
+    assert_non_null(bk->scale);
+    assert_non_null(bk->hgru2_fwd);
+    assert_non_null(bk->hgru2_bwd);
+    assert_non_null(bk->scan_fwd);
+    assert_non_null(bk->scan_bwd);
+    assert_non_null(bk->mingate_fwd);
+    assert_non_null(bk->mingate_bwd);
+    assert_non_null(bk->lru_params_fwd);
+    assert_non_null(bk->lru_params_bwd);
+    assert_non_null(bk->diag_fwd);
+    assert_non_null(bk->diag_bwd);
 
     Rng r;
     rng_seed(&r, 1);
@@ -117,7 +139,7 @@ static void test_create_and_memory(void **state) {
 
 typedef struct {
     int M, K, N;
-    double *inp, *w, *bias, *wt;   /* bias may be NULL */
+    double *inp, *w, *bias, *wt; /* bias may be NULL */
 } MMCtx;
 
 static void mm_ref(const MMCtx *c, double *out) {
@@ -150,8 +172,13 @@ static void run_matmul(int M, int K, int N, int with_bias, uint64_t seed) {
     tu_fill_normal(&r, wt, nmn, 1.0f);
     fill_garbage(&r, out, nmn);
 
-    MMCtx c = {M, K, N, tu_to_double(inp, nmk), tu_to_double(w, nnk),
-               with_bias ? tu_to_double(bias, N) : NULL, tu_to_double(wt, nmn)};
+    MMCtx c = {M,
+               K,
+               N,
+               tu_to_double(inp, nmk),
+               tu_to_double(w, nnk),
+               with_bias ? tu_to_double(bias, N) : NULL,
+               tu_to_double(wt, nmn)};
     double *ref = TU_NEW(double, nmn);
     mm_ref(&c, ref);
     bk->matmul_fwd(bk, out, inp, w, with_bias ? bias : NULL, M, K, N);
@@ -170,7 +197,8 @@ static void run_matmul(int M, int K, int N, int with_bias, uint64_t seed) {
         const int R = M / samples[k];
         bk->gemm_samples = 1;
         for (int s0 = 0; s0 < samples[k]; s0++)
-            bk->matmul_fwd(bk, alone + (size_t)s0 * R * N, inp + (size_t)s0 * R * K, w, with_bias ? bias : NULL, R, K, N);
+            bk->matmul_fwd(bk, alone + (size_t)s0 * R * N, inp + (size_t)s0 * R * K, w, with_bias ? bias : NULL, R, K,
+                           N);
         assert_memory_equal(alone, out, nmn * sizeof(float));
     }
     bk->gemm_samples = 0;
@@ -201,18 +229,33 @@ static void run_matmul(int M, int K, int N, int with_bias, uint64_t seed) {
     bk->matmul_bwd(bk, NULL, dw, NULL, wt, inp, w, M, K, N);
     check_accum("matmul_bwd dw (dinp NULL)", dw, dw1, g_w, nnk, BWD_TOL);
 
-    free(inp); free(w); free(bias); free(out); free(wt); free(ref);
-    free(dinp); free(dw); free(db); free(dw0); free(db0); free(dw1);
-    free(g_inp); free(g_w); free(g_b);
-    free(c.inp); free(c.w); free(c.bias); free(c.wt);
+    free(inp);
+    free(w);
+    free(bias);
+    free(out);
+    free(wt);
+    free(ref);
+    free(dinp);
+    free(dw);
+    free(db);
+    free(dw0);
+    free(db0);
+    free(dw1);
+    free(g_inp);
+    free(g_w);
+    free(g_b);
+    free(c.inp);
+    free(c.w);
+    free(c.bias);
+    free(c.wt);
 }
 
 static void test_matmul(void **state) {
     (void)state;
     run_matmul(7, 13, 5, 1, 11);
     run_matmul(7, 13, 5, 0, 12);
-    run_matmul(33, 17, 40, 1, 13);   /* more than one dbias column block */
-    run_matmul(48, 20, 24, 1, 15);   /* 3 samples of 16 rows: OpenBLAS's full tiles */
+    run_matmul(33, 17, 40, 1, 13); /* more than one dbias column block */
+    run_matmul(48, 20, 24, 1, 15); /* 3 samples of 16 rows: OpenBLAS's full tiles */
     run_matmul(1, 3, 1, 1, 14);
 }
 
@@ -232,8 +275,7 @@ static void ln_ref(const NormCtx *c, double *out, double *mean, double *rstd) {
         for (int k = 0; k < c->C; k++) var += (x[k] - mu) * (x[k] - mu);
         var /= c->C;
         double rs = 1.0 / sqrt(var + 1e-5);
-        for (int k = 0; k < c->C; k++)
-            out[(size_t)m * c->C + k] = (x[k] - mu) * rs * c->w[k] + c->b[k];
+        for (int k = 0; k < c->C; k++) out[(size_t)m * c->C + k] = (x[k] - mu) * rs * c->w[k] + c->b[k];
         if (mean) mean[m] = mu;
         if (rstd) rstd[m] = rs;
     }
@@ -254,16 +296,14 @@ static void run_layernorm(int M, int C, float sd, uint64_t seed) {
     rng_seed(&r, seed);
     size_t n = (size_t)M * C;
     float *inp = TU_NEW(float, n), *w = TU_NEW(float, C), *b = TU_NEW(float, C);
-    float *out = TU_NEW(float, n), *wt = TU_NEW(float, n), *mean = TU_NEW(float, M),
-          *rstd = TU_NEW(float, M);
+    float *out = TU_NEW(float, n), *wt = TU_NEW(float, n), *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
     tu_fill_normal(&r, inp, n, sd);
-    for (size_t i = 0; i < n; i++) inp[i] += 0.7f;   /* non-zero mean */
+    for (size_t i = 0; i < n; i++) inp[i] += 0.7f; /* non-zero mean */
     tu_fill_uniform(&r, w, C, 0.5f, 1.5f);
     tu_fill_normal(&r, b, C, 0.5f);
     tu_fill_normal(&r, wt, n, 1.0f);
     fill_garbage(&r, out, n);
-    NormCtx c = {M, C, tu_to_double(inp, n), tu_to_double(w, C), tu_to_double(b, C),
-                 tu_to_double(wt, n)};
+    NormCtx c = {M, C, tu_to_double(inp, n), tu_to_double(w, C), tu_to_double(b, C), tu_to_double(wt, n)};
     double *ref = TU_NEW(double, n), *rmean = TU_NEW(double, M), *rrstd = TU_NEW(double, M);
     ln_ref(&c, ref, rmean, rrstd);
     bk->layernorm_fwd(bk, out, mean, rstd, inp, w, b, M, C);
@@ -285,18 +325,37 @@ static void run_layernorm(int M, int C, float sd, uint64_t seed) {
     check_accum("layernorm_bwd dw", dw, dw0, gw, C, BWD_TOL);
     check_accum("layernorm_bwd db", db, db0, gb, C, BWD_TOL);
 
-    free(inp); free(w); free(b); free(out); free(wt); free(mean); free(rstd);
-    free(ref); free(rmean); free(rrstd); free(dinp); free(dw); free(db);
-    free(dinp0); free(dw0); free(db0); free(gi); free(gw); free(gb);
-    free(c.inp); free(c.w); free(c.b); free(c.wt);
+    free(inp);
+    free(w);
+    free(b);
+    free(out);
+    free(wt);
+    free(mean);
+    free(rstd);
+    free(ref);
+    free(rmean);
+    free(rrstd);
+    free(dinp);
+    free(dw);
+    free(db);
+    free(dinp0);
+    free(dw0);
+    free(db0);
+    free(gi);
+    free(gw);
+    free(gb);
+    free(c.inp);
+    free(c.w);
+    free(c.b);
+    free(c.wt);
 }
 
 static void test_layernorm(void **state) {
     (void)state;
     run_layernorm(7, 13, 2.0f, 21);
     run_layernorm(9, 37, 2.0f, 22);
-    run_layernorm(5, 19, 0.01f, 24);   /* variance ~ 1e-4: eps = 1e-5 matters */
-    run_layernorm(3, 1, 1.0f, 23);     /* C = 1: out = b, gradients through the mean only */
+    run_layernorm(5, 19, 0.01f, 24); /* variance ~ 1e-4: eps = 1e-5 matters */
+    run_layernorm(3, 1, 1.0f, 23); /* C = 1: out = b, gradients through the mean only */
 }
 
 /* ------------------------------------------------------------------- gates */
@@ -309,8 +368,7 @@ typedef struct {
 static void silu_ref(const SiluCtx *c, double *out) {
     for (int m = 0; m < c->M; m++)
         for (int k = 0; k < c->C; k++)
-            out[(size_t)m * c->C + k] =
-                dsilu(c->a[(size_t)m * c->lda + k]) * c->b[(size_t)m * c->ldb + k];
+            out[(size_t)m * c->C + k] = dsilu(c->a[(size_t)m * c->lda + k]) * c->b[(size_t)m * c->ldb + k];
 }
 
 static double silu_loss(void *p) {
@@ -327,10 +385,9 @@ static void run_silu_mul(int M, int C, int lda, int ldb, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     size_t na = (size_t)M * lda, nb = (size_t)M * ldb, n = (size_t)M * C;
-    float *a = TU_NEW(float, na), *b = TU_NEW(float, nb), *out = TU_NEW(float, n),
-          *wt = TU_NEW(float, n);
+    float *a = TU_NEW(float, na), *b = TU_NEW(float, nb), *out = TU_NEW(float, n), *wt = TU_NEW(float, n);
     tu_fill_normal(&r, a, na, 3.0f);
-    a[0] = -95.0f;   /* far tails: SiLU must stay finite and accurate */
+    a[0] = -95.0f; /* far tails: SiLU must stay finite and accurate */
     if (C > 1) a[1] = 90.0f;
     tu_fill_normal(&r, b, nb, 1.0f);
     tu_fill_normal(&r, wt, n, 1.0f);
@@ -356,13 +413,23 @@ static void run_silu_mul(int M, int C, int lda, int ldb, uint64_t seed) {
     assert_true(eb <= BWD_TOL);
     /* the gaps between rows are not the op's to write */
     for (int m = 0; m < M; m++) {
-        for (int k = C; k < lda; k++)
-            assert_true(da[(size_t)m * lda + k] == da0[(size_t)m * lda + k]);
-        for (int k = C; k < ldb; k++)
-            assert_true(db[(size_t)m * ldb + k] == db0[(size_t)m * ldb + k]);
+        for (int k = C; k < lda; k++) assert_true(da[(size_t)m * lda + k] == da0[(size_t)m * lda + k]);
+        for (int k = C; k < ldb; k++) assert_true(db[(size_t)m * ldb + k] == db0[(size_t)m * ldb + k]);
     }
-    free(a); free(b); free(out); free(wt); free(ref); free(da); free(db); free(da0); free(db0);
-    free(ga); free(gb); free(c.a); free(c.b); free(c.wt);
+    free(a);
+    free(b);
+    free(out);
+    free(wt);
+    free(ref);
+    free(da);
+    free(db);
+    free(da0);
+    free(db0);
+    free(ga);
+    free(gb);
+    free(c.a);
+    free(c.b);
+    free(c.wt);
 }
 
 /* ln_gate is layernorm then silu_mul(gate, .), fused: against the composition
@@ -371,8 +438,8 @@ static void run_ln_gate(int M, int C, int ldg, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     size_t n = (size_t)M * C, ng = (size_t)M * ldg;
-    float *f = TU_NEW(float, n), *w = TU_NEW(float, C), *b = TU_NEW(float, C),
-          *gate = TU_NEW(float, ng), *dz = TU_NEW(float, n);
+    float *f = TU_NEW(float, n), *w = TU_NEW(float, C), *b = TU_NEW(float, C), *gate = TU_NEW(float, ng),
+          *dz = TU_NEW(float, n);
     tu_fill_normal(&r, f, n, 1.5f);
     tu_fill_normal(&r, w, C, 1.0f);
     tu_fill_normal(&r, b, C, 1.0f);
@@ -396,14 +463,22 @@ static void run_ln_gate(int M, int C, int ldg, uint64_t seed) {
     fill_garbage(&r, z, n);
     bk->ln_gate_fwd(bk, z, mu2, rs2, f, w, b, gate, ldg, M, C);
     double *dref = TU_NEW(double, ng > n ? ng : n);
-#define AS_D(src, cnt) do { for (size_t i_ = 0; i_ < (cnt); i_++) dref[i_] = (src)[i_]; } while (0)
+#define AS_D(src, cnt)                                              \
+    do {                                                            \
+        for (size_t i_ = 0; i_ < (cnt); i_++) dref[i_] = (src)[i_]; \
+    } while (0)
     AS_D(zr, n);
     TU_ASSERT_REL("ln_gate_fwd z", z, dref, n, FWD_TOL);
     AS_D(rs, (size_t)M);
     TU_ASSERT_REL("ln_gate_fwd rstd", rs2, dref, (size_t)M, FWD_TOL);
-    memset(dg, 0, ng * sizeof(float));   /* columns outside the gate stay 0 in both */
+    memset(dg, 0, ng * sizeof(float)); /* columns outside the gate stay 0 in both */
     fill_garbage(&r, df, n);
-    for (int c = 0; c < C; c++) { dw[c] = 0.5f; db[c] = -0.25f; dwr[c] += 0.5f; dbr[c] -= 0.25f; }   /* += */
+    for (int c = 0; c < C; c++) {
+        dw[c] = 0.5f;
+        db[c] = -0.25f;
+        dwr[c] += 0.5f;
+        dbr[c] -= 0.25f;
+    } /* += */
     bk->ln_gate_bwd(bk, df, dg, dw, db, dz, f, w, b, gate, ldg, mu2, rs2, M, C);
     AS_D(dgr, ng);
     TU_ASSERT_REL("ln_gate_bwd dgate", dg, dref, ng, FWD_TOL);
@@ -421,14 +496,14 @@ static void run_ln_gate(int M, int C, int ldg, uint64_t seed) {
 
 static void test_ln_gate(void **state) {
     (void)state;
-    run_ln_gate(7, 24, 60, 121);    /* gate inside a wider row, as in the mixer (ld 5D) */
-    run_ln_gate(13, 37, 37, 122);   /* odd width */
+    run_ln_gate(7, 24, 60, 121); /* gate inside a wider row, as in the mixer (ld 5D) */
+    run_ln_gate(13, 37, 37, 122); /* odd width */
 }
 
 static void test_silu_mul(void **state) {
     (void)state;
     run_silu_mul(7, 13, 13, 13, 41);
-    run_silu_mul(7, 13, 30, 21, 42);   /* strided, different strides */
+    run_silu_mul(7, 13, 30, 21, 42); /* strided, different strides */
     run_silu_mul(5, 37, 74, 37, 43);
 }
 
@@ -449,16 +524,23 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
     rng_seed(&r, seed);
     int M = B * N;
     size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
-    float *x = TU_NEW(float, nx), *tf = TU_NEW(float, D), *tr = TU_NEW(float, D),
-          *be = TU_NEW(float, D), *out = TU_NEW(float, no), *wt = TU_NEW(float, no);
+    float *x = TU_NEW(float, nx), *tf = TU_NEW(float, D), *tr = TU_NEW(float, D), *be = TU_NEW(float, D),
+          *out = TU_NEW(float, no), *wt = TU_NEW(float, no);
     tu_fill_normal(&r, x, nx, 1.5f);
     tu_fill_uniform(&r, tf, D, -3.0f, 3.0f);
     tu_fill_uniform(&r, tr, D, -3.0f, 3.0f);
     tu_fill_uniform(&r, be, D, 0.0f, 0.95f);
     tu_fill_normal(&r, wt, no, 1.0f);
     fill_garbage(&r, out, no);
-    HgCtx c = {B, N, D, ld, tu_to_double(x, nx), tu_to_double(tf, D), tu_to_double(tr, D),
-               tu_to_double(be, D), tu_to_double(wt, no)};
+    HgCtx c = {B,
+               N,
+               D,
+               ld,
+               tu_to_double(x, nx),
+               tu_to_double(tf, D),
+               tu_to_double(tr, D),
+               tu_to_double(be, D),
+               tu_to_double(wt, no)};
     double *ref = TU_NEW(double, no);
     hg_ref(&c, ref);
     bk->hgru1_fwd(bk, out, x, x + 2 * D, ld, tf, tr, be, B, N, D);
@@ -478,7 +560,7 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
 
     double *gx = TU_NEW(double, nx);
     memset(gx, 0, nx * sizeof(double));
-    for (int m = 0; m < M; m++)   /* only the 3D columns the op reads */
+    for (int m = 0; m < M; m++) /* only the 3D columns the op reads */
         tu_fd_grad(hg_loss, &c, c.x + (size_t)m * ld, 3 * (size_t)D, FD_H, gx + (size_t)m * ld);
     double e = tu_rel_err_strided(dx, gx, M, 2 * D, ld);
     double el = tu_rel_err_strided(dx + 2 * D, gx + 2 * D, M, D, ld);
@@ -487,8 +569,7 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
     assert_true(e <= BWD_TOL);
     assert_true(el <= BWD_TOL);
     for (int m = 0; m < M; m++)
-        for (int k = 3 * D; k < ld; k++)
-            assert_true(dx[(size_t)m * ld + k] == dx0[(size_t)m * ld + k]);
+        for (int k = 3 * D; k < ld; k++) assert_true(dx[(size_t)m * ld + k] == dx0[(size_t)m * ld + k]);
 
     double *g = TU_NEW(double, D);
     tu_fd_grad(hg_loss, &c, c.tf, D, FD_H, g);
@@ -498,17 +579,36 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
     tu_fd_grad(hg_loss, &c, c.be, D, FD_H, g);
     check_accum("hgru1_bwd dbeta", dbe, dbe0, g, D, BWD_TOL);
 
-    free(x); free(tf); free(tr); free(be); free(out); free(wt); free(ref); free(dx); free(dx0);
-    free(dtf); free(dtr); free(dbe); free(dtf0); free(dtr0); free(dbe0); free(gx); free(g);
-    free(c.x); free(c.tf); free(c.tr); free(c.be); free(c.wt);
+    free(x);
+    free(tf);
+    free(tr);
+    free(be);
+    free(out);
+    free(wt);
+    free(ref);
+    free(dx);
+    free(dx0);
+    free(dtf);
+    free(dtr);
+    free(dbe);
+    free(dtf0);
+    free(dtr0);
+    free(dbe0);
+    free(gx);
+    free(g);
+    free(c.x);
+    free(c.tf);
+    free(c.tr);
+    free(c.be);
+    free(c.wt);
 }
 
 static void test_hgru1(void **state) {
     (void)state;
-    run_hgru1(3, 5, 3, 9, 51);          /* ld == 3D: xc and xl packed */
+    run_hgru1(3, 5, 3, 9, 51); /* ld == 3D: xc and xl packed */
     run_hgru1(3, 17, 11, 5 * 11 + 3, 52); /* model-like layout with padding */
-    run_hgru1(2, 9, 37, 3 * 37 + 5, 53);  /* several channel blocks, ragged last */
-    run_hgru1(1, 1, 2, 6, 54);          /* a single token */
+    run_hgru1(2, 9, 37, 3 * 37 + 5, 53); /* several channel blocks, ragged last */
+    run_hgru1(1, 1, 2, 6, 54); /* a single token */
 }
 
 /* ------------------------------------------------------------------ HGRU2 */
@@ -530,8 +630,7 @@ static void run_hgru2(int B, int N, int D, int e, int ld, uint64_t seed) {
     rng_seed(&r, seed);
     int M = B * N;
     size_t nx = (size_t)M * ld, no = (size_t)M * D;
-    float *x = TU_NEW(float, nx), *be = TU_NEW(float, D), *out = TU_NEW(float, no),
-          *wt = TU_NEW(float, no);
+    float *x = TU_NEW(float, nx), *be = TU_NEW(float, D), *out = TU_NEW(float, no), *wt = TU_NEW(float, no);
     tu_fill_normal(&r, x, nx, 1.5f);
     tu_fill_uniform(&r, be, D, 0.0f, 0.95f);
     tu_fill_normal(&r, wt, no, 1.0f);
@@ -551,7 +650,7 @@ static void run_hgru2(int B, int N, int D, int e, int ld, uint64_t seed) {
     bk->hgru2_bwd(bk, dx, dbe, wt, x, ld, be, B, N, D, e);
     double *gx = TU_NEW(double, nx);
     memset(gx, 0, nx * sizeof(double));
-    for (int m = 0; m < M; m++)   /* only the 3D columns the op reads */
+    for (int m = 0; m < M; m++) /* only the 3D columns the op reads */
         tu_fd_grad(h2_loss, &c, c.x + (size_t)m * ld, 3 * (size_t)D, FD_H, gx + (size_t)m * ld);
     const char *part[3] = {"dv", "dq", "df"};
     for (int p = 0; p < 3; p++) {
@@ -566,24 +665,38 @@ static void run_hgru2(int B, int N, int D, int e, int ld, uint64_t seed) {
     tu_fd_grad(h2_loss, &c, c.be, D, FD_H, g);
     check_accum("hgru2_bwd dbeta", dbe, dbe0, g, D, BWD_TOL);
 
-    free(x); free(be); free(out); free(wt); free(ref); free(dx); free(dbe); free(dx0);
-    free(dbe0); free(gx); free(g); free(c.x); free(c.be); free(c.wt);
+    free(x);
+    free(be);
+    free(out);
+    free(wt);
+    free(ref);
+    free(dx);
+    free(dbe);
+    free(dx0);
+    free(dbe0);
+    free(gx);
+    free(g);
+    free(c.x);
+    free(c.be);
+    free(c.wt);
 }
 
 static void test_hgru2(void **state) {
     (void)state;
-    run_hgru2(2, 9, 12, 2, 3 * 12, 71);          /* e 2, ld == 3D */
-    run_hgru2(3, 13, 20, 4, 3 * 20 + 5, 72);     /* e 4, padded rows */
-    run_hgru2(2, 11, 24, 8, 5 * 24 + 1, 73);     /* e 8, model-like stride */
-    run_hgru2(1, 1, 8, 8, 25, 74);               /* a single token */
-    run_hgru2(1, 41, 16, 8, 3 * 16 + 1, 76);     /* a longer sequence */
+    run_hgru2(2, 9, 12, 2, 3 * 12, 71); /* e 2, ld == 3D */
+    run_hgru2(3, 13, 20, 4, 3 * 20 + 5, 72); /* e 4, padded rows */
+    run_hgru2(2, 11, 24, 8, 5 * 24 + 1, 73); /* e 8, model-like stride */
+    run_hgru2(1, 1, 8, 8, 25, 74); /* a single token */
+    run_hgru2(1, 41, 16, 8, 3 * 16 + 1, 76); /* a longer sequence */
 }
 
 /* The double-precision reference the CUDA tests compare against
  * (hgru2_cpu_ref_fwd) equals the naive loop: odd N, e from 2 to 32, padded rows. */
 static void test_hgru2_reference(void **state) {
     (void)state;
-    struct { int B, N, D, e; } cs[] = {
+    struct {
+        int B, N, D, e;
+    } cs[] = {
         {2, 37, 12, 2}, {2, 37, 16, 4}, {1, 70, 16, 8}, {1, 100, 16, 16}, {2, 5, 8, 8}, {1, 33, 32, 32},
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
@@ -605,7 +718,12 @@ static void test_hgru2_reference(void **state) {
         if (!(num <= 1e-12 * den) || getenv("HGRN_TEST_VERBOSE"))
             print_message("hgru2 reference N%d e%d: %.3g\n", N, e, num / den);
         assert_true(num <= 1e-12 * den);
-        free(xf); free(bf); free(x); free(be); free(o); free(on);
+        free(xf);
+        free(bf);
+        free(x);
+        free(be);
+        free(o);
+        free(on);
     }
 }
 
@@ -641,9 +759,13 @@ static void test_hgru2_determinism(void **state) {
         assert_memory_equal(dx[0], dx[k], nx * sizeof(float));
         assert_memory_equal(db[0], db[k], D * sizeof(float));
     }
-    free(x); free(dout); free(be);
+    free(x);
+    free(dout);
+    free(be);
     for (int k = 0; k < 3; k++) {
-        free(out[k]); free(dx[k]); free(db[k]);
+        free(out[k]);
+        free(dx[k]);
+        free(db[k]);
     }
 }
 
@@ -662,8 +784,7 @@ static double scan_loss(void *p) {
 /* Decays of modulus in [lo, hi) into the W columns of rows rows (stride ld):
  * real ones with either sign (pos: positive only), complex ones at a random
  * phase in [-ph, ph). */
-static void fill_decays(Rng *r, float *a, int rows, int ld, int D, int cplx, double lo, double hi,
-                        int pos, double ph) {
+static void fill_decays(Rng *r, float *a, int rows, int ld, int D, int cplx, double lo, double hi, int pos, double ph) {
     for (int m = 0; m < rows; m++)
         for (int j = 0; j < D; j++) {
             double mod = lo + (hi - lo) * rng_uniform(r);
@@ -685,8 +806,7 @@ static void fill_nan(float *x, size_t n) {
 /* The padding columns [W, ld) of a [rows, ld] array are bitwise as before. */
 static void assert_padding_kept(const float *got, const float *before, int rows, int W, int ld) {
     for (int m = 0; m < rows; m++)
-        assert_memory_equal(got + (size_t)m * ld + W, before + (size_t)m * ld + W,
-                            (size_t)(ld - W) * sizeof(float));
+        assert_memory_equal(got + (size_t)m * ld + W, before + (size_t)m * ld + W, (size_t)(ld - W) * sizeof(float));
 }
 
 /* One configuration against the naive double scan (forward) and central
@@ -694,13 +814,12 @@ static void assert_padding_kept(const float *got, const float *before, int rows,
  * (lda == 0), else lda = W + lda_pad; ldx = W + ldx_pad. Input padding is
  * NaN (reading it would show), overwritten outputs start as NaN, the shared
  * row's gradient accumulates onto random values. */
-static void run_scan(int B, int N, int D, int cplx, int dirs, int lda_pad, int ldx_pad,
-                     uint64_t seed) {
+static void run_scan(int B, int N, int D, int cplx, int dirs, int lda_pad, int ldx_pad, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     const int W = cplx ? 2 * D : D, M = B * N, shared = lda_pad < 0;
     const int lda = shared ? 0 : W + lda_pad, ldx = W + ldx_pad;
-    const int arows = shared ? 1 : M, lda_rows = shared ? W : lda;   /* a's rows and stride */
+    const int arows = shared ? 1 : M, lda_rows = shared ? W : lda; /* a's rows and stride */
     size_t na = (size_t)arows * lda_rows, nx = (size_t)M * ldx, no = (size_t)M * W;
     float *a = TU_NEW(float, na), *x = TU_NEW(float, nx), *wt = TU_NEW(float, no);
     float *out = TU_NEW(float, no);
@@ -711,12 +830,11 @@ static void run_scan(int B, int N, int D, int cplx, int dirs, int lda_pad, int l
     tu_fill_normal(&r, wt, no, 1.0f);
     fill_nan(out, no);
     char what[128];
-    snprintf(what, sizeof what, "scan B%d N%d D%d %s dirs %d lda %d ldx %d", B, N, D,
-             cplx ? "complex" : "real", dirs, lda, ldx);
+    snprintf(what, sizeof what, "scan B%d N%d D%d %s dirs %d lda %d ldx %d", B, N, D, cplx ? "complex" : "real", dirs,
+             lda, ldx);
 
     /* the reference reads only the W columns: NaN padding is safe in double too */
-    ScanCtx c = {B, N, D, cplx, dirs, lda, ldx, tu_to_double(a, na), tu_to_double(x, nx),
-                 tu_to_double(wt, no)};
+    ScanCtx c = {B, N, D, cplx, dirs, lda, ldx, tu_to_double(a, na), tu_to_double(x, nx), tu_to_double(wt, no)};
     double *ref = TU_NEW(double, no);
     scan_ref(&c, ref);
     bk->scan_fwd(bk, out, a, lda, x, ldx, B, N, D, cplx, dirs);
@@ -724,35 +842,46 @@ static void run_scan(int B, int N, int D, int cplx, int dirs, int lda_pad, int l
 
     float *dx = TU_NEW(float, nx), *da = TU_NEW(float, na);
     fill_nan(dx, nx);
-    if (shared) tu_fill_normal(&r, da, na, 1.0f);
-    else fill_nan(da, na);
+    if (shared)
+        tu_fill_normal(&r, da, na, 1.0f);
+    else
+        fill_nan(da, na);
     float *dx0 = tu_copy_float(dx, nx), *da0 = tu_copy_float(da, na);
     bk->scan_bwd(bk, dx, da, wt, a, lda, x, ldx, B, N, D, cplx, dirs);
 
     double *gx = TU_NEW(double, nx), *ga = TU_NEW(double, na);
     memset(gx, 0, nx * sizeof(double));
     memset(ga, 0, na * sizeof(double));
-    for (int m = 0; m < M; m++)
-        tu_fd_grad(scan_loss, &c, c.x + (size_t)m * ldx, W, FD_H, gx + (size_t)m * ldx);
+    for (int m = 0; m < M; m++) tu_fd_grad(scan_loss, &c, c.x + (size_t)m * ldx, W, FD_H, gx + (size_t)m * ldx);
     for (int m = 0; m < arows; m++)
         tu_fd_grad(scan_loss, &c, c.a + (size_t)m * lda_rows, W, FD_H, ga + (size_t)m * lda_rows);
     double ex = tu_rel_err_strided(dx, gx, M, W, ldx);
-    if (!(ex <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
-        print_message("%s: dx relative error %.3g\n", what, ex);
+    if (!(ex <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE")) print_message("%s: dx relative error %.3g\n", what, ex);
     assert_true(ex <= BWD_TOL);
     assert_padding_kept(dx, dx0, M, W, ldx);
     if (shared) {
         check_accum(what, da, da0, ga, (size_t)W, BWD_TOL);
     } else {
         double ea = tu_rel_err_strided(da, ga, M, W, lda);
-        if (!(ea <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE"))
-            print_message("%s: da relative error %.3g\n", what, ea);
+        if (!(ea <= BWD_TOL) || getenv("HGRN_TEST_VERBOSE")) print_message("%s: da relative error %.3g\n", what, ea);
         assert_true(ea <= BWD_TOL);
         assert_padding_kept(da, da0, M, W, lda);
     }
 
-    free(a); free(x); free(wt); free(out); free(ref); free(dx); free(da); free(dx0); free(da0);
-    free(gx); free(ga); free(c.a); free(c.x); free(c.wt);
+    free(a);
+    free(x);
+    free(wt);
+    free(out);
+    free(ref);
+    free(dx);
+    free(da);
+    free(dx0);
+    free(da0);
+    free(gx);
+    free(ga);
+    free(c.a);
+    free(c.x);
+    free(c.wt);
 }
 
 /* Every direction, real and complex, per-token and shared decays, strided. */
@@ -761,9 +890,9 @@ static void test_scan(void **state) {
     uint64_t seed = 600;
     for (int cplx = 0; cplx < 2; cplx++)
         for (int dirs = SCAN_FORWARD; dirs <= SCAN_BOTH; dirs++) {
-            run_scan(3, 7, 5, cplx, dirs, 2, 3, seed++);    /* strided a and x */
-            run_scan(3, 7, 5, cplx, dirs, -1, 1, seed++);   /* shared decay row */
-            run_scan(2, 6, 3, cplx, dirs, 0, 0, seed++);    /* packed: lda = ldx = W */
+            run_scan(3, 7, 5, cplx, dirs, 2, 3, seed++); /* strided a and x */
+            run_scan(3, 7, 5, cplx, dirs, -1, 1, seed++); /* shared decay row */
+            run_scan(2, 6, 3, cplx, dirs, 0, 0, seed++); /* packed: lda = ldx = W */
         }
     /* rows of more than one 64-value block, the last one ragged */
     run_scan(2, 9, 70, 0, SCAN_BOTH, 1, 2, seed++);
@@ -793,7 +922,7 @@ static void test_scan_edges(void **state) {
     tu_fill_normal(&r, x, n, 1.0f);
     tu_fill_normal(&r, buf, 3 * n, 1.0f);
     float *keep = tu_copy_float(buf, 3 * n);
-    const int shapes[3][3] = {{0, 4, 2}, {2, 0, 2}, {2, 4, 0}};   /* B, N, D */
+    const int shapes[3][3] = {{0, 4, 2}, {2, 0, 2}, {2, 4, 0}}; /* B, N, D */
     for (int k = 0; k < 3; k++)
         for (int lda = 0; lda <= 4; lda += 4) {
             int B = shapes[k][0], N = shapes[k][1], D = shapes[k][2];
@@ -801,7 +930,10 @@ static void test_scan_edges(void **state) {
             bk->scan_bwd(bk, buf + n, buf + 2 * n, x, a, lda, x, 4, B, N, D, 1, SCAN_BOTH);
             assert_memory_equal(buf, keep, 3 * n * sizeof(float));
         }
-    free(a); free(x); free(buf); free(keep);
+    free(a);
+    free(x);
+    free(buf);
+    free(keep);
 }
 
 /* Items are (image, block of values) and the shared decay's gradient is
@@ -811,7 +943,7 @@ static void test_scan_determinism(void **state) {
     (void)state;
     Rng r;
     rng_seed(&r, 720);
-    const int B = 5, N = 33, D = 70, M = B * N, ld = 2 * D + 3;   /* fits real and complex */
+    const int B = 5, N = 33, D = 70, M = B * N, ld = 2 * D + 3; /* fits real and complex */
     size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
     float *a = TU_NEW(float, nx), *x = TU_NEW(float, nx), *g = TU_NEW(float, no);
     float *da_init = TU_NEW(float, 2 * D);
@@ -824,7 +956,7 @@ static void test_scan_determinism(void **state) {
         for (int dirs = SCAN_FORWARD; dirs <= SCAN_BOTH; dirs++)
             for (int lda = 0; lda <= ld; lda += ld) {
                 const int W = cplx ? 2 * D : D;
-                size_t na = lda ? nx : (size_t)W, nw = (size_t)M * W;   /* nw: out's size */
+                size_t na = lda ? nx : (size_t)W, nw = (size_t)M * W; /* nw: out's size */
                 float *out[3], *dx[3], *da[3];
                 for (int k = 0; k < 3; k++) {
                     char err[256];
@@ -834,8 +966,10 @@ static void test_scan_determinism(void **state) {
                     dx[k] = TU_NEW(float, nx);
                     da[k] = TU_NEW(float, na);
                     memset(dx[k], 0, nx * sizeof(float));
-                    if (lda) memset(da[k], 0, na * sizeof(float));
-                    else memcpy(da[k], da_init, na * sizeof(float));
+                    if (lda)
+                        memset(da[k], 0, na * sizeof(float));
+                    else
+                        memcpy(da[k], da_init, na * sizeof(float));
                     b->scan_fwd(b, out[k], a, lda, x, ld, B, N, D, cplx, dirs);
                     b->scan_bwd(b, dx[k], da[k], g, a, lda, x, ld, B, N, D, cplx, dirs);
                     b->destroy(b);
@@ -846,10 +980,15 @@ static void test_scan_determinism(void **state) {
                     assert_memory_equal(da[0], da[k], na * sizeof(float));
                 }
                 for (int k = 0; k < 3; k++) {
-                    free(out[k]); free(dx[k]); free(da[k]);
+                    free(out[k]);
+                    free(dx[k]);
+                    free(da[k]);
                 }
             }
-    free(a); free(x); free(g); free(da_init);
+    free(a);
+    free(x);
+    free(g);
+    free(da_init);
 }
 
 /* The adjoint of one direction in double: d[t] = g_t + conj(a_next) d[next],
@@ -884,10 +1023,12 @@ static double chan_err(const float *got, double complex ref, int j, int cplx) {
 
 /* Worst error of one long SCAN_BOTH against the double evaluation, per
  * channel, each relative to its own scale (see test_scan_long_decay). */
-typedef struct { double out, dx, da; } ScanErr;
+typedef struct {
+    double out, dx, da;
+} ScanErr;
 
-static ScanErr scan_long_errors(const ScanCtx *c, const float *out, const float *dx,
-                                const float *da, const float *da0) {
+static ScanErr scan_long_errors(const ScanCtx *c, const float *out, const float *dx, const float *da,
+                                const float *da0) {
     const int N = c->N, W = scan_width(c);
     double complex *h = TU_NEW(double complex, N), *r = TU_NEW(double complex, N);
     double complex *dh = TU_NEW(double complex, N), *dr = TU_NEW(double complex, N);
@@ -908,22 +1049,23 @@ static ScanErr scan_long_errors(const ScanCtx *c, const float *out, const float 
                 double complex hp = t > 0 ? h[t - 1] : 0, rn = t + 1 < N ? r[t + 1] : 0;
                 double complex ga = dh[t] * conj(hp) + dr[t] * conj(rn);
                 e.out = fmax(e.out, chan_err(out + row * W, h[t] + r[t], j, c->cplx) / (mh + mr));
-                e.dx = fmax(e.dx, chan_err(dx + row * c->ldx, dh[t] + dr[t], j, c->cplx) /
-                                      (mdh + mdr));
+                e.dx = fmax(e.dx, chan_err(dx + row * c->ldx, dh[t] + dr[t], j, c->cplx) / (mdh + mdr));
                 if (c->lda) e.da = fmax(e.da, chan_err(da + row * c->lda, ga, j, c->cplx) / sa);
                 da_sum += ga;
             }
-            da_scale += mdh * csum_abs(h, N) + mh * csum_abs(dh, N) + mdr * csum_abs(r, N) +
-                        mr * csum_abs(dr, N);
+            da_scale += mdh * csum_abs(h, N) + mh * csum_abs(dh, N) + mdr * csum_abs(r, N) + mr * csum_abs(dr, N);
         }
-        if (!c->lda)   /* the shared row: what was added onto da0 */
+        if (!c->lda) /* the shared row: what was added onto da0 */
             for (int v = 0; v < (c->cplx ? 2 : 1); v++) {
                 int col = c->cplx ? 2 * j + v : j;
                 double want = v ? cimag(da_sum) : creal(da_sum);
                 e.da = fmax(e.da, fabs(((double)da[col] - da0[col]) - want) / da_scale);
             }
     }
-    free(h); free(r); free(dh); free(dr);
+    free(h);
+    free(r);
+    free(dh);
+    free(dr);
     return e;
 }
 
@@ -964,7 +1106,7 @@ static void run_scan_long(int cplx, int shared, uint64_t seed) {
     fill_nan(a, na);
     fill_nan(x, nx);
     fill_decays(&r, a, arows, lda_rows, D, cplx, 0.999, 0.99999, 1, 0.1);
-    for (int m = 0; m < M; m++) {   /* biased inputs: the states grow to thousands */
+    for (int m = 0; m < M; m++) { /* biased inputs: the states grow to thousands */
         float *px = x + (size_t)m * ldx;
         tu_fill_normal(&r, px, W, 1.0f);
         for (int v = 0; v < W; v++) px[v] += 0.5f;
@@ -972,8 +1114,10 @@ static void run_scan_long(int cplx, int shared, uint64_t seed) {
     tu_fill_normal(&r, wt, no, 1.0f);
     fill_nan(out, no);
     fill_nan(dx, nx);
-    if (shared) tu_fill_normal(&r, da, na, 1.0f);
-    else fill_nan(da, na);
+    if (shared)
+        tu_fill_normal(&r, da, na, 1.0f);
+    else
+        fill_nan(da, na);
     float *da0 = tu_copy_float(da, na);
     bk->scan_fwd(bk, out, a, lda, x, ldx, B, N, D, cplx, SCAN_BOTH);
     bk->scan_bwd(bk, dx, da, wt, a, lda, x, ldx, B, N, D, cplx, SCAN_BOTH);
@@ -981,20 +1125,27 @@ static void run_scan_long(int cplx, int shared, uint64_t seed) {
     for (int m = 0; m < M; m++) assert_all_finite(dx + (size_t)m * ldx, W);
     for (int m = 0; m < arows; m++) assert_all_finite(da + (size_t)m * lda_rows, W);
 
-    ScanCtx c = {B, N, D, cplx, SCAN_BOTH, lda, ldx, tu_to_double(a, na), tu_to_double(x, nx),
-                 tu_to_double(wt, no)};
+    ScanCtx c = {B, N, D, cplx, SCAN_BOTH, lda, ldx, tu_to_double(a, na), tu_to_double(x, nx), tu_to_double(wt, no)};
     ScanErr e = scan_long_errors(&c, out, dx, da, da0);
     const double u = ldexp(1.0, -24), tol = ((cplx ? 5.0 : 2.0) * N + 2) * u;
     const double tol_da = shared ? tol : 2 * tol;
     if (!(e.out <= tol && e.dx <= tol && e.da <= tol_da) || getenv("HGRN_TEST_VERBOSE"))
         print_message("scan N %d %s %s decay: relative errors out %.3g dx %.3g da %.3g "
-                      "(tolerance %.3g, da %.3g)\n", N, cplx ? "complex" : "real",
-                      shared ? "shared" : "per-token", e.out, e.dx, e.da, tol, tol_da);
+                      "(tolerance %.3g, da %.3g)\n",
+                      N, cplx ? "complex" : "real", shared ? "shared" : "per-token", e.out, e.dx, e.da, tol, tol_da);
     assert_true(e.out <= tol);
     assert_true(e.dx <= tol);
     assert_true(e.da <= tol_da);
-    free(a); free(x); free(wt); free(out); free(dx); free(da); free(da0);
-    free(c.a); free(c.x); free(c.wt);
+    free(a);
+    free(x);
+    free(wt);
+    free(out);
+    free(dx);
+    free(da);
+    free(da0);
+    free(c.a);
+    free(c.x);
+    free(c.wt);
 }
 
 static void test_scan_long_decay(void **state) {
@@ -1025,7 +1176,7 @@ static void run_mingate(int M, int E, int pad, int lstm, uint64_t seed) {
     size_t np = (size_t)M * ld, n = (size_t)M * E;
     float *p = TU_NEW(float, np), *a = TU_NEW(float, n), *x = TU_NEW(float, n);
     float *wa = TU_NEW(float, n), *wx = TU_NEW(float, n), *dp = TU_NEW(float, np);
-    tu_fill_normal(&r, p, np, 3.0f);   /* gates from saturated to balanced */
+    tu_fill_normal(&r, p, np, 3.0f); /* gates from saturated to balanced */
     tu_fill_normal(&r, wa, n, 1.0f);
     tu_fill_normal(&r, wx, n, 1.0f);
     fill_nan(a, n);
@@ -1050,15 +1201,26 @@ static void run_mingate(int M, int E, int pad, int lstm, uint64_t seed) {
         print_message("mingate_bwd %s M%d E%d: relative error %.3g\n", lstm ? "lstm" : "gru", M, E, e);
     assert_true(e <= BWD_TOL);
     assert_padding_kept(dp, dp0, M, parts * E, ld);
-    free(p); free(a); free(x); free(wa); free(wx); free(dp); free(dp0); free(ra); free(rx); free(g);
-    free(c.p); free(c.wa); free(c.wx);
+    free(p);
+    free(a);
+    free(x);
+    free(wa);
+    free(wx);
+    free(dp);
+    free(dp0);
+    free(ra);
+    free(rx);
+    free(g);
+    free(c.p);
+    free(c.wa);
+    free(c.wx);
 }
 
 static void test_mingate(void **state) {
     (void)state;
     for (int lstm = 0; lstm < 2; lstm++) {
-        run_mingate(7, 5, 3, lstm, 800 + lstm);   /* strided */
-        run_mingate(4, 16, 0, lstm, 810 + lstm);  /* packed */
+        run_mingate(7, 5, 3, lstm, 800 + lstm); /* strided */
+        run_mingate(4, 16, 0, lstm, 810 + lstm); /* packed */
         run_mingate(1, 1, 1, lstm, 820 + lstm);
     }
 }
@@ -1097,7 +1259,7 @@ static void run_lru_params(int S, int H, uint64_t seed) {
     float *nu = TU_NEW(float, S), *th = TU_NEW(float, S), *b = TU_NEW(float, nb);
     float *lam = TU_NEW(float, 2 * S), *beff = TU_NEW(float, nb);
     float *wl = TU_NEW(float, 2 * S), *wb = TU_NEW(float, nb);
-    for (int k = 0; k < S; k++)   /* |lambda| from 0.05 to 0.9995 */
+    for (int k = 0; k < S; k++) /* |lambda| from 0.05 to 0.9995 */
         nu[k] = (float)log(-log(0.05 + 0.9495 * rng_uniform(&r)));
     tu_fill_uniform(&r, th, S, -3.1f, 3.1f);
     tu_fill_normal(&r, b, nb, 1.0f);
@@ -1105,8 +1267,13 @@ static void run_lru_params(int S, int H, uint64_t seed) {
     tu_fill_normal(&r, wb, nb, 1.0f);
     fill_nan(lam, 2 * S);
     fill_nan(beff, nb);
-    LruCtx c = {S, H, tu_to_double(nu, S), tu_to_double(th, S), tu_to_double(b, nb),
-                tu_to_double(wl, 2 * S), tu_to_double(wb, nb)};
+    LruCtx c = {S,
+                H,
+                tu_to_double(nu, S),
+                tu_to_double(th, S),
+                tu_to_double(b, nb),
+                tu_to_double(wl, 2 * S),
+                tu_to_double(wb, nb)};
     double *rl = TU_NEW(double, 2 * S), *rb = TU_NEW(double, nb);
     lru_params_ref(&c, rl, rb);
     bk->lru_params_fwd(bk, lam, beff, nu, th, b, S, H);
@@ -1126,9 +1293,29 @@ static void run_lru_params(int S, int H, uint64_t seed) {
     check_accum("lru_params_bwd dnu", dnu, dnu0, gn, S, BWD_TOL);
     check_accum("lru_params_bwd dtheta", dth, dth0, gt, S, BWD_TOL);
     check_accum("lru_params_bwd db", db, db0, gb, nb, BWD_TOL);
-    free(nu); free(th); free(b); free(lam); free(beff); free(wl); free(wb); free(rl); free(rb);
-    free(dnu); free(dth); free(db); free(dnu0); free(dth0); free(db0); free(gn); free(gt); free(gb);
-    free(c.nu); free(c.th); free(c.b); free(c.wl); free(c.wb);
+    free(nu);
+    free(th);
+    free(b);
+    free(lam);
+    free(beff);
+    free(wl);
+    free(wb);
+    free(rl);
+    free(rb);
+    free(dnu);
+    free(dth);
+    free(db);
+    free(dnu0);
+    free(dth0);
+    free(db0);
+    free(gn);
+    free(gt);
+    free(gb);
+    free(c.nu);
+    free(c.th);
+    free(c.b);
+    free(c.wl);
+    free(c.wb);
 }
 
 static void test_lru_params(void **state) {
@@ -1178,15 +1365,28 @@ static void run_diag(int M, int C, uint64_t seed) {
     tu_fd_grad(diag_loss, &c, c.d, C, FD_H, gd);
     check_accum("diag_bwd dx", dx, dx0, gx, n, BWD_TOL);
     check_accum("diag_bwd dd", dd, dd0, gd, C, BWD_TOL);
-    free(x); free(d); free(out); free(w); free(dx); free(dd); free(out0); free(dx0); free(dd0);
-    free(ro); free(gx); free(gd); free(c.x); free(c.d); free(c.w);
+    free(x);
+    free(d);
+    free(out);
+    free(w);
+    free(dx);
+    free(dd);
+    free(out0);
+    free(dx0);
+    free(dd0);
+    free(ro);
+    free(gx);
+    free(gd);
+    free(c.x);
+    free(c.d);
+    free(c.w);
 }
 
 static void test_diag(void **state) {
     (void)state;
     run_diag(9, 11, 840);
     run_diag(1, 1, 841);
-    run_diag(301, 37, 842);   /* rows over both threads */
+    run_diag(301, 37, 842); /* rows over both threads */
 }
 
 /* The gate ops and diag_bwd at 1, 2 and 3 threads: bitwise the same (the
@@ -1229,9 +1429,15 @@ static void test_scan_gates_determinism(void **state) {
     }
     assert_memory_equal(dd[0], dd[1], E * sizeof(float));
     for (int k = 0; k < 3; k++) {
-        free(a[k]); free(x[k]); free(dp[k]); free(dx[k]); free(dd[k]);
+        free(a[k]);
+        free(x[k]);
+        free(dp[k]);
+        free(dx[k]);
+        free(dd[k]);
     }
-    free(p); free(g); free(gx);
+    free(p);
+    free(g);
+    free(gx);
 }
 
 /* The gated mixers' recurrence over N = 16384 tokens: mingate_fwd and the
@@ -1260,15 +1466,15 @@ static void run_min_long(int lstm, int dirs, uint64_t seed) {
         float *pr = p + (size_t)m * ld;
         for (int c = 0; c < E; c++) {
             /* minGRU: z = sigmoid(g), 1 - z = decay; minLSTM: f' ~ sigmoid(f - i) when both small */
-            double lz = -7.0 - 2.0 * rng_uniform(&r);   /* z ~ 1e-3 .. 1e-4 */
+            double lz = -7.0 - 2.0 * rng_uniform(&r); /* z ~ 1e-3 .. 1e-4 */
             if (!lstm) {
                 pr[c] = (float)lz;
             } else {
-                pr[c] = (float)(4.0 + rng_normal(&r));   /* f saturated toward 1 */
+                pr[c] = (float)(4.0 + rng_normal(&r)); /* f saturated toward 1 */
                 pr[E + c] = (float)(lz + 0.3 * rng_normal(&r));
             }
-            pr[(parts - 1) * E + c] = (float)(0.5 + rng_normal(&r));   /* h~ */
-            if (rng_uniform(&r) < 1e-3) {   /* saturated tokens */
+            pr[(parts - 1) * E + c] = (float)(0.5 + rng_normal(&r)); /* h~ */
+            if (rng_uniform(&r) < 1e-3) { /* saturated tokens */
                 pr[c] = rng_uniform(&r) < 0.5 ? -110.0f : 110.0f;
                 if (lstm) pr[E + c] = rng_uniform(&r) < 0.5 ? -110.0f : 110.0f;
             }
@@ -1335,8 +1541,20 @@ static void run_min_long(int lstm, int dirs, uint64_t seed) {
                       lstm ? "minlstm" : "mingru", N, dirs, eo, ep, tol);
     assert_true(eo <= tol);
     assert_true(ep <= tol);
-    free(p); free(a); free(x); free(out); free(w); free(dx); free(da); free(dp);
-    free(ra); free(rx); free(h); free(rr); free(dh); free(dr);
+    free(p);
+    free(a);
+    free(x);
+    free(out);
+    free(w);
+    free(dx);
+    free(da);
+    free(dp);
+    free(ra);
+    free(rx);
+    free(h);
+    free(rr);
+    free(dh);
+    free(dr);
 }
 
 static void test_min_long(void **state) {
@@ -1380,8 +1598,7 @@ static void run_lower_bounds(int L, int D, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     size_t n = (size_t)L * D;
-    float *gamma = TU_NEW(float, n), *beta = TU_NEW(float, n), *wt = TU_NEW(float, n),
-          *dg = TU_NEW(float, n);
+    float *gamma = TU_NEW(float, n), *beta = TU_NEW(float, n), *wt = TU_NEW(float, n), *dg = TU_NEW(float, n);
     tu_fill_normal(&r, gamma, n, 1.0f);
     tu_fill_normal(&r, wt, n, 1.0f);
     tu_fill_normal(&r, dg, n, 1.0f);
@@ -1396,8 +1613,15 @@ static void run_lower_bounds(int L, int D, uint64_t seed) {
     bk->lower_bounds_bwd(bk, dg, wt, gamma, L, D);
     tu_fd_grad(lb_loss, &c, c.gamma, n, FD_H, g);
     check_accum("lower_bounds_bwd dgamma", dg, dg0, g, n, BWD_TOL);
-    free(gamma); free(beta); free(wt); free(dg); free(dg0); free(ref); free(g);
-    free(c.gamma); free(c.wt);
+    free(gamma);
+    free(beta);
+    free(wt);
+    free(dg);
+    free(dg0);
+    free(ref);
+    free(g);
+    free(c.gamma);
+    free(c.wt);
 }
 
 static void test_lower_bounds(void **state) {
@@ -1431,7 +1655,9 @@ static void test_normalize_u8(void **state) {
             }
     bk->normalize_u8(bk, out, img, mean, std, B, C, H, W);
     TU_ASSERT_REL("normalize_u8", out, ref, n, FWD_TOL);
-    free(img); free(out); free(ref);
+    free(img);
+    free(out);
+    free(ref);
 }
 
 static double patch_loss(void *p) {
@@ -1448,8 +1674,7 @@ static void run_patchify(int B, int C, int H, int W, int p, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     size_t ni = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
-    float *img = TU_NEW(float, ni), *out = TU_NEW(float, no), *wt = TU_NEW(float, no),
-          *dimg = TU_NEW(float, ni);
+    float *img = TU_NEW(float, ni), *out = TU_NEW(float, no), *wt = TU_NEW(float, no), *dimg = TU_NEW(float, ni);
     tu_fill_normal(&r, img, ni, 1.0f);
     tu_fill_normal(&r, wt, no, 1.0f);
     fill_garbage(&r, out, no);
@@ -1458,18 +1683,25 @@ static void run_patchify(int B, int C, int H, int W, int p, uint64_t seed) {
     double *ref = TU_NEW(double, no), *g = TU_NEW(double, ni);
     patch_ref(&c, ref);
     bk->patchify_fwd(bk, out, img, B, C, H, W, p);
-    TU_ASSERT_REL("patchify_fwd", out, ref, no, 0.0);   /* a permutation: exact */
+    TU_ASSERT_REL("patchify_fwd", out, ref, no, 0.0); /* a permutation: exact */
     bk->patchify_bwd(bk, dimg, wt, B, C, H, W, p);
     tu_fd_grad(patch_loss, &c, c.img, ni, FD_H, g);
     TU_ASSERT_REL("patchify_bwd", dimg, g, ni, BWD_TOL);
-    free(img); free(out); free(wt); free(dimg); free(ref); free(g); free(c.img); free(c.wt);
+    free(img);
+    free(out);
+    free(wt);
+    free(dimg);
+    free(ref);
+    free(g);
+    free(c.img);
+    free(c.wt);
 }
 
 static void test_patchify(void **state) {
     (void)state;
     run_patchify(3, 3, 8, 12, 4, 81);
-    run_patchify(2, 1, 28, 28, 4, 82);    /* Fashion-MNIST shape */
-    run_patchify(2, 2, 10, 13, 4, 83);    /* edges not covered: their gradient is 0 */
+    run_patchify(2, 1, 28, 28, 4, 82); /* Fashion-MNIST shape */
+    run_patchify(2, 2, 10, 13, 4, 83); /* edges not covered: their gradient is 0 */
     run_patchify(1, 3, 5, 5, 1, 84);
 }
 
@@ -1493,21 +1725,24 @@ static void run_patchify_u8(int B, int C, int H, int W, int p, uint64_t seed) {
     fill_garbage(&r, out, no);
     bk->patchify_u8(bk, out, img, mean, std, B, C, H, W, p);
     TU_ASSERT_REL("patchify_u8", out, ref, no, FWD_TOL);
-    free(img); free(norm); free(ref); free(out);
+    free(img);
+    free(norm);
+    free(ref);
+    free(out);
 }
 
 static void test_patchify_u8(void **state) {
     (void)state;
     run_patchify_u8(2, 3, 28, 21, 7, 85);
-    run_patchify_u8(2, 1, 28, 28, 4, 86);   /* Fashion-MNIST */
-    run_patchify_u8(1, 3, 30, 23, 7, 87);   /* edges outside the patch grid */
+    run_patchify_u8(2, 1, 28, 28, 4, 86); /* Fashion-MNIST */
+    run_patchify_u8(1, 3, 30, 23, 7, 87); /* edges outside the patch grid */
 }
 
 /* ---------------------------------------------------------------- residual */
 
 typedef struct {
     int B, S;
-    double *x0, *f, *scale, *wt;   /* scale NULL = 1 */
+    double *x0, *f, *scale, *wt; /* scale NULL = 1 */
 } ResCtx;
 
 static void res_ref(const ResCtx *c, double *out) {
@@ -1533,30 +1768,35 @@ static void run_residual(int with_scale, uint64_t seed) {
     rng_seed(&r, seed);
     int B = 3, S = 29;
     size_t n = (size_t)B * S;
-    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *wt = TU_NEW(float, n),
-          *df = TU_NEW(float, n);
-    float scale[3] = {0.0f, 1.25f, 1.0f};   /* dropped, kept (1/(1-p)), plain */
+    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *wt = TU_NEW(float, n), *df = TU_NEW(float, n);
+    float scale[3] = {0.0f, 1.25f, 1.0f}; /* dropped, kept (1/(1-p)), plain */
     tu_fill_normal(&r, x, n, 1.0f);
     tu_fill_normal(&r, f, n, 1.0f);
     tu_fill_normal(&r, wt, n, 1.0f);
     fill_garbage(&r, df, n);
     double dscale[3] = {0.0, 1.25, 1.0};
-    ResCtx c = {B, S, tu_to_double(x, n), tu_to_double(f, n), with_scale ? dscale : NULL,
-                tu_to_double(wt, n)};
+    ResCtx c = {B, S, tu_to_double(x, n), tu_to_double(f, n), with_scale ? dscale : NULL, tu_to_double(wt, n)};
     double *ref = TU_NEW(double, n), *g = TU_NEW(double, n);
     res_ref(&c, ref);
     float *o = TU_NEW(float, n);
     fill_garbage(&r, o, n);
-    bk->residual_fwd(bk, o, x, f, with_scale ? scale : NULL, B, S);   /* out of place */
+    bk->residual_fwd(bk, o, x, f, with_scale ? scale : NULL, B, S); /* out of place */
     TU_ASSERT_REL("residual_fwd out = x + s f", o, ref, n, FWD_TOL);
     free(o);
-    bk->residual_fwd(bk, x, x, f, with_scale ? scale : NULL, B, S);   /* in place */
+    bk->residual_fwd(bk, x, x, f, with_scale ? scale : NULL, B, S); /* in place */
     TU_ASSERT_REL("residual_fwd x += s f", x, ref, n, FWD_TOL);
     bk->residual_bwd(bk, df, wt, with_scale ? scale : NULL, B, S);
     tu_fd_grad(res_loss, &c, c.f, n, FD_H, g);
     TU_ASSERT_REL("residual_bwd", df, g, n, BWD_TOL);
-    free(x); free(f); free(wt); free(df); free(ref); free(g);
-    free(c.x0); free(c.f); free(c.wt);
+    free(x);
+    free(f);
+    free(wt);
+    free(df);
+    free(ref);
+    free(g);
+    free(c.x0);
+    free(c.f);
+    free(c.wt);
 }
 
 /* residual_ln_fwd against the formulas in double: out = x + s_b f, then the
@@ -1567,9 +1807,8 @@ static void test_residual_ln(void **state) {
     rng_seed(&r, 103);
     const int B = 3, N = 5, D = 24;
     const size_t M = (size_t)B * N, n = M * D;
-    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *w = TU_NEW(float, D),
-          *b = TU_NEW(float, D), *out = TU_NEW(float, n), *ln = TU_NEW(float, n),
-          *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
+    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *w = TU_NEW(float, D), *b = TU_NEW(float, D),
+          *out = TU_NEW(float, n), *ln = TU_NEW(float, n), *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
     float scale[3] = {0.0f, 1.25f, 1.0f};
     tu_fill_normal(&r, x, n, 1.0f);
     tu_fill_normal(&r, f, n, 1.0f);
@@ -1578,8 +1817,7 @@ static void test_residual_ln(void **state) {
     fill_garbage(&r, out, n);
     fill_garbage(&r, ln, n);
     bk->residual_ln_fwd(bk, out, ln, mean, rstd, x, f, scale, w, b, B, N, D);
-    double *ro = TU_NEW(double, n), *rl = TU_NEW(double, n), *rm = TU_NEW(double, M),
-           *rr = TU_NEW(double, M);
+    double *ro = TU_NEW(double, n), *rl = TU_NEW(double, n), *rm = TU_NEW(double, M), *rr = TU_NEW(double, M);
     for (size_t row = 0; row < M; row++) {
         const double s = scale[row / N];
         double mu = 0.0, var = 0.0;
@@ -1591,15 +1829,24 @@ static void test_residual_ln(void **state) {
         for (int d = 0; d < D; d++) var += (ro[row * D + d] - mu) * (ro[row * D + d] - mu);
         rm[row] = mu;
         rr[row] = 1.0 / sqrt(var / D + 1e-5);
-        for (int d = 0; d < D; d++)
-            rl[row * D + d] = (ro[row * D + d] - mu) * rr[row] * w[d] + b[d];
+        for (int d = 0; d < D; d++) rl[row * D + d] = (ro[row * D + d] - mu) * rr[row] * w[d] + b[d];
     }
     TU_ASSERT_REL("residual_ln_fwd out", out, ro, n, FWD_TOL);
     TU_ASSERT_REL("residual_ln_fwd ln", ln, rl, n, FWD_TOL);
     TU_ASSERT_REL("residual_ln_fwd mean", mean, rm, M, FWD_TOL);
     TU_ASSERT_REL("residual_ln_fwd rstd", rstd, rr, M, FWD_TOL);
-    free(x); free(f); free(w); free(b); free(out); free(ln); free(mean); free(rstd);
-    free(ro); free(rl); free(rm); free(rr);
+    free(x);
+    free(f);
+    free(w);
+    free(b);
+    free(out);
+    free(ln);
+    free(mean);
+    free(rstd);
+    free(ro);
+    free(rl);
+    free(rm);
+    free(rr);
 }
 
 /* ln_residual_bwd against the formulas in double: with xn = (x - mu) rs and
@@ -1611,9 +1858,9 @@ static void test_ln_residual(void **state) {
     rng_seed(&r, 107);
     const int B = 3, N = 5, D = 24;
     const size_t M = (size_t)B * N, n = M * D;
-    float *x = TU_NEW(float, n), *dout = TU_NEW(float, n), *dinp = TU_NEW(float, n),
-          *df = TU_NEW(float, n), *w = TU_NEW(float, D), *dw = TU_NEW(float, D),
-          *db = TU_NEW(float, D), *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
+    float *x = TU_NEW(float, n), *dout = TU_NEW(float, n), *dinp = TU_NEW(float, n), *df = TU_NEW(float, n),
+          *w = TU_NEW(float, D), *dw = TU_NEW(float, D), *db = TU_NEW(float, D), *mean = TU_NEW(float, M),
+          *rstd = TU_NEW(float, M);
     float scale[3] = {0.0f, 1.25f, 1.0f};
     tu_fill_normal(&r, x, n, 1.5f);
     tu_fill_normal(&r, dout, n, 1.0f);
@@ -1622,7 +1869,7 @@ static void test_ln_residual(void **state) {
     tu_fill_normal(&r, dw, D, 1.0f);
     tu_fill_normal(&r, db, D, 1.0f);
     fill_garbage(&r, df, n);
-    for (size_t row = 0; row < M; row++) {   /* the statistics of x, as the forward saves them */
+    for (size_t row = 0; row < M; row++) { /* the statistics of x, as the forward saves them */
         double mu = 0.0, var = 0.0;
         for (int d = 0; d < D; d++) mu += x[row * D + d];
         mu /= D;
@@ -1630,8 +1877,7 @@ static void test_ln_residual(void **state) {
         mean[row] = (float)mu;
         rstd[row] = (float)(1.0 / sqrt(var / D + 1e-5));
     }
-    double *rd = tu_to_double(dinp, n), *rf = TU_NEW(double, n), *rw = tu_to_double(dw, D),
-           *rb = tu_to_double(db, D);
+    double *rd = tu_to_double(dinp, n), *rf = TU_NEW(double, n), *rw = tu_to_double(dw, D), *rb = tu_to_double(db, D);
     bk->ln_residual_bwd(bk, dinp, df, dw, db, dout, x, w, mean, rstd, scale, B, N, D);
     for (size_t row = 0; row < M; row++) {
         double s1 = 0.0, s2 = 0.0;
@@ -1655,8 +1901,19 @@ static void test_ln_residual(void **state) {
     TU_ASSERT_REL("ln_residual_bwd df", df, rf, n, FWD_TOL);
     TU_ASSERT_REL("ln_residual_bwd dw", dw, rw, D, FWD_TOL);
     TU_ASSERT_REL("ln_residual_bwd db", db, rb, D, FWD_TOL);
-    free(x); free(dout); free(dinp); free(df); free(w); free(dw); free(db); free(mean);
-    free(rstd); free(rd); free(rf); free(rw); free(rb);
+    free(x);
+    free(dout);
+    free(dinp);
+    free(df);
+    free(w);
+    free(dw);
+    free(db);
+    free(mean);
+    free(rstd);
+    free(rd);
+    free(rf);
+    free(rw);
+    free(rb);
 }
 
 static void test_residual(void **state) {
@@ -1683,12 +1940,12 @@ static void test_xent(void **state) {
     rng_seed(&r, 111);
     int B = 5, C = 11;
     size_t n = (size_t)B * C;
-    float *z = TU_NEW(float, n), *t = TU_NEW(float, n), *probs = TU_NEW(float, n),
-          *loss = TU_NEW(float, B), *dz = TU_NEW(float, n);
+    float *z = TU_NEW(float, n), *t = TU_NEW(float, n), *probs = TU_NEW(float, n), *loss = TU_NEW(float, B),
+          *dz = TU_NEW(float, n);
     tu_fill_normal(&r, z, n, 3.0f);
-    z[C + 2] = 95.0f;    /* row 1: huge logits, must not overflow */
+    z[C + 2] = 95.0f; /* row 1: huge logits, must not overflow */
     z[C + 5] = -90.0f;
-    for (int b = 0; b < B; b++) {   /* soft targets: smoothing-like and mixup-like rows */
+    for (int b = 0; b < B; b++) { /* soft targets: smoothing-like and mixup-like rows */
         float *tr = t + (size_t)b * C;
         tu_fill_uniform(&r, tr, C, 0.0f, 1.0f);
         if (b % 2) {
@@ -1710,8 +1967,16 @@ static void test_xent(void **state) {
     bk->xent_bwd(bk, dz, probs, t, (float)c.dloss, B, C);
     tu_fd_grad(xent_loss, &c, c.z, n, FD_H, g);
     TU_ASSERT_REL("xent_bwd", dz, g, n, BWD_TOL);
-    free(z); free(t); free(probs); free(loss); free(dz); free(rl); free(rp); free(g);
-    free(c.z); free(c.t);
+    free(z);
+    free(t);
+    free(probs);
+    free(loss);
+    free(dz);
+    free(rl);
+    free(rp);
+    free(g);
+    free(c.z);
+    free(c.t);
 }
 
 /* ------------------------------------------------- reductions, optimizer */
@@ -1730,8 +1995,7 @@ static void test_sumsq(void **state) {
         for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
         bk->sumsq(bk, &acc, x, n);
         double e = fabs(acc - ref) / ref;
-        if (!(e <= 1e-6) || getenv("HGRN_TEST_VERBOSE"))
-            print_message("sumsq n=%zu: relative error %.3g\n", n, e);
+        if (!(e <= 1e-6) || getenv("HGRN_TEST_VERBOSE")) print_message("sumsq n=%zu: relative error %.3g\n", n, e);
         assert_true(e <= 1e-6);
         free(x);
     }
@@ -1742,8 +2006,7 @@ static void run_adamw(float wd, int clip_mode, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
     size_t n = 1037;
-    float *p = TU_NEW(float, n), *g = TU_NEW(float, n), *m = TU_NEW(float, n),
-          *v = TU_NEW(float, n);
+    float *p = TU_NEW(float, n), *g = TU_NEW(float, n), *m = TU_NEW(float, n), *v = TU_NEW(float, n);
     tu_fill_normal(&r, p, n, 1.0f);
     memset(m, 0, n * sizeof(float));
     memset(v, 0, n * sizeof(float));
@@ -1758,9 +2021,7 @@ static void run_adamw(float wd, int clip_mode, uint64_t seed) {
         for (size_t i = 0; i < n; i++) gn += (double)g[i] * g[i];
         float gn_f = (float)gn;
         /* 0: no clipping (threshold 0, huge norm); 1: active (clip ~0.4); 2: inactive */
-        a.max_grad_norm = clip_mode == 0   ? 0.0f
-                          : clip_mode == 1 ? 0.4f * sqrtf(gn_f)
-                                           : 10.0f * sqrtf(gn_f);
+        a.max_grad_norm = clip_mode == 0 ? 0.0f : clip_mode == 1 ? 0.4f * sqrtf(gn_f) : 10.0f * sqrtf(gn_f);
         if (clip_mode == 0) gn_f = 1e12f;
         a.step = step;
         bk->adamw(bk, p, g, m, v, n, &a, &gn_f);
@@ -1785,8 +2046,16 @@ static void run_adamw(float wd, int clip_mode, uint64_t seed) {
     TU_ASSERT_REL("adamw param update", disp, rdisp, n, 1e-4);
     TU_ASSERT_REL("adamw m", m, rm, n, 1e-5);
     TU_ASSERT_REL("adamw v", v, rv, n, 1e-5);
-    free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv); free(p0);
-    free(rdisp); free(disp);
+    free(p);
+    free(g);
+    free(m);
+    free(v);
+    free(rp);
+    free(rm);
+    free(rv);
+    free(p0);
+    free(rdisp);
+    free(disp);
 }
 
 static void test_adamw(void **state) {
@@ -1808,20 +2077,30 @@ static void test_adamw_sched_and_skip(void **state) {
     float *p[2], *m[2], *v[2], *g = TU_NEW(float, n);
     tu_fill_normal(&r, g, n, 1.0f);
     for (int k = 0; k < 2; k++) {
-        p[k] = TU_NEW(float, n); m[k] = TU_NEW(float, n); v[k] = TU_NEW(float, n);
+        p[k] = TU_NEW(float, n);
+        m[k] = TU_NEW(float, n);
+        v[k] = TU_NEW(float, n);
     }
     Rng r2 = r;
-    tu_fill_normal(&r, p[0], n, 1.0f); tu_fill_normal(&r2, p[1], n, 1.0f);
-    tu_fill_normal(&r, m[0], n, 0.1f); tu_fill_normal(&r2, m[1], n, 0.1f);
-    tu_fill_uniform(&r, v[0], n, 0.01f, 1.0f); tu_fill_uniform(&r2, v[1], n, 0.01f, 1.0f);
-    float gn = 49.0f;   /* clipping active at max norm 5 */
+    tu_fill_normal(&r, p[0], n, 1.0f);
+    tu_fill_normal(&r2, p[1], n, 1.0f);
+    tu_fill_normal(&r, m[0], n, 0.1f);
+    tu_fill_normal(&r2, m[1], n, 0.1f);
+    tu_fill_uniform(&r, v[0], n, 0.01f, 1.0f);
+    tu_fill_uniform(&r2, v[1], n, 0.01f, 1.0f);
+    float gn = 49.0f; /* clipping active at max norm 5 */
     int step = 7;
     float sched[3] = {3e-3f, 1.0f - powf(0.9f, (float)step), 1.0f - powf(0.999f, (float)step)};
-    AdamWArgs a = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.05f,
-                   .step = step, .max_grad_norm = 5.0f};
+    AdamWArgs a = {.lr = 3e-3f,
+                   .beta1 = 0.9f,
+                   .beta2 = 0.999f,
+                   .eps = 1e-8f,
+                   .weight_decay = 0.05f,
+                   .step = step,
+                   .max_grad_norm = 5.0f};
     bk->adamw(bk, p[0], g, m[0], v[0], n, &a, &gn);
     AdamWArgs as = a;
-    as.lr = 99.0f;      /* must be ignored in favour of sched */
+    as.lr = 99.0f; /* must be ignored in favour of sched */
     as.step = 1;
     as.sched = sched;
     bk->adamw(bk, p[1], g, m[1], v[1], n, &as, &gn);
@@ -1836,7 +2115,11 @@ static void test_adamw_sched_and_skip(void **state) {
         assert_memory_equal(p[0], keep, n * sizeof(float));
         assert_memory_equal(m[0], m[1], n * sizeof(float));
     }
-    for (int k = 0; k < 2; k++) { free(p[k]); free(m[k]); free(v[k]); }
+    for (int k = 0; k < 2; k++) {
+        free(p[k]);
+        free(m[k]);
+        free(v[k]);
+    }
     free(g);
     free(keep);
 }
@@ -1850,8 +2133,8 @@ static void test_determinism(void **state) {
     /* hgru1_bwd at a model-like size: 2 channel blocks, ld = 5D */
     int B = 4, N = 49, D = 64, ld = 5 * D, M = B * N;
     size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
-    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *tf = TU_NEW(float, D),
-          *tr = TU_NEW(float, D), *be = TU_NEW(float, D);
+    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *tf = TU_NEW(float, D), *tr = TU_NEW(float, D),
+          *be = TU_NEW(float, D);
     tu_fill_normal(&r, x, nx, 1.0f);
     tu_fill_normal(&r, dout, no, 1.0f);
     tu_fill_uniform(&r, tf, D, -3.0f, 3.0f);
@@ -1863,8 +2146,8 @@ static void test_determinism(void **state) {
         dp[k] = TU_NEW(float, 3 * D);
         memset(dx[k], 0, nx * sizeof(float));
         memset(dp[k], 0, 3 * D * sizeof(float));
-        bk->hgru1_bwd(bk, dx[k], dx[k] + 2 * D, dp[k], dp[k] + D, dp[k] + 2 * D, dout, x,
-                      x + 2 * D, ld, tf, tr, be, B, N, D);
+        bk->hgru1_bwd(bk, dx[k], dx[k] + 2 * D, dp[k], dp[k] + D, dp[k] + 2 * D, dout, x, x + 2 * D, ld, tf, tr, be, B,
+                      N, D);
     }
     assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
     assert_memory_equal(dp[0], dp[1], 3 * D * sizeof(float));
@@ -1872,9 +2155,8 @@ static void test_determinism(void **state) {
     /* layernorm_bwd: dw/db are reductions over rows */
     int LM = 301, C = 96;
     size_t nl = (size_t)LM * C;
-    float *inp = TU_NEW(float, nl), *w = TU_NEW(float, C), *bb = TU_NEW(float, C),
-          *out = TU_NEW(float, nl), *mean = TU_NEW(float, LM), *rstd = TU_NEW(float, LM),
-          *g = TU_NEW(float, nl);
+    float *inp = TU_NEW(float, nl), *w = TU_NEW(float, C), *bb = TU_NEW(float, C), *out = TU_NEW(float, nl),
+          *mean = TU_NEW(float, LM), *rstd = TU_NEW(float, LM), *g = TU_NEW(float, nl);
     tu_fill_normal(&r, inp, nl, 1.0f);
     tu_fill_normal(&r, w, C, 1.0f);
     tu_fill_normal(&r, bb, C, 1.0f);
@@ -1894,8 +2176,7 @@ static void test_determinism(void **state) {
     /* matmul_bwd: dw and dbias are reductions over rows */
     {
         int MM = 211, K = 24, N = 40;
-        float *in = TU_NEW(float, (size_t)MM * K), *wm = TU_NEW(float, (size_t)N * K),
-              *go = TU_NEW(float, (size_t)MM * N);
+        float *in = TU_NEW(float, (size_t)MM *K), *wm = TU_NEW(float, (size_t)N *K), *go = TU_NEW(float, (size_t)MM *N);
         tu_fill_normal(&r, in, (size_t)MM * K, 1.0f);
         tu_fill_normal(&r, wm, (size_t)N * K, 1.0f);
         tu_fill_normal(&r, go, (size_t)MM * N, 1.0f);
@@ -1908,7 +2189,11 @@ static void test_determinism(void **state) {
             bk->matmul_bwd(bk, res[k], rdw, rdb, go, in, wm, MM, K, N);
         }
         assert_memory_equal(res[0], res[1], ((size_t)MM * K + (size_t)N * K + N) * sizeof(float));
-        free(in); free(wm); free(go); free(res[0]); free(res[1]);
+        free(in);
+        free(wm);
+        free(go);
+        free(res[0]);
+        free(res[1]);
     }
 
     /* sumsq over several blocks */
@@ -1917,10 +2202,23 @@ static void test_determinism(void **state) {
     bk->sumsq(bk, &s1, inp, nl);
     assert_memory_equal(&s0, &s1, sizeof(float));
 
-    free(x); free(dout); free(tf); free(tr); free(be);
-    free(inp); free(w); free(bb); free(out); free(mean); free(rstd); free(g);
+    free(x);
+    free(dout);
+    free(tf);
+    free(tr);
+    free(be);
+    free(inp);
+    free(w);
+    free(bb);
+    free(out);
+    free(mean);
+    free(rstd);
+    free(g);
     for (int k = 0; k < 2; k++) {
-        free(dx[k]); free(dp[k]); free(di[k]); free(dwb[k]);
+        free(dx[k]);
+        free(dp[k]);
+        free(di[k]);
+        free(dwb[k]);
     }
 }
 
@@ -1933,8 +2231,8 @@ static void test_thread_count(void **state) {
     rng_seed(&r, 161);
     int B = 5, N = 13, D = 40, ld = 3 * D + 1, M = B * N;
     size_t nx = (size_t)M * ld, no = (size_t)M * 2 * D;
-    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *tf = TU_NEW(float, D),
-          *tr = TU_NEW(float, D), *be = TU_NEW(float, D);
+    float *x = TU_NEW(float, nx), *dout = TU_NEW(float, no), *tf = TU_NEW(float, D), *tr = TU_NEW(float, D),
+          *be = TU_NEW(float, D);
     tu_fill_normal(&r, x, nx, 1.0f);
     tu_fill_normal(&r, dout, no, 1.0f);
     tu_fill_uniform(&r, tf, D, -3.0f, 3.0f);
@@ -1952,17 +2250,24 @@ static void test_thread_count(void **state) {
         memset(dx[k], 0, nx * sizeof(float));
         memset(dp[k], 0, 3 * D * sizeof(float));
         b->hgru1_fwd(b, out[k], x, x + 2 * D, ld, tf, tr, be, B, N, D);
-        b->hgru1_bwd(b, dx[k], dx[k] + 2 * D, dp[k], dp[k] + D, dp[k] + 2 * D, dout, x, x + 2 * D,
-                     ld, tf, tr, be, B, N, D);
+        b->hgru1_bwd(b, dx[k], dx[k] + 2 * D, dp[k], dp[k] + D, dp[k] + 2 * D, dout, x, x + 2 * D, ld, tf, tr, be, B, N,
+                     D);
         b->destroy(b);
     }
     assert_memory_equal(out[0], out[1], no * sizeof(float));
     assert_memory_equal(dx[0], dx[1], nx * sizeof(float));
     double *ref = tu_to_double(dp[0], 3 * D);
     TU_ASSERT_REL("hgru1_bwd params, 1 vs 3 threads", dp[1], ref, 3 * D, 1e-6);
-    free(ref); free(x); free(dout); free(tf); free(tr); free(be);
+    free(ref);
+    free(x);
+    free(dout);
+    free(tf);
+    free(tr);
+    free(be);
     for (int k = 0; k < 2; k++) {
-        free(out[k]); free(dx[k]); free(dp[k]);
+        free(out[k]);
+        free(dx[k]);
+        free(dp[k]);
     }
 }
 

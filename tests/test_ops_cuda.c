@@ -48,7 +48,7 @@
 #include "model.h"
 #include "rng.h"
 #include "test_util.h"
-#include "cuda_pair.h"   /* the two backends, T2 tensors, t2_check */
+#include "cuda_pair.h" /* the two backends, T2 tensors, t2_check */
 
 /* ------------------------------------------------------------------ tests */
 
@@ -59,23 +59,26 @@
 static void test_async_upload(void **state) {
     (void)state;
     assert_non_null(GB->host_alloc);
-    size_t n = (size_t)38 << 20;   /* a 256-image 224x224x3 uint8 batch is 38.5 MB */
+    size_t n = (size_t)38 << 20; /* a 256-image 224x224x3 uint8 batch is 38.5 MB */
     uint8_t *h1 = (uint8_t *)GB->host_alloc(n), *h2 = (uint8_t *)GB->host_alloc(n);
     uint8_t *d1 = (uint8_t *)GB->alloc(GB, n), *d2 = (uint8_t *)GB->alloc(GB, n);
     uint8_t *dc = (uint8_t *)GB->alloc(GB, n), *back = TU_NEW(uint8_t, n);
     Rng r;
     rng_seed(&r, 77);
-    for (size_t i = 0; i < n; i++) { h1[i] = (uint8_t)rng_u32(&r); h2[i] = (uint8_t)(h1[i] ^ 0xa5); }
+    for (size_t i = 0; i < n; i++) {
+        h1[i] = (uint8_t)rng_u32(&r);
+        h2[i] = (uint8_t)(h1[i] ^ 0xa5);
+    }
     GB->to_device_async(GB, d1, h1, n);
     GB->to_device_async(GB, d2, h2, n);
     GB->copy_fence(GB);
-    GB->copy(GB, dc, d2, n);          /* device work queued after the fence */
+    GB->copy(GB, dc, d2, n); /* device work queued after the fence */
     GB->to_host(GB, back, dc, n);
     assert_memory_equal(back, h2, n);
     GB->to_host(GB, back, d1, n);
     assert_memory_equal(back, h1, n);
     GB->sync(GB);
-    memset(h1, 0, n);                 /* the host buffer is free again */
+    memset(h1, 0, n); /* the host buffer is free again */
     GB->to_host(GB, back, d1, n);
     for (size_t i = 0; i < n; i += 4099) assert_int_equal(back[i], (uint8_t)(h2[i] ^ 0xa5));
     /* pageable sources fall back to a plain upload */
@@ -87,8 +90,11 @@ static void test_async_upload(void **state) {
     assert_memory_equal(back, p, 4096);
     free(p);
     free(back);
-    GB->free(GB, d1); GB->free(GB, d2); GB->free(GB, dc);
-    GB->host_free(h1); GB->host_free(h2);
+    GB->free(GB, d1);
+    GB->free(GB, d2);
+    GB->free(GB, dc);
+    GB->host_free(h1);
+    GB->host_free(h2);
 }
 
 static void test_memory(void **state) {
@@ -100,7 +106,7 @@ static void test_memory(void **state) {
     GB->to_host(GB, h, g, n);
     size_t nz = 0;
     for (size_t i = 0; i < n; i++) nz += h[i] != 0;
-    assert_int_equal(nz, 0);   /* alloc is zero-filled */
+    assert_int_equal(nz, 0); /* alloc is zero-filled */
     for (size_t i = 0; i < n; i++) h[i] = (uint8_t)(i * 7 + 1);
     GB->to_device(GB, g, h, n);
     uint8_t *g2 = (uint8_t *)GB->alloc(GB, n);
@@ -165,15 +171,14 @@ static void run_matmul(int M, int K, int N, size_t woff, int with_bias) {
     t2_poison(&out);
     CB->matmul_fwd(CB, out.c, inp.c, wc, bc, M, K, N);
     GB->matmul_fwd(GB, out.g, inp.g, wg, bg, M, K, N);
-    snprintf(what, sizeof what, "matmul_fwd %dx%dx%d%s off%zu", M, K, N, with_bias ? "+b" : "",
-             woff);
+    snprintf(what, sizeof what, "matmul_fwd %dx%dx%d%s off%zu", M, K, N, with_bias ? "+b" : "", woff);
     CHECK(out, what);
 
     T2 dout = t2_randn((size_t)M * N, 1, 1.0f);
     T2 dinp = t2_new((size_t)M * K, 1);
     t2_poison(&dinp);
-    T2 dw = t2_randn((size_t)N * K, 0, 1.0f);   /* += */
-    T2 db = t2_randn((size_t)N, 0, 1.0f);       /* += */
+    T2 dw = t2_randn((size_t)N * K, 0, 1.0f); /* += */
+    T2 db = t2_randn((size_t)N, 0, 1.0f); /* += */
     CB->matmul_bwd(CB, dinp.c, dw.c, with_bias ? db.c : NULL, dout.c, inp.c, wc, M, K, N);
     GB->matmul_bwd(GB, dinp.g, dw.g, with_bias ? db.g : NULL, dout.g, inp.g, wg, M, K, N);
     snprintf(what, sizeof what, "matmul_bwd dinp %dx%dx%d", M, K, N);
@@ -193,11 +198,11 @@ static void run_matmul(int M, int K, int N, size_t woff, int with_bias) {
 
 static void test_matmul(void **state) {
     (void)state;
-    run_matmul(37, 29, 45, 1, 1);      /* odd sizes, misaligned weight and bias */
+    run_matmul(37, 29, 45, 1, 1); /* odd sizes, misaligned weight and bias */
     run_matmul(37, 29, 45, 0, 0);
-    run_matmul(300, 192, 960, 0, 1);   /* the mixer's in-projection shape */
-    run_matmul(257, 384, 192, 8, 1);   /* 16-byte aligned bias: fused epilogue */
-    run_matmul(5, 1, 7, 3, 1);         /* K = 1 */
+    run_matmul(300, 192, 960, 0, 1); /* the mixer's in-projection shape */
+    run_matmul(257, 384, 192, 8, 1); /* 16-byte aligned bias: fused epilogue */
+    run_matmul(5, 1, 7, 3, 1); /* K = 1 */
     /* weight gradient shaped like the model's (k = M >> m, n; cuBLASLt may pick
      * split-K), and forward / input-gradient plans chosen by timing */
     run_matmul(4099, 40, 48, 0, 1);
@@ -211,8 +216,8 @@ static void test_matmul(void **state) {
 static size_t gemm_bytes(int M, int K, int N) {
     return ((size_t)M * N + (size_t)M * K) * GB->act_elem + ((size_t)N * K + N) * 4;
 }
-static void gemm_on(Backend *g, const float *hw, const float *hx, const float *hdy, int M, int K,
-                    int N, unsigned char *got) {
+static void gemm_on(Backend *g, const float *hw, const float *hx, const float *hdy, int M, int K, int N,
+                    unsigned char *got) {
     Backend *keep = GB;
     GB = g;
     size_t nw = (size_t)N * K + N;
@@ -252,8 +257,8 @@ static void test_matmul_untuned(void **state) {
     GB = tuned;
     const int M = 2053, K = 64, N = 192;
     size_t nw = (size_t)N * K + N, nb = gemm_bytes(M, K, N);
-    float *hw = TU_NEW(float, nw), *hx = TU_NEW(float, (size_t)M * K);
-    float *hdy = TU_NEW(float, (size_t)M * N);
+    float *hw = TU_NEW(float, nw), *hx = TU_NEW(float, (size_t)M *K);
+    float *hdy = TU_NEW(float, (size_t)M *N);
     tu_fill_normal(&R, hw, nw, 0.1f);
     tu_fill_normal(&R, hx, (size_t)M * K, 1.0f);
     tu_fill_normal(&R, hdy, (size_t)M * N, 1.0f);
@@ -261,7 +266,11 @@ static void test_matmul_untuned(void **state) {
     gemm_on(u[0], hw, hx, hdy, M, K, N, b0);
     gemm_on(u[1], hw, hx, hdy, M, K, N, b1);
     assert_memory_equal(b0, b1, nb);
-    free(hw); free(hx); free(hdy); free(b0); free(b1);
+    free(hw);
+    free(hx);
+    free(hdy);
+    free(b0);
+    free(b1);
     for (int i = 0; i < 2; i++) u[i]->destroy(u[i]);
 }
 
@@ -288,7 +297,7 @@ static void run_layernorm_off(int M, int C, int woff) {
     t2_share_cpu(&mean);
     t2_share_cpu(&rstd);
     T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
-    T2 dinp = t2_randn((size_t)M * C, 1, 1.0f);   /* += */
+    T2 dinp = t2_randn((size_t)M * C, 1, 1.0f); /* += */
     T2 dw = t2_randn(C, 0, 1.0f), db = t2_randn(C, 0, 1.0f);
     /* determinism: the same backward twice on the GPU from the same start */
     size_t xb = (size_t)M * C * GB->act_elem;
@@ -296,8 +305,7 @@ static void run_layernorm_off(int M, int C, int woff) {
     GB->copy(GB, d0, dinp.g, xb);
     GB->copy(GB, w0, dw.g, (size_t)C * 4);
     GB->copy(GB, b0, db.g, (size_t)C * 4);
-    GB->layernorm_bwd(GB, (float *)d0, (float *)w0, (float *)b0, dout.g, x.g, w.g, mean.g, rstd.g,
-                      M, C);
+    GB->layernorm_bwd(GB, (float *)d0, (float *)w0, (float *)b0, dout.g, x.g, w.g, mean.g, rstd.g, M, C);
     CB->layernorm_bwd(CB, dinp.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, M, C);
     GB->layernorm_bwd(GB, dinp.g, dw.g, db.g, dout.g, x.g, w.g, mean.g, rstd.g, M, C);
     snprintf(what, sizeof what, "layernorm_bwd dinp (+=) %dx%d", M, C);
@@ -332,9 +340,9 @@ static void test_layernorm(void **state) {
     run_layernorm(77, 193);
     run_layernorm(1030, 384);
     run_layernorm(3, 31);
-    run_layernorm(2051, 192);   /* register-row kernels: bf16 8 lanes x 3 vectors, fp32 16 x 3 */
-    run_layernorm(65, 512);     /* bf16 32 lanes x 2 vectors, fp32 32 x 4 */
-    run_layernorm(9, 1016);     /* bf16 32 x 4 (one slot idle); fp32 254 vectors: scalar */
+    run_layernorm(2051, 192); /* register-row kernels: bf16 8 lanes x 3 vectors, fp32 16 x 3 */
+    run_layernorm(65, 512); /* bf16 32 lanes x 2 vectors, fp32 32 x 4 */
+    run_layernorm(9, 1016); /* bf16 32 x 4 (one slot idle); fp32 254 vectors: scalar */
     /* register-row kernels: 192 / 384 (bf16: 8 / 16 lanes x 3 vectors; fp32: 16 / 32 x 3),
      * rows not a multiple of the rows per warp step or per block tile, fewer
      * rows than one warp step, misaligned w/b (per-element parameter loads) */
@@ -344,9 +352,9 @@ static void test_layernorm(void **state) {
     run_layernorm(3, 384);
     run_layernorm_off(130, 192, 1);
     run_layernorm_off(67, 384, 3);
-    run_layernorm(33, 200);     /* bf16 25 vectors (32 x 1, 7 idle); fp32 50 (32 x 2, 14 idle) */
-    run_layernorm(21, 40);      /* bf16 5 vectors (8 x 1), fp32 10 (16 x 1) */
-    run_layernorm(17, 196);     /* fp32 49 vectors (32 x 2); bf16 scalar (196 % 8 != 0) */
+    run_layernorm(33, 200); /* bf16 25 vectors (32 x 1, 7 idle); fp32 50 (32 x 2, 14 idle) */
+    run_layernorm(21, 40); /* bf16 5 vectors (8 x 1), fp32 10 (16 x 1) */
+    run_layernorm(17, 196); /* fp32 49 vectors (32 x 2); bf16 scalar (196 % 8 != 0) */
 }
 
 /* ln_gate: the gate sits inside a wider row (ld) at offset goff, as the mixer's
@@ -355,11 +363,12 @@ static void test_layernorm(void **state) {
  * the kernels read them one float at a time). */
 static void run_ln_gate_p(int M, int C, int ld, int goff, int poff) {
     char what[96];
-    T2 f = t2_randn((size_t)M * C, 1, 1.5f), wb = t2_randn(C + poff, 0, 1.0f),
-       bb = t2_randn(C + poff, 0, 1.0f);
-    T2 w = wb, b = bb;   /* views poff floats in */
-    w.c += poff; w.g += poff;
-    b.c += poff; b.g += poff;
+    T2 f = t2_randn((size_t)M * C, 1, 1.5f), wb = t2_randn(C + poff, 0, 1.0f), bb = t2_randn(C + poff, 0, 1.0f);
+    T2 w = wb, b = bb; /* views poff floats in */
+    w.c += poff;
+    w.g += poff;
+    b.c += poff;
+    b.g += poff;
     T2 h = t2_randn((size_t)M * ld, 1, 2.0f);
     float *gc = h.c + goff, *gg = ACT_AT(GB, h.g, goff);
     T2 z = t2_new((size_t)M * C, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
@@ -377,8 +386,7 @@ static void run_ln_gate_p(int M, int C, int ld, int goff, int poff) {
     t2_poison(&df);
     t2_poison(&dh);
     CB->ln_gate_bwd(CB, df.c, dh.c + goff, dw.c, db.c, dz.c, f.c, w.c, b.c, gc, ld, mean.c, rstd.c, M, C);
-    GB->ln_gate_bwd(GB, df.g, ACT_AT(GB, dh.g, goff), dw.g, db.g, dz.g, f.g, w.g, b.g, gg, ld, mean.g,
-                    rstd.g, M, C);
+    GB->ln_gate_bwd(GB, df.g, ACT_AT(GB, dh.g, goff), dw.g, db.g, dz.g, f.g, w.g, b.g, gg, ld, mean.g, rstd.g, M, C);
     snprintf(what, sizeof what, "ln_gate_bwd df (=) %dx%d", M, C);
     CHECK(df, what);
     CHECK(dh, "ln_gate_bwd dgate (=, strided)");
@@ -391,13 +399,13 @@ static void run_ln_gate(int M, int C, int ld, int goff) { run_ln_gate_p(M, C, ld
 
 static void test_ln_gate(void **state) {
     (void)state;
-    run_ln_gate(300, 384, 5 * 192, 2 * 192);    /* Tiny's mixer: groups of 4, 3 per lane */
-    run_ln_gate(77, 768, 5 * 384, 2 * 384);     /* Small's */
-    run_ln_gate(1029, 128, 5 * 64, 2 * 64);     /* 1 group per lane, many blocks */
-    run_ln_gate(33, 150, 5 * 75, 2 * 75);       /* odd stride: scalar path */
-    run_ln_gate(9, 40, 101, 3);                 /* misaligned gate: scalar path, idle lanes */
-    run_ln_gate(5, 1536, 1540, 4);              /* wide rows (HGRN1-Base width) */
-    run_ln_gate_p(70, 384, 5 * 192, 2 * 192, 1);   /* Tiny's, w and b not 16-byte aligned */
+    run_ln_gate(300, 384, 5 * 192, 2 * 192); /* Tiny's mixer: groups of 4, 3 per lane */
+    run_ln_gate(77, 768, 5 * 384, 2 * 384); /* Small's */
+    run_ln_gate(1029, 128, 5 * 64, 2 * 64); /* 1 group per lane, many blocks */
+    run_ln_gate(33, 150, 5 * 75, 2 * 75); /* odd stride: scalar path */
+    run_ln_gate(9, 40, 101, 3); /* misaligned gate: scalar path, idle lanes */
+    run_ln_gate(5, 1536, 1540, 4); /* wide rows (HGRN1-Base width) */
+    run_ln_gate_p(70, 384, 5 * 192, 2 * 192, 1); /* Tiny's, w and b not 16-byte aligned */
 }
 
 static void run_silu_mul(int M, int C, int ld, int boff) {
@@ -412,7 +420,7 @@ static void run_silu_mul(int M, int C, int ld, int boff) {
     CHECK(out, "silu_mul_fwd strided 29x47");
     T2 dout = t2_randn((size_t)M * C, 1, 1.0f);
     T2 dh = t2_new((size_t)M * ld, 1);
-    t2_poison(&dh);   /* columns outside a and b stay NaN on both */
+    t2_poison(&dh); /* columns outside a and b stay NaN on both */
     CB->silu_mul_bwd(CB, dh.c, dh.c + boff, dout.c, ac, ld, bc, ld, M, C);
     GB->silu_mul_bwd(GB, dh.g, ACT_AT(GB, dh.g, boff), dout.g, ag, ld, bg, ld, M, C);
     CHECK(dh, "silu_mul_bwd da, db strided");
@@ -422,9 +430,9 @@ static void run_silu_mul(int M, int C, int ld, int boff) {
 
 static void test_silu_mul(void **state) {
     (void)state;
-    run_silu_mul(29, 47, 2 * 47 + 3, 47 + 1);     /* odd sizes: scalar kernels */
-    run_silu_mul(131, 64, 2 * 64 + 16, 64 + 8);   /* vectorised, strided */
-    run_silu_mul(77, 40, 88, 44);                 /* vectorised in fp32, b misaligned in bf16 */
+    run_silu_mul(29, 47, 2 * 47 + 3, 47 + 1); /* odd sizes: scalar kernels */
+    run_silu_mul(131, 64, 2 * 64 + 16, 64 + 8); /* vectorised, strided */
+    run_silu_mul(77, 40, 88, 44); /* vectorised in fp32, b misaligned in bf16 */
 }
 
 /* ld, xc_off and xl_off: the row stride of the projection and where xc and
@@ -436,9 +444,9 @@ static void run_hgru1_gates(int B, int N, int D, int ld, int xc_off, int xl_off,
     size_t M = (size_t)B * N;
     T2 proj = t2_new(M * ld + xc_off, 1);
     {
-        float *hp = TU_NEW(float, M * ld + xc_off);
+        float *hp = TU_NEW(float, M *ld + xc_off);
         tu_fill_normal(&R, hp, M * ld + xc_off, 1.0f);
-        for (size_t m = 0; m < M; m++)   /* gate pre-activations spread wider */
+        for (size_t m = 0; m < M; m++) /* gate pre-activations spread wider */
             for (int j = 0; j < D; j++) hp[m * ld + xl_off + j] *= gate_sd;
         for (size_t i = 0; i < M * ld + xc_off; i++) hp[i] = rb(hp[i]);
         t2_set(&proj, hp);
@@ -447,8 +455,8 @@ static void run_hgru1_gates(int B, int N, int D, int ld, int xc_off, int xl_off,
     float *th = TU_NEW(float, 3 * D);
     for (int j = 0; j < D; j++) {
         th[j] = powf(10000.0f, -2.0f * j / D) + 0.3f * (float)rng_normal(&R);
-        th[D + j] = 4.0f * (float)rng_normal(&R);   /* large angles too */
-        th[2 * D + j] = 0.9f * (float)rng_uniform(&R);   /* beta in [0, 0.9) */
+        th[D + j] = 4.0f * (float)rng_normal(&R); /* large angles too */
+        th[2 * D + j] = 0.9f * (float)rng_uniform(&R); /* beta in [0, 0.9) */
     }
     T2 par = t2_new(3 * D, 0);
     t2_set(&par, th);
@@ -468,11 +476,11 @@ static void run_hgru1_gates(int B, int N, int D, int ld, int xc_off, int xl_off,
     T2 dout = t2_randn(M * 2 * D, 1, 1.0f);
     T2 dproj = t2_new(M * ld + xc_off, 1);
     t2_poison(&dproj);
-    T2 dpar = t2_randn(3 * D, 0, 1.0f);   /* += */
-    CB->hgru1_bwd(CB, dproj.c + xc_off, dproj.c + xl_off, dpar.c, dpar.c + D, dpar.c + 2 * D,
-                  dout.c, xcc, xlc, ld, tfc, trc, bc, B, N, D);
-    GB->hgru1_bwd(GB, ACT_AT(GB, dproj.g, xc_off), ACT_AT(GB, dproj.g, xl_off), dpar.g,
-                  dpar.g + D, dpar.g + 2 * D, dout.g, xcg, xlg, ld, tfg, trg, bg, B, N, D);
+    T2 dpar = t2_randn(3 * D, 0, 1.0f); /* += */
+    CB->hgru1_bwd(CB, dproj.c + xc_off, dproj.c + xl_off, dpar.c, dpar.c + D, dpar.c + 2 * D, dout.c, xcc, xlc, ld, tfc,
+                  trc, bc, B, N, D);
+    GB->hgru1_bwd(GB, ACT_AT(GB, dproj.g, xc_off), ACT_AT(GB, dproj.g, xl_off), dpar.g, dpar.g + D, dpar.g + 2 * D,
+                  dout.g, xcg, xlg, ld, tfg, trg, bg, B, N, D);
     snprintf(what, sizeof what, "hgru1_bwd dxc,dxl B%d N%d D%d", B, N, D);
     CHECK(dproj, what);
     snprintf(what, sizeof what, "hgru1_bwd dtheta_f,r dbeta (+=)");
@@ -485,9 +493,7 @@ static void run_hgru1_view(int B, int N, int D, int ld, int xc_off, int xl_off) 
     run_hgru1_gates(B, N, D, ld, xc_off, xl_off, 2.5f);
 }
 
-static void run_hgru1_at(int B, int N, int D, int ld, int xl_off) {
-    run_hgru1_view(B, N, D, ld, 0, xl_off);
-}
+static void run_hgru1_at(int B, int N, int D, int ld, int xl_off) { run_hgru1_view(B, N, D, ld, 0, xl_off); }
 /* ld 5D + 2: odd for odd D (the (re, im) pairs then take two accesses),
  * even for even D (one access each) */
 static void run_hgru1(int B, int N, int D) { run_hgru1_at(B, N, D, 5 * D + 2, 4 * D + 1); }
@@ -503,28 +509,28 @@ static void run_hgru1(int B, int N, int D) { run_hgru1_at(B, N, D, 5 * D + 2, 4 
  * base) and as two (odd ld, or xc one element off an aligned base). */
 static void test_hgru1(void **state) {
     (void)state;
-    run_hgru1(4, 1, 5);      /* a single token; fwd CH 16 / bwd CH 8, 256 threads; unpaired */
-    run_hgru1(3, 37, 21);    /* partial last chunk, odd everything; unpaired */
-    run_hgru1_at(3, 37, 16, 5 * 16, 2 * 16);   /* the model's layout: paired */
-    run_hgru1(2, 196, 19);   /* fwd CH 16, 512 threads; bwd 256; unpaired */
-    run_hgru1(2, 256, 40);   /* the ImageNet length; paired */
+    run_hgru1(4, 1, 5); /* a single token; fwd CH 16 / bwd CH 8, 256 threads; unpaired */
+    run_hgru1(3, 37, 21); /* partial last chunk, odd everything; unpaired */
+    run_hgru1_at(3, 37, 16, 5 * 16, 2 * 16); /* the model's layout: paired */
+    run_hgru1(2, 196, 19); /* fwd CH 16, 512 threads; bwd 256; unpaired */
+    run_hgru1(2, 256, 40); /* the ImageNet length; paired */
     run_hgru1_at(2, 256, 40, 5 * 40, 2 * 40);
     run_hgru1_at(5, 196, 24, 5 * 24, 2 * 24);
-    run_hgru1(2, 301, 17);   /* CH 8, 512 threads in both; unpaired */
-    run_hgru1(1, 512, 12);   /* 64 chunks, the largest CH 8 block; paired */
-    run_hgru1_view(2, 400, 8, 5 * 8, 1, 3 * 8);   /* even ld, xc misaligned: unpaired */
-    run_hgru1(1, 700, 16);   /* CH 4; paired */
-    run_hgru1(1, 1000, 7);   /* CH 4; unpaired */
-    run_hgru1(1, 1024, 6);   /* the LRA length: 128 chunks x 4 channels; paired */
-    run_hgru1(1, 1500, 9);   /* TT 16; unpaired */
-    run_hgru1(1, 2048, 4);   /* TT 16, the kernels' longest sequence; paired */
-    run_hgru1_view(1, 1100, 6, 5 * 6, 1, 2 * 6 + 1);   /* TT 16, xc misaligned */
+    run_hgru1(2, 301, 17); /* CH 8, 512 threads in both; unpaired */
+    run_hgru1(1, 512, 12); /* 64 chunks, the largest CH 8 block; paired */
+    run_hgru1_view(2, 400, 8, 5 * 8, 1, 3 * 8); /* even ld, xc misaligned: unpaired */
+    run_hgru1(1, 700, 16); /* CH 4; paired */
+    run_hgru1(1, 1000, 7); /* CH 4; unpaired */
+    run_hgru1(1, 1024, 6); /* the LRA length: 128 chunks x 4 channels; paired */
+    run_hgru1(1, 1500, 9); /* TT 16; unpaired */
+    run_hgru1(1, 2048, 4); /* TT 16, the kernels' longest sequence; paired */
+    run_hgru1_view(1, 1100, 6, 5 * 6, 1, 2 * 6 + 1); /* TT 16, xc misaligned */
     /* past 2048 tokens: segments of 2048 run one after the other in a block,
      * the reverse recurrences' boundary states from a first sweep */
-    run_hgru1(1, 2049, 5);     /* a second segment of one token; unpaired */
-    run_hgru1(2, 4100, 9);     /* three segments, the last partial; unpaired */
-    run_hgru1_view(1, 5000, 6, 5 * 6, 1, 2 * 6 + 1);   /* xc misaligned */
-    run_hgru1(1, 16384, 8);    /* the longest LRA-style length: 8 segments; paired */
+    run_hgru1(1, 2049, 5); /* a second segment of one token; unpaired */
+    run_hgru1(2, 4100, 9); /* three segments, the last partial; unpaired */
+    run_hgru1_view(1, 5000, 6, 5 * 6, 1, 2 * 6 + 1); /* xc misaligned */
+    run_hgru1(1, 16384, 8); /* the longest LRA-style length: 8 segments; paired */
     /* saturated gates, |z| well past 88 where e^{-z} overflows fp32: lambda
      * at its bounds, never NaN (the LRA model's deeper layers reach them) */
     run_hgru1_gates(2, 300, 16, 5 * 16, 0, 2 * 16, 60.0f);
@@ -535,9 +541,8 @@ static void test_hgru1(void **state) {
  * double on the host: the reference when the CPU backend does not have the
  * ops. The CPU backend's memory is host memory, so it takes the same
  * arguments. */
-static void scan_oracle(Backend *bk, float *out, float *dx, float *da, const float *dout,
-                        const float *a, int lda, const float *x, int ldx, int B, int N, int D,
-                        int complex, int dirs) {
+static void scan_oracle(Backend *bk, float *out, float *dx, float *da, const float *dout, const float *a, int lda,
+                        const float *x, int ldx, int B, int N, int D, int complex, int dirs) {
     (void)bk;
     const int nv = complex ? 2 : 1, W = nv * D;
     double *h = TU_NEW(double, 2 * (size_t)N), *r = TU_NEW(double, 2 * (size_t)N);
@@ -566,9 +571,8 @@ static void scan_oracle(Backend *bk, float *out, float *dx, float *da, const flo
             if (out)
                 for (int t = 0; t < N; t++)
                     for (int p = 0; p < nv; p++)
-                        out[SO_ROW(t) * W + nv * j + p] =
-                            (float)(((dirs & SCAN_FORWARD) ? h[2 * t + p] : 0.0) +
-                                    ((dirs & SCAN_REVERSE) ? r[2 * t + p] : 0.0));
+                        out[SO_ROW(t) * W + nv * j + p] = (float)(((dirs & SCAN_FORWARD) ? h[2 * t + p] : 0.0) +
+                                                                  ((dirs & SCAN_REVERSE) ? r[2 * t + p] : 0.0));
             if (!dx) continue;
             /* dh_t = g_t + conj(a_{t+1}) dh_{t+1}; dr_t = g_t + conj(a_{t-1}) dr_{t-1} */
             for (int t = N - 1; t >= 0; t--) {
@@ -606,8 +610,10 @@ static void scan_oracle(Backend *bk, float *out, float *dx, float *da, const flo
                 }
                 for (int p = 0; p < nv; p++) {
                     dx[SO_ROW(t) * ldx + nv * j + p] = (float)gx[p];
-                    if (lda) da[SO_ROW(t) * lda + nv * j + p] = (float)ga[p];
-                    else dsum[nv * j + p] += ga[p];
+                    if (lda)
+                        da[SO_ROW(t) * lda + nv * j + p] = (float)ga[p];
+                    else
+                        dsum[nv * j + p] += ga[p];
                 }
             }
 #undef SO_ROW
@@ -623,13 +629,12 @@ static void scan_oracle(Backend *bk, float *out, float *dx, float *da, const flo
     free(dr);
     free(dsum);
 }
-static void oracle_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x,
-                            int ldx, int B, int N, int D, int complex, int dirs) {
+static void oracle_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x, int ldx, int B, int N,
+                            int D, int complex, int dirs) {
     scan_oracle(bk, out, NULL, NULL, NULL, a, lda, x, ldx, B, N, D, complex, dirs);
 }
-static void oracle_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a,
-                            int lda, const float *x, int ldx, int B, int N, int D, int complex,
-                            int dirs) {
+static void oracle_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a, int lda,
+                            const float *x, int ldx, int B, int N, int D, int complex, int dirs) {
     scan_oracle(bk, NULL, dx, da, dout, a, lda, x, ldx, B, N, D, complex, dirs);
 }
 
@@ -656,22 +661,21 @@ static void assert_finite_rows(T2 *t, size_t off, size_t rows, int ld, int w, co
  * a shared da (lda 0) accumulates onto random values. Decays: |a| in
  * [0.5, 0.999), or in [0.999, 0.99999] when stable (random phases for
  * complex, some negative when real). */
-static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int xpad, int apad,
-                     int off, int stable) {
+static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int xpad, int apad, int off, int stable) {
     char what[128];
-    void (*ref_fwd)(Backend *, float *, const float *, int, const float *, int, int, int, int, int,
-                    int) = CB->scan_fwd ? CB->scan_fwd : oracle_scan_fwd;
-    void (*ref_bwd)(Backend *, float *, float *, const float *, const float *, int, const float *,
-                    int, int, int, int, int, int) = CB->scan_bwd ? CB->scan_bwd : oracle_scan_bwd;
+    void (*ref_fwd)(Backend *, float *, const float *, int, const float *, int, int, int, int, int, int) =
+        CB->scan_fwd ? CB->scan_fwd : oracle_scan_fwd;
+    void (*ref_bwd)(Backend *, float *, float *, const float *, const float *, int, const float *, int, int, int, int,
+                    int, int) = CB->scan_bwd ? CB->scan_bwd : oracle_scan_bwd;
     const int nv = complex ? 2 : 1, W = nv * D, ldx = W + xpad, lda = shared ? 0 : W + apad;
     const size_t M = (size_t)B * N;
     const char *dn = dirs == SCAN_FORWARD ? "fwd" : dirs == SCAN_REVERSE ? "rev" : "both";
     /* decays */
     const size_t na = shared ? (size_t)W : M * lda + off;
-    T2 a = t2_new(na, 0);   /* fp32, per-token or shared */
+    T2 a = t2_new(na, 0); /* fp32, per-token or shared */
     {
         float *h = TU_NEW(float, na);
-        tu_fill_normal(&R, h, na, 1.0f);   /* what lies between the rows */
+        tu_fill_normal(&R, h, na, 1.0f); /* what lies between the rows */
         const size_t rows = shared ? 1 : M;
         for (size_t m = 0; m < rows; m++)
             for (int j = 0; j < D; j++) {
@@ -697,8 +701,8 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     t2_poison(&out);
     ref_fwd(CB, out.c, ac, lda, xc, ldx, B, N, D, complex, dirs);
     GB->scan_fwd(GB, out.g, ag, lda, xg, ldx, B, N, D, complex, dirs);
-    snprintf(what, sizeof what, "scan_fwd %s %s %s B%d N%d D%d ldx%d lda%d+%d", dn,
-             complex ? "cpx" : "real", shared ? "shared" : "token", B, N, D, ldx, lda, off);
+    snprintf(what, sizeof what, "scan_fwd %s %s %s B%d N%d D%d ldx%d lda%d+%d", dn, complex ? "cpx" : "real",
+             shared ? "shared" : "token", B, N, D, ldx, lda, off);
     /* 16384 steps of decays within 1e-3 of 1 (stable): the reference's own
      * sequential fp32 rounding reaches ~6e-6 of the largest value */
     const double tol = BF ? TOL : stable ? 5e-5 : TOL;
@@ -712,14 +716,16 @@ static void run_scan(int B, int N, int D, int complex, int dirs, int shared, int
     float *dac = shared ? da.c : da.c + off, *dag = shared ? da.g : da.g + off;
     ref_bwd(CB, dx.c + off, dac, dout.c, ac, lda, xc, ldx, B, N, D, complex, dirs);
     GB->scan_bwd(GB, ACT_AT(GB, dx.g, off), dag, dout.g, ag, lda, xg, ldx, B, N, D, complex, dirs);
-    snprintf(what, sizeof what, "scan_bwd dx %s %s %s N%d", dn, complex ? "cpx" : "real",
-             shared ? "shared" : "token", N);
+    snprintf(what, sizeof what, "scan_bwd dx %s %s %s N%d", dn, complex ? "cpx" : "real", shared ? "shared" : "token",
+             N);
     t2_check(&dx, what, tol);
     if (stable) {
         assert_finite_rows(&out, 0, M, W, W, "scan_fwd out");
         assert_finite_rows(&dx, off, M, ldx, W, "scan_bwd dx");
-        if (!shared) assert_finite_rows(&da, off, M, lda, W, "scan_bwd da");
-        else assert_finite_rows(&da, 0, 1, W, W, "scan_bwd da");
+        if (!shared)
+            assert_finite_rows(&da, off, M, lda, W, "scan_bwd da");
+        else
+            assert_finite_rows(&da, 0, 1, W, W, "scan_bwd da");
     }
     snprintf(what, sizeof what, "scan_bwd da %s", shared ? "(shared, +=)" : "(per token)");
     /* a shared decay's gradient sums B N terms with cancellation: a sequential
@@ -806,9 +812,9 @@ static void test_mingate(void **state) {
     (void)state;
     for (int lstm = 0; lstm < 2; lstm++) {
         const int parts = lstm ? 3 : 2;
-        run_mingate(37, 29, parts * 29 + 3, lstm);   /* odd: the scalar kernels */
-        run_mingate(301, 48, parts * 48, lstm);      /* 16-byte vectors */
-        run_mingate(64, 48, parts * 48 + 2, lstm);   /* even but misaligned rows: scalar */
+        run_mingate(37, 29, parts * 29 + 3, lstm); /* odd: the scalar kernels */
+        run_mingate(301, 48, parts * 48, lstm); /* 16-byte vectors */
+        run_mingate(64, 48, parts * 48 + 2, lstm); /* even but misaligned rows: scalar */
     }
 }
 
@@ -869,9 +875,9 @@ static void run_diag(int M, int C) {
 
 static void test_diag(void **state) {
     (void)state;
-    run_diag(37, 29);       /* scalar */
-    run_diag(4099, 64);     /* vectorised forward */
-    run_diag(65536, 192);   /* DeiT-Tiny rows; more row tiles than the cap */
+    run_diag(37, 29); /* scalar */
+    run_diag(4099, 64); /* vectorised forward */
+    run_diag(65536, 192); /* DeiT-Tiny rows; more row tiles than the cap */
 }
 
 /* The minGRU / minLSTM recurrence over 16384 tokens, the gates in front of
@@ -995,8 +1001,8 @@ static void run_normalize_u8(int B, int C, int H, int W) {
 
 static void test_normalize_u8(void **state) {
     (void)state;
-    run_normalize_u8(2, 3, 17, 23);   /* scalar kernel */
-    run_normalize_u8(3, 3, 16, 24);   /* 8 pixels per thread */
+    run_normalize_u8(2, 3, 17, 23); /* scalar kernel */
+    run_normalize_u8(3, 3, 16, 24); /* 8 pixels per thread */
 }
 
 static void run_patchify(int B, int C, int H, int W, int p) {
@@ -1023,10 +1029,10 @@ static void run_patchify(int B, int C, int H, int W, int p) {
 static void test_patchify(void **state) {
     (void)state;
     run_patchify(2, 3, 28, 21, 7);
-    run_patchify(3, 1, 30, 23, 7);   /* edges outside the patch grid */
+    run_patchify(3, 1, 30, 23, 7); /* edges outside the patch grid */
     run_patchify(1, 3, 224, 224, 14);
-    run_patchify(2, 3, 64, 48, 16);   /* vectorised forward */
-    run_patchify(2, 2, 40, 40, 8);    /* vectorised, one vector per run in bf16 */
+    run_patchify(2, 3, 64, 48, 16); /* vectorised forward */
+    run_patchify(2, 2, 40, 40, 8); /* vectorised, one vector per run in bf16 */
 }
 
 static void run_patchify_u8(int B, int C, int H, int W, int p) {
@@ -1048,7 +1054,7 @@ static void run_patchify_u8(int B, int C, int H, int W, int p) {
 static void test_patchify_u8(void **state) {
     (void)state;
     run_patchify_u8(2, 3, 28, 21, 7);
-    run_patchify_u8(3, 1, 30, 23, 7);    /* edges outside the patch grid */
+    run_patchify_u8(3, 1, 30, 23, 7); /* edges outside the patch grid */
     run_patchify_u8(2, 3, 224, 224, 14); /* the ImageNet configs */
     run_patchify_u8(1, 3, 64, 48, 16);
 }
@@ -1060,7 +1066,7 @@ static void test_residual(void **state) {
     T2 sc = t2_new(B, 0);
     t2_set(&sc, hs);
     for (int withs = 0; withs < 4; withs++) {
-        S = withs < 2 ? 1001 : 1024;   /* scalar, then vectorised kernels */
+        S = withs < 2 ? 1001 : 1024; /* scalar, then vectorised kernels */
         T2 x = t2_randn((size_t)B * S, 1, 1.0f), f = t2_randn((size_t)B * S, 1, 1.0f);
         /* out of place first (out = x + s f; the model's form), then in place */
         T2 o = t2_new((size_t)B * S, 1);
@@ -1101,15 +1107,12 @@ static void run_residual_ln(int B, int N, int D, int withs) {
     char what[96];
     size_t M = (size_t)B * N, n = M * D;
     T2 sc = drop_scales(B);
-    T2 x = t2_randn(n, 1, 1.0f), f = t2_randn(n, 1, 1.0f), w = t2_randn(D, 0, 1.0f),
-       b = t2_randn(D, 0, 0.5f);
+    T2 x = t2_randn(n, 1, 1.0f), f = t2_randn(n, 1, 1.0f), w = t2_randn(D, 0, 1.0f), b = t2_randn(D, 0, 0.5f);
     T2 o = t2_new(n, 1), ln = t2_new(n, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
     t2_poison(&o);
     t2_poison(&ln);
-    CB->residual_ln_fwd(CB, o.c, ln.c, mean.c, rstd.c, x.c, f.c, withs ? sc.c : NULL, w.c, b.c,
-                        B, N, D);
-    GB->residual_ln_fwd(GB, o.g, ln.g, mean.g, rstd.g, x.g, f.g, withs ? sc.g : NULL, w.g, b.g,
-                        B, N, D);
+    CB->residual_ln_fwd(CB, o.c, ln.c, mean.c, rstd.c, x.c, f.c, withs ? sc.c : NULL, w.c, b.c, B, N, D);
+    GB->residual_ln_fwd(GB, o.g, ln.g, mean.g, rstd.g, x.g, f.g, withs ? sc.g : NULL, w.g, b.g, B, N, D);
     snprintf(what, sizeof what, "residual_ln_fwd out %dx%dx%d%s", B, N, D, withs ? " scaled" : "");
     CHECK(o, what);
     snprintf(what, sizeof what, "residual_ln_fwd ln %dx%dx%d", B, N, D);
@@ -1132,14 +1135,12 @@ static void run_ln_residual(int B, int N, int D, int withs) {
     CB->layernorm_fwd(CB, out.c, mean.c, rstd.c, x.c, w.c, b.c, (int)M, D);
     t2_share_cpu(&mean);
     t2_share_cpu(&rstd);
-    T2 dout = t2_randn(n, 1, 1.0f), dinp = t2_randn(n, 1, 1.0f);   /* dinp += */
+    T2 dout = t2_randn(n, 1, 1.0f), dinp = t2_randn(n, 1, 1.0f); /* dinp += */
     T2 dw = t2_randn(D, 0, 1.0f), db = t2_randn(D, 0, 1.0f), df = t2_new(n, 1);
     t2_poison(&df);
     const float *sc_c = withs ? sc.c : NULL, *sc_g = withs ? sc.g : NULL;
-    CB->ln_residual_bwd(CB, dinp.c, df.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, sc_c, B, N,
-                        D);
-    GB->ln_residual_bwd(GB, dinp.g, df.g, dw.g, db.g, dout.g, x.g, w.g, mean.g, rstd.g, sc_g, B, N,
-                        D);
+    CB->ln_residual_bwd(CB, dinp.c, df.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, sc_c, B, N, D);
+    GB->ln_residual_bwd(GB, dinp.g, df.g, dw.g, db.g, dout.g, x.g, w.g, mean.g, rstd.g, sc_g, B, N, D);
     snprintf(what, sizeof what, "ln_residual_bwd dinp (+=) %dx%dx%d", B, N, D);
     CHECK(dinp, what);
     snprintf(what, sizeof what, "ln_residual_bwd df %dx%dx%d%s", B, N, D, withs ? " scaled" : "");
@@ -1164,26 +1165,26 @@ static void run_ln_residual(int B, int N, int D, int withs) {
 
 static void test_ln_residual(void **state) {
     (void)state;
-    run_ln_residual(4, 37, 192, 1);   /* Tiny's width, rows not a multiple of a warp's */
-    run_ln_residual(3, 50, 384, 0);   /* Small's, no drop path */
-    run_ln_residual(2, 17, 100, 1);   /* bf16: two ops (100 % 8); fp32: 25 vectors */
-    run_ln_residual(2, 11, 768, 1);   /* bf16: 96 vectors; fp32: two ops (192 > 128) */
+    run_ln_residual(4, 37, 192, 1); /* Tiny's width, rows not a multiple of a warp's */
+    run_ln_residual(3, 50, 384, 0); /* Small's, no drop path */
+    run_ln_residual(2, 17, 100, 1); /* bf16: two ops (100 % 8); fp32: 25 vectors */
+    run_ln_residual(2, 11, 768, 1); /* bf16: 96 vectors; fp32: two ops (192 > 128) */
 }
 
 static void test_residual_ln(void **state) {
     (void)state;
-    run_residual_ln(4, 37, 192, 1);   /* Tiny's width, rows not a multiple of a warp's */
-    run_residual_ln(3, 50, 384, 0);   /* Small's */
-    run_residual_ln(2, 17, 100, 1);   /* bf16: two ops (100 % 8); fp32: 25 vectors */
-    run_residual_ln(2, 11, 768, 1);   /* bf16: 96 vectors; fp32: two ops (192 > 128) */
+    run_residual_ln(4, 37, 192, 1); /* Tiny's width, rows not a multiple of a warp's */
+    run_residual_ln(3, 50, 384, 0); /* Small's */
+    run_residual_ln(2, 17, 100, 1); /* bf16: two ops (100 % 8); fp32: 25 vectors */
+    run_residual_ln(2, 11, 768, 1); /* bf16: 96 vectors; fp32: two ops (192 > 128) */
 }
 
 static void test_xent(void **state) {
     (void)state;
     int B = 7, C = 1003;
     T2 logits = t2_randn((size_t)B * C, 1, 3.0f);
-    float *ht = TU_NEW(float, (size_t)B * C);
-    for (int b = 0; b < B; b++) {   /* soft targets: smoothing + a mixup pair */
+    float *ht = TU_NEW(float, (size_t)B *C);
+    for (int b = 0; b < B; b++) { /* soft targets: smoothing + a mixup pair */
         for (int c = 0; c < C; c++) ht[(size_t)b * C + c] = 0.1f / C;
         ht[(size_t)b * C + rng_int(&R, C)] += 0.6f;
         ht[(size_t)b * C + rng_int(&R, C)] += 0.3f;
@@ -1199,7 +1200,7 @@ static void test_xent(void **state) {
     CHECK(loss, "xent_fwd loss 7x1003");
     CHECK(probs, "xent_fwd probs");
     /* backward from the CPU's probabilities */
-    float *hp = TU_NEW(float, (size_t)B * C);
+    float *hp = TU_NEW(float, (size_t)B *C);
     CB->to_host(CB, hp, probs.c, (size_t)B * C * 4);
     t2_set(&probs, hp);
     free(hp);
@@ -1243,7 +1244,7 @@ static void test_adamw(void **state) {
     for (size_t i = 0; i < nw; i++) hv[i] = 0.01f + (float)rng_uniform(&R);
     t2_set(&v, hv);
     free(hv);
-    float gn = 40.0f;   /* sqrt = 6.3 > max_norm: clipping active */
+    float gn = 40.0f; /* sqrt = 6.3 > max_norm: clipping active */
     T2 gns = t2_new(1, 0);
     t2_set(&gns, &gn);
     for (int step = 3; step <= 4; step++) {
@@ -1262,7 +1263,7 @@ static void test_adamw(void **state) {
     float hs[3] = {5e-3f, 1.0f - powf(0.9f, 9.0f), 1.0f - powf(0.999f, 9.0f)};
     T2 sch = t2_new(3, 0);
     t2_set(&sch, hs);
-    AdamWArgs as = {77.0f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f, NULL};   /* lr, step ignored */
+    AdamWArgs as = {77.0f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f, NULL}; /* lr, step ignored */
     as.sched = sch.c;
     CB->adamw(CB, P.t.c + off, g.c, m.c, v.c, nw, &as, gns.c);
     as.sched = sch.g;
@@ -1297,17 +1298,17 @@ static void test_adamw(void **state) {
  * double-precision recurrent reference (cpu_hgru2.h). The float CPU op
  * has its own rounding in the identity's cancelling sums, so at N 256 the
  * CUDA-vs-CPU difference is not all the CUDA kernel's error. */
-static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db0, int B, int N,
-                            int D, int e, int ld, double *err_cpu, double *err_cuda) {
+static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db0, int B, int N, int D, int e, int ld,
+                            double *err_cpu, double *err_cuda) {
     const size_t M = (size_t)B * N;
-    float *pc = TU_NEW(float, M * ld), *pg = TU_NEW(float, M * ld);
-    float *oc = TU_NEW(float, M * D), *og = TU_NEW(float, M * D);
+    float *pc = TU_NEW(float, M *ld), *pg = TU_NEW(float, M *ld);
+    float *oc = TU_NEW(float, M *D), *og = TU_NEW(float, M *D);
     float *bc = TU_NEW(float, D), *bg = TU_NEW(float, D), *dc = TU_NEW(float, D), *dg = TU_NEW(float, D);
     t2_get(proj, pc, pg);
     t2_get(dout, oc, og);
     t2_get(be, bc, bg);
     t2_get(dbe, dc, dg);
-    double *xd = TU_NEW(double, M * ld), *dxd = TU_NEW(double, M * ld), *dod = TU_NEW(double, M * D);
+    double *xd = TU_NEW(double, M *ld), *dxd = TU_NEW(double, M *ld), *dod = TU_NEW(double, M *D);
     double *bd = TU_NEW(double, D), *dbd = TU_NEW(double, D);
     for (size_t i = 0; i < M * ld; i++) xd[i] = pc[i];
     for (size_t i = 0; i < M * D; i++) dod[i] = oc[i];
@@ -1326,8 +1327,19 @@ static void hgru2_dbeta_ref(T2 *proj, T2 *be, T2 *dout, T2 *dbe, const float *db
     *err_cpu = num_c / den;
     *err_cuda = num_g / den;
     printf("        dbeta against the double reference: cpu %.3e, cuda %.3e\n", *err_cpu, *err_cuda);
-    free(pc); free(pg); free(oc); free(og); free(bc); free(bg); free(dc); free(dg);
-    free(xd); free(dxd); free(dod); free(bd); free(dbd);
+    free(pc);
+    free(pg);
+    free(oc);
+    free(og);
+    free(bc);
+    free(bg);
+    free(dc);
+    free(dg);
+    free(xd);
+    free(dxd);
+    free(dod);
+    free(bd);
+    free(dbd);
 }
 
 /* HGRU2: x [M, ld] with v | q | f in the first 3D columns (ld = 3D + 2, so
@@ -1339,9 +1351,9 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     size_t M = (size_t)B * N;
     T2 proj = t2_new(M * ld, 1);
     {
-        float *hp = TU_NEW(float, M * ld);
+        float *hp = TU_NEW(float, M *ld);
         tu_fill_normal(&R, hp, M * ld, 1.0f);
-        for (size_t m = 0; m < M; m++)   /* forget-gate pre-activations spread wider */
+        for (size_t m = 0; m < M; m++) /* forget-gate pre-activations spread wider */
             for (int j = 0; j < D; j++) hp[m * ld + 2 * D + j] *= hard ? 8.0f : 2.5f;
         for (size_t i = 0; i < M * ld; i++) hp[i] = rb(hp[i]);
         t2_set(&proj, hp);
@@ -1363,7 +1375,7 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     T2 dout = t2_randn(M * D, 1, 1.0f);
     T2 dproj = t2_new(M * ld, 1);
     t2_poison(&dproj);
-    T2 dbe = t2_randn(D, 0, 1.0f);   /* += */
+    T2 dbe = t2_randn(D, 0, 1.0f); /* += */
     float *db0 = TU_NEW(float, D), *db0g = TU_NEW(float, D);
     t2_get(&dbe, db0, db0g);
     CB->hgru2_bwd(CB, dproj.c, dbe.c, dout.c, proj.c, ld, be.c, B, N, D, e);
@@ -1390,8 +1402,8 @@ static void run_hgru2_x(int B, int N, int D, int e, int hard) {
     if (!hard && !BF && N >= 256) {
         assert_true(isfinite(exact_cpu));
         const double tol = fmax(1e-4, exact_cpu);
-        printf("  %-5s %-32s against the double reference: %.3e (tol %.3e) %s\n", "fp32",
-               "hgru2_bwd dbeta (+=)", exact_cuda, tol, exact_cuda <= tol ? "ok" : "FAIL");
+        printf("  %-5s %-32s against the double reference: %.3e (tol %.3e) %s\n", "fp32", "hgru2_bwd dbeta (+=)",
+               exact_cuda, tol, exact_cuda <= tol ? "ok" : "FAIL");
         assert_true(exact_cuda <= tol);
     } else if (!hard) {
         t2_check(&dbe, "hgru2_bwd dbeta (+=)", BF ? TOL : 1e-4);
@@ -1412,29 +1424,29 @@ static void run_hgru2(int B, int N, int D, int e) { run_hgru2_x(B, N, D, e, 0); 
  * and one case has pairs enough to keep the whole sequence in one walk. */
 static void test_hgru2(void **state) {
     (void)state;
-    run_hgru2(3, 37, 48, 16);    /* 4 tiles + 5 */
-    run_hgru2(2, 256, 64, 16);   /* the ImageNet sequence length */
-    run_hgru2(2, 9, 32, 16);     /* one tile + 1 */
-    run_hgru2(1, 16, 16, 16);    /* exactly two tiles, one head */
-    run_hgru2(3, 1, 32, 16);     /* a single token */
-    run_hgru2(3, 53, 96, 32);    /* e 32, odd N, 3 heads */
+    run_hgru2(3, 37, 48, 16); /* 4 tiles + 5 */
+    run_hgru2(2, 256, 64, 16); /* the ImageNet sequence length */
+    run_hgru2(2, 9, 32, 16); /* one tile + 1 */
+    run_hgru2(1, 16, 16, 16); /* exactly two tiles, one head */
+    run_hgru2(3, 1, 32, 16); /* a single token */
+    run_hgru2(3, 53, 96, 32); /* e 32, odd N, 3 heads */
     /* e 32 at N 256: the decay sums cancel along the sequence; the fp32 path
      * keeps them in double, and dbeta stays within the 1e-4 given from N 37 */
     run_hgru2(2, 256, 64, 32);
     run_hgru2(1, 45, 64, 32);
-    run_hgru2_x(2, 71, 48, 16, 1);   /* decays down to ~1e-10, beta 0 */
+    run_hgru2_x(2, 71, 48, 16, 1); /* decays down to ~1e-10, beta 0 */
     run_hgru2_x(1, 40, 64, 32, 1);
     run_hgru2(2, 53, 40, 8);
     run_hgru2(2, 29, 12, 4);
-    run_hgru2(5, 19, 6, 2);      /* idle threads in the last block */
-    run_hgru2(3, 21, 5, 1);      /* e 1: 32 pairs per backward block, 15 real */
+    run_hgru2(5, 19, 6, 2); /* idle threads in the last block */
+    run_hgru2(3, 21, 5, 1); /* e 1: 32 pairs per backward block, 15 real */
     run_hgru2(2, 256, 48, 8);
-    run_hgru2(11, 256, 1024, 16);     /* 704 pairs: one chunk */
-    run_hgru2(2, 1000, 32, 16);       /* 14 chunks of 72 tokens, the last 64 */
-    run_hgru2(1, 649, 16, 8);         /* 10 chunks of 72, the last a single token */
-    run_hgru2(3, 200, 5, 1);          /* e 1, 15 pairs: 3 chunks of 72, the last 56 */
-    run_hgru2_x(1, 300, 32, 16, 1);   /* the hard case in 4 chunks of 80, the last 60 */
-    run_hgru2(1, 16384, 32, 16);      /* 256 chunks of 64 */
+    run_hgru2(11, 256, 1024, 16); /* 704 pairs: one chunk */
+    run_hgru2(2, 1000, 32, 16); /* 14 chunks of 72 tokens, the last 64 */
+    run_hgru2(1, 649, 16, 8); /* 10 chunks of 72, the last a single token */
+    run_hgru2(3, 200, 5, 1); /* e 1, 15 pairs: 3 chunks of 72, the last 56 */
+    run_hgru2_x(1, 300, 32, 16, 1); /* the hard case in 4 chunks of 80, the last 60 */
+    run_hgru2(1, 16384, 32, 16); /* 256 chunks of 64 */
 }
 
 /* Backend.hgru2_chunk (hgrn bench --mixers --hgru2-chunk) overrides the
@@ -1444,11 +1456,11 @@ static void test_hgru2(void **state) {
 static void test_hgru2_forced_chunks(void **state) {
     (void)state;
     GB->hgru2_chunk = 64;
-    run_hgru2(11, 256, 1024, 16);     /* 704 pairs: 4 chunks of 64 instead of one */
+    run_hgru2(11, 256, 1024, 16); /* 704 pairs: 4 chunks of 64 instead of one */
     GB->hgru2_chunk = -1;
-    run_hgru2(2, 1000, 32, 16);       /* one walk instead of 14 chunks */
+    run_hgru2(2, 1000, 32, 16); /* one walk instead of 14 chunks */
     GB->hgru2_chunk = 100;
-    run_hgru2_x(1, 649, 16, 8, 1);    /* 7 chunks of 104, the last 25; hard decays */
+    run_hgru2_x(1, 649, 16, 8, 1); /* 7 chunks of 104, the last 25; hard decays */
     GB->hgru2_chunk = 0;
 }
 
@@ -1496,11 +1508,13 @@ static void run_mixer_layer(const char *mixer, int B, int N, int D, int causal) 
         const ParamInfo *t = mixer_layer_tensor(lc, i);
         for (size_t k = 0; k < t->numel; k++) assert_true(isfinite(gg[t->offset + k]));
         double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
-        printf("  %-5s %s %s N%d d%-22s rel.err %.3e %s\n", BF ? "bf16" : "fp32", mixer,
-               causal ? "causal" : "bidir", N, t->name, e, e <= tol ? "ok" : "FAIL");
+        printf("  %-5s %s %s N%d d%-22s rel.err %.3e %s\n", BF ? "bf16" : "fp32", mixer, causal ? "causal" : "bidir", N,
+               t->name, e, e <= tol ? "ok" : "FAIL");
         if (!(e <= tol)) {
-            if (keep_going) kept_failures++;
-            else fail();
+            if (keep_going)
+                kept_failures++;
+            else
+                fail();
         }
     }
     free(gc);
@@ -1536,12 +1550,20 @@ static void check_model(const char *mixer, int causal) {
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
     c.causal = causal;
     print_message("  mixer %s%s\n", mixer, causal ? " (causal)" : "");
-    c.head_size = 16;   /* hgru2: 3 heads */
-    c.image_size = 32; c.channels = 3; c.patch_size = 4;   /* 64 tokens of 48 values */
-    c.dim = 48; c.depth = 3; c.glu_dim = 96; c.num_classes = 10;
+    c.head_size = 16; /* hgru2: 3 heads */
+    c.image_size = 32;
+    c.channels = 3;
+    c.patch_size = 4; /* 64 tokens of 48 values */
+    c.dim = 48;
+    c.depth = 3;
+    c.glu_dim = 96;
+    c.num_classes = 10;
     c.drop_path = 0.1f;
     c.num_mean = c.num_std = 3;
-    for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < 3; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     int B = 5;
     Model *mc = model_create(CB, &c, B, 1, err, sizeof err);
     assert_non_null(mc);
@@ -1554,10 +1576,9 @@ static void check_model(const char *mixer, int causal) {
     size_t npx = (size_t)B * c.channels * c.image_size * c.image_size;
     uint8_t *img = TU_NEW(uint8_t, npx);
     for (size_t i = 0; i < npx; i++) img[i] = (uint8_t)rng_int(&R, 256);
-    float *tg = TU_NEW(float, (size_t)B * c.num_classes);
+    float *tg = TU_NEW(float, (size_t)B *c.num_classes);
     for (int b = 0; b < B; b++)
-        for (int k = 0; k < c.num_classes; k++)
-            tg[b * c.num_classes + k] = k == b % c.num_classes ? 0.91f : 0.01f;
+        for (int k = 0; k < c.num_classes; k++) tg[b * c.num_classes + k] = k == b % c.num_classes ? 0.91f : 0.01f;
     double mtol = BF ? 5e-2 : 1e-4;
     for (int step = 0; step < 2; step++) {
         model_zero_grads(mc);
@@ -1566,7 +1587,7 @@ static void check_model(const char *mixer, int causal) {
         model_forward(mc, img, B, 1, &dc);
         model_forward(mg, img, B, 1, &dg);
         float lc = model_loss(mc, tg, B, NULL), lg = model_loss(mg, tg, B, NULL);
-        float *pc = TU_NEW(float, (size_t)B * c.num_classes), *pg = TU_NEW(float, (size_t)B * c.num_classes);
+        float *pc = TU_NEW(float, (size_t)B *c.num_classes), *pg = TU_NEW(float, (size_t)B *c.num_classes);
         model_probs(mc, pc, B);
         model_probs(mg, pg, B);
         double perr = tu_rel_err_f(pg, pc, (size_t)B * c.num_classes);
@@ -1580,11 +1601,14 @@ static void check_model(const char *mixer, int causal) {
         for (int i = 0; i < model_num_tensors(mc); i++) {
             const ParamInfo *t = model_tensor(mc, i);
             double e = tu_rel_err_f(gg + t->offset, gc + t->offset, t->numel);
-            if (e > worst) { worst = e; wname = t->name; }
+            if (e > worst) {
+                worst = e;
+                wname = t->name;
+            }
         }
         printf("  %-5s %s model step %d: loss cpu %.6f cuda %.6f (rel %.2e), probs rel.err %.3e, "
-               "grads rel.err %.3e (worst tensor %s %.3e)\n", BF ? "bf16" : "fp32", mixer, step, lc,
-               lg, fabs(lc - lg) / fabs(lc), perr, gerr, wname, worst);
+               "grads rel.err %.3e (worst tensor %s %.3e)\n",
+               BF ? "bf16" : "fp32", mixer, step, lc, lg, fabs(lc - lg) / fabs(lc), perr, gerr, wname, worst);
         assert_true(fabs(lc - lg) <= mtol * fabs(lc));
         assert_true(perr <= mtol);
         assert_true(gerr <= mtol);
@@ -1598,9 +1622,16 @@ static void check_model(const char *mixer, int causal) {
         AdamWArgs a = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, 1, 5.0f, NULL};
         CB->adamw(CB, model_params(mc), model_grads(mc), mm_c, vv_c, np, &a, gn);
         GB->adamw(GB, model_params(mg), model_grads(mg), mm_g, vv_g, np, &a, gng);
-        CB->free(CB, gn); GB->free(GB, gng);
-        CB->free(CB, mm_c); CB->free(CB, vv_c); GB->free(GB, mm_g); GB->free(GB, vv_g);
-        free(pc); free(pg); free(gc); free(gg);
+        CB->free(CB, gn);
+        GB->free(GB, gng);
+        CB->free(CB, mm_c);
+        CB->free(CB, vv_c);
+        GB->free(GB, mm_g);
+        GB->free(GB, vv_g);
+        free(pc);
+        free(pg);
+        free(gc);
+        free(gg);
     }
     model_destroy(mc);
     model_destroy(mg);
@@ -1617,34 +1648,37 @@ static void test_model(void **state) {
 }
 
 /* ------------------------------------------------------------------ main */
-static int setup_fp32(void **s) { (void)s; return cuda_pair_setup(0, 1234); }
-static int setup_bf16(void **s) { (void)s; return cuda_pair_setup(1, 1234 + 1); }
+static int setup_fp32(void **s) {
+    (void)s;
+    return cuda_pair_setup(0, 1234);
+}
+static int setup_bf16(void **s) {
+    (void)s;
+    return cuda_pair_setup(1, 1234 + 1);
+}
 
 int main(void) {
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* keep the log if something crashes */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* keep the log if something crashes */
     if (!backend_cuda_available()) {
         printf("no CUDA GPU visible: skipping\n");
         return 77;
     }
-    const char *kg = getenv("HGRN_TEST_KEEP_GOING");   /* every comparison runs; failures counted */
+    const char *kg = getenv("HGRN_TEST_KEEP_GOING"); /* every comparison runs; failures counted */
     keep_going = kg && *kg && *kg != '0';
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memory),     cmocka_unit_test(test_async_upload),
-        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_matmul_untuned),
-        cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_ln_gate),
-        cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
-        cmocka_unit_test(test_hgru2),       cmocka_unit_test(test_hgru2_forced_chunks),
-        cmocka_unit_test(test_scan),
-        cmocka_unit_test(test_mingate),     cmocka_unit_test(test_lru_params),
-        cmocka_unit_test(test_diag),        cmocka_unit_test(test_min_long),
-        cmocka_unit_test(test_mixer_layers),
+        cmocka_unit_test(test_memory),       cmocka_unit_test(test_async_upload),
+        cmocka_unit_test(test_matmul),       cmocka_unit_test(test_matmul_untuned),
+        cmocka_unit_test(test_layernorm),    cmocka_unit_test(test_ln_gate),
+        cmocka_unit_test(test_silu_mul),     cmocka_unit_test(test_hgru1),
+        cmocka_unit_test(test_hgru2),        cmocka_unit_test(test_hgru2_forced_chunks),
+        cmocka_unit_test(test_scan),         cmocka_unit_test(test_mingate),
+        cmocka_unit_test(test_lru_params),   cmocka_unit_test(test_diag),
+        cmocka_unit_test(test_min_long),     cmocka_unit_test(test_mixer_layers),
         cmocka_unit_test(test_lower_bounds), cmocka_unit_test(test_normalize_u8),
-        cmocka_unit_test(test_patchify_u8),
-        cmocka_unit_test(test_patchify),
-        cmocka_unit_test(test_residual),   cmocka_unit_test(test_residual_ln),
-        cmocka_unit_test(test_ln_residual),
-        cmocka_unit_test(test_xent),
-        cmocka_unit_test(test_sumsq_scale), cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_patchify_u8),  cmocka_unit_test(test_patchify),
+        cmocka_unit_test(test_residual),     cmocka_unit_test(test_residual_ln),
+        cmocka_unit_test(test_ln_residual),  cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_sumsq_scale),  cmocka_unit_test(test_adamw),
     };
     /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained
      * in it ("test_layernorm,test_matmul"), the model tests skipped */
@@ -1656,8 +1690,7 @@ int main(void) {
             if (strstr(tests[i].name, flt) || strstr(flt, tests[i].name)) sel[ns++] = tests[i];
         int f = _cmocka_run_group_tests("cuda_vs_cpu_fp32", sel, ns, setup_fp32, cuda_pair_teardown);
         f += _cmocka_run_group_tests("cuda_vs_cpu_bf16", sel, ns, setup_bf16, cuda_pair_teardown);
-        printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
-               worst_err[1]);
+        printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0], worst_err[1]);
         if (kept_failures) printf("%d comparisons failed (HGRN_TEST_KEEP_GOING)\n", kept_failures);
         return f || kept_failures ? 1 : 0;
     }
@@ -1666,8 +1699,7 @@ int main(void) {
     const struct CMUnitTest mtests[] = {cmocka_unit_test(test_model)};
     fails += cmocka_run_group_tests_name("model_fp32", mtests, setup_fp32, cuda_pair_teardown);
     fails += cmocka_run_group_tests_name("model_bf16", mtests, setup_bf16, cuda_pair_teardown);
-    printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0],
-           worst_err[1]);
+    printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0], worst_err[1]);
     if (kept_failures) printf("%d comparisons failed (HGRN_TEST_KEEP_GOING)\n", kept_failures);
     return fails || kept_failures ? 1 : 0;
 }

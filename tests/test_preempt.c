@@ -37,7 +37,7 @@ static unsigned seed;
 #define RECIPE RU_RECIPE
 #define TOTAL_STEPS 96
 
-static int rnd(int lo, int hi) {   /* in [lo, hi] */
+static int rnd(int lo, int hi) { /* in [lo, hi] */
     seed = seed * 1103515245u + 12345u;
     return lo + (int)((seed >> 8) % (unsigned)(hi - lo + 1));
 }
@@ -57,8 +57,8 @@ static int run_to_end(const RunOpts *o, const char *run, const char *tag, const 
 }
 
 /* Start a run, signal it once its records reach step k; its exit code. */
-static int run_and_signal(const RunOpts *o, const char *run, const char *tag, const char *extra, int k,
-                          int sig, int second_after_ms) {
+static int run_and_signal(const RunOpts *o, const char *run, const char *tag, const char *extra, int k, int sig,
+                          int second_after_ms) {
     char out[256], log[256];
     paths(run, out, log, tag);
     pid_t pid = ru_start(o, log, RECIPE " --out %s %s", out, extra);
@@ -112,7 +112,7 @@ static int stopped_step(const char *run, const char *tag, const char *signame, i
     assert_true(s >= k && s < TOTAL_STEPS);
     char ck[300];
     snprintf(ck, sizeof ck, "%s/last.safetensors", out);
-    assert_int_equal(ru_ckpt_step(ck), s);   /* the checkpoint is of that step */
+    assert_int_equal(ru_ckpt_step(ck), s); /* the checkpoint is of that step */
     return s;
 }
 
@@ -198,8 +198,10 @@ static void test_kill_before_checkpoint(void **st) {
     RunOpts o = {0, 0, "ckpt-staged-weights@7", NULL};
     assert_int_equal(run_to_end(&o, "early", "save", "--resume"), 128 + SIGKILL);
     paths("early", out, log, "save");
-    snprintf(want, sizeof want, "--resume: %s holds no checkpoint (the run stopped before its first one): starting "
-             "it fresh; ", out);
+    snprintf(want, sizeof want,
+             "--resume: %s holds no checkpoint (the run stopped before its first one): starting "
+             "it fresh; ",
+             out);
     if (!ru_grep(log, want) || !ru_grep(log, " metrics records of that attempt dropped")) {
         ru_show(log);
         fail_msg("no line '%s... metrics records of that attempt dropped'", want);
@@ -208,9 +210,11 @@ static void test_kill_before_checkpoint(void **st) {
     assert_int_equal(access(p, F_OK), 0);
     assert_int_equal(run_to_end(NULL, "early", "end", "--resume"), 0);
     paths("early", out, log, "end");
-    snprintf(want, sizeof want, "--resume: %s holds no checkpoint (the run stopped before its first one was "
+    snprintf(want, sizeof want,
+             "--resume: %s holds no checkpoint (the run stopped before its first one was "
              "complete): starting it fresh; removed last.next.safetensors; 8 metrics records of that attempt "
-             "dropped", out);   /* its start record and steps 1 to 7 */
+             "dropped",
+             out); /* its start record and steps 1 to 7 */
     if (!ru_grep(log, want)) {
         ru_show(log);
         fail_msg("no line '%s'", want);
@@ -259,7 +263,11 @@ static void test_second_signal(void **st) {
  * next one's, and so on, then resumed to the end. */
 static void test_kill_inside_save(void **st) {
     (void)st;
-    static const struct { const char *fault; int from; const char *weights, *state; } cases[] = {
+    static const struct {
+        const char *fault;
+        int from;
+        const char *weights, *state;
+    } cases[] = {
         /* weights staged, not the state: the previous pair */
         {"ckpt-staged-weights@14", 7, "last.safetensors", "last.state.safetensors"},
         /* both staged, nothing renamed: the staged pair */
@@ -281,13 +289,13 @@ static void test_kill_inside_save(void **st) {
         snprintf(stepbuf, sizeof stepbuf, "step %d", cases[i - 1].from);
         if (!strstr(line, want) || !strstr(line, stepbuf))
             fail_msg("after %s: '%s', want '%s' and %s", cases[i - 1].fault, line, want, stepbuf);
-        char took[700];   /* which files it found, and that it finished their save */
+        char took[700]; /* which files it found, and that it finished their save */
         snprintf(took, sizeof took, "took %s/%s + %s/%s (step %d): a save was interrupted", out, cases[i - 1].weights,
                  out, cases[i - 1].state, cases[i - 1].from);
         if (strstr(cases[i - 1].weights, ".next") && (!strstr(line, took) || !strstr(line, "renames are done now")))
             fail_msg("the resume does not say which files it took: '%s', want '%s'", line, took);
     }
-    char staged[300];   /* after the last, whole run nothing staged is left */
+    char staged[300]; /* after the last, whole run nothing staged is left */
     snprintf(staged, sizeof staged, "%s/save/last.next.safetensors", dir);
     assert_int_equal(access(staged, F_OK), -1);
     snprintf(staged, sizeof staged, "%s/save/last.next.state.safetensors", dir);
@@ -333,8 +341,10 @@ static void test_non_finite(void **st) {
     paths("nan3", out, log, "run");
     snprintf(want, sizeof want, "loss is NaN at step 11 (epoch 1, batch 11, lr");
     assert_true(ru_grep(log, want));
-    snprintf(want, sizeof want, "3 non-finite steps in a row (train.max_bad_steps): stopping; the last good "
-             "checkpoint is %s/last.safetensors (step 7)", out);
+    snprintf(want, sizeof want,
+             "3 non-finite steps in a row (train.max_bad_steps): stopping; the last good "
+             "checkpoint is %s/last.safetensors (step 7)",
+             out);
     if (!ru_grep(log, want)) {
         ru_show(log);
         fail_msg("no line '%s'", want);

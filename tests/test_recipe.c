@@ -68,7 +68,7 @@ static long linear_fan_in(const Config *c, const char *name) {
     if (!ends_with(name, ".weight") && !ends_with(name, ".bias")) return 0;
     if (!strncmp(name, "to_patch_embedding.1.", 21)) return (long)c->patch_size * c->patch_size * c->channels;
     if (!strncmp(name, "head.1.", 7)) return c->dim;
-    static const char *const in_dim[] = {".feature_mixer.l1.", ".feature_mixer.l2.", ".token_mixer.input_proj.",
+    static const char *const in_dim[] = {".feature_mixer.l1.", ".feature_mixer.l2.",        ".token_mixer.input_proj.",
                                          ".token_mixer.gate.", ".token_mixer.lambda_proj.", ".token_mixer.in_proj."};
     for (size_t i = 0; i < sizeof in_dim / sizeof in_dim[0]; i++)
         if (strstr(name, in_dim[i])) return c->dim;
@@ -126,20 +126,20 @@ static void check_official_init(const char *file) {
         assert_string_equal(t->name, model_tensor(md, i)->name);
         const float *vo = po + t->offset, *vd = pd + model_tensor(md, i)->offset;
         const long fan_in = linear_fan_in(&c, t->name);
-        if (!fan_in) {   /* norms, lower bounds, angles: as under deit, bit for bit */
+        if (!fan_in) { /* norms, lower bounds, angles: as under deit, bit for bit */
             if (memcmp(vo, vd, t->numel * sizeof(float)))
                 fail_msg("%s %s: not the same values as model.init = deit", file, t->name);
             others++;
             continue;
         }
-        const double b = 1.0 / sqrt((double)fan_in), crit = 1.9495 / sqrt((double)t->numel);   /* alpha 0.001 */
+        const double b = 1.0 / sqrt((double)fan_in), crit = 1.9495 / sqrt((double)t->numel); /* alpha 0.001 */
         for (size_t k = 0; k < t->numel; k++)
             if (!(fabs(vo[k]) <= b)) fail_msg("%s %s[%zu] = %g outside +-%g", file, t->name, k, vo[k], b);
         const double ks = ks_uniform(vo, t->numel, b), ks_deit = ks_uniform(vd, t->numel, b);
         if (ks > crit)
             fail_msg("%s %s: KS %.4f > %.4f against U(+-1/sqrt(%ld)), n %zu", file, t->name, ks, crit, fan_in,
                      t->numel);
-        if (ks_deit <= crit)   /* the check can tell the init apart */
+        if (ks_deit <= crit) /* the check can tell the init apart */
             fail_msg("%s %s: deit's init passes the uniform KS test (%.4f)", file, t->name, ks_deit);
         linears++;
     }
@@ -167,9 +167,7 @@ static void test_official_init_hgrn2(void **s) {
 
 /* timm 0.4.12 add_weight_decay: no decay for 1-D tensors, names ending in
  * ".bias" and model.no_weight_decay() (which names no tensor of this model). */
-static int timm_decays(const ParamInfo *t) {
-    return !(t->ndim == 1 || ends_with(t->name, ".bias"));
-}
+static int timm_decays(const ParamInfo *t) { return !(t->ndim == 1 || ends_with(t->name, ".bias")); }
 
 static void check_decay_groups(const char *file) {
     char err[512] = "";
@@ -181,10 +179,11 @@ static void check_decay_groups(const char *file) {
     size_t decayed = 0;
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *t = model_tensor(m, i);
-        if (t->decay != timm_decays(t)) fail_msg("%s %s: decay %d, timm's rule %d", file, t->name, t->decay, timm_decays(t));
+        if (t->decay != timm_decays(t))
+            fail_msg("%s %s: decay %d, timm's rule %d", file, t->name, t->decay, timm_decays(t));
         if (t->decay) {
             decayed += t->numel;
-            assert_true(t->offset + t->numel <= model_decay_numel(m));   /* the optimizer's decayed range */
+            assert_true(t->offset + t->numel <= model_decay_numel(m)); /* the optimizer's decayed range */
         }
     }
     assert_int_equal(decayed, model_decay_numel(m));
@@ -227,7 +226,7 @@ static void test_lower_bounds_decayed_by_adamw(void **s) {
     config_defaults(&c);
     c.image_size = 16, c.patch_size = 4, c.dim = 32, c.depth = 3, c.glu_dim = 64, c.num_classes = 5;
     c.weight_decay = 0.3f;
-    c.clip_grad = 0;   /* no global norm: its sum's order follows the layout, which differs */
+    c.clip_grad = 0; /* no global norm: its sum's order follows the layout, which differs */
     const double lr = 0.01;
     float *after[2];
     Model *ms[2];
@@ -239,7 +238,7 @@ static void test_lower_bounds_decayed_by_adamw(void **s) {
         const size_t n = model_num_params(m);
         float *h = TU_NEW(float, n), *g = TU_NEW(float, n);
         bk->to_host(bk, h, model_params(m), n * sizeof(float));
-        for (int i = 0; i < model_num_tensors(m); i++) {   /* random weights and gradients by tensor */
+        for (int i = 0; i < model_num_tensors(m); i++) { /* random weights and gradients by tensor */
             const ParamInfo *t = model_tensor(m, i);
             Rng r = rng_stream(99, (uint64_t)i);
             for (size_t k = 0; k < t->numel; k++) {
@@ -252,10 +251,10 @@ static void test_lower_bounds_decayed_by_adamw(void **s) {
         Optim o;
         assert_int_equal(optim_init(&o, bk, m), 0);
         optim_step(&o, &c, m, lr);
-        bk->to_host(bk, g, model_params(m), n * sizeof(float));   /* after */
+        bk->to_host(bk, g, model_params(m), n * sizeof(float)); /* after */
         optim_free(&o);
         after[dl] = g;
-        if (dl == 1) {   /* the values before the step, for the decay term */
+        if (dl == 1) { /* the values before the step, for the decay term */
             for (int i = 0; i < model_num_tensors(m); i++) {
                 const ParamInfo *t = model_tensor(m, i), *t0 = model_tensor(ms[0], i);
                 const float *a0 = after[0] + t0->offset, *a1 = after[1] + t->offset, *p0 = h + t->offset;
@@ -290,7 +289,7 @@ static double timm_get_lr(double base, double warmup_lr_init, double warmup_t, d
 }
 
 static void check_epoch_schedule(const Config *c) {
-    const double base = (double)c->lr * c->batch_size / 512.0;   /* main.py:281 */
+    const double base = (double)c->lr * c->batch_size / 512.0; /* main.py:281 */
     double *used = TU_NEW(double, (size_t)c->epochs);
     /* main.py: the constructor leaves warmup_lr_init (base without warm-up)
      * in the optimizer; after epoch e trains, lr_scheduler.step(e) */
@@ -316,14 +315,14 @@ static void check_epoch_schedule(const Config *c) {
 static void test_epoch_schedule(void **s) {
     (void)s;
     Config c;
-    load_config("hgrn1_deit_tiny.cfg", &c);   /* warm-up 10, batch 2048 */
+    load_config("hgrn1_deit_tiny.cfg", &c); /* warm-up 10, batch 2048 */
     assert_string_equal(c.lr_step, "epoch");
     check_epoch_schedule(&c);
-    load_config("hgrn2_deit_tiny.cfg", &c);   /* warm-up 20, batch 1024 */
+    load_config("hgrn2_deit_tiny.cfg", &c); /* warm-up 20, batch 1024 */
     check_epoch_schedule(&c);
-    c.warmup_epochs = 0;                      /* no warm-up: the peak from epoch 0 */
+    c.warmup_epochs = 0; /* no warm-up: the peak from epoch 0 */
     check_epoch_schedule(&c);
-    c.epochs = 7, c.warmup_epochs = 3;        /* a short run reaches the end of its cosine */
+    c.epochs = 7, c.warmup_epochs = 3; /* a short run reaches the end of its cosine */
     check_epoch_schedule(&c);
     /* the default, per step, differs: epoch 11.5 of the HGRN1 recipe */
     load_config("hgrn1_deit_tiny.cfg", &c);
@@ -419,14 +418,10 @@ static void test_bad_values(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_official_configs),
-        cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_epoch_schedule),
-        cmocka_unit_test(test_decay_groups_hgrn1),
-        cmocka_unit_test(test_decay_groups_hgrn2),
-        cmocka_unit_test(test_lower_bounds_decayed_by_adamw),
-        cmocka_unit_test(test_official_init_hgrn1),
-        cmocka_unit_test(test_official_init_hgrn2),
+        cmocka_unit_test(test_official_configs),    cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_epoch_schedule),      cmocka_unit_test(test_decay_groups_hgrn1),
+        cmocka_unit_test(test_decay_groups_hgrn2),  cmocka_unit_test(test_lower_bounds_decayed_by_adamw),
+        cmocka_unit_test(test_official_init_hgrn1), cmocka_unit_test(test_official_init_hgrn2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

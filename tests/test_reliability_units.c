@@ -40,7 +40,7 @@ static char dir[64];
 /* ---- ckpt_pair_find ---- */
 
 typedef struct {
-    int kind;       /* 0 absent, 1 a file of (step, pair), 2 corrupt */
+    int kind; /* 0 absent, 1 a file of (step, pair), 2 corrupt */
     int step;
     char pair[8];
 } Spec;
@@ -70,11 +70,11 @@ static void test_pair_find(void **st) {
     const char *names[4] = {"last.safetensors", "last.next.safetensors", "last.state.safetensors",
                             "last.next.state.safetensors"};
     for (int trial = 0; trial < 400; trial++) {
-        Spec s[4];   /* weights, staged weights, state, staged state */
+        Spec s[4]; /* weights, staged weights, state, staged state */
         for (int i = 0; i < 4; i++) {
             const uint64_t u = rng_u64(&r);
             s[i].kind = (int)(u % 5 == 0 ? 0 : u % 7 == 0 ? 2 : 1);
-            s[i].step = (int)((u >> 8) % 4) * 10;           /* few steps: ties and matches happen */
+            s[i].step = (int)((u >> 8) % 4) * 10; /* few steps: ties and matches happen */
             snprintf(s[i].pair, sizeof s[i].pair, "p%d", (int)((u >> 16) % 3));
             char p[200];
             snprintf(p, sizeof p, "%s/%s", dir, names[i]);
@@ -96,7 +96,7 @@ static void test_pair_find(void **st) {
             if (got != 0) fail_msg("trial %d: took %s + %s, but no pair is complete", trial, pair.weights, pair.state);
             int any = 0;
             for (int i = 0; i < 4; i++) any |= s[i].kind != 0;
-            assert_true(any ? note[0] != 0 : note[0] == 0);   /* says what it saw */
+            assert_true(any ? note[0] != 0 : note[0] == 0); /* says what it saw */
             continue;
         }
         assert_int_equal(got, 1);
@@ -135,28 +135,36 @@ static void test_metrics_cut(void **st) {
         int want_dropped = 0;
         for (int s = 1; s <= steps; s++) {
             n += (size_t)sprintf(text + n, "{\"step\": %d, \"epoch\": %.4f, \"loss\": 1.5}\n", s, (double)s / spe);
-            if (s <= step) w += (size_t)sprintf(want + w, "{\"step\": %d, \"epoch\": %.4f, \"loss\": 1.5}\n", s,
-                                                (double)s / spe);
-            else want_dropped++;
+            if (s <= step)
+                w += (size_t)sprintf(want + w, "{\"step\": %d, \"epoch\": %.4f, \"loss\": 1.5}\n", s, (double)s / spe);
+            else
+                want_dropped++;
             if (s % spe == 0) {
                 n += (size_t)sprintf(text + n, "{\"epoch\": %d, \"step\": %d, \"val_top1\": 50.0}\n", s / spe, s);
-                if (s / spe <= epochs_done) w += (size_t)sprintf(want + w, "{\"epoch\": %d, \"step\": %d, \"val_top1\": "
-                                                                 "50.0}\n", s / spe, s);
-                else want_dropped++;
+                if (s / spe <= epochs_done)
+                    w += (size_t)sprintf(want + w,
+                                         "{\"epoch\": %d, \"step\": %d, \"val_top1\": "
+                                         "50.0}\n",
+                                         s / spe, s);
+                else
+                    want_dropped++;
             } else if (rng_u64(&r) % 5 == 0) {
                 /* train.max_steps ended an earlier run here, inside an epoch, with an
                  * evaluation (fractional epoch) before its save: kept up to the step */
-                n += (size_t)sprintf(text + n, "{\"epoch\": %.4f, \"step\": %d, \"val_top1\": 50.0}\n", (double)s / spe, s);
-                if (s <= step) w += (size_t)sprintf(want + w, "{\"epoch\": %.4f, \"step\": %d, \"val_top1\": 50.0}\n",
-                                                    (double)s / spe, s);
-                else want_dropped++;
+                n += (size_t)sprintf(text + n, "{\"epoch\": %.4f, \"step\": %d, \"val_top1\": 50.0}\n", (double)s / spe,
+                                     s);
+                if (s <= step)
+                    w += (size_t)sprintf(want + w, "{\"epoch\": %.4f, \"step\": %d, \"val_top1\": 50.0}\n",
+                                         (double)s / spe, s);
+                else
+                    want_dropped++;
             }
-            if (rng_u64(&r) % 17 == 0) {   /* garbage, as a crash mid-write leaves */
+            if (rng_u64(&r) % 17 == 0) { /* garbage, as a crash mid-write leaves */
                 n += (size_t)sprintf(text + n, "{\"ste\n");
                 want_dropped++;
             }
         }
-        if (rng_u64(&r) % 3 == 0) {   /* a last line without its newline */
+        if (rng_u64(&r) % 3 == 0) { /* a last line without its newline */
             n += (size_t)sprintf(text + n, "{\"step\": 1, \"epoch\"");
             want_dropped++;
         }
@@ -199,7 +207,11 @@ static void test_ckpt_every(void **st) {
     (void)st;
     long steps;
     double min;
-    static const struct { const char *text; long steps; double min; } ok[] = {
+    static const struct {
+        const char *text;
+        long steps;
+        double min;
+    } ok[] = {
         {"0", 0, 0}, {"500", 500, 0}, {"30m", 0, 30}, {"0.5min", 0, 0.5}, {"2147483647", 2147483647, 0},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -225,7 +237,7 @@ static void test_ckpt_every(void **st) {
     assert_int_equal(config_set(&c, "train.ckpt_every", "7", err, sizeof err), 0);
     assert_int_equal(config_set(&c, "train.ckpt_every", "7s", err, sizeof err), -1);
     assert_non_null(strstr(err, "train.ckpt_every = '7s'"));
-    assert_string_equal(c.ckpt_every, "7");   /* a refused value changes nothing */
+    assert_string_equal(c.ckpt_every, "7"); /* a refused value changes nothing */
     assert_int_equal(config_set(&c, "train.max_bad_steps", "0", err, sizeof err), -1);
 }
 
@@ -265,7 +277,7 @@ static void test_run_dir(void **st) {
     snprintf(sub, sizeof sub, "%s/run", dir);
     assert_int_equal(mkdir_p(sub, err, sizeof err), 0);
     assert_int_equal(rundir_holds_run(sub, what, sizeof what), 0);
-    snprintf(p, sizeof p, "%s/notes.txt", sub);   /* not the run's */
+    snprintf(p, sizeof p, "%s/notes.txt", sub); /* not the run's */
     FILE *f = fopen(p, "w");
     assert_non_null(f);
     assert_int_equal(fclose(f), 0);
@@ -296,7 +308,7 @@ static void test_run_dir(void **st) {
     assert_int_equal(rundir_clear(sub, err, sizeof err), 0);
     assert_int_equal(rundir_holds_run(sub, what, sizeof what), 0);
     snprintf(p, sizeof p, "%s/notes.txt", sub);
-    assert_true(file_exists(p));   /* only the run's files went */
+    assert_true(file_exists(p)); /* only the run's files went */
     assert_int_equal(remove_file(live, err, sizeof err), 0);
 }
 
@@ -304,12 +316,9 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/hgrn_relunits_XXXXXX");
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pair_find),
-        cmocka_unit_test(test_metrics_cut),
-        cmocka_unit_test(test_metrics_open),
-        cmocka_unit_test(test_ckpt_every),
-        cmocka_unit_test(test_fault_points),
-        cmocka_unit_test(test_one_line_messages),
+        cmocka_unit_test(test_pair_find),    cmocka_unit_test(test_metrics_cut),
+        cmocka_unit_test(test_metrics_open), cmocka_unit_test(test_ckpt_every),
+        cmocka_unit_test(test_fault_points), cmocka_unit_test(test_one_line_messages),
         cmocka_unit_test(test_run_dir),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

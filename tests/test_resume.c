@@ -112,9 +112,11 @@ static void test_determinism_and_resume(void **s) {
 
     assert_int_equal(run("split", "--train.max_steps 5"), 0);
     assert_differs("full/last.safetensors", "split/last.safetensors");
-    char cmd[2048];   /* what the first part ended with: its evaluation at step 5 */
-    snprintf(cmd, sizeof cmd, "cp %s/split/best.safetensors %s/best5.safetensors && cp %s/split/last.state.safetensors "
-             "%s/state5.safetensors", dir, dir, dir, dir);
+    char cmd[2048]; /* what the first part ended with: its evaluation at step 5 */
+    snprintf(cmd, sizeof cmd,
+             "cp %s/split/best.safetensors %s/best5.safetensors && cp %s/split/last.state.safetensors "
+             "%s/state5.safetensors",
+             dir, dir, dir, dir);
     assert_int_equal(system(cmd), 0);
     const float v5 = best_top1("state5.safetensors");
     assert_int_equal(run("split", "--train.max_steps 12 --resume"), 0);
@@ -139,8 +141,10 @@ static void test_determinism_and_resume(void **s) {
     snprintf(cmd, sizeof cmd, "md5sum %s/split/* > %s/sums", dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(run("split", "--train.max_steps 12 --resume"), 0);
-    snprintf(cmd, sizeof cmd, "md5sum -c --quiet %s/sums && grep -q 'nothing to train: the checkpoint is at step 12 "
-             "and train.max_steps is 12' %s/split.log", dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "md5sum -c --quiet %s/sums && grep -q 'nothing to train: the checkpoint is at step 12 "
+             "and train.max_steps is 12' %s/split.log",
+             dir, dir);
     assert_int_equal(system(cmd), 0);
 
     /* a different seed is a different run */
@@ -156,19 +160,24 @@ static void test_bad_checkpoints(void **s) {
      * key and both values */
     assert_int_equal(run("wide", "--train.max_steps 1"), 0);
     assert_int_equal(run("wide", "--train.max_steps 2 --resume --model.dim 24"), 2 << 8);
-    snprintf(cmd, sizeof cmd, "grep -q \"^hgrn train: --resume: model.dim is 24 here but 16 in %s/wide/config.cfg\" "
-             "%s/wide.log", dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "grep -q \"^hgrn train: --resume: model.dim is 24 here but 16 in %s/wide/config.cfg\" "
+             "%s/wide.log",
+             dir, dir);
     assert_int_equal(system(cmd), 0);
     assert_int_not_equal(run("wide", "--train.max_steps 2 --resume --model.dim 24 --allow-changes"), 0);
-    snprintf(cmd, sizeof cmd, "grep -q \"holds a different hgru1 model: model.dim [0-9]* (the config says 24)\" %s/wide.log", dir);
+    snprintf(cmd, sizeof cmd,
+             "grep -q \"holds a different hgru1 model: model.dim [0-9]* (the config says 24)\" %s/wide.log", dir);
     assert_int_equal(system(cmd), 0);
     /* a truncated weights file: refused, naming the file, the old files untouched */
     snprintf(path, sizeof path, "%s/wide/last.safetensors", dir);
     snprintf(cmd, sizeof cmd, "cp %s %s/trunc.safetensors && truncate -s -100 %s/trunc.safetensors", path, dir, dir);
     assert_int_equal(system(cmd), 0);
-    snprintf(cmd, sizeof cmd, "%s eval --ckpt %s/trunc.safetensors --device cpu > %s/trunc.log 2>&1", HGRN_BINARY, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s eval --ckpt %s/trunc.safetensors --device cpu > %s/trunc.log 2>&1", HGRN_BINARY, dir,
+             dir);
     assert_int_not_equal(system(cmd), 0);
-    snprintf(cmd, sizeof cmd, "grep -q 'trunc.safetensors' %s/trunc.log && grep -qi 'truncated' %s/trunc.log", dir, dir);
+    snprintf(cmd, sizeof cmd, "grep -q 'trunc.safetensors' %s/trunc.log && grep -qi 'truncated' %s/trunc.log", dir,
+             dir);
     assert_int_equal(system(cmd), 0);
 }
 

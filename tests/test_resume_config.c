@@ -25,8 +25,8 @@
 
 static char dir[64];
 
-#define RECIPE                                                                                      \
-    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 2 "     \
+#define RECIPE                                                                                        \
+    "train --config " HGRN_SOURCE_DIR "/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 2 "      \
     "--model.dim 16 --model.depth 2 --model.glu_dim 32 --train.batch_size 64 --data.train_limit 512 " \
     "--data.val_limit 128 --train.epochs 2 --train.warmup_epochs 1 --train.log_every 1 --train.lr 0.001"
 
@@ -98,11 +98,15 @@ static void test_refused(void **st) {
     /* the run of the report: data.train_limit dropped, train.lr changed (a
      * later --train.lr wins over the recipe's) */
     char extra[300];
-    snprintf(extra, sizeof extra, "train --config %s/run/config.cfg --device cpu --out %s/run --resume "
-             "--data.train_limit 0 --train.lr 0.5 --train.max_steps 6", dir, dir);
+    snprintf(extra, sizeof extra,
+             "train --config %s/run/config.cfg --device cpu --out %s/run --resume "
+             "--data.train_limit 0 --train.lr 0.5 --train.max_steps 6",
+             dir, dir);
     assert_int_equal(run(0, "refused", extra), 2);
-    snprintf(want, sizeof want, "hgrn train: --resume: train.lr is 0.5 here but 0.001 in %s/run/config.cfg (pass "
-             "--allow-changes to accept); data.train_limit differs too (0 here, 512 there)\n", dir);
+    snprintf(want, sizeof want,
+             "hgrn train: --resume: train.lr is 0.5 here but 0.001 in %s/run/config.cfg (pass "
+             "--allow-changes to accept); data.train_limit differs too (0 here, 512 there)\n",
+             dir);
     char log[200], *text;
     size_t len;
     snprintf(log, sizeof log, "%s/refused.log", dir);
@@ -113,12 +117,14 @@ static void test_refused(void **st) {
     if (strcmp(text, want) != 0) fail_msg("refused: '%s', want '%s'", text, want);
     free(buf);
     char *after = snapshot();
-    assert_string_equal(before, after);   /* nothing touched */
+    assert_string_equal(before, after); /* nothing touched */
     free(after);
     /* a model key too, with the same command otherwise */
     assert_int_equal(run(1, "dim", "--resume --model.dim 32 --train.max_steps 6"), 2);
-    snprintf(want, sizeof want, "hgrn train: --resume: model.dim is 32 here but 16 in %s/run/config.cfg (pass "
-             "--allow-changes to accept)", dir);
+    snprintf(want, sizeof want,
+             "hgrn train: --resume: model.dim is 32 here but 16 in %s/run/config.cfg (pass "
+             "--allow-changes to accept)",
+             dir);
     expect_line("dim", want);
     /* --allow-changes belongs to --resume */
     assert_int_equal(run(1, "alone", "--allow-changes --overwrite"), 2);
@@ -133,10 +139,14 @@ static void test_allowed(void **st) {
     (void)st;
     char want[1200], rec[16384];
     /* keys that may change: accepted, one line each, recorded */
-    assert_int_equal(run(1, "allowed", "--resume --train.epochs 3 --train.max_steps 6 --train.log_every 2 "
-                          "--threads 1 --train.ckpt_every 5 --train.eval_every 2"), 0);
-    snprintf(want, sizeof want, "--resume: train.epochs is 3 here, 2 in %s/run/config.cfg: changed (it may change "
-             "on resume)", dir);
+    assert_int_equal(run(1, "allowed",
+                         "--resume --train.epochs 3 --train.max_steps 6 --train.log_every 2 "
+                         "--threads 1 --train.ckpt_every 5 --train.eval_every 2"),
+                     0);
+    snprintf(want, sizeof want,
+             "--resume: train.epochs is 3 here, 2 in %s/run/config.cfg: changed (it may change "
+             "on resume)",
+             dir);
     expect_line("allowed", want);
     snprintf(want, sizeof want, "--resume: train.threads is 1 here, 2 in %s/run/config.cfg: changed", dir);
     expect_line("allowed", want);
@@ -144,23 +154,28 @@ static void test_allowed(void **st) {
     last_start(rec, sizeof rec);
     assert_non_null(strstr(rec, "\"step\": 3, \"resumed\": true, "));
     assert_non_null(strstr(rec, "\"changes\": [{\"key\": \"train.epochs\", "
-                               "\"here\": \"3\", \"run\": \"2\"}, {\"key\": \"train.eval_every\", "));
+                                "\"here\": \"3\", \"run\": \"2\"}, {\"key\": \"train.eval_every\", "));
     assert_non_null(strstr(rec, "{\"key\": \"train.ckpt_every\", \"here\": \"\\\"5\\\"\", \"run\": "
-                               "\"\\\"30m\\\"\"}"));
+                                "\"\\\"30m\\\"\"}"));
     char cfg[300];
     snprintf(cfg, sizeof cfg, "%s/run/config.cfg", dir);
     assert_true(ru_grep(cfg, "epochs = 3\n"));
     /* --allow-changes: another train.lr, said and recorded */
-    assert_int_equal(run(1, "allow", "--resume --train.epochs 3 --train.max_steps 8 --train.log_every 2 --threads 1 "
-                          "--train.ckpt_every 5 --train.eval_every 2 --train.lr 0.002 --allow-changes"), 0);
-    snprintf(want, sizeof want, "--resume: train.lr is 0.002 here, 0.001 in %s/run/config.cfg: changed "
-             "(--allow-changes)", dir);
+    assert_int_equal(run(1, "allow",
+                         "--resume --train.epochs 3 --train.max_steps 8 --train.log_every 2 --threads 1 "
+                         "--train.ckpt_every 5 --train.eval_every 2 --train.lr 0.002 --allow-changes"),
+                     0);
+    snprintf(want, sizeof want,
+             "--resume: train.lr is 0.002 here, 0.001 in %s/run/config.cfg: changed "
+             "(--allow-changes)",
+             dir);
     expect_line("allow", want);
     last_start(rec, sizeof rec);
     assert_non_null(strstr(rec, "\"step\": 6, \"resumed\": true, "));
-    assert_non_null(strstr(rec, "\"changes\": [{\"key\": \"train.lr\", "
-                               "\"here\": \"0.002\", \"run\": \"0.001\"}, {\"key\": \"train.max_steps\", \"here\": \"8\", "
-                               "\"run\": \"6\"}]"));
+    assert_non_null(strstr(rec,
+                           "\"changes\": [{\"key\": \"train.lr\", "
+                           "\"here\": \"0.002\", \"run\": \"0.001\"}, {\"key\": \"train.max_steps\", \"here\": \"8\", "
+                           "\"run\": \"6\"}]"));
     assert_true(ru_grep(cfg, "lr = 0.002\n"));
 }
 
@@ -168,17 +183,23 @@ static void test_allowed(void **st) {
 static void test_checkpoint_config(void **st) {
     (void)st;
     char want[1200], extra[600], p[300];
-    snprintf(extra, sizeof extra, "--resume %s/run/last.safetensors --out %s/other --train.lr 0.001 --train.epochs 3 "
-             "--train.eval_every 2", dir, dir);
+    snprintf(extra, sizeof extra,
+             "--resume %s/run/last.safetensors --out %s/other --train.lr 0.001 --train.epochs 3 "
+             "--train.eval_every 2",
+             dir, dir);
     assert_int_equal(run(1, "file", extra), 2);
-    snprintf(want, sizeof want, "hgrn train: --resume: train.lr is 0.001 here but 0.002 in %s/run/last.safetensors "
-             "(pass --allow-changes to accept)", dir);
+    snprintf(want, sizeof want,
+             "hgrn train: --resume: train.lr is 0.001 here but 0.002 in %s/run/last.safetensors "
+             "(pass --allow-changes to accept)",
+             dir);
     expect_line("file", want);
     snprintf(p, sizeof p, "%s/run/config.cfg", dir);
     assert_int_equal(unlink(p), 0);
     assert_int_equal(run(1, "nocfg", "--resume --train.epochs 3 --train.eval_every 2"), 2);
-    snprintf(want, sizeof want, "hgrn train: --resume: train.lr is 0.001 here but 0.002 in %s/run/last.safetensors "
-             "(pass --allow-changes to accept)", dir);
+    snprintf(want, sizeof want,
+             "hgrn train: --resume: train.lr is 0.001 here but 0.002 in %s/run/last.safetensors "
+             "(pass --allow-changes to accept)",
+             dir);
     expect_line("nocfg", want);
 }
 
@@ -193,8 +214,13 @@ static void test_cut_start_records(void **st) {
                        "{\"epoch\": 1, \"step\": 2, \"val_top1\": 10}\n"
                        "{\"event\": \"start\", \"step\": 2, \"resumed\": true}\n"
                        "{\"step\": 3, \"epoch\": 1.5, \"loss\": 2}\n";
-    static const struct { int step, epochs, kept_lines, dropped; } cases[] = {
-        {0, 0, 0, 6}, {1, 0, 2, 4}, {2, 1, 4, 2}, {3, 1, 6, 0},
+    static const struct {
+        int step, epochs, kept_lines, dropped;
+    } cases[] = {
+        {0, 0, 0, 6},
+        {1, 0, 2, 4},
+        {2, 1, 4, 2},
+        {3, 1, 6, 0},
     };
     for (int i = 0; i < 4; i++) {
         char buf[1024];
@@ -206,7 +232,7 @@ static void test_cut_start_records(void **st) {
         if (lines != cases[i].kept_lines || dropped != cases[i].dropped)
             fail_msg("cut to step %d: %d lines kept, %d dropped; want %d, %d:\n%.*s", cases[i].step, lines, dropped,
                      cases[i].kept_lines, cases[i].dropped, (int)n, buf);
-        assert_int_equal(memcmp(buf, text, n), 0);   /* a prefix, in order */
+        assert_int_equal(memcmp(buf, text, n), 0); /* a prefix, in order */
     }
 }
 
@@ -218,7 +244,7 @@ static void test_bad_paths(void **st) {
     assert_int_equal(run(1, "nodata", extra), 2);
     expect_line("nodata", "hgrn train: data.path /nonexistent/fmnist: no such file or directory");
     snprintf(file, sizeof file, "%s/nodata", dir);
-    assert_int_equal(access(file, F_OK), -1);   /* nothing created */
+    assert_int_equal(access(file, F_OK), -1); /* nothing created */
     snprintf(file, sizeof file, "%s/afile", dir);
     FILE *f = fopen(file, "w");
     assert_non_null(f);
@@ -237,10 +263,8 @@ int main(void) {
     snprintf(dir, sizeof dir, "/tmp/hgrn_resume_config_XXXXXX");
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_allowed),
-        cmocka_unit_test(test_checkpoint_config),
-        cmocka_unit_test(test_cut_start_records),
+        cmocka_unit_test(test_refused),           cmocka_unit_test(test_allowed),
+        cmocka_unit_test(test_checkpoint_config), cmocka_unit_test(test_cut_start_records),
         cmocka_unit_test(test_bad_paths),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

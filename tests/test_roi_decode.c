@@ -73,8 +73,8 @@ static uint8_t *pattern(int w, int h, int c, uint64_t seed) {
 
 typedef struct {
     const char *name;
-    int comps;              /* 1 gray, 3 RGB -> YCbCr, 4 CMYK (Adobe marker) */
-    int h_samp, v_samp;     /* luma sampling (3 components) */
+    int comps; /* 1 gray, 3 RGB -> YCbCr, 4 CMYK (Adobe marker) */
+    int h_samp, v_samp; /* luma sampling (3 components) */
     int progressive;
     int restart_rows, restart_mcus;
 } Kind;
@@ -167,7 +167,7 @@ static uint8_t *ref_decode(const char *path, int n, int *w, int *h) {
             continue;
         }
         const uint8_t *s = p + 4 * i;
-        unsigned nk = s[3];   /* inverted: 255 - k' = k */
+        unsigned nk = s[3]; /* inverted: 255 - k' = k */
         for (int k = 0; k < 3; k++) q[3 * i + k] = (uint8_t)(nk - mul255(255u - s[k], nk));
     }
     free(p);
@@ -181,10 +181,22 @@ static uint8_t *ref_decode(const char *path, int n, int *w, int *h) {
 /* The boxes tried on a w x h image: the odd ones, then random ones. */
 static int boxes(int w, int h, Rng *r, ImageRect *b, int max) {
     const ImageRect odd[] = {
-        {0, 0, 1, 1},           {w - 1, h - 1, 1, 1},   {w - 1, 0, 1, 1},       {0, h - 1, 1, 1},
-        {w / 2 + 1, h / 3 + 1, 1, 1}, {w - 1, 0, 1, h}, {0, h - 1, w, 1},       {0, 0, w, h},
-        {w - 17, h - 13, 17, 13}, {w - 40, 5, 40, 61},  {7, h - 33, 101, 33},   {1, 1, w - 2, h - 2},
-        {15, 15, 2, 2},         {16, 16, 16, 16},       {17, 9, 31, 1},         {3, 5, 1, h - 5},
+        {0, 0, 1, 1},
+        {w - 1, h - 1, 1, 1},
+        {w - 1, 0, 1, 1},
+        {0, h - 1, 1, 1},
+        {w / 2 + 1, h / 3 + 1, 1, 1},
+        {w - 1, 0, 1, h},
+        {0, h - 1, w, 1},
+        {0, 0, w, h},
+        {w - 17, h - 13, 17, 13},
+        {w - 40, 5, 40, 61},
+        {7, h - 33, 101, 33},
+        {1, 1, w - 2, h - 2},
+        {15, 15, 2, 2},
+        {16, 16, 16, 16},
+        {17, 9, 31, 1},
+        {3, 5, 1, h - 5},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof odd / sizeof odd[0] && n < max; i++) b[n++] = odd[i];
@@ -202,7 +214,7 @@ static int boxes(int w, int h, Rng *r, ImageRect *b, int max) {
 /* At 8/8: the cropped decode is the full decode, cropped, byte for byte. */
 static void test_crop_exact_at_full_scale(void **state) {
     (void)state;
-    const int W = 301, H = 227;   /* not a multiple of any MCU */
+    const int W = 301, H = 227; /* not a multiple of any MCU */
     Rng r = rng_stream(32, 1);
     for (int k = 0; k < NKINDS; k++) {
         const char *p = tpath("exact.jpg");
@@ -258,7 +270,7 @@ static void test_crop_exact_when_scaled(void **state) {
                 char err[512];
                 if (image_load_crop(p, 3, b[i], 1, 1, 1u << n, &im, box, &sn, err, sizeof err))
                     fail_msg("%s: %s", KINDS[k].name, err);
-                if (b[i].w * n < 8 || b[i].h * n < 8) {   /* never scaled below the minimum of 1 pixel */
+                if (b[i].w * n < 8 || b[i].h * n < 8) { /* never scaled below the minimum of 1 pixel */
                     assert_int_equal(sn, 8);
                     image_free(&im);
                     continue;
@@ -277,7 +289,8 @@ static void test_crop_exact_when_scaled(void **state) {
                 assert_true(fabs(box[1] - (b[i].y * n / 8.0 - sy0)) < 1e-9);
                 assert_true(box[2] <= im.w + 1e-9 && box[3] <= im.h + 1e-9 && box[2] > box[0] && box[3] > box[1]);
                 for (int y = 0; y < im.h; y++)
-                    if (memcmp(im.px + (size_t)y * im.w * 3, ref + ((size_t)(y + sy0) * rw + sx0) * 3, (size_t)im.w * 3))
+                    if (memcmp(im.px + (size_t)y * im.w * 3, ref + ((size_t)(y + sy0) * rw + sx0) * 3,
+                               (size_t)im.w * 3))
                         fail_msg("%s at %d/8: box %d,%d %dx%d differs from libjpeg's decode in row %d", KINDS[k].name,
                                  n, b[i].x, b[i].y, b[i].w, b[i].h, y);
                 image_free(&im);
@@ -288,10 +301,10 @@ static void test_crop_exact_when_scaled(void **state) {
 }
 
 typedef struct {
-    double sum_abs, n;      /* over the scaled samples */
-    double worst_mean;      /* largest per-image mean absolute error */
-    int worst_max;          /* largest single error */
-    int scaled, exact;      /* samples decoded at a scale < 8/8; those at 8/8 (identical) */
+    double sum_abs, n; /* over the scaled samples */
+    double worst_mean; /* largest per-image mean absolute error */
+    int worst_max; /* largest single error */
+    int scaled, exact; /* samples decoded at a scale < 8/8; those at 8/8 (identical) */
     long long px_roi, px_full;
 } Stats;
 
@@ -307,7 +320,8 @@ static void compare_file(const uint8_t *data, size_t len, const char *name, int 
     cfg.color_jitter = 0;
     cfg.reprob = 0;
     char err[512];
-    DeitTransform *roi = deit_transform_create(&cfg, err, sizeof err), *ref = deit_transform_create(&cfg, err, sizeof err);
+    DeitTransform *roi = deit_transform_create(&cfg, err, sizeof err),
+                  *ref = deit_transform_create(&cfg, err, sizeof err);
     assert_non_null(roi);
     assert_non_null(ref);
     ref->dct_scales = 0;
@@ -377,7 +391,9 @@ static void photos(const char *dir);
 static void test_train_transform_bound(void **state) {
     (void)state;
     Stats st = {0};
-    static const struct { int w, h, k; } im[] = {
+    static const struct {
+        int w, h, k;
+    } im[] = {
         {1024, 768, 0}, {900, 1200, 4}, {640, 480, 1}, {500, 375, 0}, {1600, 1066, 5}, {777, 555, 8}, {800, 600, 10},
     };
     for (size_t i = 0; i < sizeof im / sizeof im[0]; i++) {
@@ -393,7 +409,7 @@ static void test_train_transform_bound(void **state) {
     /* real photographs, when given (make_photos.py output): figures only */
     const char *dir = getenv("HGRN_ROI_PHOTOS");
     if (dir) photos(dir);
-    assert_true(st.scaled > 20 && st.exact > 5);   /* both kinds were exercised */
+    assert_true(st.scaled > 20 && st.exact > 5); /* both kinds were exercised */
     assert_true(st.sum_abs / st.n <= MEAN_ABS_BOUND);
     assert_true(st.worst_mean <= WORST_MEAN_BOUND);
     assert_true(st.worst_max <= MAX_ERR_BOUND);

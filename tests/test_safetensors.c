@@ -21,23 +21,20 @@
 
 static char tmpdir[256];
 
-static int setup_dir(void **state)
-{
+static int setup_dir(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hgrn_test_st_XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int remove_dir(void **state)
-{
+static int remove_dir(void **state) {
     (void)state;
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static const char *tpath(const char *name)
-{
+static const char *tpath(const char *name) {
     static char buf[4][512];
     static int k;
     k = (k + 1) % 4;
@@ -46,8 +43,7 @@ static const char *tpath(const char *name)
 }
 
 /* Number of entries in dir whose name contains ".tmp." */
-static int count_temp_files(const char *dir)
-{
+static int count_temp_files(const char *dir) {
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
@@ -59,24 +55,21 @@ static int count_temp_files(const char *dir)
 }
 
 static uint64_t rng_state = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void)
-{
+static uint64_t rnd(void) {
     rng_state ^= rng_state << 13;
     rng_state ^= rng_state >> 7;
     rng_state ^= rng_state << 17;
     return rng_state;
 }
 
-static void *random_bytes(size_t n)
-{
+static void *random_bytes(size_t n) {
     unsigned char *p = malloc(n ? n : 1);
     assert_non_null(p);
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)rnd();
     return p;
 }
 
-static StTensor make(const char *name, const char *dtype, int ndim, const int64_t *shape)
-{
+static StTensor make(const char *name, const char *dtype, int ndim, const int64_t *shape) {
     StTensor t;
     memset(&t, 0, sizeof t);
     t.name = name;
@@ -106,11 +99,10 @@ static const char *const META_VALS[] = {
 };
 #define NMETA (int)(sizeof META_KEYS / sizeof META_KEYS[0])
 
-static void make_tensors(void)
-{
-    static const int64_t s_f32[] = {3, 5}, s_f16[] = {7}, s_bf16[] = {2, 3, 4}, s_i32[] = {1, 1, 1, 9},
-                         s_i64[] = {4}, s_u8[] = {13}, s_f64[] = {2, 2}, s_empty[] = {3, 0},
-                         s_i8[] = {1, 2, 1, 2, 1, 2, 1, 2}, s_bool[] = {5}, s_u16[] = {3, 1};
+static void make_tensors(void) {
+    static const int64_t s_f32[] = {3, 5}, s_f16[] = {7}, s_bf16[] = {2, 3, 4}, s_i32[] = {1, 1, 1, 9}, s_i64[] = {4},
+                         s_u8[] = {13}, s_f64[] = {2, 2}, s_empty[] = {3, 0}, s_i8[] = {1, 2, 1, 2, 1, 2, 1, 2},
+                         s_bool[] = {5}, s_u16[] = {3, 1};
     int k = 0;
     g_t[k++] = make("layers.0.token_mixer.input_proj.weight", "F32", 2, s_f32);
     g_t[k++] = make("half", "F16", 1, s_f16);
@@ -127,18 +119,16 @@ static void make_tensors(void)
     assert_int_equal(k, NT);
 }
 
-static void free_tensors(void)
-{
+static void free_tensors(void) {
     for (int i = 0; i < NT; i++) free((void *)g_t[i].data);
 }
 
-static void check_same(const SafeTensors *st, const StTensor *t, int n)
-{
+static void check_same(const SafeTensors *st, const StTensor *t, int n) {
     assert_int_equal(st_count(st), n);
     for (int i = 0; i < n; i++) {
         const StTensor *a = st_at(st, i);
         assert_non_null(a);
-        assert_string_equal(a->name, t[i].name);   /* order preserved */
+        assert_string_equal(a->name, t[i].name); /* order preserved */
         assert_string_equal(a->dtype, t[i].dtype);
         assert_int_equal(a->ndim, t[i].ndim);
         for (int d = 0; d < t[i].ndim; d++) assert_int_equal(a->shape[d], t[i].shape[d]);
@@ -151,8 +141,7 @@ static void check_same(const SafeTensors *st, const StTensor *t, int n)
     assert_null(st_find(st, "no such tensor"));
 }
 
-static void test_roundtrip(void **state)
-{
+static void test_roundtrip(void **state) {
     (void)state;
     make_tensors();
     const char *path = tpath("rt.safetensors");
@@ -206,8 +195,7 @@ static void test_roundtrip(void **state)
     free_tensors();
 }
 
-static void test_no_tensors(void **state)
-{
+static void test_no_tensors(void **state) {
     (void)state;
     char err[512] = "";
     const char *path = tpath("none.safetensors");
@@ -227,12 +215,11 @@ static void test_no_tensors(void **state)
     st_close(NULL);
 }
 
-static void test_many_tensors(void **state)
-{
+static void test_many_tensors(void **state) {
     (void)state;
     enum { N = 300 };
     StTensor *t = calloc(N, sizeof *t);
-    char (*names)[32] = calloc(N, sizeof *names);
+    char(*names)[32] = calloc(N, sizeof *names);
     assert_non_null(t);
     assert_non_null(names);
     for (int i = 0; i < N; i++) {
@@ -255,8 +242,7 @@ static void test_many_tensors(void **state)
 /* -------------------------------------------------------- bad files */
 
 /* A file from a header text and data bytes (hn = header length). */
-static unsigned char *build(const char *header, uint64_t hn, const void *data, size_t dlen, size_t *len)
-{
+static unsigned char *build(const char *header, uint64_t hn, const void *data, size_t dlen, size_t *len) {
     size_t hl = strlen(header);
     *len = 8 + hl + dlen;
     unsigned char *b = malloc(*len + 1);
@@ -267,8 +253,7 @@ static unsigned char *build(const char *header, uint64_t hn, const void *data, s
     return b;
 }
 
-static void expect_refused(const char *header, size_t dlen, const char *needle1, const char *needle2)
-{
+static void expect_refused(const char *header, size_t dlen, const char *needle1, const char *needle2) {
     unsigned char data[64] = {0};
     assert_true(dlen <= sizeof data);
     size_t len;
@@ -283,8 +268,7 @@ static void expect_refused(const char *header, size_t dlen, const char *needle1,
     free(b);
 }
 
-static SafeTensors *expect_accepted(const char *header, size_t dlen)
-{
+static SafeTensors *expect_accepted(const char *header, size_t dlen) {
     unsigned char data[64] = {0};
     size_t len;
     unsigned char *b = build(header, strlen(header), data, dlen, &len);
@@ -297,17 +281,19 @@ static SafeTensors *expect_accepted(const char *header, size_t dlen)
 
 #define T1 "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"
 
-static void test_corrupt_headers(void **state)
-{
+static void test_corrupt_headers(void **state) {
     (void)state;
     /* well-formed variants that must pass */
     st_close(expect_accepted("{" T1 "}", 8));
     st_close(expect_accepted("{" T1 "}        ", 8));
     st_close(expect_accepted("{ \"__metadata__\" : { } ,\n \"a\" : { \"shape\" : [ 2 ] , \"data_offsets\" : [ 0 , 8 ] ,"
-                             " \"dtype\" : \"F32\" } }\t\r\n", 8));
+                             " \"dtype\" : \"F32\" } }\t\r\n",
+                             8));
     st_close(expect_accepted("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],"
-                             "\"extra\":{\"x\":[1,-2.5e3,true,false,null,\"s\"]}}}", 8));
-    SafeTensors *st = expect_accepted("{\"\\u00e9\\ud83d\\udc31\\/\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1);
+                             "\"extra\":{\"x\":[1,-2.5e3,true,false,null,\"s\"]}}}",
+                             8));
+    SafeTensors *st =
+        expect_accepted("{\"\\u00e9\\ud83d\\udc31\\/\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1);
     assert_non_null(st_find(st, "\xc3\xa9\xf0\x9f\x90\xb1/"));
     st_close(st);
 
@@ -315,7 +301,8 @@ static void test_corrupt_headers(void **state)
     expect_refused("x" T1 "}", 8, "start with '{'", "header byte 0");
     expect_refused("{" T1, 8, "malformed header JSON", "header byte");
     expect_refused("{" T1 ",}", 8, "expected a string", "header byte");
-    expect_refused("{\"a\" {\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "expected ':'", "header byte 5");
+    expect_refused("{\"a\" {\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "expected ':'",
+                   "header byte 5");
     expect_refused("{" T1 "}x", 8, "after the header object", NULL);
     expect_refused("{" T1 "}{}", 8, "after the header object", NULL);
     expect_refused("{\"a:{}}", 0, "unterminated string", NULL);
@@ -326,35 +313,45 @@ static void test_corrupt_headers(void **state)
     expect_refused("{\"a\\u0000b\":{}}", 0, "NUL", NULL);
     expect_refused("{\"a\tb\":{}}", 0, "control character", NULL);
     expect_refused("{\"a\xff\":{}}", 0, "UTF-8", "header byte 3 (file offset 11)");
-    expect_refused("{\"a\xc0\x80\":{}}", 0, "UTF-8", NULL);   /* overlong NUL */
+    expect_refused("{\"a\xc0\x80\":{}}", 0, "UTF-8", NULL); /* overlong NUL */
     expect_refused("{\"a\":5}", 0, "'a'", "expected an object");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":[[[[[[[[[[[[[[[[[[[[[[[["
-                   "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}",
+                   "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+                   "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}",
                    8, "nesting too deep", NULL);
     /* tensor fields */
     expect_refused("{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'a'", "missing \"dtype\"");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "tensor 'a'", "missing \"shape\"");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "tensor 'a'", "missing \"data_offsets\"");
-    expect_refused("{\"a\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'a'", "unknown dtype 'F33'");
+    expect_refused("{\"a\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'a'",
+                   "unknown dtype 'F33'");
     expect_refused("{\"a\":{\"dtype\":32,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "expected a string", NULL);
-    expect_refused("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 'a'", "twice");
-    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "non-negative integer", NULL);
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+                   "tensor 'a'", "twice");
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "non-negative integer",
+                   NULL);
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "fraction", NULL);
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", 8, "leading zero", NULL);
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", 8, "expected '['", NULL);
-    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "tensor 'a'", "[begin, end]");
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "tensor 'a'",
+                   "[begin, end]");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "expected ','", NULL);
-    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}", 8, "too large", NULL);
-    expect_refused("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, "tensor 'a'", "more than 8");
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}", 8,
+                   "too large", NULL);
+    expect_refused("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, "tensor 'a'",
+                   "more than 8");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
                    "tensor 'a'", "too large");
     /* offsets against the data */
-    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "tensor 'a'", "needs 12 bytes");
-    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "tensor 'a'", "end before begin");
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "tensor 'a'",
+                   "needs 12 bytes");
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "tensor 'a'",
+                   "end before begin");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8,
                    "tensor 'a': data_offsets [0, 16] end beyond the 8 bytes of data (file truncated?)", NULL);
     expect_refused("{" T1 ",\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlap", "'b'");
-    expect_refused("{" T1 ",\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16, "[8, 12)", "no tensor");
+    expect_refused("{" T1 ",\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16, "[8, 12)",
+                   "no tensor");
     expect_refused("{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "[0, 4)", "no tensor");
     expect_refused("{" T1 "}", 12, "4 bytes of data after the last tensor", NULL);
     expect_refused("{}", 4, "4 bytes of data after", NULL);
@@ -367,8 +364,7 @@ static void test_corrupt_headers(void **state)
     expect_refused("{\"__metadata__\":[]}", 0, "expected '{'", NULL);
 }
 
-static void test_bad_lengths(void **state)
-{
+static void test_bad_lengths(void **state) {
     (void)state;
     char err[512];
     unsigned char b[64];
@@ -391,8 +387,7 @@ static void test_bad_lengths(void **state)
     }
 }
 
-static void test_truncated(void **state)
-{
+static void test_truncated(void **state) {
     (void)state;
     make_tensors();
     char err[512] = "";
@@ -434,8 +429,7 @@ static void test_truncated(void **state)
 
 /* Random corruption must be refused or give a consistent file, never crash
  * (run under ASan to mean something). */
-static void test_random_corruption(void **state)
-{
+static void test_random_corruption(void **state) {
     (void)state;
     make_tensors();
     char err[512] = "";
@@ -454,7 +448,7 @@ static void test_random_corruption(void **state)
         memcpy(b, raw, len);
         int nflip = 1 + (int)(rnd() % 3);
         for (int k = 0; k < nflip; k++) {
-            size_t at = (size_t)(rnd() % (8 + hn));   /* the length and the header */
+            size_t at = (size_t)(rnd() % (8 + hn)); /* the length and the header */
             b[at] = rnd() % 2 ? (unsigned char)rnd() : (unsigned char)interesting[rnd() % (sizeof interesting - 1)];
         }
         err[0] = 0;
@@ -485,8 +479,7 @@ static void test_random_corruption(void **state)
 
 /* ----------------------------------------------------------- writing */
 
-static void test_write_refuses(void **state)
-{
+static void test_write_refuses(void **state) {
     (void)state;
     char err[512] = "";
     const char *path = tpath("refused.safetensors");
@@ -531,15 +524,14 @@ static void test_write_refuses(void **state)
     assert_int_equal(st_write(path, t, 2, k1, v1, 1, err, sizeof err), -1);
     assert_non_null(strstr(err, "latin1"));
     assert_non_null(strstr(err, "UTF-8"));
-    assert_false(file_exists(path));   /* nothing written by any of these */
+    assert_false(file_exists(path)); /* nothing written by any of these */
     assert_int_equal(count_temp_files(tmpdir), 0);
     /* and it works once the input is right */
     assert_int_equal(st_write(path, t, 2, NULL, NULL, 0, err, sizeof err), 0);
     assert_true(file_exists(path));
 }
 
-static void test_atomic_write(void **state)
-{
+static void test_atomic_write(void **state) {
     (void)state;
     char err[512] = "";
     float v[256];
@@ -622,14 +614,13 @@ static void test_atomic_write(void **state)
     free(big);
 }
 
-static void test_fsutil(void **state)
-{
+static void test_fsutil(void **state) {
     (void)state;
     char err[512] = "";
     const char *d = tpath("a/b//c/d/");
     assert_int_equal(mkdir_p(d, err, sizeof err), 0);
     assert_true(dir_exists(d));
-    assert_int_equal(mkdir_p(d, err, sizeof err), 0);   /* again: fine */
+    assert_int_equal(mkdir_p(d, err, sizeof err), 0); /* again: fine */
     assert_int_equal(mkdir_p("/", err, sizeof err), 0);
     assert_int_equal(mkdir_p(".", err, sizeof err), 0);
     const char *f = tpath("a/file");
@@ -642,7 +633,7 @@ static void test_fsutil(void **state)
     size_t len;
     assert_int_equal(read_file(f, &buf, &len, err, sizeof err), 0);
     assert_int_equal(len, 11);
-    assert_string_equal(buf, "hello world");   /* NUL-terminated */
+    assert_string_equal(buf, "hello world"); /* NUL-terminated */
     free(buf);
     /* mkdir_p over a file, or through one */
     assert_int_equal(mkdir_p(f, err, sizeof err), -1);
@@ -684,10 +675,12 @@ static void test_fsutil(void **state)
  * pass; one NaN, +Inf or -Inf at a random element is found there, also
  * after a write and a read (and a file's bytes flipped to 0xff, as a damaged
  * checkpoint holds them); integer dtypes are never reported. */
-static void test_non_finite(void **state)
-{
+static void test_non_finite(void **state) {
     (void)state;
-    static const struct { const char *dtype; int es, ebits, mbits; } F[] = {
+    static const struct {
+        const char *dtype;
+        int es, ebits, mbits;
+    } F[] = {
         {"F64", 8, 11, 52}, {"F32", 4, 8, 23}, {"BF16", 2, 8, 7}, {"F16", 2, 5, 10}, {"F8_E5M2", 1, 5, 2},
     };
     const size_t n = 1000;
@@ -696,10 +689,10 @@ static void test_non_finite(void **state)
         assert_non_null(d);
         const int eshift = F[f].mbits;
         const uint64_t emask = (1ull << F[f].ebits) - 1;
-        for (int kind = 0; kind < 4; kind++) {   /* none, NaN, +Inf, -Inf */
+        for (int kind = 0; kind < 4; kind++) { /* none, NaN, +Inf, -Inf */
             for (size_t i = 0; i < n; i++) {
                 uint64_t v = rnd();
-                if (((v >> eshift) & emask) == emask) v &= ~(1ull << eshift);   /* finite: not all ones */
+                if (((v >> eshift) & emask) == emask) v &= ~(1ull << eshift); /* finite: not all ones */
                 for (int k = 0; k < F[f].es; k++) d[i * F[f].es + k] = (unsigned char)(v >> (8 * k));
             }
             size_t at = (size_t)(rnd() % n);
@@ -742,7 +735,7 @@ static void test_non_finite(void **state)
     float w[300];
     uint16_t h[64];
     for (int i = 0; i < 300; i++) w[i] = (float)((double)(rnd() % 2000001) / 1000.0 - 1000.0);
-    for (int i = 0; i < 64; i++) h[i] = (uint16_t)(rnd() & 0x7f7f);   /* exponent < 0xff */
+    for (int i = 0; i < 64; i++) h[i] = (uint16_t)(rnd() & 0x7f7f); /* exponent < 0xff */
     StTensor ts[2] = {{"a.bf16", "BF16", 1, {64}, h, sizeof h}, {"b.weight", "F32", 2, {20, 15}, w, sizeof w}};
     const char *path = tpath("nan.safetensors");
     char err[512];
@@ -754,7 +747,7 @@ static void test_non_finite(void **state)
     void *raw;
     size_t len;
     assert_int_equal(read_file(path, &raw, &len, err, sizeof err), 0);
-    memset((unsigned char *)raw + len - sizeof w + 4 * 123, 0xff, 4);   /* b.weight is last */
+    memset((unsigned char *)raw + len - sizeof w + 4 * 123, 0xff, 4); /* b.weight is last */
     memset((unsigned char *)raw + len - sizeof w - sizeof h + 2 * 9, 0xff, 2);
     st = st_open_mem(raw, len, "mem", err, sizeof err);
     if (!st) fail_msg("%s", err);
@@ -767,8 +760,7 @@ static void test_non_finite(void **state)
     free(raw);
 }
 
-static void test_dtype_helpers(void **state)
-{
+static void test_dtype_helpers(void **state) {
     (void)state;
     assert_int_equal(st_dtype_size("F32"), 4);
     assert_int_equal(st_dtype_size("BF16"), 2);
@@ -782,27 +774,22 @@ static void test_dtype_helpers(void **state)
     StTensor t = {"s", "F32", 0, {0}, NULL, 0};
     assert_int_equal(st_numel(&t), 1);
     t.ndim = 3;
-    t.shape[0] = 2; t.shape[1] = 0; t.shape[2] = 5;
+    t.shape[0] = 2;
+    t.shape[1] = 0;
+    t.shape[2] = 5;
     assert_int_equal(st_numel(&t), 0);
     t.shape[1] = -1;
     assert_int_equal(st_numel(&t), -1);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dtype_helpers),
-        cmocka_unit_test(test_non_finite),
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_no_tensors),
-        cmocka_unit_test(test_many_tensors),
-        cmocka_unit_test(test_corrupt_headers),
-        cmocka_unit_test(test_bad_lengths),
-        cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_random_corruption),
-        cmocka_unit_test(test_write_refuses),
-        cmocka_unit_test(test_atomic_write),
-        cmocka_unit_test(test_fsutil),
+        cmocka_unit_test(test_dtype_helpers),     cmocka_unit_test(test_non_finite),
+        cmocka_unit_test(test_roundtrip),         cmocka_unit_test(test_no_tensors),
+        cmocka_unit_test(test_many_tensors),      cmocka_unit_test(test_corrupt_headers),
+        cmocka_unit_test(test_bad_lengths),       cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_write_refuses),
+        cmocka_unit_test(test_atomic_write),      cmocka_unit_test(test_fsutil),
     };
     return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

@@ -55,7 +55,7 @@ static Config grid_config(const char *mixer, int side, int D, int E, int causal,
 
 typedef struct {
     int count, len;
-    int *tok;       /* [count, len]: row index (b N + token) of step t of sequence s */
+    int *tok; /* [count, len]: row index (b N + token) of step t of sequence s */
 } Seqs;
 
 /* 1-D: each image one sequence in row order; 2-D: each row, then each column */
@@ -64,7 +64,7 @@ static Seqs seqs_of(int B, int side, int scan2d) {
     Seqs q;
     q.count = scan2d ? 2 * B * side : B;
     q.len = scan2d ? side : N;
-    q.tok = TU_NEW(int, (size_t)q.count * q.len);
+    q.tok = TU_NEW(int, (size_t)q.count *q.len);
     int s = 0;
     for (int b = 0; b < B; b++) {
         if (!scan2d) {
@@ -72,9 +72,9 @@ static Seqs seqs_of(int B, int side, int scan2d) {
             s++;
             continue;
         }
-        for (int i = 0; i < side; i++, s++)   /* row i, left to right */
+        for (int i = 0; i < side; i++, s++) /* row i, left to right */
             for (int j = 0; j < side; j++) q.tok[(size_t)s * q.len + j] = b * N + i * side + j;
-        for (int j = 0; j < side; j++, s++)   /* column j, top to bottom */
+        for (int j = 0; j < side; j++, s++) /* column j, top to bottom */
             for (int i = 0; i < side; i++) q.tok[(size_t)s * q.len + i] = b * N + i * side + j;
     }
     return q;
@@ -89,13 +89,13 @@ static int step_tok(const Seqs *q, int s, int dir, int k) {
 
 typedef struct {
     const char *mixer;
-    int B, side, D, E, causal, head;   /* E: LRU states / hidden width; head: hgru2's e */
+    int B, side, D, E, causal, head; /* E: LRU states / hidden width; head: hgru2's e */
     Seqs seqs;
-    double *x;                 /* [M, D] */
-    double *p;                 /* the parameter block, in the layer's order */
-    double *beta;              /* [D] (hgru1, hgru2) */
+    double *x; /* [M, D] */
+    double *p; /* the parameter block, in the layer's order */
+    double *beta; /* [D] (hgru1, hgru2) */
     const MixerLayer *l;
-    double *w;                 /* [M, D] loss weights */
+    double *w; /* [M, D] loss weights */
 } Ref;
 
 static int ref_rows(const Ref *r) { return r->B * r->side * r->side; }
@@ -108,7 +108,7 @@ static const double *tensor(const Ref *r, const char *name) {
         if (!strcmp(t->name, full)) return r->p + t->offset;
     }
     fail_msg("no tensor %s", full);
-    abort();   /* fail_msg does not return */
+    abort(); /* fail_msg does not return */
 }
 
 static double sig(double v) { return 1 / (1 + exp(-v)); }
@@ -145,11 +145,11 @@ static void hgru1_ref(const Ref *r, double *out) {
     double *proj = TU_NEW(double, (size_t)M * 5 * D), *f = TU_NEW(double, (size_t)M * 2 * D);
     double *g = TU_NEW(double, (size_t)M * 2 * D);
     memset(f, 0, (size_t)M * 2 * D * sizeof *f);
-    const double *Wi = tensor(r, "input_proj.weight");   /* [2D | 2D | D] rows, one block */
-    const double *bi = tensor(r, "input_proj.bias");     /* [2D | 2D | D], one block */
+    const double *Wi = tensor(r, "input_proj.weight"); /* [2D | 2D | D] rows, one block */
+    const double *bi = tensor(r, "input_proj.bias"); /* [2D | 2D | D], one block */
     linear(proj, r->x, Wi, bi, M, D, 5 * D);
     const double *thf = tensor(r, "theta_forward"), *thr = tensor(r, "theta_reverse");
-    double complex *H = TU_NEW(double complex, (size_t)M * D);
+    double complex *H = TU_NEW(double complex, (size_t)M *D);
     for (size_t i = 0; i < (size_t)M * D; i++) H[i] = 0;
     for (int s = 0; s < r->seqs.count; s++)
         for (int dir = 0; dir < 2; dir++)
@@ -172,7 +172,10 @@ static void hgru1_ref(const Ref *r, double *out) {
     for (int m = 0; m < M; m++)
         for (int c = 0; c < 2 * D; c++) g[(size_t)m * 2 * D + c] *= silu(proj[(size_t)m * 5 * D + 2 * D + c]);
     linear(out, g, tensor(r, "out_proj.weight"), tensor(r, "out_proj.bias"), M, 2 * D, D);
-    free(proj); free(f); free(g); free(H);
+    free(proj);
+    free(f);
+    free(g);
+    free(H);
 }
 
 /* HGRU2: [v | q | f], per head of e channels an e x e state
@@ -180,8 +183,8 @@ static void hgru1_ref(const Ref *r, double *out) {
  * LayerNorm_D, out_proj */
 static void hgru2_ref(const Ref *r, double *out) {
     const int M = ref_rows(r), D = r->D, e = r->head;
-    double *proj = TU_NEW(double, (size_t)M * 3 * D), *o = TU_NEW(double, (size_t)M * D);
-    double *nrm = TU_NEW(double, (size_t)M * D), *S = TU_NEW(double, (size_t)e * e);
+    double *proj = TU_NEW(double, (size_t)M * 3 * D), *o = TU_NEW(double, (size_t)M *D);
+    double *nrm = TU_NEW(double, (size_t)M *D), *S = TU_NEW(double, (size_t)e *e);
     linear(proj, r->x, tensor(r, "in_proj.weight"), tensor(r, "in_proj.bias"), M, D, 3 * D);
     for (size_t i = 0; i < (size_t)M * D; i++) o[i] = 0;
     for (int s = 0; s < r->seqs.count; s++)
@@ -193,8 +196,7 @@ static void hgru2_ref(const Ref *r, double *out) {
                     const double *u = proj + (size_t)m * 3 * D;
                     for (int i = 0; i < e; i++) {
                         const double lam = r->beta[h0 + i] + (1 - r->beta[h0 + i]) * sig(u[2 * D + h0 + i]);
-                        for (int j = 0; j < e; j++)
-                            S[i * e + j] = lam * S[i * e + j] + (1 - lam) * silu(u[h0 + j]);
+                        for (int j = 0; j < e; j++) S[i * e + j] = lam * S[i * e + j] + (1 - lam) * silu(u[h0 + j]);
                     }
                     for (int j = 0; j < e; j++)
                         for (int i = 0; i < e; i++) o[(size_t)m * D + h0 + j] += sig(u[D + h0 + i]) * S[i * e + j];
@@ -202,7 +204,10 @@ static void hgru2_ref(const Ref *r, double *out) {
             }
     layernorm(nrm, o, tensor(r, "norm.weight"), tensor(r, "norm.bias"), M, D);
     linear(out, nrm, tensor(r, "out_proj.weight"), tensor(r, "out_proj.bias"), M, D, D);
-    free(proj); free(o); free(nrm); free(S);
+    free(proj);
+    free(o);
+    free(nrm);
+    free(S);
 }
 
 /* LRU: h = lambda h + gamma (B u) in every direction, y = Re(C sum) + D u */
@@ -210,7 +215,7 @@ static void lru_ref(const Ref *r, double *out) {
     const int M = ref_rows(r), H = r->D, S = r->E, dirs = r->causal ? 1 : 2;
     const double *nu = tensor(r, "nu_log"), *th = tensor(r, "theta");
     const double *Bm = tensor(r, "B"), *Cm = tensor(r, "C"), *Dv = tensor(r, "D");
-    double complex *bu = TU_NEW(double complex, (size_t)M * S), *hs = TU_NEW(double complex, (size_t)M * S);
+    double complex *bu = TU_NEW(double complex, (size_t)M *S), *hs = TU_NEW(double complex, (size_t)M *S);
     for (int m = 0; m < M; m++)
         for (int k = 0; k < S; k++) {
             double complex v = 0;
@@ -238,14 +243,15 @@ static void lru_ref(const Ref *r, double *out) {
                      Cm[(size_t)h * 2 * S + 2 * k + 1] * cimag(hs[(size_t)m * S + k]);
             out[(size_t)m * H + h] = y;
         }
-    free(bu); free(hs);
+    free(bu);
+    free(hs);
 }
 
 /* minGRU / minLSTM: the gates from the token, h = a h + x~ in every direction, out_proj */
 static void min_ref(const Ref *r, double *out, int lstm) {
     const int M = ref_rows(r), D = r->D, E = r->E, parts = lstm ? 3 : 2, dirs = r->causal ? 1 : 2;
-    double *pr = TU_NEW(double, (size_t)M * parts * E), *a = TU_NEW(double, (size_t)M * E);
-    double *xin = TU_NEW(double, (size_t)M * E), *hs = TU_NEW(double, (size_t)M * E);
+    double *pr = TU_NEW(double, (size_t)M *parts *E), *a = TU_NEW(double, (size_t)M *E);
+    double *xin = TU_NEW(double, (size_t)M *E), *hs = TU_NEW(double, (size_t)M *E);
     linear(pr, r->x, tensor(r, "in_proj.weight"), tensor(r, "in_proj.bias"), M, D, parts * E);
     for (int m = 0; m < M; m++)
         for (int c = 0; c < E; c++) {
@@ -271,16 +277,25 @@ static void min_ref(const Ref *r, double *out, int lstm) {
                 }
             }
     linear(out, hs, tensor(r, "out_proj.weight"), tensor(r, "out_proj.bias"), M, E, D);
-    free(pr); free(a); free(xin); free(hs);
+    free(pr);
+    free(a);
+    free(xin);
+    free(hs);
 }
 
 static void ref_forward(const Ref *r, double *out) {
-    if (!strcmp(r->mixer, "hgru1")) hgru1_ref(r, out);
-    else if (!strcmp(r->mixer, "hgru2")) hgru2_ref(r, out);
-    else if (!strcmp(r->mixer, "lru")) lru_ref(r, out);
-    else if (!strcmp(r->mixer, "mingru")) min_ref(r, out, 0);
-    else if (!strcmp(r->mixer, "minlstm")) min_ref(r, out, 1);
-    else fail_msg("no naive reference for the %s mixer: write one here", r->mixer);
+    if (!strcmp(r->mixer, "hgru1"))
+        hgru1_ref(r, out);
+    else if (!strcmp(r->mixer, "hgru2"))
+        hgru2_ref(r, out);
+    else if (!strcmp(r->mixer, "lru"))
+        lru_ref(r, out);
+    else if (!strcmp(r->mixer, "mingru"))
+        min_ref(r, out, 0);
+    else if (!strcmp(r->mixer, "minlstm"))
+        min_ref(r, out, 1);
+    else
+        fail_msg("no naive reference for the %s mixer: write one here", r->mixer);
 }
 
 static double ref_loss(void *ctx) {
@@ -304,10 +319,14 @@ static void random_params(MixerLayer *l, const char *mixer, Rng *r) {
         float *p = h + t->offset;
         if (!strcmp(t->name, "mixer.nu_log"))
             for (size_t k = 0; k < t->numel; k++) p[k] = (float)log(-log(0.2 + 0.75 * rng_uniform(r)));
-        else if (strstr(t->name, "theta")) tu_fill_uniform(r, p, t->numel, -3.1f, 3.1f);
-        else if (!strcmp(t->name, "mixer.norm.weight")) tu_fill_uniform(r, p, t->numel, 0.5f, 1.5f);
-        else if (!strcmp(mixer, "lru")) tu_fill_normal(r, p, t->numel, 0.5f);
-        else tu_fill_uniform(r, p, t->numel, -0.6f, 0.6f);
+        else if (strstr(t->name, "theta"))
+            tu_fill_uniform(r, p, t->numel, -3.1f, 3.1f);
+        else if (!strcmp(t->name, "mixer.norm.weight"))
+            tu_fill_uniform(r, p, t->numel, 0.5f, 1.5f);
+        else if (!strcmp(mixer, "lru"))
+            tu_fill_normal(r, p, t->numel, 0.5f);
+        else
+            tu_fill_uniform(r, p, t->numel, -0.6f, 0.6f);
     }
     bk->to_device(bk, mixer_layer_params(l), h, np * sizeof(float));
     mixer_layer_params_changed(l);
@@ -324,8 +343,8 @@ static void random_params(MixerLayer *l, const char *mixer, Rng *r) {
 static void check_layer(const char *mixer, int B, int side, int D, int E, int causal, int scan2d, uint64_t seed) {
     char err[256], what[256], tag[96];
     const int N = side * side, M = B * N, S = E ? E : D;
-    snprintf(tag, sizeof tag, "%s %s %s B%d %dx%d D%d", mixer, scan2d ? "2-D" : "1-D", causal ? "causal" : "bidir",
-             B, side, side, D);
+    snprintf(tag, sizeof tag, "%s %s %s B%d %dx%d D%d", mixer, scan2d ? "2-D" : "1-D", causal ? "causal" : "bidir", B,
+             side, side, D);
     Config c = grid_config(mixer, side, D, E, causal, scan2d);
     MixerLayer *l = mixer_layer_create(bk, &c, M, 1, err, sizeof err);
     if (!l) fail_msg("%s: %s", tag, err);
@@ -336,9 +355,9 @@ static void check_layer(const char *mixer, int B, int side, int D, int E, int ca
     float *x = TU_NEW(float, nx), *out = TU_NEW(float, nx), *w = TU_NEW(float, nx), *dx = TU_NEW(float, nx);
     tu_fill_normal(&r, x, nx, 1.0f);
     tu_fill_normal(&r, w, nx, 1.0f);
-    for (size_t i = 0; i < nx; i++) out[i] = dx[i] = NAN;   /* overwritten */
+    for (size_t i = 0; i < nx; i++) out[i] = dx[i] = NAN; /* overwritten */
     float *g0 = TU_NEW(float, np);
-    tu_fill_normal(&r, g0, np, 1.0f);   /* parameter gradients accumulate onto these */
+    tu_fill_normal(&r, g0, np, 1.0f); /* parameter gradients accumulate onto these */
     memcpy(mixer_layer_grads(l), g0, np * sizeof(float));
     float *beta = mixer_layer_beta(l), *dbeta = mixer_layer_dbeta(l), db0[64];
     if (dbeta) {
@@ -349,8 +368,18 @@ static void check_layer(const char *mixer, int B, int side, int D, int E, int ca
     mixer_layer_forward(l, x, out, B, N);
     mixer_layer_backward(l, x, w, dx, B, N);
 
-    Ref ref = {mixer, B, side, D, S, causal, c.head_size, seqs_of(B, side, scan2d), tu_to_double(x, nx),
-               tu_to_double(mixer_layer_params(l), np), beta ? tu_to_double(beta, (size_t)D) : NULL, l,
+    Ref ref = {mixer,
+               B,
+               side,
+               D,
+               S,
+               causal,
+               c.head_size,
+               seqs_of(B, side, scan2d),
+               tu_to_double(x, nx),
+               tu_to_double(mixer_layer_params(l), np),
+               beta ? tu_to_double(beta, (size_t)D) : NULL,
+               l,
                tu_to_double(w, nx)};
     double *want = TU_NEW(double, nx);
     ref_forward(&ref, want);
@@ -381,8 +410,18 @@ static void check_layer(const char *mixer, int B, int side, int D, int E, int ca
         snprintf(what, sizeof what, "%s dbeta (+=)", tag);
         TU_ASSERT_REL(what, added, gb, (size_t)D, BWD_TOL);
     }
-    free(x); free(out); free(w); free(dx); free(g0); free(want); free(gx);
-    free(ref.seqs.tok); free(ref.x); free(ref.p); free(ref.beta); free(ref.w);
+    free(x);
+    free(out);
+    free(w);
+    free(dx);
+    free(g0);
+    free(want);
+    free(gx);
+    free(ref.seqs.tok);
+    free(ref.x);
+    free(ref.p);
+    free(ref.beta);
+    free(ref.w);
     mixer_layer_destroy(l);
 }
 
@@ -397,7 +436,7 @@ static void test_against_naive(void **s) {
         for (int causal = 0; causal <= mx->supports_causal; causal++) {
             check_layer(mx->name, 2, 3, 4, 3, causal, 0, seed++);
             check_layer(mx->name, 2, 3, 4, 3, causal, 1, seed++);
-            check_layer(mx->name, 1, 4, 4, 0, causal, 1, seed++);   /* E = D, an even side */
+            check_layer(mx->name, 1, 4, 4, 0, causal, 1, seed++); /* E = D, an even side */
         }
     }
 }
@@ -432,10 +471,11 @@ static void test_receptive_field(void **s) {
                 const int want = bi == 0 && (row || col);
                 if (moved != want)
                     fail_msg("%s 2-D %s: token (%d, %d) of image %d %s when token (%d, %d) changed", mx->name,
-                             causal ? "causal" : "bidirectional", ri, ci, bi, moved ? "moved" : "did not move",
-                             ti, tj);
+                             causal ? "causal" : "bidirectional", ri, ci, bi, moved ? "moved" : "did not move", ti, tj);
             }
-            free(x); free(o0); free(o1);
+            free(x);
+            free(o0);
+            free(o1);
             mixer_layer_destroy(l);
         }
     }

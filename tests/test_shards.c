@@ -51,8 +51,8 @@ static int n_train_good;
 static void make_fixture(void) {
     Rng r = rng_stream(1234, 1);
     const char *cls[3] = {"ant", "bee", "cat"};
-    const int kinds[9] = {FX_BASELINE, FX_BASELINE, FX_PROGRESSIVE, FX_GRAY, FX_CMYK, FX_PNG, FX_BASELINE, FX_BASELINE,
-                          FX_BASELINE};
+    const int kinds[9] = {FX_BASELINE, FX_BASELINE, FX_PROGRESSIVE, FX_GRAY,    FX_CMYK,
+                          FX_PNG,      FX_BASELINE, FX_BASELINE,    FX_BASELINE};
     assert_int_equal(fx_mkdir(P("src")), 0);
     assert_int_equal(fx_mkdir(P("src/train")), 0);
     assert_int_equal(fx_mkdir(P("src/val")), 0);
@@ -64,7 +64,7 @@ static void make_fixture(void) {
         assert_int_equal(fx_mkdir(P(rel)), 0);
         for (int i = 0; i < 9; i++) {
             int kind = kinds[i], w = 48 + 8 * i, h = 40 + 4 * c;
-            if (i == 8) w = 300, h = 170;   /* larger than max_side */
+            if (i == 8) w = 300, h = 170; /* larger than max_side */
             if (c == 1 && i == 7) kind = FX_TRUNCATED;
             if (c == 2 && i == 1) kind = FX_TEXT;
             snprintf(rel, sizeof rel, "src/train/%s/%02d.%s", cls[c], i, kind == FX_PNG ? "png" : "jpg");
@@ -140,7 +140,7 @@ static void test_round_trip(void **s) {
     char ipath[512];
     snprintf(ipath, sizeof ipath, "%s/train.index", P("out"));
     if (shard_index_read(ipath, &ix, err, sizeof err)) fail_msg("%s", err);
-    assert_true(ix.nshards >= 3);   /* 40 KB shards */
+    assert_true(ix.nshards >= 3); /* 40 KB shards */
     uint8_t *buf = NULL;
     size_t cap = 0;
     ImageBuf file = {0};
@@ -149,7 +149,7 @@ static void test_round_trip(void **s) {
         const char *path = dataset_file_path(ref, i);
         long long fl = image_read_file(path, &file, err, sizeof err);
         Image src;
-        if (image_decode_mem(file.p, (size_t)fl, path, 3, &src, err, sizeof err)) continue;   /* left out */
+        if (image_decode_mem(file.p, (size_t)fl, path, 3, &src, err, sizeof err)) continue; /* left out */
         assert_string_equal(shard_rec_src(&ix, j), path);
         assert_int_equal(ds->label(ds, j), ref->label(ref, i));
         long long n = dataset_read_encoded(ds, j, &buf, &cap, err, sizeof err);
@@ -167,7 +167,7 @@ static void test_round_trip(void **s) {
             assert_int_equal(mean_abs(&got, &src) == 0.0, 1);
         } else {
             reenc++;
-            assert_int_equal(hd.hs[0], 2);   /* 4:2:0 */
+            assert_int_equal(hd.hs[0], 2); /* 4:2:0 */
             assert_int_equal(hd.vs[0], 2);
             if (src.w > 128 || src.h > 128) {
                 /* brought to a longer side of 128 */
@@ -175,7 +175,8 @@ static void test_round_trip(void **s) {
                 int nh = src.h > src.w ? 128 : (int)((double)src.h * 128 / src.w + 0.5);
                 Image sm = {nw, nh, 3, malloc((size_t)nw * nh * 3)};
                 assert_int_equal(resize_u8(src.px, src.w, src.h, 3, (size_t)src.w * 3, NULL, nw, nh, 0, 0, nw, nh,
-                                           RESAMPLE_BICUBIC, sm.px, NULL), 0);
+                                           RESAMPLE_BICUBIC, sm.px, NULL),
+                                 0);
                 double e = mean_abs(&got, &sm);
                 print_message("  %s: resized %dx%d -> %dx%d, mean |error| %.2f\n", path, src.w, src.h, nw, nh, e);
                 assert_true(e < 4.0);
@@ -191,7 +192,7 @@ static void test_round_trip(void **s) {
         j++;
     }
     assert_int_equal(j, ds->n);
-    assert_int_equal(stored, 3 * 4 - 2);   /* the baseline files no larger than 128, less the 2 broken */
+    assert_int_equal(stored, 3 * 4 - 2); /* the baseline files no larger than 128, less the 2 broken */
     assert_int_equal(reenc, ds->n - stored);
     /* the two broken files are listed with their reason */
     void *sk;
@@ -238,7 +239,7 @@ static void test_determinism(void **s) {
         files++;
     }
     closedir(d);
-    assert_true(files >= 5);   /* shards, index, skipped list, classes */
+    assert_true(files >= 5); /* shards, index, skipped list, classes */
 }
 
 /* Copy out/ to name/ and apply a change by shell command (in that directory). */
@@ -418,7 +419,7 @@ static void test_every_sample_once(void **s) {
                 }
             assert_int_equal(k, 24);
             for (int c = 0; c < 24; c++) assert_int_equal(seen[c], 1);
-            if (e > 0) assert_memory_not_equal(order, prev, sizeof order);   /* reshuffled */
+            if (e > 0) assert_memory_not_equal(order, prev, sizeof order); /* reshuffled */
             memcpy(prev, order, sizeof order);
             if (e == 0) memcpy(first_order[mode], order, sizeof order);
         }
@@ -436,8 +437,10 @@ static void test_every_sample_once(void **s) {
     int perm[24], changes = 0;
     assert_int_equal(dataset_epoch_order(ds, 5, 0, perm, 24), 1);
     for (int i = 1; i < 24; i++) {
-        if (ix.rec[perm[i]].shard == ix.rec[perm[i - 1]].shard) assert_int_equal(perm[i], perm[i - 1] + 1);
-        else changes++;
+        if (ix.rec[perm[i]].shard == ix.rec[perm[i - 1]].shard)
+            assert_int_equal(perm[i], perm[i - 1] + 1);
+        else
+            changes++;
     }
     assert_int_equal(changes, ix.nshards - 1);
     /* train_limit: a permutation of the first n */
@@ -466,12 +469,9 @@ static void test_detect(void **s) {
 int main(void) {
     omp_set_num_threads(2);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_integrity),
-        cmocka_unit_test(test_same_order_as_imagefolder),
-        cmocka_unit_test(test_every_sample_once),
-        cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_integrity),         cmocka_unit_test(test_same_order_as_imagefolder),
+        cmocka_unit_test(test_every_sample_once), cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -38,7 +38,10 @@
 
 static char tmpdir[256];
 
-typedef struct { uint8_t *rgb; int w, h; } Picture;
+typedef struct {
+    uint8_t *rgb;
+    int w, h;
+} Picture;
 
 static int read_png(const char *path, Picture *p) {
     png_image img;
@@ -49,7 +52,10 @@ static int read_png(const char *path, Picture *p) {
     p->w = (int)img.width;
     p->h = (int)img.height;
     p->rgb = TU_NEW(uint8_t, (size_t)p->w * p->h * 3);
-    if (!png_image_finish_read(&img, NULL, p->rgb, 0, NULL)) { free(p->rgb); return -1; }
+    if (!png_image_finish_read(&img, NULL, p->rgb, 0, NULL)) {
+        free(p->rgb);
+        return -1;
+    }
     return 0;
 }
 
@@ -62,7 +68,9 @@ static int run(const char *cmdline) {
 
 /* The grid as the command lays it out for n images of side S (the header's
  * height is what is left above the tiles: whole text lines). */
-typedef struct { int scale, tile, cap_h, cols, rows, header_h; } Grid;
+typedef struct {
+    int scale, tile, cap_h, cols, rows, header_h;
+} Grid;
 
 static Grid grid_of(const Picture *p, int S, int n, int caption_lines) {
     Grid g;
@@ -75,7 +83,7 @@ static Grid grid_of(const Picture *p, int S, int n, int caption_lines) {
     assert_int_equal(p->w, g.cols * g.tile + (g.cols + 1) * GAP);
     g.header_h = p->h - g.rows * (g.tile + g.cap_h) - (g.rows + 1) * GAP;
     assert_true(g.header_h >= 10 + GAP);
-    assert_int_equal((g.header_h - GAP) % 10, 0);   /* whole 10-pixel text lines */
+    assert_int_equal((g.header_h - GAP) % 10, 0); /* whole 10-pixel text lines */
     return g;
 }
 
@@ -102,12 +110,13 @@ static long check_tiles(const Picture *p, const Grid *g, int n, int S, int C, co
             assert_int_equal(non_bg(p, x0, y0, g->tile, g->tile + g->cap_h), 0);
             continue;
         }
-        assert_true(cap > 20);   /* a caption */
+        assert_true(cap > 20); /* a caption */
         const uint8_t *img = ref + (size_t)k * C * S * S;
         for (int y = 0; y < g->tile; y++)
             for (int x = 0; x < g->tile; x++)
                 for (int ch = 0; ch < 3; ch++) {
-                    const uint8_t want = img[(size_t)(C == 1 ? 0 : ch) * S * S + (size_t)(y / g->scale) * S + x / g->scale];
+                    const uint8_t want =
+                        img[(size_t)(C == 1 ? 0 : ch) * S * S + (size_t)(y / g->scale) * S + x / g->scale];
                     diff += p->rgb[((size_t)(y0 + y) * p->w + x0 + x) * 3 + ch] != want;
                 }
     }
@@ -119,8 +128,10 @@ static void fmnist_eval_grid(void **state) {
     if (access(FMNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK) != 0) skip();
     char out[512], args[1024];
     snprintf(out, sizeof out, "%s/fm_eval.png", tmpdir);
-    snprintf(args, sizeof args, "show-batch --config %s/configs/fmnist_hgrn1_tiny.cfg --device cpu --eval "
-             "--count 10 %s >/dev/null", HGRN_SOURCE_DIR, out);
+    snprintf(args, sizeof args,
+             "show-batch --config %s/configs/fmnist_hgrn1_tiny.cfg --device cpu --eval "
+             "--count 10 %s >/dev/null",
+             HGRN_SOURCE_DIR, out);
     assert_int_equal(run(args), 0);
     Picture p;
     assert_int_equal(read_png(out, &p), 0);
@@ -148,9 +159,10 @@ static int photos(char *cfg, size_t cap) {
     if (made >= 0) return made;
     char cmd[2048];
     const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    snprintf(cmd, sizeof cmd, "%s %s/scripts/make_photos.py %s/photos/train 16 >/dev/null 2>&1 && "
-             "%s %s/scripts/make_photos.py %s/photos/val 9 >/dev/null 2>&1", py, HGRN_SOURCE_DIR, tmpdir, py,
-             HGRN_SOURCE_DIR, tmpdir);
+    snprintf(cmd, sizeof cmd,
+             "%s %s/scripts/make_photos.py %s/photos/train 16 >/dev/null 2>&1 && "
+             "%s %s/scripts/make_photos.py %s/photos/val 9 >/dev/null 2>&1",
+             py, HGRN_SOURCE_DIR, tmpdir, py, HGRN_SOURCE_DIR, tmpdir);
     made = system(cmd) == 0;
     if (!made) {
         fprintf(stderr, "scripts/make_photos.py failed (needs pillow, numpy, scikit-image): photo tree skipped\n");
@@ -160,8 +172,10 @@ static int photos(char *cfg, size_t cap) {
     assert_non_null(f);
     /* DeiT's augmentation (the defaults: RandomResizedCrop, RandAugment,
      * erasing, Mixup 0.8 / CutMix 1.0) at 48 px */
-    fprintf(f, "[model]\nimage_size = 48\npatch_size = 16\nnum_classes = 9\n[train]\nbatch_size = 8\nseed = 11\n"
-               "[data]\ndataset = imagefolder\npath = %s/photos\n", tmpdir);
+    fprintf(f,
+            "[model]\nimage_size = 48\npatch_size = 16\nnum_classes = 9\n[train]\nbatch_size = 8\nseed = 11\n"
+            "[data]\ndataset = imagefolder\npath = %s/photos\n",
+            tmpdir);
     assert_int_equal(fclose(f), 0);
     return 1;
 }
@@ -210,7 +224,7 @@ static void photos_train_grid(void **state) {
     assert_int_equal(run(args), 0);
     Picture p;
     assert_int_equal(read_png(out, &p), 0);
-    const Grid g = grid_of(&p, 48, 5, 2);   /* two caption lines: Mixup/CutMix */
+    const Grid g = grid_of(&p, 48, 5, 2); /* two caption lines: Mixup/CutMix */
     assert_int_equal(g.cols * g.rows, 6);
     /* the trainer's first batch: a training Loader at epoch 0, batch 0 */
     Config c;
@@ -266,16 +280,16 @@ static void bad_arguments(void **state) {
     snprintf(cfg, sizeof cfg, "%s/configs/fmnist_hgrn1_tiny.cfg", HGRN_SOURCE_DIR);
     snprintf(out, sizeof out, "%s/never.png", tmpdir);
     snprintf(a, sizeof a, "%s", out);
-    refuse(a);                                                          /* no --config */
+    refuse(a); /* no --config */
     snprintf(a, sizeof a, "--config %s", cfg);
-    refuse(a);                                                          /* no OUT */
+    refuse(a); /* no OUT */
     snprintf(a, sizeof a, "--config %s %s %s.2", cfg, out, out);
-    refuse(a);                                                          /* two */
+    refuse(a); /* two */
     snprintf(a, sizeof a, "--config %s --count 0 %s", cfg, out);
     refuse(a);
     snprintf(a, sizeof a, "--config %s --count many %s", cfg, out);
     refuse(a);
-    snprintf(a, sizeof a, "--config %s --count %s", cfg, out);        /* --count eats OUT */
+    snprintf(a, sizeof a, "--config %s --count %s", cfg, out); /* --count eats OUT */
     refuse(a);
     snprintf(a, sizeof a, "--config %s --eval=1 %s", cfg, out);
     refuse(a);
@@ -283,7 +297,7 @@ static void bad_arguments(void **state) {
     refuse(a);
     snprintf(a, sizeof a, "--config %s %s/no/such/dir/x.png", cfg, tmpdir);
     refuse(a);
-    snprintf(a, sizeof a, "--config %s %s", cfg, tmpdir);             /* a directory */
+    snprintf(a, sizeof a, "--config %s %s", cfg, tmpdir); /* a directory */
     refuse(a);
     snprintf(a, sizeof a, "--config %s/nope.cfg %s", tmpdir, out);
     refuse(a);
@@ -294,7 +308,10 @@ static void bad_arguments(void **state) {
 
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_show_batch.XXXXXX");
-    if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(fmnist_eval_grid),

@@ -29,10 +29,19 @@ static Config tiny(const char *mixer) {
     Config c;
     config_defaults(&c);
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
-    c.image_size = 8; c.channels = 3; c.patch_size = 4;
-    c.dim = 8; c.depth = 2; c.glu_dim = 16; c.num_classes = 3; c.drop_path = 0.2f;
+    c.image_size = 8;
+    c.channels = 3;
+    c.patch_size = 4;
+    c.dim = 8;
+    c.depth = 2;
+    c.glu_dim = 16;
+    c.num_classes = 3;
+    c.drop_path = 0.2f;
     c.num_mean = c.num_std = 3;
-    for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < 3; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     return c;
 }
 
@@ -52,7 +61,7 @@ static float *train(Backend *bk, const char *mixer, int parts, int graphs, size_
     step_init(&st, m, &o, &c, comm_single(), graphs);
     const size_t per = (size_t)c.channels * c.image_size * c.image_size;
     uint8_t *img = bk->host_alloc(per * GLOBAL);
-    float *tg = TU_NEW(float, GLOBAL * K);
+    float *tg = TU_NEW(float, GLOBAL *K);
     int index[GLOBAL];
     for (int i = 0; i < GLOBAL; i++) index[i] = i;
     Rng data;
@@ -87,7 +96,7 @@ static void test_steppers_on_one_backend(void **s) {
     Backend *cpu = backend_cpu_create(1, err, sizeof err);
     if (!cpu) fail_msg("%s", err);
     Backend *emu = graph_emul_wrap(cpu);
-    const int order[] = {1, 3, 4, 1, 2};   /* each a new model and Stepper on the same backend */
+    const int order[] = {1, 3, 4, 1, 2}; /* each a new model and Stepper on the same backend */
     for (int mi = 0; mi < 2; mi++) {
         const char *mixer = mi == 0 ? "hgru1" : "minlstm";
         for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -100,7 +109,8 @@ static void test_steppers_on_one_backend(void **s) {
             free(eager);
         }
         print_message("  %s: %zu Steppers in turn on one backend with emulated graphs (1, 3, 4, 1, 2 parts): the "
-                      "weights and EMA equal op by op's\n", mixer, sizeof order / sizeof order[0]);
+                      "weights and EMA equal op by op's\n",
+                      mixer, sizeof order / sizeof order[0]);
     }
     graph_emul_free(emu);
     cpu->destroy(cpu);

@@ -53,8 +53,7 @@ static void test_frame(void **s) {
     assert_memory_equal(rec + 12, data, 24);
     const uint32_t c = tboard_crc32c(0, data, 24);
     const uint32_t masked = ((c >> 15) | (c << 17)) + 0xa282ead8u;
-    const uint8_t tail[4] = {(uint8_t)masked, (uint8_t)(masked >> 8), (uint8_t)(masked >> 16),
-                             (uint8_t)(masked >> 24)};
+    const uint8_t tail[4] = {(uint8_t)masked, (uint8_t)(masked >> 8), (uint8_t)(masked >> 16), (uint8_t)(masked >> 24)};
     assert_memory_equal(rec + 36, tail, 4);
     assert_int_equal(tboard_mask_crc(0), 0xa282ead8u);
 }
@@ -67,22 +66,22 @@ static void test_event_bytes(void **s) {
     const char *tags[2] = {"train/loss", "eval/val_top1"};
     const float values[2] = {0.25f, -2.0f};
     static const uint8_t scalars[] = {
-        0x2a, 0x29,                                       /* summary (5), 41 bytes */
-        0x0a, 0x11,                                       /* value (1), 17 bytes */
-        0x0a, 0x0a, 't', 'r', 'a', 'i', 'n', '/', 'l', 'o', 's', 's',   /* tag (1) */
-        0x15, 0x00, 0x00, 0x80, 0x3e,                     /* simple_value (2, fixed32) 0.25 */
-        0x0a, 0x14,                                       /* value, 20 bytes */
-        0x0a, 0x0d, 'e', 'v', 'a', 'l', '/', 'v', 'a', 'l', '_', 't', 'o', 'p', '1',
-        0x15, 0x00, 0x00, 0x00, 0xc0,                     /* -2.0 */
+        0x2a, 0x29, /* summary (5), 41 bytes */
+        0x0a, 0x11, /* value (1), 17 bytes */
+        0x0a, 0x0a, 't',  'r',  'a',  'i',  'n',  '/',  'l', 'o', 's', 's', /* tag (1) */
+        0x15, 0x00, 0x00, 0x80, 0x3e, /* simple_value (2, fixed32) 0.25 */
+        0x0a, 0x14, /* value, 20 bytes */
+        0x0a, 0x0d, 'e',  'v',  'a',  'l',  '/',  'v',  'a', 'l', '_', 't',
+        'o',  'p',  '1',  0x15, 0x00, 0x00, 0x00, 0xc0, /* -2.0 */
     };
     size_t n = tboard_event_scalars(out, sizeof out, 1.5, 300, tags, values, 2);
     assert_int_equal(n, sizeof head + sizeof scalars);
     assert_memory_equal(out, head, sizeof head);
     assert_memory_equal(out + sizeof head, scalars, sizeof scalars);
-    assert_int_equal(tboard_event_scalars(out, 20, 1.5, 300, tags, values, 2), 0);   /* too small */
+    assert_int_equal(tboard_event_scalars(out, 20, 1.5, 300, tags, values, 2), 0); /* too small */
 
-    static const uint8_t version[] = {0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x10, 0x00, 0x1a, 0x0d,
-                                      'b', 'r', 'a', 'i', 'n', '.', 'E', 'v', 'e', 'n', 't', ':', '2'};
+    static const uint8_t version[] = {0x09, 0,   0,   0,   0,   0,   0,   0xf8, 0x3f, 0x10, 0x00, 0x1a, 0x0d,
+                                      'b',  'r', 'a', 'i', 'n', '.', 'E', 'v',  'e',  'n',  't',  ':',  '2'};
     n = tboard_event_version(out, sizeof out, 1.5);
     assert_int_equal(n, sizeof version);
     assert_memory_equal(out, version, sizeof version);
@@ -104,8 +103,8 @@ static void test_parse_record(void **s) {
                         "\"grad_norm\": 0.75, \"img_per_s\": 1234.5, \"data_wait\": 0.0125}";
     assert_int_equal(tboard_parse_record(train, strlen(train), &step, tags, v, 32), 6);
     assert_int_equal(step, 50);
-    const char *want[6] = {"train/epoch", "train/lr", "train/loss", "train/grad_norm", "train/img_per_s",
-                           "train/data_wait"};
+    const char *want[6] = {"train/epoch",     "train/lr",        "train/loss",
+                           "train/grad_norm", "train/img_per_s", "train/data_wait"};
     const float wantv[6] = {0.4167f, 1.5e-05f, 2.301234f, 0.75f, 1234.5f, 0.0125f};
     for (int i = 0; i < 6; i++) {
         assert_string_equal(tags[i], want[i]);
@@ -123,9 +122,17 @@ static void test_parse_record(void **s) {
                         "\"ranks\": 1, \"changes\": [{\"key\": \"a,b\\\\\", \"here\": \"}\\\"\"}]}";
     assert_int_equal(tboard_parse_record(start, strlen(start), &step, tags, v, 32), 0);
     /* not records */
-    const char *bad[] = {"", "{", "{}", "[1]", "{\"loss\": 1}", "{\"step\": 1.5, \"loss\": 1}",
-                         "{\"step\": 1, \"loss\": }", "{\"step\": 1, \"loss\": 1} x", "{\"step\": 1 \"loss\": 1}",
-                         "{\"step\": 1, \"a\\", "{\"step\": 1, \"a\": \"x\\\"}"};
+    const char *bad[] = {"",
+                         "{",
+                         "{}",
+                         "[1]",
+                         "{\"loss\": 1}",
+                         "{\"step\": 1.5, \"loss\": 1}",
+                         "{\"step\": 1, \"loss\": }",
+                         "{\"step\": 1, \"loss\": 1} x",
+                         "{\"step\": 1 \"loss\": 1}",
+                         "{\"step\": 1, \"a\\",
+                         "{\"step\": 1, \"a\": \"x\\\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(tboard_parse_record(bad[i], strlen(bad[i]), &step, tags, v, 32), -1);
     /* random values printed as metrics.c prints them (%.9g round-trips a float) come back exactly */
@@ -210,7 +217,7 @@ static void test_file_with_replay(void **s) {
     snprintf(path, sizeof path, "%s", tboard_path(tb));
     const char *rec3 = "{\"step\": 3, \"epoch\": 0.3, \"loss\": 2.125}";
     tboard_record(tb, rec3, strlen(rec3));
-    tboard_record(tb, "{\"event\": \"x\", \"step\": 3}", 26);   /* no scalars: nothing written */
+    tboard_record(tb, "{\"event\": \"x\", \"step\": 3}", 26); /* no scalars: nothing written */
     tboard_close(tb);
     static uint8_t recs[8][512];
     size_t lens[8];
@@ -229,7 +236,7 @@ static void test_file_with_replay(void **s) {
     char paths[5][1300];
     snprintf(paths[0], sizeof paths[0], "%s", path);
     for (int k = 1; k < 5; k++) {
-        if (k == 3) {   /* not a start: a file from a clock ahead */
+        if (k == 3) { /* not a start: a file from a clock ahead */
             snprintf(paths[3], sizeof paths[3], "%s/events.out.tfevents.9999999999.zzzz", dir);
             const int fd = open(paths[3], O_WRONLY | O_CREAT | O_EXCL, 0666);
             assert_true(fd >= 0);
@@ -253,10 +260,8 @@ static void test_file_with_replay(void **s) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32c_vectors),
-        cmocka_unit_test(test_frame),
-        cmocka_unit_test(test_event_bytes),
-        cmocka_unit_test(test_parse_record),
+        cmocka_unit_test(test_crc32c_vectors),   cmocka_unit_test(test_frame),
+        cmocka_unit_test(test_event_bytes),      cmocka_unit_test(test_parse_record),
         cmocka_unit_test(test_file_with_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,10 +39,19 @@ static Config tiny(const char *mixer, int causal, int lra) {
     config_defaults(&c);
     snprintf(c.mixer, sizeof c.mixer, "%s", mixer);
     c.causal = causal;
-    c.image_size = 16; c.channels = 3; c.patch_size = 4;    /* 16 tokens of 48 values */
-    c.dim = 32; c.depth = 2; c.glu_dim = 64; c.num_classes = 7; c.drop_path = 0.1f;
+    c.image_size = 16;
+    c.channels = 3;
+    c.patch_size = 4; /* 16 tokens of 48 values */
+    c.dim = 32;
+    c.depth = 2;
+    c.glu_dim = 64;
+    c.num_classes = 7;
+    c.drop_path = 0.1f;
     c.num_mean = c.num_std = 3;
-    for (int i = 0; i < 3; i++) { c.mean[i] = 0.45f; c.std[i] = 0.25f; }
+    for (int i = 0; i < 3; i++) {
+        c.mean[i] = 0.45f;
+        c.std[i] = 0.25f;
+    }
     c.clip_grad = 1.0f;
     if (lra) {
         c.patch_size = 1;
@@ -56,8 +65,8 @@ static Config tiny(const char *mixer, int causal, int lra) {
 
 /* Runs STEPS training steps; losses[STEPS], grad norms and the final weights
  * out. graphs: through the Stepper with CUDA-graph replay (else op by op). */
-static void train(Backend *bk, const char *mixer, int causal, int lra, int graphs, float *losses,
-                  float *gnorms, float **weights, size_t *np) {
+static void train(Backend *bk, const char *mixer, int causal, int lra, int graphs, float *losses, float *gnorms,
+                  float **weights, size_t *np) {
     char err[256];
     Config c = tiny(mixer, causal, lra);
     Stepper st;
@@ -71,7 +80,7 @@ static void train(Backend *bk, const char *mixer, int causal, int lra, int graph
     size_t per = (size_t)c.channels * c.image_size * c.image_size;
     uint8_t *img = bk->host_alloc(per * BATCH);
     if (graphs) step_init(&st, m, &o, &c, comm_single(), 1);
-    float *tg = TU_NEW(float, BATCH * c.num_classes);
+    float *tg = TU_NEW(float, BATCH *c.num_classes);
     for (int s = 0; s < STEPS; s++) {
         /* class-dependent images so the loss really falls */
         memset(tg, 0, sizeof(float) * BATCH * c.num_classes);
@@ -82,7 +91,7 @@ static void train(Backend *bk, const char *mixer, int causal, int lra, int graph
                 img[b * per + i] = (uint8_t)((i * (y + 3) * 37 + rng_int(&data, 64)) & 255);
         }
         Rng dp = rng_stream(3, (uint64_t)s);
-        double lr = 2e-3 * (1.0 - 0.02 * s);   /* a changing lr: the graph must take the new one */
+        double lr = 2e-3 * (1.0 - 0.02 * s); /* a changing lr: the graph must take the new one */
         if (graphs) {
             model_stage_images(m, img, BATCH);
             step_launch(&st, tg, BATCH, BATCH, NULL, lr, &dp);
@@ -98,7 +107,7 @@ static void train(Backend *bk, const char *mixer, int causal, int lra, int graph
     }
     if (graphs) {
         printf("%s %s: %ld of %d steps replayed from a CUDA graph\n", bk->name, mixer, st.replays, STEPS);
-        if (st.graphs) assert_int_equal(st.replays, STEPS - 1);   /* all but the first */
+        if (st.graphs) assert_int_equal(st.replays, STEPS - 1); /* all but the first */
     }
     *np = model_num_params(m);
     *weights = TU_NEW(float, *np);
@@ -117,26 +126,28 @@ static void compare(const char *mixer, int causal, int lra, int bf16, double tol
     size_t nc, ng, nr;
     train(cpu, mixer, causal, lra, 0, lc, gc, &wc, &nc);
     train(gpu, mixer, causal, lra, 0, lg, gg, &wg, &ng);
-    train(gpu, mixer, causal, lra, 1, lr, gr, &wr, &nr);   /* recorded and replayed */
+    train(gpu, mixer, causal, lra, 1, lr, gr, &wr, &nr); /* recorded and replayed */
     assert_int_equal(nc, ng);
     assert_int_equal(ng, nr);
     for (int s = 0; s < STEPS; s++)
         if (memcmp(&lg[s], &lr[s], sizeof(float)) || memcmp(&gg[s], &gr[s], sizeof(float)))
-            fail_msg("%s %s step %d: graph replay loss %.9g / grad norm %.9g vs op by op %.9g / %.9g",
-                     mixer, bf16 ? "bf16" : "fp32", s, lr[s], gr[s], lg[s], gg[s]);
+            fail_msg("%s %s step %d: graph replay loss %.9g / grad norm %.9g vs op by op %.9g / %.9g", mixer,
+                     bf16 ? "bf16" : "fp32", s, lr[s], gr[s], lg[s], gg[s]);
     assert_memory_equal(wg, wr, ng * sizeof(float));
     free(wr);
     for (int s = 0; s < STEPS; s++) {
         if (!isfinite(lg[s]) || fabs(lg[s] - lc[s]) > tol * fabs(lc[s]))
-            fail_msg("%s %s step %d: GPU loss %.6f vs CPU %.6f", mixer, bf16 ? "bf16" : "fp32", s, lg[s],
-                     lc[s]);
+            fail_msg("%s %s step %d: GPU loss %.6f vs CPU %.6f", mixer, bf16 ? "bf16" : "fp32", s, lg[s], lc[s]);
     }
-    assert_true(lc[STEPS - 1] < 0.8 * lc[0]);   /* it did learn */
+    assert_true(lc[STEPS - 1] < 0.8 * lc[0]); /* it did learn */
     double num = 0, den = 0;
-    for (size_t i = 0; i < nc; i++) { num += (wg[i] - wc[i]) * (double)(wg[i] - wc[i]); den += (double)wc[i] * wc[i]; }
+    for (size_t i = 0; i < nc; i++) {
+        num += (wg[i] - wc[i]) * (double)(wg[i] - wc[i]);
+        den += (double)wc[i] * wc[i];
+    }
     printf("%s %s%s%s: loss %.4f -> %.4f (CPU) / %.4f -> %.4f (GPU), weights rel. L2 %.2e\n", mixer,
-           causal ? "(causal) " : "", lra ? "(LRA model) " : "", bf16 ? "bf16" : "fp32", lc[0], lc[STEPS - 1], lg[0], lg[STEPS - 1],
-           sqrt(num / den));
+           causal ? "(causal) " : "", lra ? "(LRA model) " : "", bf16 ? "bf16" : "fp32", lc[0], lc[STEPS - 1], lg[0],
+           lg[STEPS - 1], sqrt(num / den));
     free(wc);
     free(wg);
     gpu->destroy(gpu);
@@ -154,10 +165,22 @@ static void lra_mixers(int bf16, double tol) {
     compare("hgru1", 0, 1, bf16, tol);
     compare("minlstm", 0, 1, bf16, tol);
 }
-static void test_fp32(void **s) { (void)s; all_mixers(0, 1e-3); }
-static void test_bf16(void **s) { (void)s; all_mixers(1, 5e-2); }
-static void test_lra_fp32(void **s) { (void)s; lra_mixers(0, 1e-3); }
-static void test_lra_bf16(void **s) { (void)s; lra_mixers(1, 5e-2); }
+static void test_fp32(void **s) {
+    (void)s;
+    all_mixers(0, 1e-3);
+}
+static void test_bf16(void **s) {
+    (void)s;
+    all_mixers(1, 5e-2);
+}
+static void test_lra_fp32(void **s) {
+    (void)s;
+    lra_mixers(0, 1e-3);
+}
+static void test_lra_bf16(void **s) {
+    (void)s;
+    lra_mixers(1, 5e-2);
+}
 
 int main(void) {
     if (!backend_cuda_available()) {

@@ -19,7 +19,7 @@
 #include "run_util.h"
 
 #define RECIPE RU_RECIPE
-#define SPE 32   /* steps per epoch of the recipe */
+#define SPE 32 /* steps per epoch of the recipe */
 
 static char dir[64];
 static unsigned seed;
@@ -72,7 +72,7 @@ static float state_best(const char *path) {
 /* max_steps k inside the first epoch: evaluated at k, best = the last weights. */
 static void test_ends_inside_first_epoch(void **st) {
     (void)st;
-    const int k = 2 + (int)(seed % (SPE - 3));   /* 2 .. 30: no evaluation was due */
+    const int k = 2 + (int)(seed % (SPE - 3)); /* 2 .. 30: no evaluation was due */
     char extra[64], log[300], a[300], b[300], line[4096], want[300], epoch[32];
     snprintf(extra, sizeof extra, "--train.max_steps %d", k);
     assert_int_equal(run("inside", extra), 0);
@@ -105,7 +105,7 @@ static void test_ends_inside_first_epoch(void **st) {
     assert_int_equal(ru_ckpt_step(a), k);
     assert_true(ru_same_tensors(a, b, NULL));
     snprintf(b, sizeof b, "%s/inside/last.state.safetensors", dir);
-    assert_true(fabs(state_best(b) - top1) < 1e-4);   /* the record holds 4 decimals */
+    assert_true(fabs(state_best(b) - top1) < 1e-4); /* the record holds 4 decimals */
 }
 
 /* max_steps at the end of epoch 1 with train.eval_every 2: evaluated there, once. */

@@ -71,8 +71,7 @@ static inline double tu_rel_err(const float *got, const double *ref, size_t n) {
 }
 
 /* Same, on a strided [rows, cols] view with leading dimension ld (both arrays). */
-static inline double tu_rel_err_strided(const float *got, const double *ref, int rows, int cols,
-                                        int ld) {
+static inline double tu_rel_err_strided(const float *got, const double *ref, int rows, int cols, int ld) {
     double num = 0, den = 0;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) den = fmax(den, fabs(ref[(size_t)r * ld + c]));
@@ -102,13 +101,13 @@ static inline void tu_fd_grad(tu_loss_fn f, void *ctx, double *x, size_t n, doub
 
 /* Assert got ~ ref within tol (relative to max |ref|), printing what failed
  * (and every error when HGRN_TEST_VERBOSE is set). */
-#define TU_ASSERT_REL(what, got, ref, n, tol)                                        \
-    do {                                                                             \
-        double tu_e_ = tu_rel_err((got), (ref), (n));                                \
-        if (!(tu_e_ <= (tol)) || getenv("HGRN_TEST_VERBOSE"))                        \
-            print_message("%s: relative error %.3g (tolerance %.3g, line %d)\n",     \
-                          (what), tu_e_, (double)(tol), __LINE__);                   \
-        assert_true(tu_e_ <= (tol));                                                 \
+#define TU_ASSERT_REL(what, got, ref, n, tol)                                                                  \
+    do {                                                                                                       \
+        double tu_e_ = tu_rel_err((got), (ref), (n));                                                          \
+        if (!(tu_e_ <= (tol)) || getenv("HGRN_TEST_VERBOSE"))                                                  \
+            print_message("%s: relative error %.3g (tolerance %.3g, line %d)\n", (what), tu_e_, (double)(tol), \
+                          __LINE__);                                                                           \
+        assert_true(tu_e_ <= (tol));                                                                           \
     } while (0)
 
 #endif

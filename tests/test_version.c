@@ -62,7 +62,8 @@ static void test_version_lines(void **st) {
     snprintf(commit, sizeof commit, "%.*s", (int)strcspn(c, "\n"), c);
     assert_string_equal(commit, build_info()->commit);
     if (strcmp(commit, "unknown") != 0) {
-        for (int i = 0; i < 12; i++) assert_true(isxdigit((unsigned char)commit[i]) && !isupper((unsigned char)commit[i]));
+        for (int i = 0; i < 12; i++)
+            assert_true(isxdigit((unsigned char)commit[i]) && !isupper((unsigned char)commit[i]));
         assert_true(commit[12] == 0 || !strcmp(commit + 12, "-dirty"));
         char cmd[300];
         snprintf(cmd, sizeof cmd, "git -C %s cat-file -e %.12s^{commit} 2>/dev/null", HGRN_SOURCE_DIR, commit);
@@ -70,8 +71,9 @@ static void test_version_lines(void **st) {
     }
     assert_non_null(strstr(a, "\nbuild type  "));
     const BuildInfo *bi = build_info();
-    snprintf(want, sizeof want, "\nbackends    CUDA %s, cuDNN %s, nvJPEG %s, NCCL %s, MPI %s\n", bi->cuda ? "yes" : "no",
-             bi->cudnn ? "yes" : "no", bi->nvjpeg ? "yes" : "no", bi->nccl ? "yes" : "no", bi->mpi ? "yes" : "no");
+    snprintf(want, sizeof want, "\nbackends    CUDA %s, cuDNN %s, nvJPEG %s, NCCL %s, MPI %s\n",
+             bi->cuda ? "yes" : "no", bi->cudnn ? "yes" : "no", bi->nvjpeg ? "yes" : "no", bi->nccl ? "yes" : "no",
+             bi->mpi ? "yes" : "no");
     assert_non_null(strstr(a, want));
     assert_int_equal(hgrn(a, sizeof a, "version extra"), 2);
 }
@@ -83,13 +85,17 @@ static void test_run_records(void **st) {
         skip();
     }
     char out[8192], args[1200], build[600], want[1200], line[16384], p[300];
-    snprintf(args, sizeof args, "train --config %s/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 2 "
+    snprintf(args, sizeof args,
+             "train --config %s/configs/fmnist_hgrn1_tiny.cfg --device cpu --threads 2 "
              "--model.dim 16 --model.depth 2 --model.glu_dim 32 --train.batch_size 64 --data.train_limit 256 "
-             "--data.val_limit 64 --train.max_steps 3 --train.log_every 1 --out %s/run", HGRN_SOURCE_DIR, dir);
+             "--data.val_limit 64 --train.max_steps 3 --train.log_every 1 --out %s/run",
+             HGRN_SOURCE_DIR, dir);
     if (hgrn(out, sizeof out, args) != 0) fail_msg("%s", out);
     build_info_json(build, sizeof build);
-    snprintf(want, sizeof want, "{\"event\": \"start\", \"step\": 0, \"resumed\": false, %s, \"device\": \"cpu\", "
-             "\"ranks\": 1, \"changes\": []}\n", build);
+    snprintf(want, sizeof want,
+             "{\"event\": \"start\", \"step\": 0, \"resumed\": false, %s, \"device\": \"cpu\", "
+             "\"ranks\": 1, \"changes\": []}\n",
+             build);
     snprintf(p, sizeof p, "%s/run/metrics.jsonl", dir);
     FILE *f = fopen(p, "r");
     assert_non_null(f);
@@ -99,7 +105,8 @@ static void test_run_records(void **st) {
     /* the plot script's reader takes the training records and passes over it */
     if (system("python3 -c 'import json' 2>/dev/null") == 0) {
         char cmd[1200];
-        snprintf(cmd, sizeof cmd, "python3 -c \"import sys; sys.path.insert(0, '%s/scripts'); from plot_metrics "
+        snprintf(cmd, sizeof cmd,
+                 "python3 -c \"import sys; sys.path.insert(0, '%s/scripts'); from plot_metrics "
                  "import read_metrics; t, v = read_metrics('%s'); sys.exit(0 if len(t) == 3 and len(v) == 1 else 1)\"",
                  HGRN_SOURCE_DIR, p);
         assert_int_equal(system(cmd), 0);

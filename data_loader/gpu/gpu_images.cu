@@ -90,7 +90,8 @@ __global__ void k_resize(const GiSample *ss, GiBases bases, const uint8_t *rect,
     int nt = s->ntx * s->nty;
     if ((int)blockIdx.x >= nt) {
         if (s->dx == 0 && s->dy == 0 && s->ow == S && s->oh == S) return;
-        long long z = (long long)(blockIdx.x - nt) * blockDim.x + threadIdx.x, nz = (long long)(gridDim.x - nt) * blockDim.x;
+        long long z = (long long)(blockIdx.x - nt) * blockDim.x + threadIdx.x,
+                  nz = (long long)(gridDim.x - nt) * blockDim.x;
         for (long long i = z; i < plane; i += nz) gi_border_px(s, o, C, S, i);
         return;
     }
@@ -108,12 +109,13 @@ __global__ void k_resize(const GiSample *ss, GiBases bases, const uint8_t *rect,
     __syncthreads();
     int r0, r1, c0, c1;
     gi_tile_rows(s, &tl, &m, &r0, &r1);
-    if (r1 - r0 > s->hrows) r1 = r0 + s->hrows;   /* never (gi_pack sized hrows from the same taps): memory safety */
+    if (r1 - r0 > s->hrows) r1 = r0 + s->hrows; /* never (gi_pack sized hrows from the same taps): memory safety */
     gi_tile_cols(s, &tl, &m, &c0, &c1);
-    int fw = gi_min(c1 - c0, GI_SRC_BYTES / C), band = gi_tile_band(fw, C);   /* min: never (gi_pack checked) */
+    int fw = gi_min(c1 - c0, GI_SRC_BYTES / C), band = gi_tile_band(fw, C); /* min: never (gi_pack checked) */
     for (int b0 = r0; b0 < r1; b0 += band) {
         int nb = gi_min(band, r1 - b0);
-        for (int i = threadIdx.x; i < nb * fw; i += blockDim.x) gi_tile_spx(s, planes, rect, &tab, C, &m, c0, fw, b0, i);
+        for (int i = threadIdx.x; i < nb * fw; i += blockDim.x)
+            gi_tile_spx(s, planes, rect, &tab, C, &m, c0, fw, b0, i);
         __syncthreads();
         for (int i = threadIdx.x; i < nb * tl.tw; i += blockDim.x) gi_tile_hpx(s, C, &tl, &m, r0, c0, fw, b0, i);
         __syncthreads();
@@ -146,7 +148,8 @@ __global__ void k_op_prep(const GiSample *ss, const ImgOp *ops, const uint8_t *i
         atomicAdd(&sum, part);
     } else {
         for (int c = 0; c < C; c++)
-            for (long long i = threadIdx.x; i < plane; i += blockDim.x) atomicAdd(&hist[c * 256 + im[c * plane + i]], 1u);
+            for (long long i = threadIdx.x; i < plane; i += blockDim.x)
+                atomicAdd(&hist[c * 256 + im[c * plane + i]], 1u);
     }
     __syncthreads();
     if (threadIdx.x < C) gi_prep_lut(op, hist, sum, C, S, threadIdx.x, lut);
@@ -156,8 +159,8 @@ __global__ void k_op_prep(const GiSample *ss, const ImgOp *ops, const uint8_t *i
  * pil_color, pil_sharpness, affine_rows / affine_cols, k_op_prep's tables,
  * a copy where the sample has no op at this layer. General affines are
  * k_op_rotate's. */
-__global__ void k_op_apply(const GiSample *ss, const ImgOp *ops, const uint8_t *lut3, const uint8_t *src,
-                           uint8_t *dst, int L, int C, int S) {
+__global__ void k_op_apply(const GiSample *ss, const ImgOp *ops, const uint8_t *lut3, const uint8_t *src, uint8_t *dst,
+                           int L, int C, int S) {
     const GiSample *s = &ss[blockIdx.y];
     const ImgOp *op = L < s->nops ? &ops[s->op_first + L] : NULL;
     if (op && op->kind == IMGOP_AFFINE && gi_affine_path(op->m) == GI_AFF_GENERAL) return;
@@ -165,7 +168,8 @@ __global__ void k_op_apply(const GiSample *ss, const ImgOp *ops, const uint8_t *
     const uint8_t *in = src + (long long)blockIdx.y * C * plane;
     uint8_t *out = dst + (long long)blockIdx.y * C * plane;
     const uint8_t *lut = lut3 + (size_t)blockIdx.y * C * 256;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (long long)gridDim.x * blockDim.x)
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane;
+         i += (long long)gridDim.x * blockDim.x)
         gi_op_px(op, lut, in, out, C, S, i);
 }
 
@@ -189,16 +193,17 @@ __global__ void k_finish(const GiSample *ss, const uint8_t *src, const uint8_t *
     long long plane = (long long)S * S;
     const uint8_t *ij = src + (long long)j * C * plane, *ik = src + (long long)k * C * plane;
     uint8_t *o = dst + (long long)j * C * plane;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane; i += (long long)gridDim.x * blockDim.x)
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < plane;
+         i += (long long)gridDim.x * blockDim.x)
         gi_finish_px(&ss[j], &ss[k], ij, ik, noise, o, C, S, &mix, k != j, i);
 }
 
 /* ---------------------------------------------------------------- host side */
 
 #define NVJPEG_FAIL(what, st) hgrn_cuda_fail(what, gi_nvjpeg_status(st), __FILE__, __LINE__)
-#define NVJPEG_CHECK(call)                                   \
-    do {                                                     \
-        nvjpegStatus_t st_ = (call);                         \
+#define NVJPEG_CHECK(call)                                         \
+    do {                                                           \
+        nvjpegStatus_t st_ = (call);                               \
         if (st_ != NVJPEG_STATUS_SUCCESS) NVJPEG_FAIL(#call, st_); \
     } while (0)
 
@@ -226,7 +231,7 @@ typedef struct {
     size_t cap;
 } DevBuf;
 
-static int g_async_alloc = 1;   /* the device has memory pools (cudaMallocAsync); set at creation */
+static int g_async_alloc = 1; /* the device has memory pools (cudaMallocAsync); set at creation */
 
 static void devbuf_reserve(DevBuf *b, size_t need, cudaStream_t st) {
     if (b->cap >= need && b->p) return;
@@ -235,7 +240,7 @@ static void devbuf_reserve(DevBuf *b, size_t need, cudaStream_t st) {
         if (b->p) CUDA_CHECK(cudaFreeAsync(b->p, st));
         b->p = NULL;
         CUDA_CHECK(cudaMallocAsync(&b->p, cap, st));
-    } else {   /* no memory pools (some virtualised GPUs): growth waits for the device */
+    } else { /* no memory pools (some virtualised GPUs): growth waits for the device */
         CUDA_CHECK(cudaDeviceSynchronize());
         if (b->p) CUDA_CHECK(cudaFree(b->p));
         b->p = NULL;
@@ -281,10 +286,10 @@ static void pinbuf_reserve(PinBuf *b, size_t need) {
 
 /* Where a decode put one sample's planes. */
 typedef struct {
-    int kind;                 /* 0 planar (YCbCr or Y), 1 interleaved RGB */
+    int kind; /* 0 planar (YCbCr or Y), 1 interleaved RGB */
     unsigned long long off[3];
-    int pw[3], ph[3], pp[3];  /* width, height, pitch */
-    int x0, y0, dw, dh;       /* the decoded region of the image (all of it, or a region decode's gi_roi) */
+    int pw[3], ph[3], pp[3]; /* width, height, pitch */
+    int x0, y0, dw, dh; /* the decoded region of the image (all of it, or a region decode's gi_roi) */
 } DecPlanes;
 
 /* A pair of events timing device work, folded into a total lazily. */
@@ -309,48 +314,48 @@ static void timer_fold(Timer *t, double *total_ms, int wait) {
 /* One decode unit: an nvJPEG handle and state of one backend, a stream, two
  * plane buffers (call k writes buffer k % 2). */
 typedef struct {
-    int hardware;                       /* NVJPEG_BACKEND_HARDWARE, else GPU-hybrid */
-    int hybrid_split;                   /* a GPU-hybrid unit beside hardware ones */
+    int hardware; /* NVJPEG_BACKEND_HARDWARE, else GPU-hybrid */
+    int hybrid_split; /* a GPU-hybrid unit beside hardware ones */
     nvjpegHandle_t nj;
     nvjpegJpegState_t state;
     cudaStream_t s;
     DevBuf yuv[2];
-    cudaEvent_t yuv_free[2];            /* recorded by the transform after its last read of the buffer */
-    int yuv_free_rec[2];                /* g->mu */
-    long long call_of[2];               /* the call whose planes the buffer holds (-1: none); g->mu */
-    DecPlanes *dec[2];                  /* per sample of that call */
+    cudaEvent_t yuv_free[2]; /* recorded by the transform after its last read of the buffer */
+    int yuv_free_rec[2]; /* g->mu */
+    long long call_of[2]; /* the call whose planes the buffer holds (-1: none); g->mu */
+    DecPlanes *dec[2]; /* per sample of that call */
     int dec_n[2];
     long long ncalls;
     cudaEvent_t ta, tb;
-    int roi;                            /* decodes only each sample's gi_roi region (nvJPEG's ROI decode) */
-    nvjpegDecodeParams_t *prm;          /* per sample of a call: its region (hardware units) */
+    int roi; /* decodes only each sample's gi_roi region (nvJPEG's ROI decode) */
+    nvjpegDecodeParams_t *prm; /* per sample of a call: its region (hardware units) */
 } GiUnit;
 
 struct GpuImages {
     int device, S, C, max_batch, threads, nslots;
-    int hardware;                       /* the primary units use NVJPEG_BACKEND_HARDWARE */
-    int exact;                          /* the primary units decode the self-test image exactly as libjpeg */
+    int hardware; /* the primary units use NVJPEG_BACKEND_HARDWARE */
+    int exact; /* the primary units decode the self-test image exactly as libjpeg */
     unsigned hw_engines, hw_cores;
     int nunits, nprimary;
     GiUnit unit[GI_MAX_UNITS];
-    nvjpegHandle_t nj_probe;            /* the primary backend's handle for probing (its own: no unit's lock) */
-    nvjpegJpegStream_t *pstream;        /* one per probing thread */
-    nvjpegOutputFormat_t fmt;           /* YUV (planar, our colour conversion), Y (C = 1), or RGBI */
+    nvjpegHandle_t nj_probe; /* the primary backend's handle for probing (its own: no unit's lock) */
+    nvjpegJpegStream_t *pstream; /* one per probing thread */
+    nvjpegOutputFormat_t fmt; /* YUV (planar, our colour conversion), Y (C = 1), or RGBI */
     cudaStream_t sxf;
     /* transform */
     DevBuf params, rect, noise, lut3;
-    uint8_t *A, *Bf;                    /* ping-pong CHW batches */
+    uint8_t *A, *Bf; /* ping-pong CHW batches */
     PinBuf stage[2];
     cudaEvent_t upload_done[2];
     int upload_rec[2];
     int nxf;
     Timer txf[2];
-    GiSample *hs;                       /* host copies of the records */
+    GiSample *hs; /* host copies of the records */
     /* output slots */
     uint8_t **slot;
     cudaEvent_t *ready, *consumed, *acq0, *acq1;
     int *consumed_rec, *acq_pending;
-    pthread_mutex_t mu;                 /* st, the units' buffer bookkeeping: threads share them */
+    pthread_mutex_t mu; /* st, the units' buffer bookkeeping: threads share them */
     GpuImagesStats st;
 };
 
@@ -472,7 +477,7 @@ static nvjpegStatus_t gi_unit_create(GpuImages *g, int u, int hardware) {
     }
     un->hardware = hardware;
     NVJPEG_CHECK(nvjpegJpegStateCreate(un->nj, &un->state));
-    un->s = (cudaStream_t)gpu_partition_stream(GPU_SIDE_INPUT, 0);   /* the input side's SMs, if split */
+    un->s = (cudaStream_t)gpu_partition_stream(GPU_SIDE_INPUT, 0); /* the input side's SMs, if split */
     /* the unit's thread waits on these: blocking waits (it sleeps instead of
      * spinning on a core the loader's workers could use) */
     for (int p = 0; p < 2; p++) {
@@ -528,8 +533,8 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     }
     int want_units = cfg ? (cfg->units < 1 ? 1 : cfg->units) : 1;
     int want_hybrid = cfg ? (cfg->hybrid_units < 0 ? 0 : cfg->hybrid_units) : 0;
-    if (!cfg || cfg->max_batch < 1 || cfg->size < 1 || (cfg->channels != 1 && cfg->channels != 3) ||
-        cfg->slots < 1 || cfg->threads < 1 || want_units + want_hybrid > GI_MAX_UNITS) {
+    if (!cfg || cfg->max_batch < 1 || cfg->size < 1 || (cfg->channels != 1 && cfg->channels != 3) || cfg->slots < 1 ||
+        cfg->threads < 1 || want_units + want_hybrid > GI_MAX_UNITS) {
         gi_err(err, errlen, "gpu_images_create: bad configuration");
         return NULL;
     }
@@ -565,8 +570,10 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         if (s == NVJPEG_STATUS_SUCCESS) {
             g->hardware = 1;
         } else if (want == GPU_JPEG_HARDWARE) {
-            gi_err(err, errlen, "nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE): %s (this GPU has no JPEG engines "
-                                "nvJPEG can use; the hybrid backend works on every GPU)", gi_nvjpeg_status(s));
+            gi_err(err, errlen,
+                   "nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE): %s (this GPU has no JPEG engines "
+                   "nvJPEG can use; the hybrid backend works on every GPU)",
+                   gi_nvjpeg_status(s));
             free(g);
             return NULL;
         }
@@ -592,8 +599,8 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     g->acq1 = (cudaEvent_t *)calloc((size_t)g->nslots, sizeof(cudaEvent_t));
     g->consumed_rec = (int *)calloc((size_t)g->nslots, sizeof(int));
     g->acq_pending = (int *)calloc((size_t)g->nslots, sizeof(int));
-    if (!g->pstream || !g->hs || !g->slot || !g->ready || !g->consumed || !g->acq0 || !g->acq1 ||
-        !g->consumed_rec || !g->acq_pending) {
+    if (!g->pstream || !g->hs || !g->slot || !g->ready || !g->consumed || !g->acq0 || !g->acq1 || !g->consumed_rec ||
+        !g->acq_pending) {
         gi_err(err, errlen, "out of host memory");
         gpu_images_destroy(g);
         return NULL;
@@ -639,7 +646,7 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         CUDA_CHECK(cudaEventCreateWithFlags(&g->consumed[i], cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreate(&g->acq0[i]));
         CUDA_CHECK(cudaEventCreate(&g->acq1[i]));
-        CUDA_CHECK(cudaEventRecord(g->ready[i], g->sxf));   /* an empty slot is "ready" */
+        CUDA_CHECK(cudaEventRecord(g->ready[i], g->sxf)); /* an empty slot is "ready" */
     }
     GiYccTables t;
     gi_ycc_tables(&t);
@@ -664,8 +671,9 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         double dev2 = 0;
         int r2 = gi_selftest(g, 0, &dev2, &exact);
         if (r2 == 0) {
-            fprintf(stderr, "hgrn: nvJPEG (%s backend) %s with planar YCbCr output: using its interleaved RGB, whose "
-                            "chroma upsampling is not libjpeg's (pixels differ more from the CPU decoder)\n",
+            fprintf(stderr,
+                    "hgrn: nvJPEG (%s backend) %s with planar YCbCr output: using its interleaved RGB, whose "
+                    "chroma upsampling is not libjpeg's (pixels differ more from the CPU decoder)\n",
                     g->hardware ? "hardware" : "hybrid", r == -1 ? "fails" : "decodes the test image wrong");
         } else {
             g->fmt = NVJPEG_OUTPUT_YUV;
@@ -675,12 +683,13 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
         if (r == 0) dev = dev2;
     }
     if (r < 0) {
-        const char *why = r == -1 ? "decoding a small baseline JPEG failed" : "the decoded test image differs from "
-                                                                              "libjpeg-turbo's";
+        const char *why = r == -1 ? "decoding a small baseline JPEG failed"
+                                  : "the decoded test image differs from "
+                                    "libjpeg-turbo's";
         int retry = g->hardware && want == GPU_JPEG_AUTO && cfg->backend == GPU_JPEG_AUTO;
         const char *bn = g->hardware ? "hardware" : "GPU-hybrid";
         gpu_images_destroy(g);
-        if (retry) {   /* engines that do not work (e.g. a GPU partition without them): the hybrid decoder */
+        if (retry) { /* engines that do not work (e.g. a GPU partition without them): the hybrid decoder */
             fprintf(stderr, "hgrn: nvJPEG hardware backend self-test: %s; using the GPU-hybrid backend\n", why);
             GpuImagesConfig c2 = *cfg;
             c2.backend = GPU_JPEG_HYBRID;
@@ -867,7 +876,7 @@ static size_t gi_planes(const GpuImages *g, const GpuSample *s, DecPlanes *p, si
     }
     for (int c = 0; c < planes; c++) {
         int pw = gi_comp_dim(W, s->hs[c], mh), ph = gi_comp_dim(H, s->vs[c], mv);
-        p->pp[c] = (pw + 63) & ~63;   /* 64-byte aligned rows */
+        p->pp[c] = (pw + 63) & ~63; /* 64-byte aligned rows */
         p->off[c] = off;
         off += ((size_t)p->pp[c] * ph + 255) & ~(size_t)255;
     }
@@ -989,7 +998,10 @@ extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n,
     nvjpegImage_t *dst = (nvjpegImage_t *)calloc((size_t)nj, sizeof *dst);
     int *idx = (int *)malloc(sizeof(int) * nj);
     if (!datas || !lens || !dst || !idx) {
-        free(datas); free(lens); free(dst); free(idx);
+        free(datas);
+        free(lens);
+        free(dst);
+        free(idx);
         gi_err(err, errlen, "out of host memory");
         return -1;
     }
@@ -1012,7 +1024,8 @@ extern "C" int gpu_images_decode_on(GpuImages *g, int unit, GpuSample *s, int n,
         /* each sample's region only; a batch the engines refuse that way is
          * decoded whole below (the planes' layout is the same) */
         st = gi_set_params(g, un, s, dec, idx, nj);
-        if (st == NVJPEG_STATUS_SUCCESS) st = nvjpegDecodeBatchedEx(un->nj, un->state, datas, lens, dst, un->prm, un->s);
+        if (st == NVJPEG_STATUS_SUCCESS)
+            st = nvjpegDecodeBatchedEx(un->nj, un->state, datas, lens, dst, un->prm, un->s);
         if (st != NVJPEG_STATUS_SUCCESS) {
             for (int j = 0; j < nj; j++) gi_set_region(&s[idx[j]], &dec[idx[j]], 0);
             NVJPEG_CHECK(nvjpegDecodeBatchedInitialize(un->nj, un->state, nj, 1, g->fmt));
@@ -1106,8 +1119,10 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
             int buf = 0;
             const DecPlanes *pl = x->status == GPU_SAMPLE_OK ? gi_find_planes(g, x, &buf) : NULL;
             if (!pl) {
-                gi_err(err, errlen, "gpu_images_transform: sample %d was not decoded by one of the last two decode "
-                                    "calls of its unit", i);
+                gi_err(err, errlen,
+                       "gpu_images_transform: sample %d was not decoded by one of the last two decode "
+                       "calls of its unit",
+                       i);
                 return -1;
             }
             d->kind = pl->kind;
@@ -1157,11 +1172,11 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     for (int i = 0; i < n; i++) {
         if (g->hs[i].kind != 2) continue;
         size_t bytes = (size_t)s[i].rw * s[i].rh * C;
-        CUDA_CHECK(cudaMemcpyAsync((uint8_t *)g->rect.p + g->hs[i].rect_off, st + pix, bytes, cudaMemcpyHostToDevice, sx));
+        CUDA_CHECK(
+            cudaMemcpyAsync((uint8_t *)g->rect.p + g->hs[i].rect_off, st + pix, bytes, cudaMemcpyHostToDevice, sx));
         pix += gi_align16(bytes);
     }
-    if (noise_tot)
-        CUDA_CHECK(cudaMemcpyAsync(g->noise.p, st + off_noise, noise_tot, cudaMemcpyHostToDevice, sx));
+    if (noise_tot) CUDA_CHECK(cudaMemcpyAsync(g->noise.p, st + off_noise, noise_tot, cudaMemcpyHostToDevice, sx));
     CUDA_CHECK(cudaEventRecord(g->upload_done[q], sx));
     g->upload_rec[q] = 1;
     const GiSample *dS = (const GiSample *)g->params.p;
@@ -1197,8 +1212,8 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
             k_op_prep<<<(unsigned)n, GI_THREADS, 0, sx>>>(dS, dO, cur, (uint8_t *)g->lut3.p, L, C, S);
             LAUNCH_CHECK("k_op_prep");
         }
-        k_op_apply<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, dO, (const uint8_t *)g->lut3.p, cur, other,
-                                                                        L, C, S);
+        k_op_apply<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, dO, (const uint8_t *)g->lut3.p, cur, other, L,
+                                                                      C, S);
         LAUNCH_CHECK("k_op_apply");
         if (rot) {
             k_op_rotate<<<dim3((unsigned)((S + 63) / 64), (unsigned)n), 64, 0, sx>>>(dS, dO, cur, other, L, C, S);
@@ -1212,14 +1227,14 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
     GpuMix m;
     memset(&m, 0, sizeof m);
     if (mix && mix->on) m = *mix;
-    k_finish<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, cur, (const uint8_t *)g->noise.p, g->slot[slot],
-                                                                  n, C, S, m);
+    k_finish<<<dim3(pblocks, (unsigned)n), GI_THREADS, 0, sx>>>(dS, cur, (const uint8_t *)g->noise.p, g->slot[slot], n,
+                                                                C, S, m);
     LAUNCH_CHECK("k_finish");
     CUDA_CHECK(cudaEventRecord(g->ready[slot], sx));
     CUDA_CHECK(cudaEventRecord(g->txf[q].b, sx));
     g->nxf++;
     pthread_mutex_lock(&g->mu);
-    g->txf[q].pending = 1;   /* gpu_images_stats folds it from another thread */
+    g->txf[q].pending = 1; /* gpu_images_stats folds it from another thread */
     g->st.batches++;
     for (int i = 0; i < n; i++) g->st.pixels_uploaded += s[i].src == GPU_SRC_PIXELS;
     g->st.host_transform_s += now_seconds() - t0;

@@ -80,14 +80,14 @@ typedef struct GpuImages GpuImages;
 enum { GPU_JPEG_AUTO = 0, GPU_JPEG_HARDWARE = 1, GPU_JPEG_HYBRID = 2 };
 
 typedef struct {
-    int max_batch;     /* most samples per call */
-    int size;          /* output S x S */
-    int channels;      /* C: 3 (RGB) or 1 (gray: the JPEG's Y) */
-    int backend;       /* GPU_JPEG_* */
-    int threads;       /* caller threads that call gpu_images_probe: thread ids 0 .. threads-1 */
-    int slots;         /* output slots, max_batch * C * S * S bytes each */
-    int units;         /* decode units of the primary backend (0 or 1: one) */
-    int hybrid_units;  /* extra GPU-hybrid units (used only when the primary backend is the hardware) */
+    int max_batch; /* most samples per call */
+    int size; /* output S x S */
+    int channels; /* C: 3 (RGB) or 1 (gray: the JPEG's Y) */
+    int backend; /* GPU_JPEG_* */
+    int threads; /* caller threads that call gpu_images_probe: thread ids 0 .. threads-1 */
+    int slots; /* output slots, max_batch * C * S * S bytes each */
+    int units; /* decode units of the primary backend (0 or 1: one) */
+    int hybrid_units; /* extra GPU-hybrid units (used only when the primary backend is the hardware) */
 } GpuImagesConfig;
 
 /* NULL with a message when there is no GPU, no nvJPEG in this build, or the
@@ -134,34 +134,34 @@ enum { GPU_SAMPLE_OK = 0, GPU_SAMPLE_DECODE_FAILED = 1 };
  * Training: in = rect = the crop, box = (0, 0, crop w, crop h), out = window
  * = S x S, d = 0. */
 typedef struct {
-    int src;                      /* GPU_SRC_JPEG or GPU_SRC_PIXELS */
+    int src; /* GPU_SRC_JPEG or GPU_SRC_PIXELS */
     /* GPU_SRC_JPEG: the encoded file (host memory, left untouched until the
      * second gpu_images_decode call after the one that decodes it has
      * returned: nvJPEG's device work may still read it) and its frame header */
     const uint8_t *data;
     size_t len;
-    int ncomp;                    /* 1 (gray) or 3 (YCbCr) */
-    int hs[3], vs[3];             /* the components' sampling factors (SOF) */
+    int ncomp; /* 1 (gray) or 3 (YCbCr) */
+    int hs[3], vs[3]; /* the components' sampling factors (SOF) */
     /* GPU_SRC_PIXELS: the source rectangle decoded on the CPU, rh rows of
      * rw * C bytes (HWC), stride bytes apart (host memory, as long as data) */
     const uint8_t *px;
     size_t stride;
     /* geometry */
     int img_w, img_h;
-    int rx, ry, rw, rh;           /* decoded rectangle */
-    int in_x, in_y, in_w, in_h;   /* the resampler's image */
+    int rx, ry, rw, rh; /* decoded rectangle */
+    int in_x, in_y, in_w, in_h; /* the resampler's image */
     double box[4];
     int out_w, out_h;
     int ox, oy, ow, oh;
     int dx, dy;
-    int filter;                   /* 0 bilinear, 1 bicubic (image.h RESAMPLE_*) */
-    int flip;                     /* horizontal flip of the S x S result */
-    int nops;                     /* ops in order, on the S x S image */
+    int filter; /* 0 bilinear, 1 bicubic (image.h RESAMPLE_*) */
+    int flip; /* horizontal flip of the S x S result */
+    int nops; /* ops in order, on the S x S image */
     const ImgOp *ops;
     /* random erasing on the S x S result: noise is C x er_h x er_w bytes */
     int erase, er_x, er_y, er_w, er_h;
     const uint8_t *er_noise;
-    int status;                   /* out (gpu_images_decode): GPU_SAMPLE_* */
+    int status; /* out (gpu_images_decode): GPU_SAMPLE_* */
     /* out (gpu_images_decode): where its planes are (unit, that unit's call
      * number, index in the call); the caller may reorder, drop or combine
      * records of different calls and units before the transform */
@@ -214,23 +214,23 @@ void gpu_images_download(GpuImages *g, int slot, uint8_t *host, size_t bytes);
 
 typedef struct {
     long long batches;
-    long long decode_calls;     /* gpu_images_decode calls that decoded something */
-    long long jpeg_decoded;     /* samples decoded by nvJPEG */
-    long long jpeg_decoded_hybrid;  /* ... of which by GPU-hybrid units when the primary backend is the hardware */
-    long long decode_failed;    /* samples nvJPEG refused or failed on (handed back to the CPU) */
-    long long pixels_uploaded;  /* samples the CPU decoded (GPU_SRC_PIXELS) */
-    double jpeg_bytes;          /* encoded bytes given to nvJPEG */
-    double jpeg_pixels;         /* luma pixels nvJPEG decoded (only each sample's region where it decodes regions) */
-    double jpeg_pixels_whole;   /* ... had it decoded every image whole */
-    double host_decode_s;       /* host time in gpu_images_decode, summed over units (nvJPEG's calls, and the
+    long long decode_calls; /* gpu_images_decode calls that decoded something */
+    long long jpeg_decoded; /* samples decoded by nvJPEG */
+    long long jpeg_decoded_hybrid; /* ... of which by GPU-hybrid units when the primary backend is the hardware */
+    long long decode_failed; /* samples nvJPEG refused or failed on (handed back to the CPU) */
+    long long pixels_uploaded; /* samples the CPU decoded (GPU_SRC_PIXELS) */
+    double jpeg_bytes; /* encoded bytes given to nvJPEG */
+    double jpeg_pixels; /* luma pixels nvJPEG decoded (only each sample's region where it decodes regions) */
+    double jpeg_pixels_whole; /* ... had it decoded every image whole */
+    double host_decode_s; /* host time in gpu_images_decode, summed over units (nvJPEG's calls, and the
                                  * waits for the plane buffers' previous readers) */
-    double host_decode_hybrid_s;    /* ... of which in GPU-hybrid units of a split */
-    double decode_cpu_s;        /* CPU time of the calling threads inside gpu_images_decode (nvJPEG's host work,
+    double host_decode_hybrid_s; /* ... of which in GPU-hybrid units of a split */
+    double decode_cpu_s; /* CPU time of the calling threads inside gpu_images_decode (nvJPEG's host work,
                                  * including any spinning while it waits for the device) */
-    double host_transform_s;    /* host time in gpu_images_transform (packing, uploads, launches) */
-    double gpu_decode_ms;       /* device time of the decodes (events around them), summed over units */
-    double gpu_transform_ms;    /* device time of the transforms */
-    double consumer_stall_s;    /* device time consumer streams waited in slot_acquire for a batch */
+    double host_transform_s; /* host time in gpu_images_transform (packing, uploads, launches) */
+    double gpu_decode_ms; /* device time of the decodes (events around them), summed over units */
+    double gpu_transform_ms; /* device time of the transforms */
+    double consumer_stall_s; /* device time consumer streams waited in slot_acquire for a batch */
 } GpuImagesStats;
 
 void gpu_images_stats(GpuImages *g, GpuImagesStats *st);

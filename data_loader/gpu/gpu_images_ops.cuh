@@ -38,11 +38,26 @@ GI_HD double dadd_rn(double a, double b) { return __dadd_rn(a, b); }
 GI_HD double dmul_rn(double a, double b) { return __dmul_rn(a, b); }
 GI_HD double ddiv_rn(double a, double b) { return __ddiv_rn(a, b); }
 #else
-GI_HD float fadd_rn(float a, float b) { volatile float r = a + b; return r; }
-GI_HD float fmul_rn(float a, float b) { volatile float r = a * b; return r; }
-GI_HD double dadd_rn(double a, double b) { volatile double r = a + b; return r; }
-GI_HD double dmul_rn(double a, double b) { volatile double r = a * b; return r; }
-GI_HD double ddiv_rn(double a, double b) { volatile double r = a / b; return r; }
+GI_HD float fadd_rn(float a, float b) {
+    volatile float r = a + b;
+    return r;
+}
+GI_HD float fmul_rn(float a, float b) {
+    volatile float r = a * b;
+    return r;
+}
+GI_HD double dadd_rn(double a, double b) {
+    volatile double r = a + b;
+    return r;
+}
+GI_HD double dmul_rn(double a, double b) {
+    volatile double r = a * b;
+    return r;
+}
+GI_HD double ddiv_rn(double a, double b) {
+    volatile double r = a / b;
+    return r;
+}
 #endif
 GI_HD float fsub_rn(float a, float b) { return fadd_rn(a, -b); }
 GI_HD double dsub_rn(double a, double b) { return dadd_rn(a, -b); }
@@ -57,13 +72,13 @@ typedef struct {
      * plane_off, pitch pw), 1 = interleaved RGB from nvJPEG (plane 0, pitch
      * pw = 3 * img_w), 2 = pixels already in the rect buffer (CPU decode) */
     int kind;
-    int ncomp, fh, fv;              /* components; chroma subsampling factors (1 or 2) */
-    int plane_buf;                  /* kind 0/1: which decode buffer the planes are in (the kernel's table) */
+    int ncomp, fh, fv; /* components; chroma subsampling factors (1 or 2) */
+    int plane_buf; /* kind 0/1: which decode buffer the planes are in (the kernel's table) */
     unsigned long long plane_off[3];
-    int pw[3], ph[3];               /* plane widths and heights (libjpeg's downsampled sizes) */
-    int pp[3];                      /* plane pitches (bytes between rows) */
+    int pw[3], ph[3]; /* plane widths and heights (libjpeg's downsampled sizes) */
+    int pp[3]; /* plane pitches (bytes between rows) */
     int img_w, img_h;
-    int dec_x0, dec_y0;             /* kind 0/1: image pixel of the planes' origin (a region decode's corner) */
+    int dec_x0, dec_y0; /* kind 0/1: image pixel of the planes' origin (a region decode's corner) */
     /* the source rectangle; kind 2: its C-channel HWC pixels in the rect buffer */
     int rx, ry, rw, rh;
     unsigned long long rect_off;
@@ -72,11 +87,11 @@ typedef struct {
     double box[4];
     int out_w, out_h, ox, oy, ow, oh, dx, dy;
     int filter, flip;
-    int need_h, need_v;             /* resize.c: a pass is skipped when it would be the identity */
-    int kh, kv;                     /* taps per output pixel (ksize) of each pass */
-    int th, ntx, nty;               /* k_resize tiles: GI_TW x th window pixels, ntx x nty of them */
-    int hrows;                      /* most intermediate rows any of its tiles needs */
-    int nops, op_first;             /* ops in the batch's op pool */
+    int need_h, need_v; /* resize.c: a pass is skipped when it would be the identity */
+    int kh, kv; /* taps per output pixel (ksize) of each pass */
+    int th, ntx, nty; /* k_resize tiles: GI_TW x th window pixels, ntx x nty of them */
+    int hrows; /* most intermediate rows any of its tiles needs */
+    int nops, op_first; /* ops in the batch's op pool */
     int erase, er_x, er_y, er_w, er_h;
     unsigned long long noise_off;
 } GiSample;
@@ -144,7 +159,7 @@ GI_HD int gi_chroma_at(const uint8_t *p, int pitch, int pw, int ph, int fh, int 
  * YCbCr -> grayscale). out: C bytes. */
 GI_HD void gi_decoded_pixel(const GiSample *s, const uint8_t *planes, const GiYccTables *t, int C, int x, int y,
                             uint8_t *out) {
-    if (s->kind == 1) {   /* nvJPEG's own interleaved RGB */
+    if (s->kind == 1) { /* nvJPEG's own interleaved RGB */
         const uint8_t *q = planes + s->plane_off[0] + (long long)y * s->pp[0] + 3 * x;
         if (C == 3) {
             out[0] = q[0];
@@ -169,7 +184,7 @@ GI_HD void gi_decoded_pixel(const GiSample *s, const uint8_t *planes, const GiYc
 
 /* ================================================================ resize (resize.c) */
 
-GI_HD double gi_bicubic(double x) {   /* resize.c bicubic_filter, a = -0.5 */
+GI_HD double gi_bicubic(double x) { /* resize.c bicubic_filter, a = -0.5 */
     const double a = -0.5;
     if (x < 0.0) x = -x;
     if (x < 1.0) return dadd_rn(dmul_rn(dmul_rn(dsub_rn(dmul_rn(a + 2.0, x), a + 3.0), x), x), 1.0);
@@ -292,8 +307,8 @@ GI_HD uint8_t gi_affine_line(const uint8_t *line, long long step, int n, double 
     gi_tap_weights(dsub_rn(s, fl), bicubic, wt);
     float p0 = line[(long long)gi_clampi(ix - 1, n) * step], p1 = line[(long long)gi_clampi(ix, n) * step];
     float p2 = line[(long long)gi_clampi(ix + 1, n) * step], p3 = line[(long long)gi_clampi(ix + 2, n) * step];
-    return gi_trunc8(fadd_rn(fadd_rn(fmul_rn(wt[0], p0), fmul_rn(wt[1], p1)),
-                             fadd_rn(fmul_rn(wt[2], p2), fmul_rn(wt[3], p3))));
+    return gi_trunc8(
+        fadd_rn(fadd_rn(fmul_rn(wt[0], p0), fmul_rn(wt[1], p1)), fadd_rn(fmul_rn(wt[2], p2), fmul_rn(wt[3], p3))));
 }
 
 /* affine_general_rgb's value of channel plane `pl` (w x h) at input point
@@ -312,11 +327,12 @@ GI_HD uint8_t gi_affine_rgb_sample(const uint8_t *pl, int w, int h, double xx, d
         const uint8_t *r = pl + (long long)gi_clampi(iy - 1 + j, h) * w;
         float r0 = r[gi_clampi(ix - 1, w)], r1 = r[gi_clampi(ix, w)], r2 = r[gi_clampi(ix + 1, w)],
               r3 = r[gi_clampi(ix + 2, w)];
-        float rs = fadd_rn(fadd_rn(fmul_rn(r0, wx[0]), fmul_rn(r1, wx[1])), fadd_rn(fmul_rn(r2, wx[2]), fmul_rn(r3, wx[3])));
+        float rs =
+            fadd_rn(fadd_rn(fmul_rn(r0, wx[0]), fmul_rn(r1, wx[1])), fadd_rn(fmul_rn(r2, wx[2]), fmul_rn(r3, wx[3])));
         acc = fadd_rn(acc, fmul_rn(rs, wy[j]));
     }
-    if (acc < 0.0f) acc = 0.0f;           /* _mm_max_ps(acc, 0) */
-    return acc >= 255.0f ? 255 : (uint8_t)(int)acc;   /* cvtt, packs, packus */
+    if (acc < 0.0f) acc = 0.0f; /* _mm_max_ps(acc, 0) */
+    return acc >= 255.0f ? 255 : (uint8_t)(int)acc; /* cvtt, packs, packus */
 }
 
 /* pil_affine's generic path (gray images), bicubic: sum over rows of
@@ -348,8 +364,9 @@ GI_HD uint8_t gi_affine_gray_sample(const uint8_t *pl, int w, int h, double xx, 
         if (dy == 0.0 && dx == 0.0) return pl[(long long)rows[1] * w + xs[1]];
         if (dy == 0.0) {
             const uint8_t *r = pl + (long long)rows[1] * w;
-            acc = fadd_rn(fadd_rn(fadd_rn(fmul_rn(wx[0], r[xs[0]]), fmul_rn(wx[1], r[xs[1]])), fmul_rn(wx[2], r[xs[2]])),
-                          fmul_rn(wx[3], r[xs[3]]));
+            acc =
+                fadd_rn(fadd_rn(fadd_rn(fmul_rn(wx[0], r[xs[0]]), fmul_rn(wx[1], r[xs[1]])), fmul_rn(wx[2], r[xs[2]])),
+                        fmul_rn(wx[3], r[xs[3]]));
         } else if (dx == 0.0) {
             acc = fadd_rn(fadd_rn(fadd_rn(fmul_rn(wy[0], pl[(long long)rows[0] * w + xs[1]]),
                                           fmul_rn(wy[1], pl[(long long)rows[1] * w + xs[1]])),
@@ -359,8 +376,9 @@ GI_HD uint8_t gi_affine_gray_sample(const uint8_t *pl, int w, int h, double xx, 
             acc = 0.0f;
             for (int j = 0; j < 4; j++) {
                 const uint8_t *r = pl + (long long)rows[j] * w;
-                float t = fadd_rn(fadd_rn(fadd_rn(fmul_rn(wx[0], r[xs[0]]), fmul_rn(wx[1], r[xs[1]])), fmul_rn(wx[2], r[xs[2]])),
-                                  fmul_rn(wx[3], r[xs[3]]));
+                float t = fadd_rn(
+                    fadd_rn(fadd_rn(fmul_rn(wx[0], r[xs[0]]), fmul_rn(wx[1], r[xs[1]])), fmul_rn(wx[2], r[xs[2]])),
+                    fmul_rn(wx[3], r[xs[3]]));
                 acc = fadd_rn(acc, fmul_rn(wy[j], t));
             }
         }
@@ -463,9 +481,9 @@ GI_HD void gi_ycc_rect_px(const GiSample *s, const uint8_t *planes, const GiYccT
  * intermediate image. Every value is summed in the CPU's order with its
  * rounding, so the output equals pass_h + pass_v of resize.c bit for bit. */
 
-#define GI_TW 32                    /* window columns per tile */
-#define GI_SRC_BYTES (32 * 1024)    /* converted source pixels a tile holds at once (a band of rows) */
-#define GI_SMEM_MAX (96 * 1024 + GI_SRC_BYTES)   /* shared memory one tile may use (k_resize's launch limit) */
+#define GI_TW 32 /* window columns per tile */
+#define GI_SRC_BYTES (32 * 1024) /* converted source pixels a tile holds at once (a band of rows) */
+#define GI_SMEM_MAX (96 * 1024 + GI_SRC_BYTES) /* shared memory one tile may use (k_resize's launch limit) */
 
 /* One tile: window columns [wx0, wx0 + tw), rows [wy0, wy0 + tht). */
 typedef struct {
@@ -664,8 +682,10 @@ GI_HD void gi_roi(int W, int H, int mcu_w, int mcu_h, int rx, int ry, int rw, in
  * autocontrast / equalize, sum (of L, or of channel 0) for contrast. */
 GI_HD void gi_prep_lut(const ImgOp *op, const unsigned *hist, unsigned long long sum, int C, int S, int c,
                        uint8_t *lut) {
-    if (op->kind == IMGOP_AUTOCONTRAST) gi_autocontrast_lut(hist + c * 256, lut + c * 256);
-    else if (op->kind == IMGOP_EQUALIZE) gi_equalize_lut(hist + c * 256, lut + c * 256);
+    if (op->kind == IMGOP_AUTOCONTRAST)
+        gi_autocontrast_lut(hist + c * 256, lut + c * 256);
+    else if (op->kind == IMGOP_EQUALIZE)
+        gi_equalize_lut(hist + c * 256, lut + c * 256);
     else {
         int mean = gi_contrast_mean(sum, (long long)S * S);
         for (int i = 0; i < 256; i++) lut[c * 256 + i] = gi_blend1(mean, i, op->f);
@@ -683,7 +703,9 @@ GI_HD void gi_op_px(const ImgOp *op, const uint8_t *lut, const uint8_t *in, uint
     case IMGOP_LUT:
         for (int c = 0; c < C; c++) out[c * plane + i] = op->lut[in[c * plane + i]];
         return;
-    case IMGOP_AUTOCONTRAST: case IMGOP_EQUALIZE: case IMGOP_CONTRAST:
+    case IMGOP_AUTOCONTRAST:
+    case IMGOP_EQUALIZE:
+    case IMGOP_CONTRAST:
         for (int c = 0; c < C; c++) out[c * plane + i] = lut[c * 256 + in[c * plane + i]];
         return;
     case IMGOP_COLOR:
@@ -766,7 +788,8 @@ GI_HD void gi_finish_px(const GiSample *sj, const GiSample *sk, const uint8_t *i
         uint8_t a = gi_erased(sj, ij, noise, c, y, x, S);
         if (mix->on && pair) {
             if (mix->cutmix) {
-                if (y >= mix->yl && y < mix->yh && x >= mix->xl && x < mix->xh) a = gi_erased(sk, ik, noise, c, y, x, S);
+                if (y >= mix->yl && y < mix->yh && x >= mix->xl && x < mix->xh)
+                    a = gi_erased(sk, ik, noise, c, y, x, S);
             } else {
                 a = gi_mix(a, gi_erased(sk, ik, noise, c, y, x, S), l, l1);
             }
@@ -781,8 +804,8 @@ static inline size_t gi_align16(size_t v) { return (v + 15) & ~(size_t)15; }
 
 /* The input samples [*a0, *a1) the taps of outputs [o0, o0 + on) read along
  * one axis (resize.c src_range). */
-static inline void gi_taps_range(int in_size, double in0, double in1, int out_size, int o0, int on, int filter,
-                                 int *a0, int *a1) {
+static inline void gi_taps_range(int in_size, double in0, double in1, int out_size, int o0, int on, int filter, int *a0,
+                                 int *a1) {
     double scale = (in1 - in0) / out_size, fs = scale < 1.0 ? 1.0 : scale;
     double support = (filter ? 2.0 : 1.0) * fs;
     int lo = in_size, hi = 0;
@@ -805,7 +828,7 @@ static inline void gi_taps_range(int in_size, double in0, double in1, int out_si
 
 /* Running totals of a batch's buffers while its records are packed. */
 typedef struct {
-    size_t rect, noise, pix, smem;  /* smem: k_resize's shared memory per tile, the batch's most */
+    size_t rect, noise, pix, smem; /* smem: k_resize's shared memory per tile, the batch's most */
     int ops, max_ops, any_jpeg, max_tiles, any_border;
 } GiTotals;
 
@@ -813,10 +836,9 @@ typedef struct {
  * C-channel batch, placing its buffers at the running totals. For a JPEG
  * sample, kind / plane_off / pw / ph must already be in d (where the decode
  * put it). 0, or -1 with a message. */
-static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, GiTotals *t, char *err,
-                          size_t errlen) {
-    int rect_ok = x->rw > 0 && x->rh > 0 && x->rx >= 0 && x->ry >= 0 && x->rx + x->rw <= x->img_w &&
-                  x->ry + x->rh <= x->img_h;
+static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, GiTotals *t, char *err, size_t errlen) {
+    int rect_ok =
+        x->rw > 0 && x->rh > 0 && x->rx >= 0 && x->ry >= 0 && x->rx + x->rw <= x->img_w && x->ry + x->rh <= x->img_h;
     int win_ok = x->out_w > 0 && x->out_h > 0 && x->ox >= 0 && x->oy >= 0 && x->ow > 0 && x->oh > 0 &&
                  x->ox + x->ow <= x->out_w && x->oy + x->oh <= x->out_h && x->dx >= 0 && x->dy >= 0 &&
                  x->dx + x->ow <= S && x->dy + x->oh <= S;
@@ -848,7 +870,7 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
     d->ry = x->ry;
     d->rw = x->rw;
     d->rh = x->rh;
-    if (d->kind == 2) {   /* only CPU-decoded pixels are uploaded: k_resize converts the planes itself */
+    if (d->kind == 2) { /* only CPU-decoded pixels are uploaded: k_resize converts the planes itself */
         d->rect_off = t->rect;
         t->rect += gi_align16((size_t)x->rw * x->rh * C);
     }
@@ -902,9 +924,10 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
         if (bytes <= GI_SMEM_MAX) break;
     }
     if (d->th < 1) {
-        snprintf(err, errlen, "gpu images: sample %d: a %d x %d box resampled to %d x %d needs more than %d KB of "
-                              "shared memory per tile", i, (int)(d->box[2] - d->box[0]), (int)(d->box[3] - d->box[1]),
-                 d->out_w, d->out_h, GI_SMEM_MAX / 1024);
+        snprintf(err, errlen,
+                 "gpu images: sample %d: a %d x %d box resampled to %d x %d needs more than %d KB of "
+                 "shared memory per tile",
+                 i, (int)(d->box[2] - d->box[0]), (int)(d->box[3] - d->box[1]), d->out_w, d->out_h, GI_SMEM_MAX / 1024);
         return -1;
     }
     d->nty = (d->oh + d->th - 1) / d->th;
@@ -912,12 +935,13 @@ static inline int gi_pack(const GpuSample *x, int i, int C, int S, GiSample *d, 
     if (d->need_h)
         for (int tx = 0; tx < d->ntx; tx++) {
             int a0, a1;
-            gi_taps_range(d->in_w, d->box[0], d->box[2], d->out_w, d->ox + tx * GI_TW, gi_min(GI_TW, d->ow - tx * GI_TW),
-                          d->filter, &a0, &a1);
+            gi_taps_range(d->in_w, d->box[0], d->box[2], d->out_w, d->ox + tx * GI_TW,
+                          gi_min(GI_TW, d->ow - tx * GI_TW), d->filter, &a0, &a1);
             if ((size_t)(a1 - a0) * C > GI_SRC_BYTES) {
-                snprintf(err, errlen, "gpu images: sample %d: a %d-pixel-wide box resampled to %d columns reads more "
-                                      "than %d KB of source row per tile", i, (int)(d->box[2] - d->box[0]), d->out_w,
-                         GI_SRC_BYTES / 1024);
+                snprintf(err, errlen,
+                         "gpu images: sample %d: a %d-pixel-wide box resampled to %d columns reads more "
+                         "than %d KB of source row per tile",
+                         i, (int)(d->box[2] - d->box[0]), d->out_w, GI_SRC_BYTES / 1024);
                 return -1;
             }
         }

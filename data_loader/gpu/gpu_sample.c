@@ -5,7 +5,9 @@
 
 #include "errmsg.h"
 
-typedef struct { ImageRect r; } RectCtx;
+typedef struct {
+    ImageRect r;
+} RectCtx;
 
 /* image_decode_region's crop callback: the sample's rectangle, at full
  * resolution (the GPU resamples from it) */

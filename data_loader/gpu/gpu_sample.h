@@ -18,8 +18,15 @@
  * decoder to balance the load. GPU_VIA_FAILED / GPU_VIA_BUDGET: the caller's
  * redo after nvJPEG failed on it / its planes did not fit the batch's
  * device memory. */
-enum { GPU_VIA_NVJPEG, GPU_VIA_NOT_JPEG, GPU_VIA_UNSUPPORTED, GPU_VIA_REFUSED, GPU_VIA_FAILED, GPU_VIA_BUDGET,
-       GPU_VIA_SPILL };
+enum {
+    GPU_VIA_NVJPEG,
+    GPU_VIA_NOT_JPEG,
+    GPU_VIA_UNSUPPORTED,
+    GPU_VIA_REFUSED,
+    GPU_VIA_FAILED,
+    GPU_VIA_BUDGET,
+    GPU_VIA_SPILL
+};
 
 /* data.jpeg_backend as GPU_JPEG_* (gpu_images.h). */
 int gpu_jpeg_backend(const Config *c);

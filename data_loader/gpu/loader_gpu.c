@@ -39,11 +39,11 @@ int loader_gpu_create(Loader *l, int slots, char *err, size_t errlen) {
     gc.units = l->cfg.jpeg_decoders > 0 ? l->cfg.jpeg_decoders : LOADER_GPU_UNITS_AUTO;
     gc.hybrid_units = l->cfg.jpeg_hw_load < 1.0f ? gc.units : 0;
     char e2[512];
-    loader_gpu_pipe_free(l);   /* its threads drive the old pipeline */
+    loader_gpu_pipe_free(l); /* its threads drive the old pipeline */
     GpuImages *g = gpu_images_create(l->gpu_device, &gc, e2, sizeof e2);
     if (!g) {
         set_err(err, errlen, "data.decode = %s: %s", l->cfg.decode, e2);
-        if (l->gpu && loader_gpu_pipe_create(l)) {   /* the old pipeline goes on */
+        if (l->gpu && loader_gpu_pipe_create(l)) { /* the old pipeline goes on */
             gpu_images_destroy(l->gpu);
             l->gpu = NULL;
         }
@@ -70,8 +70,8 @@ int loader_gpu_create(Loader *l, int slots, char *err, size_t errlen) {
 #define AUTO_TIMED 2
 static double auto_rate(Loader *l, Batch *tmp, int from) {
     const int keep_next = l->next_batch;
-    const long long keep[7] = {l->n_gpu, l->n_not_jpeg, l->n_unsupported, l->n_refused,
-                               l->n_failed, l->n_budget, l->n_spill};
+    const long long keep[7] = {l->n_gpu,    l->n_not_jpeg, l->n_unsupported, l->n_refused,
+                               l->n_failed, l->n_budget,   l->n_spill};
     double t0 = 0, t1 = 0;
     long long imgs = 0;
     int rc = 1;
@@ -79,7 +79,7 @@ static double auto_rate(Loader *l, Batch *tmp, int from) {
     for (int i = 0; i < AUTO_WARM + AUTO_TIMED && rc == 1; i++) {
         if (i == AUTO_WARM) t0 = now_seconds();
         rc = l->gpu ? loader_produce_gpu(l, tmp, 0) : loader_produce_cpu(l, tmp);
-        if (rc == 1 && l->gpu) {   /* the transform has run */
+        if (rc == 1 && l->gpu) { /* the transform has run */
             gpu_images_slot_acquire(l->gpu, 0, NULL);
             gpu_images_slot_release(l->gpu, 0, NULL);
         }
@@ -132,9 +132,11 @@ static int auto_choose(Loader *l, double mw, double mh, char *err, size_t errlen
     int pick = decode_pick_gpu(cpu, gpu);
     char line[400];
     decode_choice_describe(pick, mw, mh, cpu, gpu, l->workers, line, sizeof line);
-    if (l->world > 1) fprintf(stderr, "hgrn: rank %d: data.decode = auto (%s): %s\n", l->rank,
-                              l->train ? "training" : "evaluation", line);
-    else fprintf(stderr, "hgrn: data.decode = auto (%s): %s\n", l->train ? "training" : "evaluation", line);
+    if (l->world > 1)
+        fprintf(stderr, "hgrn: rank %d: data.decode = auto (%s): %s\n", l->rank, l->train ? "training" : "evaluation",
+                line);
+    else
+        fprintf(stderr, "hgrn: data.decode = auto (%s): %s\n", l->train ? "training" : "evaluation", line);
     l->auto_cpu_img_s = cpu;
     l->auto_gpu_img_s = gpu;
     return pick;
@@ -156,9 +158,10 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
         return 0;
     }
     int cuda = backend_name && strcmp(backend_name, "cuda") == 0;
-    if (!l->deit) {   /* Fashion-MNIST, CIFAR: small fixed-size images, no JPEGs */
+    if (!l->deit) { /* Fashion-MNIST, CIFAR: small fixed-size images, no JPEGs */
         if (want_gpu) {
-            set_err(err, errlen, "data.decode = gpu: the dataset is not a directory of image files "
+            set_err(err, errlen,
+                    "data.decode = gpu: the dataset is not a directory of image files "
                     "(JPEG decoding on the GPU needs ImageFolder or ImageNet val)");
             return -1;
         }
@@ -179,7 +182,7 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
     if (is_auto && !gpu_images_available()) return 0;
     double mw = 0, mh = 0;
     if (is_auto && !decode_try_gpu(decode_mean_pixels(l->ds, l->n, &mw, &mh)))
-        return auto_choose(l, mw, mh, err, errlen);   /* tiny images: the CPU, without starting nvJPEG */
+        return auto_choose(l, mw, mh, err, errlen); /* tiny images: the CPU, without starting nvJPEG */
     l->gpu_device = device;
     l->gpu_threads = l->ndscratch;
     char e2[600];

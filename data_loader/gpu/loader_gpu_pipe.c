@@ -19,22 +19,22 @@
 /* One batch in the GPU pipeline: its samples' files, drawn parameters,
  * records and CPU-decoded pixels, from preparation to the transform. */
 typedef struct {
-    int unit;          /* decode unit */
-    int n;             /* samples (JPEG records of gsv) */
-    int *idx;          /* their index in gsv */
-    GpuSample *s;      /* the copies handed to gpu_images_decode_on */
+    int unit; /* decode unit */
+    int n; /* samples (JPEG records of gsv) */
+    int *idx; /* their index in gsv */
+    GpuSample *s; /* the copies handed to gpu_images_decode_on */
 } GpuPart;
 
 enum { JOB_FREE, JOB_QUEUED, JOB_DECODED };
 
 typedef struct {
-    long long seq;     /* position in the pipeline (increases across epochs) */
-    int b;             /* batch of the epoch */
-    int m, n;          /* slots of the batch; samples after compaction */
-    int state;         /* JOB_*; the pipe's lock */
+    long long seq; /* position in the pipeline (increases across epochs) */
+    int b; /* batch of the epoch */
+    int m, n; /* slots of the batch; samples after compaction */
+    int state; /* JOB_*; the pipe's lock */
     int parts, parts_left;
-    GpuPart part[2];   /* [0] a primary unit, [1] a GPU-hybrid unit of a split */
-    int rc;            /* 0, or -1 with msg */
+    GpuPart part[2]; /* [0] a primary unit, [1] a GPU-hybrid unit of a split */
+    int rc; /* 0, or -1 with msg */
     char msg[512];
     /* per slot k */
     ImageBuf *file, *pix;
@@ -60,26 +60,26 @@ typedef struct {
  * choice of where a sample is decoded, never of what it is: the batches are
  * the same whatever the timing. */
 typedef struct GpuPipe {
-    int units, hybrid;          /* primary units; GPU-hybrid units (0 or units) */
-    int njobs;                  /* 2 x units */
+    int units, hybrid; /* primary units; GPU-hybrid units (0 or units) */
+    int njobs; /* 2 x units */
     GpuJob *jobs;
-    long long seq_next, seq_head;   /* next job to prepare; oldest in flight */
+    long long seq_next, seq_head; /* next job to prepare; oldest in flight */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
     int started, stop;
     pthread_t *threads;
     int nthreads;
-    long long *queue;           /* per unit a FIFO of seq numbers: njobs entries each */
+    long long *queue; /* per unit a FIFO of seq numbers: njobs entries each */
     int *qhead, *qlen, *busy;
-    int pending;                /* jobs handed to units and not decoded yet */
-    int collected;              /* jobs collected since the pipeline was (re)started */
+    int pending; /* jobs handed to units and not decoded yet */
+    int collected; /* jobs collected since the pipeline was (re)started */
     /* balance: the share of each batch's nvJPEG-able samples decoded on the CPU */
-    int share_auto;             /* adapt it (data.jpeg_cpu_share = -1 on exact units) */
-    double share;               /* current share */
-    double share_sum;           /* sum over prepared batches (for the mean) */
+    int share_auto; /* adapt it (data.jpeg_cpu_share = -1 on exact units) */
+    double share; /* current share */
+    double share_sum; /* sum over prepared batches (for the mean) */
     long long share_n;
-    int *spill_rank;            /* slot -> rank in a spread-out order (bit reversal) */
-    unsigned char *to_hybrid;   /* slot -> its JPEG goes to the GPU-hybrid unit (the split) */
+    int *spill_rank; /* slot -> rank in a spread-out order (bit reversal) */
+    unsigned char *to_hybrid; /* slot -> its JPEG goes to the GPU-hybrid unit (the split) */
     /* producer's time */
     double prep_s, collect_s, wait_decode_s;
 } GpuPipe;
@@ -102,15 +102,17 @@ static int gpu_fetch(Loader *l, GpuJob *j, int k, int idx, Rng *rng, int cpu_rea
     /* the job's decode (if any) has finished before a redo: the buffers are free */
     int via;
     long long len = dataset_read_encoded(l->ds, idx, &j->file[k].p, &j->file[k].cap, msg, msglen);
-    if (len < 0 ||
-        gpu_sample_from_mem(l->gpu, omp_get_thread_num(), l->deit, name, len, l->cfg.channels, rng, &j->params[k],
-                            j->noise + (size_t)k * l->out_bytes, cpu_reason, &j->file[k], &j->pix[k], &j->gs[k],
-                            &via, msg, msglen))
+    if (len < 0 || gpu_sample_from_mem(l->gpu, omp_get_thread_num(), l->deit, name, len, l->cfg.channels, rng,
+                                       &j->params[k], j->noise + (size_t)k * l->out_bytes, cpu_reason, &j->file[k],
+                                       &j->pix[k], &j->gs[k], &via, msg, msglen))
         return -1;
     if (via != GPU_VIA_NVJPEG) {
-        long long *ctr = via == GPU_VIA_NOT_JPEG ? &l->n_not_jpeg : via == GPU_VIA_UNSUPPORTED ? &l->n_unsupported
-                       : via == GPU_VIA_REFUSED ? &l->n_refused : via == GPU_VIA_FAILED ? &l->n_failed
-                       : via == GPU_VIA_SPILL ? &l->n_spill : &l->n_budget;
+        long long *ctr = via == GPU_VIA_NOT_JPEG      ? &l->n_not_jpeg
+                         : via == GPU_VIA_UNSUPPORTED ? &l->n_unsupported
+                         : via == GPU_VIA_REFUSED     ? &l->n_refused
+                         : via == GPU_VIA_FAILED      ? &l->n_failed
+                         : via == GPU_VIA_SPILL       ? &l->n_spill
+                                                      : &l->n_budget;
 #pragma omp atomic update
         (*ctr)++;
     }
@@ -142,7 +144,7 @@ static double gpu_plane_bytes(const GpuSample *s) {
     return px * (1.0 + 2.0 / ((double)(mh / s->hs[1]) * (mv / s->vs[1])));
 }
 
-#define GPU_PLANE_BUDGET (2.0 * 1024 * 1024 * 1024)   /* decoded planes per batch */
+#define GPU_PLANE_BUDGET (2.0 * 1024 * 1024 * 1024) /* decoded planes per batch */
 
 /* Redo the flagged slots of job j on the CPU (parallel). Returns 1 when one failed for good. */
 static int gpu_redo(Loader *l, GpuJob *j) {
@@ -195,8 +197,8 @@ static int gpu_job_alloc(GpuJob *j, int m, size_t out_bytes) {
     j->status = calloc((size_t)m, sizeof *j->status);
     j->labels = calloc((size_t)m, sizeof *j->labels);
     j->redo = calloc((size_t)m, sizeof *j->redo);
-    int ok = j->file && j->pix && j->noise && j->params && j->gs && j->gsv && j->gmap && j->status && j->labels &&
-             j->redo;
+    int ok =
+        j->file && j->pix && j->noise && j->params && j->gs && j->gsv && j->gmap && j->status && j->labels && j->redo;
     for (int p = 0; p < 2; p++) {
         j->part[p].idx = calloc((size_t)m, sizeof(int));
         j->part[p].s = calloc((size_t)m, sizeof(GpuSample));
@@ -322,7 +324,7 @@ static int gpu_pipe_start(Loader *l) {
     P->stop = 0;
     P->started = 1;
     for (int u = 0; u < n; u++) {
-        UnitArg *a = malloc(sizeof *a);   /* the thread frees it */
+        UnitArg *a = malloc(sizeof *a); /* the thread frees it */
         if (a) {
             a->l = l;
             a->unit = u;
@@ -437,7 +439,7 @@ static int gpu_prep(Loader *l, GpuJob *j, int b) {
         }
         if (tot <= GPU_PLANE_BUDGET || kb < 0) break;
         j->redo[kb] = GPU_VIA_BUDGET;
-        j->gs[kb].src = GPU_SRC_PIXELS;   /* out of the sum */
+        j->gs[kb].src = GPU_SRC_PIXELS; /* out of the sum */
         any = 1;
     }
     if (any && gpu_redo(l, j)) return -1;
@@ -508,7 +510,7 @@ static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
             int k = j->gmap[i];
             if (j->redo[k]) {
                 j->redo[k] = 0;
-                if (j->status[k] != SLOT_OK) continue;   /* evaluation: unreadable after all */
+                if (j->status[k] != SLOT_OK) continue; /* evaluation: unreadable after all */
                 j->gsv[i] = j->gs[k];
             }
             j->gsv[i2] = j->gsv[i];
@@ -553,8 +555,10 @@ static int gpu_collect(Loader *l, GpuJob *j, Batch *out, int gslot) {
 static void gpu_balance(GpuPipe *P, double waited) {
     /* (while the pipeline fills after a start, the producer waits anyway) */
     if (!P->share_auto || ++P->collected <= P->njobs) return;
-    if (waited > 2e-4) P->share += 0.02;
-    else P->share -= 0.01;
+    if (waited > 2e-4)
+        P->share += 0.02;
+    else
+        P->share -= 0.01;
     if (P->share < 0) P->share = 0;
     if (P->share > 0.8) P->share = 0.8;
 }
@@ -595,7 +599,7 @@ int loader_produce_gpu(Loader *l, Batch *out, int gslot) {
             set_err(l->err, sizeof l->err, "%s", old->msg);
             return -1;
         }
-        if (old->n == 0) continue;   /* a whole eval batch unreadable: go on */
+        if (old->n == 0) continue; /* a whole eval batch unreadable: go on */
         gpu_balance(P, waited);
         t0 = now_seconds();
         int rc = gpu_collect(l, old, out, gslot);

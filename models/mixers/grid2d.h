@@ -26,8 +26,8 @@
 #include "mixer.h"
 
 typedef struct {
-    int on;     /* model.scan2d */
-    int side;   /* S: tokens on a side of the grid */
+    int on; /* model.scan2d */
+    int side; /* S: tokens on a side of the grid */
 } Grid2d;
 
 static inline Grid2d grid2d_of(const Config *c) {
@@ -46,8 +46,7 @@ static inline void grid2d_rows(const Grid2d *g, int B, int N, int *seqs, int *le
         return;
     }
     if (N != g->side * g->side) {
-        fprintf(stderr, "internal error: model.scan2d with %d tokens, not a %d x %d grid\n", N, g->side,
-                g->side);
+        fprintf(stderr, "internal error: model.scan2d with %d tokens, not a %d x %d grid\n", N, g->side, g->side);
         abort();
     }
     *seqs = B * g->side;
@@ -55,14 +54,14 @@ static inline void grid2d_rows(const Grid2d *g, int B, int N, int *seqs, int *le
 }
 
 /* out[M, C] (stride ldo) = in (stride ldi) with each image's tokens in column order */
-static inline void grid2d_to_cols(Backend *bk, const Grid2d *g, float *out, int ldo, const float *in,
-                                  int ldi, int B, int C, int f32) {
+static inline void grid2d_to_cols(Backend *bk, const Grid2d *g, float *out, int ldo, const float *in, int ldi, int B,
+                                  int C, int f32) {
     bk->grid_transpose(bk, out, ldo, in, ldi, B, g->side, g->side, C, f32, 0);
 }
 
 /* out (+)= in, each image's tokens from column order back to row order */
-static inline void grid2d_to_rows(Backend *bk, const Grid2d *g, float *out, int ldo, const float *in,
-                                  int ldi, int B, int C, int f32, int accumulate) {
+static inline void grid2d_to_rows(Backend *bk, const Grid2d *g, float *out, int ldo, const float *in, int ldi, int B,
+                                  int C, int f32, int accumulate) {
     bk->grid_transpose(bk, out, ldo, in, ldi, B, g->side, g->side, C, f32, accumulate);
 }
 

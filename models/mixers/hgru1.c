@@ -16,31 +16,31 @@
 #include <stdlib.h>
 
 typedef struct {
-    float *proj_w, *proj_b;    /* input_proj | gate | lambda_proj fused: [5D, D], [5D] */
-    float *theta_f, *theta_r;  /* [D] rotation angles of the two directions */
-    float *norm_w, *norm_b;    /* LayerNorm over the 2D scan outputs */
-    float *out_w, *out_b;      /* out_proj [D, 2D], [D] */
+    float *proj_w, *proj_b; /* input_proj | gate | lambda_proj fused: [5D, D], [5D] */
+    float *theta_f, *theta_r; /* [D] rotation angles of the two directions */
+    float *norm_w, *norm_b; /* LayerNorm over the 2D scan outputs */
+    float *out_w, *out_b; /* out_proj [D, 2D], [D] */
 } Hgru1Params;
 
 typedef struct {
-    int width;                 /* D */
-    Grid2d grid;               /* model.scan2d */
-    Hgru1Params p, g;          /* parameters and their gradients */
+    int width; /* D */
+    Grid2d grid; /* model.scan2d */
+    Hgru1Params p, g; /* parameters and their gradients */
     /* saved for the backward */
-    float *proj;               /* [M, 5D]: c pre-activations (2D, (re, im) interleaved) | gate (2D) | lambda (D) */
-    float *scan;               /* [M, 2D] scan output [Re H | Im H] */
-    float *norm_mean, *norm_rstd;   /* LayerNorm_2D(scan) statistics */
-    float *gated;              /* [M, 2D] LayerNorm_2D(scan) * SiLU(gate) */
+    float *proj; /* [M, 5D]: c pre-activations (2D, (re, im) interleaved) | gate (2D) | lambda (D) */
+    float *scan; /* [M, 2D] scan output [Re H | Im H] */
+    float *norm_mean, *norm_rstd; /* LayerNorm_2D(scan) statistics */
+    float *gated; /* [M, 2D] LayerNorm_2D(scan) * SiLU(gate) */
     /* the 2-D scan's columns (NULL without it) */
-    float *proj_cols;          /* [M, 3D]: the c pre-activations (2D) | lambda (D), tokens in column order */
-    float *scan_cols;          /* [M, 2D] the columns' scan output, column order */
+    float *proj_cols; /* [M, 3D]: the c pre-activations (2D) | lambda (D), tokens in column order */
+    float *scan_cols; /* [M, 2D] the columns' scan output, column order */
 } Hgru1Layer;
 
-typedef struct {               /* backward scratch, shared by the layers */
-    float *dproj;              /* [M, 5D] */
-    float *dscan, *dgated;     /* [M, 2D] */
-    float *dscan_cols;         /* [M, 2D] (2-D scan) */
-    float *dproj_cols;         /* [M, 3D] (2-D scan) */
+typedef struct { /* backward scratch, shared by the layers */
+    float *dproj; /* [M, 5D] */
+    float *dscan, *dgated; /* [M, 2D] */
+    float *dscan_cols; /* [M, 2D] (2-D scan) */
+    float *dproj_cols; /* [M, 3D] (2-D scan) */
 } Hgru1Scratch;
 
 static void declare(TensorList *tl, const Config *c) {
@@ -64,13 +64,12 @@ static void init_tensor(const Config *c, const ParamInfo *t, float *values, Rng 
     (void)c;
     (void)r;
     const size_t D = (size_t)t->shape[t->ndim - 1];
-    for (size_t k = 0; k < t->numel; k++)
-        values[k] = (float)pow(10000.0, -2.0 * (double)(k % D) / (double)D);
+    for (size_t k = 0; k < t->numel; k++) values[k] = (float)pow(10000.0, -2.0 * (double)(k % D) / (double)D);
 }
 
 static double madds_per_token(const Config *c) {
     const double D = c->dim;
-    return 5 * D * D + 2 * D * D;   /* the fused projection and out_proj */
+    return 5 * D * D + 2 * D * D; /* the fused projection and out_proj */
 }
 
 static void *create(const Config *c) {
@@ -132,32 +131,29 @@ static void layout_scratch(void *scratch, Arena *a, const Backend *bk, const Con
     }
 }
 
-static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B,
-                    int N) {
+static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B, int N) {
     Hgru1Layer *l = layer;
     const Hgru1Params *p = &l->p;
     const int M = B * N, D = l->width, D2 = 2 * D, D3 = 3 * D, D5 = 5 * D;
     int seqs, len;
     grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_fwd(bk, l->proj, x, p->proj_w, p->proj_b, M, D, D5);
-    bk->hgru1_fwd(bk, l->scan, l->proj, ACT_AT(bk, l->proj, 4 * D), D5, p->theta_f, p->theta_r,
-                  beta, seqs, len, D);
-    if (l->grid.on) {   /* the columns: the scan on the transposed grid, added back in row order */
+    bk->hgru1_fwd(bk, l->scan, l->proj, ACT_AT(bk, l->proj, 4 * D), D5, p->theta_f, p->theta_r, beta, seqs, len, D);
+    if (l->grid.on) { /* the columns: the scan on the transposed grid, added back in row order */
         grid2d_to_cols(bk, &l->grid, l->proj_cols, D3, l->proj, D5, B, D2, 0);
-        grid2d_to_cols(bk, &l->grid, ACT_AT(bk, l->proj_cols, D2), D3, ACT_AT(bk, l->proj, 4 * D), D5, B,
-                       D, 0);
-        bk->hgru1_fwd(bk, l->scan_cols, l->proj_cols, ACT_AT(bk, l->proj_cols, D2), D3, p->theta_f,
-                      p->theta_r, beta, seqs, len, D);
+        grid2d_to_cols(bk, &l->grid, ACT_AT(bk, l->proj_cols, D2), D3, ACT_AT(bk, l->proj, 4 * D), D5, B, D, 0);
+        bk->hgru1_fwd(bk, l->scan_cols, l->proj_cols, ACT_AT(bk, l->proj_cols, D2), D3, p->theta_f, p->theta_r, beta,
+                      seqs, len, D);
         grid2d_to_rows(bk, &l->grid, l->scan, D2, l->scan_cols, D2, B, D2, 0, 1);
     }
     /* gated = SiLU(gate) * LayerNorm_2D(scan), one pass (the normalised scan is never stored) */
-    bk->ln_gate_fwd(bk, l->gated, l->norm_mean, l->norm_rstd, l->scan, p->norm_w, p->norm_b,
-                    ACT_AT(bk, l->proj, D2), D5, M, D2);
+    bk->ln_gate_fwd(bk, l->gated, l->norm_mean, l->norm_rstd, l->scan, p->norm_w, p->norm_b, ACT_AT(bk, l->proj, D2),
+                    D5, M, D2);
     bk->matmul_fwd(bk, out, l->gated, p->out_w, p->out_b, M, D2, D);
 }
 
-static void backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
-                     float *dbeta, const float *dout, float *dx, int B, int N) {
+static void backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta, float *dbeta,
+                     const float *dout, float *dx, int B, int N) {
     Hgru1Layer *l = layer;
     Hgru1Scratch *s = scratch;
     const Hgru1Params *p = &l->p, *g = &l->g;
@@ -166,21 +162,17 @@ static void backward(Backend *bk, void *layer, void *scratch, const float *x, co
     grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_bwd(bk, s->dgated, g->out_w, g->out_b, dout, l->gated, p->out_w, M, D2, D);
     /* gate and norm: the gate's gradient lands in its columns of dproj, dscan is overwritten */
-    bk->ln_gate_bwd(bk, s->dscan, ACT_AT(bk, s->dproj, D2), g->norm_w, g->norm_b, s->dgated, l->scan,
-                    p->norm_w, p->norm_b, ACT_AT(bk, l->proj, D2), D5, l->norm_mean, l->norm_rstd,
-                    M, D2);
+    bk->ln_gate_bwd(bk, s->dscan, ACT_AT(bk, s->dproj, D2), g->norm_w, g->norm_b, s->dgated, l->scan, p->norm_w,
+                    p->norm_b, ACT_AT(bk, l->proj, D2), D5, l->norm_mean, l->norm_rstd, M, D2);
     /* the scan fills the input-pair and lambda columns of dproj */
-    bk->hgru1_bwd(bk, s->dproj, ACT_AT(bk, s->dproj, 4 * D), g->theta_f, g->theta_r, dbeta,
-                  s->dscan, l->proj, ACT_AT(bk, l->proj, 4 * D), D5, p->theta_f, p->theta_r, beta,
-                  seqs, len, D);
-    if (l->grid.on) {   /* the columns' share, transposed back and added */
+    bk->hgru1_bwd(bk, s->dproj, ACT_AT(bk, s->dproj, 4 * D), g->theta_f, g->theta_r, dbeta, s->dscan, l->proj,
+                  ACT_AT(bk, l->proj, 4 * D), D5, p->theta_f, p->theta_r, beta, seqs, len, D);
+    if (l->grid.on) { /* the columns' share, transposed back and added */
         grid2d_to_cols(bk, &l->grid, s->dscan_cols, D2, s->dscan, D2, B, D2, 0);
-        bk->hgru1_bwd(bk, s->dproj_cols, ACT_AT(bk, s->dproj_cols, D2), g->theta_f, g->theta_r, dbeta,
-                      s->dscan_cols, l->proj_cols, ACT_AT(bk, l->proj_cols, D2), D3, p->theta_f,
-                      p->theta_r, beta, seqs, len, D);
+        bk->hgru1_bwd(bk, s->dproj_cols, ACT_AT(bk, s->dproj_cols, D2), g->theta_f, g->theta_r, dbeta, s->dscan_cols,
+                      l->proj_cols, ACT_AT(bk, l->proj_cols, D2), D3, p->theta_f, p->theta_r, beta, seqs, len, D);
         grid2d_to_rows(bk, &l->grid, s->dproj, D5, s->dproj_cols, D3, B, D2, 0, 1);
-        grid2d_to_rows(bk, &l->grid, ACT_AT(bk, s->dproj, 4 * D), D5, ACT_AT(bk, s->dproj_cols, D2), D3,
-                       B, D, 0, 1);
+        grid2d_to_rows(bk, &l->grid, ACT_AT(bk, s->dproj, 4 * D), D5, ACT_AT(bk, s->dproj_cols, D2), D3, B, D, 0, 1);
     }
     bk->matmul_bwd(bk, dx, g->proj_w, g->proj_b, s->dproj, x, p->proj_w, M, D, D5);
 }
@@ -189,7 +181,7 @@ const TokenMixer hgru1_mixer = {
     .name = "hgru1",
     .summary = "HGRN1: bidirectional complex element-wise recurrence, lower-bounded forget gates",
     .uses_lower_bounds = 1,
-    .supports_causal = 0,   /* the fused op runs both directions */
+    .supports_causal = 0, /* the fused op runs both directions */
     .supports_scan2d = 1,
     .check_config = NULL,
     .declare = declare,

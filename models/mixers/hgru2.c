@@ -12,35 +12,35 @@
 #include <stdlib.h>
 
 typedef struct {
-    float *proj_w, *proj_b;    /* in_proj [3D, D], [3D] */
-    float *norm_w, *norm_b;    /* LayerNorm over the D scan outputs */
-    float *out_w, *out_b;      /* out_proj [D, D], [D] */
+    float *proj_w, *proj_b; /* in_proj [3D, D], [3D] */
+    float *norm_w, *norm_b; /* LayerNorm over the D scan outputs */
+    float *out_w, *out_b; /* out_proj [D, D], [D] */
 } Hgru2Params;
 
 typedef struct {
-    int width, head_size;      /* D, e */
-    Grid2d grid;               /* model.scan2d */
-    Hgru2Params p, g;          /* parameters and their gradients */
+    int width, head_size; /* D, e */
+    Grid2d grid; /* model.scan2d */
+    Hgru2Params p, g; /* parameters and their gradients */
     /* saved for the backward */
-    float *proj;               /* [M, 3D]: v | q | f pre-activations */
-    float *scan;               /* [M, D] scan output */
-    float *normed, *norm_mean, *norm_rstd;   /* LayerNorm_D(scan) */
+    float *proj; /* [M, 3D]: v | q | f pre-activations */
+    float *scan; /* [M, D] scan output */
+    float *normed, *norm_mean, *norm_rstd; /* LayerNorm_D(scan) */
     /* the 2-D scan's columns (NULL without it), tokens in column order */
-    float *proj_cols;          /* [M, 3D] */
-    float *scan_cols;          /* [M, D] */
+    float *proj_cols; /* [M, 3D] */
+    float *scan_cols; /* [M, D] */
 } Hgru2Layer;
 
-typedef struct {               /* backward scratch, shared by the layers */
-    float *dproj;              /* [M, 3D] */
-    float *dnormed, *dscan;    /* [M, D] */
-    float *dscan_cols;         /* [M, D] (2-D scan) */
-    float *dproj_cols;         /* [M, 3D] (2-D scan) */
+typedef struct { /* backward scratch, shared by the layers */
+    float *dproj; /* [M, 3D] */
+    float *dnormed, *dscan; /* [M, D] */
+    float *dscan_cols; /* [M, D] (2-D scan) */
+    float *dproj_cols; /* [M, 3D] (2-D scan) */
 } Hgru2Scratch;
 
 static int check_config(const Config *c, char *err, size_t errlen) {
     if (c->dim % c->head_size != 0) {
-        snprintf(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (mixer hgru2)",
-                 c->dim, c->head_size);
+        snprintf(err, errlen, "model.dim = %d is not a multiple of model.head_size = %d (mixer hgru2)", c->dim,
+                 c->head_size);
         return -1;
     }
     return 0;
@@ -114,8 +114,7 @@ static void layout_scratch(void *scratch, Arena *a, const Backend *bk, const Con
     }
 }
 
-static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B,
-                    int N) {
+static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B, int N) {
     Hgru2Layer *l = layer;
     const Hgru2Params *p = &l->p;
     const int M = B * N, D = l->width, D3 = 3 * D;
@@ -123,7 +122,7 @@ static void forward(Backend *bk, void *layer, const float *x, const float *beta,
     grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_fwd(bk, l->proj, x, p->proj_w, p->proj_b, M, D, D3);
     bk->hgru2_fwd(bk, l->scan, l->proj, D3, beta, seqs, len, D, l->head_size);
-    if (l->grid.on) {   /* the columns: the scan on the transposed grid, added back in row order */
+    if (l->grid.on) { /* the columns: the scan on the transposed grid, added back in row order */
         grid2d_to_cols(bk, &l->grid, l->proj_cols, D3, l->proj, D3, B, D3, 0);
         bk->hgru2_fwd(bk, l->scan_cols, l->proj_cols, D3, beta, seqs, len, D, l->head_size);
         grid2d_to_rows(bk, &l->grid, l->scan, D, l->scan_cols, D, B, D, 0, 1);
@@ -132,8 +131,8 @@ static void forward(Backend *bk, void *layer, const float *x, const float *beta,
     bk->matmul_fwd(bk, out, l->normed, p->out_w, p->out_b, M, D, D);
 }
 
-static void backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
-                     float *dbeta, const float *dout, float *dx, int B, int N) {
+static void backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta, float *dbeta,
+                     const float *dout, float *dx, int B, int N) {
     Hgru2Layer *l = layer;
     Hgru2Scratch *s = scratch;
     const Hgru2Params *p = &l->p, *g = &l->g;
@@ -141,14 +140,13 @@ static void backward(Backend *bk, void *layer, void *scratch, const float *x, co
     int seqs, len;
     grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_bwd(bk, s->dnormed, g->out_w, g->out_b, dout, l->normed, p->out_w, M, D, D);
-    bk->zero(bk, s->dscan, (size_t)M * D * bk->act_elem);   /* layernorm_bwd accumulates */
-    bk->layernorm_bwd(bk, s->dscan, g->norm_w, g->norm_b, s->dnormed, l->scan, p->norm_w,
-                      l->norm_mean, l->norm_rstd, M, D);
+    bk->zero(bk, s->dscan, (size_t)M * D * bk->act_elem); /* layernorm_bwd accumulates */
+    bk->layernorm_bwd(bk, s->dscan, g->norm_w, g->norm_b, s->dnormed, l->scan, p->norm_w, l->norm_mean, l->norm_rstd, M,
+                      D);
     bk->hgru2_bwd(bk, s->dproj, dbeta, s->dscan, l->proj, D3, beta, seqs, len, D, l->head_size);
-    if (l->grid.on) {   /* the columns' share, transposed back and added */
+    if (l->grid.on) { /* the columns' share, transposed back and added */
         grid2d_to_cols(bk, &l->grid, s->dscan_cols, D, s->dscan, D, B, D, 0);
-        bk->hgru2_bwd(bk, s->dproj_cols, dbeta, s->dscan_cols, l->proj_cols, D3, beta, seqs, len, D,
-                      l->head_size);
+        bk->hgru2_bwd(bk, s->dproj_cols, dbeta, s->dscan_cols, l->proj_cols, D3, beta, seqs, len, D, l->head_size);
         grid2d_to_rows(bk, &l->grid, s->dproj, D3, s->dproj_cols, D3, B, D3, 0, 1);
     }
     bk->matmul_bwd(bk, dx, g->proj_w, g->proj_b, s->dproj, x, p->proj_w, M, D, D3);
@@ -158,7 +156,7 @@ const TokenMixer hgru2_mixer = {
     .name = "hgru2",
     .summary = "HGRN2: bidirectional outer-product state expansion (heads of model.head_size)",
     .uses_lower_bounds = 1,
-    .supports_causal = 0,   /* the fused op runs both directions */
+    .supports_causal = 0, /* the fused op runs both directions */
     .supports_scan2d = 1,
     .check_config = check_config,
     .declare = declare,

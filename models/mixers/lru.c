@@ -31,29 +31,29 @@
 #include <string.h>
 
 typedef struct {
-    float *nu, *theta;         /* [S]: lambda = exp(-exp(nu) + i theta) */
-    float *B;                  /* [2S, H]: rows (Re B_k, Im B_k) */
-    float *C;                  /* [H, 2S]: columns (Re C_k, -Im C_k) */
-    float *D;                  /* [H] */
+    float *nu, *theta; /* [S]: lambda = exp(-exp(nu) + i theta) */
+    float *B; /* [2S, H]: rows (Re B_k, Im B_k) */
+    float *C; /* [H, 2S]: columns (Re C_k, -Im C_k) */
+    float *D; /* [H] */
 } LruParams;
 
 typedef struct {
-    int width, states, dirs;   /* H, S, SCAN_BOTH or SCAN_FORWARD (causal) */
-    Grid2d grid;               /* model.scan2d */
-    LruParams p, g;            /* parameters and their gradients */
-    float *lam;                /* fp32 [2S]: lambda as (re, im) */
-    float *beff;               /* fp32 [2S, H]: gamma B */
+    int width, states, dirs; /* H, S, SCAN_BOTH or SCAN_FORWARD (causal) */
+    Grid2d grid; /* model.scan2d */
+    LruParams p, g; /* parameters and their gradients */
+    float *lam; /* fp32 [2S]: lambda as (re, im) */
+    float *beff; /* fp32 [2S, H]: gamma B */
     /* saved for the backward */
-    float *bu;                 /* [M, 2S]: gamma B u, the scan's input */
-    float *h;                  /* [M, 2S]: h (+ r) */
-    float *bu_cols, *h_cols;   /* [M, 2S]: the 2-D scan's columns, column order (NULL without it) */
+    float *bu; /* [M, 2S]: gamma B u, the scan's input */
+    float *h; /* [M, 2S]: h (+ r) */
+    float *bu_cols, *h_cols; /* [M, 2S]: the 2-D scan's columns, column order (NULL without it) */
 } LruLayer;
 
-typedef struct {               /* backward scratch, shared by the layers */
-    float *dh, *dbu;           /* [M, 2S] */
+typedef struct { /* backward scratch, shared by the layers */
+    float *dh, *dbu; /* [M, 2S] */
     float *dh_cols, *dbu_cols; /* [M, 2S] (2-D scan) */
-    float *dlam;               /* fp32 [2S] */
-    float *dbeff;              /* fp32 [2S, H] */
+    float *dlam; /* fp32 [2S] */
+    float *dbeff; /* fp32 [2S, H] */
 } LruScratch;
 
 static int states_of(const Config *c) { return c->rnn_dim ? c->rnn_dim : c->dim; }
@@ -82,11 +82,11 @@ static void init_tensor(const Config *c, const ParamInfo *t, float *values, Rng 
             values[k] = (float)log(-0.5 * log(m2));
         }
     } else if (ends_with(t->name, ".theta")) {
-        for (size_t k = 0; k < t->numel; k++)
-            values[k] = (float)(c->lru_max_phase * rng_uniform(r));
+        for (size_t k = 0; k < t->numel; k++) values[k] = (float)(c->lru_max_phase * rng_uniform(r));
     } else {
-        const double sd = ends_with(t->name, ".B") ? 1.0 / sqrt(2.0 * H)
-                          : ends_with(t->name, ".C") ? 1.0 / sqrt(S) : 1.0;
+        const double sd = ends_with(t->name, ".B")   ? 1.0 / sqrt(2.0 * H)
+                          : ends_with(t->name, ".C") ? 1.0 / sqrt(S)
+                                                     : 1.0;
         for (size_t k = 0; k < t->numel; k++) values[k] = (float)(sd * rng_normal(r));
     }
 }
@@ -145,8 +145,7 @@ static void layout_scratch(void *scratch, Arena *a, const Backend *bk, const Con
     }
 }
 
-static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B,
-                    int N) {
+static void forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B, int N) {
     (void)beta;
     LruLayer *l = layer;
     const LruParams *p = &l->p;
@@ -156,7 +155,7 @@ static void forward(Backend *bk, void *layer, const float *x, const float *beta,
     bk->lru_params_fwd(bk, l->lam, l->beff, p->nu, p->theta, p->B, S, H);
     bk->matmul_fwd(bk, l->bu, x, l->beff, NULL, M, H, 2 * S);
     bk->scan_fwd(bk, l->h, l->lam, 0, l->bu, 2 * S, seqs, len, S, 1, l->dirs);
-    if (l->grid.on) {   /* the columns: the scan on the transposed grid, added back in row order */
+    if (l->grid.on) { /* the columns: the scan on the transposed grid, added back in row order */
         grid2d_to_cols(bk, &l->grid, l->bu_cols, 2 * S, l->bu, 2 * S, B, 2 * S, 0);
         bk->scan_fwd(bk, l->h_cols, l->lam, 0, l->bu_cols, 2 * S, seqs, len, S, 1, l->dirs);
         grid2d_to_rows(bk, &l->grid, l->h, 2 * S, l->h_cols, 2 * S, B, 2 * S, 0, 1);
@@ -165,8 +164,8 @@ static void forward(Backend *bk, void *layer, const float *x, const float *beta,
     bk->diag_fwd(bk, out, x, p->D, M, H);
 }
 
-static void backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
-                     float *dbeta, const float *dout, float *dx, int B, int N) {
+static void backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta, float *dbeta,
+                     const float *dout, float *dx, int B, int N) {
     (void)beta;
     (void)dbeta;
     LruLayer *l = layer;
@@ -176,17 +175,16 @@ static void backward(Backend *bk, void *layer, void *scratch, const float *x, co
     int seqs, len;
     grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_bwd(bk, s->dh, g->C, NULL, dout, l->h, p->C, M, 2 * S, H);
-    bk->zero(bk, s->dlam, 2 * (size_t)S * sizeof(float));   /* the shared decay's gradient accumulates */
+    bk->zero(bk, s->dlam, 2 * (size_t)S * sizeof(float)); /* the shared decay's gradient accumulates */
     bk->scan_bwd(bk, s->dbu, s->dlam, s->dh, l->lam, 0, l->bu, 2 * S, seqs, len, S, 1, l->dirs);
-    if (l->grid.on) {   /* the columns' share, transposed back and added */
+    if (l->grid.on) { /* the columns' share, transposed back and added */
         grid2d_to_cols(bk, &l->grid, s->dh_cols, 2 * S, s->dh, 2 * S, B, 2 * S, 0);
-        bk->scan_bwd(bk, s->dbu_cols, s->dlam, s->dh_cols, l->lam, 0, l->bu_cols, 2 * S, seqs, len, S, 1,
-                     l->dirs);
+        bk->scan_bwd(bk, s->dbu_cols, s->dlam, s->dh_cols, l->lam, 0, l->bu_cols, 2 * S, seqs, len, S, 1, l->dirs);
         grid2d_to_rows(bk, &l->grid, s->dbu, 2 * S, s->dbu_cols, 2 * S, B, 2 * S, 0, 1);
     }
     bk->zero(bk, s->dbeff, 2 * (size_t)S * H * sizeof(float));
     bk->matmul_bwd(bk, dx, s->dbeff, NULL, s->dbu, x, l->beff, M, H, 2 * S);
-    bk->diag_bwd(bk, dx, g->D, dout, x, p->D, M, H);   /* dx += D dout, after the GEMM wrote it */
+    bk->diag_bwd(bk, dx, g->D, dout, x, p->D, M, H); /* dx += D dout, after the GEMM wrote it */
     bk->lru_params_bwd(bk, g->nu, g->theta, g->B, s->dlam, s->dbeff, p->nu, p->theta, p->B, S, H);
 }
 

@@ -26,9 +26,7 @@ void min_rnn_declare(TensorList *tl, const Config *c, int parts) {
 }
 
 /* the two projections (the gates and the scan are O(E)) */
-double min_rnn_madds(const Config *c, int parts) {
-    return (parts + 1.0) * min_rnn_hidden(c) * c->dim;
-}
+double min_rnn_madds(const Config *c, int parts) { return (parts + 1.0) * min_rnn_hidden(c) * c->dim; }
 
 void *min_rnn_create(const Config *c, int kind) {
     MinRnnLayer *l = calloc(1, sizeof *l);
@@ -70,8 +68,7 @@ void min_rnn_layout(void *layer, Arena *a, const Backend *bk, int rows) {
     }
 }
 
-void min_rnn_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Config *c, int rows,
-                            int parts) {
+void min_rnn_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Config *c, int rows, int parts) {
     MinRnnScratch *s = scratch;
     const size_t M = (size_t)rows, E = (size_t)min_rnn_hidden(c);
     s->dh = take_act(a, bk, M * E);
@@ -85,8 +82,7 @@ void min_rnn_layout_scratch(void *scratch, Arena *a, const Backend *bk, const Co
     }
 }
 
-void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta, float *out,
-                     int B, int N) {
+void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta, float *out, int B, int N) {
     (void)beta;
     MinRnnLayer *l = layer;
     const MinRnnParams *p = &l->p;
@@ -96,7 +92,7 @@ void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta
     bk->matmul_fwd(bk, l->proj, x, p->in_w, p->in_b, M, D, P);
     bk->mingate_fwd(bk, l->decay, l->xin, l->proj, P, M, E, l->kind);
     bk->scan_fwd(bk, l->h, l->decay, E, l->xin, E, seqs, len, E, 0, l->dirs);
-    if (l->grid.on) {   /* the columns: the scan on the transposed grid, added back in row order */
+    if (l->grid.on) { /* the columns: the scan on the transposed grid, added back in row order */
         grid2d_to_cols(bk, &l->grid, l->decay_cols, E, l->decay, E, B, E, 1);
         grid2d_to_cols(bk, &l->grid, l->xin_cols, E, l->xin, E, B, E, 0);
         bk->scan_fwd(bk, l->h_cols, l->decay_cols, E, l->xin_cols, E, seqs, len, E, 0, l->dirs);
@@ -105,8 +101,8 @@ void min_rnn_forward(Backend *bk, void *layer, const float *x, const float *beta
     bk->matmul_fwd(bk, out, l->h, p->out_w, p->out_b, M, E, D);
 }
 
-void min_rnn_backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta,
-                      float *dbeta, const float *dout, float *dx, int B, int N) {
+void min_rnn_backward(Backend *bk, void *layer, void *scratch, const float *x, const float *beta, float *dbeta,
+                      const float *dout, float *dx, int B, int N) {
     (void)beta;
     (void)dbeta;
     MinRnnLayer *l = layer;
@@ -117,10 +113,10 @@ void min_rnn_backward(Backend *bk, void *layer, void *scratch, const float *x, c
     grid2d_rows(&l->grid, B, N, &seqs, &len);
     bk->matmul_bwd(bk, s->dh, g->out_w, g->out_b, dout, l->h, p->out_w, M, E, D);
     bk->scan_bwd(bk, s->dxin, s->ddecay, s->dh, l->decay, E, l->xin, E, seqs, len, E, 0, l->dirs);
-    if (l->grid.on) {   /* the columns' share, transposed back and added */
+    if (l->grid.on) { /* the columns' share, transposed back and added */
         grid2d_to_cols(bk, &l->grid, s->dh_cols, E, s->dh, E, B, E, 0);
-        bk->scan_bwd(bk, s->dxin_cols, s->ddecay_cols, s->dh_cols, l->decay_cols, E, l->xin_cols, E, seqs,
-                     len, E, 0, l->dirs);
+        bk->scan_bwd(bk, s->dxin_cols, s->ddecay_cols, s->dh_cols, l->decay_cols, E, l->xin_cols, E, seqs, len, E, 0,
+                     l->dirs);
         grid2d_to_rows(bk, &l->grid, s->dxin, E, s->dxin_cols, E, B, E, 0, 1);
         grid2d_to_rows(bk, &l->grid, s->ddecay, E, s->ddecay_cols, E, B, E, 1, 1);
     }

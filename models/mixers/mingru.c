@@ -5,5 +5,4 @@
  * out_proj E -> d. The layer is min_rnn.c's with the MINGATE_GRU gate. */
 #include "min_rnn.h"
 
-MIN_RNN_MIXER(mingru, 2, MINGATE_GRU,
-              "minGRU: h = (1 - z) h + z h~, gates from the token alone (model.rnn_dim wide)");
+MIN_RNN_MIXER(mingru, 2, MINGATE_GRU, "minGRU: h = (1 - z) h + z h~, gates from the token alone (model.rnn_dim wide)");

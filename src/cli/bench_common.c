@@ -13,11 +13,20 @@
 void bench_upload_random(Backend *bk, void *dev, size_t n, int as_act, Rng *r) {
     size_t elem = as_act ? bk->act_elem : 4, nb = n < ((size_t)1 << 20) ? n : ((size_t)1 << 20);
     unsigned char *h = malloc(n * elem);
-    if (!h) { fprintf(stderr, "out of host memory\n"); exit(1); }
+    if (!h) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
     for (size_t i = 0; i < nb; i++) {
         float v = (float)(rng_uniform(r) * 2.0 - 1.0);
-        if (elem == 4) memcpy(h + 4 * i, &v, 4);
-        else { uint32_t u; memcpy(&u, &v, 4); uint16_t b = (uint16_t)(u >> 16); memcpy(h + 2 * i, &b, 2); }
+        if (elem == 4)
+            memcpy(h + 4 * i, &v, 4);
+        else {
+            uint32_t u;
+            memcpy(&u, &v, 4);
+            uint16_t b = (uint16_t)(u >> 16);
+            memcpy(h + 2 * i, &b, 2);
+        }
     }
     for (size_t i = nb; i < n; i += nb) memcpy(h + i * elem, h, (n - i < nb ? n - i : nb) * elem);
     bk->to_device(bk, dev, h, n * elem);
@@ -48,7 +57,7 @@ void bench_ceilings(Backend *bk, double *gbs, double *tflops, int *gemm_n) {
     float *x = bk->alloc(bk, nn * bk->act_elem), *y = bk->alloc(bk, nn * bk->act_elem);
     bench_upload_random(bk, w, nn, 0, &r);
     bench_upload_random(bk, x, nn, 1, &r);
-    if (bk->params_changed) bk->params_changed(bk, w, nn);   /* lets a bf16 backend make its weight copy */
+    if (bk->params_changed) bk->params_changed(bk, w, nn); /* lets a bf16 backend make its weight copy */
     bk->matmul_fwd(bk, y, x, w, NULL, n, n, n);
     bk->sync(bk);
     reps = gpu ? 10 : 3;

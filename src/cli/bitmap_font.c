@@ -47,7 +47,7 @@ static int next_glyph(const unsigned char **s) {
         (*s)++;
         return c >= 0x20 && c < 0x7f ? c - 0x20 : '?' - 0x20;
     }
-    if (c == 0xce && (*s)[1] == 0xbb) {   /* U+03BB, lambda */
+    if (c == 0xce && (*s)[1] == 0xbb) { /* U+03BB, lambda */
         *s += 2;
         return FONT_LAMBDA - 0x20;
     }

@@ -7,10 +7,10 @@
 
 #include <stdint.h>
 
-#define FONT_W 5         /* glyph width, pixels (at scale 1) */
-#define FONT_H 7         /* glyph height */
-#define FONT_ADVANCE 6   /* glyph width plus one column of spacing */
-#define FONT_LAMBDA '\x7f'   /* the glyph drawn for a Greek lambda */
+#define FONT_W 5 /* glyph width, pixels (at scale 1) */
+#define FONT_H 7 /* glyph height */
+#define FONT_ADVANCE 6 /* glyph width plus one column of spacing */
+#define FONT_LAMBDA '\x7f' /* the glyph drawn for a Greek lambda */
 
 /* Draw s (ASCII; UTF-8 "λ" as lambda, any other non-ASCII character as '?')
  * into an RGB image of w x h pixels (row-major, 3 bytes a pixel) with its

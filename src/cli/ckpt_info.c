@@ -13,8 +13,18 @@
 static int state_scalar(const SafeTensors *st, const char *name, double *v) {
     const StTensor *t = st_find(st, name);
     if (!t || st_numel(t) != 1) return -1;
-    if (!strcmp(t->dtype, "I64")) { int64_t x; memcpy(&x, t->data, 8); *v = (double)x; return 0; }
-    if (!strcmp(t->dtype, "F32")) { float x; memcpy(&x, t->data, 4); *v = x; return 0; }
+    if (!strcmp(t->dtype, "I64")) {
+        int64_t x;
+        memcpy(&x, t->data, 8);
+        *v = (double)x;
+        return 0;
+    }
+    if (!strcmp(t->dtype, "F32")) {
+        float x;
+        memcpy(&x, t->data, 4);
+        *v = x;
+        return 0;
+    }
     return -1;
 }
 
@@ -46,10 +56,14 @@ static int from_state(const char *path, const char *pair, long step, FILE *f) {
     if (found) {
         const char *base = strrchr(sp, '/');
         base = base ? base + 1 : sp;
-        if (batch > 0) fprintf(f, "epoch: %.0f completed + %.0f batches (%s)\n", epoch, batch, base);
-        else fprintf(f, "epoch: %.0f completed (%s)\n", epoch, base);
-        if (best < 0) fprintf(f, "best top-1: none yet (no evaluation before this save; %s)\n", base);
-        else fprintf(f, "best top-1: %.2f %% (%s)\n", best, base);
+        if (batch > 0)
+            fprintf(f, "epoch: %.0f completed + %.0f batches (%s)\n", epoch, batch, base);
+        else
+            fprintf(f, "epoch: %.0f completed (%s)\n", epoch, base);
+        if (best < 0)
+            fprintf(f, "best top-1: none yet (no evaluation before this save; %s)\n", base);
+        else
+            fprintf(f, "best top-1: %.2f %% (%s)\n", best, base);
     }
     st_close(st);
     return found;
@@ -61,8 +75,10 @@ static int from_state(const char *path, const char *pair, long step, FILE *f) {
 static int from_metrics(const char *path, long step, FILE *f) {
     char mp[1200];
     const char *slash = strrchr(path, '/');
-    if (slash) snprintf(mp, sizeof mp, "%.*s/metrics.jsonl", (int)(slash - path), path);
-    else snprintf(mp, sizeof mp, "metrics.jsonl");
+    if (slash)
+        snprintf(mp, sizeof mp, "%.*s/metrics.jsonl", (int)(slash - path), path);
+    else
+        snprintf(mp, sizeof mp, "metrics.jsonl");
     void *buf;
     size_t len;
     if (read_file(mp, &buf, &len, NULL, 0) < 0) return 0;
@@ -71,7 +87,10 @@ static int from_metrics(const char *path, long step, FILE *f) {
         double s, e, t;
         if (record_number(line, "val_top1", &t) || record_number(line, "step", &s) || s > step) continue;
         if (t > best) best = t;
-        if ((long)s == step && record_number(line, "epoch", &e) == 0) { epoch = e; top1 = t; }
+        if ((long)s == step && record_number(line, "epoch", &e) == 0) {
+            epoch = e;
+            top1 = t;
+        }
     }
     free(buf);
     if (top1 < 0) return 0;
@@ -92,16 +111,21 @@ int ckpt_describe(const char *path, Config *c, FILE *f, char *err, size_t errlen
     int ncls = 0;
     if (ckpt_read_config(path, c, &classes, &ncls, err, errlen) < 0) return -1;
     SafeTensors *w = st_open(path, err, errlen);
-    if (!w) { free_class_names(classes, ncls); return -1; }
+    if (!w) {
+        free_class_names(classes, ncls);
+        return -1;
+    }
     const char *sm = st_meta(w, "step"), *pair = st_meta(w, "pair");
     const long step = sm ? strtol(sm, NULL, 10) : -1;
     fprintf(f, "checkpoint: %s\n", path);
-    fprintf(f, "config: %s, %dx%dx%d input, patch %d, dim %d, depth %d, glu %d, %d classes; data %s at %s\n",
-            c->mixer, c->channels, c->image_size, c->image_size, c->patch_size, c->dim, c->depth, c->glu_dim,
-            c->num_classes, c->dataset, c->path[0] ? c->path : "(no path)");
+    fprintf(f, "config: %s, %dx%dx%d input, patch %d, dim %d, depth %d, glu %d, %d classes; data %s at %s\n", c->mixer,
+            c->channels, c->image_size, c->image_size, c->patch_size, c->dim, c->depth, c->glu_dim, c->num_classes,
+            c->dataset, c->path[0] ? c->path : "(no path)");
     fprintf(f, "mixer: %s\n", c->mixer);
-    if (step >= 0) fprintf(f, "step: %ld\n", step);
-    else fprintf(f, "step: unknown\n");
+    if (step >= 0)
+        fprintf(f, "step: %ld\n", step);
+    else
+        fprintf(f, "step: unknown\n");
     if (!from_state(path, pair && *pair ? pair : NULL, step, f) && !from_metrics(path, step, f)) {
         fprintf(f, "epoch: unknown (no training state of this save or evaluation record beside it)\n");
         fprintf(f, "best top-1: unknown\n");
@@ -120,13 +144,23 @@ int ckpt_describe(const char *path, Config *c, FILE *f, char *err, size_t errlen
     const char *source = NULL, *version = NULL, *source_key = NULL, *version_key = NULL;
     for (int i = 0; i < st_meta_count(w); i++) {
         const char *k = st_meta_key(w, i);
-        if (!source && strstr(k, "source")) { source = st_meta(w, k); source_key = k; }
-        if (!version && strstr(k, "version")) { version = st_meta(w, k); version_key = k; }
+        if (!source && strstr(k, "source")) {
+            source = st_meta(w, k);
+            source_key = k;
+        }
+        if (!version && strstr(k, "version")) {
+            version = st_meta(w, k);
+            version_key = k;
+        }
     }
-    if (source) fprintf(f, "weights from: %.*s (metadata '%s')\n", first_line(source, 300), source, source_key);
-    else fprintf(f, "weights from: unknown (the checkpoint does not record it)\n");
-    if (version) fprintf(f, "written by: %.*s (metadata '%s')\n", first_line(version, 200), version, version_key);
-    else fprintf(f, "written by: unknown (no version in the metadata)\n");
+    if (source)
+        fprintf(f, "weights from: %.*s (metadata '%s')\n", first_line(source, 300), source, source_key);
+    else
+        fprintf(f, "weights from: unknown (the checkpoint does not record it)\n");
+    if (version)
+        fprintf(f, "written by: %.*s (metadata '%s')\n", first_line(version, 200), version, version_key);
+    else
+        fprintf(f, "written by: unknown (no version in the metadata)\n");
     st_close(w);
     free_class_names(classes, ncls);
     return 0;

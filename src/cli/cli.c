@@ -32,8 +32,13 @@ static int is_switch(const char *name) {
 }
 
 /* Integer options and their ranges (inclusive). */
-static const struct { const char *name; long lo, hi; } INT_FLAGS[] = {
-    {"batch", 1, 16777216}, {"steps", 1, 1000000}, {"top", 1, 1000000},
+static const struct {
+    const char *name;
+    long lo, hi;
+} INT_FLAGS[] = {
+    {"batch", 1, 16777216},
+    {"steps", 1, 1000000},
+    {"top", 1, 1000000},
 };
 #define NINT_FLAGS (int)(sizeof INT_FLAGS / sizeof INT_FLAGS[0])
 
@@ -71,9 +76,11 @@ static void unknown_option(const char *name, const char *flags, const CliOption 
             snprintf(best, sizeof best, "%s", own[k].name);
         }
     }
-    if (takes(flags, "NOKEYS")) {   /* a command without config keys suggests none */
-        if (bestd >= 0) snprintf(err, errlen, "unknown option --%s (did you mean --%s? see --help)", name, best);
-        else snprintf(err, errlen, "unknown option --%s (see --help)", name);
+    if (takes(flags, "NOKEYS")) { /* a command without config keys suggests none */
+        if (bestd >= 0)
+            snprintf(err, errlen, "unknown option --%s (did you mean --%s? see --help)", name, best);
+        else
+            snprintf(err, errlen, "unknown option --%s (see --help)", name);
         return;
     }
     char key[96];
@@ -103,16 +110,24 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
     cli->pos = calloc((size_t)argc + 1, sizeof *cli->pos);
     cli->ov_key = calloc((size_t)argc + 1, sizeof *cli->ov_key);
     cli->ov_val = calloc((size_t)argc + 1, sizeof *cli->ov_val);
-    if (!cli->pos || !cli->ov_key || !cli->ov_val) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!cli->pos || !cli->ov_key || !cli->ov_val) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     const int positional = takes(flags, "ARGS"), nokeys = takes(flags, "NOKEYS");
     for (int k = 0; k < nown; k++) *own[k].value = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { cli->help = 1; continue; }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cli->help = 1;
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == 0) {
             if (!positional) {
-                snprintf(err, errlen, "unexpected argument '%.200s': this command takes no positional "
-                         "arguments (options are --name VALUE; see --help)", a);
+                snprintf(err, errlen,
+                         "unexpected argument '%.200s': this command takes no positional "
+                         "arguments (options are --name VALUE; see --help)",
+                         a);
                 return -1;
             }
             cli->pos[cli->npos++] = a;
@@ -122,43 +137,72 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
         char keybuf[128];
         const char *val = NULL;
         const char *eq = strchr(name, '=');
-        if (eq) {   /* --key=value */
+        if (eq) { /* --key=value */
             snprintf(keybuf, sizeof keybuf, "%.*s", (int)(eq - name), name);
             name = keybuf;
             val = eq + 1;
         }
         const CliOption *o = own_option(own, nown, name);
-        if (o) {   /* the command's own option: the text as given, checked by the command */
-            if (!o->has_value && val) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
-            if (!o->has_value) val = "1";
-            else if (!val && i + 1 < argc) val = argv[++i];
-            else if (!val) { snprintf(err, errlen, "%s needs a value", a); return -1; }
+        if (o) { /* the command's own option: the text as given, checked by the command */
+            if (!o->has_value && val) {
+                snprintf(err, errlen, "--%s takes no value", name);
+                return -1;
+            }
+            if (!o->has_value)
+                val = "1";
+            else if (!val && i + 1 < argc)
+                val = argv[++i];
+            else if (!val) {
+                snprintf(err, errlen, "%s needs a value", a);
+                return -1;
+            }
             *o->value = val;
             continue;
         }
         if (is_switch(name) && !strchr(name, '.')) {
-            if (!takes(flags, name)) { unknown_option(name, flags, own, nown, err, errlen); return -1; }
-            if (val) { snprintf(err, errlen, "--%s takes no value", name); return -1; }
-            if (!strcmp(name, "json")) cli->json = 1;
-            else if (!strcmp(name, "logits")) cli->logits = 1;
-            else if (!strcmp(name, "per-class")) cli->per_class = 1;
-            else if (!strcmp(name, "mixers")) cli->mixers = 1;
-            else if (!strcmp(name, "grads")) cli->grads = 1;
-            else if (!strcmp(name, "ops")) cli->ops = 1;
-            else if (!strcmp(name, "test-shapes")) cli->test_shapes = 1;
+            if (!takes(flags, name)) {
+                unknown_option(name, flags, own, nown, err, errlen);
+                return -1;
+            }
+            if (val) {
+                snprintf(err, errlen, "--%s takes no value", name);
+                return -1;
+            }
+            if (!strcmp(name, "json"))
+                cli->json = 1;
+            else if (!strcmp(name, "logits"))
+                cli->logits = 1;
+            else if (!strcmp(name, "per-class"))
+                cli->per_class = 1;
+            else if (!strcmp(name, "mixers"))
+                cli->mixers = 1;
+            else if (!strcmp(name, "grads"))
+                cli->grads = 1;
+            else if (!strcmp(name, "ops"))
+                cli->ops = 1;
+            else if (!strcmp(name, "test-shapes"))
+                cli->test_shapes = 1;
             continue;
         }
         if (strchr(name, '.')) {
-            if (nokeys || !config_has_key(name)) { unknown_option(name, flags, own, nown, err, errlen); return -1; }
+            if (nokeys || !config_has_key(name)) {
+                unknown_option(name, flags, own, nown, err, errlen);
+                return -1;
+            }
         } else if (!takes(flags, name) || !strcmp(name, "ARGS") || !strcmp(name, "LATE") || !strcmp(name, "NOKEYS")) {
             unknown_option(name, flags, own, nown, err, errlen);
             return -1;
         }
         int optional = !strcmp(name, "resume");
         if (!val) {
-            if (i + 1 < argc && (strncmp(argv[i + 1], "--", 2) != 0 || !optional)) val = argv[++i];
-            else if (optional) val = "auto";
-            else { snprintf(err, errlen, "%s needs a value", a); return -1; }
+            if (i + 1 < argc && (strncmp(argv[i + 1], "--", 2) != 0 || !optional))
+                val = argv[++i];
+            else if (optional)
+                val = "auto";
+            else {
+                snprintf(err, errlen, "%s needs a value", a);
+                return -1;
+            }
         }
         if (strchr(name, '.')) {
             cli->ov_key[cli->nov] = strdup(name);
@@ -166,7 +210,8 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
             continue;
         }
         int rc = 0;
-        if (!strcmp(name, "config")) rc = copy_to(cli->config_path, sizeof cli->config_path, name, val, err, errlen);
+        if (!strcmp(name, "config"))
+            rc = copy_to(cli->config_path, sizeof cli->config_path, name, val, err, errlen);
         else if (!strcmp(name, "device")) {
             if (strcmp(val, "cpu") && strcmp(val, "cuda")) {
                 snprintf(err, errlen, "--device %s: expected cpu or cuda", val);
@@ -179,13 +224,19 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
                 return -1;
             }
             rc = copy_to(cli->precision, sizeof cli->precision, name, val, err, errlen);
-        } else if (!strcmp(name, "out")) rc = copy_to(cli->out, sizeof cli->out, name, val, err, errlen);
-        else if (!strcmp(name, "ckpt")) rc = copy_to(cli->ckpt, sizeof cli->ckpt, name, val, err, errlen);
-        else if (!strcmp(name, "resume")) rc = copy_to(cli->resume, sizeof cli->resume, name, val, err, errlen);
-        else if (!strcmp(name, "confusion")) rc = copy_to(cli->confusion, sizeof cli->confusion, name, val, err, errlen);
-        else if (!strcmp(name, "inputs")) rc = copy_to(cli->inputs, sizeof cli->inputs, name, val, err, errlen);
-        else if (!strcmp(name, "hgru2-chunk")) rc = copy_to(cli->hgru2_chunk, sizeof cli->hgru2_chunk, name, val, err, errlen);
-        else if (!strcmp(name, "data")) {        /* alias of --data.path */
+        } else if (!strcmp(name, "out"))
+            rc = copy_to(cli->out, sizeof cli->out, name, val, err, errlen);
+        else if (!strcmp(name, "ckpt"))
+            rc = copy_to(cli->ckpt, sizeof cli->ckpt, name, val, err, errlen);
+        else if (!strcmp(name, "resume"))
+            rc = copy_to(cli->resume, sizeof cli->resume, name, val, err, errlen);
+        else if (!strcmp(name, "confusion"))
+            rc = copy_to(cli->confusion, sizeof cli->confusion, name, val, err, errlen);
+        else if (!strcmp(name, "inputs"))
+            rc = copy_to(cli->inputs, sizeof cli->inputs, name, val, err, errlen);
+        else if (!strcmp(name, "hgru2-chunk"))
+            rc = copy_to(cli->hgru2_chunk, sizeof cli->hgru2_chunk, name, val, err, errlen);
+        else if (!strcmp(name, "data")) { /* alias of --data.path */
             cli->ov_key[cli->nov] = strdup("data.path");
             cli->ov_val[cli->nov++] = val;
         } else if (!strcmp(name, "threads")) {
@@ -198,29 +249,32 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
                 errno = 0;
                 long v = strtol(val, &end, 10);
                 if (end == val || *end) {
-                    snprintf(err, errlen, "--%s %.60s: not an integer (range [%ld, %ld])", name, val,
-                             INT_FLAGS[k].lo, INT_FLAGS[k].hi);
+                    snprintf(err, errlen, "--%s %.60s: not an integer (range [%ld, %ld])", name, val, INT_FLAGS[k].lo,
+                             INT_FLAGS[k].hi);
                     return -1;
                 }
                 if (errno == ERANGE || v < INT_FLAGS[k].lo || v > INT_FLAGS[k].hi) {
-                    snprintf(err, errlen, "--%s %.60s is out of range [%ld, %ld]", name, val,
-                             INT_FLAGS[k].lo, INT_FLAGS[k].hi);
+                    snprintf(err, errlen, "--%s %.60s is out of range [%ld, %ld]", name, val, INT_FLAGS[k].lo,
+                             INT_FLAGS[k].hi);
                     return -1;
                 }
-                if (!strcmp(name, "batch")) cli->batch = (int)v;
-                else if (!strcmp(name, "steps")) cli->steps = (int)v;
-                else cli->top = (int)v;
+                if (!strcmp(name, "batch"))
+                    cli->batch = (int)v;
+                else if (!strcmp(name, "steps"))
+                    cli->steps = (int)v;
+                else
+                    cli->top = (int)v;
             }
         }
         if (rc) return -1;
     }
-    if (cli->help || nokeys) return 0;   /* NOKEYS: a command that reads no config */
+    if (cli->help || nokeys) return 0; /* NOKEYS: a command that reads no config */
     if (cli->config_path[0] && config_load(&cli->cfg, cli->config_path, err, errlen) < 0) return -1;
     /* commands that read a checkpoint apply the overrides to its stored
      * config instead, and those that put their config together (LATE) to it */
     if (takes(flags, "ckpt") || takes(flags, "LATE")) {
         for (int i = 0; i < cli->nov; i++) {
-            Config scratch = cli->cfg;   /* still catch malformed values before any work */
+            Config scratch = cli->cfg; /* still catch malformed values before any work */
             if (config_set(&scratch, cli->ov_key[i], cli->ov_val[i], err, errlen) < 0) return -1;
         }
         return 0;
@@ -289,8 +343,7 @@ static Dataset *open_split(const Config *c, const char *split, int eval_only, ch
     if (!strcmp(c->dataset, "fmnist")) return dataset_fmnist_open(c->path, split, err, errlen);
     if (!strcmp(c->dataset, "fmnist32")) return dataset_fmnist32_open(c->path, split, err, errlen);
     if (!strcmp(c->dataset, "cifar10"))
-        return dataset_cifar10_open(c->path, !strcmp(split, "train") ? "train" : "test", c->channels == 1,
-                                    err, errlen);
+        return dataset_cifar10_open(c->path, !strcmp(split, "train") ? "train" : "test", c->channels == 1, err, errlen);
     if (!strcmp(c->dataset, "imagefolder") && dataset_shards_detect(c->path)) {
         /* tar shards (hgrn prepare shards / index): PATH/<split>.index */
         char ix[1100];
@@ -313,16 +366,18 @@ static Dataset *open_split(const Config *c, const char *split, int eval_only, ch
             char other[1024];
             split_dir(c->path, !strcmp(split, "val") ? "train" : "val", other, sizeof other);
             if (eval_only && !other[0]) {
-                snprintf(dir, sizeof dir, "%s", c->path);   /* the root is the validation split */
+                snprintf(dir, sizeof dir, "%s", c->path); /* the root is the validation split */
             } else {
-                snprintf(err, errlen, "data.path %.800s has no %s directory (an ImageFolder root holds "
-                         "train/<class>/ and val/<class>/)", c->path, !strcmp(split, "val") ? "val/ (or test/)" : "train/");
+                snprintf(err, errlen,
+                         "data.path %.800s has no %s directory (an ImageFolder root holds "
+                         "train/<class>/ and val/<class>/)",
+                         c->path, !strcmp(split, "val") ? "val/ (or test/)" : "train/");
                 return NULL;
             }
         }
         if (!strcmp(split, "val") && c->val_labels[0])
-            return dataset_imagenet_val_open(dir, c->val_labels, c->class_names[0] ? c->class_names : NULL,
-                                             c->channels, err, errlen);
+            return dataset_imagenet_val_open(dir, c->val_labels, c->class_names[0] ? c->class_names : NULL, c->channels,
+                                             err, errlen);
         return dataset_imagefolder_open(dir, c->channels, err, errlen);
     }
     snprintf(err, errlen, "data.dataset = %s is not available in this build", c->dataset);
@@ -333,9 +388,7 @@ Dataset *open_dataset(const Config *c, const char *split, char *err, size_t errl
     return open_split(c, split, 0, err, errlen);
 }
 
-Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen) {
-    return open_split(c, "val", 1, err, errlen);
-}
+Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen) { return open_split(c, "val", 1, err, errlen); }
 
 /* The last value the command line gave key, or NULL. */
 static const char *override_of(const Cli *cli, const char *key) {
@@ -396,7 +449,7 @@ int cli_check_output_file(const char *flag, const char *path, char *err, size_t 
 
 int path_join(char *out, size_t len, const char *dir, const char *name) {
     size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;   /* "photos//" and "photos/" are "photos"; "/" stays */
+    while (n > 1 && dir[n - 1] == '/') n--; /* "photos//" and "photos/" are "photos"; "/" stays */
     const int sep = n > 0 && !(n == 1 && dir[0] == '/');
     const int w = snprintf(out, len, "%.*s%s%s", (int)n, dir, sep ? "/" : "", name);
     return w < 0 || (size_t)w >= len ? -1 : 0;
@@ -404,9 +457,12 @@ int path_join(char *out, size_t len, const char *dir, const char *name) {
 
 void path_dirname(char *out, size_t len, const char *path) {
     const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, len, ".");
-    else if (slash == path) snprintf(out, len, "/");
-    else snprintf(out, len, "%.*s", (int)(slash - path), path);
+    if (!slash)
+        snprintf(out, len, ".");
+    else if (slash == path)
+        snprintf(out, len, "/");
+    else
+        snprintf(out, len, "%.*s", (int)(slash - path), path);
 }
 
 char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t errlen) {
@@ -419,16 +475,21 @@ char **load_class_names(const Config *c, const Dataset *ds, char *err, size_t er
             return NULL;
         }
         if (k != K) {
-            snprintf(err, errlen, "data.class_names: %s: has %d class names, model.num_classes is %d", c->class_names, k, K);
+            snprintf(err, errlen, "data.class_names: %s: has %d class names, model.num_classes is %d", c->class_names,
+                     k, K);
             dataset_free_names(names, k);
             return NULL;
         }
         return names;
     }
     char **v = calloc((size_t)K, sizeof *v);
-    if (!v) { snprintf(err, errlen, "out of memory"); return NULL; }
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     for (int k = 0; k < K; k++) {
-        if (ds && ds->class_names && k < ds->num_classes) v[k] = strdup(ds->class_names[k]);
+        if (ds && ds->class_names && k < ds->num_classes)
+            v[k] = strdup(ds->class_names[k]);
         else {
             char b[32];
             snprintf(b, sizeof b, "class %d", k);
@@ -450,14 +511,22 @@ void json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         const int n = utf8_len(p);
-        if (n == 0) fputs("\\ufffd", f);   /* a file name that is not UTF-8: one byte replaced */
-        else if (n > 1) fwrite(p, 1, (size_t)n, f);
-        else if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p == '\r') fputs("\\r", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+        if (n == 0)
+            fputs("\\ufffd", f); /* a file name that is not UTF-8: one byte replaced */
+        else if (n > 1)
+            fwrite(p, 1, (size_t)n, f);
+        else if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p == '\r')
+            fputs("\\r", f);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
         p += n ? n : 1;
     }
     fputc('"', f);
@@ -469,7 +538,7 @@ void json_number(FILE *f, double v) {
         return;
     }
     char b[40];
-    for (int prec = 6; prec <= 17; prec++) {   /* the shortest that reads back */
+    for (int prec = 6; prec <= 17; prec++) { /* the shortest that reads back */
         snprintf(b, sizeof b, "%.*g", prec, v);
         if (strtod(b, NULL) == v) break;
     }

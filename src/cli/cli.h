@@ -14,26 +14,26 @@
 typedef struct {
     Config cfg;
     char config_path[512];
-    char device[16];          /* "", "cpu" or "cuda" */
-    char precision[8];        /* "bf16" (default on cuda) or "fp32" */
-    char out[512];            /* --out DIR / FILE */
-    char ckpt[512];           /* --ckpt FILE */
-    char resume[512];         /* --resume [FILE]: "auto" = OUT/last.safetensors */
-    char confusion[512];      /* --confusion FILE.csv (eval) */
-    char inputs[512];         /* --inputs FILE (forward) */
-    char hgru2_chunk[32];     /* --hgru2-chunk L (bench --mixers), checked by the command */
-    int batch;                /* --batch N (eval, classify, bench, info) */
-    int steps;                /* --steps N (bench) */
-    int top;                  /* --top K (classify) */
-    int json;                 /* --json: machine-readable output on stdout */
-    int logits;               /* --logits (classify --json) */
-    int per_class;            /* --per-class (eval: the per-class table in the text output) */
-    int mixers;               /* --mixers (info) */
-    int grads;                /* --grads (forward) */
-    int ops;                  /* --ops (bench) */
-    int test_shapes;          /* --test-shapes (bench --ops) */
+    char device[16]; /* "", "cpu" or "cuda" */
+    char precision[8]; /* "bf16" (default on cuda) or "fp32" */
+    char out[512]; /* --out DIR / FILE */
+    char ckpt[512]; /* --ckpt FILE */
+    char resume[512]; /* --resume [FILE]: "auto" = OUT/last.safetensors */
+    char confusion[512]; /* --confusion FILE.csv (eval) */
+    char inputs[512]; /* --inputs FILE (forward) */
+    char hgru2_chunk[32]; /* --hgru2-chunk L (bench --mixers), checked by the command */
+    int batch; /* --batch N (eval, classify, bench, info) */
+    int steps; /* --steps N (bench) */
+    int top; /* --top K (classify) */
+    int json; /* --json: machine-readable output on stdout */
+    int logits; /* --logits (classify --json) */
+    int per_class; /* --per-class (eval: the per-class table in the text output) */
+    int mixers; /* --mixers (info) */
+    int grads; /* --grads (forward) */
+    int ops; /* --ops (bench) */
+    int test_shapes; /* --test-shapes (bench --ops) */
     int help;
-    const char **pos;         /* positional arguments */
+    const char **pos; /* positional arguments */
     int npos;
     /* overrides are applied after the config file (and after a checkpoint's config) */
     const char **ov_key, **ov_val;

@@ -22,7 +22,7 @@
 static double peak_rss_mib(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return -1;
-    return ru.ru_maxrss / 1024.0;   /* Linux reports KiB */
+    return ru.ru_maxrss / 1024.0; /* Linux reports KiB */
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -60,7 +60,11 @@ int cmd_bench(int argc, char **argv) {
      * JPEG training would run beside (what the split costs the model) */
     if (feed_partition_begin(c, bk, launch_device(&li), err, sizeof err) < 0) goto fail;
     Backend *inner = bk;
-    if (!(bk = op_timer_wrap(inner))) { bk = inner; snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    if (!(bk = op_timer_wrap(inner))) {
+        bk = inner;
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     if (!(m = model_create(bk, c, B, 1, err, sizeof err))) goto fail;
     optim_init(&opt, bk, m);
     model_init(m, c->seed);
@@ -69,7 +73,10 @@ int cmd_bench(int argc, char **argv) {
      * run on the copy stream and overlap compute exactly as in `hgrn train` */
     img = bk->host_alloc(per * B);
     tg = calloc((size_t)B * c->num_classes, sizeof(float));
-    if (!img || !tg) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    if (!img || !tg) {
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     Rng r;
     rng_seed(&r, c->seed + 1);
     for (size_t i = 0; i < per * B; i++) img[i] = (uint8_t)rng_u32(&r);
@@ -84,7 +91,7 @@ int cmd_bench(int argc, char **argv) {
     Stepper st;
     step_init(&st, m, &opt, c, comm, c->cuda_graph);
     model_stage_images(m, img, B);
-    for (int it = 0; it < steps + 2; it++) {     /* two warm-up steps */
+    for (int it = 0; it < steps + 2; it++) { /* two warm-up steps */
         double t0 = now_seconds();
         Rng dp = rng_stream(c->seed, (uint64_t)it);
         step_launch(&st, tg, B, B, NULL, lr, &dp);
@@ -94,7 +101,7 @@ int cmd_bench(int argc, char **argv) {
         if (it >= 2) t_train += now_seconds() - t0;
     }
     long replays = st.replays;
-    double t_comm = 0;   /* one all-reduce of the gradient buffer, alone */
+    double t_comm = 0; /* one all-reduce of the gradient buffer, alone */
     if (strcmp(comm->name, "single") != 0) {
         const int reps = 20;
         bk->sync(bk);
@@ -103,7 +110,7 @@ int cmd_bench(int argc, char **argv) {
         bk->sync(bk);
         t_comm = (now_seconds() - t0) / reps;
     }
-    for (int it = 0; it < steps + 2; it++) {     /* evaluate()'s order: the next upload overlaps this forward */
+    for (int it = 0; it < steps + 2; it++) { /* evaluate()'s order: the next upload overlaps this forward */
         double t0 = now_seconds();
         model_forward(m, NULL, B, 0, NULL);
         model_stage_images(m, img, B);
@@ -129,24 +136,24 @@ int cmd_bench(int argc, char **argv) {
     printf("config      %s (%s, %zu params, %d tokens, %.3f GFLOP/img forward)\n", cli.config_path, c->mixer,
            model_num_params(m), model_shape(m).tokens, fl * 1e-9);
     printf("device      %s, batch %d, %d timed steps after 2 warm-up (last loss %.4f)\n", bk->name, B, steps, loss);
-    printf("train       %10.1f img/s  %8.2f ms/step  %7.1f GFLOP/s (3x forward FLOPs)\n", tr_ips,
-           1e3 * t_train / steps, 3 * fl * tr_ips * 1e-9);
+    printf("train       %10.1f img/s  %8.2f ms/step  %7.1f GFLOP/s (3x forward FLOPs)\n", tr_ips, 1e3 * t_train / steps,
+           3 * fl * tr_ips * 1e-9);
     printf("train step  %s\n", st.graphs ? (replays >= steps ? "CUDA graph: every timed step was one replay"
-                                                            : "CUDA graph: some timed steps ran eagerly")
-                                        : "launched op by op (no graphs on this backend, or train.cuda_graph = 0)");
+                                                             : "CUDA graph: some timed steps ran eagerly")
+                                         : "launched op by op (no graphs on this backend, or train.cuda_graph = 0)");
     if (t_comm > 0)
-        printf("comm        %s, world %d: all-reduce of the %zu fp32 gradients %.3f ms (%.1f GB/s)\n",
-               comm->name, comm->world, model_num_params(m), 1e3 * t_comm,
-               4.0 * model_num_params(m) / t_comm * 1e-9);
+        printf("comm        %s, world %d: all-reduce of the %zu fp32 gradients %.3f ms (%.1f GB/s)\n", comm->name,
+               comm->world, model_num_params(m), 1e3 * t_comm, 4.0 * model_num_params(m) / t_comm * 1e-9);
     printf("eval        %10.1f img/s  %8.2f ms/batch %7.1f GFLOP/s\n", ev_ips, 1e3 * t_eval / steps,
            fl * ev_ips * 1e-9);
     printf("memory      activations %.1f MiB, params+grads+moments %.1f MiB, peak RSS %.1f MiB\n",
            model_activation_bytes(m) / 1048576.0, model_num_params(m) * 16.0 / 1048576.0, peak_rss_mib());
     if (bk->mem_in_use)
         printf("device mem  %.2f GiB in use at the end (the peak: nothing is freed during a step; "
-               "CUDA context included)\n", bk->mem_in_use(bk) / 1073741824.0);
-    printf("ceilings    copy %.1f GB/s (read + write), %s GEMM %.2f TFLOP/s (%dx%dx%d), measured now\n",
-           copy_gbs, bk->act_elem == 2 ? "bf16" : "fp32", gemm_tflops, gemm_n, gemm_n, gemm_n);
+               "CUDA context included)\n",
+               bk->mem_in_use(bk) / 1073741824.0);
+    printf("ceilings    copy %.1f GB/s (read + write), %s GEMM %.2f TFLOP/s (%dx%dx%d), measured now\n", copy_gbs,
+           bk->act_elem == 2 ? "bf16" : "fp32", gemm_tflops, gemm_n, gemm_n, gemm_n);
     printf("\nper-op time of one training step (each op synchronised):\n");
     op_timer_print(bk, stdout, prof, copy_gbs, gemm_tflops);
     rc = 0;

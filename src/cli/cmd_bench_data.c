@@ -42,7 +42,10 @@
 int cmd_bench_data(int argc, char **argv);
 
 
-typedef struct { char **v; int n, cap; } List;
+typedef struct {
+    char **v;
+    int n, cap;
+} List;
 
 static int has_image_ext(const char *name) {
     const char *d = strrchr(name, '.');
@@ -68,7 +71,11 @@ static void walk(const char *dir, List *l, int limit, int depth) {
     closedir(d);
     for (int i = 0; i < nn; i++) {
         for (int j = i + 1; j < nn; j++)
-            if (strcmp(names[j], names[i]) < 0) { char *t = names[i]; names[i] = names[j]; names[j] = t; }
+            if (strcmp(names[j], names[i]) < 0) {
+                char *t = names[i];
+                names[i] = names[j];
+                names[j] = t;
+            }
     }
     for (int i = 0; i < nn && l->n < limit; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
@@ -97,24 +104,39 @@ static void walk(const char *dir, List *l, int limit, int depth) {
 static void plasma(float *a, int n, Rng *r, float rough) {
     /* diamond-square on an n+1 grid (n power of two) */
     int N = n + 1;
-    a[0] = (float)rng_uniform(r); a[n] = (float)rng_uniform(r);
-    a[(size_t)n * N] = (float)rng_uniform(r); a[(size_t)n * N + n] = (float)rng_uniform(r);
+    a[0] = (float)rng_uniform(r);
+    a[n] = (float)rng_uniform(r);
+    a[(size_t)n * N] = (float)rng_uniform(r);
+    a[(size_t)n * N + n] = (float)rng_uniform(r);
     float amp = 0.5f;
     for (int step = n; step > 1; step /= 2, amp *= rough) {
         int h = step / 2;
         for (int y = h; y < n; y += step)
             for (int x = h; x < n; x += step)
                 a[(size_t)y * N + x] = (a[(size_t)(y - h) * N + x - h] + a[(size_t)(y - h) * N + x + h] +
-                                        a[(size_t)(y + h) * N + x - h] + a[(size_t)(y + h) * N + x + h]) / 4 +
+                                        a[(size_t)(y + h) * N + x - h] + a[(size_t)(y + h) * N + x + h]) /
+                                           4 +
                                        amp * ((float)rng_uniform(r) - 0.5f);
         for (int y = 0; y <= n; y += h)
             for (int x = (y / h) % 2 ? 0 : h; x <= n; x += step) {
                 float s = 0;
                 int k = 0;
-                if (y >= h) { s += a[(size_t)(y - h) * N + x]; k++; }
-                if (y + h <= n) { s += a[(size_t)(y + h) * N + x]; k++; }
-                if (x >= h) { s += a[(size_t)y * N + x - h]; k++; }
-                if (x + h <= n) { s += a[(size_t)y * N + x + h]; k++; }
+                if (y >= h) {
+                    s += a[(size_t)(y - h) * N + x];
+                    k++;
+                }
+                if (y + h <= n) {
+                    s += a[(size_t)(y + h) * N + x];
+                    k++;
+                }
+                if (x >= h) {
+                    s += a[(size_t)y * N + x - h];
+                    k++;
+                }
+                if (x + h <= n) {
+                    s += a[(size_t)y * N + x + h];
+                    k++;
+                }
                 a[(size_t)y * N + x] = s / k + amp * ((float)rng_uniform(r) - 0.5f);
             }
     }
@@ -171,11 +193,11 @@ static double cpu_s(void) {
 
 typedef struct {
     double ips;
-    double cpu_ips;   /* images per second of process CPU time */
+    double cpu_ips; /* images per second of process CPU time */
     double t[DEIT_T_N];
     int failed;
     double scale_hist[9];
-    double px;        /* pixels decoded per image */
+    double px; /* pixels decoded per image */
 } Result;
 
 /* The status line of the runs (bench-data takes tens of seconds): each
@@ -212,7 +234,8 @@ static Result run(const DeitTransform *t, List *files, int count, int threads, i
             } else {
                 rc = deit_eval_file(t, p, &s, out, err, sizeof err);
             }
-            if (rc) failed++;
+            if (rc)
+                failed++;
             else {
                 local_sh[s.last_scale]++;
                 px += (double)s.last_px;
@@ -360,13 +383,15 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
             nb++;
             const double now = now_seconds();
             if (now - shown >= 0.25) {
-                if (nb <= warm) progress_update(&progress, "  warm-up batch %d/%d", nb, warm);
-                else progress_update(&progress, "  %lld/%d images, %.0f img/s", count, images, count / (now - t0));
+                if (nb <= warm)
+                    progress_update(&progress, "  warm-up batch %d/%d", nb, warm);
+                else
+                    progress_update(&progress, "  %lld/%d images, %.0f img/s", count, images, count / (now - t0));
                 shown = now;
             }
         }
         progress_clear(&progress);
-        if (gpu && got == 1) loader_next_device(l, &b, NULL);   /* releases the last batch */
+        if (gpu && got == 1) loader_next_device(l, &b, NULL); /* releases the last batch */
         double el = now_seconds() - t0, cel = cpu_s() - c0;
         LoaderStats s1;
         loader_stats(l, &s1);
@@ -374,8 +399,9 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
             double nbt = (double)(nb - warm);
             const GpuImagesStats *a = &s0.gpu_stats, *z = &s1.gpu_stats;
             double dec_cores = (z->decode_cpu_s - a->decode_cpu_s) / el;
-            printf("%s %-5s loader: %9.1f img/s  batch %d, prefetch %d, %d threads; CPU %.1f cores busy", gpu ? "gpu" : "cpu",
-                   train ? "train" : "eval", count / el, batch, prefetch, omp_get_max_threads(), cel / el);
+            printf("%s %-5s loader: %9.1f img/s  batch %d, prefetch %d, %d threads; CPU %.1f cores busy",
+                   gpu ? "gpu" : "cpu", train ? "train" : "eval", count / el, batch, prefetch, omp_get_max_threads(),
+                   cel / el);
             if (gpu)
                 printf(" (%.1f in nvJPEG calls), nvJPEG %s, %d unit(s)%s", dec_cores, s1.gpu_backend, s1.gpu_units,
                        s1.gpu_hybrid_units ? " + GPU-hybrid split" : "");
@@ -391,16 +417,18 @@ static int loader_bench(const Config *base, List *files, int images, int batch, 
                        split, nj > 0 ? (z->jpeg_bytes - a->jpeg_bytes) / 1024.0 / (double)nj : 0.0,
                        nj > 0 ? (z->jpeg_pixels - a->jpeg_pixels) / (double)nj : 0.0,
                        nj > 0 ? (z->jpeg_pixels_whole - a->jpeg_pixels_whole) / (double)nj : 0.0);
-                long long spilled = s1.cpu_spilled - s0.cpu_spilled, hyb = z->jpeg_decoded_hybrid - a->jpeg_decoded_hybrid;
-                printf("gpu %-5s samples: %lld nvJPEG-decoded (%lld GPU-hybrid), %lld CPU-decoded for the balance (share "
-                       "%.2f now, %.2f mean, %s), %lld CPU-decoded otherwise (%lld not JPEG, %lld unsupported, %lld "
-                       "refused by nvJPEG, %lld nvJPEG failures, %lld over budget), %d unreadable; consumer waited "
-                       "%.3f s\n",
-                       train ? "train" : "eval", nj, hyb, spilled, s1.cpu_share, s1.cpu_share_mean,
-                       s1.cpu_share_auto ? "auto" : "fixed", fb, s1.cpu_not_jpeg - s0.cpu_not_jpeg,
-                       s1.cpu_unsupported - s0.cpu_unsupported, s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused,
-                       s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed, s1.cpu_budget - s0.cpu_budget, s1.bad_samples,
-                       s1.wait_s - s0.wait_s);
+                long long spilled = s1.cpu_spilled - s0.cpu_spilled,
+                          hyb = z->jpeg_decoded_hybrid - a->jpeg_decoded_hybrid;
+                printf(
+                    "gpu %-5s samples: %lld nvJPEG-decoded (%lld GPU-hybrid), %lld CPU-decoded for the balance (share "
+                    "%.2f now, %.2f mean, %s), %lld CPU-decoded otherwise (%lld not JPEG, %lld unsupported, %lld "
+                    "refused by nvJPEG, %lld nvJPEG failures, %lld over budget), %d unreadable; consumer waited "
+                    "%.3f s\n",
+                    train ? "train" : "eval", nj, hyb, spilled, s1.cpu_share, s1.cpu_share_mean,
+                    s1.cpu_share_auto ? "auto" : "fixed", fb, s1.cpu_not_jpeg - s0.cpu_not_jpeg,
+                    s1.cpu_unsupported - s0.cpu_unsupported, s1.cpu_nvjpeg_refused - s0.cpu_nvjpeg_refused,
+                    s1.cpu_nvjpeg_failed - s0.cpu_nvjpeg_failed, s1.cpu_budget - s0.cpu_budget, s1.bad_samples,
+                    s1.wait_s - s0.wait_s);
             }
         }
         if (hb) batch_free(hb);
@@ -444,7 +472,10 @@ static int loader_verify(const Config *base, List *files, int batches, int batch
         for (; nb < batches; nb++) {
             int a = loader_next(lc, bc), b = loader_next(lr, br);
             if (a != 1 || b != 1) {
-                fprintf(stderr, "bench-data: verify: %s\n", a < 0 ? loader_error(lc) : b < 0 ? loader_error(lr) : "epoch ended");
+                fprintf(stderr, "bench-data: verify: %s\n",
+                        a < 0   ? loader_error(lc)
+                        : b < 0 ? loader_error(lr)
+                                : "epoch ended");
                 goto done;
             }
             if (bc->n != br->n || memcmp(bc->labels, br->labels, sizeof(int) * bc->n) ||
@@ -493,12 +524,12 @@ typedef struct {
     int threads, images, size, no_dct, simd, only, use_loader, batch, prefetch, quality, images_set, verify;
 } Args;
 
-#define ARGS_UNPACK(a)                                                                                     \
-    const char *dir = (a)->dir, *gpu_backend = (a)->gpu_backend;                                          \
-    const char *gpu_decoders = (a)->gpu_decoders, *hw_load = (a)->hw_load, *cpu_share = (a)->cpu_share;   \
-    int threads = (a)->threads, images = (a)->images, size = (a)->size, no_dct = (a)->no_dct;              \
-    int simd = (a)->simd, only = (a)->only, batch = (a)->batch, prefetch = (a)->prefetch;                  \
-    int images_set = (a)->images_set, verify = (a)->verify;                                                \
+#define ARGS_UNPACK(a)                                                                                  \
+    const char *dir = (a)->dir, *gpu_backend = (a)->gpu_backend;                                        \
+    const char *gpu_decoders = (a)->gpu_decoders, *hw_load = (a)->hw_load, *cpu_share = (a)->cpu_share; \
+    int threads = (a)->threads, images = (a)->images, size = (a)->size, no_dct = (a)->no_dct;           \
+    int simd = (a)->simd, only = (a)->only, batch = (a)->batch, prefetch = (a)->prefetch;               \
+    int images_set = (a)->images_set, verify = (a)->verify;                                             \
     const int gpu = !strcmp((a)->decode, "gpu")
 
 static void usage(void) {
@@ -584,16 +615,20 @@ static int parse_args(Args *out, int argc, char **argv) {
     const char *verify_s = NULL, *size_s = NULL, *cfgfile = NULL, *only_s = NULL, *no_dct_s = NULL;
     const char *full_decode = NULL, *simd_scales = NULL, *all_scales = NULL;
     const CliOption own[] = {
-        {"threads", 1, &threads_s},       {"images", 1, &images_s},           {"decode", 1, &decode},
-        {"loader", 0, &loader},           {"batch", 1, &batch_s},             {"prefetch", 1, &prefetch_s},
-        {"gpu-backend", 1, &gpu_backend}, {"gpu-decoders", 1, &gpu_decoders}, {"hw-load", 1, &hw_load},
-        {"cpu-share", 1, &cpu_share},     {"verify", 1, &verify_s},           {"size", 1, &size_s},
-        {"config", 1, &cfgfile},          {"only", 1, &only_s},               {"no-dct", 0, &no_dct_s},
-        {"full-decode", 0, &full_decode}, {"simd-scales", 0, &simd_scales},   {"all-scales", 0, &all_scales},
+        {"threads", 1, &threads_s},       {"images", 1, &images_s},
+        {"decode", 1, &decode},           {"loader", 0, &loader},
+        {"batch", 1, &batch_s},           {"prefetch", 1, &prefetch_s},
+        {"gpu-backend", 1, &gpu_backend}, {"gpu-decoders", 1, &gpu_decoders},
+        {"hw-load", 1, &hw_load},         {"cpu-share", 1, &cpu_share},
+        {"verify", 1, &verify_s},         {"size", 1, &size_s},
+        {"config", 1, &cfgfile},          {"only", 1, &only_s},
+        {"no-dct", 0, &no_dct_s},         {"full-decode", 0, &full_decode},
+        {"simd-scales", 0, &simd_scales}, {"all-scales", 0, &all_scales},
     };
     Cli cli;
     char err[1024];
-    if (cli_parse_own(&cli, synth_at, argv, "ARGS NOKEYS", own, (int)(sizeof own / sizeof own[0]), err, sizeof err) < 0) {
+    if (cli_parse_own(&cli, synth_at, argv, "ARGS NOKEYS", own, (int)(sizeof own / sizeof own[0]), err, sizeof err) <
+        0) {
         fprintf(stderr, "bench-data: %s\n", err);
         return 2;
     }
@@ -620,17 +655,37 @@ static int parse_args(Args *out, int argc, char **argv) {
         return 2;
     if (decode && one_of("--decode", decode, "cpu", "gpu") < 0) return 2;
     if (only_s && (only = one_of("--only", only_s, "train", "eval")) < 0) return 2;
-    if (only_s) only = !only;   /* 1: train only, 0: eval only */
-    if (gpu_backend && strcmp(gpu_backend, "auto") && strcmp(gpu_backend, "hardware") && strcmp(gpu_backend, "hybrid")) {
+    if (only_s) only = !only; /* 1: train only, 0: eval only */
+    if (gpu_backend && strcmp(gpu_backend, "auto") && strcmp(gpu_backend, "hardware") &&
+        strcmp(gpu_backend, "hybrid")) {
         fprintf(stderr, "bench-data: --gpu-backend %s: expected auto, hardware or hybrid\n", gpu_backend);
         return 2;
     }
-    if (cpu_share && !strcmp(cpu_share, "auto")) cpu_share = "-1";
-    else if (cpu_share && !strcmp(cpu_share, "off")) cpu_share = "0";
+    if (cpu_share && !strcmp(cpu_share, "auto"))
+        cpu_share = "-1";
+    else if (cpu_share && !strcmp(cpu_share, "off"))
+        cpu_share = "0";
     /* --full-decode over --no-dct, --all-scales over --simd-scales */
     const int no_dct = full_decode ? 2 : no_dct_s ? 1 : 0, simd = all_scales ? 2 : simd_scales ? 1 : 0;
-    *out = (Args){dir, cfgfile, decode ? decode : "cpu", gpu_backend, gpu_decoders, hw_load, cpu_share, threads,
-                  images, size, no_dct, simd, only, loader != NULL, batch, prefetch, 90, images_s != NULL, verify};
+    *out = (Args){dir,
+                  cfgfile,
+                  decode ? decode : "cpu",
+                  gpu_backend,
+                  gpu_decoders,
+                  hw_load,
+                  cpu_share,
+                  threads,
+                  images,
+                  size,
+                  no_dct,
+                  simd,
+                  only,
+                  loader != NULL,
+                  batch,
+                  prefetch,
+                  90,
+                  images_s != NULL,
+                  verify};
     return -1;
 }
 
@@ -644,8 +699,10 @@ static int check_dir(const char *dir) {
         return 2;
     }
     if (layout.kind == LAYOUT_CIFAR10 || layout.kind == LAYOUT_IDX) {
-        fprintf(stderr, "bench-data: %s: %s: bench-data measures decoding JPEG/PNG files (hgrn prepare fmnist "
-                "OUT writes Fashion-MNIST as JPEG files)\n", dir, layout.what);
+        fprintf(stderr,
+                "bench-data: %s: %s: bench-data measures decoding JPEG/PNG files (hgrn prepare fmnist "
+                "OUT writes Fashion-MNIST as JPEG files)\n",
+                dir, layout.what);
         return 2;
     }
     fprintf(stderr, "bench-data: %s: %s\n", dir, layout.what);
@@ -687,8 +744,10 @@ static int bench_loader(const Args *a) {
         return 2;
     }
     List files = {0};
-    if (dataset_shards_detect(dir)) shard_dir = dir;
-    else walk(dir, &files, 1 << 30, 0);
+    if (dataset_shards_detect(dir))
+        shard_dir = dir;
+    else
+        walk(dir, &files, 1 << 30, 0);
     Dataset *sd = shard_dir ? bench_dataset(&files, 0, 0, 3) : NULL;
     if (shard_dir && !sd) return 1;
     const int nfiles = sd ? sd->n : files.n;
@@ -758,7 +817,10 @@ static int check_decodes(const DeitTransform *t, List *files, int threads, const
            *fh = calloc((size_t)files->n, sizeof *fh);
     if (!why || !fbytes || !fw || !fh) {
         fprintf(stderr, "bench-data: out of memory\n");
-        free(why); free(fbytes); free(fw); free(fh);
+        free(why);
+        free(fbytes);
+        free(fw);
+        free(fh);
         return -1;
     }
 #pragma omp parallel num_threads(threads)
@@ -772,7 +834,8 @@ static int check_decodes(const DeitTransform *t, List *files, int threads, const
         for (int i = 0; i < files->n; i++) {
             int w = 0, h = 0;
             long long n = out ? image_read_file(files->v[i], &fb, msg, sizeof msg) : -1;
-            if (!out) snprintf(msg, sizeof msg, "out of memory");
+            if (!out)
+                snprintf(msg, sizeof msg, "out of memory");
             else if (n > 0 && image_info_mem(fb.p, (size_t)n, files->v[i], &w, &h, msg, sizeof msg) == 0 &&
                      deit_eval_file(t, files->v[i], &sc, out, msg, sizeof msg) == 0) {
                 fbytes[i] = (double)n;
@@ -810,8 +873,8 @@ static int check_decodes(const DeitTransform *t, List *files, int threads, const
     free(fw);
     free(fh);
     if (nbad)
-        fprintf(stderr, "bench-data: %d of %d files do not decode%s; they are left out of the timings\n", nbad,
-                nfound, nbad > 10 ? " (the first 10 named above)" : " (named above)");
+        fprintf(stderr, "bench-data: %d of %d files do not decode%s; they are left out of the timings\n", nbad, nfound,
+                nbad > 10 ? " (the first 10 named above)" : " (named above)");
     if (nok == 0) {
         fprintf(stderr, "bench-data: %s: none of the %d image files decodes\n", dir, nfound);
         return -1;
@@ -825,8 +888,15 @@ static int check_decodes(const DeitTransform *t, List *files, int threads, const
 /* The transforms one image at a time, 1 thread and N threads. */
 static int bench_transforms(const Args *a) {
     ARGS_UNPACK(a);
-    (void)gpu_backend; (void)gpu_decoders; (void)hw_load; (void)cpu_share; (void)batch; (void)prefetch;
-    (void)images_set; (void)verify; (void)gpu;
+    (void)gpu_backend;
+    (void)gpu_decoders;
+    (void)hw_load;
+    (void)cpu_share;
+    (void)batch;
+    (void)prefetch;
+    (void)images_set;
+    (void)verify;
+    (void)gpu;
     Config cfg;
     char err[512];
     if (bench_config(a, &cfg)) return 1;
@@ -835,13 +905,16 @@ static int bench_transforms(const Args *a) {
         fprintf(stderr, "bench-data: %s\n", err);
         return 1;
     }
-    if (no_dct) t->dct_scales = 0;
-    else if (simd == 1) t->dct_scales = IMAGE_SCALES_SIMD;
-    else if (simd == 2) t->dct_scales = IMAGE_SCALES_ALL;
+    if (no_dct)
+        t->dct_scales = 0;
+    else if (simd == 1)
+        t->dct_scales = IMAGE_SCALES_SIMD;
+    else if (simd == 2)
+        t->dct_scales = IMAGE_SCALES_ALL;
     t->full_decode = no_dct == 2;
     if (dataset_shards_detect(dir)) {
-        fprintf(stderr, "bench-data: %s holds tar shards: measure them through the loader (--loader, or --decode gpu)\n",
-                dir);
+        fprintf(stderr,
+                "bench-data: %s holds tar shards: measure them through the loader (--loader, or --decode gpu)\n", dir);
         deit_transform_destroy(t);
         return 2;
     }
@@ -863,11 +936,17 @@ static int bench_transforms(const Args *a) {
     int count = images > files.n ? images : files.n;
     int cores = omp_get_num_procs();
     printf("bench-data: %d files under %s (mean %.0f x %.0f px, %.1f KB, of the files that decode), %d images per "
-           "run, size %d\n", files.n, dir, mw / nok, mh / nok, bytes / nok / 1024, count, size);
+           "run, size %d\n",
+           files.n, dir, mw / nok, mh / nok, bytes / nok / 1024, count, size);
     printf("train transform: RRC(scale %.2f-1, %s) + flip %.2f + RandAugment '%s'%s + erasing %.2f; DCT scales: %s\n",
-           t->rrc.scale_min, t->filter == RESAMPLE_BICUBIC ? "bicubic" : t->filter == RESAMPLE_BILINEAR ? "bilinear" : "random",
+           t->rrc.scale_min,
+           t->filter == RESAMPLE_BICUBIC    ? "bicubic"
+           : t->filter == RESAMPLE_BILINEAR ? "bilinear"
+                                            : "random",
            t->hflip, cfg.auto_augment, t->use_cj ? " + colour jitter" : "", cfg.reprob,
-           t->dct_scales == 0 ? "off" : t->dct_scales == IMAGE_SCALES_SIMD ? "1/8,1/4,1/2,1 (SIMD IDCT)" : "n/8, n = 1..8");
+           t->dct_scales == 0                   ? "off"
+           : t->dct_scales == IMAGE_SCALES_SIMD ? "1/8,1/4,1/2,1 (SIMD IDCT)"
+                                                : "n/8, n = 1..8");
     printf("machine: %d cores visible; threads for the parallel runs: %d\n", cores, threads);
     const char *names[2] = {"train", "eval"};
     for (int train = 1; train >= 0; train--) {
@@ -907,7 +986,7 @@ static int bench_transforms(const Args *a) {
 }
 
 int cmd_bench_data(int argc, char **argv) {
-    progress_init(&progress, 5.0);   /* in a log: a line per phase, then one every 5 s */
+    progress_init(&progress, 5.0); /* in a log: a line per phase, then one every 5 s */
     Args a = {0};
     const int rc = parse_args(&a, argc, argv);
     if (rc >= 0) return rc;

@@ -66,8 +66,7 @@ static void io_free(Backend *bk, Io *io) {
 
 /* One row: the mixer at batch B, width D, N tokens (rnn_dim = D; HGRU2 heads
  * of 16). Returns 0, or 1 when the layer does not fit (the row says so). */
-static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const Io *io,
-                     double copy_gbs) {
+static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const Io *io, double copy_gbs) {
     char err[512];
     Config c;
     config_defaults(&c);
@@ -84,7 +83,7 @@ static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const 
     mixer_layer_init(l, 1);
     bk->zero(bk, mixer_layer_grads(l), mixer_layer_num_params(l) * sizeof(float));
 
-    fwd_bwd(l, io->x, io->out, io->dout, io->dx, B, N);   /* warm-up: GEMM plans, scratch */
+    fwd_bwd(l, io->x, io->out, io->dout, io->dx, B, N); /* warm-up: GEMM plans, scratch */
     bk->sync(bk);
     double best = INFINITY;
     for (int rep = 0; rep < REPS; rep++) {
@@ -107,9 +106,9 @@ static int bench_row(Backend *bk, const char *mixer, int B, int D, int N, const 
     const TokenMixer *mx = mixer_find(mixer);
     const double flops = 3.0 * 2.0 * mx->madds_per_token(&c) * M;
     const double gbs = b_all / best * 1e-9, ew_gbs = b_ew / s_ew * 1e-9;
-    printf("%9.3f %8.3f %7.0f %5.1f%% | %9.3f %8.3f %7.0f %5.1f%% | %8.3f %7.1f\n", 1e3 * best,
-           b_all * 1e-9, gbs, 100 * gbs / copy_gbs, 1e3 * s_ew, b_ew * 1e-9, ew_gbs,
-           100 * ew_gbs / copy_gbs, 1e3 * s_mm, s_mm > 0 ? flops / s_mm * 1e-12 : 0.0);
+    printf("%9.3f %8.3f %7.0f %5.1f%% | %9.3f %8.3f %7.0f %5.1f%% | %8.3f %7.1f\n", 1e3 * best, b_all * 1e-9, gbs,
+           100 * gbs / copy_gbs, 1e3 * s_ew, b_ew * 1e-9, ew_gbs, 100 * ew_gbs / copy_gbs, 1e3 * s_mm,
+           s_mm > 0 ? flops / s_mm * 1e-12 : 0.0);
     mixer_layer_destroy(l);
     return 0;
 }
@@ -120,8 +119,10 @@ static int parse_chunk(const char *v, int *chunk) {
     char *end = NULL;
     const long n = v[0] ? strtol(v, &end, 10) : -1;
     if (!v[0] || end == v || *end || n < 0 || n > 1 << 20) {
-        fprintf(stderr, "hgrn bench --mixers: --hgru2-chunk takes a token count, 0 (never "
-                        "chunked) to 1048576, not '%s'\n", v);
+        fprintf(stderr,
+                "hgrn bench --mixers: --hgru2-chunk takes a token count, 0 (never "
+                "chunked) to 1048576, not '%s'\n",
+                v);
         return -1;
     }
     *chunk = n == 0 ? -1 : (int)n;
@@ -129,15 +130,15 @@ static int parse_chunk(const char *v, int *chunk) {
 }
 
 int cmd_bench_mixers(int argc, char **argv) {
-    int bf16 = 1, chunk = 0;   /* chunk: Backend.hgru2_chunk */
-    if (argc > 0 && !strcmp(argv[argc - 1], "--hgru2-chunk")) {   /* no value: refused as a bad one */
+    int bf16 = 1, chunk = 0; /* chunk: Backend.hgru2_chunk */
+    if (argc > 0 && !strcmp(argv[argc - 1], "--hgru2-chunk")) { /* no value: refused as a bad one */
         parse_chunk("", &chunk);
         return 2;
     }
     Cli cli;
     if (bench_parse(&cli, argc, argv, "mixers precision hgru2-chunk", "hgrn bench --mixers") < 0) return 2;
     const int help = cli.help;
-    int given = 0;   /* an empty value is given too, and refused */
+    int given = 0; /* an empty value is given too, and refused */
     for (int i = 0; i < argc; i++)
         given |= !strcmp(argv[i], "--hgru2-chunk") || !strncmp(argv[i], "--hgru2-chunk=", 14);
     const int bad = given && parse_chunk(cli.hgru2_chunk, &chunk) < 0;
@@ -157,7 +158,7 @@ int cmd_bench_mixers(int argc, char **argv) {
     Backend *bk = bench_timed(backend_cuda_create(0, bf16, 1, err, sizeof err), err, "hgrn bench --mixers");
     if (!bk) return 1;
     bk->hgru2_chunk = chunk;
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* rows as they are measured */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they are measured */
     double copy_gbs, gemm_tflops;
     int gn;
     bench_ceilings(bk, &copy_gbs, &gemm_tflops, &gn);
@@ -168,8 +169,8 @@ int cmd_bench_mixers(int argc, char **argv) {
            "GEMM: the projections, with TFLOP/s of 3x the forward's multiply-adds.\n"
            "rnn_dim = D (LRU: D complex states), HGRU2 heads of 16.\n\n",
            bf16 ? "bf16" : "fp32", REPS, copy_gbs, bf16 ? "bf16" : "fp32", gemm_tflops, gn);
-    printf("%-8s %3s %4s %6s %9s %8s %7s %6s | %9s %8s %7s %6s | %8s %7s\n", "mixer", "B", "D", "N",
-           "all ms", "GB", "GB/s", "%copy", "non-GEMM", "GB", "GB/s", "%copy", "GEMM ms", "TFLOP/s");
+    printf("%-8s %3s %4s %6s %9s %8s %7s %6s | %9s %8s %7s %6s | %8s %7s\n", "mixer", "B", "D", "N", "all ms", "GB",
+           "GB/s", "%copy", "non-GEMM", "GB", "GB/s", "%copy", "GEMM ms", "TFLOP/s");
     Rng r;
     rng_seed(&r, 5);
     int rc = 0;

@@ -43,8 +43,8 @@ static double time_calls(Backend *bk, void (*fn)(void *), void *ctx, int iters) 
 
 /* One row at one shape on a backend: its tensors on the device. */
 typedef struct {
-    Backend *bk;      /* where the tensors live */
-    Backend *run;     /* what the calls go to: bk, or the backend inside it */
+    Backend *bk; /* where the tensors live */
+    Backend *run; /* what the calls go to: bk, or the backend inside it */
     const OpDesc *op;
     const int *s;
     float *in[OP_MAXT], *out[OP_MAXT], *dout[OP_MAXT], *din[OP_MAXT];
@@ -70,11 +70,20 @@ static void *upload(Backend *bk, const float *h, size_t n, size_t elem) {
     size_t avail = 0;
     void *d = bk->try_alloc(bk, (n ? n : 1) * elem, &avail);
     if (!d) return NULL;
-    if (elem == 4) { bk->to_device(bk, d, h, n * 4); return d; }
+    if (elem == 4) {
+        bk->to_device(bk, d, h, n * 4);
+        return d;
+    }
     unsigned char *t = malloc((n ? n : 1) * elem);
-    if (!t) { bk->free(bk, d); return NULL; }
+    if (!t) {
+        bk->free(bk, d);
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (elem == 1) { t[i] = (unsigned char)h[i]; continue; }
+        if (elem == 1) {
+            t[i] = (unsigned char)h[i];
+            continue;
+        }
         uint32_t u;
         memcpy(&u, &h[i], 4);
         const uint16_t b = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
@@ -124,8 +133,8 @@ static int call_make(Call *c, Rng *r) {
     for (int i = 0; i < op->nin; i++) free(h[i]);
     for (int k = 0; k < op->nout && ok; k++) {
         size_t avail;
-        ok = (c->out[k] = c->bk->try_alloc(c->bk, (out_n[k] ? out_n[k] : 1) * elem_of(c->bk, op, 0, k),
-                                           &avail)) != NULL;
+        ok =
+            (c->out[k] = c->bk->try_alloc(c->bk, (out_n[k] ? out_n[k] : 1) * elem_of(c->bk, op, 0, k), &avail)) != NULL;
     }
     if (op->bwd) {
         for (int k = 0; k < op->nloss && ok; k++) {
@@ -145,8 +154,8 @@ static int call_make(Call *c, Rng *r) {
 }
 
 typedef struct {
-    Backend *bk;      /* the op timer around the backend */
-    Backend *inner;   /* the backend */
+    Backend *bk; /* the op timer around the backend */
+    Backend *inner; /* the backend */
     const char *prec;
     double copy_gbs;
     int iters;
@@ -170,16 +179,14 @@ static void count(Backend *timer, void (*fn)(void *), void *ctx, double *bytes, 
     op_timer_reset(timer);
 }
 
-static void row(const Bench *b, const char *label, const char *shape, double sec, double bytes,
-                double flops) {
+static void row(const Bench *b, const char *label, const char *shape, double sec, double bytes, double flops) {
     char tf[16] = "-", gbs[16] = "-", pct[16] = "-";
     if (flops > 0) snprintf(tf, sizeof tf, "%.2f", flops / sec * 1e-12);
     if (bytes > 0) {
         snprintf(gbs, sizeof gbs, "%.1f", bytes / sec * 1e-9);
         snprintf(pct, sizeof pct, "%.1f", 100 * bytes / sec * 1e-9 / b->copy_gbs);
     }
-    printf("%-5s %-34s %-20s %10.4f %10.4g %8s %6s %8s\n", b->prec, label, shape, sec * 1e3, bytes / 1e6,
-           gbs, pct, tf);
+    printf("%-5s %-34s %-20s %10.4f %10.4g %8s %6s %8s\n", b->prec, label, shape, sec * 1e3, bytes / 1e6, gbs, pct, tf);
 }
 
 /* One row at every shape of its list: forward, then backward; its calls go
@@ -201,7 +208,7 @@ static int bench_op(const Bench *b, const OpDesc *op, const char *label, int tes
             continue;
         }
         double bytes, flops;
-        Call cc = c;   /* what is counted */
+        Call cc = c; /* what is counted */
         cc.run = b->bk;
         if (count_as) cc.op = count_as;
         count(b->bk, call_fwd, &cc, &bytes, &flops);
@@ -221,8 +228,7 @@ static int bench_op(const Bench *b, const OpDesc *op, const char *label, int tes
 static void f_bn_cudnn(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->copy(bk, out[3], in[3], (size_t)s[1] * 4);
     bk->copy(bk, out[4], in[4], (size_t)s[1] * 4);
-    bk->batchnorm_fwd_cudnn(bk, out[0], out[1], out[2], in[0], in[1], in[2], out[3], out[4], 0.1f, 1, s[0],
-                            s[1]);
+    bk->batchnorm_fwd_cudnn(bk, out[0], out[1], out[2], in[0], in[1], in[2], out[3], out[4], 0.1f, 1, s[0], s[1]);
 }
 static void b_bn_cudnn(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
                        float *const *din) {
@@ -271,14 +277,14 @@ static int bench_comparisons(const Bench *b, int test_shapes) {
 /* What the command line asks for. */
 typedef struct {
     int cuda, threads, test_shapes;
-    char precision[8];   /* "", "fp32" or "bf16" */
+    char precision[8]; /* "", "fp32" or "bf16" */
 } Opts;
 
 static int bench_backend(const Opts *o, int bf16, Rng *r) {
     char err[512];
     const int cuda = o->cuda;
-    Backend *inner = cuda ? backend_cuda_create(0, bf16, 1, err, sizeof err)
-                          : backend_cpu_create(o->threads, err, sizeof err);
+    Backend *inner =
+        cuda ? backend_cuda_create(0, bf16, 1, err, sizeof err) : backend_cpu_create(o->threads, err, sizeof err);
     Backend *bk = bench_timed(inner, err, "hgrn bench --ops");
     if (!bk) return 1;
     Bench b = {bk, inner, bf16 ? "bf16" : "fp32", 0, cuda ? 20 : 3, r};
@@ -293,7 +299,7 @@ static int bench_backend(const Opts *o, int bf16, Rng *r) {
     int rc = 0;
     for (int k = 0; k < OP_TABLE_N; k++) rc |= bench_op(&b, &OP_TABLE[k], OP_TABLE[k].name, o->test_shapes, 0, NULL);
     rc |= bench_comparisons(&b, o->test_shapes);
-    if (cuda) {   /* the GEMMs with train.gemm_tune 0, on a backend of their own (plans are per backend) */
+    if (cuda) { /* the GEMMs with train.gemm_tune 0, on a backend of their own (plans are per backend) */
         Backend *heur = backend_cuda_create(0, bf16, 0, err, sizeof err);
         Backend *th = bench_timed(heur, err, "hgrn bench --ops");
         if (!th) {
@@ -329,13 +335,12 @@ int cmd_bench_ops(int argc, char **argv) {
         fprintf(stderr, "hgrn bench --ops: --precision bf16 needs --device cuda (the CPU backend is fp32)\n");
         return 2;
     }
-    setvbuf(stdout, NULL, _IOLBF, 0);   /* rows as they are measured */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they are measured */
     printf("the op table on the %s backend at the %s shapes: ms per call (best of 3 batches of %d after\n"
            "3 warm-up calls); MB: what the calls must move (each input read, each output written once);\n"
            "%%copy: of the copy rate above; TFLOP/s of the arithmetic that counts (the GEMMs)\n\n",
            o.cuda ? "CUDA" : "CPU", o.test_shapes ? "test's" : "models'", o.cuda ? 20 : 3);
-    printf("%-5s %-34s %-20s %10s %10s %8s %6s %8s\n", "prec", "op", "shape", "ms", "MB", "GB/s", "%copy",
-           "TFLOP/s");
+    printf("%-5s %-34s %-20s %10s %10s %8s %6s %8s\n", "prec", "op", "shape", "ms", "MB", "GB/s", "%copy", "TFLOP/s");
     Rng r;
     rng_seed(&r, 7);
     int rc = 0;

@@ -53,11 +53,14 @@ static void usage(void) {
 }
 
 typedef struct {
-    char *path;        /* the file, or the PATH argument that produced an error */
-    char *error;       /* set when the entry cannot be classified */
+    char *path; /* the file, or the PATH argument that produced an error */
+    char *error; /* set when the entry cannot be classified */
 } Entry;
 
-typedef struct { Entry *v; int n, cap; } Entries;
+typedef struct {
+    Entry *v;
+    int n, cap;
+} Entries;
 
 static int add(Entries *e, const char *path, const char *error) {
     if (e->n == e->cap) {
@@ -88,7 +91,7 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 
 /* The image files under dir, recursively, sorted by path component. */
 static int walk(const char *dir, Entries *e, int depth) {
-    if (depth > 32) return 0;   /* a symlink loop */
+    if (depth > 32) return 0; /* a symlink loop */
     DIR *d = opendir(dir);
     if (!d) return 0;
     char **names = NULL;
@@ -99,10 +102,16 @@ static int walk(const char *dir, Entries *e, int depth) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             char **v = realloc(names, sizeof *v * (size_t)cap);
-            if (!v) { rc = -1; break; }
+            if (!v) {
+                rc = -1;
+                break;
+            }
             names = v;
         }
-        if (!(names[n] = strdup(de->d_name))) { rc = -1; break; }
+        if (!(names[n] = strdup(de->d_name))) {
+            rc = -1;
+            break;
+        }
         n++;
     }
     closedir(d);
@@ -110,11 +119,16 @@ static int walk(const char *dir, Entries *e, int depth) {
     for (int i = 0; i < n && rc == 0; i++) {
         size_t len = strlen(dir) + strlen(names[i]) + 2;
         char *p = malloc(len);
-        if (!p) { rc = -1; break; }
-        path_join(p, len, dir, names[i]);   /* fits: len counts both and the slash */
+        if (!p) {
+            rc = -1;
+            break;
+        }
+        path_join(p, len, dir, names[i]); /* fits: len counts both and the slash */
         struct stat st;
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) rc = walk(p, e, depth + 1);
-        else if (has_image_ext(names[i])) rc = add(e, p, NULL);
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            rc = walk(p, e, depth + 1);
+        else if (has_image_ext(names[i]))
+            rc = add(e, p, NULL);
         free(p);
     }
     for (int i = 0; i < n; i++) free(names[i]);
@@ -153,7 +167,7 @@ static int expand(const char *arg, Entries *e) {
             return add(e, arg, msg);
         }
     }
-    return add(e, arg, NULL);   /* missing: decoding reports it with the reason */
+    return add(e, arg, NULL); /* missing: decoding reports it with the reason */
 }
 
 /* A directory argument that is a tree of class folders (an ImageFolder
@@ -190,14 +204,15 @@ static void note_folders(const char *arg, char **classes, int ncls) {
         folders++;
         int known = 0;
         for (int k = 0; k < ncls && !known; k++) known = !strcmp(classes[k], de->d_name);
-        if (!known && (other++ == 0 || strcmp(de->d_name, first) < 0))   /* the first by name */
+        if (!known && (other++ == 0 || strcmp(de->d_name, first) < 0)) /* the first by name */
             snprintf(first, sizeof first, "%s", de->d_name);
     }
     closedir(d);
     if (other)
-        fprintf(stderr, "hgrn classify: note: %d of the %d class folders of %s are not classes of the checkpoint "
-                "(folder '%s'; its classes: '%s', ...): the answers name the checkpoint's %d classes\n", other,
-                folders, dir, first, classes[0], ncls);
+        fprintf(stderr,
+                "hgrn classify: note: %d of the %d class folders of %s are not classes of the checkpoint "
+                "(folder '%s'; its classes: '%s', ...): the answers name the checkpoint's %d classes\n",
+                other, folders, dir, first, classes[0], ncls);
 }
 
 /* Class k's name: the checkpoint's, or "class k" when it stores none. */
@@ -208,16 +223,17 @@ static const char *class_name(char **classes, int ncls, int k, char *buf, size_t
 }
 
 static void print_prob(float p) {
-    if (p >= 1e-4f) printf("%8.4f%%", 100.0 * p);
-    else printf("%8.1e%%", 100.0 * p);
+    if (p >= 1e-4f)
+        printf("%8.4f%%", 100.0 * p);
+    else
+        printf("%8.1e%%", 100.0 * p);
 }
 
 int cmd_classify(int argc, char **argv) {
     const double t_start = now_seconds();
     char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ckpt device precision threads batch top json logits ARGS", err,
-                  sizeof err) < 0) {
+    if (cli_parse(&cli, argc, argv, "ckpt device precision threads batch top json logits ARGS", err, sizeof err) < 0) {
         fprintf(stderr, "hgrn classify: %s\n", err);
         cli_free(&cli);
         return 2;
@@ -272,7 +288,10 @@ int cmd_classify(int argc, char **argv) {
     }
     fail_rc = 1;
     for (int i = 0; i < cli.npos; i++) {
-        if (expand(cli.pos[i], &ent) < 0) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        if (expand(cli.pos[i], &ent) < 0) {
+            snprintf(err, sizeof err, "out of host memory");
+            goto fail;
+        }
         note_folders(cli.pos[i], classes, ncls);
     }
     const int B = cli.batch ? cli.batch : 64;
@@ -302,18 +321,24 @@ int cmd_classify(int argc, char **argv) {
         snprintf(err, sizeof err, "out of host memory");
         goto fail;
     }
-    if (!(scratch = calloc((size_t)nthreads, sizeof *scratch))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    if (!(scratch = calloc((size_t)nthreads, sizeof *scratch))) {
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     if (!(bk = cli_backend(&cli, 0, err, sizeof err))) goto fail;
     if (!(m = model_create(bk, c, Bmax, 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
     if (!pad && classify_gpu_create(c, bk, tf, Bmax, nthreads, &cg, err, sizeof err) < 0) goto fail;
-    if (cg && !(paths = malloc(sizeof *paths * (size_t)Bmax))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    if (cg && !(paths = malloc(sizeof *paths * (size_t)Bmax))) {
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     setup_s = now_seconds() - t_start;
     for (int i0 = 0; i0 < ent.n; i0 += Bmax) {
         const int nb = ent.n - i0 < Bmax ? ent.n - i0 : Bmax;
         double t0 = now_seconds();
         int n = 0;
-        if (cg) {   /* nvJPEG and the GPU transform, staged in the model's input */
+        if (cg) { /* nvJPEG and the GPU transform, staged in the model's input */
             for (int j = 0; j < nb; j++) {
                 free(errs[j]);
                 errs[j] = NULL;
@@ -334,7 +359,7 @@ int cmd_classify(int argc, char **argv) {
                 uint8_t *dst = px + per * (size_t)j, *img = pad ? canvas + (size_t)t * C * inner * inner : dst;
                 if (deit_eval_file(tf, x->path, s, img, msg, sizeof msg) != 0) {
                     errs[j] = strdup(msg[0] ? msg : "cannot be decoded");
-                } else if (pad) {   /* CHW: each plane's rows into the canvas's middle */
+                } else if (pad) { /* CHW: each plane's rows into the canvas's middle */
                     memset(dst, 0, per);
                     for (int ch = 0; ch < C; ch++)
                         for (int y = 0; y < inner; y++)
@@ -344,7 +369,10 @@ int cmd_classify(int argc, char **argv) {
             }
             /* the readable ones, packed in order */
             for (int j = 0; j < nb; j++) {
-                if (ent.v[i0 + j].error || errs[j]) { slot[j] = -1; continue; }
+                if (ent.v[i0 + j].error || errs[j]) {
+                    slot[j] = -1;
+                    continue;
+                }
                 if (n != j) memmove(px + per * (size_t)n, px + per * (size_t)j, per);
                 slot[j] = n++;
             }
@@ -415,12 +443,12 @@ int cmd_classify(int argc, char **argv) {
         fflush(stdout);
     }
     const double total = now_seconds() - t_start;
-    fprintf(stderr, "hgrn classify: %d image%s classified, %d failed; %.2f s in all (set-up %.2f s); per image: "
-            "decode %.2f ms%s%s%s, forward %.2f ms (batches of up to %d, %s)\n", done_images,
-            done_images == 1 ? "" : "s", failed, total, setup_s,
+    fprintf(stderr,
+            "hgrn classify: %d image%s classified, %d failed; %.2f s in all (set-up %.2f s); per image: "
+            "decode %.2f ms%s%s%s, forward %.2f ms (batches of up to %d, %s)\n",
+            done_images, done_images == 1 ? "" : "s", failed, total, setup_s,
             done_images ? 1e3 * t_decode / done_images : 0.0, cg ? " (nvJPEG " : "", cg ? classify_gpu_backend(cg) : "",
-            cg ? " + GPU transform, queued)" : "",
-            done_images ? 1e3 * t_forward / done_images : 0.0, Bmax, bk->name);
+            cg ? " + GPU transform, queued)" : "", done_images ? 1e3 * t_forward / done_images : 0.0, Bmax, bk->name);
     rc = failed ? 1 : 0;
     goto done;
 fail:

@@ -60,12 +60,14 @@ static int unnamed(const char *name, int k) {
  * name: folder k is class k, as in training. trained_on: the checkpoint's
  * data.dataset. Returns 0 (the same classes), 1 (mapped by name: a note in
  * warn), 2 (a warning in warn), 3 (the note), or -1 with err. */
-static int check_classes(const Config *c, const char *trained_on, Dataset *ds, char **ck, int nck, int K,
-                         char *warn, size_t wlen, char *err, size_t errlen) {
+static int check_classes(const Config *c, const char *trained_on, Dataset *ds, char **ck, int nck, int K, char *warn,
+                         size_t wlen, char *err, size_t errlen) {
     warn[0] = 0;
     if (ds->num_classes > K) {
-        snprintf(err, errlen, "the data has %d classes but the checkpoint's model has %d (model.num_classes): "
-                 "is this the data it was trained on?", ds->num_classes, K);
+        snprintf(err, errlen,
+                 "the data has %d classes but the checkpoint's model has %d (model.num_classes): "
+                 "is this the data it was trained on?",
+                 ds->num_classes, K);
         return -1;
     }
     if (!ck || nck != K || !ds->class_names) return 0;
@@ -91,16 +93,18 @@ static int check_classes(const Config *c, const char *trained_on, Dataset *ds, c
         int ok = names != NULL;
         for (int j = 0; ok && j < K; j++) ok = (names[j] = strdup(ck[j])) != NULL;
         if (ok && dataset_relabel(ds, map, names, K) == 0) {
-            snprintf(warn, wlen, "the data's %d classes are the checkpoint's in another order or a subset "
-                     "(data class %d '%.60s' is the checkpoint's class %d): mapped by name", found, first,
-                     ds->class_names[map[first]], map[first]);
+            snprintf(warn, wlen,
+                     "the data's %d classes are the checkpoint's in another order or a subset "
+                     "(data class %d '%.60s' is the checkpoint's class %d): mapped by name",
+                     found, first, ds->class_names[map[first]], map[first]);
             free(map);
             return 1;
         }
         if (names)
             for (int j = 0; j < K; j++) free(names[j]);
         free(names);
-        snprintf(err, errlen, "the data's classes are the checkpoint's in another order (data class %d "
+        snprintf(err, errlen,
+                 "the data's classes are the checkpoint's in another order (data class %d "
                  "'%.60s' is the checkpoint's class %d) and this dataset cannot be relabelled",
                  first, ck[map[first]] ? ck[map[first]] : "?", map[first]);
         free(map);
@@ -108,14 +112,17 @@ static int check_classes(const Config *c, const char *trained_on, Dataset *ds, c
     }
     free(map);
     if (c->class_names[0] && !strcmp(trained_on, "imagefolder") && found == 0 && ds->num_classes == K) {
-        snprintf(warn, wlen, "the data's folder names are not the checkpoint's class names, which come from "
+        snprintf(warn, wlen,
+                 "the data's folder names are not the checkpoint's class names, which come from "
                  "data.class_names (class 0: folder '%.60s', name '%.60s'): folder k is taken as class k, as in "
-                 "training", ds->class_names[0], ck[0]);
+                 "training",
+                 ds->class_names[0], ck[0]);
         return 3;
     }
-    snprintf(warn, wlen, "%d of the data's %d class names differ from the checkpoint's (class %d: data "
-             "'%.60s', checkpoint '%.60s'); labels are taken as the checkpoint's class indices", differ,
-             ds->num_classes, first, ds->class_names[first], ck[first]);
+    snprintf(warn, wlen,
+             "%d of the data's %d class names differ from the checkpoint's (class %d: data "
+             "'%.60s', checkpoint '%.60s'); labels are taken as the checkpoint's class indices",
+             differ, ds->num_classes, first, ds->class_names[first], ck[first]);
     return 2;
 }
 
@@ -166,8 +173,8 @@ static int write_confusion(const char *path, const EvalCounts *cn, char **names,
 }
 
 static void print_json(const Cli *cli, const Config *c, const EvalResult *r, const EvalCounts *cn, char **names,
-                       int world, const char *device, double setup_s, double wall_s, double unreadable,
-                       int available, char *const *warns, int nwarn) {
+                       int world, const char *device, double setup_s, double wall_s, double unreadable, int available,
+                       char *const *warns, int nwarn) {
     FILE *o = stdout;
     fputs("{\"checkpoint\": ", o);
     json_string(o, cli->ckpt);
@@ -185,43 +192,50 @@ static void print_json(const Cli *cli, const Config *c, const EvalResult *r, con
     json_number(o, r->loss);
     fputs(", \"device\": ", o);
     json_string(o, device);
-    fprintf(o, ", \"ranks\": %d, \"batch\": %d, \"eval_seconds\": %.3f, \"img_per_s\": %.1f, "
-            "\"setup_seconds\": %.3f, \"wall_seconds\": %.3f", world, c->batch_size, r->seconds,
-            r->seconds > 0 ? r->count / r->seconds : 0.0, setup_s, wall_s);
+    fprintf(o,
+            ", \"ranks\": %d, \"batch\": %d, \"eval_seconds\": %.3f, \"img_per_s\": %.1f, "
+            "\"setup_seconds\": %.3f, \"wall_seconds\": %.3f",
+            world, c->batch_size, r->seconds, r->seconds > 0 ? r->count / r->seconds : 0.0, setup_s, wall_s);
     fputs(", \"warnings\": [", o);
     for (int i = 0; i < nwarn; i++) {
         if (i) fputs(", ", o);
         json_string(o, warns[i]);
     }
     fputs("], \"confusion_csv\": ", o);
-    if (cli->confusion[0]) json_string(o, cli->confusion);
-    else fputs("null", o);
+    if (cli->confusion[0])
+        json_string(o, cli->confusion);
+    else
+        fputs("null", o);
     fputs(", \"per_class\": [", o);
     for (int k = 0; k < cn->classes; k++) {
         fprintf(o, "%s{\"index\": %d, \"name\": ", k ? ", " : "", k);
         json_string(o, names[k]);
         fprintf(o, ", \"images\": %.0f, \"top1\": ", cn->class_count[k]);
-        if (cn->class_count[k] > 0) json_number(o, 100.0 * cn->class_top1[k] / cn->class_count[k]);
-        else fputs("null", o);
+        if (cn->class_count[k] > 0)
+            json_number(o, 100.0 * cn->class_top1[k] / cn->class_count[k]);
+        else
+            fputs("null", o);
         fputs(", \"top5\": ", o);
-        if (cn->class_count[k] > 0) json_number(o, 100.0 * cn->class_top5[k] / cn->class_count[k]);
-        else fputs("null", o);
+        if (cn->class_count[k] > 0)
+            json_number(o, 100.0 * cn->class_top5[k] / cn->class_count[k]);
+        else
+            fputs("null", o);
         fputc('}', o);
     }
     fputs("]}\n", o);
 }
 
 static void print_text(const Cli *cli, const Config *c, const EvalResult *r, const EvalCounts *cn, char **names,
-                       int world, const char *device, double setup_s, double wall_s, size_t act_bytes,
-                       int available) {
-    printf("%s on %s: %ld images, %d classes: top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n", cli->ckpt, c->path,
-           r->count, c->num_classes, r->top1, r->top5, r->loss);
+                       int world, const char *device, double setup_s, double wall_s, size_t act_bytes, int available) {
+    printf("%s on %s: %ld images, %d classes: top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n", cli->ckpt, c->path, r->count,
+           c->num_classes, r->top1, r->top5, r->loss);
     if (c->val_limit > 0 && c->val_limit < available)
         printf("  data.val_limit = %d (from the checkpoint's config or the command line): %d of the %d images "
-               "evaluated; --data.val_limit 0 for all\n", c->val_limit, c->val_limit, available);
+               "evaluated; --data.val_limit 0 for all\n",
+               c->val_limit, c->val_limit, available);
     printf("  evaluation %.1f s (%.0f img/s, batch %d, %s, %d rank%s); %.1f s in all, of which set-up %.1f s "
-           "(dataset, model and %.2f GiB of activations, weights)\n", r->seconds,
-           r->seconds > 0 ? r->count / r->seconds : 0.0, c->batch_size, device, world, world > 1 ? "s" : "",
+           "(dataset, model and %.2f GiB of activations, weights)\n",
+           r->seconds, r->seconds > 0 ? r->count / r->seconds : 0.0, c->batch_size, device, world, world > 1 ? "s" : "",
            wall_s, setup_s, act_bytes / 1073741824.0);
     int worst = -1, best = -1;
     for (int k = 0; k < cn->classes; k++) {
@@ -251,16 +265,19 @@ static void print_text(const Cli *cli, const Config *c, const EvalResult *r, con
 /* "N of M images could not be read and are left out of the figures: a, b,
  * ... (and K more)": the count over every rank, the names this rank's
  * dataset knows (rank 0's shard when there are several). */
-static void unreadable_warning(const Dataset *ds, double unreadable, long evaluated, int world, char *w,
-                               size_t wlen) {
-    size_t used = (size_t)snprintf(w, wlen, "%.0f of %.0f images could not be read and are left out of the "
-                                   "figures%s", unreadable, (double)evaluated + unreadable,
-                                   world > 1 ? " (rank 0's shown)" : "");
+static void unreadable_warning(const Dataset *ds, double unreadable, long evaluated, int world, char *w, size_t wlen) {
+    size_t used = (size_t)snprintf(w, wlen,
+                                   "%.0f of %.0f images could not be read and are left out of the "
+                                   "figures%s",
+                                   unreadable, (double)evaluated + unreadable, world > 1 ? " (rank 0's shown)" : "");
     int listed = 0, more = 0;
     for (int i = 0; i < ds->n && used < wlen; i++) {
         if (!dataset_is_bad(ds, i)) continue;
         const char *p = dataset_file_path(ds, i);
-        if (!p || listed >= 10) { more++; continue; }
+        if (!p || listed >= 10) {
+            more++;
+            continue;
+        }
         used += (size_t)snprintf(w + used, wlen - used, "%s%.200s", listed ? ", " : ": ", p);
         listed++;
     }
@@ -287,7 +304,11 @@ int cmd_eval(int argc, char **argv) {
         cli_free(&cli);
         return 0;
     }
-    if (!cli.ckpt[0]) { fprintf(stderr, "hgrn eval: --ckpt FILE is required\n"); cli_free(&cli); return 2; }
+    if (!cli.ckpt[0]) {
+        fprintf(stderr, "hgrn eval: --ckpt FILE is required\n");
+        cli_free(&cli);
+        return 2;
+    }
     /* the output is written after the whole evaluation: a path that cannot be is refused first */
     if (cli.confusion[0] && cli_check_output_file("--confusion", cli.confusion, err, sizeof err) < 0) {
         fprintf(stderr, "hgrn eval: %s\n", err);
@@ -331,11 +352,11 @@ int cmd_eval(int argc, char **argv) {
         snprintf(b, sizeof b, "%d", cli.batch);
         if (config_set(c, "train.batch_size", b, err, sizeof err) < 0) goto fail;
     }
-    fail_rc = 2;   /* the command line's values, paths and data: refused before any work */
+    fail_rc = 2; /* the command line's values, paths and data: refused before any work */
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
     if (cli_detect_data(&cli, c, "eval", li.rank != 0, err, sizeof err) < 0) goto fail;
     if (!(ds = open_eval_dataset(c, err, sizeof err))) {
-        if (dir_exists(c->path)) fail_rc = 1;   /* there, but unreadable inside */
+        if (dir_exists(c->path)) fail_rc = 1; /* there, but unreadable inside */
         goto fail;
     }
     const int available = ds->n;
@@ -348,9 +369,12 @@ int cmd_eval(int argc, char **argv) {
         if (li.rank == 0) fprintf(stderr, "hgrn eval: %s: %s\n", classes_rc == 2 ? "warning" : "note", warn);
     }
     if (!(names = load_class_names(c, ds, err, sizeof err))) goto fail;
-    for (int k = 0; k < ncls && k < c->num_classes; k++) {   /* the checkpoint's names come first */
+    for (int k = 0; k < ncls && k < c->num_classes; k++) { /* the checkpoint's names come first */
         char *s = strdup(classes[k]);
-        if (!s) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        if (!s) {
+            snprintf(err, sizeof err, "out of host memory");
+            goto fail;
+        }
         free(names[k]);
         names[k] = s;
     }
@@ -359,7 +383,7 @@ int cmd_eval(int argc, char **argv) {
     if (!(comm = comm_create(&li, bk, c->comm_timeout, err, sizeof err))) goto fail;
     /* page-locked batches on a GPU: each upload overlaps the previous forward */
     loader_set_host_allocator(ld, bk->host_alloc, bk->host_free);
-    if (loader_use_gpu(ld, bk->name, gpu, err, sizeof err) < 0) goto fail;   /* data.decode */
+    if (loader_use_gpu(ld, bk->name, gpu, err, sizeof err) < 0) goto fail; /* data.decode */
     if (loader_start_prefetch(ld, 2, err, sizeof err) < 0) goto fail;
     if (!(m = model_create(bk, c, loader_batch_size(ld), 0, err, sizeof err))) goto fail;
     if (ckpt_load_weights(cli.ckpt, m, NULL, err, sizeof err) < 0) goto fail;
@@ -394,8 +418,10 @@ int cmd_eval(int argc, char **argv) {
     goto done;
 fail:
     rc = fail_rc;
-    if (li.world > 1) fprintf(stderr, "hgrn eval: rank %d: %s\n", li.rank, err);
-    else fprintf(stderr, "hgrn eval: %s\n", err);
+    if (li.world > 1)
+        fprintf(stderr, "hgrn eval: rank %d: %s\n", li.rank, err);
+    else
+        fprintf(stderr, "hgrn eval: %s\n", err);
 done:
     eval_counts_free(&cn);
     model_destroy(m);

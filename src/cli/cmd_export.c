@@ -17,19 +17,19 @@
 
 static void usage(void) {
     printf(USAGE "\n\n"
-           "Writes the checkpoint's whole model as an ONNX graph (opset 17 by default; --opset N up\n"
-           "to the newest the installed onnx knows) that standard runtimes (onnxruntime, ...) run:\n"
-           "images in, \"logits\" [batch, classes] out, the batch a symbolic dimension. Every token\n"
-           "mixer (hgru1, hgru2, lru, mingru, minlstm; causal, the 2-D scan, batch norm) in\n"
-           "evaluation mode; each recurrence is an ONNX Scan over the tokens, not unrolled.\n"
-           "--input uint8 (default): \"images\" uint8 [batch, channels, size, size] at\n"
-           "model.image_size (resize before; it is not part of the graph), normalised inside the\n"
-           "graph with the checkpoint's data.mean / data.std; --input float: float32 images\n"
-           "already normalised. The graph's metadata holds the class names (\"classes\") and the\n"
-           "config. It is checked with onnx.checker (full check) before it is written.\n"
-           "Refused before any work (exit 2): a missing CKPT, an OUT that cannot be written, a\n"
-           "bad option; a checkpoint that cannot be read or exported exits 1. Runs\n"
-           "scripts/export_onnx.py, which needs onnx (Debian: apt-get install python3-onnx).\n");
+                 "Writes the checkpoint's whole model as an ONNX graph (opset 17 by default; --opset N up\n"
+                 "to the newest the installed onnx knows) that standard runtimes (onnxruntime, ...) run:\n"
+                 "images in, \"logits\" [batch, classes] out, the batch a symbolic dimension. Every token\n"
+                 "mixer (hgru1, hgru2, lru, mingru, minlstm; causal, the 2-D scan, batch norm) in\n"
+                 "evaluation mode; each recurrence is an ONNX Scan over the tokens, not unrolled.\n"
+                 "--input uint8 (default): \"images\" uint8 [batch, channels, size, size] at\n"
+                 "model.image_size (resize before; it is not part of the graph), normalised inside the\n"
+                 "graph with the checkpoint's data.mean / data.std; --input float: float32 images\n"
+                 "already normalised. The graph's metadata holds the class names (\"classes\") and the\n"
+                 "config. It is checked with onnx.checker (full check) before it is written.\n"
+                 "Refused before any work (exit 2): a missing CKPT, an OUT that cannot be written, a\n"
+                 "bad option; a checkpoint that cannot be read or exported exits 1. Runs\n"
+                 "scripts/export_onnx.py, which needs onnx (Debian: apt-get install python3-onnx).\n");
 }
 
 int cmd_export(int argc, char **argv) {
@@ -46,7 +46,7 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     /* the script's arguments: the positionals after the format, then the options */
-    char *args[20];   /* at most 13 positionals after the format (argc <= 14) and two options */
+    char *args[20]; /* at most 13 positionals after the format (argc <= 14) and two options */
     int nargs = 0;
     for (int i = 1; i < cli.npos; i++) args[nargs++] = (char *)cli.pos[i];
     const int help = cli.help, npos = cli.npos;
@@ -57,12 +57,20 @@ int cmd_export(int argc, char **argv) {
         return 0;
     }
     if (!format || strcmp(format, "onnx")) {
-        if (!format) fprintf(stderr, "hgrn export: the format is required (" USAGE ")\n");
-        else fprintf(stderr, "hgrn export: unknown format '%s' (formats: onnx; " USAGE ")\n", format);
+        if (!format)
+            fprintf(stderr, "hgrn export: the format is required (" USAGE ")\n");
+        else
+            fprintf(stderr, "hgrn export: unknown format '%s' (formats: onnx; " USAGE ")\n", format);
         return 2;
     }
     /* the script checks the positionals' count and the values itself */
-    if (input) { args[nargs++] = "--input"; args[nargs++] = (char *)input; }
-    if (opset) { args[nargs++] = "--opset"; args[nargs++] = (char *)opset; }
+    if (input) {
+        args[nargs++] = "--input";
+        args[nargs++] = (char *)input;
+    }
+    if (opset) {
+        args[nargs++] = "--opset";
+        args[nargs++] = (char *)opset;
+    }
     return cli_run_script("export", "export_onnx.py", args, nargs);
 }

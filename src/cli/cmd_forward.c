@@ -54,9 +54,12 @@ int cmd_forward(int argc, char **argv) {
     }
     /* paths that cannot be used are refused before any work */
     int refused = 0;
-    if (!file_exists(cli.ckpt)) refused = snprintf(err, sizeof err, "--ckpt %s: no such file", cli.ckpt);
-    else if (!file_exists(cli.inputs)) refused = snprintf(err, sizeof err, "--inputs %s: no such file", cli.inputs);
-    else refused = cli_check_output_file("--out", cli.out, err, sizeof err) < 0;
+    if (!file_exists(cli.ckpt))
+        refused = snprintf(err, sizeof err, "--ckpt %s: no such file", cli.ckpt);
+    else if (!file_exists(cli.inputs))
+        refused = snprintf(err, sizeof err, "--inputs %s: no such file", cli.inputs);
+    else
+        refused = cli_check_output_file("--out", cli.out, err, sizeof err) < 0;
     if (refused) {
         fprintf(stderr, "hgrn forward: %s\n", err);
         cli_free(&cli);
@@ -70,11 +73,11 @@ int cmd_forward(int argc, char **argv) {
     uint8_t *images = NULL;
     float *targets = NULL, *logits = NULL, *probs = NULL, *loss = NULL, *grads = NULL;
     StTensor *out = NULL;
-    char (*names)[160] = NULL;
+    char(*names)[160] = NULL;
     Config *c = &cli.cfg;
     if (ckpt_read_config(cli.ckpt, c, &classes, &ncls, err, sizeof err) < 0) goto fail;
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) {
-        rc = 2;   /* a bad --section.key value: nothing done yet */
+        rc = 2; /* a bad --section.key value: nothing done yet */
         goto fail;
     }
     if (!(in = st_open(cli.inputs, err, sizeof err))) goto fail;
@@ -96,7 +99,10 @@ int cmd_forward(int argc, char **argv) {
     logits = malloc(sizeof(float) * (size_t)B * K);
     probs = malloc(sizeof(float) * (size_t)B * K);
     loss = malloc(sizeof(float) * (size_t)B);
-    if (!images || !logits || !probs || !loss) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    if (!images || !logits || !probs || !loss) {
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     memcpy(images, ti->data, ti->nbytes);
     const StTensor *tt = st_find(in, "targets"), *tl = st_find(in, "labels");
     if (tt) {
@@ -104,20 +110,26 @@ int cmd_forward(int argc, char **argv) {
             snprintf(err, sizeof err, "%s: \"targets\" must be F32 [%d, %d]", cli.inputs, B, K);
             goto fail;
         }
-        if (!(targets = malloc(tt->nbytes))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        if (!(targets = malloc(tt->nbytes))) {
+            snprintf(err, sizeof err, "out of host memory");
+            goto fail;
+        }
         memcpy(targets, tt->data, tt->nbytes);
     } else if (tl) {
         if (strcmp(tl->dtype, "I64") || !shape_is(tl, 1, lb_shape)) {
             snprintf(err, sizeof err, "%s: \"labels\" must be I64 [%d]", cli.inputs, B);
             goto fail;
         }
-        if (!(targets = calloc((size_t)B * K, sizeof(float)))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        if (!(targets = calloc((size_t)B * K, sizeof(float)))) {
+            snprintf(err, sizeof err, "out of host memory");
+            goto fail;
+        }
         for (int b = 0; b < B; b++) {
             int64_t y;
             memcpy(&y, (const char *)tl->data + 8 * (size_t)b, 8);
             if (y < 0 || y >= K) {
-                snprintf(err, sizeof err, "%s: labels[%d] = %lld is out of range [0, %d)", cli.inputs, b,
-                         (long long)y, K);
+                snprintf(err, sizeof err, "%s: labels[%d] = %lld is out of range [0, %d)", cli.inputs, b, (long long)y,
+                         K);
                 goto fail;
             }
             targets[(size_t)b * K + y] = 1.0f;
@@ -134,7 +146,10 @@ int cmd_forward(int argc, char **argv) {
     const int nt = model_num_tensors(m);
     out = calloc((size_t)(3 + (cli.grads ? nt : 0)), sizeof *out);
     names = calloc((size_t)(nt > 0 ? nt : 1), sizeof *names);
-    if (!out || !names) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+    if (!out || !names) {
+        snprintf(err, sizeof err, "out of host memory");
+        goto fail;
+    }
     const StTensor outs[3] = {
         {"logits", "F32", 2, {B, K}, logits, sizeof(float) * (size_t)B * K},
         {"probs", "F32", 2, {B, K}, probs, sizeof(float) * (size_t)B * K},
@@ -145,7 +160,10 @@ int cmd_forward(int argc, char **argv) {
     if (cli.grads) {
         model_backward(m, B);
         const size_t np = model_num_params(m);
-        if (!(grads = malloc(sizeof(float) * np))) { snprintf(err, sizeof err, "out of host memory"); goto fail; }
+        if (!(grads = malloc(sizeof(float) * np))) {
+            snprintf(err, sizeof err, "out of host memory");
+            goto fail;
+        }
         bk->to_host(bk, grads, model_grads(m), sizeof(float) * np);
         for (int i = 0; i < nt; i++) {
             const ParamInfo *pi = model_tensor(m, i);

@@ -46,8 +46,10 @@ static void usage(void) {
 static int take_tensors(int *argc, char **argv) {
     int k = 0, found = 0;
     for (int i = 0; i < *argc; i++) {
-        if (!strcmp(argv[i], "--tensors")) found = 1;
-        else argv[k++] = argv[i];
+        if (!strcmp(argv[i], "--tensors"))
+            found = 1;
+        else
+            argv[k++] = argv[i];
     }
     *argc = k;
     return found;
@@ -63,9 +65,13 @@ int cmd_info(int argc, char **argv) {
         cli_free(&cli);
         return 2;
     }
-    if (cli.help) { usage(); cli_free(&cli); return 0; }
+    if (cli.help) {
+        usage();
+        cli_free(&cli);
+        return 0;
+    }
     const char *problem = cli.ckpt[0] && cli.config_path[0] ? "give --config or --ckpt, not both"
-                          : cli.ckpt[0] && cli.mixers        ? "--mixers takes --config, not --ckpt"
+                          : cli.ckpt[0] && cli.mixers       ? "--mixers takes --config, not --ckpt"
                           : !cli.config_path[0] && !cli.ckpt[0] && !cli.mixers
                               ? "--config FILE, --ckpt FILE or --mixers is required"
                               : NULL;
@@ -104,18 +110,18 @@ int cmd_info(int argc, char **argv) {
     }
     int N = (c->image_size / c->patch_size) * (c->image_size / c->patch_size);
     if (cli.ckpt[0]) printf("\n");
-    printf("model %s: %dx%dx%d input, patch %d -> %d tokens, dim %d, depth %d, glu %d, %d classes\n",
-           c->mixer, c->channels, c->image_size, c->image_size, c->patch_size, N, c->dim, c->depth,
-           c->glu_dim, c->num_classes);
+    printf("model %s: %dx%dx%d input, patch %d -> %d tokens, dim %d, depth %d, glu %d, %d classes\n", c->mixer,
+           c->channels, c->image_size, c->image_size, c->patch_size, N, c->dim, c->depth, c->glu_dim, c->num_classes);
     printf("params: %zu\n", model_count_params(c));
     const double GiB = 1073741824.0;
     printf("flops: %.3f GFLOP per image forward (a multiply-add = 2), about %.3f for a training step "
-           "(forward + backward = 3x)\n", bf16.flops_per_image * 1e-9, 3 * bf16.flops_per_image * 1e-9);
+           "(forward + backward = 3x)\n",
+           bf16.flops_per_image * 1e-9, 3 * bf16.flops_per_image * 1e-9);
     printf("memory at batch %d (per process, estimated: activations + weights, gradients and AdamW moments "
-           "+ scratch and a 256 MiB margin):\n", B);
+           "+ scratch and a 256 MiB margin):\n",
+           B);
     printf("  training    bf16 %7.2f GiB (activations %.2f GiB)   fp32 %7.2f GiB (activations %.2f GiB)\n",
-           bf16.device_bytes / GiB, bf16.activation_bytes / GiB, fp32.device_bytes / GiB,
-           fp32.activation_bytes / GiB);
+           bf16.device_bytes / GiB, bf16.activation_bytes / GiB, fp32.device_bytes / GiB, fp32.activation_bytes / GiB);
     printf("  evaluation  bf16 %7.2f GiB (activations %.2f GiB)   fp32 %7.2f GiB (activations %.2f GiB)\n",
            bf16.eval_device_bytes / GiB, bf16.eval_activation_bytes / GiB, fp32.eval_device_bytes / GiB,
            fp32.eval_activation_bytes / GiB);

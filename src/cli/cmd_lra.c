@@ -36,8 +36,10 @@ static void print_recipe(void) {
         }
         char item[160];
         snprintf(item, sizeof item, "%s.%s", section, strncmp(l, "mixer =", 7) ? l : "mixer = NAME");
-        if (col) printf("  %-38s %s\n", left, item);   /* two a line */
-        else snprintf(left, sizeof left, "%s", item);
+        if (col)
+            printf("  %-38s %s\n", left, item); /* two a line */
+        else
+            snprintf(left, sizeof left, "%s", item);
         col = !col;
     }
     if (col) printf("  %s\n", left);
@@ -101,8 +103,10 @@ static void usage(void) {
 static int take_switch(int *argc, char **argv, const char *name) {
     int found = 0, k = 0;
     for (int i = 0; i < *argc; i++) {
-        if (!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, name)) found = 1;
-        else argv[k++] = argv[i];
+        if (!strncmp(argv[i], "--", 2) && !strcmp(argv[i] + 2, name))
+            found = 1;
+        else
+            argv[k++] = argv[i];
     }
     *argc = k;
     argv[k] = NULL;
@@ -122,8 +126,10 @@ static int check_out(const char *out, int resume, int overwrite, char *err, size
         return -1;
     }
     if (!resume && !overwrite && dir_exists(out) && rundir_holds_run(out, what, sizeof what)) {
-        snprintf(err, errlen, "--out %.600s already holds a run (%s): continue it with --resume, or start over "
-                 "with --overwrite (deletes its checkpoints and metrics); its lra.cfg is left as it was", out, what);
+        snprintf(err, errlen,
+                 "--out %.600s already holds a run (%s): continue it with --resume, or start over "
+                 "with --overwrite (deletes its checkpoints and metrics); its lra.cfg is left as it was",
+                 out, what);
         return -1;
     }
     return 0;
@@ -136,9 +142,12 @@ static int take_option(int *argc, char **argv, const char *name, const char **va
         const char *a = argv[i];
         if (strncmp(a, "--", 2) || strncmp(a + 2, name, n) || (a[2 + n] && a[2 + n] != '=')) continue;
         int used = 1;
-        if (a[2 + n] == '=') *value = a + 3 + n;
-        else if (i + 1 < *argc) { *value = argv[i + 1]; used = 2; }
-        else {
+        if (a[2 + n] == '=')
+            *value = a + 3 + n;
+        else if (i + 1 < *argc) {
+            *value = argv[i + 1];
+            used = 2;
+        } else {
             snprintf(err, errlen, "--%s needs a value", name);
             return -1;
         }
@@ -188,10 +197,11 @@ int cmd_lra(int argc, char **argv) {
         goto done;
     }
     if (!mixer == !cli.config_path[0]) {
-        fprintf(stderr, "hgrn lra: %s\n", mixer ? "--mixer picks a built-in recipe, --config a file: give one "
-                "(with --config, --model.mixer NAME changes the mixer)"
-                : "give --mixer NAME (hgru1, hgru2, lru, mingru, minlstm) or --config FILE "
-                  "(configs/lra_image_MODEL.cfg)");
+        fprintf(stderr, "hgrn lra: %s\n",
+                mixer ? "--mixer picks a built-in recipe, --config a file: give one "
+                        "(with --config, --model.mixer NAME changes the mixer)"
+                      : "give --mixer NAME (hgru1, hgru2, lru, mingru, minlstm) or --config FILE "
+                        "(configs/lra_image_MODEL.cfg)");
         goto done;
     }
     /* the recipe or the file, then the protocol, the data and the overrides */
@@ -212,13 +222,16 @@ int cmd_lra(int argc, char **argv) {
     const char *out = cli.out[0] ? cli.out : "runs/lra";
     if (check_out(out, cli.resume[0] != 0, overwrite, err, sizeof err) < 0) goto fail;
     if (allow_changes && !cli.resume[0]) {
-        snprintf(err, sizeof err, "--allow-changes goes with --resume (it accepts a configuration that differs "
+        snprintf(err, sizeof err,
+                 "--allow-changes goes with --resume (it accepts a configuration that differs "
                  "from the run's)");
         goto fail;
     }
     if (gpus && !strcmp(cli.cfg.norm, "batch")) {
-        snprintf(err, sizeof err, "--gpus %d: the recipe's batch norm trains on one process (each rank would "
-                 "normalise its share of the batch); --model.norm layer trains data parallel", gpus);
+        snprintf(err, sizeof err,
+                 "--gpus %d: the recipe's batch norm trains on one process (each rank would "
+                 "normalise its share of the batch); --model.norm layer trains data parallel",
+                 gpus);
         goto fail;
     }
     if (gpus && launch_local_check(gpus, cli.device, "lra", err, sizeof err) < 0) goto fail;
@@ -246,7 +259,9 @@ int cmd_lra(int argc, char **argv) {
     }
     const Config *f = &cli.cfg;
     fprintf(stderr, "hgrn lra: %s; %s, %s, %s; data %s at %s; config %s\n", f->mixer,
-            f->channels == 3 ? "RGB (3 values a step)" : f->channels == 1 ? "grayscale" : "multi-channel",
+            f->channels == 3   ? "RGB (3 values a step)"
+            : f->channels == 1 ? "grayscale"
+                               : "multi-channel",
             f->scan2d ? "2-D scan (rows + columns)" : "1-D scan (row order)",
             f->crop_padding || f->hflip > 0 ? "random crop + flip" : "no augmentation", f->dataset,
             f->path[0] ? f->path : "(no data.path)", path);
@@ -258,12 +273,24 @@ int cmd_lra(int argc, char **argv) {
     targs[tn++] = path;
     targs[tn++] = "--out";
     targs[tn++] = (char *)out;
-    if (cli.device[0]) { targs[tn++] = "--device"; targs[tn++] = cli.device; }
-    if (cli.precision[0]) { targs[tn++] = "--precision"; targs[tn++] = cli.precision; }
-    if (cli.resume[0]) { targs[tn++] = "--resume"; targs[tn++] = cli.resume; }
+    if (cli.device[0]) {
+        targs[tn++] = "--device";
+        targs[tn++] = cli.device;
+    }
+    if (cli.precision[0]) {
+        targs[tn++] = "--precision";
+        targs[tn++] = cli.precision;
+    }
+    if (cli.resume[0]) {
+        targs[tn++] = "--resume";
+        targs[tn++] = cli.resume;
+    }
     char gpus_text[16];
     snprintf(gpus_text, sizeof gpus_text, "%d", gpus);
-    if (gpus) { targs[tn++] = "--gpus"; targs[tn++] = gpus_text; }
+    if (gpus) {
+        targs[tn++] = "--gpus";
+        targs[tn++] = gpus_text;
+    }
     if (overwrite) targs[tn++] = "--overwrite";
     if (allow_changes) targs[tn++] = "--allow-changes";
     targs[tn] = NULL;
@@ -271,8 +298,8 @@ int cmd_lra(int argc, char **argv) {
     if (rc == HGRN_EXIT_USAGE) {
         const void *old[1] = {before};
         const size_t old_len[1] = {before_len};
-        int undo = before ? write_file_atomic(path, old, old_len, 1, err, sizeof err)
-                          : remove_file(path, err, sizeof err);
+        int undo =
+            before ? write_file_atomic(path, old, old_len, 1, err, sizeof err) : remove_file(path, err, sizeof err);
         if (undo < 0) fprintf(stderr, "hgrn lra: %s\n", err);
         /* the directory lra made goes too, unless train wrote something there */
         else if (!before && !out_existed && rmdir(out) != 0 && errno != ENOTEMPTY && errno != EEXIST)

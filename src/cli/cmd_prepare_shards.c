@@ -14,25 +14,24 @@
 #include <unistd.h>
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: hgrn prepare shards SRC OUT [--max-side N] [--quality Q] [--shard-mb M] [--threads T]\n"
-            "                          [--val-labels FILE] [--class-names FILE] [--quiet]\n"
-            "       hgrn prepare index DIR [--split NAME]\n\n"
-            "shards: writes SRC as WebDataset tar shards for --data OUT: OUT/train-000000.tar ...,\n"
-            "OUT/val-000000.tar ... (members KEY.jpg, KEY.cls), an index per split (OUT/train.index,\n"
-            "OUT/val.index), OUT/classes.txt and the files left out with their reason (OUT/<split>.skipped).\n"
-            "SRC is an ImageFolder root (SRC/train/<class>/..., SRC/val/<class>/... or SRC/test/...), or\n"
-            "ImageNet's flat validation folder with --val-labels FILE (split val; class names from\n"
-            "--class-names, else OUT/classes.txt when train was prepared there first).\n"
-            "  --max-side N   longer image side kept (0 = any, the default); larger images are resized\n"
-            "  --quality Q    JPEG quality of re-encoded images (default 90): only baseline YCbCr JPEGs no\n"
-            "                 larger than N are stored byte for byte, the rest re-encoded once (4:2:0)\n"
-            "  --shard-mb M   shard size in MiB (default 1024)\n"
-            "  --threads T    worker threads (default: every core)\n"
-            "A killed prepare resumes when run again with the same options; finished shards are kept.\n\n"
-            "index: indexes the WebDataset tars in DIR (KEY.jpg/.jpeg/.png + KEY.cls members, written by\n"
-            "another tool) so that --data DIR reads them; tars are grouped into splits by name\n"
-            "(train-000000.tar -> train), or all into --split NAME.\n");
+    fprintf(f, "usage: hgrn prepare shards SRC OUT [--max-side N] [--quality Q] [--shard-mb M] [--threads T]\n"
+               "                          [--val-labels FILE] [--class-names FILE] [--quiet]\n"
+               "       hgrn prepare index DIR [--split NAME]\n\n"
+               "shards: writes SRC as WebDataset tar shards for --data OUT: OUT/train-000000.tar ...,\n"
+               "OUT/val-000000.tar ... (members KEY.jpg, KEY.cls), an index per split (OUT/train.index,\n"
+               "OUT/val.index), OUT/classes.txt and the files left out with their reason (OUT/<split>.skipped).\n"
+               "SRC is an ImageFolder root (SRC/train/<class>/..., SRC/val/<class>/... or SRC/test/...), or\n"
+               "ImageNet's flat validation folder with --val-labels FILE (split val; class names from\n"
+               "--class-names, else OUT/classes.txt when train was prepared there first).\n"
+               "  --max-side N   longer image side kept (0 = any, the default); larger images are resized\n"
+               "  --quality Q    JPEG quality of re-encoded images (default 90): only baseline YCbCr JPEGs no\n"
+               "                 larger than N are stored byte for byte, the rest re-encoded once (4:2:0)\n"
+               "  --shard-mb M   shard size in MiB (default 1024)\n"
+               "  --threads T    worker threads (default: every core)\n"
+               "A killed prepare resumes when run again with the same options; finished shards are kept.\n\n"
+               "index: indexes the WebDataset tars in DIR (KEY.jpg/.jpeg/.png + KEY.cls members, written by\n"
+               "another tool) so that --data DIR reads them; tars are grouped into splits by name\n"
+               "(train-000000.tar -> train), or all into --split NAME.\n");
 }
 
 /* A whole-string number in [lo, hi]. */
@@ -90,8 +89,8 @@ static int prepare_index(int argc, char **argv) {
         fprintf(stderr, "hgrn prepare index: %s\n", err);
         return 1;
     }
-    fprintf(stderr, "%s: %d split(s), %d shards, %d records indexed, %d left out (listed in %s/<split>.skipped)\n",
-            dir, st.splits, st.shards, st.records, st.skipped, dir);
+    fprintf(stderr, "%s: %d split(s), %d shards, %d records indexed, %d left out (listed in %s/<split>.skipped)\n", dir,
+            st.splits, st.shards, st.records, st.skipped, dir);
     return 0;
 }
 
@@ -114,7 +113,7 @@ int cmd_prepare_shards(int argc, char **argv) {
     argv++;
     const char *labels = NULL, *names_file = NULL, *quiet = NULL;
     const char *max_side = NULL, *quality = NULL, *shard_mb = NULL, *threads = NULL;
-    const CliOption own[] = {{"max-side", 1, &max_side}, {"quality", 1, &quality}, {"shard-mb", 1, &shard_mb},
+    const CliOption own[] = {{"max-side", 1, &max_side}, {"quality", 1, &quality},   {"shard-mb", 1, &shard_mb},
                              {"threads", 1, &threads},   {"val-labels", 1, &labels}, {"class-names", 1, &names_file},
                              {"quiet", 0, &quiet}};
     Cli cli;
@@ -172,8 +171,10 @@ int cmd_prepare_shards(int argc, char **argv) {
             have[s] = dir_exists(dirs[s]);
         }
         if (!have[0] && !have[1]) {
-            fprintf(stderr, "hgrn prepare shards: %s has neither train/ nor val/ (an ImageFolder root), and no "
-                    "--val-labels was given for a flat validation folder\n", src);
+            fprintf(stderr,
+                    "hgrn prepare shards: %s has neither train/ nor val/ (an ImageFolder root), and no "
+                    "--val-labels was given for a flat validation folder\n",
+                    src);
             return 2;
         }
     }
@@ -197,7 +198,8 @@ int cmd_prepare_shards(int argc, char **argv) {
             return 2;
         }
         char source[4200];
-        if (absolute_path(dirs[s], source, sizeof source, err, sizeof err)) snprintf(source, sizeof source, "%s", dirs[s]);
+        if (absolute_path(dirs[s], source, sizeof source, err, sizeof err))
+            snprintf(source, sizeof source, "%s", dirs[s]);
         ShardWriteStats st;
         int rc = shard_write_split(ds, splits[s], out, source, &o, &st, err, sizeof err);
         ds->close(ds);

@@ -29,12 +29,12 @@
 
 #define COUNT_DEFAULT 16
 #define COUNT_MAX 1024
-#define TILE_MIN 112   /* small images (28, 32 px) are enlarged by an integer factor to about this */
-#define GAP 4          /* pixels between tiles */
+#define TILE_MIN 112 /* small images (28, 32 px) are enlarged by an integer factor to about this */
+#define GAP 4 /* pixels between tiles */
 
 static const uint8_t BACKGROUND[3] = {36, 36, 40};
 static const uint8_t TEXT[3] = {236, 236, 236};
-static const uint8_t TEXT_SECOND[3] = {255, 186, 110};   /* the partner class under Mixup/CutMix */
+static const uint8_t TEXT_SECOND[3] = {255, 186, 110}; /* the partner class under Mixup/CutMix */
 static const uint8_t TEXT_HEADER[3] = {170, 200, 255};
 
 static void usage(void) {
@@ -57,14 +57,20 @@ static int take_own_options(int *argc, char **argv, int *count, int *eval, char 
     int k = 0;
     for (int i = 0; i < *argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--eval")) { *eval = 1; continue; }
+        if (!strcmp(a, "--eval")) {
+            *eval = 1;
+            continue;
+        }
         if (!strcmp(a, "--eval=") || !strncmp(a, "--eval=", 7)) {
             snprintf(err, errlen, "--eval takes no value");
             return -1;
         }
         const char *v = NULL;
         if (!strcmp(a, "--count")) {
-            if (i + 1 >= *argc) { snprintf(err, errlen, "--count needs a value"); return -1; }
+            if (i + 1 >= *argc) {
+                snprintf(err, errlen, "--count needs a value");
+                return -1;
+            }
             v = argv[++i];
         } else if (!strncmp(a, "--count=", 8)) {
             v = a + 8;
@@ -110,7 +116,10 @@ static int check_output(const char *path, char *err, size_t errlen) {
 /* The first max_glyphs characters of src (whole UTF-8 sequences), ".." at
  * the end when cut. */
 static void fit_text(char *dst, size_t cap, const char *src, int max_glyphs) {
-    if (max_glyphs < 1) { dst[0] = 0; return; }
+    if (max_glyphs < 1) {
+        dst[0] = 0;
+        return;
+    }
     const int cut = font_length(src) > max_glyphs;
     const int keep = cut ? (max_glyphs > 2 ? max_glyphs - 2 : max_glyphs) : max_glyphs;
     size_t o = 0;
@@ -123,7 +132,10 @@ static void fit_text(char *dst, size_t cap, const char *src, int max_glyphs) {
         o += len;
         p += len;
     }
-    if (cut && max_glyphs > 2 && o + 3 <= cap) { memcpy(dst + o, "..", 2); o += 2; }
+    if (cut && max_glyphs > 2 && o + 3 <= cap) {
+        memcpy(dst + o, "..", 2);
+        o += 2;
+    }
     dst[o] = 0;
 }
 
@@ -156,7 +168,7 @@ static int draw_wrapped(uint8_t *rgb, int w, int h, int y, int width, const char
     const char *p = text;
     while (*p) {
         int len = (int)strlen(p);
-        if (len > fit) {   /* cut at the last space that fits, else hard */
+        if (len > fit) { /* cut at the last space that fits, else hard */
             int cut = fit;
             while (cut > 0 && p[cut] != ' ') cut--;
             len = cut > 0 ? cut : fit;
@@ -184,7 +196,7 @@ static Layout layout_for(int S, int C, int count, int mixing) {
     L.cols = (int)ceil(sqrt((double)count));
     L.rows = (count + L.cols - 1) / L.cols;
     L.w = L.cols * L.tile + (L.cols + 1) * GAP;
-    L.header_h = 0;   /* set by the caller once the header is wrapped to w */
+    L.header_h = 0; /* set by the caller once the header is wrapped to w */
     L.h = L.rows * (L.tile + L.cap_h) + (L.rows + 1) * GAP;
     return L;
 }
@@ -241,7 +253,10 @@ static int collect(Loader *l, Backend *bk, const Config *c, int train, int count
     const int K = c->num_classes;
     const int mixing = train && (c->mixup > 0 || c->cutmix > 0) && c->mixup_prob > 0;
     Batch *b = batch_alloc(c, loader_batch_size(l), K);
-    if (!b) { snprintf(err, errlen, "out of memory for a batch of %d", loader_batch_size(l)); return -1; }
+    if (!b) {
+        snprintf(err, errlen, "out of memory for a batch of %d", loader_batch_size(l));
+        return -1;
+    }
     loader_set_epoch(l, 0, 0);
     int got = 0;
     while (got < count) {
@@ -253,7 +268,11 @@ static int collect(Loader *l, Backend *bk, const Config *c, int train, int count
         } else {
             r = loader_next(l, b);
         }
-        if (r < 0) { snprintf(err, errlen, "%s", loader_error(l)); batch_free(b); return -1; }
+        if (r < 0) {
+            snprintf(err, errlen, "%s", loader_error(l));
+            batch_free(b);
+            return -1;
+        }
         if (r == 0) break;
         const double bl = mixing ? batch_lambda(cur->labels, cur->targets, cur->n, K, c->label_smoothing) : -1;
         const int take = cur->n < count - got ? cur->n : count - got;
@@ -272,8 +291,8 @@ static int collect(Loader *l, Backend *bk, const Config *c, int train, int count
 }
 
 static int render(const char *out, const Config *c, const char *config_path, int train, int gpu, int n,
-                  const uint8_t *images, const int *labels, const int *partner, const double *lam,
-                  char *const *classes, char *err, size_t errlen) {
+                  const uint8_t *images, const int *labels, const int *partner, const double *lam, char *const *classes,
+                  char *err, size_t errlen) {
     int mixing = 0;
     for (int i = 0; i < n; i++) mixing |= partner[i] >= 0;
     Layout L = layout_for(c->image_size, c->channels, n, mixing);
@@ -281,8 +300,8 @@ static int render(const char *out, const Config *c, const char *config_path, int
     char head[3][512];
     snprintf(head[0], sizeof head[0], "%.200s: %s", base ? base + 1 : config_path,
              train ? "the training batch of step 0 (epoch 0, batch 0)" : "the evaluation transform");
-    snprintf(head[1], sizeof head[1], "%d images %dx%d, seed %llu, %s decoding, de-normalised with data.mean/std",
-             n, c->image_size, c->image_size, c->seed, gpu ? "GPU" : "CPU");
+    snprintf(head[1], sizeof head[1], "%d images %dx%d, seed %llu, %s decoding, de-normalised with data.mean/std", n,
+             c->image_size, c->image_size, c->seed, gpu ? "GPU" : "CPU");
     snprintf(head[2], sizeof head[2], "%s",
              mixing ? "Mixup/CutMix: the class with its weight lambda, under it the partner's with 1 - lambda" : "");
     int lines = 0;
@@ -290,7 +309,10 @@ static int render(const char *out, const Config *c, const char *config_path, int
     L.header_h = lines * (FONT_H + 3) + GAP;
     L.h += L.header_h;
     uint8_t *rgb = malloc((size_t)L.w * L.h * 3);
-    if (!rgb) { snprintf(err, errlen, "out of memory for a %dx%d picture", L.w, L.h); return -1; }
+    if (!rgb) {
+        snprintf(err, errlen, "out of memory for a %dx%d picture", L.w, L.h);
+        return -1;
+    }
     for (size_t p = 0; p < (size_t)L.w * L.h; p++) memcpy(rgb + 3 * p, BACKGROUND, 3);
     for (int i = 0, y = GAP; i < 3; i++)
         y += (FONT_H + 3) * draw_wrapped(rgb, L.w, L.h, y, L.w - 2 * GAP, head[i], TEXT_HEADER, 1);
@@ -317,7 +339,11 @@ int cmd_show_batch(int argc, char **argv) {
         cli_free(&cli);
         return 2;
     }
-    if (cli.help) { usage(); cli_free(&cli); return 0; }
+    if (cli.help) {
+        usage();
+        cli_free(&cli);
+        return 0;
+    }
     const char *problem = !cli.config_path[0] ? "--config FILE is required"
                           : cli.npos != 1     ? "give one output file, OUT.png"
                                               : NULL;
@@ -345,7 +371,7 @@ int cmd_show_batch(int argc, char **argv) {
     const size_t per = (size_t)c->channels * c->image_size * c->image_size;
     int ok = (ds = open_dataset(c, train ? "train" : "val", err, sizeof err)) &&
              (classes = load_class_names(c, ds, err, sizeof err));
-    if (ok && ds->num_classes > c->num_classes) {   /* as the trainer refuses it */
+    if (ok && ds->num_classes > c->num_classes) { /* as the trainer refuses it */
         snprintf(err, sizeof err, "the dataset has %d classes but model.num_classes is %d", ds->num_classes,
                  c->num_classes);
         ok = 0;
@@ -366,15 +392,17 @@ int cmd_show_batch(int argc, char **argv) {
         const int gpu = loader_gpu(l);
         n = collect(l, bk, c, train, count, images, labels, partner, lam, err, sizeof err);
         if (n == 0) snprintf(err, sizeof err, "the %s loader produced no samples", train ? "training" : "evaluation");
-        if (n > 0 && render(out, c, cli.config_path, train, gpu, n, images, labels, partner, lam, classes, err,
-                            sizeof err) == 0)
+        if (n > 0 &&
+            render(out, c, cli.config_path, train, gpu, n, images, labels, partner, lam, classes, err, sizeof err) == 0)
             rc = 0;
         if (rc == 0 && n < count)
             fprintf(stderr, "hgrn show-batch: %d samples asked for, the %s epoch holds %d\n", count,
                     train ? "training" : "evaluation", n);
     }
-    if (rc == 0) printf("%s\n", out);
-    else fprintf(stderr, "hgrn show-batch: %s\n", err);
+    if (rc == 0)
+        printf("%s\n", out);
+    else
+        fprintf(stderr, "hgrn show-batch: %s\n", err);
     free(images);
     free(labels);
     free(partner);

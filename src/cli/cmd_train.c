@@ -60,8 +60,10 @@ static void usage(void) {
 static int take_switch(int *argc, char **argv, const char *name) {
     int found = 0, k = 0;
     for (int i = 0; i < *argc; i++) {
-        if (!strcmp(argv[i], name)) found = 1;
-        else argv[k++] = argv[i];
+        if (!strcmp(argv[i], name))
+            found = 1;
+        else
+            argv[k++] = argv[i];
     }
     for (int i = k; i < *argc; i++) argv[i] = NULL;
     *argc = k;
@@ -72,8 +74,7 @@ static int take_switch(int *argc, char **argv, const char *name) {
  * --init.exclude: taken before the config overrides, which they resemble),
  * keeping the values in vals[0 .. cap). The count found, or -1 with a
  * message (no value, or more than cap). */
-static int take_values(int *argc, char **argv, const char *name, const char **vals, int cap, char *err,
-                       size_t errlen) {
+static int take_values(int *argc, char **argv, const char *name, const char **vals, int cap, char *err, size_t errlen) {
     int n = 0, k = 0;
     const size_t len = strlen(name);
     for (int i = 0; i < *argc; i++) {
@@ -115,7 +116,7 @@ static int check_paths(const char *out, const Config *c, char *err, size_t errle
                  errno == ENOENT ? "no such file or directory" : strerror(errno));
         return -1;
     }
-    if (c->path[0] && !S_ISDIR(st.st_mode)) {   /* every dataset is a directory */
+    if (c->path[0] && !S_ISDIR(st.st_mode)) { /* every dataset is a directory */
         snprintf(err, errlen, "data.path %.900s: not a directory", c->path);
         return -1;
     }
@@ -123,8 +124,8 @@ static int check_paths(const char *out, const Config *c, char *err, size_t errle
 }
 
 /* --gpus N: this command again as N local ranks. */
-static int run_local_ranks(int gpus, int argc, char **argv, int overwrite, int allow_changes,
-                           const char *const *init, int ninit, const char *const *exclude, int nexclude) {
+static int run_local_ranks(int gpus, int argc, char **argv, int overwrite, int allow_changes, const char *const *init,
+                           int ninit, const char *const *exclude, int nexclude) {
     char err[1024];
     char **child = calloc((size_t)argc + 5 + 2 * (size_t)(ninit + nexclude), sizeof *child);
     if (!child) {
@@ -170,16 +171,20 @@ int cmd_train(int argc, char **argv) {
         cli_free(&cli);
         return 2;
     }
-    if (cli.help) { usage(); cli_free(&cli); return 0; }
+    if (cli.help) {
+        usage();
+        cli_free(&cli);
+        return 0;
+    }
     if (allow_changes && !cli.resume[0]) {
         fprintf(stderr, "hgrn train: --allow-changes goes with --resume (it accepts a configuration that differs "
-                "from the run's)\n");
+                        "from the run's)\n");
         cli_free(&cli);
         return 2;
     }
     if (ninit && cli.resume[0]) {
         fprintf(stderr, "hgrn train: --init starts a new run from a checkpoint's weights and --resume continues "
-                "a run: give one of them\n");
+                        "a run: give one of them\n");
         cli_free(&cli);
         return 2;
     }
@@ -202,8 +207,7 @@ int cmd_train(int argc, char **argv) {
         const int ok = launch_local_check(gpus, cli.device, "train", err, sizeof err) == 0;
         cli_free(&cli);
         if (!ok) fprintf(stderr, "hgrn train: %s\n", err);
-        return ok ? run_local_ranks(gpus, argc, argv, overwrite, allow_changes, init, ninit, exclude, nexclude)
-                  : 2;
+        return ok ? run_local_ranks(gpus, argc, argv, overwrite, allow_changes, init, ninit, exclude, nexclude) : 2;
     }
     LaunchInfo li;
     if (launch_detect(&li, err, sizeof err) < 0) {
@@ -215,7 +219,7 @@ int cmd_train(int argc, char **argv) {
      * not recognised is left to the dataset's own error */
     if (cli_detect_data(&cli, &cli.cfg, "train", li.rank != 0, err, sizeof err) < 0) err[0] = 0;
     Config *c = &cli.cfg;
-    if (c->threads == 0 && li.local_world > 1) {   /* CPU ranks on one host share its cores */
+    if (c->threads == 0 && li.local_world > 1) { /* CPU ranks on one host share its cores */
         c->threads = omp_get_num_procs() / li.local_world;
         if (c->threads < 1) c->threads = 1;
     }
@@ -237,8 +241,7 @@ int cmd_train(int argc, char **argv) {
     t.init_exclude = exclude;
     t.init_nexclude = nexclude;
     int start = -1, run = -1;
-    int ok = (train = open_dataset(c, "train", err, sizeof err)) &&
-             (val = open_dataset(c, "val", err, sizeof err)) &&
+    int ok = (train = open_dataset(c, "train", err, sizeof err)) && (val = open_dataset(c, "val", err, sizeof err)) &&
              (classes = load_class_names(c, train, err, sizeof err)) &&
              trainer_setup_data(&t, train, val, classes, err, sizeof err) == 0 &&
              (bk = cli_backend(&cli, gpu, err, sizeof err)) &&
@@ -247,18 +250,22 @@ int cmd_train(int argc, char **argv) {
              (start = trainer_start(&t, cli.resume, overwrite, err, sizeof err)) == 0 &&
              (run = trainer_run(&t, err, sizeof err)) >= 0;
     int code = HGRN_EXIT_OK;
-    if (ok && run == 0) trainer_finish(&t);
-    else if (ok) code = HGRN_EXIT_STOPPED;   /* the trainer said where the checkpoint is */
+    if (ok && run == 0)
+        trainer_finish(&t);
+    else if (ok)
+        code = HGRN_EXIT_STOPPED; /* the trainer said where the checkpoint is */
     else {
         code = start == -2 ? HGRN_EXIT_USAGE : HGRN_EXIT_ERROR;
-        if (li.world > 1) fprintf(stderr, "hgrn train: rank %d: %s\n", li.rank, err);
-        else fprintf(stderr, "hgrn train: %s\n", err);
+        if (li.world > 1)
+            fprintf(stderr, "hgrn train: rank %d: %s\n", li.rank, err);
+        else
+            fprintf(stderr, "hgrn train: %s\n", err);
     }
     trainer_destroy(&t);
     if (classes) free_class_names(classes, c->num_classes);
     if (train) train->close(train);
     if (val) val->close(val);
-    if (comm) comm->destroy(comm);   /* before the backend: NCCL works on its stream */
+    if (comm) comm->destroy(comm); /* before the backend: NCCL works on its stream */
     if (bk) bk->destroy(bk);
     cli_free(&cli);
     return code;

@@ -23,8 +23,8 @@ static int write_batch(Dataset *ds, int first, const char *path, uint8_t *buf, c
         int label = -1, c = 0, h = 0, w = 0;
         if (ds->get(ds, first + i, px, sizeof px, &label, &c, &h, &w, err, errlen) < 0) return -1;
         if (label < 0 || label > 255 || c != 1 || h != FMNIST32_SIDE || w != FMNIST32_SIDE) {
-            set_err(err, errlen, "sample %d: label %d, shape %dx%dx%d: not a CIFAR-10 record", first + i, label,
-                    c, h, w);
+            set_err(err, errlen, "sample %d: label %d, shape %dx%dx%d: not a CIFAR-10 record", first + i, label, c, h,
+                    w);
             return -1;
         }
         uint8_t *rec = buf + (size_t)i * CIFAR_REC;
@@ -50,8 +50,8 @@ int lra_prepare_cifar_like(const char *src, const char *out, char *err, size_t e
         !(test = dataset_fmnist32_open(src, "test", err, errlen)))
         goto done;
     if (train->n < CIFAR_TRAIN_FILES * CIFAR_PER_FILE || test->n < CIFAR_PER_FILE) {
-        set_err(err, errlen, "%s: %d training and %d test images; CIFAR-10's batches need %d and %d", src,
-                train->n, test->n, CIFAR_TRAIN_FILES * CIFAR_PER_FILE, CIFAR_PER_FILE);
+        set_err(err, errlen, "%s: %d training and %d test images; CIFAR-10's batches need %d and %d", src, train->n,
+                test->n, CIFAR_TRAIN_FILES * CIFAR_PER_FILE, CIFAR_PER_FILE);
         goto done;
     }
     for (int f = 0; f < CIFAR_TRAIN_FILES; f++) {
@@ -63,8 +63,8 @@ int lra_prepare_cifar_like(const char *src, const char *out, char *err, size_t e
     /* the class names, one a line, as CIFAR-10's own batches.meta.txt */
     size_t len = 0;
     for (int k = 0; k < train->num_classes; k++) {
-        const int n = snprintf((char *)buf + len, (size_t)CIFAR_PER_FILE * CIFAR_REC - len, "%s\n",
-                               train->class_names[k]);
+        const int n =
+            snprintf((char *)buf + len, (size_t)CIFAR_PER_FILE * CIFAR_REC - len, "%s\n", train->class_names[k]);
         if (n < 0) {
             set_err(err, errlen, "class name %d cannot be written", k);
             goto done;

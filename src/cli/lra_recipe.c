@@ -14,56 +14,53 @@
  * embedding with patch 1 (one pixel, channels values, a token); the blocks
  * are pre-norm (mixer, GLU) with batch norm, the head a batch norm of every
  * token, the mean over the tokens and a linear decoder. */
-static const char RECIPE_MODEL[] =
-    "image_size = 32\n"
-    "channels = 1\n"
-    "patch_size = 1\n"
-    "dim = 512\n"
-    "depth = 6\n"
-    "glu_dim = 512\n"
-    "num_classes = 10\n"
-    "drop_path = 0\n"
-    "causal = 0\n"
-    "scan2d = 0\n"
-    "norm = batch\n"
-    "bn_momentum = 0.1\n"
-    "head_norm = token\n";
+static const char RECIPE_MODEL[] = "image_size = 32\n"
+                                   "channels = 1\n"
+                                   "patch_size = 1\n"
+                                   "dim = 512\n"
+                                   "depth = 6\n"
+                                   "glu_dim = 512\n"
+                                   "num_classes = 10\n"
+                                   "drop_path = 0\n"
+                                   "causal = 0\n"
+                                   "scan2d = 0\n"
+                                   "norm = batch\n"
+                                   "bn_momentum = 0.1\n"
+                                   "head_norm = token\n";
 
 /* The training and data keys; the mixer's peak learning rate goes in lr. */
-static const char RECIPE_TRAIN_DATA_HEAD[] =
-    "[train]\n"
-    "epochs = 100\n"
-    "batch_size = 50\n";
-static const char RECIPE_TRAIN_DATA[] =
-    "lr_batch_ref = 0\n"
-    "min_lr = 0\n"
-    "warmup_lr = 0\n"
-    "warmup_epochs = 10\n"
-    "weight_decay = 0\n"
-    "beta1 = 0.9\n"
-    "beta2 = 0.999\n"
-    "eps = 1e-08\n"
-    "clip_grad = 0\n"
-    "label_smoothing = 0\n"
-    "seed = 0\n"
-    "eval_every = 1\n"
-    "log_every = 100\n"
-    "[data]\n"
-    "dataset = cifar10\n"
-    "path = \"\"\n"
-    "mean = 0.48078431\n"
-    "std = 0.23921569\n"
-    "crop_padding = 0\n"
-    "pad_mode = constant\n"
-    "hflip = 0\n"
-    "crop_pct = 1\n"
-    "scale_min = 1\n"
-    "auto_augment = \"\"\n"
-    "color_jitter = 0\n"
-    "reprob = 0\n"
-    "mixup = 0\n"
-    "cutmix = 0\n"
-    "repeated_aug = 1\n";
+static const char RECIPE_TRAIN_DATA_HEAD[] = "[train]\n"
+                                             "epochs = 100\n"
+                                             "batch_size = 50\n";
+static const char RECIPE_TRAIN_DATA[] = "lr_batch_ref = 0\n"
+                                        "min_lr = 0\n"
+                                        "warmup_lr = 0\n"
+                                        "warmup_epochs = 10\n"
+                                        "weight_decay = 0\n"
+                                        "beta1 = 0.9\n"
+                                        "beta2 = 0.999\n"
+                                        "eps = 1e-08\n"
+                                        "clip_grad = 0\n"
+                                        "label_smoothing = 0\n"
+                                        "seed = 0\n"
+                                        "eval_every = 1\n"
+                                        "log_every = 100\n"
+                                        "[data]\n"
+                                        "dataset = cifar10\n"
+                                        "path = \"\"\n"
+                                        "mean = 0.48078431\n"
+                                        "std = 0.23921569\n"
+                                        "crop_padding = 0\n"
+                                        "pad_mode = constant\n"
+                                        "hflip = 0\n"
+                                        "crop_pct = 1\n"
+                                        "scale_min = 1\n"
+                                        "auto_augment = \"\"\n"
+                                        "color_jitter = 0\n"
+                                        "reprob = 0\n"
+                                        "mixup = 0\n"
+                                        "cutmix = 0\n"
+                                        "repeated_aug = 1\n";
 
 /* What each mixer adds (its own keys, and hgru2's head size), and its peak
  * learning rate: 3e-3, but 1e-3 for hgru2, whose outer-product state
@@ -116,24 +113,36 @@ static int set_all(Config *c, const char *const *kv, char *err, size_t errlen) {
 /* CIFAR-10's normalisation in the LRA codebases: gray 122.6/255 and
  * 61.0/255 (PIL's L of the images), RGB the usual per-channel values. */
 static const char *const CIFAR_GRAY[] = {"data.mean", "0.48078431", "data.std", "0.23921569", NULL};
-static const char *const CIFAR_RGB[] = {"data.mean", "0.4914,0.4822,0.4465", "data.std", "0.247,0.243,0.261",
-                                        NULL};
+static const char *const CIFAR_RGB[] = {"data.mean", "0.4914,0.4822,0.4465", "data.std", "0.247,0.243,0.261", NULL};
 /* Fashion-MNIST centred on 32x32: the mean and std of the padded training set */
-static const char *const FMNIST32_NORM[] = {"model.channels", "1", "data.mean", "0.21900", "data.std", "0.33181",
-                                            NULL};
+static const char *const FMNIST32_NORM[] = {"model.channels", "1", "data.mean", "0.21900", "data.std", "0.33181", NULL};
 
 int lra_protocol(Config *c, const char *name, char *err, size_t errlen) {
-    static const char *const LRA[] = {"model.channels", "1", "model.scan2d", "0", "data.crop_padding", "0",
-                                      "data.pad_mode", "constant", "data.hflip", "0", NULL};
-    static const char *const HGRN[] = {"model.channels", "3", "model.scan2d", "1", "data.crop_padding", "4",
-                                       "data.pad_mode", "symmetric", "data.hflip", "0.5", NULL};
+    static const char *const LRA[] = {"model.channels",
+                                      "1",
+                                      "model.scan2d",
+                                      "0",
+                                      "data.crop_padding",
+                                      "0",
+                                      "data.pad_mode",
+                                      "constant",
+                                      "data.hflip",
+                                      "0",
+                                      NULL};
+    static const char *const HGRN[] = {
+        "model.channels", "3",          "model.scan2d", "1", "data.crop_padding", "4", "data.pad_mode",
+        "symmetric",      "data.hflip", "0.5",          NULL};
     Config t = *c;
     int rc;
-    if (name && !strcmp(name, "lra")) rc = set_all(&t, LRA, err, errlen) || set_all(&t, CIFAR_GRAY, err, errlen);
-    else if (name && !strcmp(name, "hgrn")) rc = set_all(&t, HGRN, err, errlen) || set_all(&t, CIFAR_RGB, err, errlen);
+    if (name && !strcmp(name, "lra"))
+        rc = set_all(&t, LRA, err, errlen) || set_all(&t, CIFAR_GRAY, err, errlen);
+    else if (name && !strcmp(name, "hgrn"))
+        rc = set_all(&t, HGRN, err, errlen) || set_all(&t, CIFAR_RGB, err, errlen);
     else {
-        set_err(err, errlen, "--protocol %s: expected lra (grayscale, 1-D, no augmentation) or hgrn (RGB, "
-                "crop + flip, 2-D scan)", name ? name : "(none)");
+        set_err(err, errlen,
+                "--protocol %s: expected lra (grayscale, 1-D, no augmentation) or hgrn (RGB, "
+                "crop + flip, 2-D scan)",
+                name ? name : "(none)");
         return -1;
     }
     if (rc) return -1;
@@ -160,10 +169,12 @@ static int has_idx(const char *dir) {
 int lra_check_data(const Config *c, const char *given, char *err, size_t errlen) {
     if (!c->path[0]) {
         if (given && !strcmp(given, "cifar10"))
-            set_err(err, errlen, "--data cifar10 names the dataset but not where it is: pass --data DIR (the "
+            set_err(err, errlen,
+                    "--data cifar10 names the dataset but not where it is: pass --data DIR (the "
                     "directory of data_batch_1.bin ... test_batch.bin) or --data.path DIR");
         else
-            set_err(err, errlen, "no data: pass --data DIR (CIFAR-10 batches or Fashion-MNIST IDX files), "
+            set_err(err, errlen,
+                    "no data: pass --data DIR (CIFAR-10 batches or Fashion-MNIST IDX files), "
                     "--data fmnist32, or --data.path DIR");
         return -1;
     }
@@ -178,8 +189,8 @@ int lra_check_data(const Config *c, const char *given, char *err, size_t errlen)
         return -1;
     }
     if (fm && !has_idx(c->path)) {
-        set_err(err, errlen, "data.path %s: no Fashion-MNIST IDX files there (train-images-idx3-ubyte[.gz])%s",
-                c->path, hint);
+        set_err(err, errlen, "data.path %s: no Fashion-MNIST IDX files there (train-images-idx3-ubyte[.gz])%s", c->path,
+                hint);
         return -1;
     }
     return 0;
@@ -202,8 +213,10 @@ int lra_data(Config *c, const char *what, char *err, size_t errlen) {
         kind = has_cifar(what) ? "cifar10" : has_idx(what) ? "fmnist32" : NULL;
         dir = what;
         if (!kind) {
-            set_err(err, errlen, "--data %s: neither CIFAR-10 batches (data_batch_1.bin) nor Fashion-MNIST IDX "
-                    "files (train-images-idx3-ubyte[.gz]) are there", what);
+            set_err(err, errlen,
+                    "--data %s: neither CIFAR-10 batches (data_batch_1.bin) nor Fashion-MNIST IDX "
+                    "files (train-images-idx3-ubyte[.gz]) are there",
+                    what);
             return -1;
         }
     } else {
@@ -214,7 +227,7 @@ int lra_data(Config *c, const char *what, char *err, size_t errlen) {
         set_err(err, errlen, "--data %s: the path is longer than %zu bytes", what, sizeof t.path - 1);
         return -1;
     }
-    char path[sizeof t.path];   /* dir may be t.path itself */
+    char path[sizeof t.path]; /* dir may be t.path itself */
     snprintf(path, sizeof path, "%s", dir);
     snprintf(t.dataset, sizeof t.dataset, "%s", kind);
     snprintf(t.path, sizeof t.path, "%s", path);

@@ -74,16 +74,21 @@ static const struct {
     {"lra", cmd_lra, "the LRA image task: 1,024-pixel sequences (--mixer NAME --data cifar10|fmnist32|DIR)"},
     {"eval", cmd_eval, "top-1/top-5/loss/per-class accuracy of a checkpoint (--ckpt FILE [--data DIR] [--json])"},
     {"classify", cmd_classify, "most probable classes of images: files, directories, globs (--ckpt FILE PATH...)"},
-    {"info", cmd_info, "parameters, FLOPs and memory of a config or a checkpoint (--config FILE | --ckpt FILE [--tensors])"},
+    {"info", cmd_info,
+     "parameters, FLOPs and memory of a config or a checkpoint (--config FILE | --ckpt FILE [--tensors])"},
     {"bench", cmd_bench, "training/eval img/s and memory on random data (--config FILE); --ops: CUDA kernel timings"},
     {"bench-data", cmd_bench_data, "loader img/s: train/eval transforms, 1 thread and all cores (DIR)"},
-    {"show-batch", cmd_show_batch, "a PNG grid of the first samples the training loader hands step 0, augmented (--config FILE OUT.png)"},
+    {"show-batch", cmd_show_batch,
+     "a PNG grid of the first samples the training loader hands step 0, augmented (--config FILE OUT.png)"},
     {"plot", cmd_plot, "PNG plots of a run's metrics.jsonl (RUN_DIR; runs scripts/plot_metrics.py)"},
-    {"export", cmd_export, "the model as an ONNX graph, recurrences as Scan ops (onnx CKPT OUT.onnx; runs scripts/export_onnx.py)"},
+    {"export", cmd_export,
+     "the model as an ONNX graph, recurrences as Scan ops (onnx CKPT OUT.onnx; runs scripts/export_onnx.py)"},
     {"forward", cmd_forward, "one batch from a safetensors file: logits, probabilities, gradients (for parity checks)"},
     {"version", cmd_version, "print the version, git commit, build type and backends compiled in (also --version)"},
     {"device", cmd_device, "print the default device: cuda when built with CUDA and a GPU is visible, else cpu"},
-    {"prepare", cmd_prepare, "write a dataset as an ImageFolder JPEG tree, CIFAR-10 batches or tar shards (prepare [cifar-like] fmnist OUT, prepare shards SRC OUT, prepare index DIR)"},
+    {"prepare", cmd_prepare,
+     "write a dataset as an ImageFolder JPEG tree, CIFAR-10 batches or tar shards (prepare [cifar-like] fmnist OUT, "
+     "prepare shards SRC OUT, prepare index DIR)"},
 };
 
 static void usage(FILE *f) {
@@ -103,13 +108,18 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(help_only(argc - 2, argv + 2), argv + 2);
     const char *near = NULL;
-    int best = 3;   /* at most two edits away: a misspelling */
+    int best = 3; /* at most two edits away: a misspelling */
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         const int d = edit_distance(argv[1], commands[i].name);
-        if (d < best) { best = d; near = commands[i].name; }
+        if (d < best) {
+            best = d;
+            near = commands[i].name;
+        }
     }
-    if (near) fprintf(stderr, "hgrn: unknown command '%s' (did you mean '%s'?)\n", argv[1], near);
-    else fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
+    if (near)
+        fprintf(stderr, "hgrn: unknown command '%s' (did you mean '%s'?)\n", argv[1], near);
+    else
+        fprintf(stderr, "hgrn: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
 }

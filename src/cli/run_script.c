@@ -22,8 +22,7 @@ static int find_script(char *out, size_t len, const char *name) {
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            if (snprintf(out, len, "%s/../scripts/%s", exe, name) < (int)len && access(out, R_OK) == 0)
-                return 0;
+            if (snprintf(out, len, "%s/../scripts/%s", exe, name) < (int)len && access(out, R_OK) == 0) return 0;
         }
     }
     if (snprintf(out, len, "%s/scripts/%s", HGRN_SOURCE_DIR, name) >= (int)len) return -1;
@@ -33,11 +32,10 @@ static int find_script(char *out, size_t len, const char *name) {
 int cli_run_script(const char *cmd, const char *name, char *const *args, int nargs) {
     char script[PATH_MAX + 64];
     if (find_script(script, sizeof script, name) < 0) {
-        fprintf(stderr, "hgrn %s: scripts/%s not found beside the binary or in %s\n", cmd, name,
-                HGRN_SOURCE_DIR);
+        fprintf(stderr, "hgrn %s: scripts/%s not found beside the binary or in %s\n", cmd, name, HGRN_SOURCE_DIR);
         return 1;
     }
-    char **argv = malloc(((size_t)nargs + 3) * sizeof *argv);   /* python3 SCRIPT ARGS NULL */
+    char **argv = malloc(((size_t)nargs + 3) * sizeof *argv); /* python3 SCRIPT ARGS NULL */
     if (!argv) {
         fprintf(stderr, "hgrn %s: out of memory\n", cmd);
         return 1;

@@ -9,12 +9,12 @@
 #include "backend.h"
 
 typedef struct {
-    char *base;       /* NULL while counting */
-    size_t used;      /* bytes handed out (or counted) so far */
+    char *base; /* NULL while counting */
+    size_t used; /* bytes handed out (or counted) so far */
     size_t cap;
 } Arena;
 
-#define ARENA_ALIGN 256  /* generous: keeps every tensor aligned for vector loads */
+#define ARENA_ALIGN 256 /* generous: keeps every tensor aligned for vector loads */
 
 static inline void *arena_take(Arena *a, size_t bytes) {
     size_t off = (a->used + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;

@@ -42,9 +42,9 @@ typedef struct Backend Backend;
 /* AdamW hyper-parameters for one update of one tensor. */
 typedef struct {
     float lr, beta1, beta2, eps;
-    float weight_decay;   /* decoupled: p -= lr*wd*p (0 for the no-decay group) */
-    int step;             /* 1-based step count, for bias correction */
-    float max_grad_norm;  /* global-norm clip threshold; <= 0 disables clipping */
+    float weight_decay; /* decoupled: p -= lr*wd*p (0 for the no-decay group) */
+    int step; /* 1-based step count, for bias correction */
+    float max_grad_norm; /* global-norm clip threshold; <= 0 disables clipping */
     /* Optional device array {lr, 1 - beta1^step, 1 - beta2^step}: when set it
      * replaces lr and step, so a recorded graph can run with a new learning
      * rate and step count (the caller uploads them before each step). */
@@ -52,12 +52,12 @@ typedef struct {
 } AdamWArgs;
 
 struct Backend {
-    const char *name;                 /* "cpu" or "cuda" */
-    void *impl;                       /* implementation state */
-    size_t act_elem;                  /* bytes per activation element (4 or 2) */
+    const char *name; /* "cpu" or "cuda" */
+    void *impl; /* implementation state */
+    size_t act_elem; /* bytes per activation element (4 or 2) */
 
     /* ---- memory ---- */
-    void *(*alloc)(Backend *, size_t bytes);     /* zero-filled; aborts with a message on failure */
+    void *(*alloc)(Backend *, size_t bytes); /* zero-filled; aborts with a message on failure */
     /* As alloc, but NULL when the memory is not there, *avail then set to the
      * bytes the device has free (0 where unknown), so that the caller can say
      * what would fit (model_create: a batch size); other failures abort. */
@@ -153,48 +153,44 @@ struct Backend {
      * (hgrn bench --mixers --hgru2-chunk); every setting computes the same
      * function, to rounding. */
     int hgru2_chunk;
-    void (*matmul_fwd)(Backend *, float *out, const float *inp, const float *w,
-                       const float *bias, int M, int K, int N);
+    void (*matmul_fwd)(Backend *, float *out, const float *inp, const float *w, const float *bias, int M, int K, int N);
     /* dinp[M,K] = dout . W (overwrite; dinp may be NULL),
      * dw[N,K] += dout^T . inp, dbias[N] += column sums of dout (may be NULL) */
-    void (*matmul_bwd)(Backend *, float *dinp, float *dw, float *dbias,
-                       const float *dout, const float *inp, const float *w,
-                       int M, int K, int N);
+    void (*matmul_bwd)(Backend *, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                       const float *w, int M, int K, int N);
 
     /* ---- norms ----
      * LayerNorm over the last C: out = (x-mean)*rstd*w + b, eps 1e-5 (PyTorch's).
      * mean[M], rstd[M] saved for backward. */
-    void (*layernorm_fwd)(Backend *, float *out, float *mean, float *rstd,
-                          const float *inp, const float *w, const float *b, int M, int C);
+    void (*layernorm_fwd)(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int M, int C);
     /* dinp += ..., dw += ..., db += ... */
-    void (*layernorm_bwd)(Backend *, float *dinp, float *dw, float *db,
-                          const float *dout, const float *inp, const float *w,
-                          const float *mean, const float *rstd, int M, int C);
+    void (*layernorm_bwd)(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const float *mean, const float *rstd, int M, int C);
     /* SimpleRMSNorm (no weights): out = x / (||x||_2 / sqrt(C) + 1e-8); rms[M] saved
      * (rms = ||x||_2/sqrt(C)). */
     void (*rmsnorm_fwd)(Backend *, float *out, float *rms, const float *inp, int M, int C);
-    void (*rmsnorm_bwd)(Backend *, float *dinp, const float *dout, const float *inp,
-                        const float *rms, int M, int C);          /* dinp = ... */
+    void (*rmsnorm_bwd)(Backend *, float *dinp, const float *dout, const float *inp, const float *rms, int M,
+                        int C); /* dinp = ... */
 
     /* ---- LayerNorm then SiLU output gate, fused (the HGRU1 mixer's tail) ----
      * z[m,c] = SiLU(gate[m*ldg+c]) * (LayerNorm(f)[m,c] as layernorm_fwd with w, b);
      * f and z are [M,C] contiguous; mean[M], rstd[M] saved for backward. The
      * normalised f is never stored: the backward recomputes it. */
-    void (*ln_gate_fwd)(Backend *, float *z, float *mean, float *rstd, const float *f,
-                        const float *w, const float *b, const float *gate, int ldg, int M, int C);
+    void (*ln_gate_fwd)(Backend *, float *z, float *mean, float *rstd, const float *f, const float *w, const float *b,
+                        const float *gate, int ldg, int M, int C);
     /* df = ... and dgate[m*ldg+c] = ... (overwrite); dw += ..., db += ... */
-    void (*ln_gate_bwd)(Backend *, float *df, float *dgate, float *dw, float *db, const float *dz,
-                        const float *f, const float *w, const float *b, const float *gate, int ldg,
-                        const float *mean, const float *rstd, int M, int C);
+    void (*ln_gate_bwd)(Backend *, float *df, float *dgate, float *dw, float *db, const float *dz, const float *f,
+                        const float *w, const float *b, const float *gate, int ldg, const float *mean,
+                        const float *rstd, int M, int C);
 
     /* ---- gates ----
      * out[m,c] = SiLU(a[m*lda+c]) * b[m*ldb+c], out is [M,C] contiguous.
      * Serves the GLU (a = l1 output, b = l2 output) and the HGRU1 output gate. */
-    void (*silu_mul_fwd)(Backend *, float *out, const float *a, int lda,
-                         const float *b, int ldb, int M, int C);
+    void (*silu_mul_fwd)(Backend *, float *out, const float *a, int lda, const float *b, int ldb, int M, int C);
     /* da[m*lda+c] = ..., db[m*ldb+c] = ... (overwrite; same strides as a and b) */
-    void (*silu_mul_bwd)(Backend *, float *da, float *db, const float *dout,
-                         const float *a, int lda, const float *b, int ldb, int M, int C);
+    void (*silu_mul_bwd)(Backend *, float *da, float *db, const float *dout, const float *a, int lda, const float *b,
+                         int ldb, int M, int C);
 
     /* ---- HGRU1 bidirectional complex scan (DESIGN.md section 4) ----
      * Per image b, token t, channel j in [0,D):
@@ -204,40 +200,36 @@ struct Backend {
      *   r_t = lam_t e^{i theta_r} r_{t+1} + (1-lam_t) c_t, r_{N+1} = 0
      *   out[t, j] = Re(h_t + r_t), out[t, D + j] = Im(h_t + r_t)   (out is [M, 2D])
      * xc and xl point into the same in-projection output in the model, hence ld. */
-    void (*hgru1_fwd)(Backend *, float *out, const float *xc, const float *xl, int ld,
-                      const float *theta_f, const float *theta_r, const float *beta,
-                      int B, int N, int D);
+    void (*hgru1_fwd)(Backend *, float *out, const float *xc, const float *xl, int ld, const float *theta_f,
+                      const float *theta_r, const float *beta, int B, int N, int D);
     /* dxc (row stride ld, [.., 2D] interleaved like xc) and dxl (stride ld) are
      * OVERWRITTEN with gradients of the pre-activations; dtheta_f[D], dtheta_r[D],
      * dbeta[D] ACCUMULATE. Recomputes the scan states (nothing saved by fwd). */
-    void (*hgru1_bwd)(Backend *, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r,
-                      float *dbeta, const float *dout, const float *xc, const float *xl,
-                      int ld, const float *theta_f, const float *theta_r, const float *beta,
-                      int B, int N, int D);
+    void (*hgru1_bwd)(Backend *, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r, float *dbeta,
+                      const float *dout, const float *xc, const float *xl, int ld, const float *theta_f,
+                      const float *theta_r, const float *beta, int B, int N, int D);
 
     /* ---- hierarchical lower bounds ----
      * P = softmax(gamma[L,D]) over the layer axis (per column j);
      * beta[0,j] = 0, beta[k,j] = sum_{i<k} P[i,j]. */
     void (*lower_bounds_fwd)(Backend *, float *beta, const float *gamma, int L, int D);
-    void (*lower_bounds_bwd)(Backend *, float *dgamma /* += */, const float *dbeta,
-                             const float *gamma, int L, int D);
+    void (*lower_bounds_bwd)(Backend *, float *dgamma /* += */, const float *dbeta, const float *gamma, int L, int D);
 
     /* ---- input and pooling ----
      * uint8 NCHW images -> float, normalised per channel: (x/255 - mean[c]) / std[c].
      * mean/std are HOST arrays of C floats. */
-    void (*normalize_u8)(Backend *, float *out, const uint8_t *img, const float *mean,
-                         const float *std, int B, int C, int H, int W);
+    void (*normalize_u8)(Backend *, float *out, const uint8_t *img, const float *mean, const float *std, int B, int C,
+                         int H, int W);
     /* out[B, (H/p)*(W/p), p*p*C] from img[B,C,H,W]: 'b c (h p1) (w p2) -> b (h w) (p1 p2 c)'.
      * H and W should be multiples of p; otherwise the bottom/right remainder is
      * dropped (and gets a zero gradient). */
     void (*patchify_fwd)(Backend *, float *out, const float *img, int B, int C, int H, int W, int p);
-    void (*patchify_bwd)(Backend *, float *dimg /* = */, const float *dout,
-                         int B, int C, int H, int W, int p);
+    void (*patchify_bwd)(Backend *, float *dimg /* = */, const float *dout, int B, int C, int H, int W, int p);
     /* normalize_u8 and patchify_fwd in one pass, uint8 NCHW -> out[B, (H/p)*(W/p), p*p*C]
      * (the model's input path: no normalised full-size image in between).
      * mean/std are HOST arrays of C floats. */
-    void (*patchify_u8)(Backend *, float *out, const uint8_t *img, const float *mean,
-                        const float *std, int B, int C, int H, int W, int p);
+    void (*patchify_u8)(Backend *, float *out, const uint8_t *img, const float *mean, const float *std, int B, int C,
+                        int H, int W, int p);
     /* out[B,D] = mean over N of x[B,N,D] */
     void (*meanpool_fwd)(Backend *, float *out, const float *x, int B, int N, int D);
     void (*meanpool_bwd)(Backend *, float *dx /* = */, const float *dout, int B, int N, int D);
@@ -246,37 +238,32 @@ struct Backend {
      * out[b, :S] = x[b, :S] + scale[b] * f[b, :S]; scale is a device array of B
      * floats (0 or 1/(1-p) when training with drop path), or NULL for scale 1.
      * out may be x (in place); out of place it saves the model a copy of x. */
-    void (*residual_fwd)(Backend *, float *out, const float *x, const float *f, const float *scale,
-                         int B, int S);
+    void (*residual_fwd)(Backend *, float *out, const float *x, const float *f, const float *scale, int B, int S);
     /* df[b,:] = scale[b] * dx[b,:] (overwrite) */
     void (*residual_bwd)(Backend *, float *df, const float *dx, const float *scale, int B, int S);
     /* The residual add and the next sublayer's pre-norm in one pass: out as
      * residual_fwd(out, x, f, scale, B, N * D), then ln, mean, rstd as
      * layernorm_fwd(ln, mean, rstd, out, w, b, B * N, D) on the out just
      * stored (the same rounding as the two ops). out must not alias x or f. */
-    void (*residual_ln_fwd)(Backend *, float *out, float *ln, float *mean, float *rstd,
-                            const float *x, const float *f, const float *scale, const float *w,
-                            const float *b, int B, int N, int D);
+    void (*residual_ln_fwd)(Backend *, float *out, float *ln, float *mean, float *rstd, const float *x, const float *f,
+                            const float *scale, const float *w, const float *b, int B, int N, int D);
     /* Its mirror in the backward: a branch's pre-norm backward and the next
      * branch's drop-path scaling in one pass: layernorm_bwd(dinp, dw, db, dout,
      * inp, w, mean, rstd, B * N, C), then residual_bwd(df, dinp, scale, B, N * C)
      * on the dinp just stored (the same rounding as the two ops). df must not
      * alias dinp, dout or inp. */
-    void (*ln_residual_bwd)(Backend *, float *dinp, float *df, float *dw, float *db,
-                            const float *dout, const float *inp, const float *w,
-                            const float *mean, const float *rstd, const float *scale, int B,
-                            int N, int C);
+    void (*ln_residual_bwd)(Backend *, float *dinp, float *df, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, const float *mean, const float *rstd, const float *scale,
+                            int B, int N, int C);
 
     /* ---- loss ----
      * Softmax cross-entropy against soft targets (label smoothing and mixup are
      * folded into targets[B,C] by the caller): loss[b] = -sum_c t[b,c] log p[b,c].
      * probs[B,C] saved for backward. */
-    void (*xent_fwd)(Backend *, float *loss, float *probs, const float *logits,
-                     const float *targets, int B, int C);
+    void (*xent_fwd)(Backend *, float *loss, float *probs, const float *logits, const float *targets, int B, int C);
     /* dlogits = (probs - targets) * dloss  (dloss = 1/B for a mean loss); this is
      * the gradient only when every target row sums to 1, as the caller ensures. */
-    void (*xent_bwd)(Backend *, float *dlogits, const float *probs, const float *targets,
-                     float dloss, int B, int C);
+    void (*xent_bwd)(Backend *, float *dlogits, const float *probs, const float *targets, float dloss, int B, int C);
 
     /* ---- reductions and optimizer ----
      * *acc += sum x[i]^2 (acc is one device float; accumulate in double inside) */
@@ -286,8 +273,8 @@ struct Backend {
      * A non-finite grad_norm_sq (a NaN or Inf gradient anywhere) leaves param, m
      * and v untouched: the step is skipped on the device, so a bad step inside a
      * recorded graph cannot damage the weights before the host sees the loss. */
-    void (*adamw)(Backend *, float *param, const float *grad, float *m, float *v, size_t n,
-                  const AdamWArgs *args, const float *grad_norm_sq);
+    void (*adamw)(Backend *, float *param, const float *grad, float *m, float *v, size_t n, const AdamWArgs *args,
+                  const float *grad_norm_sq);
     /* x[i] *= s  (used to scale gradients, e.g. distributed averaging) */
     void (*scale)(Backend *, float *x, float s, size_t n);
     /* Model EMA (timm's ModelEmaV2): avg[i] = d * avg[i] + (1 - d) * w[i] with
@@ -306,13 +293,12 @@ struct Backend {
      *   out[t, h*e+j] = sum_i q_t[i] (S_t + R_t)[i][j]      (out is [M, D] contiguous)
      * Gated linear attention (q = output gate, k = 1 - lam, v = input); the
      * backends may evaluate it recurrently or in chunked matrix form. */
-    void (*hgru2_fwd)(Backend *, float *out, const float *x, int ld, const float *beta,
-                      int B, int N, int D, int e);
+    void (*hgru2_fwd)(Backend *, float *out, const float *x, int ld, const float *beta, int B, int N, int D, int e);
     /* dx (row stride ld, the 3D columns of x's layout) is OVERWRITTEN with the
      * gradients of the three pre-activations; dbeta[D] ACCUMULATES. Recomputes
      * the states (nothing saved by fwd). */
-    void (*hgru2_bwd)(Backend *, float *dx, float *dbeta, const float *dout, const float *x,
-                      int ld, const float *beta, int B, int N, int D, int e);
+    void (*hgru2_bwd)(Backend *, float *dx, float *dbeta, const float *dout, const float *x, int ld, const float *beta,
+                      int B, int N, int D, int e);
 
     /* ---- element-wise linear recurrence (the scan LRU, minGRU and minLSTM share) ----
      * Per image b, channel j in [0, D), token t in [0, N):
@@ -330,16 +316,16 @@ struct Backend {
      *   lda == 0: a is one fp32 row of W values shared by every token and image
      *   (a decay that does not depend on the input, as LRU's lambda).
      * The backends may evaluate it sequentially or in chunks. */
-    void (*scan_fwd)(Backend *, float *out, const float *a, int lda, const float *x, int ldx,
-                     int B, int N, int D, int complex, int dirs);
+    void (*scan_fwd)(Backend *, float *out, const float *a, int lda, const float *x, int ldx, int B, int N, int D,
+                     int complex, int dirs);
     /* dx (stride ldx) is OVERWRITTEN with dL/dx. lda > 0: da (fp32, stride lda)
      * is OVERWRITTEN with dL/da; lda == 0: da is fp32 [W] and ACCUMULATES dL/da
      * summed over tokens and images. A complex gradient is dL/dRe + i dL/dIm
      * (for the forward direction: dL/dx_t = g_t + conj(a_{t+1}) dL/dx_{t+1},
      * dL/da_t = dL/dx_t conj(h_{t-1})). Recomputes the states (nothing is
      * saved by fwd). */
-    void (*scan_bwd)(Backend *, float *dx, float *da, const float *dout, const float *a, int lda,
-                     const float *x, int ldx, int B, int N, int D, int complex, int dirs);
+    void (*scan_bwd)(Backend *, float *dx, float *da, const float *dout, const float *a, int lda, const float *x,
+                     int ldx, int B, int N, int D, int complex, int dirs);
 
     /* ---- the gates of minGRU and minLSTM (DESIGN.md section 4) ----
      * From the in-projection p (row stride ldp >= 2E or 3E), per row m and
@@ -354,12 +340,11 @@ struct Backend {
      * sigmoid is evaluated from exp(-|.|): a decay is as accurate near 0 as
      * near 1. a: fp32 [M, E] contiguous (the scan's per-token decay, fp32 on
      * every backend); x: [M, E] contiguous activations. */
-    void (*mingate_fwd)(Backend *, float *a, float *x, const float *p, int ldp, int M, int E,
-                        int kind);
+    void (*mingate_fwd)(Backend *, float *a, float *x, const float *p, int ldp, int M, int E, int kind);
     /* dp (row stride ldp, p's 2E or 3E columns) is OVERWRITTEN with dL/dp from
      * da (fp32 [M, E]) and dx ([M, E]), the scan's input gradients. */
-    void (*mingate_bwd)(Backend *, float *dp, const float *da, const float *dx, const float *p,
-                        int ldp, int M, int E, int kind);
+    void (*mingate_bwd)(Backend *, float *dp, const float *da, const float *dx, const float *p, int ldp, int M, int E,
+                        int kind);
 
     /* ---- LRU: the decay and the normalised input matrix from the parameters ----
      * Per state k in [0, S) (every array fp32):
@@ -368,21 +353,19 @@ struct Backend {
      *   beff[(2k+v) H + h] = gamma_k b[(2k+v) H + h]   (v = 0, 1)          beff, b [2S, H]
      * b holds B's rows (Re B_k, Im B_k) interleaved, so that one GEMM with
      * beff gives gamma (B u) as (re, im) pairs: the scan's complex input. */
-    void (*lru_params_fwd)(Backend *, float *lam, float *beff, const float *nu,
-                           const float *theta, const float *b, int S, int H);
+    void (*lru_params_fwd)(Backend *, float *lam, float *beff, const float *nu, const float *theta, const float *b,
+                           int S, int H);
     /* dnu[S], dtheta[S] and db[2S, H] ACCUMULATE, from dlam [2S] (dL/dRe +
      * i dL/dIm of lam) and dbeff [2S, H]. */
-    void (*lru_params_bwd)(Backend *, float *dnu, float *dtheta, float *db, const float *dlam,
-                           const float *dbeff, const float *nu, const float *theta,
-                           const float *b, int S, int H);
+    void (*lru_params_bwd)(Backend *, float *dnu, float *dtheta, float *db, const float *dlam, const float *dbeff,
+                           const float *nu, const float *theta, const float *b, int S, int H);
 
     /* ---- a diagonal skip (LRU's D u) ----
      * out[m, c] += d[c] * x[m, c]; out and x [M, C] contiguous, d fp32 [C]. */
     void (*diag_fwd)(Backend *, float *out, const float *x, const float *d, int M, int C);
     /* dx[m, c] += d[c] * dout[m, c] (ACCUMULATES: the skip's share of an input
      * gradient that another op wrote first); dd[c] += sum_m dout[m, c] x[m, c]. */
-    void (*diag_bwd)(Backend *, float *dx, float *dd, const float *dout, const float *x,
-                     const float *d, int M, int C);
+    void (*diag_bwd)(Backend *, float *dx, float *dd, const float *dout, const float *x, const float *d, int M, int C);
 
     /* ---- batch norm (model.norm = batch; DESIGN.md section 4) ----
      * Per channel c of x[M, C], over all M rows (the batch and the tokens,
@@ -395,26 +378,22 @@ struct Backend {
      *   training == 0: mean = rmean, rstd = 1 / sqrt(rvar + eps), nothing updated;
      *   out[m, c] = (x[m, c] - mean[c]) rstd[c] w[c] + b[c].
      * mean[C], rstd[C] (fp32) are saved for the backward; rmean, rvar fp32 [C]. */
-    void (*batchnorm_fwd)(Backend *, float *out, float *mean, float *rstd, const float *inp,
-                          const float *w, const float *b, float *rmean, float *rvar,
-                          float momentum, int training, int M, int C);
+    void (*batchnorm_fwd)(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C);
     /* The backward of the training-mode forward (the statistics depend on x):
      * with xh = (x - mean) rstd and g = dout w,
      *   dinp += rstd (g - mean_m(g) - xh mean_m(g xh)),
      * dw += sum_m dout xh, db += sum_m dout (means and sums over the M rows). */
-    void (*batchnorm_bwd)(Backend *, float *dinp, float *dw, float *db, const float *dout,
-                          const float *inp, const float *w, const float *mean, const float *rstd,
-                          int M, int C);
+    void (*batchnorm_bwd)(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                          const float *w, const float *mean, const float *rstd, int M, int C);
     /* cuDNN's batch norm under the same two contracts, to be timed and tested
      * against the backend's own (hgrn bench --ops, test_lra_cuda); NULL unless
      * the CUDA backend was built with cuDNN (and on the CPU backend and the op
      * timer). Models never call them. */
-    void (*batchnorm_fwd_cudnn)(Backend *, float *out, float *mean, float *rstd, const float *inp,
-                                const float *w, const float *b, float *rmean, float *rvar,
-                                float momentum, int training, int M, int C);
-    void (*batchnorm_bwd_cudnn)(Backend *, float *dinp, float *dw, float *db, const float *dout,
-                                const float *inp, const float *w, const float *mean,
-                                const float *rstd, int M, int C);
+    void (*batchnorm_fwd_cudnn)(Backend *, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C);
+    void (*batchnorm_bwd_cudnn)(Backend *, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, const float *mean, const float *rstd, int M, int C);
 
     /* ---- token grids (model.scan2d) ----
      * Per image b of B, a grid of H x W tokens stored row by row (token
@@ -423,8 +402,8 @@ struct Backend {
      * swapped. in rows of stride ldi >= C, out rows of stride ldo >= C; they
      * may not overlap. f32 != 0: the elements are fp32 (a scan's decays)
      * whatever the activation type. accumulate != 0: out += instead of =. */
-    void (*grid_transpose)(Backend *, float *out, int ldo, const float *in, int ldi, int B, int H,
-                           int W, int C, int f32, int accumulate);
+    void (*grid_transpose)(Backend *, float *out, int ldo, const float *in, int ldi, int B, int H, int W, int C,
+                           int f32, int accumulate);
 };
 
 /* scan_fwd / scan_bwd directions */
@@ -445,7 +424,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen);
  * gemm_tune == 0 keeps the heuristic's first algorithm, bitwise reproducible
  * across processes (config key train.gemm_tune). */
 Backend *backend_cuda_create(int device, int bf16, int gemm_tune, char *err, size_t errlen);
-int backend_cuda_available(void);   /* 1 when built with CUDA and a GPU is visible */
+int backend_cuda_available(void); /* 1 when built with CUDA and a GPU is visible */
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include "backend.h"
 
+/* The lists below are laid out by hand, one family of ops a line. */
+// clang-format off
 /* scan: FLOPs per token, channel and direction: the state update, 2 real /
  * 8 complex (adding the two directions is not counted); the backward redoes
  * it, runs the adjoint (as many again) and forms d conj(s): 5 / 22. */
@@ -209,6 +211,7 @@ static inline int backend_check_ops(const Backend *bk, char *err, size_t errlen)
     const char *missing = NULL;
 #define BACKEND_CHECK_OP(field, ...) if (!missing && !bk->field) missing = #field;
 #define BACKEND_CHECK_FN(field) if (!missing && !bk->field) missing = #field;
+    // clang-format on
     BACKEND_OPS(BACKEND_CHECK_OP)
     BACKEND_BASE_FNS(BACKEND_CHECK_FN)
 #undef BACKEND_CHECK_OP

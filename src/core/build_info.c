@@ -8,8 +8,8 @@
 #error "build_info.c is compiled with the definitions CMakeLists.txt gives it"
 #endif
 
-static const BuildInfo INFO = {HGRN_VERSION, HGRN_GIT_COMMIT, HGRN_BUILD_TYPE, HGRN_BUILT_CUDA, HGRN_BUILT_CUDNN,
-                               HGRN_BUILT_NVJPEG, HGRN_BUILT_NCCL, HGRN_BUILT_MPI};
+static const BuildInfo INFO = {HGRN_VERSION,     HGRN_GIT_COMMIT,   HGRN_BUILD_TYPE, HGRN_BUILT_CUDA,
+                               HGRN_BUILT_CUDNN, HGRN_BUILT_NVJPEG, HGRN_BUILT_NCCL, HGRN_BUILT_MPI};
 
 const BuildInfo *build_info(void) { return &INFO; }
 
@@ -24,9 +24,11 @@ void build_info_print(FILE *f) {
 static const char *tf(int v) { return v ? "true" : "false"; }
 
 void build_info_json(char *buf, size_t len) {
-    snprintf(buf, len, "\"version\": \"%s\", \"commit\": \"%s\", \"build_type\": \"%s\", \"backends\": {\"cuda\": %s, "
-             "\"cudnn\": %s, \"nvjpeg\": %s, \"nccl\": %s, \"mpi\": %s}", INFO.version, INFO.commit, INFO.build_type,
-             tf(INFO.cuda), tf(INFO.cudnn), tf(INFO.nvjpeg), tf(INFO.nccl), tf(INFO.mpi));
+    snprintf(buf, len,
+             "\"version\": \"%s\", \"commit\": \"%s\", \"build_type\": \"%s\", \"backends\": {\"cuda\": %s, "
+             "\"cudnn\": %s, \"nvjpeg\": %s, \"nccl\": %s, \"mpi\": %s}",
+             INFO.version, INFO.commit, INFO.build_type, tf(INFO.cuda), tf(INFO.cudnn), tf(INFO.nvjpeg), tf(INFO.nccl),
+             tf(INFO.mpi));
 }
 
 void build_info_backends(char *buf, size_t len) {

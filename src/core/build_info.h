@@ -9,10 +9,10 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *version;     /* "MAJOR.MINOR.PATCH" */
-    const char *commit;      /* 12 hex digits, "-dirty" when tracked files had changes; "unknown" outside git */
-    const char *build_type;  /* CMAKE_BUILD_TYPE: Release, Debug, ... */
-    int cuda, cudnn, nvjpeg, nccl, mpi;   /* compiled in: 1, else 0 */
+    const char *version; /* "MAJOR.MINOR.PATCH" */
+    const char *commit; /* 12 hex digits, "-dirty" when tracked files had changes; "unknown" outside git */
+    const char *build_type; /* CMAKE_BUILD_TYPE: Release, Debug, ... */
+    int cuda, cudnn, nvjpeg, nccl, mpi; /* compiled in: 1, else 0 */
 } BuildInfo;
 
 const BuildInfo *build_info(void);

@@ -13,7 +13,10 @@ double now_seconds(void) {
 void format_duration(double s, char *buf, size_t len) {
     if (s < 0) s = 0;
     long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, len, "%ldh%02ldm", t / 3600, (t / 60) % 60);
-    else if (t >= 60) snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, len, "%lds", t);
+    if (t >= 3600)
+        snprintf(buf, len, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else if (t >= 60)
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, len, "%lds", t);
 }

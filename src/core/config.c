@@ -21,13 +21,13 @@ enum { T_INT, T_FLOAT, T_U64, T_STR, T_FLIST };
 typedef struct {
     const char *section, *name;
     int type;
-    size_t off;         /* offsetof(Config, field) */
-    size_t size;        /* T_STR: sizeof the char array; T_FLIST: capacity */
-    size_t count_off;   /* T_FLIST: offsetof the int holding the count */
-    double lo, hi;      /* range (numbers; per element for T_FLIST) */
+    size_t off; /* offsetof(Config, field) */
+    size_t size; /* T_STR: sizeof the char array; T_FLIST: capacity */
+    size_t count_off; /* T_FLIST: offsetof the int holding the count */
+    double lo, hi; /* range (numbers; per element for T_FLIST) */
     int lo_open, hi_open;
-    const char *choices;  /* T_STR: "a|b|c", or NULL for any text */
-    const char *def;    /* default, as it would be written in a file */
+    const char *choices; /* T_STR: "a|b|c", or NULL for any text */
+    const char *def; /* default, as it would be written in a file */
     const char *help;
     /* T_STR: a check of the text beyond its length and choices (NULL: none) */
     int (*check)(const char *full, const char *text, char *msg, size_t ml);
@@ -38,35 +38,38 @@ typedef struct {
 
 #define FSIZE(f) sizeof(((Config *)0)->f)
 #define KI(s, f, lo, hi, def, help) \
-    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL, 0}
+    { s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL, 0 }
 #define KF(s, f, lo, hi, lo_open, hi_open, def, help) \
-    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL, 0}
+    { s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL, 0 }
 #define KU(s, f, def, help) \
-    {s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help, NULL, 0}
+    { s, #f, T_U64, offsetof(Config, f), FSIZE(f), 0, 0, 18446744073709551615.0, 0, 0, NULL, def, help, NULL, 0 }
 #define KS(s, f, choices, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL, 0}
+    { s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL, 0 }
 #define KV(s, f, check, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 0}
-#define KL(s, f, cnt, lo, hi, lo_open, hi_open, def, help) \
-    {s, #f, T_FLIST, offsetof(Config, f), FSIZE(f) / sizeof(float), offsetof(Config, cnt), \
-     lo, hi, lo_open, hi_open, NULL, def, help, NULL, 0}
+    { s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 0 }
+#define KL(s, f, cnt, lo, hi, lo_open, hi_open, def, help)                                                     \
+    {                                                                                                          \
+        s, #f, T_FLIST, offsetof(Config, f), FSIZE(f) / sizeof(float), offsetof(Config, cnt), lo, hi, lo_open, \
+            hi_open, NULL, def, help, NULL, 0                                                                  \
+    }
 
 /* The same for keys that may change on --resume (Key.resume). */
 #define KI_R(s, f, lo, hi, def, help) \
-    {s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL, 1}
+    { s, #f, T_INT, offsetof(Config, f), FSIZE(f), 0, lo, hi, 0, 0, NULL, def, help, NULL, 1 }
 #define KF_R(s, f, lo, hi, lo_open, hi_open, def, help) \
-    {s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL, 1}
+    { s, #f, T_FLOAT, offsetof(Config, f), FSIZE(f), 0, lo, hi, lo_open, hi_open, NULL, def, help, NULL, 1 }
 #define KS_R(s, f, choices, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL, 1}
+    { s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, choices, def, help, NULL, 1 }
 #define KV_R(s, f, check, def, help) \
-    {s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 1}
+    { s, #f, T_STR, offsetof(Config, f), FSIZE(f), 0, 0, 0, 0, 0, NULL, def, help, check, 1 }
 
 static int check_every(const char *full, const char *text, char *msg, size_t ml);
 static int check_input_sms(const char *full, const char *text, char *msg, size_t ml);
 
 static const Key KEYS[] = {
     /* [model] */
-    KS("model", mixer, NULL, "hgru1", "token mixer, by name: hgru1 (HGRN1, complex element-wise), hgru2 (HGRN2, "
+    KS("model", mixer, NULL, "hgru1",
+       "token mixer, by name: hgru1 (HGRN1, complex element-wise), hgru2 (HGRN2, "
        "state expansion), lru (linear recurrent unit), mingru, minlstm; `hgrn info --mixers` lists them (the "
        "older key model.arch = hgrn1|hgrn2 is read too)"),
     KI("model", image_size, 1, 8192, "224", "square input side in pixels"),
@@ -78,28 +81,37 @@ static const Key KEYS[] = {
     KI("model", num_classes, 1, 1000000, "1000", "number of output classes"),
     KF("model", drop_path, 0, 1, 0, 1, "0.1", "max drop-path rate, linear over depth"),
     KI("model", head_size, 1, 65536, "16", "head size e of the hgru2 mixer (dim must be a multiple)"),
-    KI("model", causal, 0, 1, "0", "1: each token sees only itself and the tokens before it (the forward scan "
+    KI("model", causal, 0, 1, "0",
+       "1: each token sees only itself and the tokens before it (the forward scan "
        "alone; mixers lru, mingru, minlstm); 0: bidirectional (the forward and reverse scans summed)"),
-    KI("model", rnn_dim, 0, 65536, "0", "state width of the lru (complex states), mingru and minlstm (hidden "
+    KI("model", rnn_dim, 0, 65536, "0",
+       "state width of the lru (complex states), mingru and minlstm (hidden "
        "width) mixers; 0 = model.dim"),
-    KF("model", lru_r_min, 0, 1, 1, 1, "0.9", "lru: |lambda| is initialised uniformly on the ring "
+    KF("model", lru_r_min, 0, 1, 1, 1, "0.9",
+       "lru: |lambda| is initialised uniformly on the ring "
        "[lru_r_min, lru_r_max] of the complex plane"),
     KF("model", lru_r_max, 0, 1, 1, 1, "0.999", "lru: the ring's outer radius (see lru_r_min)"),
-    KF("model", lru_max_phase, 0, 6.2831855, 0, 0, "0.31415927", "lru: arg(lambda) is initialised uniformly "
+    KF("model", lru_max_phase, 0, 6.2831855, 0, 0, "0.31415927",
+       "lru: arg(lambda) is initialised uniformly "
        "in [0, lru_max_phase] (pi/10, the LRU paper's choice for long sequences; 2 pi: the whole ring)"),
-    KS("model", norm, "layer|batch", "layer", "the blocks' pre-norms (and model.head_norm = token): layer (LayerNorm "
+    KS("model", norm, "layer|batch", "layer",
+       "the blocks' pre-norms (and model.head_norm = token): layer (LayerNorm "
        "over the channels of each token) or batch (BatchNorm over the batch and the tokens, per channel, with "
        "running statistics for evaluation, as the LRA codebases' norm = batch)"),
-    KF("model", bn_momentum, 0, 1, 1, 0, "0.1", "model.norm = batch: weight of each training batch's statistics in "
+    KF("model", bn_momentum, 0, 1, 1, 0, "0.1",
+       "model.norm = batch: weight of each training batch's statistics in "
        "the running ones used for evaluation (PyTorch's BatchNorm momentum)"),
-    KS("model", head_norm, "rms|token|none", "rms", "before the linear head: rms (mean over the tokens, then "
+    KS("model", head_norm, "rms|token|none", "rms",
+       "before the linear head: rms (mean over the tokens, then "
        "SimpleRMSNorm: the HGRN vision code), token (model.norm on every token, then the mean: the final norm of the "
        "LRA codebases' pre-norm SequenceModel), none (the mean straight into the head)"),
-    KI("model", scan2d, 0, 1, "0", "1: the token mixer scans every row and every column of the grid of tokens "
+    KI("model", scan2d, 0, 1, "0",
+       "1: the token mixer scans every row and every column of the grid of tokens "
        "(image_size / patch_size on a side) and sums them, both ways each (forward only with model.causal), with "
        "one input projection and one output stage (the HGRN authors' 2-D scan of the LRA image task); 0: one "
        "scan over the tokens in row-major order"),
-    KS("model", init, "deit|official", "deit", "parameter initialisation: deit (timm's DeiT: Linear weights "
+    KS("model", init, "deit|official", "deit",
+       "parameter initialisation: deit (timm's DeiT: Linear weights "
        "normal with std 0.02, biases 0) or official (what the HGRN vision code gets, which initialises nothing "
        "itself: PyTorch's default Linear init, weights and biases uniform in +-1/sqrt(fan_in)); norms 1 / 0, "
        "lower bounds 1 and the token mixer's own tensors (HGRU1's angles, LRU) are the same under both"),
@@ -107,7 +119,8 @@ static const Key KEYS[] = {
     /* [train] */
     KI_R("train", epochs, 1, 1000000, "300", "training epochs"),
     KI("train", batch_size, 1, 16777216, "1024", "global batch size (of one optimizer step)"),
-    KI_R("train", accum_steps, 1, 65536, "1", "gradient accumulation: each optimizer step sums the gradients of "
+    KI_R("train", accum_steps, 1, 65536, "1",
+         "gradient accumulation: each optimizer step sums the gradients of "
          "this many parts of the global batch, run one after another (batch_size / accum_steps / ranks images at "
          "a time: the activation memory of a smaller batch); the same update within fp32 rounding"),
     KF("train", lr, 0, 10, 0, 0, "0.0005", "base learning rate, scaled by batch_size / lr_batch_ref"),
@@ -115,9 +128,11 @@ static const Key KEYS[] = {
     KF("train", min_lr, 0, 10, 0, 0, "1e-05", "final learning rate of the cosine schedule"),
     KF("train", warmup_lr, 0, 10, 0, 0, "1e-06", "learning rate at the start of warm-up"),
     KF("train", warmup_epochs, 0, 1000000, 0, 0, "5", "linear warm-up length in epochs (may be fractional)"),
-    KF("train", weight_decay, 0, 10, 0, 0, "0.05", "AdamW decoupled weight decay (not on norms, biases, and lower "
+    KF("train", weight_decay, 0, 10, 0, 0, "0.05",
+       "AdamW decoupled weight decay (not on norms, biases, and lower "
        "bounds unless train.decay_lower_bounds)"),
-    KI("train", decay_lower_bounds, 0, 1, "0", "1: weight decay applies to model.lower_bounds ([depth, d]) too, as "
+    KI("train", decay_lower_bounds, 0, 1, "0",
+       "1: weight decay applies to model.lower_bounds ([depth, d]) too, as "
        "timm 0.4.12's optimizer groups in the official HGRN code (they exempt only 1-D tensors and biases); 0: "
        "the lower bounds are not decayed"),
     KF("train", beta1, 0, 1, 0, 1, "0.9", "AdamW beta1"),
@@ -125,42 +140,58 @@ static const Key KEYS[] = {
     KF("train", eps, 0, 1, 1, 0, "1e-08", "AdamW epsilon"),
     KF("train", clip_grad, 0, 1e6, 0, 0, "5", "global gradient-norm clip (0 = off)"),
     KF("train", label_smoothing, 0, 1, 0, 1, "0.1", "label smoothing"),
-    KF("train", ema_decay, 0, 1, 0, 1, "0", "model EMA (timm's ModelEmaV2): after every optimizer step ema = d * ema "
+    KF("train", ema_decay, 0, 1, 0, 1, "0",
+       "model EMA (timm's ModelEmaV2): after every optimizer step ema = d * ema "
        "+ (1 - d) * weights with d = this (e.g. 0.9998); evaluated beside the raw weights, best_ema.safetensors; "
        "0 = off"),
-    KI("train", ema_warmup, 0, 1, "0", "1: the EMA's decay after u updates is min(train.ema_decay, (1 + u) / (10 + "
+    KI("train", ema_warmup, 0, 1, "0",
+       "1: the EMA's decay after u updates is min(train.ema_decay, (1 + u) / (10 + "
        "u)), so early averages follow the weights"),
-    KS("train", lr_step, "step|epoch", "step", "when the learning rate changes: step (every step, warm-up then "
+    KS("train", lr_step, "step|epoch", "step",
+       "when the learning rate changes: step (every step, warm-up then "
        "cosine from the end of warm-up, on the fractional epoch) or epoch (once per epoch, the official HGRN / DeiT "
        "code's timm 0.4.12 CosineLRScheduler stepped with lr_scheduler.step(epoch) after each epoch: epoch 0 and 1 "
        "at warmup_lr, epoch k at the scheduler's value for k - 1, whose cosine spans all epochs with warm-up "
        "overriding its start)"),
     KU("train", seed, "0", "random seed (same seed, same run)"),
     KI_R("train", eval_every, 1, 1000000, "1", "epochs between evaluations"),
-    KI_R("train", max_steps, 0, INT_MAX, "0", "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),
-    KV_R("train", ckpt_every, check_every, "30m", "write the last checkpoint pair every N steps (`500`) or every N "
-       "minutes (`30m`), besides each epoch end; `0` = at epoch ends only"),
-    KI_R("train", max_bad_steps, 1, 1000000, "5", "a step whose loss or gradient is NaN/Inf is skipped (weights "
-       "untouched) with a warning; this many in a row stop the run"),
+    KI_R("train", max_steps, 0, INT_MAX, "0",
+         "end training after this many optimizer steps, evaluating there (0 = run all epochs)"),
+    KV_R("train", ckpt_every, check_every, "30m",
+         "write the last checkpoint pair every N steps (`500`) or every N "
+         "minutes (`30m`), besides each epoch end; `0` = at epoch ends only"),
+    KI_R("train", max_bad_steps, 1, 1000000, "5",
+         "a step whose loss or gradient is NaN/Inf is skipped (weights "
+         "untouched) with a warning; this many in a row stop the run"),
     KI_R("train", threads, 0, 4096, "0", "CPU threads (0 = all cores)"),
     KI_R("train", log_every, 1, INT_MAX, "50", "steps between metrics lines"),
-    KI_R("train", cuda_graph, 0, 1, "1", "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
-    KI_R("train", gemm_tune, 0, 1, "1", "GPU GEMMs: time cuBLASLt's candidate algorithms per shape and keep the fastest "
-       "(the pick can differ between runs, and so can the last bits); 0 = the heuristic's first, bitwise reproducible across runs"),
-    KI_R("train", comm_timeout, 1, 604800, "300", "distributed runs: seconds a collective (or the start-up rendezvous) may "
-       "wait for the other ranks; past it every rank stops with a message naming the rank and the cause"),
-    KI_R("train", tensorboard, 0, 1, "0", "1: also write every metrics.jsonl record's scalars (train/loss, train/lr, ..., "
-       "eval/val_top1, ...) to a TensorBoard event file in the run directory, events.out.tfevents.<time>.<host>, a new "
-       "one per start"),
+    KI_R("train", cuda_graph, 0, 1, "1",
+         "record the training step as a CUDA graph and replay it (GPU; 0 = launch every op)"),
+    KI_R("train", gemm_tune, 0, 1, "1",
+         "GPU GEMMs: time cuBLASLt's candidate algorithms per shape and keep the fastest "
+         "(the pick can differ between runs, and so can the last bits); 0 = the heuristic's first, bitwise "
+         "reproducible across runs"),
+    KI_R("train", comm_timeout, 1, 604800, "300",
+         "distributed runs: seconds a collective (or the start-up rendezvous) may "
+         "wait for the other ranks; past it every rank stops with a message naming the rank and the cause"),
+    KI_R("train", tensorboard, 0, 1, "0",
+         "1: also write every metrics.jsonl record's scalars (train/loss, train/lr, ..., "
+         "eval/val_top1, ...) to a TensorBoard event file in the run directory, events.out.tfevents.<time>.<host>, a "
+         "new "
+         "one per start"),
 
     /* [data] */
-    KS("data", dataset, "fmnist|fmnist32|imagefolder|cifar10", "imagefolder", "dataset format (fmnist32: "
+    KS("data", dataset, "fmnist|fmnist32|imagefolder|cifar10", "imagefolder",
+       "dataset format (fmnist32: "
        "Fashion-MNIST centred on 32x32 zeros, the LRA image task's shape)"),
     KS_R("data", path, NULL, "", "dataset root directory (--data on the command line)"),
-    KL("data", mean, num_mean, -1000, 1000, 0, 0, "0.485,0.456,0.406", "per-channel normalisation mean, one value per channel"),
-    KL("data", std, num_std, 0, 1000, 1, 0, "0.229,0.224,0.225", "per-channel normalisation std, one value per channel"),
+    KL("data", mean, num_mean, -1000, 1000, 0, 0, "0.485,0.456,0.406",
+       "per-channel normalisation mean, one value per channel"),
+    KL("data", std, num_std, 0, 1000, 1, 0, "0.229,0.224,0.225",
+       "per-channel normalisation std, one value per channel"),
     KI("data", crop_padding, 0, 4096, "0", "random crop with this much padding (small-image datasets)"),
-    KS("data", pad_mode, "constant|edge|reflect|symmetric", "constant", "the random crop's padding, as "
+    KS("data", pad_mode, "constant|edge|reflect|symmetric", "constant",
+       "the random crop's padding, as "
        "torchvision's RandomCrop padding_mode: constant (zeros), edge, reflect, symmetric (the LRA codebases' CIFAR "
        "augmentation)"),
     KF("data", hflip, 0, 1, 0, 0, "0.5", "horizontal flip probability"),
@@ -168,28 +199,28 @@ static const Key KEYS[] = {
     KI("data", val_limit, 0, INT_MAX, "0", "use only the first N evaluation samples (0 = all)"),
     KI_R("data", workers, 0, 1024, "0", "threads that build each batch of images (0 = one per core)"),
     KS_R("data", decode, "cpu|gpu|auto", "auto",
-       "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
-       "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),
+         "JPEG decoding and augmentation: cpu (libjpeg-turbo and the CPU transforms), gpu (nvJPEG and CUDA "
+         "kernels; needs the CUDA backend and an hgrn built with nvJPEG), auto (gpu when both are there)"),
     KS_R("data", jpeg_backend, "auto|hardware|hybrid", "auto",
-       "nvJPEG backend for data.decode = gpu: hardware (the GPU's JPEG engines: A100, H100, H200), hybrid "
-       "(CUDA cores, every GPU), auto (hardware where nvJPEG can create it, else hybrid)"),
+         "nvJPEG backend for data.decode = gpu: hardware (the GPU's JPEG engines: A100, H100, H200), hybrid "
+         "(CUDA cores, every GPU), auto (hardware where nvJPEG can create it, else hybrid)"),
     KI_R("data", jpeg_decoders, 0, 8, "0",
-       "data.decode = gpu: nvJPEG decode units per loader, each with its own host thread, decoding different "
-       "batches at once (0 = auto: 2, the fastest measured on an H100 with 16 cores)"),
+         "data.decode = gpu: nvJPEG decode units per loader, each with its own host thread, decoding different "
+         "batches at once (0 = auto: 2, the fastest measured on an H100 with 16 cores)"),
     KF_R("data", jpeg_hw_load, 0.05, 1, 0, 0, "1",
-       "data.decode = gpu on the hardware backend: share of each batch's JPEGs for the JPEG engines; the rest go "
-       "to nvJPEG's GPU-hybrid decoder at the same time (its IDCT rounds differently: pixels differ by a level "
-       "or two from the engines' and libjpeg's); 1 = engines only"),
+         "data.decode = gpu on the hardware backend: share of each batch's JPEGs for the JPEG engines; the rest go "
+         "to nvJPEG's GPU-hybrid decoder at the same time (its IDCT rounds differently: pixels differ by a level "
+         "or two from the engines' and libjpeg's); 1 = engines only"),
     KV_R("data", input_sms, check_input_sms, "0",
-       "data.decode = gpu: SMs the input pipeline (nvJPEG's CUDA steps, the transform kernels) gets to itself "
-       "through CUDA green contexts, the training step the rest: a multiple of 8 (Hopper's partition "
-       "granularity), 0 = off (all streams share every SM), auto = the device's smallest partition when "
-       "the loader decodes on the GPU"),
+         "data.decode = gpu: SMs the input pipeline (nvJPEG's CUDA steps, the transform kernels) gets to itself "
+         "through CUDA green contexts, the training step the rest: a multiple of 8 (Hopper's partition "
+         "granularity), 0 = off (all streams share every SM), auto = the device's smallest partition when "
+         "the loader decodes on the GPU"),
     KF_R("data", jpeg_cpu_share, -1, 0.95, 0, 0, "0",
-       "data.decode = gpu: share of each batch's JPEGs decoded by libjpeg-turbo on the loader's threads instead "
-       "of nvJPEG, to add the CPU's throughput; -1 = auto (adapted to the measured balance, only where nvJPEG "
-       "decodes exactly as libjpeg, i.e. on the hardware engines: the batches do not change), 0 = off "
-       "(the default: where the loader's threads already keep the cores busy, decoding there slows it down)"),
+         "data.decode = gpu: share of each batch's JPEGs decoded by libjpeg-turbo on the loader's threads instead "
+         "of nvJPEG, to add the CPU's throughput; -1 = auto (adapted to the measured balance, only where nvJPEG "
+         "decodes exactly as libjpeg, i.e. on the hardware engines: the batches do not change), 0 = off "
+         "(the default: where the loader's threads already keep the cores busy, decoding there slows it down)"),
     KS("data", interpolation, "bicubic|bilinear", "bicubic", "resize interpolation"),
     KF("data", crop_pct, 0, 1, 1, 0, "0.875", "eval: resize to image_size / crop_pct, centre crop"),
     KF("data", scale_min, 0, 1, 1, 0, "0.08", "RandomResizedCrop lower area bound"),
@@ -202,8 +233,10 @@ static const Key KEYS[] = {
     KF("data", mixup_switch_prob, 0, 1, 0, 0, "0.5", "probability of CutMix instead of Mixup when both are on"),
     KI("data", repeated_aug, 1, 64, "3", "repeated augmentation count (1 = off)"),
     KS("data", class_names, NULL, "", "file with one class name per line (\"\" = the dataset's own)"),
-    KS("data", val_labels, NULL, "", "labels file for ImageNet's flat validation directory (\"\" = val/ is an ImageFolder)"),
-    KS("data", shard_read, "random|stream", "random", "tar shards (hgrn prepare shards): random = each record read "
+    KS("data", val_labels, NULL, "",
+       "labels file for ImageNet's flat validation directory (\"\" = val/ is an ImageFolder)"),
+    KS("data", shard_read, "random|stream", "random",
+       "tar shards (hgrn prepare shards): random = each record read "
        "through the index in the sampler's order (local disks, the page cache); stream = shards in a shuffled order, "
        "each read front to back through a shuffle buffer (network storage; another sample order)"),
     KI("data", shuffle_buffer, 1, 10000000, "10000", "data.shard_read = stream: samples in the shuffle buffer"),
@@ -214,16 +247,14 @@ static const char *const SECTIONS[] = {"model", "train", "data"};
 #define NSECTIONS 3
 
 
-static const Key *find_key(const char *section, const char *name)
-{
+static const Key *find_key(const char *section, const char *name) {
     for (int i = 0; i < NKEYS; i++)
         if (strcmp(KEYS[i].section, section) == 0 && strcmp(KEYS[i].name, name) == 0) return &KEYS[i];
     return NULL;
 }
 
 /* The one key called name in any section, or NULL (none, or ambiguous). */
-static const Key *find_key_any_section(const char *name)
-{
+static const Key *find_key_any_section(const char *name) {
     const Key *hit = NULL;
     for (int i = 0; i < NKEYS; i++)
         if (strcmp(KEYS[i].name, name) == 0) {
@@ -233,16 +264,14 @@ static const Key *find_key_any_section(const char *name)
     return hit;
 }
 
-static int is_section(const char *s)
-{
+static int is_section(const char *s) {
     for (int i = 0; i < NSECTIONS; i++)
         if (strcmp(SECTIONS[i], s) == 0) return 1;
     return 0;
 }
 
 /* "[lo, hi]" / "(lo, hi]" ... for messages. */
-static void fmt_range(const Key *k, char *o, size_t on)
-{
+static void fmt_range(const Key *k, char *o, size_t on) {
     if (k->type == T_INT)
         snprintf(o, on, "%c%lld, %lld%c", k->lo_open ? '(' : '[', (long long)k->lo, (long long)k->hi,
                  k->hi_open ? ')' : ']');
@@ -252,8 +281,7 @@ static void fmt_range(const Key *k, char *o, size_t on)
         snprintf(o, on, "%c%g, %g%c", k->lo_open ? '(' : '[', k->lo, k->hi, k->hi_open ? ')' : ']');
 }
 
-static int in_range(const Key *k, double v)
-{
+static int in_range(const Key *k, double v) {
     if (k->lo_open ? !(v > k->lo) : !(v >= k->lo)) return 0;
     if (k->hi_open ? !(v < k->hi) : !(v <= k->hi)) return 0;
     return 1;
@@ -262,8 +290,7 @@ static int in_range(const Key *k, double v)
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
 
 /* Trim in place: returns the first non-blank char, and cuts trailing blanks. */
-static char *trim(char *s)
-{
+static char *trim(char *s) {
     while (is_blank(*s)) s++;
     size_t n = strlen(s);
     while (n > 0 && is_blank(s[n - 1])) s[--n] = 0;
@@ -275,8 +302,7 @@ static char *trim(char *s)
 #define VALARG(v) (v), (strlen(v) > 60 ? "..." : "")
 
 /* Parse a float with the checks shared by T_FLOAT and T_FLIST elements. */
-static int parse_float(const Key *k, const char *full, const char *text, double *out, char *msg, size_t ml)
-{
+static int parse_float(const Key *k, const char *full, const char *text, double *out, char *msg, size_t ml) {
     char rng[64];
     fmt_range(k, rng, sizeof rng);
     if (!*text) {
@@ -309,8 +335,7 @@ static int parse_float(const Key *k, const char *full, const char *text, double 
 
 /* Set key k from text (already trimmed; unquoted for strings). msg gets a
  * message without a file:line prefix. */
-static int set_value(Config *c, const Key *k, const char *text, char *msg, size_t ml)
-{
+static int set_value(Config *c, const Key *k, const char *text, char *msg, size_t ml) {
     char full[64], rng[64];
     snprintf(full, sizeof full, "%s.%s", k->section, k->name);
     fmt_range(k, rng, sizeof rng);
@@ -386,8 +411,11 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
                 char ch[128];
                 size_t j = 0;
                 for (const char *p = k->choices; *p && j + 3 < sizeof ch; p++) {
-                    if (*p == '|') { ch[j++] = ','; ch[j++] = ' '; }
-                    else ch[j++] = *p;
+                    if (*p == '|') {
+                        ch[j++] = ',';
+                        ch[j++] = ' ';
+                    } else
+                        ch[j++] = *p;
                 }
                 ch[j] = 0;
                 set_err(msg, ml, "%s = '" VALFMT "' is not one of: %s", full, VALARG(text), ch);
@@ -438,8 +466,7 @@ static int set_value(Config *c, const Key *k, const char *text, char *msg, size_
     return -1;
 }
 
-int config_every(const char *text, long *steps, double *minutes)
-{
+int config_every(const char *text, long *steps, double *minutes) {
     *steps = 0;
     *minutes = 0;
     if (!text || !*text) return -1;
@@ -447,8 +474,7 @@ int config_every(const char *text, long *steps, double *minutes)
     errno = 0;
     if (strchr(text, 'm')) {
         double v = strtod(text, &end);
-        if (end == text || errno || !(v > 0) || v > 1e7 || (strcmp(end, "m") && strcmp(end, "min")))
-            return -1;
+        if (end == text || errno || !(v > 0) || v > 1e7 || (strcmp(end, "m") && strcmp(end, "min"))) return -1;
         *minutes = v;
         return 0;
     }
@@ -459,8 +485,7 @@ int config_every(const char *text, long *steps, double *minutes)
     return 0;
 }
 
-static int check_every(const char *full, const char *text, char *msg, size_t ml)
-{
+static int check_every(const char *full, const char *text, char *msg, size_t ml) {
     long steps;
     double minutes;
     if (config_every(text, &steps, &minutes) == 0) return 0;
@@ -469,8 +494,7 @@ static int check_every(const char *full, const char *text, char *msg, size_t ml)
     return -1;
 }
 
-int config_input_sms(const char *text)
-{
+int config_input_sms(const char *text) {
     if (strcmp(text, "auto") == 0) return -1;
     char *end = NULL;
     errno = 0;
@@ -479,16 +503,14 @@ int config_input_sms(const char *text)
     return (int)v;
 }
 
-static int check_input_sms(const char *full, const char *text, char *msg, size_t ml)
-{
+static int check_input_sms(const char *full, const char *text, char *msg, size_t ml) {
     if (config_input_sms(text) >= -1) return 0;
-    set_err(msg, ml, "%s = '" VALFMT "': expected auto, 0 (off) or a number of SMs that is a multiple of 8",
-            full, VALARG(text));
+    set_err(msg, ml, "%s = '" VALFMT "': expected auto, 0 (off) or a number of SMs that is a multiple of 8", full,
+            VALARG(text));
     return -1;
 }
 
-void config_defaults(Config *c)
-{
+void config_defaults(Config *c) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < NKEYS; i++) {
         char msg[256];
@@ -501,15 +523,15 @@ void config_defaults(Config *c)
 
 /* Suggestion for an unknown "section.name": the key of that name in another
  * section, else the nearest key by spelling. */
-static void unknown_key_msg(const char *section, const char *name, char *msg, size_t ml)
-{
+static void unknown_key_msg(const char *section, const char *name, char *msg, size_t ml) {
     const Key *other = find_key_any_section(name);
     char full[160], near[96];
     snprintf(full, sizeof full, "%s%s%s", section ? section : "", section ? "." : "", name);
     if (!other && config_nearest_key(full, near, sizeof near) >= 0)
         set_err(msg, ml, "unknown key '%.100s' (did you mean '%s'?)", full, near);
     else if (other && section)
-        set_err(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section, other->name);
+        set_err(msg, ml, "unknown key '%.40s.%.60s' (did you mean '%s.%s'?)", section, name, other->section,
+                other->name);
     else if (other)
         set_err(msg, ml, "unknown key '%.60s' (did you mean '%s.%s'?)", name, other->section, other->name);
     else if (section)
@@ -522,23 +544,25 @@ static void unknown_key_msg(const char *section, const char *name, char *msg, si
  * own, still read from older configs and checkpoints: it becomes model.mixer
  * = hgru1 | hgru2. Returns 1 and the rewritten key and value, 0 for other keys,
  * -1 with a message for an arch that has no mixer. */
-static int legacy_key(const char *section, const char *name, const char *value, const char **key,
-                      const char **mixer, char *msg, size_t ml)
-{
+static int legacy_key(const char *section, const char *name, const char *value, const char **key, const char **mixer,
+                      char *msg, size_t ml) {
     if (strcmp(section, "model") != 0 || strcmp(name, "arch") != 0) return 0;
     *key = "mixer";
-    if (strcmp(value, "hgrn1") == 0) *mixer = "hgru1";
-    else if (strcmp(value, "hgrn2") == 0) *mixer = "hgru2";
+    if (strcmp(value, "hgrn1") == 0)
+        *mixer = "hgru1";
+    else if (strcmp(value, "hgrn2") == 0)
+        *mixer = "hgru2";
     else {
-        set_err(msg, ml, "model.arch = \"%.60s\" is not one of hgrn1, hgrn2 (the token mixer is chosen by "
-                "model.mixer now)", value);
+        set_err(msg, ml,
+                "model.arch = \"%.60s\" is not one of hgrn1, hgrn2 (the token mixer is chosen by "
+                "model.mixer now)",
+                value);
         return -1;
     }
     return 1;
 }
 
-int config_set(Config *c, const char *full_key, const char *value, char *err, size_t errlen)
-{
+int config_set(Config *c, const char *full_key, const char *value, char *err, size_t errlen) {
     if (!full_key || !value) {
         set_err(err, errlen, "config_set: missing key or value");
         return -1;
@@ -556,7 +580,7 @@ int config_set(Config *c, const char *full_key, const char *value, char *err, si
         if (!k) {
             if (!is_section(section))
                 set_err(err, errlen, "unknown key '%.100s' (no section [%.40s]; sections are model, train, data)",
-                       full_key, section);
+                        full_key, section);
             else
                 unknown_key_msg(section, dot + 1, err, errlen);
             return -1;
@@ -572,8 +596,7 @@ int config_set(Config *c, const char *full_key, const char *value, char *err, si
     return 0;
 }
 
-int config_has_key(const char *full_key)
-{
+int config_has_key(const char *full_key) {
     if (!full_key) return 0;
     const char *dot = strchr(full_key, '.');
     if (!dot) return 0;
@@ -584,8 +607,7 @@ int config_has_key(const char *full_key)
     return find_key(section, dot + 1) != NULL || (!strcmp(section, "model") && !strcmp(dot + 1, "arch"));
 }
 
-int edit_distance(const char *a, const char *b)
-{
+int edit_distance(const char *a, const char *b) {
     const size_t la = strlen(a), lb = strlen(b);
     if (la > 255 || lb > 255) return (int)(la > lb ? la : lb);
     int row[256];
@@ -605,8 +627,7 @@ int edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
-int config_nearest_key(const char *name, char *out, size_t outlen)
-{
+int config_nearest_key(const char *name, char *out, size_t outlen) {
     /* "section.key" is compared section to section and key to key: the key
      * within a third of its length (at least one edit), the section within
      * two edits, or any section when the key is spelt right */
@@ -634,8 +655,7 @@ int config_nearest_key(const char *name, char *out, size_t outlen)
 /* Split a value into text: strip an inline comment ('#' or ';' at the start
  * or after a blank), and unquote a "quoted string" (escapes \" \\ \n \t \r).
  * Works in place; returns the value or NULL with msg. */
-static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *full)
-{
+static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *full) {
     *quoted = 0;
     v = trim(v);
     if (*v == '"') {
@@ -655,8 +675,8 @@ static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *
                 case 't': *o++ = '\t'; break;
                 case 'r': *o++ = '\r'; break;
                 default:
-                    set_err(msg, ml, "%s: unknown escape '\\%c' in quoted string (use \\\\ for a backslash)",
-                           full, *p ? *p : '?');
+                    set_err(msg, ml, "%s: unknown escape '\\%c' in quoted string (use \\\\ for a backslash)", full,
+                            *p ? *p : '?');
                     return NULL;
                 }
                 p++;
@@ -683,8 +703,7 @@ static char *file_value(char *v, int *quoted, char *msg, size_t ml, const char *
 }
 
 /* The parser behind config_load and config_load_text: text of len bytes. */
-static int load_text(Config *c, const char *text, size_t len, const char *origin, char *err, size_t errlen)
-{
+static int load_text(Config *c, const char *text, size_t len, const char *origin, char *err, size_t errlen) {
     Config tmp = *c;
     int seen[NKEYS];
     memset(seen, 0, sizeof seen);
@@ -697,9 +716,8 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
     int rc = 0;
     char msg[512];
 
-    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
-        (unsigned char)text[2] == 0xBF)
-        pos = 3;   /* UTF-8 byte order mark */
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB && (unsigned char)text[2] == 0xBF)
+        pos = 3; /* UTF-8 byte order mark */
 
     while (pos < len && rc == 0) {
         lineno++;
@@ -747,8 +765,8 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
             *close = 0;
             char *name = trim(s + 1);
             if (!is_section(name)) {
-                set_err(err, errlen, "%s:%d: unknown section [%.60s] (sections are model, train, data)",
-                       origin, lineno, name);
+                set_err(err, errlen, "%s:%d: unknown section [%.60s] (sections are model, train, data)", origin, lineno,
+                        name);
                 rc = -1;
                 break;
             }
@@ -773,8 +791,8 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
         if (!have_section) {
             const Key *other = find_key_any_section(key);
             if (other)
-                set_err(err, errlen, "%s:%d: key '%.60s' is outside any section (it belongs under [%s])",
-                       origin, lineno, key, other->section);
+                set_err(err, errlen, "%s:%d: key '%.60s' is outside any section (it belongs under [%s])", origin,
+                        lineno, key, other->section);
             else
                 set_err(err, errlen, "%s:%d: key '%.60s' is outside any section (and unknown)", origin, lineno, key);
             rc = -1;
@@ -806,8 +824,8 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
             break;
         }
         if (quoted && k->type != T_STR) {
-            set_err(err, errlen, "%s:%d: %s = \"" VALFMT "\": a number must not be quoted", origin, lineno,
-                   full, VALARG(val));
+            set_err(err, errlen, "%s:%d: %s = \"" VALFMT "\": a number must not be quoted", origin, lineno, full,
+                    VALARG(val));
             rc = -1;
             break;
         }
@@ -832,8 +850,7 @@ static int load_text(Config *c, const char *text, size_t len, const char *origin
  * looked up next to that config file first, so configs work from any
  * directory; a name that is not there keeps its meaning relative to the
  * working directory. */
-static void resolve_beside(char *field, size_t cap, const char *before, const char *cfg_path)
-{
+static void resolve_beside(char *field, size_t cap, const char *before, const char *cfg_path) {
     if (!field[0] || field[0] == '/' || !strcmp(field, before)) return;
     const char *slash = strrchr(cfg_path, '/');
     if (!slash) return;
@@ -842,8 +859,7 @@ static void resolve_beside(char *field, size_t cap, const char *before, const ch
     if (file_exists(cand) && strlen(cand) < cap) strcpy(field, cand);
 }
 
-int config_load(Config *c, const char *path, char *err, size_t errlen)
-{
+int config_load(Config *c, const char *path, char *err, size_t errlen) {
     void *buf;
     size_t len;
     if (read_file(path, &buf, &len, err, errlen) != 0) return -1;
@@ -859,8 +875,7 @@ int config_load(Config *c, const char *path, char *err, size_t errlen)
     return rc;
 }
 
-int config_absolute_paths(Config *c, char *err, size_t errlen)
-{
+int config_absolute_paths(Config *c, char *err, size_t errlen) {
     Config tmp = *c;
     static const char *const keys[3] = {"data.path", "data.class_names", "data.val_labels"};
     char *fields[3] = {tmp.path, tmp.class_names, tmp.val_labels};
@@ -882,8 +897,7 @@ int config_absolute_paths(Config *c, char *err, size_t errlen)
     return 0;
 }
 
-int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen)
-{
+int config_load_text(Config *c, const char *text, const char *origin, char *err, size_t errlen) {
     if (!text) {
         set_err(err, errlen, "%s: no config text", origin ? origin : "(config)");
         return -1;
@@ -892,8 +906,7 @@ int config_load_text(Config *c, const char *text, const char *origin, char *err,
 }
 
 /* Check one field's current value against its table entry. */
-static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
-{
+static int check_field(const Config *c, const Key *k, char *err, size_t errlen) {
     char full[64], rng[64];
     snprintf(full, sizeof full, "%s.%s", k->section, k->name);
     fmt_range(k, rng, sizeof rng);
@@ -907,8 +920,7 @@ static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
         }
         return 0;
     }
-    case T_U64:
-        return 0;
+    case T_U64: return 0;
     case T_FLOAT: {
         float v = *(const float *)(const void *)field;
         if (!isfinite(v) || !in_range(k, v)) {
@@ -949,23 +961,22 @@ static int check_field(const Config *c, const Key *k, char *err, size_t errlen)
     return 0;
 }
 
-int config_validate(const Config *c, char *err, size_t errlen)
-{
+int config_validate(const Config *c, char *err, size_t errlen) {
     for (int i = 0; i < NKEYS; i++)
         if (check_field(c, &KEYS[i], err, errlen) != 0) return -1;
     if (c->image_size % c->patch_size != 0) {
-        set_err(err, errlen, "model.image_size = %d is not a multiple of model.patch_size = %d",
-               c->image_size, c->patch_size);
+        set_err(err, errlen, "model.image_size = %d is not a multiple of model.patch_size = %d", c->image_size,
+                c->patch_size);
         return -1;
     }
     if (c->num_mean != c->channels) {
         set_err(err, errlen, "data.mean has %d value%s but model.channels = %d", c->num_mean,
-               c->num_mean == 1 ? "" : "s", c->channels);
+                c->num_mean == 1 ? "" : "s", c->channels);
         return -1;
     }
     if (c->num_std != c->channels) {
-        set_err(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std,
-               c->num_std == 1 ? "" : "s", c->channels);
+        set_err(err, errlen, "data.std has %d value%s but model.channels = %d", c->num_std, c->num_std == 1 ? "" : "s",
+                c->channels);
         return -1;
     }
     if (c->lru_r_min > c->lru_r_max) {
@@ -983,8 +994,8 @@ int config_validate(const Config *c, char *err, size_t errlen)
         return -1;
     }
     if (c->warmup_epochs > (float)c->epochs) {
-        set_err(err, errlen, "train.warmup_epochs = %g is longer than train.epochs = %d",
-               (double)c->warmup_epochs, c->epochs);
+        set_err(err, errlen, "train.warmup_epochs = %g is longer than train.epochs = %d", (double)c->warmup_epochs,
+                c->epochs);
         return -1;
     }
     return 0;
@@ -992,10 +1003,13 @@ int config_validate(const Config *c, char *err, size_t errlen)
 
 /* ----------------------------------------------------------------- writer */
 
-typedef struct { char *buf; size_t cap, n; int over; } Out;
+typedef struct {
+    char *buf;
+    size_t cap, n;
+    int over;
+} Out;
 
-static void out_printf(Out *o, const char *fmt, ...)
-{
+static void out_printf(Out *o, const char *fmt, ...) {
     if (o->over) return;
     va_list ap;
     va_start(ap, fmt);
@@ -1009,8 +1023,7 @@ static void out_printf(Out *o, const char *fmt, ...)
 }
 
 /* Shortest %g text that reads back as the same float. */
-static void fmt_float(char *o, size_t on, float v)
-{
+static void fmt_float(char *o, size_t on, float v) {
     for (int prec = 1; prec <= 9; prec++) {
         snprintf(o, on, "%.*g", prec, (double)v);
         if (strtof(o, NULL) == v) return;
@@ -1018,17 +1031,12 @@ static void fmt_float(char *o, size_t on, float v)
     snprintf(o, on, "%.9g", (double)v);
 }
 
-static void write_value(Out *o, const Config *c, const Key *k)
-{
+static void write_value(Out *o, const Config *c, const Key *k) {
     const char *field = (const char *)c + k->off;
     char num[64];
     switch (k->type) {
-    case T_INT:
-        out_printf(o, "%d", *(const int *)(const void *)field);
-        break;
-    case T_U64:
-        out_printf(o, "%llu", *(const unsigned long long *)(const void *)field);
-        break;
+    case T_INT: out_printf(o, "%d", *(const int *)(const void *)field); break;
+    case T_U64: out_printf(o, "%llu", *(const unsigned long long *)(const void *)field); break;
     case T_FLOAT:
         fmt_float(num, sizeof num, *(const float *)(const void *)field);
         out_printf(o, "%s", num);
@@ -1047,12 +1055,18 @@ static void write_value(Out *o, const Config *c, const Key *k)
         size_t n = strnlen(field, k->size);
         for (size_t i = 0; i < n; i++) {
             char ch = field[i];
-            if (ch == '"') out_printf(o, "\\\"");
-            else if (ch == '\\') out_printf(o, "\\\\");
-            else if (ch == '\n') out_printf(o, "\\n");
-            else if (ch == '\t') out_printf(o, "\\t");
-            else if (ch == '\r') out_printf(o, "\\r");
-            else out_printf(o, "%c", ch);
+            if (ch == '"')
+                out_printf(o, "\\\"");
+            else if (ch == '\\')
+                out_printf(o, "\\\\");
+            else if (ch == '\n')
+                out_printf(o, "\\n");
+            else if (ch == '\t')
+                out_printf(o, "\\t");
+            else if (ch == '\r')
+                out_printf(o, "\\r");
+            else
+                out_printf(o, "%c", ch);
         }
         out_printf(o, "\"");
         break;
@@ -1060,8 +1074,7 @@ static void write_value(Out *o, const Config *c, const Key *k)
     }
 }
 
-static int write_sections(const Config *c, char *buf, size_t buflen, const char *only)
-{
+static int write_sections(const Config *c, char *buf, size_t buflen, const char *only) {
     if (!buf || buflen == 0) return -1;
     Out o = {buf, buflen, 0, 0};
     buf[0] = 0;
@@ -1082,18 +1095,11 @@ static int write_sections(const Config *c, char *buf, size_t buflen, const char 
     return (int)o.n;
 }
 
-int config_write(const Config *c, char *buf, size_t buflen)
-{
-    return write_sections(c, buf, buflen, NULL);
-}
+int config_write(const Config *c, char *buf, size_t buflen) { return write_sections(c, buf, buflen, NULL); }
 
-int config_write_model(const Config *c, char *buf, size_t buflen)
-{
-    return write_sections(c, buf, buflen, "model");
-}
+int config_write_model(const Config *c, char *buf, size_t buflen) { return write_sections(c, buf, buflen, "model"); }
 
-void config_print_help(FILE *f)
-{
+void config_print_help(FILE *f) {
     static const char *const types[] = {"INT", "FLOAT", "U64", "STR", "FLOATS"};
     fprintf(f, "Configuration keys: `key = value` under [section] in a --config file, or\n"
                "--section.key VALUE on the command line (applied after the file).\n");
@@ -1103,25 +1109,22 @@ void config_print_help(FILE *f)
             const Key *k = &KEYS[i];
             if (strcmp(k->section, SECTIONS[s]) != 0) continue;
             char opt[96], rng[80];
-            snprintf(opt, sizeof opt, "--%s.%s %s", k->section, k->name,
-                     k->choices ? "STR" : types[k->type]);
+            snprintf(opt, sizeof opt, "--%s.%s %s", k->section, k->name, k->choices ? "STR" : types[k->type]);
             if (k->type == T_STR)
                 snprintf(rng, sizeof rng, "%s", k->choices ? k->choices : "");
             else if (k->type == T_U64)
                 rng[0] = 0;
             else
                 fmt_range(k, rng, sizeof rng);
-            fprintf(f, "  %-34s %s (default %s%s%s%s%s)\n", opt, k->help,
-                     k->type == T_STR ? "\"" : "", k->def, k->type == T_STR ? "\"" : "",
-                     rng[0] ? (k->choices ? "; one of " : "; range ") : "", rng);
+            fprintf(f, "  %-34s %s (default %s%s%s%s%s)\n", opt, k->help, k->type == T_STR ? "\"" : "", k->def,
+                    k->type == T_STR ? "\"" : "", rng[0] ? (k->choices ? "; one of " : "; range ") : "", rng);
         }
     }
 }
 
 /* ------------------------------------------------------ resume comparison */
 
-int config_diff(const Config *here, const Config *saved, ConfigDiff *d, int max)
-{
+int config_diff(const Config *here, const Config *saved, ConfigDiff *d, int max) {
     int n = 0;
     for (int i = 0; i < NKEYS; i++) {
         char a[sizeof d->here], b[sizeof d->saved];
@@ -1141,8 +1144,7 @@ int config_diff(const Config *here, const Config *saved, ConfigDiff *d, int max)
     return n;
 }
 
-void config_print_resume_keys(FILE *f, int width)
-{
+void config_print_resume_keys(FILE *f, int width) {
     int col = 0, first = 1;
     for (int i = 0; i < NKEYS; i++) {
         if (!KEYS[i].resume) continue;

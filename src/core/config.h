@@ -10,90 +10,91 @@
 #include <stdio.h>
 
 #define CFG_STR 256
-#define CONFIG_TEXT_MAX 16384   /* enough for config_write of any valid Config */
+#define CONFIG_TEXT_MAX 16384 /* enough for config_write of any valid Config */
 
 typedef struct {
     /* [model] */
-    char mixer[32];         /* token mixer name, looked up in the model's registry */
-    int image_size;         /* square input side, pixels */
-    int channels;           /* 1 (Fashion-MNIST) or 3 */
+    char mixer[32]; /* token mixer name, looked up in the model's registry */
+    int image_size; /* square input side, pixels */
+    int channels; /* 1 (Fashion-MNIST) or 3 */
     int patch_size;
-    int dim;                /* width d */
-    int depth;              /* number of blocks L */
-    int glu_dim;            /* GLU hidden width */
+    int dim; /* width d */
+    int depth; /* number of blocks L */
+    int glu_dim; /* GLU hidden width */
     int num_classes;
-    float drop_path;        /* max drop-path rate, linearly increased over depth */
-    int head_size;          /* hgru2 head size e */
-    int causal;             /* 1: the token mixer sees only the tokens before (forward scan only) */
-    int rnn_dim;            /* lru: complex states; mingru / minlstm: hidden width (0 = dim) */
-    float lru_r_min, lru_r_max;   /* lru: |lambda| initialised uniformly on this ring */
-    float lru_max_phase;    /* lru: arg(lambda) initialised uniformly in [0, this] */
-    char norm[8];           /* the blocks' pre-norms (and a token head norm): "layer" or "batch" */
-    float bn_momentum;      /* batch norm: running statistics' update weight (PyTorch's momentum) */
-    char head_norm[8];      /* before the head: "rms" (after the pool), "token" (model.norm before it), "none" */
-    int scan2d;             /* 1: the token mixer scans the rows and the columns of the token grid, summed */
-    char init[12];          /* "deit" (trunc-normal 0.02 weights, zero biases) or "official" (PyTorch's
+    float drop_path; /* max drop-path rate, linearly increased over depth */
+    int head_size; /* hgru2 head size e */
+    int causal; /* 1: the token mixer sees only the tokens before (forward scan only) */
+    int rnn_dim; /* lru: complex states; mingru / minlstm: hidden width (0 = dim) */
+    float lru_r_min, lru_r_max; /* lru: |lambda| initialised uniformly on this ring */
+    float lru_max_phase; /* lru: arg(lambda) initialised uniformly in [0, this] */
+    char norm[8]; /* the blocks' pre-norms (and a token head norm): "layer" or "batch" */
+    float bn_momentum; /* batch norm: running statistics' update weight (PyTorch's momentum) */
+    char head_norm[8]; /* before the head: "rms" (after the pool), "token" (model.norm before it), "none" */
+    int scan2d; /* 1: the token mixer scans the rows and the columns of the token grid, summed */
+    char init[12]; /* "deit" (trunc-normal 0.02 weights, zero biases) or "official" (PyTorch's
                              * default Linear init: weights and biases uniform in +-1/sqrt(fan_in)) */
 
     /* [train] */
     int epochs;
-    int batch_size;         /* global batch */
-    float lr;               /* base learning rate, scaled by batch_size / lr_batch_ref */
-    int lr_batch_ref;       /* 512 as DeiT; 0 = use lr as given */
+    int batch_size; /* global batch */
+    float lr; /* base learning rate, scaled by batch_size / lr_batch_ref */
+    int lr_batch_ref; /* 512 as DeiT; 0 = use lr as given */
     float min_lr;
     float warmup_lr;
     float warmup_epochs;
     float weight_decay;
     int decay_lower_bounds; /* 1: weight decay applies to model.lower_bounds too (timm's rule) */
     float beta1, beta2, eps;
-    float clip_grad;        /* <= 0 disables */
+    float clip_grad; /* <= 0 disables */
     float label_smoothing;
-    char lr_step[8];        /* "step": the schedule per step on the fractional epoch; "epoch": once per
+    char lr_step[8]; /* "step": the schedule per step on the fractional epoch; "epoch": once per
                              * epoch, as timm's scheduler stepped with lr_scheduler.step(epoch) */
     unsigned long long seed;
-    int eval_every;         /* epochs between evaluations */
-    int max_steps;          /* stop after this many steps (0 = run all epochs) */
-    char ckpt_every[16];    /* the last checkpoint every N steps ("500"), N minutes ("30m") or "0" (epoch ends only) */
-    int max_bad_steps;      /* non-finite steps in a row (each skipped) that stop the run */
-    int threads;            /* CPU threads (0 = all cores) */
-    int log_every;          /* steps between metrics lines */
-    int cuda_graph;         /* 1: record the step once and replay it (CUDA backend) */
-    int gemm_tune;          /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
-    int comm_timeout;       /* distributed runs: seconds a collective may wait for the other ranks */
-    int tensorboard;        /* 1: the metrics records' scalars also as a TensorBoard event file in the run directory */
-    int accum_steps;        /* gradient accumulation: parts of the global batch per optimizer step */
-    float ema_decay;        /* model EMA decay (0: off) */
-    int ema_warmup;         /* 1: the EMA's decay warms up as (1 + u) / (10 + u) */
+    int eval_every; /* epochs between evaluations */
+    int max_steps; /* stop after this many steps (0 = run all epochs) */
+    char ckpt_every[16]; /* the last checkpoint every N steps ("500"), N minutes ("30m") or "0" (epoch ends only) */
+    int max_bad_steps; /* non-finite steps in a row (each skipped) that stop the run */
+    int threads; /* CPU threads (0 = all cores) */
+    int log_every; /* steps between metrics lines */
+    int cuda_graph; /* 1: record the step once and replay it (CUDA backend) */
+    int gemm_tune; /* 1: time cuBLASLt algorithms per GEMM shape (CUDA backend); 0: reproducible */
+    int comm_timeout; /* distributed runs: seconds a collective may wait for the other ranks */
+    int tensorboard; /* 1: the metrics records' scalars also as a TensorBoard event file in the run directory */
+    int accum_steps; /* gradient accumulation: parts of the global batch per optimizer step */
+    float ema_decay; /* model EMA decay (0: off) */
+    int ema_warmup; /* 1: the EMA's decay warms up as (1 + u) / (10 + u) */
 
     /* [data] */
-    char dataset[32];       /* "fmnist", "fmnist32", "imagefolder", "cifar10" */
-    char path[CFG_STR];     /* dataset root */
-    float mean[4], std[4];  /* per-channel normalisation, `mean = 0.485,0.456,0.406` */
-    int num_mean, num_std;  /* how many values were given */
-    int crop_padding;       /* Fashion-MNIST/CIFAR: random crop with this much padding */
-    char pad_mode[12];      /* that padding: "constant" (zeros), "edge", "reflect", "symmetric" (torchvision's) */
-    float hflip;            /* horizontal flip probability */
-    int train_limit;        /* use only the first N training samples (0 = all) */
-    int val_limit;          /* use only the first N evaluation samples (0 = all) */
-    int workers;            /* threads that build each batch of images (0 = OpenMP's default: one per core) */
-    char decode[8];         /* "cpu", "gpu" or "auto": where JPEGs are decoded and augmented */
-    char jpeg_backend[16];  /* "auto", "hardware" or "hybrid": nvJPEG's backend for decode = gpu */
-    int jpeg_decoders;      /* nvJPEG decode units per loader (0 = auto) */
-    float jpeg_hw_load;     /* hardware backend: share of a batch for the engines, the rest GPU-hybrid (1 = all) */
-    float jpeg_cpu_share;   /* share of a batch decoded by libjpeg-turbo instead (-1 = auto, 0 = off) */
-    char input_sms[8];      /* SMs of the GPU input pipeline's own partition: "auto", "0" (off) or a count */
+    char dataset[32]; /* "fmnist", "fmnist32", "imagefolder", "cifar10" */
+    char path[CFG_STR]; /* dataset root */
+    float mean[4], std[4]; /* per-channel normalisation, `mean = 0.485,0.456,0.406` */
+    int num_mean, num_std; /* how many values were given */
+    int crop_padding; /* Fashion-MNIST/CIFAR: random crop with this much padding */
+    char pad_mode[12]; /* that padding: "constant" (zeros), "edge", "reflect", "symmetric" (torchvision's) */
+    float hflip; /* horizontal flip probability */
+    int train_limit; /* use only the first N training samples (0 = all) */
+    int val_limit; /* use only the first N evaluation samples (0 = all) */
+    int workers; /* threads that build each batch of images (0 = OpenMP's default: one per core) */
+    char decode[8]; /* "cpu", "gpu" or "auto": where JPEGs are decoded and augmented */
+    char jpeg_backend[16]; /* "auto", "hardware" or "hybrid": nvJPEG's backend for decode = gpu */
+    int jpeg_decoders; /* nvJPEG decode units per loader (0 = auto) */
+    float jpeg_hw_load; /* hardware backend: share of a batch for the engines, the rest GPU-hybrid (1 = all) */
+    float jpeg_cpu_share; /* share of a batch decoded by libjpeg-turbo instead (-1 = auto, 0 = off) */
+    char input_sms[8]; /* SMs of the GPU input pipeline's own partition: "auto", "0" (off) or a count */
     char interpolation[16]; /* "bicubic" or "bilinear" */
-    float crop_pct;         /* eval: resize to size/crop_pct, centre crop */
-    float scale_min;        /* RandomResizedCrop lower scale bound */
-    char auto_augment[64];  /* e.g. "rand-m9-mstd0.5-inc1", "" = off */
+    float crop_pct; /* eval: resize to size/crop_pct, centre crop */
+    float scale_min; /* RandomResizedCrop lower scale bound */
+    char auto_augment[64]; /* e.g. "rand-m9-mstd0.5-inc1", "" = off */
     float color_jitter;
-    float reprob;           /* random erasing probability */
+    float reprob; /* random erasing probability */
     float mixup, cutmix, mixup_prob, mixup_switch_prob;
-    int repeated_aug;       /* RASampler repeats (1 = off) */
+    int repeated_aug; /* RASampler repeats (1 = off) */
     char class_names[CFG_STR]; /* file with one class name per line ("" = dataset's own) */
-    char val_labels[CFG_STR];  /* ImageNet's flat val dir: labels file ("" = val/ is an ImageFolder) */
-    char shard_read[8];     /* tar shards: "random" (pread in the sampler's order) or "stream" (sequential + shuffle buffer) */
-    int shuffle_buffer;     /* stream: samples in the shuffle buffer */
+    char val_labels[CFG_STR]; /* ImageNet's flat val dir: labels file ("" = val/ is an ImageFolder) */
+    char shard_read
+        [8]; /* tar shards: "random" (pread in the sampler's order) or "stream" (sequential + shuffle buffer) */
+    int shuffle_buffer; /* stream: samples in the shuffle buffer */
 } Config;
 
 /* Fill every field with its default. */

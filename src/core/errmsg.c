@@ -21,10 +21,14 @@ void set_err(char *err, size_t errlen, const char *fmt, ...) {
             err[o++] = (char)*p;
             continue;
         }
-        if (*p == '\n') strcpy(esc, "\\n");
-        else if (*p == '\r') strcpy(esc, "\\r");
-        else if (*p == '\t') strcpy(esc, "\\t");
-        else snprintf(esc, sizeof esc, "\\x%02x", *p);
+        if (*p == '\n')
+            strcpy(esc, "\\n");
+        else if (*p == '\r')
+            strcpy(esc, "\\r");
+        else if (*p == '\t')
+            strcpy(esc, "\\t");
+        else
+            snprintf(esc, sizeof esc, "\\x%02x", *p);
         size_t l = strlen(esc);
         if (o + l + 1 > errlen) break;
         memcpy(err + o, esc, l);

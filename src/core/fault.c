@@ -6,15 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int fault_hit(const char *point, long n)
-{
+int fault_hit(const char *point, long n) {
     const char *spec = getenv("HGRN_FAULT");
     if (!spec || !*spec) return 0;
-    static int warned;   /* asked from the training thread alone */
+    static int warned; /* asked from the training thread alone */
     if (!warned) {
         warned = 1;
-        fprintf(stderr, "hgrn: warning: HGRN_FAULT is set (%.200s): test fault injection is on; unset it outside "
-                "the tests\n", spec);
+        fprintf(stderr,
+                "hgrn: warning: HGRN_FAULT is set (%.200s): test fault injection is on; unset it outside "
+                "the tests\n",
+                spec);
     }
     const size_t pl = strlen(point);
     for (const char *p = spec; *p;) {
@@ -39,8 +40,7 @@ int fault_hit(const char *point, long n)
     return 0;
 }
 
-void fault_kill(const char *point, long n)
-{
+void fault_kill(const char *point, long n) {
     if (!fault_hit(point, n)) return;
     fprintf(stderr, "hgrn: HGRN_FAULT: killed at %s@%ld\n", point, n);
     raise(SIGKILL);

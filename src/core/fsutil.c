@@ -25,8 +25,7 @@
 
 
 /* Write all of buf, retrying on EINTR and short writes. */
-static int write_all(int fd, const void *buf, size_t len)
-{
+static int write_all(int fd, const void *buf, size_t len) {
     const unsigned char *p = buf;
     while (len > 0) {
         size_t n = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
@@ -35,15 +34,17 @@ static int write_all(int fd, const void *buf, size_t len)
             if (errno == EINTR) continue;
             return -1;
         }
-        if (w == 0) { errno = EIO; return -1; }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
         p += w;
         len -= (size_t)w;
     }
     return 0;
 }
 
-int fd_append_whole(int fd, const void *buf, size_t len)
-{
+int fd_append_whole(int fd, const void *buf, size_t len) {
     const unsigned char *p = buf;
     const off_t end = lseek(fd, 0, SEEK_END);
     if (end < 0) return -1;
@@ -53,7 +54,8 @@ int fd_append_whole(int fd, const void *buf, size_t len)
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             const int e = w < 0 ? errno : EIO;
-            if (done > 0 && ftruncate(fd, end) != 0) { /* the failure reported is the write's */ }
+            if (done > 0 && ftruncate(fd, end) != 0) { /* the failure reported is the write's */
+            }
             errno = e;
             return -1;
         }
@@ -62,16 +64,15 @@ int fd_append_whole(int fd, const void *buf, size_t len)
     return 0;
 }
 
-static int fsync_retry(int fd)
-{
+static int fsync_retry(int fd) {
     int r;
-    do r = fsync(fd); while (r != 0 && errno == EINTR);
+    do r = fsync(fd);
+    while (r != 0 && errno == EINTR);
     return r;
 }
 
 /* The directory part of path ("." when there is none). Returns malloc'ed. */
-static char *dir_of(const char *path)
-{
+static char *dir_of(const char *path) {
     const char *slash = strrchr(path, '/');
     if (!slash) return strdup(".");
     if (slash == path) return strdup("/");
@@ -85,9 +86,8 @@ static char *dir_of(const char *path)
 
 static int sync_dir_of(const char *path, const char *done, char *err, size_t errlen);
 
-int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens,
-                      int nchunks, char *err, size_t errlen)
-{
+int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens, int nchunks, char *err,
+                      size_t errlen) {
     if (!path || !*path) {
         set_err(err, errlen, "write_file_atomic: empty path");
         return -1;
@@ -135,13 +135,13 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
     if (!what) {
         int r = close(fd);
         fd = -1;
-        if (r != 0) what = "close failed";   /* EINTR here may still have lost data */
+        if (r != 0) what = "close failed"; /* EINTR here may still have lost data */
     }
     if (!what && rename(tmp, path) != 0) what = "rename failed";
     if (what) {
         int e = errno;
         if (fd >= 0) close(fd);
-        unlink(tmp);   /* best effort: the failure being reported is the first one */
+        unlink(tmp); /* best effort: the failure being reported is the first one */
         set_err(err, errlen, "%s: %s (%s)", path, what, strerror(e));
         free(tmp);
         return -1;
@@ -153,8 +153,7 @@ int write_file_atomic(const char *path, const void *const *chunks, const size_t 
 
 /* fsync the directory that holds path; `done` says what already happened to
  * path, for the message. */
-static int sync_dir_of(const char *path, const char *done, char *err, size_t errlen)
-{
+static int sync_dir_of(const char *path, const char *done, char *err, size_t errlen) {
     char *dir = dir_of(path);
     if (!dir) {
         set_err(err, errlen, "%s: out of memory", path);
@@ -162,28 +161,24 @@ static int sync_dir_of(const char *path, const char *done, char *err, size_t err
     }
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
-        set_err(err, errlen, "%s: %s, but cannot open directory %s to fsync it (%s)",
-               path, done, dir, strerror(errno));
+        set_err(err, errlen, "%s: %s, but cannot open directory %s to fsync it (%s)", path, done, dir, strerror(errno));
         free(dir);
         return -1;
     }
     int rc = 0;
     if (fsync_retry(dfd) != 0 && errno != EINVAL && errno != ENOTSUP) {
-        set_err(err, errlen, "%s: %s, but fsync of directory %s failed (%s)",
-               path, done, dir, strerror(errno));
+        set_err(err, errlen, "%s: %s, but fsync of directory %s failed (%s)", path, done, dir, strerror(errno));
         rc = -1;
     }
     if (close(dfd) != 0 && rc == 0) {
-        set_err(err, errlen, "%s: %s, but closing directory %s failed (%s)",
-               path, done, dir, strerror(errno));
+        set_err(err, errlen, "%s: %s, but closing directory %s failed (%s)", path, done, dir, strerror(errno));
         rc = -1;
     }
     free(dir);
     return rc;
 }
 
-int rename_durable(const char *from, const char *to, char *err, size_t errlen)
-{
+int rename_durable(const char *from, const char *to, char *err, size_t errlen) {
     if (rename(from, to) != 0) {
         set_err(err, errlen, "%s: cannot rename to %s (%s)", from, to, strerror(errno));
         return -1;
@@ -191,15 +186,13 @@ int rename_durable(const char *from, const char *to, char *err, size_t errlen)
     return sync_dir_of(to, "renamed", err, errlen);
 }
 
-int remove_file(const char *path, char *err, size_t errlen)
-{
+int remove_file(const char *path, char *err, size_t errlen) {
     if (unlink(path) == 0 || errno == ENOENT) return 0;
     set_err(err, errlen, "%s: cannot remove (%s)", path, strerror(errno));
     return -1;
 }
 
-int mkdir_p(const char *path, char *err, size_t errlen)
-{
+int mkdir_p(const char *path, char *err, size_t errlen) {
     if (!path || !*path) {
         set_err(err, errlen, "mkdir: empty path");
         return -1;
@@ -210,13 +203,13 @@ int mkdir_p(const char *path, char *err, size_t errlen)
         return -1;
     }
     size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;   /* drop trailing slashes */
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0; /* drop trailing slashes */
 
     /* Walk the components; create each that is missing. */
     for (char *s = p + 1;; s++) {
         int last = (*s == 0);
         if (*s != '/' && !last) continue;
-        if (!last && s[-1] == '/') continue;         /* "a//b" */
+        if (!last && s[-1] == '/') continue; /* "a//b" */
         char save = *s;
         *s = 0;
         if (mkdir(p, 0777) != 0) {
@@ -227,7 +220,7 @@ int mkdir_p(const char *path, char *err, size_t errlen)
                  * mkdir gave (EACCES on a read-only parent, for example). */
                 if (stat(p, &st) == 0) {
                     if (!S_ISDIR(st.st_mode)) {
-                        if (!strcmp(p, path) || last)   /* the directory itself, not one on the way */
+                        if (!strcmp(p, path) || last) /* the directory itself, not one on the way */
                             set_err(err, errlen, "%s: exists and is not a directory", path);
                         else
                             set_err(err, errlen, "%s: %s exists and is not a directory", path, p);
@@ -249,12 +242,12 @@ int mkdir_p(const char *path, char *err, size_t errlen)
     return 0;
 }
 
-int read_file(const char *path, void **buf, size_t *len, char *err, size_t errlen)
-{
+int read_file(const char *path, void **buf, size_t *len, char *err, size_t errlen) {
     *buf = NULL;
     *len = 0;
     int fd;
-    do fd = open(path, O_RDONLY | O_CLOEXEC); while (fd < 0 && errno == EINTR);
+    do fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         set_err(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
         return -1;
@@ -327,20 +320,17 @@ int read_file(const char *path, void **buf, size_t *len, char *err, size_t errle
     return 0;
 }
 
-int file_exists(const char *path)
-{
+int file_exists(const char *path) {
     struct stat st;
     return path && stat(path, &st) == 0;
 }
 
-int dir_exists(const char *path)
-{
+int dir_exists(const char *path) {
     struct stat st;
     return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int absolute_path(const char *path, char *out, size_t outlen, char *err, size_t errlen)
-{
+int absolute_path(const char *path, char *out, size_t outlen, char *err, size_t errlen) {
     if (path[0] == '/') {
         if (strlen(path) >= outlen) {
             set_err(err, errlen, "%.200s: path too long (%zu bytes, at most %zu)", path, strlen(path), outlen - 1);

@@ -15,8 +15,8 @@
  * removed and an existing file at path is left untouched. (A failure of the
  * final directory fsync is reported, but the new file is then in place;
  * file systems that cannot fsync a directory, EINVAL, are not an error.) */
-int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens,
-                      int nchunks, char *err, size_t errlen);
+int write_file_atomic(const char *path, const void *const *chunks, const size_t *lens, int nchunks, char *err,
+                      size_t errlen);
 
 /* Append all of buf (len bytes) at the end of the file open on fd, or
  * nothing: after a short or failed write the file is cut back to its old

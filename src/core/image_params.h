@@ -42,12 +42,12 @@ enum {
 #define IMG_MAX_OPS 16
 
 typedef struct {
-    int kind;            /* IMGOP_* */
-    float f;             /* CONTRAST / COLOR / SHARPNESS: the enhance factor */
-    int bicubic;         /* AFFINE: 1 bicubic, 0 bilinear */
-    double m[6];         /* AFFINE: out(x, y) samples in at (m0 x' + m1 y' + m2, m3 x' + m4 y' + m5), x' = x + 0.5 */
-    uint8_t fill[3];     /* AFFINE: colour of pixels sampled outside the image */
-    uint8_t lut[256];    /* LUT */
+    int kind; /* IMGOP_* */
+    float f; /* CONTRAST / COLOR / SHARPNESS: the enhance factor */
+    int bicubic; /* AFFINE: 1 bicubic, 0 bilinear */
+    double m[6]; /* AFFINE: out(x, y) samples in at (m0 x' + m1 y' + m2, m3 x' + m4 y' + m5), x' = x + 0.5 */
+    uint8_t fill[3]; /* AFFINE: colour of pixels sampled outside the image */
+    uint8_t lut[256]; /* LUT */
 } ImgOp;
 
 #endif

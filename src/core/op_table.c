@@ -10,60 +10,75 @@
 #include <stdint.h>
 #include <string.h>
 
-const AdamWArgs OP_ADAMW_ARGS = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                                 .weight_decay = 0.05f, .step = 3, .max_grad_norm = 1.0f};
+const AdamWArgs OP_ADAMW_ARGS = {
+    .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.05f, .step = 3, .max_grad_norm = 1.0f};
 const float OP_U8_MEAN[3] = {0.485f, 0.456f, 0.406f}, OP_U8_STD[3] = {0.229f, 0.224f, 0.225f};
 
 /* ---- sizes ---- */
-static void sz_norm(const int *s, size_t *i, size_t *o) {   /* {M, C}: x, w, b -> y, mean, rstd */
-    i[0] = (size_t)s[0] * s[1]; i[1] = i[2] = s[1]; i[3] = i[0];
-    o[0] = i[0]; o[1] = o[2] = s[0];
+static void sz_norm(const int *s, size_t *i, size_t *o) { /* {M, C}: x, w, b -> y, mean, rstd */
+    i[0] = (size_t)s[0] * s[1];
+    i[1] = i[2] = s[1];
+    i[3] = i[0];
+    o[0] = i[0];
+    o[1] = o[2] = s[0];
 }
-static void sz_mc2(const int *s, size_t *i, size_t *o) {   /* {M, C}: two [M, C] -> one */
-    i[0] = i[1] = o[0] = (size_t)s[0] * s[1]; o[1] = s[0];
+static void sz_mc2(const int *s, size_t *i, size_t *o) { /* {M, C}: two [M, C] -> one */
+    i[0] = i[1] = o[0] = (size_t)s[0] * s[1];
+    o[1] = s[0];
 }
 static void sz_lb(const int *s, size_t *i, size_t *o) { i[0] = o[0] = (size_t)s[0] * s[1]; }
 static void sz_pool(const int *s, size_t *i, size_t *o) {
-    i[0] = (size_t)s[0] * s[1] * s[2]; o[0] = (size_t)s[0] * s[2];
+    i[0] = (size_t)s[0] * s[1] * s[2];
+    o[0] = (size_t)s[0] * s[2];
 }
 static void sz_res(const int *s, size_t *i, size_t *o) {
-    i[0] = i[1] = o[0] = (size_t)s[0] * s[1]; i[2] = s[0];
+    i[0] = i[1] = o[0] = (size_t)s[0] * s[1];
+    i[2] = s[0];
 }
-static void sz_diag(const int *s, size_t *i, size_t *o) { i[0] = o[0] = (size_t)s[0] * s[1]; i[1] = s[1]; }
+static void sz_diag(const int *s, size_t *i, size_t *o) {
+    i[0] = o[0] = (size_t)s[0] * s[1];
+    i[1] = s[1];
+}
 static void sz_mm(const int *s, size_t *i, size_t *o) {
-    i[0] = (size_t)s[0] * s[1]; i[1] = (size_t)s[2] * s[1]; i[2] = s[2]; o[0] = (size_t)s[0] * s[2];
+    i[0] = (size_t)s[0] * s[1];
+    i[1] = (size_t)s[2] * s[1];
+    i[2] = s[2];
+    o[0] = (size_t)s[0] * s[2];
 }
 static void sz_lru(const int *s, size_t *i, size_t *o) {
-    i[0] = i[1] = s[0]; i[2] = (size_t)2 * s[0] * s[1]; o[0] = 2 * (size_t)s[0]; o[1] = i[2];
+    i[0] = i[1] = s[0];
+    i[2] = (size_t)2 * s[0] * s[1];
+    o[0] = 2 * (size_t)s[0];
+    o[1] = i[2];
 }
 /* ---- calls ---- */
 static void f_layernorm(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->layernorm_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], s[0], s[1]);
 }
-static void b_layernorm(Backend *bk, const int *s, float *const *in, float *const *out,
-                        float *const *dout, float *const *din) {
+static void b_layernorm(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                        float *const *din) {
     bk->layernorm_bwd(bk, din[0], din[1], din[2], dout[0], in[0], in[1], out[1], out[2], s[0], s[1]);
 }
 static void f_ln_gate(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->ln_gate_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], in[3], s[1], s[0], s[1]);
 }
-static void b_ln_gate(Backend *bk, const int *s, float *const *in, float *const *out,
-                      float *const *dout, float *const *din) {
-    bk->ln_gate_bwd(bk, din[0], din[3], din[1], din[2], dout[0], in[0], in[1], in[2], in[3], s[1],
-                    out[1], out[2], s[0], s[1]);
+static void b_ln_gate(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                      float *const *din) {
+    bk->ln_gate_bwd(bk, din[0], din[3], din[1], din[2], dout[0], in[0], in[1], in[2], in[3], s[1], out[1], out[2], s[0],
+                    s[1]);
 }
 static void f_rmsnorm(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->rmsnorm_fwd(bk, out[0], out[1], in[0], s[0], s[1]);
 }
-static void b_rmsnorm(Backend *bk, const int *s, float *const *in, float *const *out,
-                      float *const *dout, float *const *din) {
+static void b_rmsnorm(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                      float *const *din) {
     bk->rmsnorm_bwd(bk, din[0], dout[0], in[0], out[1], s[0], s[1]);
 }
 static void f_silu_mul(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->silu_mul_fwd(bk, out[0], in[0], s[1], in[1], s[1], s[0], s[1]);
 }
-static void b_silu_mul(Backend *bk, const int *s, float *const *in, float *const *out,
-                       float *const *dout, float *const *din) {
+static void b_silu_mul(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                       float *const *din) {
     (void)out;
     bk->silu_mul_bwd(bk, din[0], din[1], dout[0], in[0], s[1], in[1], s[1], s[0], s[1]);
 }
@@ -78,17 +93,18 @@ static void b_lb(Backend *bk, const int *s, float *const *in, float *const *out,
 static void f_pool(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->meanpool_fwd(bk, out[0], in[0], s[0], s[1], s[2]);
 }
-static void b_pool(Backend *bk, const int *s, float *const *in, float *const *out,
-                   float *const *dout, float *const *din) {
-    (void)in; (void)out;
+static void b_pool(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                   float *const *din) {
+    (void)in;
+    (void)out;
     bk->meanpool_bwd(bk, din[0], dout[0], s[0], s[1], s[2]);
 }
 static void f_res(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->residual_fwd(bk, out[0], in[0], in[1], in[2], s[0], s[1]);
 }
 /* dx passes through (the residual stream is the caller's); df = scale dout */
-static void b_res(Backend *bk, const int *s, float *const *in, float *const *out,
-                  float *const *dout, float *const *din) {
+static void b_res(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                  float *const *din) {
     (void)out;
     bk->copy(bk, din[0], dout[0], (size_t)s[0] * s[1] * bk->act_elem);
     bk->residual_bwd(bk, din[1], dout[0], in[2], s[0], s[1]);
@@ -96,8 +112,8 @@ static void b_res(Backend *bk, const int *s, float *const *in, float *const *out
 static void f_diag(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->diag_fwd(bk, out[0], in[0], in[1], s[0], s[1]);
 }
-static void b_diag(Backend *bk, const int *s, float *const *in, float *const *out,
-                   float *const *dout, float *const *din) {
+static void b_diag(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                   float *const *din) {
     (void)out;
     bk->diag_bwd(bk, din[0], din[1], dout[0], in[0], in[1], s[0], s[1]);
 }
@@ -112,35 +128,41 @@ static void b_mm(Backend *bk, const int *s, float *const *in, float *const *out,
 static void f_lru(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->lru_params_fwd(bk, out[0], out[1], in[0], in[1], in[2], s[0], s[1]);
 }
-static void b_lru(Backend *bk, const int *s, float *const *in, float *const *out,
-                  float *const *dout, float *const *din) {
+static void b_lru(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                  float *const *din) {
     (void)out;
     bk->lru_params_bwd(bk, din[0], din[1], din[2], dout[0], dout[1], in[0], in[1], in[2], s[0], s[1]);
 }
 static void sz_hgru1(const int *s, size_t *i, size_t *o) {
     const size_t M = (size_t)s[0] * s[1];
-    i[0] = M * 3 * s[2]; i[1] = i[2] = i[3] = s[2]; o[0] = M * 2 * s[2];
+    i[0] = M * 3 * s[2];
+    i[1] = i[2] = i[3] = s[2];
+    o[0] = M * 2 * s[2];
 }
 static void sz_hgru2(const int *s, size_t *i, size_t *o) {
     const size_t M = (size_t)s[0] * s[1];
-    i[0] = M * 3 * s[2]; i[1] = s[2]; o[0] = M * s[2];
+    i[0] = M * 3 * s[2];
+    i[1] = s[2];
+    o[0] = M * s[2];
 }
 static void sz_scan(const int *s, size_t *i, size_t *o) {
     const size_t M = (size_t)s[0] * s[1];
-    i[0] = s[3] & 8 ? (size_t)op_scan_width(s) : M * op_scan_width(s); i[1] = o[0] = M * op_scan_width(s);
+    i[0] = s[3] & 8 ? (size_t)op_scan_width(s) : M * op_scan_width(s);
+    i[1] = o[0] = M * op_scan_width(s);
 }
 static void sz_gate(const int *s, size_t *i, size_t *o) {
-    i[0] = (size_t)s[0] * s[1] * (s[2] == MINGATE_LSTM ? 3 : 2); o[0] = o[1] = (size_t)s[0] * s[1];
+    i[0] = (size_t)s[0] * s[1] * (s[2] == MINGATE_LSTM ? 3 : 2);
+    o[0] = o[1] = (size_t)s[0] * s[1];
 }
 static void sz_xent(const int *s, size_t *i, size_t *o) {
-    i[0] = i[1] = o[1] = (size_t)s[0] * s[1]; o[0] = s[0];
+    i[0] = i[1] = o[1] = (size_t)s[0] * s[1];
+    o[0] = s[0];
 }
 static void f_hgru1(Backend *bk, const int *s, float *const *in, float *const *out) {
-    bk->hgru1_fwd(bk, out[0], in[0], ACT_AT(bk, in[0], 2 * s[2]), 3 * s[2], in[1], in[2], in[3],
-                  s[0], s[1], s[2]);
+    bk->hgru1_fwd(bk, out[0], in[0], ACT_AT(bk, in[0], 2 * s[2]), 3 * s[2], in[1], in[2], in[3], s[0], s[1], s[2]);
 }
-static void b_hgru1(Backend *bk, const int *s, float *const *in, float *const *out,
-                    float *const *dout, float *const *din) {
+static void b_hgru1(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                    float *const *din) {
     (void)out;
     bk->hgru1_bwd(bk, din[0], ACT_AT(bk, din[0], 2 * s[2]), din[1], din[2], din[3], dout[0], in[0],
                   ACT_AT(bk, in[0], 2 * s[2]), 3 * s[2], in[1], in[2], in[3], s[0], s[1], s[2]);
@@ -148,8 +170,8 @@ static void b_hgru1(Backend *bk, const int *s, float *const *in, float *const *o
 static void f_hgru2(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->hgru2_fwd(bk, out[0], in[0], 3 * s[2], in[1], s[0], s[1], s[2], s[3]);
 }
-static void b_hgru2(Backend *bk, const int *s, float *const *in, float *const *out,
-                    float *const *dout, float *const *din) {
+static void b_hgru2(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                    float *const *din) {
     (void)out;
     bk->hgru2_bwd(bk, din[0], din[1], dout[0], in[0], 3 * s[2], in[1], s[0], s[1], s[2], s[3]);
 }
@@ -157,27 +179,25 @@ static void f_scan(Backend *bk, const int *s, float *const *in, float *const *ou
     bk->scan_fwd(bk, out[0], in[0], s[3] & 8 ? 0 : op_scan_width(s), in[1], op_scan_width(s), s[0], s[1], s[2],
                  !!(s[3] & 16), s[3] & 3);
 }
-static void b_scan(Backend *bk, const int *s, float *const *in, float *const *out,
-                   float *const *dout, float *const *din) {
+static void b_scan(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                   float *const *din) {
     (void)out;
-    bk->scan_bwd(bk, din[1], din[0], dout[0], in[0], s[3] & 8 ? 0 : op_scan_width(s), in[1], op_scan_width(s),
-                 s[0], s[1], s[2], !!(s[3] & 16), s[3] & 3);
+    bk->scan_bwd(bk, din[1], din[0], dout[0], in[0], s[3] & 8 ? 0 : op_scan_width(s), in[1], op_scan_width(s), s[0],
+                 s[1], s[2], !!(s[3] & 16), s[3] & 3);
 }
 static void f_gate(Backend *bk, const int *s, float *const *in, float *const *out) {
-    bk->mingate_fwd(bk, out[0], out[1], in[0], (s[2] == MINGATE_LSTM ? 3 : 2) * s[1], s[0], s[1],
-                    s[2]);
+    bk->mingate_fwd(bk, out[0], out[1], in[0], (s[2] == MINGATE_LSTM ? 3 : 2) * s[1], s[0], s[1], s[2]);
 }
-static void b_gate(Backend *bk, const int *s, float *const *in, float *const *out,
-                   float *const *dout, float *const *din) {
+static void b_gate(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                   float *const *din) {
     (void)out;
-    bk->mingate_bwd(bk, din[0], dout[0], dout[1], in[0], (s[2] == MINGATE_LSTM ? 3 : 2) * s[1],
-                    s[0], s[1], s[2]);
+    bk->mingate_bwd(bk, din[0], dout[0], dout[1], in[0], (s[2] == MINGATE_LSTM ? 3 : 2) * s[1], s[0], s[1], s[2]);
 }
 static void f_xent(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->xent_fwd(bk, out[0], out[1], in[0], in[1], s[0], s[1]);
 }
-static void b_xent(Backend *bk, const int *s, float *const *in, float *const *out,
-                   float *const *dout, float *const *din) {
+static void b_xent(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                   float *const *din) {
     (void)dout;
     bk->xent_bwd(bk, din[0], out[1], in[1], OP_UNIFORM_DOUT, s[0], s[1]);
 }
@@ -192,7 +212,7 @@ static void prep_xent(const int *s, float *const *hin) {
     }
 }
 /* ---- the remaining ops: references written here against backend.h ---- */
-static void sz_same(const int *s, size_t *i, size_t *o) {   /* {n}: one [n] in, one [n] out */
+static void sz_same(const int *s, size_t *i, size_t *o) { /* {n}: one [n] in, one [n] out */
     i[0] = o[0] = (size_t)s[0];
 }
 static void f_copy(Backend *bk, const int *s, float *const *in, float *const *out) {
@@ -207,7 +227,10 @@ static void f_scale(Backend *bk, const int *s, float *const *in, float *const *o
     bk->scale(bk, out[0], 0.37f, (size_t)s[0]);
 }
 /* sumsq: acc (one fp32, zero-filled) += sum x^2 */
-static void sz_sumsq(const int *s, size_t *i, size_t *o) { i[0] = (size_t)s[0]; o[0] = 1; }
+static void sz_sumsq(const int *s, size_t *i, size_t *o) {
+    i[0] = (size_t)s[0];
+    o[0] = 1;
+}
 static void f_sumsq(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->sumsq(bk, out[0], in[0], (size_t)s[0]);
 }
@@ -220,7 +243,7 @@ static void sz_adamw(const int *s, size_t *i, size_t *o) {
 static void prep_adamw(const int *s, float *const *hin) {
     double gn = 0;
     for (int i = 0; i < s[0]; i++) {
-        hin[3][i] = hin[3][i] * hin[3][i];   /* second moments >= 0 */
+        hin[3][i] = hin[3][i] * hin[3][i]; /* second moments >= 0 */
         gn += (double)hin[1][i] * hin[1][i];
     }
     hin[4][0] = (float)gn;
@@ -255,23 +278,21 @@ static void prep_bn(const int *s, float *const *hin) {
 static void f_bn(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->copy(bk, out[3], in[3], (size_t)s[1] * 4);
     bk->copy(bk, out[4], in[4], (size_t)s[1] * 4);
-    bk->batchnorm_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], out[3], out[4], 0.1f, 1,
-                      s[0], s[1]);
+    bk->batchnorm_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], out[3], out[4], 0.1f, 1, s[0], s[1]);
 }
-static void b_bn(Backend *bk, const int *s, float *const *in, float *const *out,
-                 float *const *dout, float *const *din) {
+static void b_bn(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                 float *const *din) {
     bk->batchnorm_bwd(bk, din[0], din[1], din[2], dout[0], in[0], in[1], out[1], out[2], s[0], s[1]);
 }
 /* grid_transpose: s = {B, H, W, C}; the backward is the inverse (H, W swapped) */
-static void sz_grid(const int *s, size_t *i, size_t *o) {
-    i[0] = o[0] = (size_t)s[0] * s[1] * s[2] * s[3];
-}
+static void sz_grid(const int *s, size_t *i, size_t *o) { i[0] = o[0] = (size_t)s[0] * s[1] * s[2] * s[3]; }
 static void f_grid(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->grid_transpose(bk, out[0], s[3], in[0], s[3], s[0], s[1], s[2], s[3], 0, 0);
 }
-static void b_grid(Backend *bk, const int *s, float *const *in, float *const *out,
-                   float *const *dout, float *const *din) {
-    (void)in; (void)out;
+static void b_grid(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                   float *const *din) {
+    (void)in;
+    (void)out;
     bk->grid_transpose(bk, din[0], s[3], dout[0], s[3], s[0], s[2], s[1], s[3], 0, 0);
 }
 /* patchify: s = {B, C, H, W, p} (H, W need not be multiples of p) */
@@ -282,26 +303,27 @@ static void sz_patch(const int *s, size_t *i, size_t *o) {
 static void f_patch(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->patchify_fwd(bk, out[0], in[0], s[0], s[1], s[2], s[3], s[4]);
 }
-static void b_patch(Backend *bk, const int *s, float *const *in, float *const *out,
-                    float *const *dout, float *const *din) {
-    (void)in; (void)out;
+static void b_patch(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                    float *const *din) {
+    (void)in;
+    (void)out;
     bk->patchify_bwd(bk, din[0], dout[0], s[0], s[1], s[2], s[3], s[4]);
 }
 static void f_norm_u8(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->normalize_u8(bk, out[0], (const uint8_t *)in[0], OP_U8_MEAN, OP_U8_STD, s[0], s[1], s[2], s[3]);
 }
 static void f_patch_u8(Backend *bk, const int *s, float *const *in, float *const *out) {
-    bk->patchify_u8(bk, out[0], (const uint8_t *)in[0], OP_U8_MEAN, OP_U8_STD, s[0], s[1], s[2], s[3],
-                    s[4]);
+    bk->patchify_u8(bk, out[0], (const uint8_t *)in[0], OP_U8_MEAN, OP_U8_STD, s[0], s[1], s[2], s[3], s[4]);
 }
 /* residual_ln_fwd: s = {B, N, D}: in {x, f, scale, w, b}, out {out, ln, mean, rstd} */
 static void sz_rln(const int *s, size_t *i, size_t *o) {
     i[0] = i[1] = o[0] = o[1] = (size_t)s[0] * s[1] * s[2];
-    i[2] = s[0]; i[3] = i[4] = s[2]; o[2] = o[3] = (size_t)s[0] * s[1];
+    i[2] = s[0];
+    i[3] = i[4] = s[2];
+    o[2] = o[3] = (size_t)s[0] * s[1];
 }
 static void f_rln(Backend *bk, const int *s, float *const *in, float *const *out) {
-    bk->residual_ln_fwd(bk, out[0], out[1], out[2], out[3], in[0], in[1], in[2], in[3], in[4],
-                        s[0], s[1], s[2]);
+    bk->residual_ln_fwd(bk, out[0], out[1], out[2], out[3], in[0], in[1], in[2], in[3], in[4], s[0], s[1], s[2]);
 }
 /* ln_residual_bwd: the layernorm row's shapes with B, N, C: in {x, w, b, scale};
  * the forward is layernorm_fwd, the backward ln_residual_bwd (its dinp, dw,
@@ -310,17 +332,18 @@ static void sz_lnr(const int *s, size_t *i, size_t *o) {
     const int ms[2] = {s[0] * s[1], s[2]};
     sz_norm(ms, i, o);
     i[3] = s[0];
-    i[4] = (size_t)s[0] * s[1] * s[2];   /* work: the df the row does not check */
+    i[4] = (size_t)s[0] * s[1] * s[2]; /* work: the df the row does not check */
 }
 static void f_lnr(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->layernorm_fwd(bk, out[0], out[1], out[2], in[0], in[1], in[2], s[0] * s[1], s[2]);
 }
-static void b_lnr(Backend *bk, const int *s, float *const *in, float *const *out,
-                  float *const *dout, float *const *din) {
-    bk->ln_residual_bwd(bk, din[0], din[4], din[1], din[2], dout[0], in[0], in[1], out[1], out[2], in[3],
-                        s[0], s[1], s[2]);
+static void b_lnr(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
+                  float *const *din) {
+    bk->ln_residual_bwd(bk, din[0], din[4], din[1], din[2], dout[0], in[0], in[1], out[1], out[2], in[3], s[0], s[1],
+                        s[2]);
 }
 
+// clang-format off
 const OpDesc OP_TABLE[] = {
     {"layernorm", "layernorm_fwd layernorm_bwd", {{7, 13}, {9, 37}, {3, 1}}, {{65536, 192}, {65536, 384}},
      3, 3, 1, 0, sz_norm, 6, 6, 7, {0.7f, 1, 0}, {2, 0.5f, 0.5f}, f_layernorm, b_layernorm, NULL, 0, 0, 7, 0, 0},
@@ -392,6 +415,7 @@ const OpDesc OP_TABLE[] = {
     {"zero", "zero", {{1037}}, {{65536 * 384}},
      1, 1, 0, 0, sz_same, 0, 0, 0, {0}, {1}, f_zero, NULL, NULL, 0, 0, 0, 0, 0},
 };
+// clang-format on
 const int OP_TABLE_N = (int)(sizeof OP_TABLE / sizeof OP_TABLE[0]);
 
 const OpDesc *op_table_find(const char *name) {

@@ -20,37 +20,37 @@
 
 #include "backend.h"
 
-#define OP_MAXT 6          /* tensors of one kind (inputs, outputs) at most */
+#define OP_MAXT 6 /* tensors of one kind (inputs, outputs) at most */
 #define OP_MAX_SHAPES 6
 
 typedef void (*OpSizeFn)(const int *s, size_t *in_n, size_t *out_n);
 typedef void (*OpFwdFn)(Backend *, const int *s, float *const *in, float *const *out);
-typedef void (*OpBwdFn)(Backend *, const int *s, float *const *in, float *const *out,
-                        float *const *dout, float *const *din);
+typedef void (*OpBwdFn)(Backend *, const int *s, float *const *in, float *const *out, float *const *dout,
+                        float *const *din);
 
 typedef struct {
     const char *name;
-    const char *covers;        /* the Backend fields the row calls, space-separated */
-    int shapes[OP_MAX_SHAPES][6];   /* the test shapes, unused rows all zero */
-    int bench[OP_MAX_SHAPES][6];    /* the models' shapes (hgrn bench --ops), likewise */
+    const char *covers; /* the Backend fields the row calls, space-separated */
+    int shapes[OP_MAX_SHAPES][6]; /* the test shapes, unused rows all zero */
+    int bench[OP_MAX_SHAPES][6]; /* the models' shapes (hgrn bench --ops), likewise */
     int nin, nout, nloss, nwork;
     OpSizeFn sizes;
-    unsigned in_f32, out_f32;  /* bit i: tensor i is fp32 on every backend */
-    unsigned grad_in;          /* bit i: the backward gives input i's gradient */
-    float mean[OP_MAXT], sd[OP_MAXT];   /* the random inputs' distribution */
+    unsigned in_f32, out_f32; /* bit i: tensor i is fp32 on every backend */
+    unsigned grad_in; /* bit i: the backward gives input i's gradient */
+    float mean[OP_MAXT], sd[OP_MAXT]; /* the random inputs' distribution */
     OpFwdFn fwd;
-    OpBwdFn bwd;               /* NULL: no backward */
+    OpBwdFn bwd; /* NULL: no backward */
     /* NULL, or fixes random host inputs up so that they are valid (soft
      * targets that sum to 1, second moments >= 0, the norm of a gradient) */
     void (*prep)(const int *s, float *const *hin);
-    int uniform_dout;          /* the backward takes one scalar dout (OP_UNIFORM_DOUT) */
-    unsigned in_u8;            /* bit i: input i is uint8 (random 0..255), no gradient */
+    int uniform_dout; /* the backward takes one scalar dout (OP_UNIFORM_DOUT) */
+    unsigned in_u8; /* bit i: input i is uint8 (random 0..255), no gradient */
     /* bit i: input i's gradient ACCUMULATES into what is there; otherwise
      * it overwrites, unless grad_zero's bit i says it does either (the
      * scan's da: shared decays accumulate, per-token ones overwrite), then
      * it must start from zero */
     unsigned grad_acc, grad_zero;
-    int out_zero;              /* the forward adds into its output: it must start from zero */
+    int out_zero; /* the forward adds into its output: it must start from zero */
 } OpDesc;
 
 extern const OpDesc OP_TABLE[];
@@ -60,10 +60,10 @@ extern const int OP_TABLE_N;
 const OpDesc *op_table_find(const char *name);
 
 /* What some rows' calls use, for the references to use the same. */
-#define OP_UNIFORM_DOUT 0.625f               /* xent_bwd's dloss */
-extern const AdamWArgs OP_ADAMW_ARGS;        /* adamw: one step 3 with clipping active */
-#define OP_EMA_DECAY 0.93f                   /* ema_update's decay */
-extern const float OP_U8_MEAN[3], OP_U8_STD[3];   /* normalize_u8, patchify_u8 */
+#define OP_UNIFORM_DOUT 0.625f /* xent_bwd's dloss */
+extern const AdamWArgs OP_ADAMW_ARGS; /* adamw: one step 3 with clipping active */
+#define OP_EMA_DECAY 0.93f /* ema_update's decay */
+extern const float OP_U8_MEAN[3], OP_U8_STD[3]; /* normalize_u8, patchify_u8 */
 
 /* The scan row's shape {B, N, D, variant}: variant = 16 complex + 8 shared
  * decay + the directions; its state width (2D complex, D real). */

@@ -30,7 +30,7 @@ typedef struct {
 
 static double tic(Backend *bk) {
     Timer *t = bk->impl;
-    t->in->gemm_samples = bk->gemm_samples;   /* the caller sets them on the wrapper */
+    t->in->gemm_samples = bk->gemm_samples; /* the caller sets them on the wrapper */
     t->in->hgru2_chunk = bk->hgru2_chunk;
     if (!t->on) return 0;
     t->in->sync(t->in);
@@ -48,9 +48,7 @@ static void toc(Backend *bk, int op, double t0, double bytes, double flops) {
 }
 
 static void *t_alloc(Backend *bk, size_t n) { return IN(bk)->alloc(IN(bk), n); }
-static void *t_try_alloc(Backend *bk, size_t n, size_t *avail) {
-    return IN(bk)->try_alloc(IN(bk), n, avail);
-}
+static void *t_try_alloc(Backend *bk, size_t n, size_t *avail) { return IN(bk)->try_alloc(IN(bk), n, avail); }
 static void t_free(Backend *bk, void *p) { IN(bk)->free(IN(bk), p); }
 static void t_sync(Backend *bk) { IN(bk)->sync(IN(bk)); }
 static void t_params_changed(Backend *bk, const float *b, size_t n) {
@@ -65,7 +63,9 @@ static void t_destroy(Backend *bk) {
 }
 /* counted in the host->device row */
 static void t_to_device_async(Backend *bk, void *d, const void *s, size_t n) {
-    double t0 = tic(bk); IN(bk)->to_device_async(IN(bk), d, s, n); toc(bk, OP_to_device, t0, (double)n, 0);
+    double t0 = tic(bk);
+    IN(bk)->to_device_async(IN(bk), d, s, n);
+    toc(bk, OP_to_device, t0, (double)n, 0);
 }
 static void t_copy_fence(Backend *bk) { IN(bk)->copy_fence(IN(bk)); }
 /* passed through untimed (recording must not be timed: timing synchronises) */
@@ -96,13 +96,20 @@ TIMED_OPS(OP_WRAPPER)
 Backend *op_timer_wrap(Backend *in) {
     Backend *bk = calloc(1, sizeof *bk);
     Timer *t = calloc(1, sizeof *t);
-    if (!bk || !t) { free(bk); free(t); return NULL; }
+    if (!bk || !t) {
+        free(bk);
+        free(t);
+        return NULL;
+    }
     t->in = in;
     bk->name = in->name;
     bk->impl = t;
     bk->act_elem = in->act_elem;
-    bk->alloc = t_alloc; bk->try_alloc = t_try_alloc; bk->free = t_free;
-    bk->sync = t_sync; bk->destroy = t_destroy;
+    bk->alloc = t_alloc;
+    bk->try_alloc = t_try_alloc;
+    bk->free = t_free;
+    bk->sync = t_sync;
+    bk->destroy = t_destroy;
     bk->params_changed = t_params_changed;
     bk->mem_in_use = in->mem_in_use ? t_mem_in_use : NULL;
     bk->host_alloc = in->host_alloc;
@@ -159,24 +166,29 @@ void op_timer_print(Backend *bk, FILE *f, int steps, double copy_gbs, double gem
     Timer *t = bk->impl;
     double total = 0;
     int order[OP_COUNT];
-    for (int i = 0; i < OP_COUNT; i++) { total += t->sec[i]; order[i] = i; }
-    for (int i = 1; i < OP_COUNT; i++)       /* by time, descending */
+    for (int i = 0; i < OP_COUNT; i++) {
+        total += t->sec[i];
+        order[i] = i;
+    }
+    for (int i = 1; i < OP_COUNT; i++) /* by time, descending */
         for (int j = i; j > 0 && t->sec[order[j]] > t->sec[order[j - 1]]; j--) {
-            int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x;
+            int x = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = x;
         }
-    fprintf(f, "%-16s %6s %9s %6s %9s %7s %9s %7s\n", "op", "calls", "ms/step", "share", "GB/s",
-            "%copy", "TFLOP/s", "%gemm");
+    fprintf(f, "%-16s %6s %9s %6s %9s %7s %9s %7s\n", "op", "calls", "ms/step", "share", "GB/s", "%copy", "TFLOP/s",
+            "%gemm");
     for (int k = 0; k < OP_COUNT; k++) {
         int i = order[k];
         if (!t->calls[i]) continue;
         double s = t->sec[i], gbs = t->bytes[i] / s * 1e-9, tfs = t->flops[i] / s * 1e-12;
-        fprintf(f, "%-16s %6.0f %9.3f %5.1f%% %9.1f %6.1f%%", op_names[i], (double)t->calls[i] / steps,
-                1e3 * s / steps, 100 * s / total, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
+        fprintf(f, "%-16s %6.0f %9.3f %5.1f%% %9.1f %6.1f%%", op_names[i], (double)t->calls[i] / steps, 1e3 * s / steps,
+                100 * s / total, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0);
         if (t->flops[i] > 0)
             fprintf(f, " %9.2f %6.1f%%\n", tfs, gemm_tflops > 0 ? 100 * tfs / gemm_tflops : 0);
         else
             fprintf(f, " %9s %7s\n", "-", "-");
     }
-    fprintf(f, "%-16s %6s %9.3f  (sum of synchronised op times; the unsynchronised step is faster)\n",
-            "total", "", 1e3 * total / steps);
+    fprintf(f, "%-16s %6s %9.3f  (sum of synchronised op times; the unsynchronised step is faster)\n", "total", "",
+            1e3 * total / steps);
 }

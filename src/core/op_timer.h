@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include "backend.h"
 
-Backend *op_timer_wrap(Backend *inner);      /* destroy() also destroys inner */
+Backend *op_timer_wrap(Backend *inner); /* destroy() also destroys inner */
 void op_timer_enable(Backend *timer, int on);
 void op_timer_reset(Backend *timer);
 /* Print the table: per step (totals divided by steps), against the given

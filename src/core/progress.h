@@ -12,10 +12,10 @@
 void progress_redraw(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 typedef struct {
-    int tty;         /* stderr is a terminal */
-    double every;    /* seconds between plain lines when it is not */
-    double last;     /* when the last plain line went out (now_seconds) */
-    int drawn;       /* a redrawn line is on the terminal */
+    int tty; /* stderr is a terminal */
+    double every; /* seconds between plain lines when it is not */
+    double last; /* when the last plain line went out (now_seconds) */
+    int drawn; /* a redrawn line is on the terminal */
 } Progress;
 
 /* Check stderr once; plain lines at most every plain_every seconds. */

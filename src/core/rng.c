@@ -56,6 +56,8 @@ int rng_int(Rng *r, int n) {
 void rng_shuffle(Rng *r, int *a, int n) {
     for (int i = n - 1; i > 0; i--) {
         int j = rng_int(r, i + 1);
-        int t = a[i]; a[i] = a[j]; a[j] = t;
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
     }
 }

@@ -11,31 +11,29 @@
 
 /* ------------------------------------------------------------------ dtypes */
 
-static const struct { const char *name; size_t size; } DTYPES[] = {
-    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},
-    {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
-    {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},
-    {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+static const struct {
+    const char *name;
+    size_t size;
+} DTYPES[] = {
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8},  {"I32", 4},     {"I16", 2},     {"I8", 1},
+    {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1},   {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
 };
 #define NDTYPES (int)(sizeof DTYPES / sizeof DTYPES[0])
 
-static int dtype_index(const char *dtype)
-{
+static int dtype_index(const char *dtype) {
     if (!dtype) return -1;
     for (int i = 0; i < NDTYPES; i++)
         if (strcmp(DTYPES[i].name, dtype) == 0) return i;
     return -1;
 }
 
-size_t st_dtype_size(const char *dtype)
-{
+size_t st_dtype_size(const char *dtype) {
     int i = dtype_index(dtype);
     return i < 0 ? 0 : DTYPES[i].size;
 }
 
 /* numel of ndim dims; -1 on a negative dim or on overflow of int64. */
-static int64_t numel_of(int ndim, const int64_t *shape)
-{
+static int64_t numel_of(int ndim, const int64_t *shape) {
     int64_t p = 1;
     int zero = 0;
     for (int i = 0; i < ndim; i++) {
@@ -50,8 +48,7 @@ static int64_t numel_of(int ndim, const int64_t *shape)
     return p;
 }
 
-int64_t st_numel(const StTensor *t)
-{
+int64_t st_numel(const StTensor *t) {
     if (!t || t->ndim < 0 || t->ndim > ST_MAX_DIMS) return -1;
     return numel_of(t->ndim, t->shape);
 }
@@ -60,8 +57,7 @@ int64_t st_numel(const StTensor *t)
 /* Non-finite values by their bit patterns (the data is little-endian and
  * not aligned): an all-ones exponent is Inf (zero mantissa) or NaN. E4M3
  * (the "fn" variant) has no Inf; its NaN is S.1111.111. */
-int st_find_non_finite(const StTensor *t, int64_t *index, const char **what)
-{
+int st_find_non_finite(const StTensor *t, int64_t *index, const char **what) {
     if (!t || !t->data) return 0;
     const unsigned char *b = t->data;
     size_t es = st_dtype_size(t->dtype);
@@ -76,17 +72,29 @@ int st_find_non_finite(const StTensor *t, int64_t *index, const char **what)
         for (size_t k = es; k-- > 0;) v = v << 8 | e[k];
         int exp_ones, mant_zero, neg;
         if (f64) {
-            exp_ones = ((v >> 52) & 0x7FF) == 0x7FF; mant_zero = (v & 0xFFFFFFFFFFFFFull) == 0; neg = (int)(v >> 63);
+            exp_ones = ((v >> 52) & 0x7FF) == 0x7FF;
+            mant_zero = (v & 0xFFFFFFFFFFFFFull) == 0;
+            neg = (int)(v >> 63);
         } else if (f32) {
-            exp_ones = ((v >> 23) & 0xFF) == 0xFF; mant_zero = (v & 0x7FFFFF) == 0; neg = (int)(v >> 31);
+            exp_ones = ((v >> 23) & 0xFF) == 0xFF;
+            mant_zero = (v & 0x7FFFFF) == 0;
+            neg = (int)(v >> 31);
         } else if (bf16) {
-            exp_ones = ((v >> 7) & 0xFF) == 0xFF; mant_zero = (v & 0x7F) == 0; neg = (int)(v >> 15);
+            exp_ones = ((v >> 7) & 0xFF) == 0xFF;
+            mant_zero = (v & 0x7F) == 0;
+            neg = (int)(v >> 15);
         } else if (f16) {
-            exp_ones = ((v >> 10) & 0x1F) == 0x1F; mant_zero = (v & 0x3FF) == 0; neg = (int)(v >> 15);
+            exp_ones = ((v >> 10) & 0x1F) == 0x1F;
+            mant_zero = (v & 0x3FF) == 0;
+            neg = (int)(v >> 15);
         } else if (e5m2) {
-            exp_ones = ((v >> 2) & 0x1F) == 0x1F; mant_zero = (v & 0x3) == 0; neg = (int)(v >> 7);
+            exp_ones = ((v >> 2) & 0x1F) == 0x1F;
+            mant_zero = (v & 0x3) == 0;
+            neg = (int)(v >> 7);
         } else {
-            exp_ones = (v & 0x7F) == 0x7F; mant_zero = 0; neg = 0;   /* E4M3: only NaN */
+            exp_ones = (v & 0x7F) == 0x7F;
+            mant_zero = 0;
+            neg = 0; /* E4M3: only NaN */
         }
         if (exp_ones) {
             if (index) *index = (int64_t)i;
@@ -97,20 +105,32 @@ int st_find_non_finite(const StTensor *t, int64_t *index, const char **what)
     return 0;
 }
 
-size_t st_utf8_valid_prefix(const void *bytes, size_t n)
-{
+size_t st_utf8_valid_prefix(const void *bytes, size_t n) {
     const unsigned char *s = bytes;
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
-        if (c < 0x80) { i++; continue; }
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
         size_t k;
         unsigned cp, min;
-        if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; min = 0x80; }
-        else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; min = 0x800; }
-        else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; min = 0x10000; }
-        else return i;
-        if (n - i <= k) return i;   /* not enough bytes left */
+        if ((c & 0xE0) == 0xC0) {
+            k = 1;
+            cp = c & 0x1F;
+            min = 0x80;
+        } else if ((c & 0xF0) == 0xE0) {
+            k = 2;
+            cp = c & 0x0F;
+            min = 0x800;
+        } else if ((c & 0xF8) == 0xF0) {
+            k = 3;
+            cp = c & 0x07;
+            min = 0x10000;
+        } else
+            return i;
+        if (n - i <= k) return i; /* not enough bytes left */
         for (size_t j = 1; j <= k; j++) {
             unsigned d = s[i + j];
             if ((d & 0xC0) != 0x80) return i;
@@ -129,66 +149,66 @@ size_t st_utf8_valid_prefix(const void *bytes, size_t n)
 /* ------------------------------------------------------------- the reader */
 
 struct SafeTensors {
-    unsigned char *buf;     /* the whole file */
+    unsigned char *buf; /* the whole file */
     size_t len;
-    char *arena;            /* unescaped strings */
+    char *arena; /* unescaped strings */
     size_t arena_used, arena_cap;
     StTensor *t;
     int n, cap;
-    int *by_name;           /* tensor indices sorted by name */
+    int *by_name; /* tensor indices sorted by name */
     char **mkeys, **mvals;
     int nmeta, mcap;
 };
 
 typedef struct {
-    const char *file;       /* for messages */
+    const char *file; /* for messages */
     const unsigned char *s; /* header JSON */
     size_t n, pos;
     SafeTensors *st;
     char *err;
     size_t errlen;
-    uint64_t (*offs)[2];    /* data_offsets per tensor, parallel to st->t */
+    uint64_t (*offs)[2]; /* data_offsets per tensor, parallel to st->t */
 } Parser;
 
-static int perr(Parser *p, const char *fmt, ...)
-{
+static int perr(Parser *p, const char *fmt, ...) {
     if (p->err && p->errlen) {
         char msg[512];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        set_err(p->err, p->errlen, "%s: malformed header JSON: %s at header byte %zu (file offset %zu)",
-                 p->file, msg, p->pos, p->pos + 8);
+        set_err(p->err, p->errlen, "%s: malformed header JSON: %s at header byte %zu (file offset %zu)", p->file, msg,
+                p->pos, p->pos + 8);
     }
     return -1;
 }
 
-static void skip_ws(Parser *p)
-{
+static void skip_ws(Parser *p) {
     while (p->pos < p->n) {
         unsigned char c = p->s[p->pos];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r') p->pos++;
-        else break;
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+            p->pos++;
+        else
+            break;
     }
 }
 
-static int peek(Parser *p)
-{
+static int peek(Parser *p) {
     skip_ws(p);
     return p->pos < p->n ? p->s[p->pos] : -1;
 }
 
-static const char *what_char(int c, char *tmp)
-{
+static const char *what_char(int c, char *tmp) {
     if (c < 0) return "end of header";
-    if (c >= 0x20 && c < 0x7f) { snprintf(tmp, 16, "'%c'", c); return tmp; }
+    if (c >= 0x20 && c < 0x7f) {
+        snprintf(tmp, 16, "'%c'", c);
+        return tmp;
+    }
     snprintf(tmp, 16, "byte 0x%02x", (unsigned)c);
     return tmp;
 }
 
-static int expect(Parser *p, char ch)
-{
+static int expect(Parser *p, char ch) {
     int c = peek(p);
     if (c != ch) {
         char tmp[16];
@@ -198,16 +218,14 @@ static int expect(Parser *p, char ch)
     return 0;
 }
 
-static int hexval(int c)
-{
+static int hexval(int c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
 }
 
-static int read_u4(Parser *p, size_t at, unsigned *out)
-{
+static int read_u4(Parser *p, size_t at, unsigned *out) {
     if (at + 4 > p->n) return -1;
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
@@ -220,8 +238,7 @@ static int read_u4(Parser *p, size_t at, unsigned *out)
 }
 
 /* Parse a JSON string at the current position into the arena. */
-static int parse_string(Parser *p, char **out)
-{
+static int parse_string(Parser *p, char **out) {
     int c = peek(p);
     if (c != '"') {
         char tmp[16];
@@ -234,9 +251,16 @@ static int parse_string(Parser *p, char **out)
     for (;;) {
         if (p->pos >= p->n) return perr(p, "unterminated string");
         unsigned char ch = p->s[p->pos];
-        if (ch == '"') { p->pos++; break; }
+        if (ch == '"') {
+            p->pos++;
+            break;
+        }
         if (ch < 0x20) return perr(p, "raw control character 0x%02x in a string", ch);
-        if (ch != '\\') { o[k++] = (char)ch; p->pos++; continue; }
+        if (ch != '\\') {
+            o[k++] = (char)ch;
+            p->pos++;
+            continue;
+        }
         if (p->pos + 1 >= p->n) return perr(p, "unterminated escape");
         unsigned char e = p->s[p->pos + 1];
         p->pos += 2;
@@ -264,7 +288,8 @@ static int parse_string(Parser *p, char **out)
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
             if (cp == 0) return perr(p, "\\u0000 (NUL) in a string is not supported");
-            if (cp < 0x80) o[k++] = (char)cp;
+            if (cp < 0x80)
+                o[k++] = (char)cp;
             else if (cp < 0x800) {
                 o[k++] = (char)(0xC0 | (cp >> 6));
                 o[k++] = (char)(0x80 | (cp & 0x3F));
@@ -280,9 +305,7 @@ static int parse_string(Parser *p, char **out)
             }
             break;
         }
-        default:
-            p->pos -= 2;
-            return perr(p, "invalid escape '\\%c'", e >= 0x20 && e < 0x7f ? e : '?');
+        default: p->pos -= 2; return perr(p, "invalid escape '\\%c'", e >= 0x20 && e < 0x7f ? e : '?');
         }
     }
     /* Every string's unescaped form plus its NUL fits in its escaped form
@@ -294,8 +317,7 @@ static int parse_string(Parser *p, char **out)
 }
 
 /* A non-negative JSON integer (no sign, fraction or exponent) up to 2^63-1. */
-static int parse_uint(Parser *p, uint64_t *out)
-{
+static int parse_uint(Parser *p, uint64_t *out) {
     int c = peek(p);
     if (c < '0' || c > '9') {
         char tmp[16];
@@ -320,8 +342,7 @@ static int parse_uint(Parser *p, uint64_t *out)
 }
 
 /* Skip any JSON value (fields we do not know). */
-static int skip_value(Parser *p, int depth)
-{
+static int skip_value(Parser *p, int depth) {
     if (depth > 64) return perr(p, "nesting too deep");
     int c = peek(p);
     char tmp[16];
@@ -335,7 +356,10 @@ static int skip_value(Parser *p, int depth)
     if (c == '{' || c == '[') {
         char close = c == '{' ? '}' : ']';
         p->pos++;
-        if (peek(p) == close) { p->pos++; return 0; }
+        if (peek(p) == close) {
+            p->pos++;
+            return 0;
+        }
         for (;;) {
             if (c == '{') {
                 char *s;
@@ -346,8 +370,14 @@ static int skip_value(Parser *p, int depth)
             }
             if (skip_value(p, depth + 1)) return -1;
             int d = peek(p);
-            if (d == ',') { p->pos++; continue; }
-            if (d == close) { p->pos++; return 0; }
+            if (d == ',') {
+                p->pos++;
+                continue;
+            }
+            if (d == close) {
+                p->pos++;
+                return 0;
+            }
             return perr(p, "expected ',' or '%c' but found %s", close, what_char(d, tmp));
         }
     }
@@ -355,19 +385,31 @@ static int skip_value(Parser *p, int depth)
         size_t start = p->pos;
         if (p->s[p->pos] == '-') p->pos++;
         size_t digits = 0;
-        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') { p->pos++; digits++; }
-        if (!digits) { p->pos = start; return perr(p, "malformed number"); }
+        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+            p->pos++;
+            digits++;
+        }
+        if (!digits) {
+            p->pos = start;
+            return perr(p, "malformed number");
+        }
         if (p->pos < p->n && p->s[p->pos] == '.') {
             p->pos++;
             digits = 0;
-            while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') { p->pos++; digits++; }
+            while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+                p->pos++;
+                digits++;
+            }
             if (!digits) return perr(p, "malformed number");
         }
         if (p->pos < p->n && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
             p->pos++;
             if (p->pos < p->n && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
             digits = 0;
-            while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') { p->pos++; digits++; }
+            while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+                p->pos++;
+                digits++;
+            }
             if (!digits) return perr(p, "malformed number");
         }
         return 0;
@@ -383,17 +425,18 @@ static int skip_value(Parser *p, int depth)
     return perr(p, "expected a value but found %s", what_char(c, tmp));
 }
 
-static int parse_metadata(Parser *p)
-{
+static int parse_metadata(Parser *p) {
     SafeTensors *st = p->st;
     if (expect(p, '{')) return -1;
-    if (peek(p) == '}') { p->pos++; return 0; }
+    if (peek(p) == '}') {
+        p->pos++;
+        return 0;
+    }
     for (;;) {
         char *k, *v;
         if (parse_string(p, &k)) return -1;
         if (expect(p, ':')) return -1;
-        if (peek(p) != '"')
-            return perr(p, "__metadata__ value of '" NAMEFMT "' is not a string", NAMEARG(k));
+        if (peek(p) != '"') return perr(p, "__metadata__ value of '" NAMEFMT "' is not a string", NAMEARG(k));
         if (parse_string(p, &v)) return -1;
         if (st->nmeta == st->mcap) {
             int nc = st->mcap ? st->mcap * 2 : 8;
@@ -409,22 +452,27 @@ static int parse_metadata(Parser *p)
         st->mvals[st->nmeta] = v;
         st->nmeta++;
         int d = peek(p);
-        if (d == ',') { p->pos++; continue; }
-        if (d == '}') { p->pos++; return 0; }
+        if (d == ',') {
+            p->pos++;
+            continue;
+        }
+        if (d == '}') {
+            p->pos++;
+            return 0;
+        }
         char tmp[16];
         return perr(p, "expected ',' or '}' but found %s", what_char(d, tmp));
     }
 }
 
-static int parse_tensor(Parser *p, char *name)
-{
+static int parse_tensor(Parser *p, char *name) {
     SafeTensors *st = p->st;
     if (st->n == st->cap) {
         int nc = st->cap ? st->cap * 2 : 64;
         StTensor *nt = realloc(st->t, (size_t)nc * sizeof *nt);
         if (!nt) return perr(p, "out of memory");
         st->t = nt;
-        uint64_t (*no)[2] = realloc(p->offs, (size_t)nc * sizeof *no);
+        uint64_t(*no)[2] = realloc(p->offs, (size_t)nc * sizeof *no);
         if (!no) return perr(p, "out of memory");
         p->offs = no;
         st->cap = nc;
@@ -437,8 +485,7 @@ static int parse_tensor(Parser *p, char *name)
     char tmp[16];
 
     if (peek(p) != '{')
-        return perr(p, "tensor '" NAMEFMT "': expected an object but found %s", NAMEARG(name),
-                    what_char(peek(p), tmp));
+        return perr(p, "tensor '" NAMEFMT "': expected an object but found %s", NAMEARG(name), what_char(peek(p), tmp));
     p->pos++;
     if (peek(p) != '}') {
         for (;;) {
@@ -455,8 +502,8 @@ static int parse_tensor(Parser *p, char *name)
                 int di = dtype_index(d);
                 if (di < 0) {
                     if (p->err && p->errlen)
-                        set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'",
-                                 p->file, NAMEARG(name), d);
+                        set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'", p->file,
+                                NAMEARG(name), d);
                     return -1;
                 }
                 t->dtype = DTYPES[di].name;
@@ -466,23 +513,31 @@ static int parse_tensor(Parser *p, char *name)
                 have_shape = 1;
                 st->arena_used = save;
                 if (expect(p, '[')) return -1;
-                if (peek(p) == ']') p->pos++;
-                else for (;;) {
-                    uint64_t v;
-                    if (parse_uint(p, &v)) return -1;
-                    if (t->ndim == ST_MAX_DIMS) {
-                        if (p->err && p->errlen)
-                            set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': more than %d dimensions",
-                                     p->file, NAMEARG(name), ST_MAX_DIMS);
-                        return -1;
+                if (peek(p) == ']')
+                    p->pos++;
+                else
+                    for (;;) {
+                        uint64_t v;
+                        if (parse_uint(p, &v)) return -1;
+                        if (t->ndim == ST_MAX_DIMS) {
+                            if (p->err && p->errlen)
+                                set_err(p->err, p->errlen, "%s: tensor '" NAMEFMT "': more than %d dimensions", p->file,
+                                        NAMEARG(name), ST_MAX_DIMS);
+                            return -1;
+                        }
+                        t->shape[t->ndim++] = (int64_t)v;
+                        int d = peek(p);
+                        if (d == ',') {
+                            p->pos++;
+                            continue;
+                        }
+                        if (d == ']') {
+                            p->pos++;
+                            break;
+                        }
+                        return perr(p, "tensor '" NAMEFMT "': expected ',' or ']' in shape but found %s", NAMEARG(name),
+                                    what_char(d, tmp));
                     }
-                    t->shape[t->ndim++] = (int64_t)v;
-                    int d = peek(p);
-                    if (d == ',') { p->pos++; continue; }
-                    if (d == ']') { p->pos++; break; }
-                    return perr(p, "tensor '" NAMEFMT "': expected ',' or ']' in shape but found %s",
-                                NAMEARG(name), what_char(d, tmp));
-                }
             } else if (strcmp(key, "data_offsets") == 0) {
                 if (have_offs) return perr(p, "tensor '" NAMEFMT "': \"data_offsets\" given twice", NAMEARG(name));
                 have_offs = 1;
@@ -499,8 +554,14 @@ static int parse_tensor(Parser *p, char *name)
                 if (skip_value(p, 1)) return -1;
             }
             int d = peek(p);
-            if (d == ',') { p->pos++; continue; }
-            if (d == '}') { p->pos++; break; }
+            if (d == ',') {
+                p->pos++;
+                continue;
+            }
+            if (d == '}') {
+                p->pos++;
+                break;
+            }
             return perr(p, "expected ',' or '}' but found %s", what_char(d, tmp));
         }
     } else {
@@ -516,8 +577,7 @@ static int parse_tensor(Parser *p, char *name)
     return 0;
 }
 
-static int parse_header(Parser *p)
-{
+static int parse_header(Parser *p) {
     if (p->n == 0 || p->s[0] != '{') {
         char tmp[16];
         return perr(p, "header must start with '{', found %s", what_char(p->n ? p->s[0] : -1, tmp));
@@ -539,8 +599,14 @@ static int parse_header(Parser *p)
                 if (parse_tensor(p, key)) return -1;
             }
             int d = peek(p);
-            if (d == ',') { p->pos++; continue; }
-            if (d == '}') { p->pos++; break; }
+            if (d == ',') {
+                p->pos++;
+                continue;
+            }
+            if (d == '}') {
+                p->pos++;
+                break;
+            }
             char tmp[16];
             return perr(p, "expected ',' or '}' but found %s", what_char(d, tmp));
         }
@@ -550,23 +616,26 @@ static int parse_header(Parser *p)
     return 0;
 }
 
-typedef struct { const char *name; int idx; } NameIdx;
-typedef struct { uint64_t b, e; int idx; } OffIdx;
+typedef struct {
+    const char *name;
+    int idx;
+} NameIdx;
+typedef struct {
+    uint64_t b, e;
+    int idx;
+} OffIdx;
 
-static int cmp_nameidx(const void *a, const void *b)
-{
+static int cmp_nameidx(const void *a, const void *b) {
     return strcmp(((const NameIdx *)a)->name, ((const NameIdx *)b)->name);
 }
-static int cmp_offidx(const void *a, const void *b)
-{
+static int cmp_offidx(const void *a, const void *b) {
     const OffIdx *x = a, *y = b;
     if (x->b != y->b) return x->b < y->b ? -1 : 1;
     if (x->e != y->e) return x->e < y->e ? -1 : 1;
     return x->idx - y->idx;
 }
 
-static void fmt_shape(char *o, size_t on, const StTensor *t)
-{
+static void fmt_shape(char *o, size_t on, const StTensor *t) {
     size_t k = 0;
     k += (size_t)snprintf(o + k, on - k, "[");
     for (int i = 0; i < t->ndim && k < on; i++)
@@ -575,22 +644,21 @@ static void fmt_shape(char *o, size_t on, const StTensor *t)
 }
 
 /* Check offsets, sizes, overlaps, holes and duplicates. */
-static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const char *file,
-                    char *err, size_t errlen)
-{
+static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const char *file, char *err, size_t errlen) {
     int n = st->n;
     for (int i = 0; i < n; i++) {
         StTensor *t = &st->t[i];
         uint64_t b = offs[i][0], e = offs[i][1];
         if (e < b) {
-            set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin",
-                   file, NAMEARG(t->name), (unsigned long long)b, (unsigned long long)e);
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end before begin", file,
+                    NAMEARG(t->name), (unsigned long long)b, (unsigned long long)e);
             return -1;
         }
         if (e > dlen) {
-            set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] end beyond the %llu bytes of data (file truncated?)",
-                   file, NAMEARG(t->name), (unsigned long long)b, (unsigned long long)e,
-                   (unsigned long long)dlen);
+            set_err(err, errlen,
+                    "%s: tensor '" NAMEFMT
+                    "': data_offsets [%llu, %llu] end beyond the %llu bytes of data (file truncated?)",
+                    file, NAMEARG(t->name), (unsigned long long)b, (unsigned long long)e, (unsigned long long)dlen);
             return -1;
         }
         int64_t ne = numel_of(t->ndim, t->shape);
@@ -602,9 +670,10 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
             return -1;
         }
         if ((uint64_t)ne * es != e - b) {
-            set_err(err, errlen, "%s: tensor '" NAMEFMT "': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
-                   file, NAMEARG(t->name), sh, t->dtype, (unsigned long long)((uint64_t)ne * es),
-                   (unsigned long long)b, (unsigned long long)e, (unsigned long long)(e - b));
+            set_err(err, errlen,
+                    "%s: tensor '" NAMEFMT "': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] hold %llu",
+                    file, NAMEARG(t->name), sh, t->dtype, (unsigned long long)((uint64_t)ne * es),
+                    (unsigned long long)b, (unsigned long long)e, (unsigned long long)(e - b));
             return -1;
         }
         t->nbytes = (size_t)(e - b);
@@ -626,8 +695,7 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
         for (int i = 0; i < n; i++) st->by_name[i] = ni[i].idx;
         for (int i = 1; i < n && !rc; i++)
             if (strcmp(ni[i].name, ni[i - 1].name) == 0) {
-                set_err(err, errlen, "%s: tensor '" NAMEFMT "' appears twice in the header", file,
-                       NAMEARG(ni[i].name));
+                set_err(err, errlen, "%s: tensor '" NAMEFMT "' appears twice in the header", file, NAMEARG(ni[i].name));
                 rc = -1;
             }
     }
@@ -638,7 +706,7 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
         for (int i = 1; i < st->nmeta && !rc; i++)
             if (strcmp(ni[i].name, ni[i - 1].name) == 0) {
                 set_err(err, errlen, "%s: metadata key '" NAMEFMT "' appears twice in the header", file,
-                       NAMEARG(ni[i].name));
+                        NAMEARG(ni[i].name));
                 rc = -1;
             }
     }
@@ -652,20 +720,22 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
             const char *name = st->t[oi[k].idx].name;
             if (b < prev_end) {
                 const OffIdx *q = &oi[k - 1];
-                set_err(err, errlen, "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] overlap tensor '" NAMEFMT "' [%llu, %llu]",
-                       file, NAMEARG(name), (unsigned long long)b, (unsigned long long)e,
-                       NAMEARG(st->t[q->idx].name), (unsigned long long)q->b, (unsigned long long)q->e);
+                set_err(err, errlen,
+                        "%s: tensor '" NAMEFMT "': data_offsets [%llu, %llu] overlap tensor '" NAMEFMT "' [%llu, %llu]",
+                        file, NAMEARG(name), (unsigned long long)b, (unsigned long long)e, NAMEARG(st->t[q->idx].name),
+                        (unsigned long long)q->b, (unsigned long long)q->e);
                 rc = -1;
             } else if (b > prev_end) {
-                set_err(err, errlen, "%s: data bytes [%llu, %llu) belong to no tensor (a hole before tensor '" NAMEFMT "')",
-                       file, (unsigned long long)prev_end, (unsigned long long)b, NAMEARG(name));
+                set_err(err, errlen,
+                        "%s: data bytes [%llu, %llu) belong to no tensor (a hole before tensor '" NAMEFMT "')", file,
+                        (unsigned long long)prev_end, (unsigned long long)b, NAMEARG(name));
                 rc = -1;
             }
             prev_end = e;
         }
         if (!rc && prev_end != dlen) {
-            set_err(err, errlen, "%s: %llu bytes of data after the last tensor, which ends at data offset %llu",
-                   file, (unsigned long long)(dlen - prev_end), (unsigned long long)prev_end);
+            set_err(err, errlen, "%s: %llu bytes of data after the last tensor, which ends at data offset %llu", file,
+                    (unsigned long long)(dlen - prev_end), (unsigned long long)prev_end);
             rc = -1;
         }
     }
@@ -675,25 +745,25 @@ static int validate(SafeTensors *st, uint64_t (*offs)[2], uint64_t dlen, const c
 }
 
 /* Takes ownership of buf (len bytes, at least len+1 allocated). */
-static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, char *err, size_t errlen)
-{
+static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, char *err, size_t errlen) {
     if (len < 8) {
-        set_err(err, errlen, "%s: file is %zu bytes, shorter than the 8-byte header length (truncated or not a safetensors file)",
-               file, len);
+        set_err(err, errlen,
+                "%s: file is %zu bytes, shorter than the 8-byte header length (truncated or not a safetensors file)",
+                file, len);
         free(buf);
         return NULL;
     }
     uint64_t hn = 0;
     for (int i = 7; i >= 0; i--) hn = (hn << 8) | buf[i];
     if (hn > ST_MAX_HEADER) {
-        set_err(err, errlen, "%s: header length %llu is absurd (more than %llu bytes; not a safetensors file?)",
-               file, (unsigned long long)hn, (unsigned long long)ST_MAX_HEADER);
+        set_err(err, errlen, "%s: header length %llu is absurd (more than %llu bytes; not a safetensors file?)", file,
+                (unsigned long long)hn, (unsigned long long)ST_MAX_HEADER);
         free(buf);
         return NULL;
     }
     if (hn > len - 8) {
-        set_err(err, errlen, "%s: header length %llu goes beyond the end of the %zu-byte file (file truncated?)",
-               file, (unsigned long long)hn, len);
+        set_err(err, errlen, "%s: header length %llu goes beyond the end of the %zu-byte file (file truncated?)", file,
+                (unsigned long long)hn, len);
         free(buf);
         return NULL;
     }
@@ -725,8 +795,7 @@ static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, c
         st_close(st);
         return NULL;
     }
-    if (parse_header(&p) != 0 ||
-        validate(st, p.offs, (uint64_t)(len - 8 - hn), file, err, errlen) != 0) {
+    if (parse_header(&p) != 0 || validate(st, p.offs, (uint64_t)(len - 8 - hn), file, err, errlen) != 0) {
         free(p.offs);
         st_close(st);
         return NULL;
@@ -737,16 +806,14 @@ static SafeTensors *open_buf(unsigned char *buf, size_t len, const char *file, c
     return st;
 }
 
-SafeTensors *st_open(const char *path, char *err, size_t errlen)
-{
+SafeTensors *st_open(const char *path, char *err, size_t errlen) {
     void *buf;
     size_t len;
     if (read_file(path, &buf, &len, err, errlen) != 0) return NULL;
     return open_buf(buf, len, path, err, errlen);
 }
 
-SafeTensors *st_open_mem(const void *bytes, size_t len, const char *name, char *err, size_t errlen)
-{
+SafeTensors *st_open_mem(const void *bytes, size_t len, const char *name, char *err, size_t errlen) {
     unsigned char *b = malloc(len + 1);
     if (!b) {
         set_err(err, errlen, "%s: out of memory", name);
@@ -759,13 +826,9 @@ SafeTensors *st_open_mem(const void *bytes, size_t len, const char *name, char *
 
 int st_count(const SafeTensors *st) { return st ? st->n : 0; }
 
-const StTensor *st_at(const SafeTensors *st, int i)
-{
-    return st && i >= 0 && i < st->n ? &st->t[i] : NULL;
-}
+const StTensor *st_at(const SafeTensors *st, int i) { return st && i >= 0 && i < st->n ? &st->t[i] : NULL; }
 
-const StTensor *st_find(const SafeTensors *st, const char *name)
-{
+const StTensor *st_find(const SafeTensors *st, const char *name) {
     if (!st || !name) return NULL;
     int lo = 0, hi = st->n - 1;
     while (lo <= hi) {
@@ -773,14 +836,15 @@ const StTensor *st_find(const SafeTensors *st, const char *name)
         const StTensor *t = &st->t[st->by_name[mid]];
         int c = strcmp(t->name, name);
         if (c == 0) return t;
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return NULL;
 }
 
-const char *st_meta(const SafeTensors *st, const char *key)
-{
+const char *st_meta(const SafeTensors *st, const char *key) {
     if (!st || !key) return NULL;
     for (int i = 0; i < st->nmeta; i++)
         if (strcmp(st->mkeys[i], key) == 0) return st->mvals[i];
@@ -789,13 +853,9 @@ const char *st_meta(const SafeTensors *st, const char *key)
 
 int st_meta_count(const SafeTensors *st) { return st ? st->nmeta : 0; }
 
-const char *st_meta_key(const SafeTensors *st, int i)
-{
-    return st && i >= 0 && i < st->nmeta ? st->mkeys[i] : NULL;
-}
+const char *st_meta_key(const SafeTensors *st, int i) { return st && i >= 0 && i < st->nmeta ? st->mkeys[i] : NULL; }
 
-void st_close(SafeTensors *st)
-{
+void st_close(SafeTensors *st) {
     if (!st) return;
     free(st->buf);
     free(st->arena);
@@ -808,16 +868,22 @@ void st_close(SafeTensors *st)
 
 /* ------------------------------------------------------------- the writer */
 
-typedef struct { char *s; size_t n, cap; int oom; } Buf;
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} Buf;
 
-static void buf_put(Buf *b, const char *s, size_t n)
-{
+static void buf_put(Buf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap : 1024;
         while (nc < b->n + n + 1) nc *= 2;
         char *ns = realloc(b->s, nc);
-        if (!ns) { b->oom = 1; return; }
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
         b->s = ns;
         b->cap = nc;
     }
@@ -828,8 +894,7 @@ static void buf_put(Buf *b, const char *s, size_t n)
 
 static void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 
-static void buf_json_string(Buf *b, const char *s)
-{
+static void buf_json_string(Buf *b, const char *s) {
     buf_put(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char esc[8];
@@ -853,24 +918,20 @@ static void buf_json_string(Buf *b, const char *s)
     buf_put(b, "\"", 1);
 }
 
-static int cmp_str_ptr(const void *a, const void *b)
-{
+static int cmp_str_ptr(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /* Are the n strings unique? On a duplicate, returns it. */
-static const char *find_dup(const char **v, int n)
-{
+static const char *find_dup(const char **v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_str_ptr);
     for (int i = 1; i < n; i++)
         if (strcmp(v[i], v[i - 1]) == 0) return v[i];
     return NULL;
 }
 
-int st_write(const char *path, const StTensor *tensors, int n,
-             const char *const *meta_keys, const char *const *meta_vals, int nmeta,
-             char *err, size_t errlen)
-{
+int st_write(const char *path, const StTensor *tensors, int n, const char *const *meta_keys,
+             const char *const *meta_vals, int nmeta, char *err, size_t errlen) {
     if (n < 0 || nmeta < 0 || (n > 0 && !tensors) || (nmeta > 0 && (!meta_keys || !meta_vals))) {
         set_err(err, errlen, "%s: st_write: invalid arguments", path);
         return -1;
@@ -894,12 +955,12 @@ int st_write(const char *path, const StTensor *tensors, int n,
         size_t es = st_dtype_size(t->dtype);
         if (!es) {
             set_err(err, errlen, "%s: tensor '" NAMEFMT "': unknown dtype '%.40s'", path, NAMEARG(t->name),
-                   t->dtype ? t->dtype : "(null)");
+                    t->dtype ? t->dtype : "(null)");
             return -1;
         }
         if (t->ndim < 0 || t->ndim > ST_MAX_DIMS) {
-            set_err(err, errlen, "%s: tensor '" NAMEFMT "': ndim %d outside [0, %d]", path, NAMEARG(t->name),
-                   t->ndim, ST_MAX_DIMS);
+            set_err(err, errlen, "%s: tensor '" NAMEFMT "': ndim %d outside [0, %d]", path, NAMEARG(t->name), t->ndim,
+                    ST_MAX_DIMS);
             return -1;
         }
         int64_t ne = numel_of(t->ndim, t->shape);
@@ -911,7 +972,7 @@ int st_write(const char *path, const StTensor *tensors, int n,
         }
         if ((size_t)ne * es != t->nbytes) {
             set_err(err, errlen, "%s: tensor '" NAMEFMT "': shape %s of %s needs %zu bytes, %zu given", path,
-                   NAMEARG(t->name), sh, t->dtype, (size_t)ne * es, t->nbytes);
+                    NAMEARG(t->name), sh, t->dtype, (size_t)ne * es, t->nbytes);
             return -1;
         }
         if (t->nbytes && !t->data) {
@@ -932,7 +993,7 @@ int st_write(const char *path, const StTensor *tensors, int n,
         size_t bad = st_utf8_valid_prefix(meta_vals[i], vl);
         if (bad != vl) {
             set_err(err, errlen, "%s: metadata '" NAMEFMT "': value is not valid UTF-8 at byte %zu", path,
-                   NAMEARG(meta_keys[i]), bad);
+                    NAMEARG(meta_keys[i]), bad);
             return -1;
         }
     }
@@ -1003,7 +1064,7 @@ int st_write(const char *path, const StTensor *tensors, int n,
     }
     if (h.n > ST_MAX_HEADER) {
         set_err(err, errlen, "%s: header would be %zu bytes, more than the %llu allowed", path, h.n,
-               (unsigned long long)ST_MAX_HEADER);
+                (unsigned long long)ST_MAX_HEADER);
         free(h.s);
         return -1;
     }

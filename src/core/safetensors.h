@@ -19,16 +19,16 @@
 #include <stdint.h>
 
 #define ST_MAX_DIMS 8
-#define ST_MAX_HEADER 100000000ull   /* as the reference implementation */
+#define ST_MAX_HEADER 100000000ull /* as the reference implementation */
 
 typedef struct {
-    const char *name;      /* UTF-8, unique, not "__metadata__" */
-    const char *dtype;     /* "F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64",
+    const char *name; /* UTF-8, unique, not "__metadata__" */
+    const char *dtype; /* "F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64",
                               "U8", "U16", "U32", "U64", "BOOL", "F8_E4M3", "F8_E5M2" */
-    int ndim;              /* 0 (scalar) .. ST_MAX_DIMS */
+    int ndim; /* 0 (scalar) .. ST_MAX_DIMS */
     int64_t shape[ST_MAX_DIMS];
-    const void *data;      /* nbytes bytes (may be NULL when nbytes == 0) */
-    size_t nbytes;         /* must equal numel * dtype size */
+    const void *data; /* nbytes bytes (may be NULL when nbytes == 0) */
+    size_t nbytes; /* must equal numel * dtype size */
 } StTensor;
 
 /* Length of the valid UTF-8 prefix of bytes[0..n) (n when all of it is
@@ -52,9 +52,8 @@ int st_find_non_finite(const StTensor *t, int64_t *index, const char **what);
  * quotes included; meta_keys/meta_vals may be NULL when nmeta == 0) to path,
  * atomically. Checks names (unique, valid UTF-8), dtypes, shapes and nbytes
  * first; nothing is written if a check fails. Returns 0 or -1 with err. */
-int st_write(const char *path, const StTensor *tensors, int n,
-             const char *const *meta_keys, const char *const *meta_vals, int nmeta,
-             char *err, size_t errlen);
+int st_write(const char *path, const StTensor *tensors, int n, const char *const *meta_keys,
+             const char *const *meta_vals, int nmeta, char *err, size_t errlen);
 
 typedef struct SafeTensors SafeTensors;
 
@@ -62,19 +61,18 @@ typedef struct SafeTensors SafeTensors;
 SafeTensors *st_open(const char *path, char *err, size_t errlen);
 
 /* Same, from bytes in memory (copied); name is used in error messages. */
-SafeTensors *st_open_mem(const void *bytes, size_t len, const char *name,
-                         char *err, size_t errlen);
+SafeTensors *st_open_mem(const void *bytes, size_t len, const char *name, char *err, size_t errlen);
 
 /* Tensors in header order (st_write's order for files written by st_write). */
 int st_count(const SafeTensors *st);
-const StTensor *st_at(const SafeTensors *st, int i);        /* NULL if i out of range */
-const StTensor *st_find(const SafeTensors *st, const char *name);   /* NULL if absent */
+const StTensor *st_at(const SafeTensors *st, int i); /* NULL if i out of range */
+const StTensor *st_find(const SafeTensors *st, const char *name); /* NULL if absent */
 
 /* Metadata: value of key, or NULL if absent. Pointers live until st_close. */
 const char *st_meta(const SafeTensors *st, const char *key);
 int st_meta_count(const SafeTensors *st);
-const char *st_meta_key(const SafeTensors *st, int i);     /* NULL if i out of range */
+const char *st_meta_key(const SafeTensors *st, int i); /* NULL if i out of range */
 
-void st_close(SafeTensors *st);   /* NULL is fine */
+void st_close(SafeTensors *st); /* NULL is fine */
 
 #endif

@@ -58,14 +58,20 @@ static size_t host_bytes_available(void) {
     return avail;
 }
 
-static void *cpu_alloc(Backend *bk, size_t bytes) { (void)bk; return cpu_aligned_zalloc(bytes); }
+static void *cpu_alloc(Backend *bk, size_t bytes) {
+    (void)bk;
+    return cpu_aligned_zalloc(bytes);
+}
 static void *cpu_try_alloc(Backend *bk, size_t bytes, size_t *avail) {
     (void)bk;
     void *p = cpu_aligned_zalloc_try(bytes);
     if (!p) *avail = host_bytes_available();
     return p;
 }
-static void cpu_free(Backend *bk, void *p) { (void)bk; free(p); }
+static void cpu_free(Backend *bk, void *p) {
+    (void)bk;
+    free(p);
+}
 static void cpu_zero(Backend *bk, void *p, size_t bytes) {
     (void)bk;
     if (bytes) memset(p, 0, bytes);
@@ -122,14 +128,14 @@ static void gemm_rows(float *out, const float *inp, const float *w, const float 
     if (bias)
         for (int m = 0; m < rows; m++) memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
     if (K > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f,
-                    out, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, N, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f, out,
+                    N);
     else if (!bias)
         memset(out, 0, (size_t)rows * N * sizeof(float));
 }
 
-static void cpu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w,
-                           const float *bias, int M, int K, int N) {
+static void cpu_matmul_fwd(Backend *bk, float *out, const float *inp, const float *w, const float *bias, int M, int K,
+                           int N) {
     if (M <= 0 || N <= 0) return;
     const int S = bk->gemm_samples;
     if (S > 0 && M % S == 0) {
@@ -141,8 +147,7 @@ static void cpu_matmul_fwd(Backend *bk, float *out, const float *inp, const floa
          * row alone) */
         const int R = M / S;
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
-        for (int s = 0; s < S; s++)
-            gemm_rows(out + (size_t)s * R * N, inp + (size_t)s * R * K, w, bias, R, K, N);
+        for (int s = 0; s < S; s++) gemm_rows(out + (size_t)s * R * N, inp + (size_t)s * R * K, w, bias, R, K, N);
         return;
     }
 #pragma omp parallel num_threads(NT(bk))
@@ -153,8 +158,8 @@ static void cpu_matmul_fwd(Backend *bk, float *out, const float *inp, const floa
     }
 }
 
-static void cpu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, const float *dout,
-                           const float *inp, const float *w, int M, int K, int N) {
+static void cpu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                           const float *w, int M, int K, int N) {
     if (M <= 0) return;
 #pragma omp parallel num_threads(NT(bk))
     {
@@ -165,8 +170,8 @@ static void cpu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, co
             split_range(M, tid, nth, &lo, &hi);
             if (hi > lo) {
                 if (N > 0)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, K, N, 1.0f,
-                                dout + (size_t)lo * N, N, w, K, 0.0f, dinp + (size_t)lo * K, K);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, K, N, 1.0f, dout + (size_t)lo * N,
+                                N, w, K, 0.0f, dinp + (size_t)lo * K, K);
                 else
                     memset(dinp + (size_t)lo * K, 0, (size_t)(hi - lo) * K * sizeof(float));
             }
@@ -177,13 +182,13 @@ static void cpu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, co
             if (N >= 16 * nth || N >= K) {
                 split_range(N, tid, nth, &lo, &hi);
                 if (hi > lo)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, K, M, 1.0f,
-                                dout + lo, N, inp, K, 1.0f, dw + (size_t)lo * K, K);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, K, M, 1.0f, dout + lo, N, inp, K,
+                                1.0f, dw + (size_t)lo * K, K);
             } else {
                 split_range(K, tid, nth, &lo, &hi);
                 if (hi > lo)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, hi - lo, M, 1.0f,
-                                dout, N, inp + lo, K, 1.0f, dw + lo, K);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, hi - lo, M, 1.0f, dout, N, inp + lo, K,
+                                1.0f, dw + lo, K);
             }
         }
         /* dbias += column sums of dout: blocks of columns, each summed over
@@ -208,8 +213,8 @@ static void cpu_matmul_bwd(Backend *bk, float *dinp, float *dw, float *dbias, co
 
 #define LN_EPS 1e-5f
 
-static void cpu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int M, int C) {
+static void cpu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, int M, int C) {
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int m = 0; m < M; m++) {
         const float *restrict x = inp + (size_t)m * C;
@@ -235,9 +240,8 @@ static void cpu_layernorm_fwd(Backend *bk, float *out, float *mean, float *rstd,
 /* LayerNorm backward of one row: dx (+)= rs (g w - mean(g w) - xh mean(g w xh)),
  * with xh = (x - mu) rs; dw += g xh and db += g into this thread's partials.
  * acc: dx accumulates (layernorm_bwd) or is overwritten (ln_gate_bwd). */
-static inline void ln_row_bwd(float *restrict dx, float *restrict pdw, float *restrict pdb,
-                              const float *restrict x, const float *restrict g,
-                              const float *restrict w, float mu, float rs, int C, int acc) {
+static inline void ln_row_bwd(float *restrict dx, float *restrict pdw, float *restrict pdb, const float *restrict x,
+                              const float *restrict g, const float *restrict w, float mu, float rs, int C, int acc) {
     float sg = 0.0f, sgx = 0.0f;
 #pragma omp simd reduction(+ : sg, sgx)
     for (int c = 0; c < C; c++) {
@@ -257,8 +261,7 @@ static inline void ln_row_bwd(float *restrict dx, float *restrict pdw, float *re
     }
 }
 /* dw, db += the per-thread partial rows [dw | db ...] (stride apart), in thread order */
-static void add_thread_partials(float *dw, float *db, const float *part, size_t stride, int nt,
-                                int C) {
+static void add_thread_partials(float *dw, float *db, const float *part, size_t stride, int nt, int C) {
     for (int t = 0; t < nt; t++) {
         const float *p = part + stride * (size_t)t;
         for (int c = 0; c < C; c++) {
@@ -268,9 +271,8 @@ static void add_thread_partials(float *dw, float *db, const float *part, size_t 
     }
 }
 
-static void cpu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout,
-                              const float *inp, const float *w, const float *mean,
-                              const float *rstd, int M, int C) {
+static void cpu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                              const float *w, const float *mean, const float *rstd, int M, int C) {
     if (M <= 0 || C <= 0) return;
     int nt = NT(bk);
     size_t stride;
@@ -291,9 +293,8 @@ static void cpu_layernorm_bwd(Backend *bk, float *dinp, float *dw, float *db, co
 }
 
 /* LayerNorm + SiLU gate: layernorm_fwd into z, then z *= SiLU(gate) */
-static void cpu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float *f,
-                            const float *w, const float *b, const float *gate, int ldg, int M,
-                            int C) {
+static void cpu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, const float *f, const float *w,
+                            const float *b, const float *gate, int ldg, int M, int C) {
     cpu_layernorm_fwd(bk, z, mean, rstd, f, w, b, M, C);
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int m = 0; m < M; m++) {
@@ -306,14 +307,13 @@ static void cpu_ln_gate_fwd(Backend *bk, float *z, float *mean, float *rstd, con
 /* With n = LN(f) recomputed and s = sigmoid(gate): dgate = dz n s (1 + gate (1 - s)),
  * dn = dz gate s, then LayerNorm backward of dn (df overwritten, dw/db summed
  * per thread and added in thread order). */
-static void cpu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db,
-                            const float *dz, const float *f, const float *w, const float *b,
-                            const float *gate, int ldg, const float *mean, const float *rstd,
-                            int M, int C) {
+static void cpu_ln_gate_bwd(Backend *bk, float *df, float *dgate, float *dw, float *db, const float *dz, const float *f,
+                            const float *w, const float *b, const float *gate, int ldg, const float *mean,
+                            const float *rstd, int M, int C) {
     if (M <= 0 || C <= 0) return;
     int nt = NT(bk);
     size_t stride;
-    float *part = cpu_fscratch(bk, 3 * (size_t)C, &stride);   /* [dw | db | dn row] per thread */
+    float *part = cpu_fscratch(bk, 3 * (size_t)C, &stride); /* [dw | db | dn row] per thread */
     memset(part, 0, stride * (size_t)nt * sizeof(float));
 #pragma omp parallel num_threads(nt)
     {
@@ -359,8 +359,8 @@ static void cpu_rmsnorm_fwd(Backend *bk, float *out, float *rms, const float *in
 
 /* out = x / s with s = rms + eps, rms = sqrt(sum x^2 / C):
  * dx = g/s - (sum_k g_k x_k) / s^2 * x / (C rms). */
-static void cpu_rmsnorm_bwd(Backend *bk, float *dinp, const float *dout, const float *inp,
-                            const float *rms, int M, int C) {
+static void cpu_rmsnorm_bwd(Backend *bk, float *dinp, const float *dout, const float *inp, const float *rms, int M,
+                            int C) {
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int m = 0; m < M; m++) {
         const float *restrict x = inp + (size_t)m * C;
@@ -379,8 +379,8 @@ static void cpu_rmsnorm_bwd(Backend *bk, float *dinp, const float *dout, const f
 
 /* ------------------------------------------------------------------- gates */
 
-static HOT_KERNEL void silu_mul_fwd_rows(float *out, const float *a, int lda, const float *b,
-                                         int ldb, int m0, int m1, int C) {
+static HOT_KERNEL void silu_mul_fwd_rows(float *out, const float *a, int lda, const float *b, int ldb, int m0, int m1,
+                                         int C) {
     for (int m = m0; m < m1; m++) {
         const float *restrict pa = a + (size_t)m * lda;
         const float *restrict pb = b + (size_t)m * ldb;
@@ -393,8 +393,7 @@ static HOT_KERNEL void silu_mul_fwd_rows(float *out, const float *a, int lda, co
     }
 }
 
-static void cpu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b,
-                             int ldb, int M, int C) {
+static void cpu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, const float *b, int ldb, int M, int C) {
 #pragma omp parallel num_threads(NT(bk))
     {
         int m0, m1;
@@ -403,9 +402,8 @@ static void cpu_silu_mul_fwd(Backend *bk, float *out, const float *a, int lda, c
     }
 }
 
-static HOT_KERNEL void silu_mul_bwd_rows(float *da, float *db, const float *dout, const float *a,
-                                         int lda, const float *b, int ldb, int m0, int m1,
-                                         int C) {
+static HOT_KERNEL void silu_mul_bwd_rows(float *da, float *db, const float *dout, const float *a, int lda,
+                                         const float *b, int ldb, int m0, int m1, int C) {
     for (int m = m0; m < m1; m++) {
         const float *restrict pa = a + (size_t)m * lda;
         const float *restrict pb = b + (size_t)m * ldb;
@@ -422,8 +420,8 @@ static HOT_KERNEL void silu_mul_bwd_rows(float *da, float *db, const float *dout
     }
 }
 
-static void cpu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a,
-                             int lda, const float *b, int ldb, int M, int C) {
+static void cpu_silu_mul_bwd(Backend *bk, float *da, float *db, const float *dout, const float *a, int lda,
+                             const float *b, int ldb, int M, int C) {
 #pragma omp parallel num_threads(NT(bk))
     {
         int m0, m1;
@@ -450,8 +448,7 @@ static void cpu_lower_bounds_fwd(Backend *bk, float *beta, const float *gamma, i
 }
 
 /* dP_i = sum_{k>i} dbeta_k; dgamma_i += P_i (dP_i - sum_l P_l dP_l) */
-static void cpu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta,
-                                 const float *gamma, int L, int D) {
+static void cpu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta, const float *gamma, int L, int D) {
     (void)bk;
     for (int j = 0; j < D; j++) {
         double mx = gamma[j];
@@ -459,7 +456,7 @@ static void cpu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta,
         double s = 0;
         for (int i = 0; i < L; i++) s += exp((double)gamma[(size_t)i * D + j] - mx);
         double dp = 0, spdp = 0;
-        for (int i = L - 1; i >= 0; i--) {   /* dp = sum_{k>i} dbeta_k */
+        for (int i = L - 1; i >= 0; i--) { /* dp = sum_{k>i} dbeta_k */
             double p = exp((double)gamma[(size_t)i * D + j] - mx) / s;
             spdp += p * dp;
             dp += dbeta[(size_t)i * D + j];
@@ -475,8 +472,8 @@ static void cpu_lower_bounds_bwd(Backend *bk, float *dgamma, const float *dbeta,
 
 /* ------------------------------------------------------- input and pooling */
 
-static void cpu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
-                             const float *std, int B, int C, int H, int W) {
+static void cpu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const float *mean, const float *std, int B,
+                             int C, int H, int W) {
     size_t hw = (size_t)H * W;
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int bc = 0; bc < B * C; bc++) {
@@ -490,8 +487,8 @@ static void cpu_normalize_u8(Backend *bk, float *out, const uint8_t *img, const 
 }
 
 /* patchify_fwd of normalize_u8's output, without the full-size image */
-static void cpu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean,
-                            const float *std, int B, int C, int H, int W, int p) {
+static void cpu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const float *mean, const float *std, int B,
+                            int C, int H, int W, int p) {
     int Hp = H / p, Wp = W / p;
     size_t T = (size_t)Hp * Wp, F = (size_t)p * p * C;
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
@@ -504,8 +501,7 @@ static void cpu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const f
                 for (int p1 = 0; p1 < p; p1++) {
                     const uint8_t *restrict src =
                         img + (((size_t)b * C + c) * H + (size_t)hh * p + p1) * W + (size_t)ww * p;
-                    for (int p2 = 0; p2 < p; p2++)
-                        o[((size_t)p1 * p + p2) * C + c] = (float)src[p2] * sc - off;
+                    for (int p2 = 0; p2 < p; p2++) o[((size_t)p1 * p + p2) * C + c] = (float)src[p2] * sc - off;
                 }
             }
         }
@@ -513,8 +509,7 @@ static void cpu_patchify_u8(Backend *bk, float *out, const uint8_t *img, const f
 }
 
 /* out[b, hh*Wp + ww, (p1*p + p2)*C + c] = img[b, c, hh*p + p1, ww*p + p2] */
-static void cpu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W,
-                             int p) {
+static void cpu_patchify_fwd(Backend *bk, float *out, const float *img, int B, int C, int H, int W, int p) {
     int Hp = H / p, Wp = W / p;
     size_t T = (size_t)Hp * Wp, F = (size_t)p * p * C;
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
@@ -532,8 +527,7 @@ static void cpu_patchify_fwd(Backend *bk, float *out, const float *img, int B, i
     }
 }
 
-static void cpu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B, int C, int H,
-                             int W, int p) {
+static void cpu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B, int C, int H, int W, int p) {
     int Hp = H / p, Wp = W / p;
     size_t T = (size_t)Hp * Wp, F = (size_t)p * p * C;
     if (Hp * p != H || Wp * p != W) memset(dimg, 0, (size_t)B * C * H * W * sizeof(float));
@@ -544,8 +538,7 @@ static void cpu_patchify_bwd(Backend *bk, float *dimg, const float *dout, int B,
             const float *restrict g = dout + ((size_t)b * T + (size_t)hh * Wp + ww) * F;
             for (int c = 0; c < C; c++)
                 for (int p1 = 0; p1 < p; p1++) {
-                    float *restrict dst =
-                        dimg + (((size_t)b * C + c) * H + (size_t)hh * p + p1) * W + (size_t)ww * p;
+                    float *restrict dst = dimg + (((size_t)b * C + c) * H + (size_t)hh * p + p1) * W + (size_t)ww * p;
                     for (int p2 = 0; p2 < p; p2++) dst[p2] = g[((size_t)p1 * p + p2) * C + c];
                 }
         }
@@ -581,12 +574,12 @@ static void cpu_meanpool_bwd(Backend *bk, float *dx, const float *dout, int B, i
 
 /* ---------------------------------------------------------------- residual */
 
-static void cpu_residual_fwd(Backend *bk, float *out, const float *x, const float *f,
-                             const float *scale, int B, int S) {
+static void cpu_residual_fwd(Backend *bk, float *out, const float *x, const float *f, const float *scale, int B,
+                             int S) {
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int b = 0; b < B; b++) {
         float s = scale ? scale[b] : 1.0f;
-        float *o = out + (size_t)b * S;              /* may alias xr: no restrict */
+        float *o = out + (size_t)b * S; /* may alias xr: no restrict */
         const float *xr = x + (size_t)b * S;
         const float *restrict fr = f + (size_t)b * S;
         if (s == 0.0f) {
@@ -601,8 +594,7 @@ static void cpu_residual_fwd(Backend *bk, float *out, const float *x, const floa
     }
 }
 
-static void cpu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale, int B,
-                             int S) {
+static void cpu_residual_bwd(Backend *bk, float *df, const float *dx, const float *scale, int B, int S) {
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int b = 0; b < B; b++) {
         float s = scale ? scale[b] : 1.0f;
@@ -614,25 +606,24 @@ static void cpu_residual_bwd(Backend *bk, float *df, const float *dx, const floa
 }
 
 /* the reference for the fused op: the two ops in turn */
-static void cpu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *rstd,
-                                const float *x, const float *f, const float *scale,
-                                const float *w, const float *b, int B, int N, int D) {
+static void cpu_residual_ln_fwd(Backend *bk, float *out, float *ln, float *mean, float *rstd, const float *x,
+                                const float *f, const float *scale, const float *w, const float *b, int B, int N,
+                                int D) {
     cpu_residual_fwd(bk, out, x, f, scale, B, N * D);
     cpu_layernorm_fwd(bk, ln, mean, rstd, out, w, b, B * N, D);
 }
 
-static void cpu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *db,
-                                const float *dout, const float *inp, const float *w,
-                                const float *mean, const float *rstd, const float *scale, int B,
-                                int N, int C) {
+static void cpu_ln_residual_bwd(Backend *bk, float *dinp, float *df, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean, const float *rstd,
+                                const float *scale, int B, int N, int C) {
     cpu_layernorm_bwd(bk, dinp, dw, db, dout, inp, w, mean, rstd, B * N, C);
     cpu_residual_bwd(bk, df, dinp, scale, B, N * C);
 }
 
 /* -------------------------------------------------------------------- loss */
 
-static void cpu_xent_fwd(Backend *bk, float *loss, float *probs, const float *logits,
-                         const float *targets, int B, int C) {
+static void cpu_xent_fwd(Backend *bk, float *loss, float *probs, const float *logits, const float *targets, int B,
+                         int C) {
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (int b = 0; b < B; b++) {
         const float *z = logits + (size_t)b * C;
@@ -657,8 +648,8 @@ static void cpu_xent_fwd(Backend *bk, float *loss, float *probs, const float *lo
     }
 }
 
-static void cpu_xent_bwd(Backend *bk, float *dlogits, const float *probs, const float *targets,
-                         float dloss, int B, int C) {
+static void cpu_xent_bwd(Backend *bk, float *dlogits, const float *probs, const float *targets, float dloss, int B,
+                         int C) {
     size_t n = (size_t)B * C;
 #pragma omp parallel for schedule(static) num_threads(NT(bk))
     for (size_t i = 0; i < n; i++) dlogits[i] = (probs[i] - targets[i]) * dloss;
@@ -680,7 +671,7 @@ static void cpu_sumsq(Backend *bk, float *acc, const float *x, size_t n) {
 #pragma omp for schedule(static)
         for (size_t blk = 0; blk < nblk; blk++) {
             size_t i0 = blk * SUMSQ_BLOCK, i1 = i0 + SUMSQ_BLOCK < n ? i0 + SUMSQ_BLOCK : n;
-            float fs = 0.0f;   /* float within a block (vectorised), double across blocks */
+            float fs = 0.0f; /* float within a block (vectorised), double across blocks */
 #pragma omp simd reduction(+ : fs)
             for (size_t i = i0; i < i1; i++) fs += x[i] * x[i];
             s += fs;
@@ -692,10 +683,10 @@ static void cpu_sumsq(Backend *bk, float *acc, const float *x, size_t n) {
     *acc = (float)tot;
 }
 
-static void cpu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, size_t n,
-                      const AdamWArgs *a, const float *grad_norm_sq) {
+static void cpu_adamw(Backend *bk, float *param, const float *grad, float *m, float *v, size_t n, const AdamWArgs *a,
+                      const float *grad_norm_sq) {
     float clip = 1.0f;
-    if (grad_norm_sq && !isfinite(*grad_norm_sq)) return;   /* a NaN/Inf gradient: skip the step */
+    if (grad_norm_sq && !isfinite(*grad_norm_sq)) return; /* a NaN/Inf gradient: skip the step */
     if (a->max_grad_norm > 0.0f && grad_norm_sq) {
         float c = a->max_grad_norm / (sqrtf(*grad_norm_sq) + 1e-6f);
         clip = c < 1.0f ? c : 1.0f;
@@ -703,7 +694,7 @@ static void cpu_adamw(Backend *bk, float *param, const float *grad, float *m, fl
     float b1 = a->beta1, b2 = a->beta2, lr = a->lr, eps = a->eps;
     float bc1 = 1.0f - powf(b1, (float)a->step);
     float bc2 = 1.0f - powf(b2, (float)a->step);
-    if (a->sched) {   /* the optimizer's per-step values, in "device" memory (host here) */
+    if (a->sched) { /* the optimizer's per-step values, in "device" memory (host here) */
         lr = a->sched[0];
         bc1 = a->sched[1];
         bc2 = a->sched[2];
@@ -769,7 +760,7 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->copy_wait = cpu_copy_wait;
     bk->host_alloc = cpu_host_alloc;
     bk->host_free = cpu_host_free;
-    bk->to_host_async = cpu_memcpy;   /* already there when the call returns */
+    bk->to_host_async = cpu_memcpy; /* already there when the call returns */
     bk->destroy = cpu_destroy;
     bk->params_changed = cpu_params_changed;
     bk->matmul_fwd = cpu_matmul_fwd;
@@ -800,13 +791,13 @@ Backend *backend_cpu_create(int num_threads, char *err, size_t errlen) {
     bk->adamw = cpu_adamw;
     bk->scale = cpu_scale;
     bk->ema_update = cpu_ema_update;
-    backend_cpu_hgru1_register(bk);   /* hgru1_fwd / hgru1_bwd: hgru1.c */
-    backend_cpu_hgru2_register(bk);   /* hgru2_fwd / hgru2_bwd: hgru2.c */
-    backend_cpu_scan_register(bk);    /* scan_fwd / scan_bwd: scan.c */
-    backend_cpu_scan_gates_register(bk);   /* mingate, lru_params, diag: scan_gates.c */
-    backend_cpu_batchnorm_register(bk);    /* batchnorm_fwd / batchnorm_bwd: batchnorm.c */
-    backend_cpu_grid_register(bk);    /* grid_transpose: grid.c */
-    if (backend_check_ops(bk, err, errlen)) {   /* an op of backend_ops.h left unset */
+    backend_cpu_hgru1_register(bk); /* hgru1_fwd / hgru1_bwd: hgru1.c */
+    backend_cpu_hgru2_register(bk); /* hgru2_fwd / hgru2_bwd: hgru2.c */
+    backend_cpu_scan_register(bk); /* scan_fwd / scan_bwd: scan.c */
+    backend_cpu_scan_gates_register(bk); /* mingate, lru_params, diag: scan_gates.c */
+    backend_cpu_batchnorm_register(bk); /* batchnorm_fwd / batchnorm_bwd: batchnorm.c */
+    backend_cpu_grid_register(bk); /* grid_transpose: grid.c */
+    if (backend_check_ops(bk, err, errlen)) { /* an op of backend_ops.h left unset */
         cpu_destroy(bk);
         return NULL;
     }

@@ -16,17 +16,16 @@
 /* sums[c] = sum over the rows of f(row m, column c), as double partials per
  * thread over fixed row ranges, added in thread order. */
 typedef struct {
-    const float *x, *g;      /* [M, C] inputs of the sums */
-    const float *mean;       /* [C] (deviation sums), or NULL */
-    const float *rstd;       /* [C] (normalised products), or NULL */
+    const float *x, *g; /* [M, C] inputs of the sums */
+    const float *mean; /* [C] (deviation sums), or NULL */
+    const float *rstd; /* [C] (normalised products), or NULL */
 } ColArgs;
 
 /* kind 0: sum x; 1: sum (x - mean)^2; 2: sum g and sum g (x - mean) rstd (two outputs) */
-static void col_sums(Backend *bk, double *out0, double *out1, const ColArgs *a, int M, int C,
-                     int kind) {
+static void col_sums(Backend *bk, double *out0, double *out1, const ColArgs *a, int M, int C, int kind) {
     const int nt = NT(bk), outs = kind == 2 ? 2 : 1;
     size_t stride;
-    double *part = cpu_dscratch(bk, (size_t)outs * C, &stride);   /* zeroed */
+    double *part = cpu_dscratch(bk, (size_t)outs * C, &stride); /* zeroed */
 #pragma omp parallel num_threads(nt)
     {
         double *restrict acc = part + stride * (size_t)omp_get_thread_num();
@@ -62,9 +61,8 @@ static void col_sums(Backend *bk, double *out0, double *out1, const ColArgs *a, 
     }
 }
 
-static void cpu_batchnorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, float *rmean, float *rvar,
-                              float momentum, int training, int M, int C) {
+static void cpu_batchnorm_fwd(Backend *bk, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                              const float *b, float *rmean, float *rvar, float momentum, int training, int M, int C) {
     if (M <= 0 || C <= 0) return;
     if (training) {
         double *s = (double *)cpu_pscratch(bk, (size_t)C);
@@ -94,9 +92,8 @@ static void cpu_batchnorm_fwd(Backend *bk, float *out, float *mean, float *rstd,
     }
 }
 
-static void cpu_batchnorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout,
-                              const float *inp, const float *w, const float *mean,
-                              const float *rstd, int M, int C) {
+static void cpu_batchnorm_bwd(Backend *bk, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                              const float *w, const float *mean, const float *rstd, int M, int C) {
     if (M <= 0 || C <= 0) return;
     double *s = (double *)cpu_pscratch(bk, 2 * (size_t)C);
     ColArgs a = {inp, dout, mean, rstd};

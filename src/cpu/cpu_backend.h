@@ -10,17 +10,17 @@
 #include "backend.h"
 #include "cpu_math.h"
 
-typedef struct {            /* a buffer that only grows */
+typedef struct { /* a buffer that only grows */
     void *p;
     size_t bytes;
 } CpuScratch;
 
 typedef struct {
-    int nt;                 /* OpenMP team size used by every parallel region */
-    CpuScratch fscratch;    /* per-thread floats (scan states) */
-    CpuScratch dscratch;    /* per-thread double partial sums */
-    CpuScratch sscratch;    /* shared floats (per-call tables) */
-    CpuScratch pscratch;    /* shared doubles (per-image partial sums) */
+    int nt; /* OpenMP team size used by every parallel region */
+    CpuScratch fscratch; /* per-thread floats (scan states) */
+    CpuScratch dscratch; /* per-thread double partial sums */
+    CpuScratch sscratch; /* shared floats (per-call tables) */
+    CpuScratch pscratch; /* shared doubles (per-image partial sums) */
 } CpuImpl;
 
 #define NT(bk) (((CpuImpl *)(bk)->impl)->nt)

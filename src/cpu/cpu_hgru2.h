@@ -4,9 +4,8 @@
 #define HGRN_CPU_HGRU2_H
 
 /* Same contracts as Backend.hgru2_fwd / hgru2_bwd, in double, single-threaded. */
-void hgru2_cpu_ref_fwd(double *out, const double *x, int ld, const double *beta, int B, int N,
-                       int D, int e);
-void hgru2_cpu_ref_bwd(double *dx, double *dbeta, const double *dout, const double *x, int ld,
-                       const double *beta, int B, int N, int D, int e);
+void hgru2_cpu_ref_fwd(double *out, const double *x, int ld, const double *beta, int B, int N, int D, int e);
+void hgru2_cpu_ref_bwd(double *dx, double *dbeta, const double *dout, const double *x, int ld, const double *beta,
+                       int B, int N, int D, int e);
 
 #endif

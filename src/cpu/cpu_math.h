@@ -10,8 +10,7 @@
  * -march, so without this they would run on 4-wide SSE2 only. Both versions
  * do the same IEEE operations per element (no FMA contraction under -std=c11),
  * so they give identical results. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(HGRN_NO_CLONES)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && !defined(HGRN_NO_CLONES)
 #define HOT_KERNEL __attribute__((target_clones("avx2", "default")))
 #else
 #define HOT_KERNEL
@@ -29,7 +28,7 @@ static inline float exp_f(float x) {
     /* n = round(x / ln2) via the 1.5*2^23 trick (exact for |t| < 2^22). */
     float t = x * 1.44269504088896341f;
     float n = (t + 12582912.0f) - 12582912.0f;
-    n = n == n ? n : 0.0f;   /* NaN in: keep the int conversion below defined (r stays NaN) */
+    n = n == n ? n : 0.0f; /* NaN in: keep the int conversion below defined (r stays NaN) */
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float r2 = r * r;
@@ -42,7 +41,10 @@ static inline float exp_f(float x) {
     p = p * r2 + r + 1.0f;
     /* 2^n through the exponent bits; the shift is done unsigned so that a NaN
      * input (n meaningless) is no undefined behaviour: p is NaN and wins */
-    union { uint32_t u; float f; } s;
+    union {
+        uint32_t u;
+        float f;
+    } s;
     s.u = (uint32_t)((int32_t)n + 127) << 23;
     return p * s.f;
 }

@@ -7,11 +7,11 @@
 
 #include "backend.h"
 
-void backend_cpu_hgru1_register(Backend *bk);        /* hgru1.c: hgru1_fwd / _bwd */
-void backend_cpu_hgru2_register(Backend *bk);        /* hgru2.c: hgru2_fwd / _bwd */
-void backend_cpu_scan_register(Backend *bk);         /* scan.c: scan_fwd / _bwd */
-void backend_cpu_scan_gates_register(Backend *bk);   /* scan_gates.c: mingate, lru_params, diag */
-void backend_cpu_batchnorm_register(Backend *bk);    /* batchnorm.c: batchnorm_fwd / _bwd */
-void backend_cpu_grid_register(Backend *bk);         /* grid.c: grid_transpose */
+void backend_cpu_hgru1_register(Backend *bk); /* hgru1.c: hgru1_fwd / _bwd */
+void backend_cpu_hgru2_register(Backend *bk); /* hgru2.c: hgru2_fwd / _bwd */
+void backend_cpu_scan_register(Backend *bk); /* scan.c: scan_fwd / _bwd */
+void backend_cpu_scan_gates_register(Backend *bk); /* scan_gates.c: mingate, lru_params, diag */
+void backend_cpu_batchnorm_register(Backend *bk); /* batchnorm.c: batchnorm_fwd / _bwd */
+void backend_cpu_grid_register(Backend *bk); /* grid.c: grid_transpose */
 
 #endif

@@ -36,8 +36,8 @@ typedef struct {
     const float *trig, *beta;
 } HgShape;
 
-static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *xc,
-                                   const float *xl, int b, int j0, int nj, float *S) {
+static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *xc, const float *xl, int b, int j0,
+                                   int nj, float *S) {
     const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
     const size_t per = (size_t)N * jb;
     float *restrict S_lam = S, *restrict S_u0 = S + per, *restrict S_u1 = S + 2 * per;
@@ -100,9 +100,8 @@ static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *x
     }
 }
 
-static void cpu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld,
-                          const float *theta_f, const float *theta_r, const float *beta, int B,
-                          int N, int D) {
+static void cpu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float *xl, int ld, const float *theta_f,
+                          const float *theta_r, const float *beta, int B, int N, int D) {
     if (B <= 0 || N <= 0 || D <= 0) return;
     int jb = imin(D, HG_JB);
     int nblk = (D + jb - 1) / jb;
@@ -135,26 +134,25 @@ static void cpu_hgru1_fwd(Backend *bk, float *out, const float *xc, const float 
  *   dc    = (1 - lam) dL/du
  * then through SiLU (c), lam = beta + (1 - beta) sigmoid(xl) (xl and beta).
  * acc[0..nj) += dtheta_f, acc[HG_JB..) += dtheta_r, acc[2*HG_JB..) += dbeta. */
-static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, const float *dout,
-                                   const float *xc, const float *xl, int b, int j0, int nj,
-                                   float *S, double *acc) {
+static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, const float *dout, const float *xc,
+                                   const float *xl, int b, int j0, int nj, float *S, double *acc) {
     static const float zeros[HG_JB] = {0};
     const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
     const size_t per = (size_t)N * jb;
-    float *restrict S_lam = S;             /* lam_t */
-    float *restrict S_sl = S + per;        /* sigmoid(xl_t) */
-    float *restrict S_c0 = S + 2 * per;    /* c_t = SiLU(xc) (re, im) */
+    float *restrict S_lam = S; /* lam_t */
+    float *restrict S_sl = S + per; /* sigmoid(xl_t) */
+    float *restrict S_c0 = S + 2 * per; /* c_t = SiLU(xc) (re, im) */
     float *restrict S_c1 = S + 3 * per;
-    float *restrict S_d0 = S + 4 * per;    /* SiLU'(xc) (re, im) */
+    float *restrict S_d0 = S + 4 * per; /* SiLU'(xc) (re, im) */
     float *restrict S_d1 = S + 5 * per;
-    float *restrict S_hr = S + 6 * per;    /* h_t, then delta_t */
+    float *restrict S_hr = S + 6 * per; /* h_t, then delta_t */
     float *restrict S_hi = S + 7 * per;
-    float *restrict S_rr = S + 8 * per;    /* r_t */
+    float *restrict S_rr = S + 8 * per; /* r_t */
     float *restrict S_ri = S + 9 * per;
-    float *restrict S_dl = S + 10 * per;   /* dlam_t through the forward-direction a */
+    float *restrict S_dl = S + 10 * per; /* dlam_t through the forward-direction a */
     float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB];
-    float sr_[HG_JB], si_[HG_JB];  /* running state */
-    float er[HG_JB], ei[HG_JB];    /* running adjoint */
+    float sr_[HG_JB], si_[HG_JB]; /* running state */
+    float er[HG_JB], ei[HG_JB]; /* running adjoint */
     float acf[HG_JB], acr[HG_JB], acb[HG_JB];
     for (int k = 0; k < nj; k++) {
         cf[k] = sh->trig[j0 + k];
@@ -235,7 +233,7 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
             float gai = xi * hpr[k] - xr * hpi[k];
             dl[k] = cf[k] * gar + sf[k] * gai;
             acf[k] += l * (cf[k] * gai - sf[k] * gar);
-            dr[k] = xr;   /* h_t is not needed any more: slot t now holds delta_t */
+            dr[k] = xr; /* h_t is not needed any more: slot t now holds delta_t */
             di[k] = xi;
         }
     }
@@ -286,10 +284,9 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
     }
 }
 
-static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r,
-                          float *dbeta, const float *dout, const float *xc, const float *xl,
-                          int ld, const float *theta_f, const float *theta_r, const float *beta,
-                          int B, int N, int D) {
+static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, float *dtheta_r, float *dbeta,
+                          const float *dout, const float *xc, const float *xl, int ld, const float *theta_f,
+                          const float *theta_r, const float *beta, int B, int N, int D) {
     if (B <= 0 || N <= 0 || D <= 0) return;
     int nt = NT(bk);
     int jb = imin(D, HG_JB);
@@ -298,7 +295,7 @@ static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, 
     size_t stride, dstride;
     float *scr = cpu_fscratch(bk, 11 * (size_t)N * jb, &stride);
     /* per-thread partial sums of dtheta_f, dtheta_r, dbeta: [nblk][3][HG_JB] */
-    double *part = cpu_dscratch(bk, (size_t)nblk * 3 * HG_JB, &dstride);   /* zeroed */
+    double *part = cpu_dscratch(bk, (size_t)nblk * 3 * HG_JB, &dstride); /* zeroed */
     HgShape sh = {N, D, ld, jb, hg_trig(bk, theta_f, theta_r, D), beta};
 #pragma omp parallel num_threads(nt)
     {
@@ -308,8 +305,7 @@ static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, 
 #pragma omp for schedule(static)
         for (int it = 0; it < items; it++) {
             int blk = it % nblk, j0 = blk * jb;
-            hg_bwd_item(&sh, dxc, dxl, dout, xc, xl, it / nblk, j0, imin(jb, D - j0), S,
-                        acc + (size_t)blk * 3 * HG_JB);
+            hg_bwd_item(&sh, dxc, dxl, dout, xc, xl, it / nblk, j0, imin(jb, D - j0), S, acc + (size_t)blk * 3 * HG_JB);
         }
     }
     /* combine the partials in thread order */
@@ -317,8 +313,7 @@ static void cpu_hgru1_bwd(Backend *bk, float *dxc, float *dxl, float *dtheta_f, 
         int blk = j / jb, k = j % jb;
         double s[3] = {0, 0, 0};
         for (int t = 0; t < nt; t++)
-            for (int q = 0; q < 3; q++)
-                s[q] += part[dstride * (size_t)t + ((size_t)blk * 3 + q) * HG_JB + k];
+            for (int q = 0; q < 3; q++) s[q] += part[dstride * (size_t)t + ((size_t)blk * 3 + q) * HG_JB + k];
         dtheta_f[j] += (float)s[0];
         dtheta_r[j] += (float)s[1];
         dbeta[j] += (float)s[2];

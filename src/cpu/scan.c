@@ -57,13 +57,13 @@
 /* --------------------------------------------------------------- kernels */
 
 typedef struct {
-    int N, W;              /* tokens per image, values per row */
+    int N, W; /* tokens per image, values per row */
     const float *a, *x;
-    size_t lda, ldx;       /* row strides; lda == 0: a + row * lda is the shared row */
+    size_t lda, ldx; /* row strides; lda == 0: a + row * lda is the shared row */
 } ScanIn;
 
 typedef struct {
-    int b, v0, nv;         /* image, first value of the block, values in it */
+    int b, v0, nv; /* image, first value of the block, values in it */
 } ScanItem;
 
 static const float zeros[SCAN_VB];
@@ -73,8 +73,7 @@ static inline int walk_token(int N, int rev, int i) { return rev ? N - 1 - i : i
 
 /* One direction's states along its walk into dst row t (stride ldd):
  * dst = s, or dst += s when add (the second direction of SCAN_BOTH). */
-static HOT_KERNEL void real_states(const ScanIn *in, const ScanItem *it, int rev, float *dst,
-                                   size_t ldd, int add) {
+static HOT_KERNEL void real_states(const ScanIn *in, const ScanItem *it, int rev, float *dst, size_t ldd, int add) {
     const int N = in->N, nv = it->nv;
     float s[SCAN_VB];
     for (int k = 0; k < nv; k++) s[k] = 0.0f;
@@ -93,8 +92,7 @@ static HOT_KERNEL void real_states(const ScanIn *in, const ScanItem *it, int rev
     }
 }
 
-static HOT_KERNEL void cplx_states(const ScanIn *in, const ScanItem *it, int rev, float *dst,
-                                   size_t ldd, int add) {
+static HOT_KERNEL void cplx_states(const ScanIn *in, const ScanItem *it, int rev, float *dst, size_t ldd, int add) {
     const int N = in->N, nc = it->nv / 2;
     float sr[SCAN_VB / 2], si[SCAN_VB / 2];
     for (int k = 0; k < nc; k++) sr[k] = si[k] = 0.0f;
@@ -123,7 +121,7 @@ static HOT_KERNEL void cplx_states(const ScanIn *in, const ScanItem *it, int rev
 typedef struct {
     const float *dout;
     float *dx, *da;
-    double *acc;           /* non-NULL exactly when lda == 0 */
+    double *acc; /* non-NULL exactly when lda == 0 */
     int add;
 } ScanGrad;
 
@@ -132,8 +130,8 @@ typedef struct {
  *   d = g_t + a_next d,  dx_t (+)= d,  da_t (+)= d s_prev
  * a_next: the decay of the walk's following token (none at its last one);
  * s_prev: the state at the walk's preceding token (0 at its first one). */
-static HOT_KERNEL void real_adjoint(const ScanIn *in, const ScanItem *it, int rev, const float *S,
-                                    size_t lds, const ScanGrad *gr) {
+static HOT_KERNEL void real_adjoint(const ScanIn *in, const ScanItem *it, int rev, const float *S, size_t lds,
+                                    const ScanGrad *gr) {
     const int N = in->N, W = in->W, nv = it->nv, add = gr->add;
     float d[SCAN_VB];
     const float *an = zeros;
@@ -171,8 +169,8 @@ static HOT_KERNEL void real_adjoint(const ScanIn *in, const ScanItem *it, int re
 
 /* As real_adjoint with complex values: d = g_t + conj(a_next) d,
  * da_t (+)= d conj(s_prev). */
-static HOT_KERNEL void cplx_adjoint(const ScanIn *in, const ScanItem *it, int rev, const float *S,
-                                    size_t lds, const ScanGrad *gr) {
+static HOT_KERNEL void cplx_adjoint(const ScanIn *in, const ScanItem *it, int rev, const float *S, size_t lds,
+                                    const ScanGrad *gr) {
     const int N = in->N, W = in->W, nc = it->nv / 2, add = gr->add;
     float dr[SCAN_VB / 2], di[SCAN_VB / 2];
     const float *an = zeros;
@@ -222,10 +220,8 @@ static HOT_KERNEL void cplx_adjoint(const ScanIn *in, const ScanItem *it, int re
 
 /* ------------------------------------------------------------ work items */
 
-typedef void (*StatesFn)(const ScanIn *, const ScanItem *, int rev, float *dst, size_t ldd,
-                         int add);
-typedef void (*AdjointFn)(const ScanIn *, const ScanItem *, int rev, const float *S, size_t lds,
-                          const ScanGrad *);
+typedef void (*StatesFn)(const ScanIn *, const ScanItem *, int rev, float *dst, size_t ldd, int add);
+typedef void (*AdjointFn)(const ScanIn *, const ScanItem *, int rev, const float *S, size_t lds, const ScanGrad *);
 
 static void scan_fwd_item(const ScanIn *in, const ScanItem *it, int cplx, int dirs, float *out) {
     float *o = out + (size_t)it->b * in->N * in->W + it->v0;
@@ -236,8 +232,8 @@ static void scan_fwd_item(const ScanIn *in, const ScanItem *it, int cplx, int di
 
 /* Each direction: its states into S (row stride lds), then its adjoint.
  * part (lda == 0): the item's decay-gradient sums go to part[b][v0 ..). */
-static void scan_bwd_item(const ScanIn *in, const ScanItem *it, int cplx, int dirs, float *S,
-                          size_t lds, const float *dout, float *dx, float *da, double *part) {
+static void scan_bwd_item(const ScanIn *in, const ScanItem *it, int cplx, int dirs, float *S, size_t lds,
+                          const float *dout, float *dx, float *da, double *part) {
     StatesFn states = cplx ? cplx_states : real_states;
     AdjointFn adjoint = cplx ? cplx_adjoint : real_adjoint;
     double acc[SCAN_VB] = {0};
@@ -257,8 +253,10 @@ static void scan_bwd_item(const ScanIn *in, const ScanItem *it, int cplx, int di
 static void check_args(const char *op, int lda, int ldx, int W, int cplx, int dirs) {
     int dirs_ok = dirs == SCAN_FORWARD || dirs == SCAN_REVERSE || dirs == SCAN_BOTH;
     if (!dirs_ok || (cplx != 0 && cplx != 1) || ldx < W || lda < 0 || (lda > 0 && lda < W)) {
-        fprintf(stderr, "%s: arguments outside the contract (dirs %d, complex %d, W %d, "
-                "lda %d, ldx %d)\n", op, dirs, cplx, W, lda, ldx);
+        fprintf(stderr,
+                "%s: arguments outside the contract (dirs %d, complex %d, W %d, "
+                "lda %d, ldx %d)\n",
+                op, dirs, cplx, W, lda, ldx);
         abort();
     }
 }
@@ -266,8 +264,8 @@ static void check_args(const char *op, int lda, int ldx, int W, int cplx, int di
 /* Row blocks: vb values each (SCAN_VB, or the whole row when shorter). */
 static int block_width(int W) { return W < SCAN_VB ? W : SCAN_VB; }
 
-static void cpu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x,
-                         int ldx, int B, int N, int D, int cplx, int dirs) {
+static void cpu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const float *x, int ldx, int B, int N, int D,
+                         int cplx, int dirs) {
     const int W = cplx ? 2 * D : D;
     check_args("scan_fwd", lda, ldx, W, cplx, dirs);
     if (B <= 0 || N <= 0 || D <= 0) return;
@@ -281,9 +279,8 @@ static void cpu_scan_fwd(Backend *bk, float *out, const float *a, int lda, const
     }
 }
 
-static void cpu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a,
-                         int lda, const float *x, int ldx, int B, int N, int D, int cplx,
-                         int dirs) {
+static void cpu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, const float *a, int lda, const float *x,
+                         int ldx, int B, int N, int D, int cplx, int dirs) {
     const int W = cplx ? 2 * D : D;
     check_args("scan_bwd", lda, ldx, W, cplx, dirs);
     if (B <= 0 || N <= 0 || D <= 0) return;
@@ -293,7 +290,7 @@ static void cpu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, c
      * value written by one work item, so not zeroed) */
     double *part = lda == 0 ? cpu_pscratch(bk, (size_t)B * W) : NULL;
     size_t stride;
-    float *states = cpu_fscratch(bk, (size_t)N * vb, &stride);   /* an item's recomputed states */
+    float *states = cpu_fscratch(bk, (size_t)N * vb, &stride); /* an item's recomputed states */
 #pragma omp parallel num_threads(NT(bk))
     {
         float *S = states + stride * (size_t)omp_get_thread_num();
@@ -305,7 +302,7 @@ static void cpu_scan_bwd(Backend *bk, float *dx, float *da, const float *dout, c
         }
     }
     if (!part) return;
-    for (int v = 0; v < W; v++) {   /* the shared decay: sum over images in order */
+    for (int v = 0; v < W; v++) { /* the shared decay: sum over images in order */
         double s = 0;
         for (int b = 0; b < B; b++) s += part[(size_t)b * W + v];
         da[v] += (float)s;

@@ -43,9 +43,7 @@ static inline void sig_pair(float y, float *s, float *sc) {
 }
 /* softplus(y) = log(1 + exp(y)) = max(y, 0) + log1p(exp(-|y|)) (log1p in
  * double, as the backend's other logarithms and exponentials of parameters) */
-static inline float softplus(float y) {
-    return fmaxf(y, 0.0f) + (float)log1p((double)exp_neg_abs(y));
-}
+static inline float softplus(float y) { return fmaxf(y, 0.0f) + (float)log1p((double)exp_neg_abs(y)); }
 
 static void check_kind(const char *op, int kind) {
     if (kind != MINGATE_GRU && kind != MINGATE_LSTM) {
@@ -56,8 +54,7 @@ static void check_kind(const char *op, int kind) {
 
 /* ---------------------------------------------------------------- mingate */
 
-static void mingate_rows_fwd(float *a, float *x, const float *p, int ldp, int m0, int m1, int E,
-                             int kind) {
+static void mingate_rows_fwd(float *a, float *x, const float *p, int ldp, int m0, int m1, int E, int kind) {
     for (int m = m0; m < m1; m++) {
         const float *restrict pr = p + (size_t)m * ldp;
         float *restrict pa = a + (size_t)m * E, *restrict px = x + (size_t)m * E;
@@ -66,23 +63,22 @@ static void mingate_rows_fwd(float *a, float *x, const float *p, int ldp, int m0
             for (int c = 0; c < E; c++) {
                 float s, sc;
                 sig_pair(z[c], &s, &sc);
-                pa[c] = sc;            /* 1 - z_t */
-                px[c] = s * h[c];      /* z_t h~_t */
+                pa[c] = sc; /* 1 - z_t */
+                px[c] = s * h[c]; /* z_t h~_t */
             }
         } else {
             const float *f = pr, *i = pr + E, *h = pr + 2 * E;
             for (int c = 0; c < E; c++) {
                 float d = softplus(-i[c]) - softplus(-f[c]), fn, in;
                 sig_pair(d, &fn, &in);
-                pa[c] = fn;            /* f' = f / (f + i) */
-                px[c] = in * h[c];     /* i' h~ */
+                pa[c] = fn; /* f' = f / (f + i) */
+                px[c] = in * h[c]; /* i' h~ */
             }
         }
     }
 }
 
-static void cpu_mingate_fwd(Backend *bk, float *a, float *x, const float *p, int ldp, int M,
-                            int E, int kind) {
+static void cpu_mingate_fwd(Backend *bk, float *a, float *x, const float *p, int ldp, int M, int E, int kind) {
     check_kind("mingate_fwd", kind);
     if (M <= 0 || E <= 0) return;
 #pragma omp parallel num_threads(NT(bk))
@@ -96,8 +92,8 @@ static void cpu_mingate_fwd(Backend *bk, float *a, float *x, const float *p, int
 /* minGRU:  s = sigmoid(z):  dz = (dx h - da) s (1 - s),  dh = dx s
  * minLSTM: with a = sigmoid(d):  dd = (da - dx h) a (1 - a),
  *          df = dd sigmoid(-f),  di = -dd sigmoid(-i),  dh = dx (1 - a) */
-static void mingate_rows_bwd(float *dp, const float *da, const float *dx, const float *p, int ldp,
-                             int m0, int m1, int E, int kind) {
+static void mingate_rows_bwd(float *dp, const float *da, const float *dx, const float *p, int ldp, int m0, int m1,
+                             int E, int kind) {
     for (int m = m0; m < m1; m++) {
         const float *restrict pr = p + (size_t)m * ldp;
         const float *restrict ga = da + (size_t)m * E, *restrict gx = dx + (size_t)m * E;
@@ -126,8 +122,8 @@ static void mingate_rows_bwd(float *dp, const float *da, const float *dx, const 
     }
 }
 
-static void cpu_mingate_bwd(Backend *bk, float *dp, const float *da, const float *dx,
-                            const float *p, int ldp, int M, int E, int kind) {
+static void cpu_mingate_bwd(Backend *bk, float *dp, const float *da, const float *dx, const float *p, int ldp, int M,
+                            int E, int kind) {
     check_kind("mingate_bwd", kind);
     if (M <= 0 || E <= 0) return;
 #pragma omp parallel num_threads(NT(bk))
@@ -148,25 +144,23 @@ static void lru_state(float nu, double *r, double *g) {
     *g = sqrt(-expm1(-2.0 * en));
 }
 
-static void cpu_lru_params_fwd(Backend *bk, float *lam, float *beff, const float *nu,
-                               const float *theta, const float *b, int S, int H) {
+static void cpu_lru_params_fwd(Backend *bk, float *lam, float *beff, const float *nu, const float *theta,
+                               const float *b, int S, int H) {
     (void)bk;
     for (int k = 0; k < S; k++) {
         double r, g;
         lru_state(nu[k], &r, &g);
         lam[2 * k] = (float)(r * cos((double)theta[k]));
         lam[2 * k + 1] = (float)(r * sin((double)theta[k]));
-        for (size_t i = (size_t)2 * k * H; i < (size_t)(2 * k + 2) * H; i++)
-            beff[i] = (float)(g * b[i]);
+        for (size_t i = (size_t)2 * k * H; i < (size_t)(2 * k + 2) * H; i++) beff[i] = (float)(g * b[i]);
     }
 }
 
 /* dL/dr = dlam_re cos + dlam_im sin,  dL/dtheta = r (dlam_im cos - dlam_re sin),
  * dL/dgamma = sum b dbeff,  dr/dnu = -e^nu r,  dgamma/dnu = e^nu r^2 / gamma,
  * db = gamma dbeff */
-static void cpu_lru_params_bwd(Backend *bk, float *dnu, float *dtheta, float *db,
-                               const float *dlam, const float *dbeff, const float *nu,
-                               const float *theta, const float *b, int S, int H) {
+static void cpu_lru_params_bwd(Backend *bk, float *dnu, float *dtheta, float *db, const float *dlam, const float *dbeff,
+                               const float *nu, const float *theta, const float *b, int S, int H) {
     (void)bk;
     for (int k = 0; k < S; k++) {
         double r, g, en = exp((double)nu[k]);
@@ -203,12 +197,12 @@ static void cpu_diag_fwd(Backend *bk, float *out, const float *x, const float *d
     }
 }
 
-static void cpu_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, const float *x,
-                         const float *d, int M, int C) {
+static void cpu_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, const float *x, const float *d, int M,
+                         int C) {
     if (M <= 0 || C <= 0) return;
     const int nt = NT(bk);
     size_t stride;
-    double *part = cpu_dscratch(bk, (size_t)C, &stride);   /* zeroed */
+    double *part = cpu_dscratch(bk, (size_t)C, &stride); /* zeroed */
 #pragma omp parallel num_threads(nt)
     {
         double *restrict acc = part + stride * (size_t)omp_get_thread_num();
@@ -223,7 +217,7 @@ static void cpu_diag_bwd(Backend *bk, float *dx, float *dd, const float *dout, c
             }
         }
     }
-    for (int c = 0; c < C; c++) {   /* threads in order */
+    for (int c = 0; c < C; c++) { /* threads in order */
         double s = 0;
         for (int t = 0; t < nt; t++) s += part[stride * (size_t)t + c];
         dd[c] += (float)s;

@@ -55,13 +55,9 @@ double *cpu_dscratch(Backend *bk, size_t per_thread, size_t *stride) {
     return d;
 }
 
-double *cpu_pscratch(Backend *bk, size_t n) {
-    return grow(&((CpuImpl *)bk->impl)->pscratch, n * sizeof(double));
-}
+double *cpu_pscratch(Backend *bk, size_t n) { return grow(&((CpuImpl *)bk->impl)->pscratch, n * sizeof(double)); }
 
-float *cpu_sscratch(Backend *bk, size_t n) {
-    return grow(&((CpuImpl *)bk->impl)->sscratch, n * sizeof(float));
-}
+float *cpu_sscratch(Backend *bk, size_t n) { return grow(&((CpuImpl *)bk->impl)->sscratch, n * sizeof(float)); }
 
 void cpu_scratch_free(CpuImpl *im) {
     free(im->fscratch.p);

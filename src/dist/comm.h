@@ -26,9 +26,9 @@ extern "C" {
 
 typedef struct Comm Comm;
 struct Comm {
-    const char *name;       /* "single", "mpi" or "nccl" */
-    int rank, world;        /* this process, and how many there are */
-    int local_rank;         /* on this host: which GPU to use */
+    const char *name; /* "single", "mpi" or "nccl" */
+    int rank, world; /* this process, and how many there are */
+    int local_rank; /* on this host: which GPU to use */
     int local_world;
     void *impl;
 
@@ -75,10 +75,10 @@ Comm *comm_mpi_create(int timeout_s, char *err, size_t errlen);
  * aborts the communicator and exits with the one-line message. NVLink
  * multicast (NVLS) is turned off unless NCCL_NVLS_ENABLE is already set.
  * Both return -1 / NULL with a message in err on failure. */
-#define COMM_NCCL_ID_BYTES 128   /* sizeof(ncclUniqueId) */
+#define COMM_NCCL_ID_BYTES 128 /* sizeof(ncclUniqueId) */
 int comm_nccl_unique_id(void *id, size_t len, char *err, size_t errlen);
-Comm *comm_nccl_create(Backend *bk, int rank, int world, int local_rank, const void *id,
-                       int timeout_s, char *err, size_t errlen);
+Comm *comm_nccl_create(Backend *bk, int rank, int world, int local_rank, const void *id, int timeout_s, char *err,
+                       size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 typedef struct {
-    MPI_Comm comm;          /* a duplicate of MPI_COMM_WORLD: our traffic never mixes with others' */
+    MPI_Comm comm; /* a duplicate of MPI_COMM_WORLD: our traffic never mixes with others' */
     MPI_Errhandler eh;
     int timeout_s;
-    int finalize;           /* MPI was initialised by comm_mpi_create: destroy finalises it */
+    int finalize; /* MPI was initialised by comm_mpi_create: destroy finalises it */
 } MpiImpl;
 
 /* For the one-line messages of the error handler, which only gets a
@@ -47,26 +47,28 @@ static _Noreturn void mpi_die(int code, const char *fmt, ...) {
     fprintf(stderr, "hgrn: rank %d: %s\n", g_rank, why);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
-    _exit(code ? code : 1);   /* MPI_Abort does not return; in case it does */
+    _exit(code ? code : 1); /* MPI_Abort does not return; in case it does */
 }
 
 static void error_string(int code, char *s, size_t len) {
     char buf[MPI_MAX_ERROR_STRING];
     int n = 0;
-    if (MPI_Error_string(code, buf, &n) == MPI_SUCCESS) snprintf(s, len, "%s", buf);
-    else snprintf(s, len, "MPI error code %d", code);
+    if (MPI_Error_string(code, buf, &n) == MPI_SUCCESS)
+        snprintf(s, len, "%s", buf);
+    else
+        snprintf(s, len, "MPI error code %d", code);
 }
 
 /* Every MPI call after set-up: a failure (should the handler not have fired)
  * ends the job with the call's name. */
-#define MPI_CHECK(call)                                                          \
-    do {                                                                         \
-        int rc_ = (call);                                                        \
-        if (rc_ != MPI_SUCCESS) {                                                \
-            char s_[MPI_MAX_ERROR_STRING];                                       \
-            error_string(rc_, s_, sizeof s_);                                    \
-            mpi_die(1, "%s failed during %s: %s", #call, g_what, s_);           \
-        }                                                                        \
+#define MPI_CHECK(call)                                               \
+    do {                                                              \
+        int rc_ = (call);                                             \
+        if (rc_ != MPI_SUCCESS) {                                     \
+            char s_[MPI_MAX_ERROR_STRING];                            \
+            error_string(rc_, s_, sizeof s_);                         \
+            mpi_die(1, "%s failed during %s: %s", #call, g_what, s_); \
+        }                                                             \
     } while (0)
 
 /* The communicator's error handler: MPI errors become the one line. */
@@ -88,8 +90,10 @@ static void wait_or_die(MpiImpl *m, MPI_Request *req) {
         if (done) return;
         double waited = now_seconds() - t0;
         if (waited > m->timeout_s)
-            mpi_die(1, "%s did not complete within %d s: another rank died, failed or hangs "
-                    "(the limit is train.comm_timeout)", g_what, m->timeout_s);
+            mpi_die(1,
+                    "%s did not complete within %d s: another rank died, failed or hangs "
+                    "(the limit is train.comm_timeout)",
+                    g_what, m->timeout_s);
         if (polls > 200) {
             struct timespec ts = {0, waited < 0.01 ? 20000 : 500000};
             nanosleep(&ts, NULL);
@@ -102,8 +106,10 @@ static MpiImpl *MI(Comm *c) { return (MpiImpl *)c->impl; }
 static void mpi_allreduce_sum(Comm *c, Backend *bk, float *buf, size_t n) {
     MpiImpl *m = MI(c);
     if (!bk || strcmp(bk->name, "cpu") != 0)
-        mpi_die(1, "the MPI communicator sums host memory (the CPU backend's); backend '%s' "
-                "needs NCCL", bk ? bk->name : "(null)");
+        mpi_die(1,
+                "the MPI communicator sums host memory (the CPU backend's); backend '%s' "
+                "needs NCCL",
+                bk ? bk->name : "(null)");
     snprintf(g_what, sizeof g_what, "all-reduce of %zu floats", n);
     for (size_t off = 0; off < n; off += MPI_CHUNK) {
         size_t cnt = n - off < MPI_CHUNK ? n - off : MPI_CHUNK;
@@ -125,8 +131,7 @@ static void mpi_host_sum(Comm *c, double *v, int n) {
 
 static void mpi_host_broadcast(Comm *c, void *buf, size_t bytes, int root) {
     MpiImpl *m = MI(c);
-    if (root < 0 || root >= c->world)
-        mpi_die(1, "host_broadcast from root %d in a world of %d", root, c->world);
+    if (root < 0 || root >= c->world) mpi_die(1, "host_broadcast from root %d in a world of %d", root, c->world);
     snprintf(g_what, sizeof g_what, "broadcast of %zu bytes from rank %d", bytes, root);
     for (size_t off = 0; off < bytes; off += MPI_CHUNK) {
         size_t cnt = bytes - off < MPI_CHUNK ? bytes - off : MPI_CHUNK;
@@ -190,8 +195,10 @@ Comm *comm_mpi_create(int timeout_s, char *err, size_t errlen) {
         }
         made = 1;
         if (provided < MPI_THREAD_SERIALIZED) {
-            set_err(err, errlen, "MPI_Init_thread: this MPI provides thread level %d, hgrn needs "
-                    "MPI_THREAD_SERIALIZED (%d)", provided, MPI_THREAD_SERIALIZED);
+            set_err(err, errlen,
+                    "MPI_Init_thread: this MPI provides thread level %d, hgrn needs "
+                    "MPI_THREAD_SERIALIZED (%d)",
+                    provided, MPI_THREAD_SERIALIZED);
             MPI_Finalize();
             return NULL;
         }
@@ -199,7 +206,8 @@ Comm *comm_mpi_create(int timeout_s, char *err, size_t errlen) {
     Comm *c = calloc(1, sizeof *c);
     MpiImpl *m = calloc(1, sizeof *m);
     if (!c || !m) {
-        free(c); free(m);
+        free(c);
+        free(m);
         set_err(err, errlen, "MPI communicator: out of memory");
         if (made) MPI_Finalize();
         return NULL;

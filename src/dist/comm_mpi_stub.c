@@ -6,7 +6,8 @@
 
 Comm *comm_mpi_create(int timeout_s, char *err, size_t errlen) {
     (void)timeout_s;
-    set_err(err, errlen, "this hgrn was built without MPI (no MPI found at build time), so it cannot run "
+    set_err(err, errlen,
+            "this hgrn was built without MPI (no MPI found at build time), so it cannot run "
             "under mpirun or srun; install libopenmpi-dev openmpi-bin and rebuild");
     return NULL;
 }

@@ -6,11 +6,16 @@
 #include <stdlib.h>
 
 static void single_allreduce_sum(Comm *c, Backend *bk, float *buf, size_t n) {
-    (void)c; (void)bk; (void)buf; (void)n;
+    (void)c;
+    (void)bk;
+    (void)buf;
+    (void)n;
 }
 
 static void single_host_sum(Comm *c, double *v, int n) {
-    (void)c; (void)v; (void)n;
+    (void)c;
+    (void)v;
+    (void)n;
 }
 
 static void single_abort(Comm *c, int code, const char *why) {
@@ -21,7 +26,8 @@ static void single_abort(Comm *c, int code, const char *why) {
 }
 
 static void single_host_broadcast(Comm *c, void *buf, size_t bytes, int root) {
-    (void)buf; (void)bytes;
+    (void)buf;
+    (void)bytes;
     /* a root other than 0 is a caller's bug that a bigger world would hang on */
     if (root != 0) {
         char why[96];
@@ -32,12 +38,15 @@ static void single_host_broadcast(Comm *c, void *buf, size_t bytes, int root) {
 
 static void single_barrier(Comm *c) { (void)c; }
 
-static void single_destroy(Comm *c) { (void)c; }   /* static: nothing to free */
+static void single_destroy(Comm *c) { (void)c; } /* static: nothing to free */
 
 Comm *comm_single(void) {
     static Comm single = {
         .name = "single",
-        .rank = 0, .world = 1, .local_rank = 0, .local_world = 1,
+        .rank = 0,
+        .world = 1,
+        .local_rank = 0,
+        .local_world = 1,
         .impl = NULL,
         .allreduce_sum = single_allreduce_sum,
         .host_sum = single_host_sum,

@@ -26,11 +26,11 @@ typedef enum { LAUNCH_SINGLE, LAUNCH_MPIRUN, LAUNCH_PMI, LAUNCH_SRUN, LAUNCH_TOR
 
 typedef struct {
     LaunchKind kind;
-    const char *launcher;       /* "single", "mpirun", "pmi", "srun", "torchrun" */
+    const char *launcher; /* "single", "mpirun", "pmi", "srun", "torchrun" */
     int rank, world;
-    int local_rank;             /* on this host: which GPU (launch_device) */
-    int local_world;            /* processes on this host; 0 where the launcher does not say */
-    char master_addr[256];      /* torchrun-style: rank 0's address and port */
+    int local_rank; /* on this host: which GPU (launch_device) */
+    int local_world; /* processes on this host; 0 where the launcher does not say */
+    char master_addr[256]; /* torchrun-style: rank 0's address and port */
     int master_port;
 } LaunchInfo;
 
@@ -52,8 +52,8 @@ int launch_device(const LaunchInfo *li);
  * at world 1. On rank 0, rank0_failure != NULL says rank 0 could not make
  * the blob: every rank then fails at once with "rank 0 failed: ..." instead
  * of timing out. 0, or -1 and a message. */
-int launch_share_blob(const LaunchInfo *li, void *blob, size_t len, const char *rank0_failure,
-                      int timeout_s, char *err, size_t errlen);
+int launch_share_blob(const LaunchInfo *li, void *blob, size_t len, const char *rank0_failure, int timeout_s, char *err,
+                      size_t errlen);
 
 /* The communicator for this launch and backend: single (world 1 of any
  * launcher but torchrun on CUDA), mpi (CPU backend, MPI launch), nccl (CUDA

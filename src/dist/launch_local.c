@@ -36,7 +36,8 @@ int launch_take_gpus(int *argc, char **argv, int *gpus, char *err, size_t errlen
         int used;
         if (!strcmp(argv[i], "--gpus")) {
             if (i + 1 >= *argc) {
-                set_err(err, errlen, "--gpus needs the number of processes to start, one per GPU of this "
+                set_err(err, errlen,
+                        "--gpus needs the number of processes to start, one per GPU of this "
                         "host (e.g. --gpus 8)");
                 return -1;
             }
@@ -71,9 +72,10 @@ int launch_take_gpus(int *argc, char **argv, int *gpus, char *err, size_t errlen
 int launch_local_check(int n, const char *device, const char *command, char *err, size_t errlen) {
     const int cpu = device && !strcmp(device, "cpu");
     if (cpu || !backend_cuda_available()) {
-        set_err(err, errlen, "--gpus %d starts one process per GPU, but %s; CPU ranks run under MPI: "
-                "mpirun -np %d hgrn %s ... (without --gpus)", n,
-                cpu ? "--device cpu was given" : "there is no CUDA device here (hgrn device says cpu)", n, command);
+        set_err(err, errlen,
+                "--gpus %d starts one process per GPU, but %s; CPU ranks run under MPI: "
+                "mpirun -np %d hgrn %s ... (without --gpus)",
+                n, cpu ? "--device cpu was given" : "there is no CUDA device here (hgrn device says cpu)", n, command);
         return -1;
     }
     return 0;
@@ -102,14 +104,18 @@ static int free_port(char *err, size_t errlen) {
 }
 
 /* the torchrun-style variables each child gets */
-static const char *const LAUNCH_VARS[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+static const char *const LAUNCH_VARS[] = {"RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
                                           "MASTER_ADDR", "MASTER_PORT"};
 #define NVARS 6
 /* and those of the launchers that launch_detect would prefer to them (this
  * process may be the one task of `srun -n1` or `mpirun -np 1`) */
-static const char *const OUTER_VARS[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                                         "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                         "PMI_RANK", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
+static const char *const OUTER_VARS[] = {"OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                         "PMI_RANK",
+                                         "PMI_SIZE",
+                                         "SLURM_STEP_NUM_TASKS"};
 #define NOUTER 7
 
 static int is_var(const char *entry, const char *name) {
@@ -134,9 +140,11 @@ static char **child_env(int r, int n, int port) {
     int vals[NVARS] = {r, n, r, n, 0, port};
     for (int v = 0; v < NVARS; v++) {
         char buf[64];
-        if (v == 4) snprintf(buf, sizeof buf, "MASTER_ADDR=127.0.0.1");
-        else snprintf(buf, sizeof buf, "%s=%d", LAUNCH_VARS[v], vals[v]);
-        if (!(env[k++] = strdup(buf))) return NULL;   /* leaked on failure: we are about to give up */
+        if (v == 4)
+            snprintf(buf, sizeof buf, "MASTER_ADDR=127.0.0.1");
+        else
+            snprintf(buf, sizeof buf, "%s=%d", LAUNCH_VARS[v], vals[v]);
+        if (!(env[k++] = strdup(buf))) return NULL; /* leaked on failure: we are about to give up */
     }
     env[k] = NULL;
     return env;
@@ -146,7 +154,7 @@ static void free_child_env(char **env) {
     if (!env) return;
     size_t k = 0;
     while (env[k]) k++;
-    for (size_t i = k >= NVARS ? k - NVARS : 0; i < k; i++) free(env[i]);   /* only the six we made */
+    for (size_t i = k >= NVARS ? k - NVARS : 0; i < k; i++) free(env[i]); /* only the six we made */
     free(env);
 }
 
@@ -157,10 +165,12 @@ typedef struct {
 
 /* "exited with status 3" / "was killed by signal 9 (Killed)" */
 static void describe(int status, char *s, size_t len) {
-    if (WIFEXITED(status)) snprintf(s, len, "exited with status %d", WEXITSTATUS(status));
+    if (WIFEXITED(status))
+        snprintf(s, len, "exited with status %d", WEXITSTATUS(status));
     else if (WIFSIGNALED(status))
         snprintf(s, len, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else snprintf(s, len, "stopped with wait status %#x", status);
+    else
+        snprintf(s, len, "stopped with wait status %#x", status);
 }
 
 static int exit_code(int status) {
@@ -193,8 +203,10 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
         return 2;
     }
     if (li.world > 1) {
-        set_err(err, errlen, "--gpus starts its own %d processes, but this one is rank %d of %d started by %s; "
-                "use one or the other", n, li.rank, li.world, li.launcher);
+        set_err(err, errlen,
+                "--gpus starts its own %d processes, but this one is rank %d of %d started by %s; "
+                "use one or the other",
+                n, li.rank, li.world, li.launcher);
         return 2;
     }
     int port = free_port(err, errlen);
@@ -229,13 +241,13 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
     }
     pid_t parent = getpid();
     int alive = 0, status = 0, first_bad = -1, got_sig = 0;
-    double stop_deadline = 0;   /* > 0: stopping; SIGKILL what is left at this time */
+    double stop_deadline = 0; /* > 0: stopping; SIGKILL what is left at this time */
     for (int r = 0; r < n; r++) {
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
             prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() != parent) _exit(1);   /* the launcher died before prctl took effect */
+            if (getppid() != parent) _exit(1); /* the launcher died before prctl took effect */
             sigprocmask(SIG_SETMASK, &old, NULL);
             execve("/proc/self/exe", args, envs[r]);
             static const char msg[] = "hgrn: --gpus: cannot execute /proc/self/exe\n";
@@ -251,7 +263,7 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
             stop_deadline = now_seconds() + grace_s;
             break;
         }
-        setpgid(pid, pid);   /* also here: no race with the child's own call */
+        setpgid(pid, pid); /* also here: no race with the child's own call */
         ch[r].pid = pid;
         ch[r].alive = 1;
         alive++;
@@ -264,9 +276,9 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
         if (wait_s < 0.001) wait_s = 0.001;
         struct timespec ts = {(time_t)wait_s, (long)((wait_s - (time_t)wait_s) * 1e9)};
         int sig = sigtimedwait(&wait_set, NULL, &ts);
-        if (sig == SIGUSR1) signal_alive(ch, n, sig);   /* the ranks save a checkpoint and go on */
+        if (sig == SIGUSR1) signal_alive(ch, n, sig); /* the ranks save a checkpoint and go on */
         if (sig == SIGINT || sig == SIGTERM) {
-            signal_alive(ch, n, sig);   /* forwarded every time: a second Ctrl-C is a second SIGINT */
+            signal_alive(ch, n, sig); /* forwarded every time: a second Ctrl-C is a second SIGINT */
             if (!got_sig && first_bad < 0) {
                 got_sig = sig;
                 /* time to finish the step and save (a second signal stops them at once) */
@@ -282,21 +294,20 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
             if (p < 0 && errno == EINTR) continue;
             ch[r].alive = 0;
             alive--;
-            ch[r].status = p < 0 ? (1 << 8) : st;   /* lost track of it: count it as a failure */
+            ch[r].status = p < 0 ? (1 << 8) : st; /* lost track of it: count it as a failure */
             int failed = !(WIFEXITED(ch[r].status) && WEXITSTATUS(ch[r].status) == 0);
             if (failed && first_bad < 0 && !got_sig) {
                 first_bad = r;
                 status = exit_code(ch[r].status);
                 char how[128];
                 describe(ch[r].status, how, sizeof how);
-                set_err(err, errlen, "rank %d of %d (pid %d) %s; stopping the other ranks", r, n, (int)ch[r].pid,
-                        how);
+                set_err(err, errlen, "rank %d of %d (pid %d) %s; stopping the other ranks", r, n, (int)ch[r].pid, how);
                 signal_alive(ch, n, SIGTERM);
                 stop_deadline = now_seconds() + grace_s;
             }
         }
         if (alive > 0 && stop_deadline > 0 && !killed && now_seconds() >= stop_deadline) {
-            signal_alive(ch, n, SIGKILL);   /* they had grace_s to stop */
+            signal_alive(ch, n, SIGKILL); /* they had grace_s to stop */
             killed = 1;
         }
     }
@@ -304,9 +315,8 @@ int launch_local(int n, int argc, char **argv, int grace_s, char *err, size_t er
     for (int r = 0; r < n; r++) free_child_env(envs[r]);
     free(args);
     if (got_sig && first_bad < 0) {
-        int saved = 1;   /* every rank stopped with the checkpoint saved */
-        for (int r = 0; r < n; r++)
-            saved &= WIFEXITED(ch[r].status) && WEXITSTATUS(ch[r].status) == HGRN_EXIT_STOPPED;
+        int saved = 1; /* every rank stopped with the checkpoint saved */
+        for (int r = 0; r < n; r++) saved &= WIFEXITED(ch[r].status) && WEXITSTATUS(ch[r].status) == HGRN_EXIT_STOPPED;
         set_err(err, errlen, "stopped by signal %d (%s), forwarded to the %d ranks%s", got_sig, strsignal(got_sig), n,
                 saved ? "; they saved the checkpoint (continue with --resume)" : "");
         return saved ? HGRN_EXIT_STOPPED : 128 + got_sig;

@@ -33,7 +33,7 @@ enum { T_HELLO = 1, T_WELCOME, T_REJECT, T_BLOB, T_ACK, T_BARRIER, T_RELEASE };
 struct Rendezvous {
     char addr[256];
     int port, rank, world, timeout_s;
-    int *fd;        /* rank 0: fd[r] is rank r's connection (fd[0] unused); others: fd[0] is rank 0 */
+    int *fd; /* rank 0: fd[r] is rank r's connection (fd[0] unused); others: fd[0] is rank 0 */
 };
 
 typedef struct {
@@ -50,8 +50,7 @@ static void rdv_err(const Rendezvous *r, char *err, size_t errlen, const char *f
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    set_err(err, errlen, "rendezvous at %s:%d (rank %d of %d): %s", r->addr, r->port, r->rank,
-            r->world, what);
+    set_err(err, errlen, "rendezvous at %s:%d (rank %d of %d): %s", r->addr, r->port, r->rank, r->world, what);
 }
 
 static int ms_left(double deadline) {
@@ -65,13 +64,26 @@ static int io_send(int fd, const void *p, size_t n, double deadline, const char 
     const char *c = p;
     while (n > 0) {
         ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
-        if (k > 0) { c += k; n -= (size_t)k; continue; }
+        if (k > 0) {
+            c += k;
+            n -= (size_t)k;
+            continue;
+        }
         if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { *why = strerror(errno); return -1; }
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            *why = strerror(errno);
+            return -1;
+        }
         struct pollfd pf = {fd, POLLOUT, 0};
         int rc = poll(&pf, 1, ms_left(deadline));
-        if (rc < 0 && errno != EINTR) { *why = strerror(errno); return -1; }
-        if (rc == 0) { *why = "timed out sending"; return -1; }
+        if (rc < 0 && errno != EINTR) {
+            *why = strerror(errno);
+            return -1;
+        }
+        if (rc == 0) {
+            *why = "timed out sending";
+            return -1;
+        }
     }
     return 0;
 }
@@ -84,23 +96,45 @@ static int io_recv(int fd, void *p, size_t n, double deadline, size_t *got, cons
     *got = 0;
     while (*got < want) {
         ssize_t k = recv(fd, c + *got, want - *got, 0);
-        if (k > 0) { *got += (size_t)k; continue; }
-        if (k == 0) { *why = "closed"; return -1; }
+        if (k > 0) {
+            *got += (size_t)k;
+            continue;
+        }
+        if (k == 0) {
+            *why = "closed";
+            return -1;
+        }
         if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) { *why = strerror(errno); return -1; }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            *why = strerror(errno);
+            return -1;
+        }
         struct pollfd pf = {fd, POLLIN, 0};
         int rc = poll(&pf, 1, ms_left(deadline));
-        if (rc < 0 && errno != EINTR) { *why = strerror(errno); return -1; }
-        if (rc == 0) { *why = "timed out"; return -1; }
+        if (rc < 0 && errno != EINTR) {
+            *why = strerror(errno);
+            return -1;
+        }
+        if (rc == 0) {
+            *why = "timed out";
+            return -1;
+        }
     }
     return 0;
 }
 
-static void put32(unsigned char *p, uint32_t v) { uint32_t b = htonl(v); memcpy(p, &b, 4); }
-static uint32_t get32(const unsigned char *p) { uint32_t b; memcpy(&b, p, 4); return ntohl(b); }
+static void put32(unsigned char *p, uint32_t v) {
+    uint32_t b = htonl(v);
+    memcpy(p, &b, 4);
+}
+static uint32_t get32(const unsigned char *p) {
+    uint32_t b;
+    memcpy(&b, p, 4);
+    return ntohl(b);
+}
 
-static int send_msg(int fd, uint32_t type, uint32_t a, uint32_t b, const void *payload, uint64_t len,
-                    double deadline, const char **why) {
+static int send_msg(int fd, uint32_t type, uint32_t a, uint32_t b, const void *payload, uint64_t len, double deadline,
+                    const char **why) {
     unsigned char h[HDR];
     put32(h, MAGIC);
     put32(h + 4, type);
@@ -116,7 +150,10 @@ static int send_msg(int fd, uint32_t type, uint32_t a, uint32_t b, const void *p
 static int recv_hdr(int fd, Hdr *h, double deadline, size_t *got, const char **why) {
     unsigned char b[HDR];
     if (io_recv(fd, b, HDR, deadline, got, why) < 0) return -1;
-    if (get32(b) != MAGIC) { *why = "not an hgrn rendezvous (bad magic)"; return -2; }
+    if (get32(b) != MAGIC) {
+        *why = "not an hgrn rendezvous (bad magic)";
+        return -2;
+    }
     h->type = get32(b + 4);
     h->a = get32(b + 8);
     h->b = get32(b + 12);
@@ -141,9 +178,12 @@ static void recv_reason(int fd, uint64_t len, double deadline, char *out, size_t
 
 /* A peer's description of a failed receive of `what` (n bytes expected). */
 static void recv_failure(char *out, size_t outlen, const char *why, size_t got, size_t n, int timeout_s) {
-    if (!strcmp(why, "closed")) snprintf(out, outlen, "connection closed after %zu of %zu bytes", got, n);
-    else if (!strcmp(why, "timed out")) snprintf(out, outlen, "nothing within %d s", timeout_s);
-    else snprintf(out, outlen, "%s", why);
+    if (!strcmp(why, "closed"))
+        snprintf(out, outlen, "connection closed after %zu of %zu bytes", got, n);
+    else if (!strcmp(why, "timed out"))
+        snprintf(out, outlen, "nothing within %d s", timeout_s);
+    else
+        snprintf(out, outlen, "%s", why);
 }
 
 static void close_fd(int *fd) {
@@ -155,7 +195,7 @@ static void close_fd(int *fd) {
 
 void rdv_fail(Rendezvous *r, const char *why) {
     if (!r || r->rank != 0) return;
-    double deadline = now_seconds() + 1.0;   /* best effort: a dead peer must not hold us */
+    double deadline = now_seconds() + 1.0; /* best effort: a dead peer must not hold us */
     const char *w;
     size_t len = strnlen(why, TEXT_MAX);
     for (int i = 1; i < r->world; i++)
@@ -226,7 +266,10 @@ static int listen_socket(Rendezvous *r, char *err, size_t errlen) {
 
 static Rendezvous *open_rank0(Rendezvous *r, char *err, size_t errlen) {
     int lfd = listen_socket(r, err, errlen);
-    if (lfd < 0) { rdv_close(r); return NULL; }
+    if (lfd < 0) {
+        rdv_close(r);
+        return NULL;
+    }
     double deadline = now_seconds() + r->timeout_s;
     char why[TEXT_MAX];
     int connected = 0;
@@ -239,7 +282,7 @@ static Rendezvous *open_rank0(Rendezvous *r, char *err, size_t errlen) {
             close(lfd);
             return fail0(r, err, errlen, why);
         }
-        if (rc == 0) {   /* the deadline: name the ranks that never came */
+        if (rc == 0) { /* the deadline: name the ranks that never came */
             int n = snprintf(why, sizeof why, "rank 0 waited %d s; rank%s", r->timeout_s,
                              r->world - 1 - connected > 1 ? "s" : "");
             for (int i = 1, listed = 0; i < r->world && n < (int)sizeof why - 40; i++)
@@ -265,17 +308,17 @@ static Rendezvous *open_rank0(Rendezvous *r, char *err, size_t errlen) {
         size_t got;
         const char *w;
         if (recv_hdr(cfd, &h, deadline, &got, &w) < 0 || h.type != T_HELLO) {
-            close(cfd);   /* a stray connection, or a peer that died at once: it is not a rank yet */
+            close(cfd); /* a stray connection, or a peer that died at once: it is not a rank yet */
             continue;
         }
         int bad = 0;
         if ((int)h.b != r->world) {
-            snprintf(why, sizeof why, "WORLD_SIZE differs between ranks: rank %u has %u, rank 0 has %d",
-                     h.a, h.b, r->world);
+            snprintf(why, sizeof why, "WORLD_SIZE differs between ranks: rank %u has %u, rank 0 has %d", h.a, h.b,
+                     r->world);
             bad = 1;
         } else if (h.a < 1 || (int)h.a >= r->world) {
-            snprintf(why, sizeof why, "a process says RANK %u, outside 1..%d of WORLD_SIZE %d", h.a,
-                     r->world - 1, r->world);
+            snprintf(why, sizeof why, "a process says RANK %u, outside 1..%d of WORLD_SIZE %d", h.a, r->world - 1,
+                     r->world);
             bad = 1;
         } else if (r->fd[h.a] >= 0) {
             snprintf(why, sizeof why, "two processes say RANK %u", h.a);
@@ -288,7 +331,7 @@ static Rendezvous *open_rank0(Rendezvous *r, char *err, size_t errlen) {
             return fail0(r, err, errlen, why);
         }
         int one = 1;
-        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);   /* latency only: not fatal */
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* latency only: not fatal */
         r->fd[h.a] = cfd;
         connected++;
     }
@@ -308,19 +351,34 @@ static Rendezvous *open_rank0(Rendezvous *r, char *err, size_t errlen) {
 /* One non-blocking connect to ai, bounded by the deadline (and 2 s per try). */
 static int try_connect(const struct addrinfo *ai, double deadline, int *e) {
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) { *e = errno; return -1; }
+    if (fd < 0) {
+        *e = errno;
+        return -1;
+    }
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) return fd;
-    if (errno != EINPROGRESS) { *e = errno; close(fd); return -1; }
+    if (errno != EINPROGRESS) {
+        *e = errno;
+        close(fd);
+        return -1;
+    }
     double until = now_seconds() + 2.0;
     if (until > deadline) until = deadline;
     struct pollfd pf = {fd, POLLOUT, 0};
     int rc;
     while ((rc = poll(&pf, 1, ms_left(until))) < 0 && errno == EINTR) {}
-    if (rc <= 0) { *e = rc == 0 ? ETIMEDOUT : errno; close(fd); return -1; }
+    if (rc <= 0) {
+        *e = rc == 0 ? ETIMEDOUT : errno;
+        close(fd);
+        return -1;
+    }
     int soerr = 0;
     socklen_t sl = sizeof soerr;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) soerr = errno;
-    if (soerr) { *e = soerr; close(fd); return -1; }
+    if (soerr) {
+        *e = soerr;
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -347,21 +405,23 @@ static Rendezvous *open_peer(Rendezvous *r, char *err, size_t errlen) {
         }
         if (fd >= 0) break;
         if (now_seconds() >= deadline) {
-            if (last_what)   /* the name never resolved (no DNS answer within the timeout) */
-                rdv_err(r, err, errlen, "cannot resolve MASTER_ADDR '%s' within %d s: %s", r->addr,
-                        r->timeout_s, last_what);
+            if (last_what) /* the name never resolved (no DNS answer within the timeout) */
+                rdv_err(r, err, errlen, "cannot resolve MASTER_ADDR '%s' within %d s: %s", r->addr, r->timeout_s,
+                        last_what);
             else
-                rdv_err(r, err, errlen, "could not reach rank 0 within %d s: %s (is rank 0 running, with the "
-                        "same MASTER_ADDR and MASTER_PORT?)", r->timeout_s, strerror(last));
+                rdv_err(r, err, errlen,
+                        "could not reach rank 0 within %d s: %s (is rank 0 running, with the "
+                        "same MASTER_ADDR and MASTER_PORT?)",
+                        r->timeout_s, strerror(last));
             rdv_close(r);
             return NULL;
         }
-        struct timespec ts = {0, 100 * 1000 * 1000};   /* rank 0 may not be listening yet */
+        struct timespec ts = {0, 100 * 1000 * 1000}; /* rank 0 may not be listening yet */
         nanosleep(&ts, NULL);
     }
     r->fd[0] = fd;
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);   /* latency only: not fatal */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* latency only: not fatal */
     const char *w;
     if (send_msg(fd, T_HELLO, (uint32_t)r->rank, (uint32_t)r->world, NULL, 0, deadline, &w) < 0) {
         rdv_err(r, err, errlen, "sending this rank's hello to rank 0: %s", w);
@@ -388,10 +448,8 @@ static Rendezvous *open_peer(Rendezvous *r, char *err, size_t errlen) {
     return NULL;
 }
 
-Rendezvous *rdv_open(const char *addr, int port, int rank, int world, int timeout_s, char *err,
-                     size_t errlen) {
-    if (!addr || !addr[0] || port < 1 || port > 65535 || world < 1 || rank < 0 || rank >= world ||
-        timeout_s < 1) {
+Rendezvous *rdv_open(const char *addr, int port, int rank, int world, int timeout_s, char *err, size_t errlen) {
+    if (!addr || !addr[0] || port < 1 || port > 65535 || world < 1 || rank < 0 || rank >= world || timeout_s < 1) {
         set_err(err, errlen, "rendezvous at %s:%d (rank %d of %d, timeout %d s): invalid arguments",
                 addr ? addr : "(null)", port, rank, world, timeout_s);
         return NULL;
@@ -416,8 +474,8 @@ Rendezvous *rdv_open(const char *addr, int port, int rank, int world, int timeou
 
 /* A peer waits for message `type` from rank 0; a REJECT becomes "rank 0
  * failed: why". Sets *len to the payload length. */
-static int peer_expect(Rendezvous *r, uint32_t type, const char *waiting_for, uint64_t *len,
-                       double deadline, char *err, size_t errlen) {
+static int peer_expect(Rendezvous *r, uint32_t type, const char *waiting_for, uint64_t *len, double deadline, char *err,
+                       size_t errlen) {
     Hdr h;
     size_t got;
     const char *w;
@@ -440,16 +498,16 @@ static int peer_expect(Rendezvous *r, uint32_t type, const char *waiting_for, ui
 }
 
 /* Rank 0 waits for message `type` from rank i. */
-static int rank0_expect(Rendezvous *r, int i, uint32_t type, const char *waiting_for, double deadline,
-                        char *err, size_t errlen) {
+static int rank0_expect(Rendezvous *r, int i, uint32_t type, const char *waiting_for, double deadline, char *err,
+                        size_t errlen) {
     Hdr h;
     size_t got;
     const char *w;
     char why[TEXT_MAX];
     int rc = recv_hdr(r->fd[i], &h, deadline, &got, &w);
     if (rc == 0 && h.type == type && h.len == 0) return 0;
-    if (rc == 0) snprintf(why, sizeof why, "unexpected message %u from rank %d while waiting for %s", h.type, i,
-                          waiting_for);
+    if (rc == 0)
+        snprintf(why, sizeof why, "unexpected message %u from rank %d while waiting for %s", h.type, i, waiting_for);
     else {
         char f[256];
         recv_failure(f, sizeof f, w, got, HDR, r->timeout_s);

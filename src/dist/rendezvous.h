@@ -22,8 +22,7 @@ typedef struct Rendezvous Rendezvous;
  * them: a mismatch fails that rank and rank 0, and rank 0 tells the ranks
  * already connected. Returns once every rank is connected; world 1 opens no
  * socket. NULL and a message in err on failure. */
-Rendezvous *rdv_open(const char *addr, int port, int rank, int world, int timeout_s,
-                     char *err, size_t errlen);
+Rendezvous *rdv_open(const char *addr, int port, int rank, int world, int timeout_s, char *err, size_t errlen);
 
 /* Rank 0's blob[0 .. len) to every rank (len the same on every rank; checked),
  * rank 0 collecting an acknowledgement from each. 0, or -1 and a message. */

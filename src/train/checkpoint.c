@@ -23,7 +23,10 @@ void ckpt_state_path(const char *w, char *out, size_t outlen) {
 
 static float *download_all(Backend *bk, const float *dev, size_t n) {
     float *h = malloc(n * sizeof(float));
-    if (!h) { fprintf(stderr, "out of host memory (%zu bytes)\n", n * sizeof(float)); exit(1); }
+    if (!h) {
+        fprintf(stderr, "out of host memory (%zu bytes)\n", n * sizeof(float));
+        exit(1);
+    }
     bk->to_host(bk, h, dev, n * sizeof(float));
     return h;
 }
@@ -52,8 +55,7 @@ static const char *non_finite_tensor(Model *m, const float *base) {
 /* The config as stored in a checkpoint: the files it names absolute
  * (config_absolute_paths), so that `hgrn eval --ckpt` finds them from any
  * working directory. */
-static int stored_config_text(const char *path, const Config *c, char *text, size_t len, char *err,
-                              size_t errlen) {
+static int stored_config_text(const char *path, const Config *c, char *text, size_t len, char *err, size_t errlen) {
     Config s = *c;
     char why[1024];
     if (config_absolute_paths(&s, why, sizeof why) < 0) {
@@ -85,9 +87,7 @@ static int build_meta(const char **keys, const char **vals, char *backends, size
  * checkpoints, resumed or not, say what they were tuned from. */
 static char init_source[1200];
 
-void ckpt_set_init_source(const char *text) {
-    snprintf(init_source, sizeof init_source, "%s", text ? text : "");
-}
+void ckpt_set_init_source(const char *text) { snprintf(init_source, sizeof init_source, "%s", text ? text : ""); }
 
 /* The init source as one more metadata entry at keys[n], vals[n]: the new count. */
 static int init_meta(const char **keys, const char **vals, int n) {
@@ -106,8 +106,8 @@ static char *join_classes(char *const *classes, int n) {
     return s;
 }
 
-int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *classes,
-                      int step, const char *pair, char *err, size_t errlen) {
+int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *classes, int step, const char *pair,
+                      char *err, size_t errlen) {
     Backend *bk = model_backend(m);
     int n = model_num_tensors(m);
     float *h = download_all(bk, model_params(m), model_num_params(m));
@@ -115,7 +115,10 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     char cfgtext[16384], stepbuf[32];
     char *cls = classes ? join_classes(classes, c->num_classes) : NULL;
     int rc = -1;
-    if (!ts || (classes && !cls)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || (classes && !cls)) {
+        set_err(err, errlen, "%s: out of host memory", path);
+        goto out;
+    }
     const char *bad = non_finite_tensor(m, h);
     if (bad) {
         set_err(err, errlen, "%s: not written: weight tensor '%s' holds NaN or Inf", path, bad);
@@ -127,8 +130,12 @@ int ckpt_save_weights(const char *path, Model *m, const Config *c, char *const *
     const char *keys[6 + NBUILD] = {"format", "config", "step", "pair", "classes"};
     const char *vals[6 + NBUILD] = {FORMAT_TAG, cfgtext, stepbuf, pair ? pair : "", cls ? cls : ""};
     int nk = 3;
-    if (pair) nk++;
-    else { keys[3] = keys[4]; vals[3] = vals[4]; }
+    if (pair)
+        nk++;
+    else {
+        keys[3] = keys[4];
+        vals[3] = vals[4];
+    }
     if (cls) nk++;
     char backends[128];
     nk += build_meta(keys + nk, vals + nk, backends, sizeof backends);
@@ -146,28 +153,36 @@ out:
  * before they existed, which load as an interval just started). */
 #define NSCALARS 8
 #define NSCALARS_REQUIRED 5
-static const char *const SCALARS[NSCALARS] = {"step", "epoch", "batch", "best_top1", "seed", "log_loss_sum",
-                                              "log_steps", "best_ema_top1"};
-#define EMA_PREFIX "ema."   /* the model EMA's tensors in the state file */
+static const char *const SCALARS[NSCALARS] = {"step", "epoch",        "batch",     "best_top1",
+                                              "seed", "log_loss_sum", "log_steps", "best_ema_top1"};
+#define EMA_PREFIX "ema." /* the model EMA's tensors in the state file */
 
 static void put_scalar(StTensor *t, const char *name, const char *dtype, const void *p, size_t sz) {
     memset(t, 0, sizeof *t);
-    t->name = name; t->dtype = dtype; t->ndim = 1; t->shape[0] = 1; t->data = p; t->nbytes = sz;
+    t->name = name;
+    t->dtype = dtype;
+    t->ndim = 1;
+    t->shape[0] = 1;
+    t->data = p;
+    t->nbytes = sz;
 }
 
-int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c,
-                    const TrainState *st, const char *pair, char *err, size_t errlen) {
+int ckpt_save_state(const char *path, Model *m, const Optim *o, const Config *c, const TrainState *st, const char *pair,
+                    char *err, size_t errlen) {
     Backend *bk = model_backend(m);
     int n = model_num_tensors(m);
     size_t np = model_num_params(m);
-    const int per = o->ema ? 3 : 2;   /* tensors per parameter: the moments, the EMA */
+    const int per = o->ema ? 3 : 2; /* tensors per parameter: the moments, the EMA */
     float *mh = download_all(bk, o->m, np), *vh = download_all(bk, o->v, np);
     float *eh = o->ema ? download_all(bk, o->ema, np) : NULL;
     StTensor *ts = calloc((size_t)(per * n + NSCALARS), sizeof *ts);
-    char (*names)[128] = calloc((size_t)(per * n), sizeof *names);
+    char(*names)[128] = calloc((size_t)(per * n), sizeof *names);
     char cfgtext[16384], stepbuf[32];
     int rc = -1;
-    if (!ts || !names || (o->ema && !eh)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!ts || !names || (o->ema && !eh)) {
+        set_err(err, errlen, "%s: out of host memory", path);
+        goto out;
+    }
     const char *bad = non_finite_tensor(m, mh);
     if (!bad) bad = non_finite_tensor(m, vh);
     if (bad) {
@@ -219,8 +234,8 @@ out:
 }
 
 /* Check that file tensor t matches model tensor pi; return its data. */
-static const float *match(const char *path, const StTensor *t, const ParamInfo *pi, const char *name,
-                          char *err, size_t errlen) {
+static const float *match(const char *path, const StTensor *t, const ParamInfo *pi, const char *name, char *err,
+                          size_t errlen) {
     if (!t) {
         set_err(err, errlen, "%s: tensor '%s' is missing (is this a checkpoint of this model?)", path, name);
         return NULL;
@@ -256,11 +271,11 @@ static const float *match(const char *path, const StTensor *t, const ParamInfo *
 /* prefix_opt: the tensors under this prefix may be there or not (the
  * state's EMA); nscalars counts the SCALARS that must be there, the rest
  * may. */
-static int check_no_extra(const char *path, const SafeTensors *f, Model *m, const char *prefix_a,
-                          const char *prefix_b, const char *prefix_opt, int nscalars, char *err, size_t errlen) {
+static int check_no_extra(const char *path, const SafeTensors *f, Model *m, const char *prefix_a, const char *prefix_b,
+                          const char *prefix_opt, int nscalars, char *err, size_t errlen) {
     int expect = model_num_tensors(m) * (prefix_b ? 2 : 1) + nscalars;
     if (st_count(f) == expect) return 0;
-    int extra = 0;   /* the optional ones present */
+    int extra = 0; /* the optional ones present */
     for (int i = 0; i < st_count(f); i++) {
         const char *nm = st_at(f, i)->name;
         int known = 0;
@@ -304,25 +319,35 @@ int ckpt_stored_config(const char *path, const SafeTensors *f, Config *have, cha
     return config_load_text(have, text, origin, err, errlen) < 0 ? -1 : 1;
 }
 
-static int check_stored_model(const char *path, const SafeTensors *f, const Config *want, char *err,
-                              size_t errlen) {
+static int check_stored_model(const char *path, const SafeTensors *f, const Config *want, char *err, size_t errlen) {
     Config have;
     const int got = ckpt_stored_config(path, f, &have, err, errlen);
     if (got <= 0) return got;
     if (strcmp(have.mixer, want->mixer) != 0) {
-        snprintf(err, errlen, "%s holds a model with token mixer %s (model.mixer = %s), but the config asks "
-                 "for %s: pass --model.mixer %s, or use the config stored in the checkpoint", path, have.mixer,
-                 have.mixer, want->mixer, have.mixer);
+        snprintf(err, errlen,
+                 "%s holds a model with token mixer %s (model.mixer = %s), but the config asks "
+                 "for %s: pass --model.mixer %s, or use the config stored in the checkpoint",
+                 path, have.mixer, have.mixer, want->mixer, have.mixer);
         return -1;
     }
-    const struct { const char *key; int have, want; } keys[] = {
-        {"model.channels", have.channels, want->channels},     {"model.patch_size", have.patch_size, want->patch_size},
-        {"model.dim", have.dim, want->dim},                    {"model.depth", have.depth, want->depth},
-        {"model.glu_dim", have.glu_dim, want->glu_dim},        {"model.num_classes", have.num_classes, want->num_classes},
-        {"model.head_size", have.head_size, want->head_size},  {"model.scan2d", have.scan2d, want->scan2d},
+    const struct {
+        const char *key;
+        int have, want;
+    } keys[] = {
+        {"model.channels", have.channels, want->channels},
+        {"model.patch_size", have.patch_size, want->patch_size},
+        {"model.dim", have.dim, want->dim},
+        {"model.depth", have.depth, want->depth},
+        {"model.glu_dim", have.glu_dim, want->glu_dim},
+        {"model.num_classes", have.num_classes, want->num_classes},
+        {"model.head_size", have.head_size, want->head_size},
+        {"model.scan2d", have.scan2d, want->scan2d},
     };
-    const struct { const char *key, *have, *want; } names[] = {
-        {"model.norm", have.norm, want->norm}, {"model.head_norm", have.head_norm, want->head_norm},
+    const struct {
+        const char *key, *have, *want;
+    } names[] = {
+        {"model.norm", have.norm, want->norm},
+        {"model.head_norm", have.head_norm, want->head_norm},
     };
     char diff[512] = "";
     size_t len = 0;
@@ -351,7 +376,10 @@ int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t e
     }
     size_t np = model_num_params(m);
     float *h = malloc(np * sizeof(float));
-    if (!h) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    if (!h) {
+        set_err(err, errlen, "%s: out of host memory", path);
+        goto out;
+    }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         const float *d = match(path, st_find(f, pi->name), pi, pi->name, err, errlen);
@@ -376,8 +404,8 @@ out:
     return rc;
 }
 
-static int scalar(const char *path, const SafeTensors *f, const char *name, const char *dtype,
-                  void *out, size_t sz, char *err, size_t errlen) {
+static int scalar(const char *path, const SafeTensors *f, const char *name, const char *dtype, void *out, size_t sz,
+                  char *err, size_t errlen) {
     const StTensor *t = st_find(f, name);
     if (!t || strcmp(t->dtype, dtype) != 0 || t->nbytes != sz) {
         set_err(err, errlen, "%s: tensor '%s' missing or not a %s scalar", path, name, dtype);
@@ -393,8 +421,10 @@ static int load_ema(const char *path, const SafeTensors *f, Model *m, float *eh,
     char first[160];
     snprintf(first, sizeof first, EMA_PREFIX "%s", model_tensor(m, 0)->name);
     if (!st_find(f, first)) {
-        fprintf(stderr, "%s holds no model EMA (saved with train.ema_decay = 0): it starts from the weights "
-                "loaded\n", path);
+        fprintf(stderr,
+                "%s holds no model EMA (saved with train.ema_decay = 0): it starts from the weights "
+                "loaded\n",
+                path);
         return 1;
     }
     for (int i = 0; i < model_num_tensors(m); i++) {
@@ -415,8 +445,11 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     size_t np = model_num_params(m);
     float *mh = malloc(np * sizeof(float)), *vh = malloc(np * sizeof(float));
     float *eh = o->ema ? malloc(np * sizeof(float)) : NULL;
-    ts->best_ema_top1 = -1.0f;   /* absent: saved without an EMA */
-    if (!mh || !vh || (o->ema && !eh)) { set_err(err, errlen, "%s: out of host memory", path); goto out; }
+    ts->best_ema_top1 = -1.0f; /* absent: saved without an EMA */
+    if (!mh || !vh || (o->ema && !eh)) {
+        set_err(err, errlen, "%s: out of host memory", path);
+        goto out;
+    }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         char a[160], b[160];
@@ -443,17 +476,15 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     if (has_log && (scalar(path, f, "log_loss_sum", "F64", &log_loss_sum, 8, err, errlen) ||
                     scalar(path, f, "log_steps", "I64", &log_steps, 8, err, errlen)))
         goto out;
-    if (st_find(f, "best_ema_top1") &&
-        scalar(path, f, "best_ema_top1", "F32", &ts->best_ema_top1, 4, err, errlen))
+    if (st_find(f, "best_ema_top1") && scalar(path, f, "best_ema_top1", "F32", &ts->best_ema_top1, 4, err, errlen))
         goto out;
-    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", EMA_PREFIX, NSCALARS_REQUIRED, err, errlen) < 0)
-        goto out;
+    if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", EMA_PREFIX, NSCALARS_REQUIRED, err, errlen) < 0) goto out;
     if (o->ema && (ema_rc = load_ema(path, f, m, eh, err, errlen)) < 0) goto out;
     if (step < 0 || step > INT32_MAX || epoch < 0 || epoch > INT32_MAX || batch < 0 || batch > INT32_MAX ||
         log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1) ||
         isnan(ts->best_ema_top1)) {
         set_err(err, errlen, "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld)", path,
-                 (long long)step, (long long)epoch, (long long)batch, (long long)log_steps);
+                (long long)step, (long long)epoch, (long long)batch, (long long)log_steps);
         goto out;
     }
     ts->step = (int)step;
@@ -464,8 +495,10 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     Backend *bk = model_backend(m);
     bk->to_device(bk, o->m, mh, np * sizeof(float));
     bk->to_device(bk, o->v, vh, np * sizeof(float));
-    if (o->ema && ema_rc == 0) bk->to_device(bk, o->ema, eh, np * sizeof(float));
-    else if (o->ema) bk->copy(bk, o->ema, model_params(m), np * sizeof(float));
+    if (o->ema && ema_rc == 0)
+        bk->to_device(bk, o->ema, eh, np * sizeof(float));
+    else if (o->ema)
+        bk->copy(bk, o->ema, model_params(m), np * sizeof(float));
     o->step = ts->step;
     rc = 0;
 out:
@@ -485,7 +518,7 @@ int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err
     long v = sm ? strtol(sm, &end, 10) : -1;
     if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !sm || *end || v < 0 || v > INT32_MAX) {
         set_err(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' %s, 'step' %s)", path,
-                 fmt ? fmt : "missing", sm ? sm : "missing");
+                fmt ? fmt : "missing", sm ? sm : "missing");
         goto out;
     }
     *step = (int)v;
@@ -502,8 +535,7 @@ void free_class_names(char **classes, int n) {
     free(classes);
 }
 
-int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses,
-                     char *err, size_t errlen) {
+int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses, char *err, size_t errlen) {
     SafeTensors *f = st_open(path, err, errlen);
     if (!f) return -1;
     int rc = -1;
@@ -511,8 +543,10 @@ int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses
     *nclasses = 0;
     const char *fmt = st_meta(f, "format"), *cfg = st_meta(f, "config");
     if (!fmt || strcmp(fmt, FORMAT_TAG) != 0 || !cfg) {
-        set_err(err, errlen, "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
-                 "'config' %s)", path, fmt ? fmt : "(none)", FORMAT_TAG, cfg ? "present" : "missing");
+        set_err(err, errlen,
+                "%s: not an hgrn checkpoint (metadata 'format' = %s, expected %s; "
+                "'config' %s)",
+                path, fmt ? fmt : "(none)", FORMAT_TAG, cfg ? "present" : "missing");
         goto out;
     }
     char origin[600];
@@ -523,7 +557,10 @@ int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses
         int n = 0;
         for (const char *q = cls; *q; q++) n += *q == '\n';
         char **v = calloc((size_t)n + 1, sizeof *v);
-        if (!v) { set_err(err, errlen, "out of host memory"); goto out; }
+        if (!v) {
+            set_err(err, errlen, "out of host memory");
+            goto out;
+        }
         const char *q = cls;
         int k = 0;
         while (*q && k < n) {

@@ -17,7 +17,7 @@ static void paths(const char *dir, const char *name, int staged, char *w, size_t
     ckpt_state_path(w, s, sl);
 }
 
-static uint64_t mix(uint64_t x) {   /* splitmix64's finaliser */
+static uint64_t mix(uint64_t x) { /* splitmix64's finaliser */
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -34,8 +34,8 @@ static void new_pair_id(int step, char *out, size_t len) {
     snprintf(out, len, "%016llx%08llx", (unsigned long long)a, (unsigned long long)(b >> 32));
 }
 
-int ckpt_pair_save(const char *dir, const char *name, Model *m, const Optim *o, const Config *c,
-                   char *const *classes, const TrainState *ts, char *err, size_t errlen) {
+int ckpt_pair_save(const char *dir, const char *name, Model *m, const Optim *o, const Config *c, char *const *classes,
+                   const TrainState *ts, char *err, size_t errlen) {
     char w[1100], s[1200], W[1100], S[1200], pair[PAIR_ID_LEN + 8], why[1024];
     paths(dir, name, 1, w, sizeof w, s, sizeof s);
     paths(dir, name, 0, W, sizeof W, S, sizeof S);
@@ -73,7 +73,7 @@ static void peek(Cand *k, const char *path, char *seen, size_t seenlen) {
         k->ok = 1;
         return;
     }
-    size_t n = strlen(seen);   /* unreadable: said in the note */
+    size_t n = strlen(seen); /* unreadable: said in the note */
     snprintf(seen + n, seenlen - n, "%s%s", n ? "; " : "", err);
 }
 
@@ -90,7 +90,7 @@ int ckpt_pair_find(const char *dir, const char *name, CkptPair *out, char *note,
         peek(&wc[staged], wp[staged], seen, sizeof seen);
         peek(&sc[staged], sp[staged], seen, sizeof seen);
     }
-    int bw = -1, bs = -1;   /* the newest match; the plain names first on a tie */
+    int bw = -1, bs = -1; /* the newest match; the plain names first on a tie */
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
             if (matches(&wc[i], &sc[j]) && (bw < 0 || wc[i].step > wc[bw].step)) {
@@ -101,10 +101,11 @@ int ckpt_pair_find(const char *dir, const char *name, CkptPair *out, char *note,
         int any = 0;
         for (int i = 0; i < 2; i++) any |= file_exists(wp[i]) || file_exists(sp[i]);
         if (!any) return 0;
-        if (seen[0]) snprintf(note, notelen, "%s", seen);
+        if (seen[0])
+            snprintf(note, notelen, "%s", seen);
         else if (wc[0].ok && sc[0].ok)
-            snprintf(note, notelen, "%s is from step %d but %s is from step %d%s", wp[0], wc[0].step, sp[0],
-                     sc[0].step, wc[0].step == sc[0].step ? " of another save" : "");
+            snprintf(note, notelen, "%s is from step %d but %s is from step %d%s", wp[0], wc[0].step, sp[0], sc[0].step,
+                     wc[0].step == sc[0].step ? " of another save" : "");
         else
             snprintf(note, notelen, "no weights file has a state file of the same save in %s (%s%s%s%s)", dir,
                      wc[0].ok ? "weights" : "", wc[1].ok ? " staged weights" : "", sc[0].ok ? " state" : "",
@@ -115,8 +116,10 @@ int ckpt_pair_find(const char *dir, const char *name, CkptPair *out, char *note,
     snprintf(out->state, sizeof out->state, "%s", sp[bs]);
     out->step = wc[bw].step;
     if (bw || bs) {
-        int n = snprintf(note, notelen, "took %s + %s (step %d): a save was interrupted before its renames "
-                         "completed", out->weights, out->state, out->step);
+        int n = snprintf(note, notelen,
+                         "took %s + %s (step %d): a save was interrupted before its renames "
+                         "completed",
+                         out->weights, out->state, out->step);
         if (seen[0] && n > 0 && (size_t)n < notelen) snprintf(note + n, notelen - (size_t)n, "; %s", seen);
     } else if (seen[0]) {
         snprintf(note, notelen, "ignored: %s", seen);
@@ -149,7 +152,7 @@ int ckpt_pair_of(const char *weights, CkptPair *out, char *err, size_t errlen) {
     ckpt_state_path(weights, out->state, sizeof out->state);
     if (!file_exists(weights) || !file_exists(out->state)) {
         set_err(err, errlen, "%.500s: cannot resume: %.500s does not exist", weights,
-                 file_exists(weights) ? out->state : weights);
+                file_exists(weights) ? out->state : weights);
         return -1;
     }
     peek(&w, weights, seen, sizeof seen);
@@ -159,9 +162,10 @@ int ckpt_pair_of(const char *weights, CkptPair *out, char *err, size_t errlen) {
         return -1;
     }
     if (!matches(&w, &s)) {
-        set_err(err, errlen, "%.400s (step %d) and %.400s (step %d) are not one save's pair; --resume "
-                 "without a file finds the newest complete pair of the run directory", weights, w.step,
-                 out->state, s.step);
+        set_err(err, errlen,
+                "%.400s (step %d) and %.400s (step %d) are not one save's pair; --resume "
+                "without a file finds the newest complete pair of the run directory",
+                weights, w.step, out->state, s.step);
         return -1;
     }
     out->step = w.step;

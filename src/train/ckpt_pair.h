@@ -23,14 +23,14 @@
 #include "checkpoint.h"
 
 typedef struct {
-    char weights[1100], state[1200];   /* paths of the two files */
+    char weights[1100], state[1200]; /* paths of the two files */
     int step;
 } CkptPair;
 
 /* Write the pair DIR/NAME.safetensors + DIR/NAME.state.safetensors for
  * training state ts. 0, or -1 with a message naming the file and the cause. */
-int ckpt_pair_save(const char *dir, const char *name, Model *m, const Optim *o, const Config *c,
-                   char *const *classes, const TrainState *ts, char *err, size_t errlen);
+int ckpt_pair_save(const char *dir, const char *name, Model *m, const Optim *o, const Config *c, char *const *classes,
+                   const TrainState *ts, char *err, size_t errlen);
 
 /* The newest complete pair under DIR/NAME's four names: 1 and *out, with
  * note "" when it is the plain pair or else a sentence saying which files

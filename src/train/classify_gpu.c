@@ -17,8 +17,8 @@ struct ClassifyGpu {
      * until the decode call after next has returned (gpu_images.h) */
     ImageBuf *file[2], *pix;
     GpuSample *gs;
-    GpuSample *batch;  /* the readable ones in order, then those staged */
-    int *row;          /* path j -> its record in gs, or -1 */
+    GpuSample *batch; /* the readable ones in order, then those staged */
+    int *row; /* path j -> its record in gs, or -1 */
     long long batches;
 };
 
@@ -36,7 +36,8 @@ int classify_gpu_create(const Config *c, Backend *bk, const DeitTransform *tf, i
     }
     if (strcmp(bk->name, "cuda") != 0) {
         if (!want) return 0;
-        snprintf(err, errlen, "data.decode = gpu needs the CUDA backend (--device cuda); this run is on '%s'", bk->name);
+        snprintf(err, errlen, "data.decode = gpu needs the CUDA backend (--device cuda); this run is on '%s'",
+                 bk->name);
         return -1;
     }
     if (is_auto && !gpu_images_available()) return 0;
@@ -75,8 +76,10 @@ int classify_gpu_create(const Config *c, Backend *bk, const DeitTransform *tf, i
         g->row = calloc((size_t)max_batch, sizeof(int));
     }
     if (!g || !g->file[0] || !g->file[1] || !g->pix || !g->gs || !g->batch || !g->row) {
-        if (g) classify_gpu_destroy(g);
-        else gpu_images_destroy(gi);
+        if (g)
+            classify_gpu_destroy(g);
+        else
+            gpu_images_destroy(gi);
         snprintf(err, errlen, "out of host memory for GPU decoding");
         return -1;
     }
@@ -86,7 +89,7 @@ int classify_gpu_create(const Config *c, Backend *bk, const DeitTransform *tf, i
 
 void classify_gpu_destroy(ClassifyGpu *g) {
     if (!g) return;
-    gpu_images_destroy(g->gi);   /* first: its device work may still read the files */
+    gpu_images_destroy(g->gi); /* first: its device work may still read the files */
     for (int j = 0; j < g->max_batch; j++) {
         if (g->file[0]) image_buf_free(&g->file[0][j]);
         if (g->file[1]) image_buf_free(&g->file[1][j]);
@@ -113,8 +116,8 @@ static void load(ClassifyGpu *g, ImageBuf *files, const char *path, int j, int v
         errs[j] = strdup(msg[0] ? msg : "cannot be decoded");
 }
 
-int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n, char **errs, int *slot,
-                       char *err, size_t errlen) {
+int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n, char **errs, int *slot, char *err,
+                       size_t errlen) {
     ImageBuf *files = g->file[g->batches % 2];
     const int out = (int)(g->batches % 2);
     g->batches++;

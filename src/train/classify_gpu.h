@@ -30,7 +30,7 @@ const char *classify_gpu_backend(const ClassifyGpu *g);
  * model_forward(m, NULL, ...): slot[j] = the row of path j in the batch, or
  * -1; errs[j] = a message for a file that cannot be read (malloc'd). The
  * number staged, or -1 with a message (a failure that is not a file's). */
-int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n, char **errs, int *slot,
-                       char *err, size_t errlen);
+int classify_gpu_batch(ClassifyGpu *g, Model *m, const char *const *paths, int n, char **errs, int *slot, char *err,
+                       size_t errlen);
 
 #endif

@@ -31,7 +31,7 @@ int eval_counts_init(EvalCounts *c, int classes, int detail) {
         if (!c->class_count || !c->class_top1 || !c->class_top5) goto fail;
     }
     if (detail >= EVAL_CONFUSION) {
-        if ((double)classes * classes > INT_MAX) goto fail;   /* host_sum takes an int count */
+        if ((double)classes * classes > INT_MAX) goto fail; /* host_sum takes an int count */
         if (!(c->confusion = calloc((size_t)classes * classes, sizeof(double)))) goto fail;
     }
     return 0;
@@ -76,7 +76,7 @@ void eval_counts_allreduce(EvalCounts *c, Comm *comm) {
     c->top1 = s[0];
     c->top5 = s[1];
     c->count = s[2];
-    comm->host_sum(comm, c->loss_sum.v, EXACT_SUM_LEN);   /* integers below 2^53: exact in any order */
+    comm->host_sum(comm, c->loss_sum.v, EXACT_SUM_LEN); /* integers below 2^53: exact in any order */
     c->loss = exact_sum_value(&c->loss_sum);
     if (c->class_count) {
         comm->host_sum(comm, c->class_count, c->classes);
@@ -100,7 +100,10 @@ int evaluate_counts(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResul
     int *labels = malloc((size_t)B * sizeof(int));
     if (!onehot || !probs || !losses || !labels) {
         snprintf(err, errlen, "out of host memory for evaluation");
-        free(onehot); free(probs); free(losses); free(labels);
+        free(onehot);
+        free(probs);
+        free(losses);
+        free(labels);
         return -1;
     }
     memset(r, 0, sizeof *r);
@@ -119,8 +122,8 @@ int evaluate_counts(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResul
         memset(onehot, 0, (size_t)n * K * sizeof(float));
         for (int i = 0; i < n; i++) onehot[(size_t)i * K + labels[i]] = 1.0f;
         model_forward(m, NULL, n, 0, NULL);
-        feed_staged_read(&feed);              /* b's input slot may be reused from here */
-        got = feed_next(&feed, &b);           /* staged while this forward runs */
+        feed_staged_read(&feed); /* b's input slot may be reused from here */
+        got = feed_next(&feed, &b); /* staged while this forward runs */
         model_loss(m, onehot, n, losses);
         model_probs(m, probs, n);
         eval_counts_add(counts, probs, labels, losses, n);
@@ -153,11 +156,14 @@ int evaluate_counts(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResul
     }
     r->seconds = now_seconds() - t0;
     if (counts == &local) eval_counts_free(&local);
-    free(onehot); free(probs); free(losses); free(labels);
+    free(onehot);
+    free(probs);
+    free(losses);
+    free(labels);
     return rc;
 }
 
-int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress,
-             char *err, size_t errlen) {
+int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress, char *err,
+             size_t errlen) {
     return evaluate_counts(m, ld, c, comm, r, NULL, show_progress, err, errlen);
 }

@@ -10,9 +10,9 @@
 #include "model.h"
 
 typedef struct {
-    double top1, top5, loss;   /* top-k in percent, loss = mean plain cross-entropy */
-    long count;                /* samples evaluated */
-    double seconds;            /* the evaluation loop (first batch to last result) */
+    double top1, top5, loss; /* top-k in percent, loss = mean plain cross-entropy */
+    long count; /* samples evaluated */
+    double seconds; /* the evaluation loop (first batch to last result) */
 } EvalResult;
 
 /* Counts that add up over batches and ranks. Every field is a sum (doubles:
@@ -25,11 +25,11 @@ typedef struct {
  * top-1 prediction is p. */
 enum { EVAL_TOTALS = 0, EVAL_PER_CLASS = 1, EVAL_CONFUSION = 2 };
 typedef struct {
-    int classes;               /* K */
-    double top1, top5, loss, count;   /* loss: the value of loss_sum */
+    int classes; /* K */
+    double top1, top5, loss, count; /* loss: the value of loss_sum */
     ExactSum loss_sum;
-    double *class_count, *class_top1, *class_top5;   /* [K] each, or NULL */
-    double *confusion;         /* [K * K] or NULL */
+    double *class_count, *class_top1, *class_top5; /* [K] each, or NULL */
+    double *confusion; /* [K * K] or NULL */
 } EvalCounts;
 
 /* 0, or -1 when out of memory for the detail (or the confusion matrix
@@ -54,8 +54,8 @@ void eval_counts_allreduce(EvalCounts *c, Comm *comm);
 int evaluate_counts(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, EvalCounts *counts,
                     int show_progress, char *err, size_t errlen);
 /* The same without per-class detail. */
-int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress,
-             char *err, size_t errlen);
+int evaluate(Model *m, Loader *ld, const Config *c, Comm *comm, EvalResult *r, int show_progress, char *err,
+             size_t errlen);
 
 /* Indices of the k largest of p[0..n) in descending order (ties: the lower
  * index first). */

@@ -12,7 +12,7 @@ void exact_sum_add(ExactSum *s, float x) {
     memcpy(&u, &x, sizeof u);
     const uint32_t biased = (u >> 23) & 0xffu, frac = u & 0x7fffffu;
     const int neg = (u >> 31) != 0;
-    if (biased == 0xffu) {   /* Inf or NaN */
+    if (biased == 0xffu) { /* Inf or NaN */
         s->v[frac ? EXACT_SUM_NAN : neg ? EXACT_SUM_NEGINF : EXACT_SUM_POSINF] += 1;
         return;
     }

@@ -22,8 +22,10 @@ void feed_stage_part(Feed *f, const Batch *b, int k) {
     const Config *c = model_config(f->model);
     const int n = f->part > 0 ? f->part : b->n;
     const size_t off = (size_t)k * n * c->channels * c->image_size * c->image_size;
-    if (f->gpu) model_stage_device_images(f->model, b->dev_images + off, n);
-    else model_stage_images(f->model, b->images + off, n);
+    if (f->gpu)
+        model_stage_device_images(f->model, b->dev_images + off, n);
+    else
+        model_stage_images(f->model, b->images + off, n);
 }
 
 int feed_next(Feed *f, const Batch **batch) {
@@ -39,12 +41,12 @@ void feed_staged_read(Feed *f) {
 int feed_partition_begin(const Config *c, Backend *bk, int device, char *err, size_t errlen) {
     int n = config_input_sms(c->input_sms);
     if (n == 0 || !bk || strcmp(bk->name, "cuda") != 0 || strcmp(c->decode, "cpu") == 0 ||
-        strcmp(c->dataset, "imagefolder") != 0)   /* only files are decoded on the GPU */
+        strcmp(c->dataset, "imagefolder") != 0) /* only files are decoded on the GPU */
         return 0;
     /* the test hook for the path where green contexts are unavailable */
     if (fault_hit("no-green-contexts", 0)) gpu_partition_disable("HGRN_FAULT names no-green-contexts");
     char why[400];
-    if (n < 0) {   /* auto: the smallest partition the device makes */
+    if (n < 0) { /* auto: the smallest partition the device makes */
         int sms = 0, align = 0;
         if (gpu_partition_query(device, &sms, &n, &align, why, sizeof why)) {
             fprintf(stderr, "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM\n", why);

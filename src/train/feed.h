@@ -21,9 +21,9 @@
 typedef struct {
     Loader *loader;
     Model *model;
-    void *stream;     /* the backend's CUDA stream when the loader decodes on the GPU, else NULL */
+    void *stream; /* the backend's CUDA stream when the loader decodes on the GPU, else NULL */
     int gpu;
-    int part;         /* samples staged at a time: 0 the whole batch, else parts of it (feed_set_part) */
+    int part; /* samples staged at a time: 0 the whole batch, else parts of it (feed_set_part) */
 } Feed;
 
 /* Call loader_use_gpu on the loader before (and before loader_start_prefetch). */

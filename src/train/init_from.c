@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FORMAT_TAG "hgrn-ckpt-1"   /* checkpoint.c's */
+#define FORMAT_TAG "hgrn-ckpt-1" /* checkpoint.c's */
 
 int init_from_check(const char *path, char *err, size_t errlen) {
     char why[1200];
@@ -22,17 +22,21 @@ int init_from_check(const char *path, char *err, size_t errlen) {
     int rc = -1;
     const char *fmt = st_meta(f, "format");
     if (!fmt || strcmp(fmt, FORMAT_TAG) != 0) {
-        set_err(err, errlen, "--init %s: not an hgrn checkpoint (metadata 'format' = %s; an official PyTorch "
-                "checkpoint goes through scripts/pytorch/convert.py import first)", path, fmt ? fmt : "(none)");
+        set_err(err, errlen,
+                "--init %s: not an hgrn checkpoint (metadata 'format' = %s; an official PyTorch "
+                "checkpoint goes through scripts/pytorch/convert.py import first)",
+                path, fmt ? fmt : "(none)");
         goto out;
     }
-    for (int i = 0; i < st_count(f); i++) {   /* the weights load path's check, over every tensor */
+    for (int i = 0; i < st_count(f); i++) { /* the weights load path's check, over every tensor */
         const StTensor *t = st_at(f, i);
         int64_t at;
         const char *what;
         if (st_find_non_finite(t, &at, &what)) {
-            set_err(err, errlen, "--init %s: tensor '%s' holds %s at element %lld (a damaged file, or saved from "
-                    "a diverged run)", path, t->name, what, (long long)at);
+            set_err(err, errlen,
+                    "--init %s: tensor '%s' holds %s at element %lld (a damaged file, or saved from "
+                    "a diverged run)",
+                    path, t->name, what, (long long)at);
             goto out;
         }
     }
@@ -62,22 +66,26 @@ static int check_mixer(const char *path, const SafeTensors *f, const Config *wan
     const int got = ckpt_stored_config(path, f, &have, err, errlen);
     if (got <= 0) return got;
     if (strcmp(have.mixer, want->mixer) != 0) {
-        set_err(err, errlen, "--init %s holds a model with token mixer %s, but the config asks for %s (pass "
-                "--model.mixer %s)", path, have.mixer, want->mixer, have.mixer);
+        set_err(err, errlen,
+                "--init %s holds a model with token mixer %s, but the config asks for %s (pass "
+                "--model.mixer %s)",
+                path, have.mixer, want->mixer, have.mixer);
         return -1;
     }
     return 0;
 }
 
-int init_from_load(const char *path, Model *m, uint64_t seed, const char *const *exclude, int nexclude,
-                   FILE *report, char *source, size_t sourcelen, char *err, size_t errlen) {
+int init_from_load(const char *path, Model *m, uint64_t seed, const char *const *exclude, int nexclude, FILE *report,
+                   char *source, size_t sourcelen, char *err, size_t errlen) {
     const int n = model_num_tensors(m);
-    for (int k = 0; k < nexclude; k++) {   /* a pattern that matches nothing is a typo */
+    for (int k = 0; k < nexclude; k++) { /* a pattern that matches nothing is a typo */
         int hit = 0;
         for (int i = 0; i < n && !hit; i++) hit = fnmatch(exclude[k], model_tensor(m, i)->name, 0) == 0;
         if (!hit) {
-            set_err(err, errlen, "--init.exclude '%s' matches no tensor of the model (`hgrn info --tensors` "
-                    "lists them)", exclude[k]);
+            set_err(err, errlen,
+                    "--init.exclude '%s' matches no tensor of the model (`hgrn info --tensors` "
+                    "lists them)",
+                    exclude[k]);
             return -1;
         }
     }
@@ -90,7 +98,10 @@ int init_from_load(const char *path, Model *m, uint64_t seed, const char *const 
     int rc = -1, used = 0, reinit = 0;
     const size_t np = model_num_params(m);
     float *h = malloc(np * sizeof(float));
-    if (!h) { set_err(err, errlen, "--init %s: out of host memory", path); goto out; }
+    if (!h) {
+        set_err(err, errlen, "--init %s: out of host memory", path);
+        goto out;
+    }
     if (check_mixer(path, f, model_config(m), err, errlen) < 0) goto out;
     /* every tensor that is not taken keeps what a fresh run would give it */
     model_init(m, seed);
@@ -105,13 +116,15 @@ int init_from_load(const char *path, Model *m, uint64_t seed, const char *const 
         if (ex >= 0) {
             if (t) used++;
             reinit++;
-            if (report) fprintf(report, "--init: %s [%s]: re-initialised (--init.exclude '%s')\n", pi->name, want,
-                                exclude[ex]);
+            if (report)
+                fprintf(report, "--init: %s [%s]: re-initialised (--init.exclude '%s')\n", pi->name, want, exclude[ex]);
             continue;
         }
         if (!t) {
-            set_err(err, errlen, "--init %s: tensor '%s' of the model is missing from the checkpoint (exclude it "
-                    "with --init.exclude to initialise it fresh)", path, pi->name);
+            set_err(err, errlen,
+                    "--init %s: tensor '%s' of the model is missing from the checkpoint (exclude it "
+                    "with --init.exclude to initialise it fresh)",
+                    path, pi->name);
             goto out;
         }
         used++;
@@ -124,8 +137,8 @@ int init_from_load(const char *path, Model *m, uint64_t seed, const char *const 
         if (!same) {
             reinit++;
             shape_text(have, sizeof have, t->ndim, t->shape);
-            if (report) fprintf(report, "--init: %s: checkpoint [%s], model [%s]: re-initialised\n", pi->name, have,
-                                want);
+            if (report)
+                fprintf(report, "--init: %s: checkpoint [%s], model [%s]: re-initialised\n", pi->name, have, want);
             continue;
         }
         memcpy(h + pi->offset, t->data, pi->numel * sizeof(float));

@@ -27,7 +27,7 @@ int init_from_check(const char *path, char *err, size_t errlen);
  * The source's description ("PATH (step N)", the path absolute) goes into
  * source[0 .. sourcelen). 0, or -1 with a message naming the tensor or
  * pattern (an input error: nothing has been written). */
-int init_from_load(const char *path, Model *m, uint64_t seed, const char *const *exclude, int nexclude,
-                   FILE *report, char *source, size_t sourcelen, char *err, size_t errlen);
+int init_from_load(const char *path, Model *m, uint64_t seed, const char *const *exclude, int nexclude, FILE *report,
+                   char *source, size_t sourcelen, char *err, size_t errlen);
 
 #endif

@@ -11,7 +11,7 @@ static struct sigaction g_old_int, g_old_term, g_old_usr1;
 static int g_installed;
 
 static void on_stop(int sig) {
-    if (g_stop) {   /* the second: at once, as if no handler were there */
+    if (g_stop) { /* the second: at once, as if no handler were there */
         static const char msg[] = "\nhgrn: second signal: stopping at once, without a checkpoint\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
@@ -20,7 +20,7 @@ static void on_stop(int sig) {
         dfl.sa_handler = SIG_DFL;
         sigemptyset(&dfl.sa_mask);
         sigaction(sig, &dfl, NULL);
-        raise(sig);   /* delivered when this handler returns */
+        raise(sig); /* delivered when this handler returns */
         return;
     }
     g_stop = sig;
@@ -37,7 +37,7 @@ static void set(int sig, void (*fn)(int), struct sigaction *old) {
     sa.sa_handler = fn;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);    /* one stop handler at a time */
+    sigaddset(&sa.sa_mask, SIGINT); /* one stop handler at a time */
     sigaddset(&sa.sa_mask, SIGTERM);
     if (sigaction(sig, &sa, old) != 0) perror("hgrn: sigaction");
 }

@@ -46,11 +46,11 @@ size_t metrics_cut(char *text, size_t len, int step, int epochs_done, int *dropp
         size_t ll = nl ? (size_t)(nl - (text + pos)) : len - pos;
         const char *line = text + pos;
         int keep = 0;
-        if (nl) {   /* a line without its newline was cut short by a crash */
-            if (has(line, ll, "\"event\": \"start\"")) {   /* a process that saved something after it */
+        if (nl) { /* a line without its newline was cut short by a crash */
+            if (has(line, ll, "\"event\": \"start\"")) { /* a process that saved something after it */
                 long s = field(line, ll, "step");
                 keep = s >= 0 && s < step;
-            } else if (has(line, ll, "\"val_top1\"")) {   /* made before the checkpoint's position */
+            } else if (has(line, ll, "\"val_top1\"")) { /* made before the checkpoint's position */
                 long e = field(line, ll, "epoch"), s = field(line, ll, "step");
                 keep = e >= 0 && s >= 0 && (s < step || (s == step && e <= epochs_done));
             } else {
@@ -69,8 +69,8 @@ size_t metrics_cut(char *text, size_t len, int step, int epochs_done, int *dropp
     return out;
 }
 
-int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_done, int *dropped,
-                 char *err, size_t errlen) {
+int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_done, int *dropped, char *err,
+                 size_t errlen) {
     memset(mt, 0, sizeof *mt);
     mt->fd = -1;
     snprintf(mt->path, sizeof mt->path, "%s/metrics.jsonl", dir);
@@ -111,16 +111,17 @@ void metrics_write(Metrics *mt, const char *fmt, ...) {
     tboard_record(mt->tb, line, (size_t)n);
     line[n++] = '\n';
     if (fd_append_whole(mt->fd, line, (size_t)n) == 0) {
-        if (mt->failing)
-            fprintf(stderr, "hgrn: %s: writing again; %ld records were lost\n", mt->path, mt->lost);
+        if (mt->failing) fprintf(stderr, "hgrn: %s: writing again; %ld records were lost\n", mt->path, mt->lost);
         mt->failing = 0;
         mt->lost = 0;
         return;
     }
     mt->lost++;
     if (!mt->failing)
-        fprintf(stderr, "hgrn: warning: %s: write failed (%s); records are lost until it works again, "
-                "training goes on\n", mt->path, strerror(errno));
+        fprintf(stderr,
+                "hgrn: warning: %s: write failed (%s); records are lost until it works again, "
+                "training goes on\n",
+                mt->path, strerror(errno));
     mt->failing = 1;
 }
 

@@ -11,11 +11,11 @@
 struct Tboard;
 
 typedef struct {
-    int fd;           /* open for appending, or -1 */
+    int fd; /* open for appending, or -1 */
     char path[1100];
-    int failing;      /* the last write failed (its warning was printed) */
-    long lost;        /* records not written */
-    struct Tboard *tb;   /* train.tensorboard: every record's scalars go there too (tboard.h), or NULL */
+    int failing; /* the last write failed (its warning was printed) */
+    long lost; /* records not written */
+    struct Tboard *tb; /* train.tensorboard: every record's scalars go there too (tboard.h), or NULL */
 } Metrics;
 
 /* Open DIR/metrics.jsonl. fresh: truncate. Else keep what was recorded
@@ -28,8 +28,8 @@ typedef struct {
  * steps < step: a process that started at the checkpoint's step left
  * nothing else behind; drop the rest, rewriting the file atomically;
  * *dropped says how many went. 0, or -1 with a message. */
-int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_done, int *dropped,
-                 char *err, size_t errlen);
+int metrics_open(Metrics *mt, const char *dir, int fresh, int step, int epochs_done, int *dropped, char *err,
+                 size_t errlen);
 
 /* Cut the text of a metrics file (len bytes) back as metrics_open does, in
  * place; returns the new length and *dropped. Incomplete or unparsable

@@ -45,7 +45,7 @@ void optim_free(Optim *o) {
 void optim_prepare(Optim *o, const Config *c, double lr) {
     o->step++;
     o->host[0] = (float)lr;
-    o->host[1] = (float)(1.0 - pow((double)c->beta1, o->step));   /* bias corrections */
+    o->host[1] = (float)(1.0 - pow((double)c->beta1, o->step)); /* bias corrections */
     o->host[2] = (float)(1.0 - pow((double)c->beta2, o->step));
     o->host[3] = optim_ema_decay_at(o->ema_decay, o->ema_warmup, o->step - 1);
 }
@@ -60,8 +60,8 @@ void optim_step_device(Optim *o, const Config *c, Model *model) {
     AdamWArgs a = {0.0f, c->beta1, c->beta2, c->eps, c->weight_decay, 1, c->clip_grad, o->sched};
     bk->adamw(bk, p, g, o->m, o->v, o->decay_n, &a, o->gnorm_sq);
     a.weight_decay = 0.0f;
-    bk->adamw(bk, p + o->decay_n, g + o->decay_n, o->m + o->decay_n, o->v + o->decay_n,
-              o->n - o->decay_n, &a, o->gnorm_sq);
+    bk->adamw(bk, p + o->decay_n, g + o->decay_n, o->m + o->decay_n, o->v + o->decay_n, o->n - o->decay_n, &a,
+              o->gnorm_sq);
     /* after a skipped (non-finite) update too, as timm's: the weights are unchanged */
     if (o->ema) bk->ema_update(bk, o->ema, p, o->n, o->sched + 3);
     bk->to_host_async(bk, o->host + 4, o->gnorm_sq, sizeof(float));

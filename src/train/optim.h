@@ -12,16 +12,16 @@
 typedef struct {
     Backend *bk;
     size_t n, decay_n;
-    float *m, *v;        /* moments, backend memory, [n] each */
-    float *gnorm_sq;     /* one device float */
-    float *sched;        /* device {lr, 1 - beta1^step, 1 - beta2^step} (AdamWArgs.sched) */
-    float *host;         /* host [0..2] the next sched, [3] the EMA's decay, [4] the last squared grad norm */
-    int step;            /* updates done so far */
+    float *m, *v; /* moments, backend memory, [n] each */
+    float *gnorm_sq; /* one device float */
+    float *sched; /* device {lr, 1 - beta1^step, 1 - beta2^step} (AdamWArgs.sched) */
+    float *host; /* host [0..2] the next sched, [3] the EMA's decay, [4] the last squared grad norm */
+    int step; /* updates done so far */
     /* Model EMA (optim_enable_ema; NULL: off): an average of the parameter
      * block, updated after each AdamW update inside the same (recorded) step */
-    float *ema;          /* backend memory, [n], laid out as the parameters */
-    float ema_decay;     /* train.ema_decay */
-    int ema_warmup;      /* 1: the decay is min(ema_decay, (1 + u) / (10 + u)) after u updates */
+    float *ema; /* backend memory, [n], laid out as the parameters */
+    float ema_decay; /* train.ema_decay */
+    int ema_warmup; /* 1: the decay is min(ema_decay, (1 + u) / (10 + u)) after u updates */
 } Optim;
 
 int optim_init(Optim *o, Backend *bk, Model *model);

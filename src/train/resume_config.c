@@ -23,9 +23,12 @@ static void json_text(char *out, size_t len, const char *s) {
     size_t o = 0;
     for (; *s && o + 7 < len; s++) {
         const unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') o += (size_t)snprintf(out + o, len - o, "\\%c", ch);
-        else if (ch < 0x20) o += (size_t)snprintf(out + o, len - o, "\\u%04x", ch);
-        else out[o++] = (char)ch;
+        if (ch == '"' || ch == '\\')
+            o += (size_t)snprintf(out + o, len - o, "\\%c", ch);
+        else if (ch < 0x20)
+            o += (size_t)snprintf(out + o, len - o, "\\u%04x", ch);
+        else
+            out[o++] = (char)ch;
     }
     out[o] = 0;
 }
@@ -41,12 +44,16 @@ int resume_check_config(const Config *cfg, const char *saved, int from_ckpt, int
     }
     if (load_saved(saved, from_ckpt, &run, why, sizeof why) < 0) {
         if (!allow) {
-            snprintf(err, errlen, "--resume: cannot compare the configuration with the run's: %.900s (pass "
-                     "--allow-changes to resume without comparing)", why);
+            snprintf(err, errlen,
+                     "--resume: cannot compare the configuration with the run's: %.900s (pass "
+                     "--allow-changes to resume without comparing)",
+                     why);
             return -2;
         }
-        snprintf(said, saidlen, "hgrn: warning: --resume --allow-changes: the run's configuration is not compared: "
-                 "%.1100s\n", why);
+        snprintf(said, saidlen,
+                 "hgrn: warning: --resume --allow-changes: the run's configuration is not compared: "
+                 "%.1100s\n",
+                 why);
         return 0;
     }
     const int n = config_diff(&here, &run, NULL, 0);
@@ -60,12 +67,16 @@ int resume_check_config(const Config *cfg, const char *saved, int from_ckpt, int
     int refused = -1, others = 0;
     for (int i = 0; i < shown; i++) {
         if (d[i].may_change || allow) continue;
-        if (refused < 0) refused = i;
-        else others++;
+        if (refused < 0)
+            refused = i;
+        else
+            others++;
     }
     if (refused >= 0) {
-        int o = snprintf(err, errlen, "--resume: %s is %.200s here but %.200s in %.400s (pass --allow-changes to "
-                         "accept)", d[refused].key, d[refused].here, d[refused].saved, saved);
+        int o = snprintf(err, errlen,
+                         "--resume: %s is %.200s here but %.200s in %.400s (pass --allow-changes to "
+                         "accept)",
+                         d[refused].key, d[refused].here, d[refused].saved, saved);
         for (int i = refused + 1, listed = 0; i < shown && o > 0 && (size_t)o < errlen; i++) {
             if (d[i].may_change) continue;
             if (listed == 3) {
@@ -81,11 +92,13 @@ int resume_check_config(const Config *cfg, const char *saved, int from_ckpt, int
     }
     size_t used = 0, sl = 0;
     for (int i = 0; i < shown; i++) {
-        const int l = snprintf(said + sl, saidlen - sl, "--resume: %s is %.200s here, %.200s in %.400s: changed (%s)\n",
-                               d[i].key, d[i].here, d[i].saved, saved,
-                               d[i].may_change ? "it may change on resume" : "--allow-changes");
-        if (l > 0 && sl + (size_t)l < saidlen) sl += (size_t)l;
-        else said[sl] = 0;   /* the lines that fit */
+        const int l =
+            snprintf(said + sl, saidlen - sl, "--resume: %s is %.200s here, %.200s in %.400s: changed (%s)\n", d[i].key,
+                     d[i].here, d[i].saved, saved, d[i].may_change ? "it may change on resume" : "--allow-changes");
+        if (l > 0 && sl + (size_t)l < saidlen)
+            sl += (size_t)l;
+        else
+            said[sl] = 0; /* the lines that fit */
         char a[1300], b[1300], item[2800];
         json_text(a, sizeof a, d[i].here);
         json_text(b, sizeof b, d[i].saved);

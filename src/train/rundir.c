@@ -11,7 +11,7 @@
 
 static const char *const RUN_FILES[] = {
     "last.safetensors", "last.state.safetensors", "last.next.safetensors", "last.next.state.safetensors",
-    "best.safetensors", "best_ema.safetensors", "metrics.jsonl", "config.cfg",
+    "best.safetensors", "best_ema.safetensors",   "metrics.jsonl",         "config.cfg",
 };
 #define NRUN_FILES (int)(sizeof RUN_FILES / sizeof RUN_FILES[0])
 
@@ -77,7 +77,7 @@ static long dead_temporary(const char *name) {
         char *end;
         long pid = strtol(name + n + 5, &end, 10);
         if (*end || pid <= 0) return 0;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0;   /* alive, or not ours to judge */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0; /* alive, or not ours to judge */
         return pid;
     }
     return 0;
@@ -92,8 +92,10 @@ int rundir_remove_temporaries(const char *dir) {
         if (!dead_temporary(e->d_name)) continue;
         char p[1200], err[1300];
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (remove_file(p, err, sizeof err) == 0) removed++;
-        else fprintf(stderr, "hgrn: warning: %s\n", err);
+        if (remove_file(p, err, sizeof err) == 0)
+            removed++;
+        else
+            fprintf(stderr, "hgrn: warning: %s\n", err);
     }
     if (closedir(d) != 0) fprintf(stderr, "hgrn: warning: %s: closedir: %s\n", dir, strerror(errno));
     return removed;

@@ -9,7 +9,7 @@ double peak_lr(const Config *c) {
 double timm_cosine_lr(const Config *c, double t) {
     const double peak = peak_lr(c);
     if (t < c->warmup_epochs) return c->warmup_lr + t * (peak - c->warmup_lr) / c->warmup_epochs;
-    if (t >= c->epochs) return c->min_lr;   /* cycle_limit 1: past the first cycle */
+    if (t >= c->epochs) return c->min_lr; /* cycle_limit 1: past the first cycle */
     return c->min_lr + 0.5 * (peak - c->min_lr) * (1.0 + cos(M_PI * t / c->epochs));
 }
 
@@ -25,8 +25,7 @@ static double lr_per_epoch(const Config *c, double e) {
 double lr_at(const Config *c, double e) {
     if (!strcmp(c->lr_step, "epoch")) return lr_per_epoch(c, e);
     double peak = peak_lr(c);
-    if (e < c->warmup_epochs)
-        return c->warmup_lr + (peak - c->warmup_lr) * e / c->warmup_epochs;
+    if (e < c->warmup_epochs) return c->warmup_lr + (peak - c->warmup_lr) * e / c->warmup_epochs;
     double span = c->epochs - c->warmup_epochs;
     double t = span > 0 ? (e - c->warmup_epochs) / span : 1.0;
     if (t > 1.0) t = 1.0;

@@ -30,11 +30,11 @@ static void step_device(Stepper *s, int slot, int B, int zero, int last, int par
     if (zero) model_zero_grads(s->m);
     model_forward_slot(s->m, slot, B);
     model_loss_device(s->m, B);
-    model_backward(s->m, B);   /* the gradients accumulate over the parts */
+    model_backward(s->m, B); /* the gradients accumulate over the parts */
     if (!last) return;
     Backend *bk = model_backend(s->m);
     const size_t n = model_num_params(s->m);
-    if (strcmp(s->comm->name, "single") != 0)   /* at world 1 too: the same path */
+    if (strcmp(s->comm->name, "single") != 0) /* at world 1 too: the same path */
         s->comm->allreduce_sum(s->comm, bk, model_grads(s->m), n);
     /* the mean of the ranks' and parts' mean-loss gradients (equal batches) */
     const int div = s->comm->world * parts;
@@ -42,13 +42,13 @@ static void step_device(Stepper *s, int slot, int B, int zero, int last, int par
     optim_step_device(s->o, s->c, s->m);
 }
 
-void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
-                 double lr, Rng *dp) {
+void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index, double lr,
+                 Rng *dp) {
     step_launch_part(s, targets, B, global_batch, global_index, lr, dp, 0, 1);
 }
 
-void step_launch_part(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
-                      double lr, Rng *dp, int part, int parts) {
+void step_launch_part(Stepper *s, const float *targets, int B, int global_batch, const int *global_index, double lr,
+                      Rng *dp, int part, int parts) {
     Backend *bk = model_backend(s->m);
     const int last = part == parts - 1;
     model_set_targets(s->m, targets, B);
@@ -70,7 +70,7 @@ void step_launch_part(Stepper *s, const float *targets, int B, int global_batch,
             bk->graph_begin(bk);
             step_device(s, slot, B, zero_inside, last, parts);
             bk->graph_end(bk, key);
-            if (bk->graph_launch(bk, key) < 0) {   /* cannot happen: just recorded */
+            if (bk->graph_launch(bk, key) < 0) { /* cannot happen: just recorded */
                 fprintf(stderr, "internal error: the recorded training step did not launch\n");
                 abort();
             }
@@ -80,7 +80,7 @@ void step_launch_part(Stepper *s, const float *targets, int B, int global_batch,
         return;
     }
     step_device(s, slot, B, part == 0, last, parts);
-    if (last) s->eager_done++;   /* every kind of part has run once eagerly */
+    if (last) s->eager_done++; /* every kind of part has run once eagerly */
 }
 
 void step_finish(Stepper *s, float *loss, float *grad_norm) {

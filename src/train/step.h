@@ -15,12 +15,12 @@ typedef struct {
     Model *m;
     Optim *o;
     const Config *c;
-    Comm *comm;       /* data parallel: the gradients are summed over its ranks */
-    int graphs;       /* record and replay (backend supports it and it was asked for) */
-    int graph_B;      /* the batch size the graphs hold; other sizes run eagerly */
-    int eager_done;   /* eager steps so far: recording waits for one */
-    int B;            /* batch of the step in flight */
-    long replays;     /* steps run from a graph (for reporting) */
+    Comm *comm; /* data parallel: the gradients are summed over its ranks */
+    int graphs; /* record and replay (backend supports it and it was asked for) */
+    int graph_B; /* the batch size the graphs hold; other sizes run eagerly */
+    int eager_done; /* eager steps so far: recording waits for one */
+    int B; /* batch of the step in flight */
+    long replays; /* steps run from a graph (for reporting) */
 } Stepper;
 
 /* use_graphs: 0 never, 1 when the backend can. comm: the data-parallel
@@ -36,8 +36,8 @@ void step_init(Stepper *s, Model *m, Optim *o, const Config *c, Comm *comm, int 
  * update is the one a single process would make on the global batch. Returns
  * at once; the staged images' host buffer is still being read until
  * model_upload_wait. */
-void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
-                 double lr, Rng *dp);
+void step_launch(Stepper *s, const float *targets, int B, int global_batch, const int *global_index, double lr,
+                 Rng *dp);
 /* One part of a step accumulated over `parts` batches of B (train.accum_steps):
  * part 0 clears the gradients, every part adds its batch's, the last one
  * averages them (over the parts and the ranks) and updates the weights with
@@ -45,8 +45,8 @@ void step_launch(Stepper *s, const float *targets, int B, int global_batch, cons
  * the global batch. Call step_finish after each part (its loss is that
  * part's; the gradient norm is the step's after the last). parts = 1 is
  * step_launch. */
-void step_launch_part(Stepper *s, const float *targets, int B, int global_batch, const int *global_index,
-                      double lr, Rng *dp, int part, int parts);
+void step_launch_part(Stepper *s, const float *targets, int B, int global_batch, const int *global_index, double lr,
+                      Rng *dp, int part, int parts);
 /* Wait for the step in flight; its mean loss and gradient norm (before
  * clipping). A NaN/Inf gradient made the optimizer skip the update. */
 void step_finish(Stepper *s, float *loss, float *grad_norm);

@@ -18,8 +18,8 @@
 struct Tboard {
     int fd;
     char path[1200];
-    int failing;   /* the last write failed (its warning was printed) */
-    long lost;     /* records not written */
+    int failing; /* the last write failed (its warning was printed) */
+    long lost; /* records not written */
 };
 
 /* ---------------------------------------------------------------- CRC-32C */
@@ -36,9 +36,7 @@ uint32_t tboard_crc32c(uint32_t crc, const void *data, size_t n) {
     return ~crc;
 }
 
-uint32_t tboard_mask_crc(uint32_t crc) {
-    return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
+uint32_t tboard_mask_crc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
 static void put_le(uint8_t *out, uint64_t v, int bytes) {
     for (int i = 0; i < bytes; i++) out[i] = (uint8_t)(v >> (8 * i));
@@ -57,7 +55,7 @@ size_t tboard_frame(uint8_t *out, const void *data, size_t n) {
 typedef struct {
     uint8_t *p;
     size_t n, cap;
-    int full;   /* something did not fit */
+    int full; /* something did not fit */
 } Buf;
 
 static void put(Buf *b, const void *data, size_t n) {
@@ -124,14 +122,14 @@ size_t tboard_event_version(uint8_t *out, size_t cap, double wall_time) {
 
 size_t tboard_event_start(uint8_t *out, size_t cap, double wall_time, int64_t step) {
     Buf b = {out, 0, cap, 0};
-    const uint8_t session_start[2] = {1 << 3 | 0, 1};   /* SessionLog.status = START */
+    const uint8_t session_start[2] = {1 << 3 | 0, 1}; /* SessionLog.status = START */
     put_event_head(&b, wall_time, step);
-    put_bytes_field(&b, 7, session_start, sizeof session_start);   /* Event.session_log (6 is log_message) */
+    put_bytes_field(&b, 7, session_start, sizeof session_start); /* Event.session_log (6 is log_message) */
     return b.full ? 0 : b.n;
 }
 
-size_t tboard_event_scalars(uint8_t *out, size_t cap, double wall_time, int64_t step,
-                            const char *const *tags, const float *values, int n) {
+size_t tboard_event_scalars(uint8_t *out, size_t cap, double wall_time, int64_t step, const char *const *tags,
+                            const float *values, int n) {
     uint8_t summary[RECORD_MAX], value[256];
     Buf s = {summary, 0, sizeof summary, 0};
     for (int i = 0; i < n; i++) {
@@ -139,7 +137,7 @@ size_t tboard_event_scalars(uint8_t *out, size_t cap, double wall_time, int64_t 
         put_bytes_field(&v, 1, tags[i], strlen(tags[i]));
         put_float_field(&v, 2, values[i]);
         if (v.full) return 0;
-        put_bytes_field(&s, 1, value, v.n);   /* Summary.value */
+        put_bytes_field(&s, 1, value, v.n); /* Summary.value */
     }
     Buf b = {out, 0, cap, 0};
     put_event_head(&b, wall_time, step);
@@ -159,7 +157,7 @@ static const char *skip_ws(const char *p, const char *end) {
 static const char *skip_string(const char *p, const char *end) {
     for (p++; p < end; p++) {
         if (*p == '"') return p + 1;
-        if (*p == '\\' && ++p == end) return NULL;   /* the escaped character is passed over */
+        if (*p == '\\' && ++p == end) return NULL; /* the escaped character is passed over */
     }
     return NULL;
 }
@@ -172,15 +170,16 @@ static const char *skip_nested(const char *p, const char *end) {
             if (!(p = skip_string(p, end))) return NULL;
             continue;
         }
-        if (*p == '[' || *p == '{') depth++;
-        else if ((*p == ']' || *p == '}') && --depth == 0) return p + 1;
+        if (*p == '[' || *p == '{')
+            depth++;
+        else if ((*p == ']' || *p == '}') && --depth == 0)
+            return p + 1;
         p++;
     }
     return NULL;
 }
 
-int tboard_parse_record(const char *json, size_t len, int64_t *step, char (*tags)[64], float *values,
-                        int max) {
+int tboard_parse_record(const char *json, size_t len, int64_t *step, char (*tags)[64], float *values, int max) {
     const char *p = json, *end = json + len;
     char keys[MAX_SCALARS][48];
     double nums[MAX_SCALARS];
@@ -189,7 +188,7 @@ int tboard_parse_record(const char *json, size_t len, int64_t *step, char (*tags
     if (p >= end || *p++ != '{') return -1;
     for (;;) {
         p = skip_ws(p, end);
-        if (p >= end || *p != '"') return -1;   /* a key (an empty object has no "step" anyway) */
+        if (p >= end || *p != '"') return -1; /* a key (an empty object has no "step" anyway) */
         const char *k0 = p + 1, *k1 = skip_string(p, end);
         if (!k1) return -1;
         const size_t klen = (size_t)(k1 - 1 - k0);
@@ -269,7 +268,7 @@ static int write_scalars(Tboard *tb, const char *json, size_t len) {
     const char *tagp[MAX_SCALARS];
     int64_t step = 0;
     const int n = tboard_parse_record(json, len, &step, tags, values, MAX_SCALARS);
-    if (n <= 0) return 0;   /* a start record, or nothing TensorBoard can show */
+    if (n <= 0) return 0; /* a start record, or nothing TensorBoard can show */
     for (int i = 0; i < n; i++) tagp[i] = tags[i];
     uint8_t event[RECORD_MAX];
     return write_event(tb, event, tboard_event_scalars(event, sizeof event, wall_now(), step, tagp, values, n));
@@ -285,8 +284,10 @@ void tboard_record(Tboard *tb, const char *json, size_t len) {
     }
     tb->lost++;
     if (!tb->failing)
-        fprintf(stderr, "hgrn: warning: %s: write failed (%s); records are lost until it works again, "
-                "training goes on\n", tb->path, strerror(errno));
+        fprintf(stderr,
+                "hgrn: warning: %s: write failed (%s); records are lost until it works again, "
+                "training goes on\n",
+                tb->path, strerror(errno));
     tb->failing = 1;
 }
 
@@ -344,14 +345,14 @@ Tboard *tboard_open(const char *dir, int start_step, const char *metrics_path, c
      * so a new file must sort after every earlier one, also when it starts
      * within the same second or the clock went back: else the name of the
      * greatest one with ".1" added */
-    char last[300];   /* a name (NAME_MAX 255) and ".1" */
+    char last[300]; /* a name (NAME_MAX 255) and ".1" */
     if (last_event_file(dir, last, sizeof last, err, errlen) < 0) {
         free(tb);
         return NULL;
     }
     const long now = (long)time(NULL);
-    int fit = snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s", dir, now, host) <
-              (int)sizeof tb->path;
+    int fit =
+        snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s", dir, now, host) < (int)sizeof tb->path;
     if (fit && last[0] && strcmp(strrchr(tb->path, '/') + 1, last) <= 0)
         fit = snprintf(tb->path, sizeof tb->path, "%s/%s.1", dir, last) < (int)sizeof tb->path;
     tb->fd = fit ? open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666) : -1;

@@ -47,8 +47,8 @@ size_t tboard_frame(uint8_t *out, const void *data, size_t n);
  * cap is too small. */
 size_t tboard_event_version(uint8_t *out, size_t cap, double wall_time);
 size_t tboard_event_start(uint8_t *out, size_t cap, double wall_time, int64_t step);
-size_t tboard_event_scalars(uint8_t *out, size_t cap, double wall_time, int64_t step,
-                            const char *const *tags, const float *values, int n);
+size_t tboard_event_scalars(uint8_t *out, size_t cap, double wall_time, int64_t step, const char *const *tags,
+                            const float *values, int n);
 
 /* The scalars of one metrics.jsonl record (a flat JSON object, no
  * newline): every key with a number value but "step", as the tag
@@ -56,8 +56,7 @@ size_t tboard_event_scalars(uint8_t *out, size_t cap, double wall_time, int64_t 
  * into tags[max][64] and values; *step its "step". Returns how many, 0 for
  * records with no scalars (the start records, {"event": ...}), -1 when
  * the text is not such an object or has no integer "step". */
-int tboard_parse_record(const char *json, size_t len, int64_t *step, char (*tags)[64], float *values,
-                        int max);
+int tboard_parse_record(const char *json, size_t len, int64_t *step, char (*tags)[64], float *values, int max);
 
 /* Open a new event file in dir for a process that trains from start_step:
  * its version and START records, then the scalars of the records at

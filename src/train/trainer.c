@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DROP_PATH_STREAM 0x64726f7070617468ull  /* "droppath" */
+#define DROP_PATH_STREAM 0x64726f7070617468ull /* "droppath" */
 
 void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world) {
     memset(t, 0, sizeof *t);
@@ -34,18 +34,19 @@ void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, 
     t->root = rank == 0;
 }
 
-int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err,
-                       size_t errlen) {
+int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err, size_t errlen) {
     const Config *c = t->cfg;
     if (train->num_classes > c->num_classes) {
-        snprintf(err, errlen, "the dataset has %d classes but model.num_classes is %d",
-                 train->num_classes, c->num_classes);
+        snprintf(err, errlen, "the dataset has %d classes but model.num_classes is %d", train->num_classes,
+                 c->num_classes);
         return -1;
     }
-    if (t->world > 1 && !strcmp(c->norm, "batch")) {   /* no synchronised batch norm */
-        snprintf(err, errlen, "model.norm = batch trains on one process only: %d ranks would each normalise "
+    if (t->world > 1 && !strcmp(c->norm, "batch")) { /* no synchronised batch norm */
+        snprintf(err, errlen,
+                 "model.norm = batch trains on one process only: %d ranks would each normalise "
                  "their share of the batch and keep running statistics of their own (use model.norm = layer "
-                 "to train data parallel)", t->world);
+                 "to train data parallel)",
+                 t->world);
         return -1;
     }
     if (c->batch_size % (c->accum_steps * t->world) != 0) {
@@ -102,8 +103,8 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
 
 /* What rank 0 decided to start from, sent to every rank. */
 typedef struct {
-    int32_t status;         /* 0, -1 error, -2 refused (a usage error) */
-    char weights[1100], state[1200];   /* "" = initialise from the seed */
+    int32_t status; /* 0, -1 error, -2 refused (a usage error) */
+    char weights[1100], state[1200]; /* "" = initialise from the seed */
 } StartPlan;
 
 /* --resume where there is nothing to continue: a requeue script's first
@@ -120,16 +121,17 @@ static int start_fresh(Trainer *t, const char *found, char *note, size_t notelen
     }
     char removed[300];
     if (rundir_remove_attempt(t->out, removed, sizeof removed, err, errlen) < 0) return -1;
-    snprintf(note, notelen, "--resume: %.600s holds no checkpoint (the run stopped before its first one%s): "
-             "starting it fresh%s%s", t->out, found[0] ? " was complete" : "", removed[0] ? "; removed " : "",
-             removed);
+    snprintf(note, notelen,
+             "--resume: %.600s holds no checkpoint (the run stopped before its first one%s): "
+             "starting it fresh%s%s",
+             t->out, found[0] ? " was complete" : "", removed[0] ? "; removed " : "", removed);
     return 0;
 }
 
 /* Rank 0: check the run directory and pick the checkpoint pair (resume:
  * "" fresh, "auto" the newest complete pair of out, else a weights file). */
-static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *plan, char *note,
-                      size_t notelen, char *err, size_t errlen) {
+static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *plan, char *note, size_t notelen,
+                      char *err, size_t errlen) {
     char what[64];
     note[0] = 0;
     if (resume[0] && overwrite) {
@@ -139,8 +141,10 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
     if (!resume[0]) {
         if (dir_exists(t->out) && rundir_holds_run(t->out, what, sizeof what)) {
             if (!overwrite) {
-                snprintf(err, errlen, "%.600s already holds a run (%s): continue it with --resume, or start "
-                         "over with --overwrite (deletes its checkpoints and metrics)", t->out, what);
+                snprintf(err, errlen,
+                         "%.600s already holds a run (%s): continue it with --resume, or start "
+                         "over with --overwrite (deletes its checkpoints and metrics)",
+                         t->out, what);
                 return -2;
             }
             if (rundir_clear(t->out, err, errlen) < 0) return -1;
@@ -162,16 +166,16 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
         snprintf(saved, sizeof saved, "%.1000s/config.cfg", t->out);
         const int from_ckpt = !file_exists(saved);
         if (from_ckpt) snprintf(saved, sizeof saved, "%s", pair.weights);
-        const int rc = resume_check_config(t->cfg, saved, from_ckpt, t->allow_changes, t->changes,
-                                           sizeof t->changes, t->change_lines, sizeof t->change_lines, err, errlen);
+        const int rc = resume_check_config(t->cfg, saved, from_ckpt, t->allow_changes, t->changes, sizeof t->changes,
+                                           t->change_lines, sizeof t->change_lines, err, errlen);
         if (rc < 0) return rc;
         const int staged = strstr(pair.weights, ".next.") || strstr(pair.state, ".next.");
         if (ckpt_pair_settle(t->out, "last", &pair, err, errlen) < 0) return -1;
         snprintf(note, notelen, "%s%s", found, staged ? "; its renames are done now" : "");
     } else {
         if (ckpt_pair_of(resume, &pair, err, errlen) < 0) return -1;
-        const int rc = resume_check_config(t->cfg, pair.weights, 1, t->allow_changes, t->changes,
-                                           sizeof t->changes, t->change_lines, sizeof t->change_lines, err, errlen);
+        const int rc = resume_check_config(t->cfg, pair.weights, 1, t->allow_changes, t->changes, sizeof t->changes,
+                                           t->change_lines, sizeof t->change_lines, err, errlen);
         if (rc < 0) return rc;
     }
     snprintf(plan->weights, sizeof plan->weights, "%s", pair.weights);
@@ -190,8 +194,10 @@ static int load_pair(Trainer *t, const StartPlan *plan, char *err, size_t errlen
         return -1;
     }
     if (t->state.batch > t->steps_per_epoch) {
-        snprintf(err, errlen, "%.400s: batch %d of an epoch of %d batches: saved with another batch size or "
-                 "dataset?", plan->state, t->state.batch, t->steps_per_epoch);
+        snprintf(err, errlen,
+                 "%.400s: batch %d of an epoch of %d batches: saved with another batch size or "
+                 "dataset?",
+                 plan->state, t->state.batch, t->steps_per_epoch);
         return -1;
     }
     t->loss_since_log = t->state.log_loss_sum;
@@ -246,8 +252,8 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
     const Config *c = t->cfg;
     t->steps_per_epoch = loader_batches_per_epoch(t->train_loader);
     if (t->steps_per_epoch <= 0) {
-        snprintf(err, errlen, "the training set (%d samples) is smaller than one batch of %d",
-                 t->train_set->n, c->batch_size);
+        snprintf(err, errlen, "the training set (%d samples) is smaller than one batch of %d", t->train_set->n,
+                 c->batch_size);
         return -2;
     }
     t->total_steps = (long)t->steps_per_epoch * c->epochs;
@@ -270,11 +276,13 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
         return plan.status;
     }
     int rc = 0;
-    if (plan.weights[0]) rc = load_pair(t, &plan, err, errlen);   /* with the saved EMA */
-    else if (!t->init_path || !t->init_path[0]) model_init(t->model, c->seed);
+    if (plan.weights[0])
+        rc = load_pair(t, &plan, err, errlen); /* with the saved EMA */
+    else if (!t->init_path || !t->init_path[0])
+        model_init(t->model, c->seed);
     /* a fresh run's EMA starts as its first weights (ModelEmaV2's copy) */
     if (!plan.weights[0] && t->opt.ema) optim_enable_ema(&t->opt, t->model, c->ema_decay, c->ema_warmup);
-    if (t->world > 1) {   /* one rank that cannot load stops them all */
+    if (t->world > 1) { /* one rank that cannot load stops them all */
         double failed = rc < 0;
         t->comm->host_sum(t->comm, &failed, 1);
         if (failed > 0 && rc == 0) {
@@ -295,15 +303,16 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
     if (t->root && !nothing_left) {
         char build[600];
         build_info_json(build, sizeof build);
-        metrics_write(&t->metrics, "{\"event\": \"start\", \"step\": %d, \"resumed\": %s, %s, \"device\": \"%s\", "
-                      "\"ranks\": %d, \"changes\": [%s]}", t->state.step, plan.weights[0] ? "true" : "false", build,
-                      t->bk->name, t->world, t->changes);
+        metrics_write(&t->metrics,
+                      "{\"event\": \"start\", \"step\": %d, \"resumed\": %s, %s, \"device\": \"%s\", "
+                      "\"ranks\": %d, \"changes\": [%s]}",
+                      t->state.step, plan.weights[0] ? "true" : "false", build, t->bk->name, t->world, t->changes);
     }
     if (plan.weights[0]) t->saved_step = t->state.step;
     t->last_save_time = now_seconds();
     if (t->root && plan.weights[0]) {
-        fprintf(stderr, "resumed from %s + %s: epoch %d, batch %d, step %d", plan.weights, plan.state,
-                t->state.epoch, t->state.batch, t->state.step);
+        fprintf(stderr, "resumed from %s + %s: epoch %d, batch %d, step %d", plan.weights, plan.state, t->state.epoch,
+                t->state.batch, t->state.step);
         if (note[0]) fprintf(stderr, "; %s", note);
         if (dropped) fprintf(stderr, "; %d metrics records after it dropped", dropped);
         fprintf(stderr, "\n%s", t->change_lines);
@@ -323,14 +332,16 @@ static int save_last(Trainer *t, char *err, size_t errlen) {
     ts->log_loss_sum = t->loss_since_log;
     ts->log_steps = t->steps_since_log;
     char why[1200];
-    t->last_save_time = now_seconds();   /* a failed save is retried one interval later */
+    t->last_save_time = now_seconds(); /* a failed save is retried one interval later */
     if (ckpt_pair_save(t->out, "last", t->model, &t->opt, t->cfg, t->classes, ts, why, sizeof why) == 0) {
         t->saved_step = ts->step;
         return 0;
     }
     if (t->saved_step >= 0)
-        snprintf(err, errlen, "step %d: checkpoint not saved: %.900s; the previous one (step %d, %.200s/last.safetensors) "
-                 "is intact", ts->step, why, t->saved_step, t->out);
+        snprintf(err, errlen,
+                 "step %d: checkpoint not saved: %.900s; the previous one (step %d, %.200s/last.safetensors) "
+                 "is intact",
+                 ts->step, why, t->saved_step, t->out);
     else
         snprintf(err, errlen, "step %d: checkpoint not saved: %.900s; there is no earlier one", ts->step, why);
     return -1;
@@ -340,21 +351,22 @@ static int save_last(Trainer *t, char *err, size_t errlen) {
  * why: said in a line after saving (NULL: silent). */
 static void save_or_warn(Trainer *t, const char *why) {
     char err[1500];
-    if (t->saved_step == t->state.step) {   /* this position is on disk already */
+    if (t->saved_step == t->state.step) { /* this position is on disk already */
         if (why && t->root)
             fprintf(stderr, "checkpoint at step %d (%s): %s/last.safetensors\n", t->state.step, why, t->out);
         return;
     }
-    if (save_last(t, err, sizeof err) < 0) fprintf(stderr, "hgrn: warning: %s; training goes on\n", err);
+    if (save_last(t, err, sizeof err) < 0)
+        fprintf(stderr, "hgrn: warning: %s; training goes on\n", err);
     else if (why && t->root)
         fprintf(stderr, "checkpoint at step %d (%s): %s/last.safetensors\n", t->state.step, why, t->out);
 }
 
 /* What the ranks agree on after each step (one host sum with the loss). */
 typedef struct {
-    int stop;       /* a SIGINT/SIGTERM reached some rank: its number, or -1 when not rank 0 */
-    int ckpt;       /* SIGUSR1 reached some rank */
-    int time_due;   /* rank 0: train.ckpt_every minutes have passed */
+    int stop; /* a SIGINT/SIGTERM reached some rank: its number, or -1 when not rank 0 */
+    int ckpt; /* SIGUSR1 reached some rank */
+    int time_due; /* rank 0: train.ckpt_every minutes have passed */
 } Events;
 
 /* *loss: this rank's mean loss over n images in, the global mean out. */
@@ -375,7 +387,7 @@ static Events poll_events(Trainer *t, float *loss, int n) {
  * returns the same. */
 static int stop_run(Trainer *t, int sig, char *err, size_t errlen) {
     const TrainState *ts = &t->state;
-    if (fault_hit("stop-pause", ts->step)) sleep(3);   /* a test's second signal lands here */
+    if (fault_hit("stop-pause", ts->step)) sleep(3); /* a test's second signal lands here */
     int rc = t->saved_step == ts->step ? 0 : save_last(t, err, errlen);
     if (t->world > 1) {
         double failed = rc < 0;
@@ -385,17 +397,18 @@ static int stop_run(Trainer *t, int sig, char *err, size_t errlen) {
             rc = -1;
         }
     }
-    if (rc < 0) {   /* err says why and what is intact */
+    if (rc < 0) { /* err says why and what is intact */
         char why[1500];
         snprintf(why, sizeof why, "%s", err);
         snprintf(err, errlen, "stopped by %s: %s", sig > 0 ? interrupt_name(sig) : "a signal to another rank", why);
         return -1;
     }
     if (t->root)
-        fprintf(stderr, "%sstopped by %s after step %d (epoch %d, batch %d of %d): checkpoint %s/last.safetensors + "
-                "last.state.safetensors; continue with --resume\n", isatty(2) ? "\n" : "",
-                sig > 0 ? interrupt_name(sig) : "a signal to another rank", ts->step, ts->epoch + 1, ts->batch,
-                t->steps_per_epoch, t->out);
+        fprintf(stderr,
+                "%sstopped by %s after step %d (epoch %d, batch %d of %d): checkpoint %s/last.safetensors + "
+                "last.state.safetensors; continue with --resume\n",
+                isatty(2) ? "\n" : "", sig > 0 ? interrupt_name(sig) : "a signal to another rank", ts->step,
+                ts->epoch + 1, ts->batch, t->steps_per_epoch, t->out);
     return 1;
 }
 
@@ -409,16 +422,20 @@ static int bad_step(Trainer *t, float loss, float gn, int epoch, double lr, char
     t->bad_steps++;
     if (t->bad_steps < t->cfg->max_bad_steps) {
         if (t->root)
-            fprintf(stderr, "%shgrn: warning: %s is %s at step %d (epoch %d, batch %d): step skipped, weights "
-                    "untouched (%d in a row; train.max_bad_steps %d stops the run)\n", isatty(2) ? "\n" : "",
-                    what, how, ts->step, epoch + 1, ts->batch, t->bad_steps, t->cfg->max_bad_steps);
+            fprintf(stderr,
+                    "%shgrn: warning: %s is %s at step %d (epoch %d, batch %d): step skipped, weights "
+                    "untouched (%d in a row; train.max_bad_steps %d stops the run)\n",
+                    isatty(2) ? "\n" : "", what, how, ts->step, epoch + 1, ts->batch, t->bad_steps,
+                    t->cfg->max_bad_steps);
         return 0;
     }
     char last[1100] = "";
     if (t->saved_step >= 0) snprintf(last, sizeof last, "%s/last.safetensors (step %d)", t->out, t->saved_step);
-    snprintf(err, errlen, "%s is %s at step %d (epoch %d, batch %d, lr %.3g): %d non-finite steps in a row "
-             "(train.max_bad_steps): stopping; %s%.1000s", what, how, ts->step, epoch + 1, ts->batch, lr,
-             t->bad_steps, last[0] ? "the last good checkpoint is " : "no checkpoint was written yet", last);
+    snprintf(err, errlen,
+             "%s is %s at step %d (epoch %d, batch %d, lr %.3g): %d non-finite steps in a row "
+             "(train.max_bad_steps): stopping; %s%.1000s",
+             what, how, ts->step, epoch + 1, ts->batch, lr, t->bad_steps,
+             last[0] ? "the last good checkpoint is " : "no checkpoint was written yet", last);
     return -1;
 }
 
@@ -473,23 +490,26 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
         const double waited = data_wait_seconds(t);
         t->data_wait_share = (waited - t->data_wait_at_log) / (now - t->t_log);
         t->data_wait_at_log = waited;
-        metrics_write(&t->metrics, "{\"step\": %d, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6f, "
-                      "\"grad_norm\": %.6g, \"img_per_s\": %.1f, \"data_wait\": %.4f}", ts->step,
-                      epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips,
+        metrics_write(&t->metrics,
+                      "{\"step\": %d, \"epoch\": %.4f, \"lr\": %.6g, \"loss\": %.6f, "
+                      "\"grad_norm\": %.6g, \"img_per_s\": %.1f, \"data_wait\": %.4f}",
+                      ts->step, epoch + (double)ts->batch / t->steps_per_epoch, lr, mean_loss, gn, ips,
                       t->data_wait_share);
         if (!tty && t->root)
-            fprintf(stderr, "step %d/%ld  epoch %d/%d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%  "
-                    "elapsed %s  ETA %s\n", ts->step, t->total_steps, epoch + 1, c->epochs, mean_loss, lr, ips,
-                    100 * t->data_wait_share, elapsed, eta);
+            fprintf(stderr,
+                    "step %d/%ld  epoch %d/%d  loss %.4f  lr %.3g  %.0f img/s  data wait %.0f%%  "
+                    "elapsed %s  ETA %s\n",
+                    ts->step, t->total_steps, epoch + 1, c->epochs, mean_loss, lr, ips, 100 * t->data_wait_share,
+                    elapsed, eta);
         t->t_log = now;
         t->imgs_since_log = 0;
         t->loss_since_log = 0;
         t->steps_since_log = 0;
     }
-    if (tty && t->root)   /* redrawn in place */
+    if (tty && t->root) /* redrawn in place */
         progress_redraw("epoch %d/%d  step %d/%d  loss %.4f  lr %.2e  %.0f img/s  data wait %.0f%%  %s, ETA %s",
-                epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
-                (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, elapsed, eta);
+                        epoch + 1, c->epochs, ts->batch, t->steps_per_epoch, loss, lr,
+                        (double)t->steps_this_run * c->batch_size / el, 100 * t->data_wait_share, elapsed, eta);
 }
 
 /* GPU decoding: how many files went where this epoch's summary (files
@@ -497,16 +517,16 @@ static void log_step(Trainer *t, int epoch, int n, float loss, float gn, double 
  * where the input pipeline's time went over the epoch's steps (`since`: the
  * loader's counters when they began), so a run that waits for data shows
  * which stage holds it. */
-static void report_decoding(Loader *l, const LoaderStats *since, long steps, double seconds, int epoch,
-                            int rank) {
+static void report_decoding(Loader *l, const LoaderStats *since, long steps, double seconds, int epoch, int rank) {
     LoaderStats st;
     loader_stats(l, &st);
     if (!st.gpu || rank != 0) return;
-    const long long cpu = st.cpu_not_jpeg + st.cpu_unsupported + st.cpu_nvjpeg_refused +
-                          st.cpu_nvjpeg_failed + st.cpu_budget;
-    fprintf(stderr, "epoch %d: %lld images decoded by nvJPEG (%s), %lld on the CPU (%lld not JPEG, %lld "
-            "unsupported, %lld refused, %lld failed, %lld over the memory budget) so far\n", epoch + 1,
-            st.gpu_decoded, st.gpu_backend ? st.gpu_backend : "?", cpu, st.cpu_not_jpeg, st.cpu_unsupported,
+    const long long cpu =
+        st.cpu_not_jpeg + st.cpu_unsupported + st.cpu_nvjpeg_refused + st.cpu_nvjpeg_failed + st.cpu_budget;
+    fprintf(stderr,
+            "epoch %d: %lld images decoded by nvJPEG (%s), %lld on the CPU (%lld not JPEG, %lld "
+            "unsupported, %lld refused, %lld failed, %lld over the memory budget) so far\n",
+            epoch + 1, st.gpu_decoded, st.gpu_backend ? st.gpu_backend : "?", cpu, st.cpu_not_jpeg, st.cpu_unsupported,
             st.cpu_nvjpeg_refused, st.cpu_nvjpeg_failed, st.cpu_budget);
     char split[640];
     loader_gpu_split(since, &st, (double)steps, seconds, split, sizeof split);
@@ -524,14 +544,14 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
     const double t_start = now_seconds();
     long steps = 0;
     Backend *bk = t->bk;
-    const int idle = bk->idle_begin != NULL;   /* device idle between steps is measured */
+    const int idle = bk->idle_begin != NULL; /* device idle between steps is measured */
     const int *global_index = loader_global_index(t->train_loader);
     const Batch *batch = NULL;
     int got = feed_next(&t->train_feed, &batch);
     for (long k = 0; !t->stopped && got == 1; k++) {
         const int n = batch->n, slot = (int)(k % HGRN_IDLE_SLOTS);
         const double lr = lr_at(c, epoch + (double)ts->batch / t->steps_per_epoch);
-        if (idle && k > 0) bk->idle_end(bk, (int)((k - 1) % HGRN_IDLE_SLOTS));   /* its inputs are there */
+        if (idle && k > 0) bk->idle_end(bk, (int)((k - 1) % HGRN_IDLE_SLOTS)); /* its inputs are there */
         float *poisoned = fault_targets(t, batch, ts->step + 1);
         const float *targets = poisoned ? poisoned : batch->targets;
         /* train.accum_steps parts of the batch, one after another; the last
@@ -551,21 +571,23 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
              * the last part the next batch is fetched and staged */
             feed_staged_read(&t->train_feed);
             if (part == parts - 1) {
-                if (c->max_steps > 0 && ts->step + 1 >= c->max_steps) got = 0;
-                else got = feed_next(&t->train_feed, &batch);
+                if (c->max_steps > 0 && ts->step + 1 >= c->max_steps)
+                    got = 0;
+                else
+                    got = feed_next(&t->train_feed, &batch);
             }
             step_finish(&t->stepper, &loss, part == parts - 1 ? &gn : NULL);
             part_loss_sum += loss;
         }
         free(poisoned);
-        loss = (float)(part_loss_sum / parts);   /* equal parts: the batch's mean */
+        loss = (float)(part_loss_sum / parts); /* equal parts: the batch's mean */
         if (idle && k > 0) t->device_idle_s += bk->idle_seconds(bk, (int)((k - 1) % HGRN_IDLE_SLOTS));
         /* the global batch's mean loss (the norm is already global) and the
          * signals, agreed by every rank in one host sum */
         const Events ev = poll_events(t, &loss, n);
         ts->step++;
         ts->batch++;
-        steps++;   /* skipped ones too: the input pipeline fed them */
+        steps++; /* skipped ones too: the input pipeline fed them */
         if (!isfinite(loss) || !isfinite(gn)) {
             if (bad_step(t, loss, gn, epoch, lr, err, errlen) < 0) return -1;
         } else {
@@ -576,15 +598,16 @@ static int train_epoch(Trainer *t, int epoch, char *err, size_t errlen) {
         if (ev.stop) return stop_run(t, ev.stop, err, errlen);
         /* train.ckpt_every and SIGUSR1; the epoch end and max_steps save anyway */
         const int saves_soon = t->stopped || ts->batch >= t->steps_per_epoch;
-        if (ev.ckpt) save_or_warn(t, "SIGUSR1");
+        if (ev.ckpt)
+            save_or_warn(t, "SIGUSR1");
         else if (!saves_soon && (ev.time_due || (t->ckpt_steps > 0 && ts->step % t->ckpt_steps == 0)))
             save_or_warn(t, NULL);
     }
     if (isatty(2) && t->root) fprintf(stderr, "\n");
     report_decoding(t->train_loader, &at_start, steps, now_seconds() - t_start, epoch, t->rank);
     if (loader_bad_samples(t->train_loader) > 0)
-        fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n",
-                epoch + 1, loader_bad_samples(t->train_loader));
+        fprintf(stderr, "epoch %d: %d unreadable training files skipped so far (each reported once above)\n", epoch + 1,
+                loader_bad_samples(t->train_loader));
     if (!t->stopped && got < 0) {
         snprintf(err, errlen, "%s", loader_error(t->train_loader));
         return -1;
@@ -626,7 +649,7 @@ static int evaluate_here(Trainer *t, char *err, size_t errlen) {
     const TrainState *ts = &t->state;
     EvalResult r, re;
     if (evaluate(t->model, t->val_loader, t->cfg, t->comm, &r, t->root, err, errlen) < 0) return -1;
-    const int improved = r.top1 > t->state.best_top1;   /* r is global: every rank agrees */
+    const int improved = r.top1 > t->state.best_top1; /* r is global: every rank agrees */
     if (improved) t->state.best_top1 = (float)r.top1;
     int ema_improved = 0;
     if (t->opt.ema) {
@@ -649,16 +672,16 @@ static int evaluate_here(Trainer *t, char *err, size_t errlen) {
         snprintf(epoch, sizeof epoch, "%.4f", e);
     }
     if (t->opt.ema) {
-        snprintf(ema, sizeof ema, ", \"ema_val_top1\": %.4f, \"ema_val_top5\": %.4f, \"ema_val_loss\": %.6f",
-                 re.top1, re.top5, re.loss);
-        snprintf(ema_line, sizeof ema_line, "; EMA top-1 %.2f%%  top-5 %.2f%%  loss %.4f", re.top1, re.top5,
-                 re.loss);
+        snprintf(ema, sizeof ema, ", \"ema_val_top1\": %.4f, \"ema_val_top5\": %.4f, \"ema_val_loss\": %.6f", re.top1,
+                 re.top5, re.loss);
+        snprintf(ema_line, sizeof ema_line, "; EMA top-1 %.2f%%  top-5 %.2f%%  loss %.4f", re.top1, re.top5, re.loss);
     }
-    fprintf(stderr, "%s: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)%s\n",
-            where, r.top1, r.top5, r.loss, r.count, r.seconds, ema_line);
-    metrics_write(&t->metrics, "{\"epoch\": %s, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
-                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f%s}", epoch, t->state.step, r.top1,
-                  r.top5, r.loss, r.count / r.seconds, ema);
+    fprintf(stderr, "%s: val top-1 %.2f%%  top-5 %.2f%%  loss %.4f  (%ld images, %.1f s)%s\n", where, r.top1, r.top5,
+            r.loss, r.count, r.seconds, ema_line);
+    metrics_write(&t->metrics,
+                  "{\"epoch\": %s, \"step\": %d, \"val_top1\": %.4f, \"val_top5\": %.4f, "
+                  "\"val_loss\": %.6f, \"eval_img_per_s\": %.1f%s}",
+                  epoch, t->state.step, r.top1, r.top5, r.loss, r.count / r.seconds, ema);
     if (improved) save_best(t, "best.safetensors");
     return 0;
 }
@@ -669,7 +692,7 @@ static int evaluate_here(Trainer *t, char *err, size_t errlen) {
 static int run_epochs(Trainer *t, char *err, size_t errlen) {
     const Config *c = t->cfg;
     TrainState *ts = &t->state;
-    if (c->max_steps > 0 && ts->step >= c->max_steps) {   /* resumed where train.max_steps ends it */
+    if (c->max_steps > 0 && ts->step >= c->max_steps) { /* resumed where train.max_steps ends it */
         if (t->root)
             fprintf(stderr, "nothing to train: the checkpoint is at step %d and train.max_steps is %d\n", ts->step,
                     c->max_steps);
@@ -680,9 +703,9 @@ static int run_epochs(Trainer *t, char *err, size_t errlen) {
         if (r != 0) return r;
         /* t->stopped: train.max_steps ended training; it ends, as every run
          * does, with an evaluation of its last weights */
-        if (t->stopped && ts->batch < t->steps_per_epoch) {   /* inside an epoch */
+        if (t->stopped && ts->batch < t->steps_per_epoch) { /* inside an epoch */
             if (evaluate_here(t, err, errlen) < 0) return -1;
-            return save_last(t, err, errlen);   /* with the data position */
+            return save_last(t, err, errlen); /* with the data position */
         }
         ts->epoch = epoch + 1;
         ts->batch = 0;
@@ -715,8 +738,7 @@ int trainer_run(Trainer *t, char *err, size_t errlen) {
         fprintf(stderr, ", batch %d, %d steps/epoch, %d epochs, device %s, peak lr %.3g", c->batch_size,
                 t->steps_per_epoch, c->epochs, t->bk->name, peak_lr(c));
         if (t->world > 1)
-            fprintf(stderr, ", %d ranks (%s) of batch %d", t->world, t->comm->name,
-                    loader_batch_size(t->train_loader));
+            fprintf(stderr, ", %d ranks (%s) of batch %d", t->world, t->comm->name, loader_batch_size(t->train_loader));
         fprintf(stderr, "\n");
     }
     t->t_start = t->t_log = now_seconds();
@@ -733,11 +755,15 @@ void trainer_finish(Trainer *t) {
     if (t->state.best_ema_top1 >= 0)
         snprintf(ema, sizeof ema, "; EMA %.2f%% (%.1000s/best_ema.safetensors)", t->state.best_ema_top1, t->out);
     if (t->state.best_top1 >= 0)
-        fprintf(stderr, "done: %d steps in %.1f s; best val top-1 %.2f%% (%s/best.safetensors)%s; checkpoints in "
-                "%s/\n", t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out, ema, t->out);
-    else   /* no validation pass ran (a resumed run that had nothing left to train) */
-        fprintf(stderr, "done: %d steps in %.1f s; not evaluated on a validation set, so there is no best "
-                "checkpoint; checkpoints in %s/\n", t->state.step, now_seconds() - t->t_start, t->out);
+        fprintf(stderr,
+                "done: %d steps in %.1f s; best val top-1 %.2f%% (%s/best.safetensors)%s; checkpoints in "
+                "%s/\n",
+                t->state.step, now_seconds() - t->t_start, t->state.best_top1, t->out, ema, t->out);
+    else /* no validation pass ran (a resumed run that had nothing left to train) */
+        fprintf(stderr,
+                "done: %d steps in %.1f s; not evaluated on a validation set, so there is no best "
+                "checkpoint; checkpoints in %s/\n",
+                t->state.step, now_seconds() - t->t_start, t->out);
 }
 
 void trainer_destroy(Trainer *t) {

@@ -41,19 +41,19 @@
 
 typedef struct {
     const Config *cfg;
-    char out[512];                /* run directory */
-    int rank, world, root;        /* this process of the data-parallel run; root: rank 0 */
+    char out[512]; /* run directory */
+    int rank, world, root; /* this process of the data-parallel run; root: rank 0 */
     Comm *comm;
     Backend *bk;
     Dataset *train_set, *val_set;
-    char **classes;               /* num_classes names, stored in checkpoints */
+    char **classes; /* num_classes names, stored in checkpoints */
     Loader *train_loader, *val_loader;
     Feed train_feed;
     Model *model;
     Optim opt;
     Stepper stepper;
     TrainState state;
-    Metrics metrics;              /* out/metrics.jsonl (rank 0) */
+    Metrics metrics; /* out/metrics.jsonl (rank 0) */
     int steps_per_epoch;
     long total_steps;
     /* progress of this process (not of the run: a resumed run starts again) */
@@ -61,21 +61,21 @@ typedef struct {
     long steps_this_run, imgs_since_log;
     double loss_since_log;
     int steps_since_log;
-    double device_idle_s;         /* the device's idle time between steps so far (s) */
-    double data_wait_at_log;      /* the data wait counters at the last log (s) */
-    double data_wait_share;       /* share of the last interval spent waiting for data */
-    int stopped;                  /* max_steps reached */
+    double device_idle_s; /* the device's idle time between steps so far (s) */
+    double data_wait_at_log; /* the data wait counters at the last log (s) */
+    double data_wait_share; /* share of the last interval spent waiting for data */
+    int stopped; /* max_steps reached */
     /* checkpoints and trouble */
-    long ckpt_steps;              /* train.ckpt_every in steps (0: not by steps) */
-    double ckpt_minutes;          /* or in minutes (0: not by time) */
-    double last_save_time;        /* when the last save was tried (rank 0) */
-    int saved_step;               /* step of the newest pair on disk (rank 0; -1 none) */
-    int bad_steps;                /* non-finite steps in a row */
+    long ckpt_steps; /* train.ckpt_every in steps (0: not by steps) */
+    double ckpt_minutes; /* or in minutes (0: not by time) */
+    double last_save_time; /* when the last save was tried (rank 0) */
+    int saved_step; /* step of the newest pair on disk (rank 0; -1 none) */
+    int bad_steps; /* non-finite steps in a row */
     /* --resume: --allow-changes accepts any configuration difference; the
      * accepted ones as JSON array items for the start record (resume_config.h) */
     int allow_changes;
     char changes[8192];
-    char change_lines[8192];      /* the lines that say them (rank 0) */
+    char change_lines[8192]; /* the lines that say them (rank 0) */
     /* --init CKPT (init_from.h): a fresh run from its weights instead of
      * the seed's; init_exclude: the patterns of tensors initialised fresh */
     const char *init_path;
@@ -85,8 +85,7 @@ typedef struct {
 
 void trainer_init(Trainer *t, const Config *cfg, const char *out_dir, int rank, int world);
 /* Loaders over train and val (not owned); classes: cfg->num_classes names (not owned). */
-int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err,
-                       size_t errlen);
+int trainer_setup_data(Trainer *t, Dataset *train, Dataset *val, char **classes, char *err, size_t errlen);
 /* The model, optimizer and step on bk (CUDA device gpu), summing gradients
  * over comm's ranks (both not owned), and the loaders' prefetching. */
 int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err, size_t errlen);

@@ -42,8 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (eq && !memchr(text, 0, size)) {
         *eq = 0;
         config_defaults(&c);
-        if (config_set(&c, text, eq + 1, err, sizeof err) == 0) round_trip(&c);
-        else fuzz_check_message(err, NULL);
+        if (config_set(&c, text, eq + 1, err, sizeof err) == 0)
+            round_trip(&c);
+        else
+            fuzz_check_message(err, NULL);
     }
     free(text);
     return 0;

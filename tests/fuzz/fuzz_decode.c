@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct { uint32_t h; } FuzzCtx;
+typedef struct {
+    uint32_t h;
+} FuzzCtx;
 
 static void fuzz_crop(void *ctx, int w, int h, ImageRect *crop, int *min_w, int *min_h) {
     uint32_t v = ((FuzzCtx *)ctx)->h;

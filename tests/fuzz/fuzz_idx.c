@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Parse part [0, len) with parse(r) on a Reader over it. */
 static FILE *open_part(const uint8_t *p, size_t len) {
     static const uint8_t none[1];
-    return fmemopen((void *)(len ? p : none), len ? len : 1, "rb");   /* 0 bytes: 1 byte, then skip it */
+    return fmemopen((void *)(len ? p : none), len ? len : 1, "rb"); /* 0 bytes: 1 byte, then skip it */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -28,7 +28,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Reader *r = malloc(sizeof *r);
     if (!r) return 0;
     FILE *f = open_part(p, ni);
-    if (!f) { free(r); return 0; }
+    if (!f) {
+        free(r);
+        return 0;
+    }
     if (!ni) fgetc(f);
     rd_start(r, f);
     int ok = parse_images(r, "fuzz-images", &d, &n, &rows, &cols, err, sizeof err) == 0;
