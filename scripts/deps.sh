@@ -4,13 +4,14 @@
 # as arguments. python3-torch runs the PyTorch parity test (scripts/pytorch/),
 # python3-matplotlib the plots, python3-skimage the photo trees of
 # scripts/make_photos.py (test_show_batch), python3-onnx `hgrn export onnx`
-# (scripts/export_onnx.py, test_onnx_export). When another apt or dpkg process holds its
+# (scripts/export_onnx.py, test_onnx_export), clang-format the style check
+# (tests/test_format.sh). When another apt or dpkg process holds its
 # lock (unattended upgrades, another build), this waits for it, up to
 # HGRN_APT_WAIT seconds (default 600), instead of failing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
       libjpeg62-turbo-dev libpng-dev libarchive-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
-      python3-torch python3-matplotlib python3-skimage python3-onnx "$@")
+      python3-torch python3-matplotlib python3-skimage python3-onnx clang-format "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
