@@ -266,6 +266,19 @@ static void test_resume_continues_ema(void **s) {
     assert_non_null(q);
     print_message("  best_ema.safetensors: hgrn eval top-1 %.4f, the run's best EMA record %.4f\n", atof(q + 8), best);
     assert_true(fabs(atof(q + 8) - best) < 1e-3);
+    /* hgrn info of best_ema.safetensors reports the EMA's records, not the raw weights' */
+    snprintf(cmd, sizeof cmd, "%s info --ckpt %s/whole/best_ema.safetensors > %s/info.txt 2>&1", HGRN_BINARY, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(p, sizeof p, "%s/info.txt", dir);
+    f = fopen(p, "r");
+    assert_non_null(f);
+    const size_t got = fread(buf, 1, sizeof buf - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    q = strstr(buf, "best EMA top-1: ");
+    if (!q) fail_msg("hgrn info names no best EMA top-1:\n%s", buf);
+    print_message("  hgrn info of best_ema.safetensors: best EMA top-1 %.2f\n", atof(q + 16));
+    assert_true(fabs(atof(q + 16) - best) < 0.006);
 }
 
 static void test_off_leaves_no_trace(void **s) {

@@ -71,10 +71,14 @@ static int from_state(const char *path, const char *pair, long step, FILE *f) {
 
 /* Epoch and top-1 from the evaluation records of the run's metrics.jsonl
  * beside the weights, up to their step (best.safetensors has no state of
- * its own). 1 when an evaluation at this step was found. */
+ * its own; best_ema.safetensors holds the model EMA's weights, whose
+ * figures are the records' ema_val_top1). 1 when an evaluation at this step
+ * was found. */
 static int from_metrics(const char *path, long step, FILE *f) {
     char mp[1200];
     const char *slash = strrchr(path, '/');
+    const int ema = !strcmp(slash ? slash + 1 : path, "best_ema.safetensors");
+    const char *key = ema ? "ema_val_top1" : "val_top1";
     if (slash)
         snprintf(mp, sizeof mp, "%.*s/metrics.jsonl", (int)(slash - path), path);
     else
@@ -85,7 +89,7 @@ static int from_metrics(const char *path, long step, FILE *f) {
     double epoch = -1, top1 = -1, best = -1;
     for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         double s, e, t;
-        if (record_number(line, "val_top1", &t) || record_number(line, "step", &s) || s > step) continue;
+        if (record_number(line, key, &t) || record_number(line, "step", &s) || s > step) continue;
         if (t > best) best = t;
         if ((long)s == step && record_number(line, "epoch", &e) == 0) {
             epoch = e;
@@ -95,7 +99,8 @@ static int from_metrics(const char *path, long step, FILE *f) {
     free(buf);
     if (top1 < 0) return 0;
     fprintf(f, "epoch: %g completed (metrics.jsonl, the evaluation at step %ld)\n", epoch, step);
-    fprintf(f, "best top-1: %.2f %% (metrics.jsonl, up to step %ld; these weights: %.2f %%)\n", best, step, top1);
+    fprintf(f, "best %stop-1: %.2f %% (metrics.jsonl%s, up to step %ld; these weights: %.2f %%)\n", ema ? "EMA " : "",
+            best, ema ? "'s ema_val_top1" : "", step, top1);
     return 1;
 }
 
