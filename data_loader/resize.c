@@ -146,6 +146,20 @@ void resize_row_to_float(const uint8_t *src, int n, float *dst, int zero_tail) {
     for (int k = 0; k < zero_tail; k++) dst[n + k] = 0.0f;
 }
 
+#ifdef HAVE_SSE2
+/* The horizontal passes' store: four pixels of four output rows, packed to
+ * bytes with saturation (v01: rows 0 and 1, v23: rows 2 and 3, a row's pixel
+ * in 32-bit lanes R, G, B and a padding lane), written at x of o0..o3. */
+static inline void store_rgb4(__m128i v01, __m128i v23, uint8_t *o0, uint8_t *o1, uint8_t *o2, uint8_t *o3, int x) {
+    uint8_t b[16];
+    _mm_storeu_si128((__m128i *)(void *)b, _mm_packus_epi16(v01, v23));
+    memcpy(o0 + 3 * x, b, 3);
+    memcpy(o1 + 3 * x, b + 4, 3);
+    memcpy(o2 + 3 * x, b + 8, 3);
+    memcpy(o3 + 3 * x, b + 12, 3);
+}
+#endif
+
 #ifdef HAVE_AVX2_DISPATCH
 /* Level 2 horizontal pass in 14-bit fixed point (as Pillow-SIMD): int16
  * coefficient pairs, pmaddwd on pixel pairs gathered with pshufb, exact
@@ -219,15 +233,8 @@ AVX2_FN static int pass_h_int_rgb(const uint8_t *src, size_t stride, int nrows, 
                 TAP(a3, r3);
 #undef TAP
             }
-            __m128i v01 = _mm_packs_epi32(_mm_srai_epi32(a0, IPREC), _mm_srai_epi32(a1, IPREC));
-            __m128i v23 = _mm_packs_epi32(_mm_srai_epi32(a2, IPREC), _mm_srai_epi32(a3, IPREC));
-            __m128i v = _mm_packus_epi16(v01, v23);
-            uint8_t b[16];
-            _mm_storeu_si128((__m128i *)(void *)b, v);
-            memcpy(o0 + 3 * x, b, 3);
-            memcpy(o1 + 3 * x, b + 4, 3);
-            memcpy(o2 + 3 * x, b + 8, 3);
-            memcpy(o3 + 3 * x, b + 12, 3);
+            store_rgb4(_mm_packs_epi32(_mm_srai_epi32(a0, IPREC), _mm_srai_epi32(a1, IPREC)),
+                       _mm_packs_epi32(_mm_srai_epi32(a2, IPREC), _mm_srai_epi32(a3, IPREC)), o0, o1, o2, o3, x);
         }
     }
     return y;
@@ -351,17 +358,10 @@ static void pass_h(const uint8_t *src, size_t stride, int nrows, int c, int ow, 
                     a2 = _mm_add_ps(a2, _mm_mul_ps(_mm_loadu_ps(q + 2 * fl), w));
                     a3 = _mm_add_ps(a3, _mm_mul_ps(_mm_loadu_ps(q + 3 * fl), w));
                 }
-                __m128i v01 =
-                    _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a0, half)), _mm_cvttps_epi32(_mm_add_ps(a1, half)));
-                __m128i v23 =
-                    _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a2, half)), _mm_cvttps_epi32(_mm_add_ps(a3, half)));
-                __m128i v = _mm_packus_epi16(v01, v23);
-                uint8_t b[16];
-                _mm_storeu_si128((__m128i *)(void *)b, v);
-                memcpy(o0 + 3 * x, b, 3);
-                memcpy(o1 + 3 * x, b + 4, 3);
-                memcpy(o2 + 3 * x, b + 8, 3);
-                memcpy(o3 + 3 * x, b + 12, 3);
+                store_rgb4(
+                    _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a0, half)), _mm_cvttps_epi32(_mm_add_ps(a1, half))),
+                    _mm_packs_epi32(_mm_cvttps_epi32(_mm_add_ps(a2, half)), _mm_cvttps_epi32(_mm_add_ps(a3, half))), o0,
+                    o1, o2, o3, x);
             }
         }
     }
