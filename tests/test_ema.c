@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "comm.h"
 #include "config.h"
 #include "graph_emul.h"
@@ -158,6 +159,72 @@ static void test_warmup_decay(void **s) {
     assert_true(fabsf(optim_ema_decay_at(0.9998f, 1, 0) - 0.1f) < 1e-7f);
     assert_true(fabsf(optim_ema_decay_at(0.9998f, 1, 10) - 11.0f / 20.0f) < 1e-7f);
     assert_true(optim_ema_decay_at(0.5f, 1, 1000) == 0.5f);
+}
+
+/* optim_init leaves the EMA off with a defined decay: optim_prepare
+ * computes the EMA's decay every step, also for an Optim that never
+ * enables it (hgrn bench), whatever its memory held before. */
+static void test_init_leaves_ema_off(void **s) {
+    (void)s;
+    char err[256];
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    if (!bk) fail_msg("%s", err);
+    Config c = tiny();
+    Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    Optim o;
+    memset(&o, 0xA5, sizeof o); /* what a stack slot may hold */
+    assert_int_equal(optim_init(&o, bk, m), 0);
+    assert_null(o.ema);
+    assert_true(o.ema_decay == 0.0f);
+    assert_int_equal(o.ema_warmup, 0);
+    optim_prepare(&o, &c, 1e-3);
+    assert_true(o.host[3] == 0.0f);
+    optim_free(&o);
+    model_destroy(m);
+    bk->destroy(bk);
+}
+
+/* A state file that holds part of an EMA (its first tensor lost) is
+ * refused, naming the missing tensor: the EMA is not silently restarted
+ * from the weights. */
+static void test_partial_ema_refused(void **s) {
+    (void)s;
+    char err[512], path[128], cut[128];
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    if (!bk) fail_msg("%s", err);
+    Config c = tiny();
+    Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    Optim o;
+    assert_int_equal(optim_init(&o, bk, m), 0);
+    model_init(m, 7);
+    assert_int_equal(optim_enable_ema(&o, m, 0.9f, 0), 0);
+    TrainState ts = {.step = 3, .best_top1 = -1.0f, .best_ema_top1 = -1.0f};
+    snprintf(path, sizeof path, "%s/partial.state.safetensors", dir);
+    snprintf(cut, sizeof cut, "%s/cut.state.safetensors", dir);
+    if (ckpt_save_state(path, m, &o, &c, &ts, NULL, err, sizeof err) < 0) fail_msg("%s", err);
+    SafeTensors *f = st_open(path, err, sizeof err);
+    if (!f) fail_msg("%s", err);
+    char gone[160];
+    snprintf(gone, sizeof gone, "ema.%s", model_tensor(m, 0)->name);
+    StTensor *keep = TU_NEW(StTensor, st_count(f));
+    int n = 0;
+    for (int i = 0; i < st_count(f); i++)
+        if (strcmp(st_at(f, i)->name, gone) != 0) keep[n++] = *st_at(f, i);
+    assert_int_equal(n, st_count(f) - 1);
+    if (st_write(cut, keep, n, NULL, NULL, 0, err, sizeof err) < 0) fail_msg("%s", err);
+    TrainState back;
+    err[0] = 0;
+    assert_int_equal(ckpt_load_state(cut, m, &o, &back, err, sizeof err), -1);
+    print_message("  %s\n", err);
+    assert_non_null(strstr(err, gone));
+    assert_int_equal(ckpt_load_state(path, m, &o, &back, err, sizeof err), 0); /* the whole one loads */
+    free(keep);
+    st_close(f);
+    optim_free(&o);
+    model_destroy(m);
+    bk->destroy(bk);
 }
 
 /* ------------------------------------------------------------- the CLI */
@@ -348,6 +415,8 @@ int main(void) {
     if (!mkdtemp(dir)) return 1;
     const struct CMUnitTest in_process[] = {
         cmocka_unit_test(test_warmup_decay),
+        cmocka_unit_test(test_init_leaves_ema_off),
+        cmocka_unit_test(test_partial_ema_refused),
         cmocka_unit_test(test_step_ema_matches_reference),
     };
     const struct CMUnitTest cli[] = {

@@ -416,11 +416,12 @@ static int scalar(const char *path, const SafeTensors *f, const char *name, cons
 }
 
 /* The saved EMA into eh [np] (host), or none saved: the weights loaded
- * (already on the device) start it, as they would a fresh run's. */
+ * (already on the device) start it, as they would a fresh run's. Any
+ * ema.* tensor means one was saved: then every one must be there. */
 static int load_ema(const char *path, const SafeTensors *f, Model *m, float *eh, char *err, size_t errlen) {
-    char first[160];
-    snprintf(first, sizeof first, EMA_PREFIX "%s", model_tensor(m, 0)->name);
-    if (!st_find(f, first)) {
+    int saved = 0;
+    for (int i = 0; i < st_count(f) && !saved; i++) saved = !strncmp(st_at(f, i)->name, EMA_PREFIX, strlen(EMA_PREFIX));
+    if (!saved) {
         fprintf(stderr,
                 "%s holds no model EMA (saved with train.ema_decay = 0): it starts from the weights "
                 "loaded\n",

@@ -14,7 +14,9 @@ int optim_init(Optim *o, Backend *bk, Model *model) {
      * step reads the current ones each time it runs */
     o->host = bk->host_alloc(8 * sizeof(float));
     o->step = 0;
-    o->ema = NULL;
+    o->ema = NULL; /* off: optim_prepare still computes a decay from these */
+    o->ema_decay = 0.0f;
+    o->ema_warmup = 0;
     return 0;
 }
 
