@@ -14,7 +14,7 @@ typedef struct {
     size_t n, decay_n;
     float *m, *v; /* moments, backend memory, [n] each */
     float *gnorm_sq; /* one device float */
-    float *sched; /* device {lr, 1 - beta1^step, 1 - beta2^step} (AdamWArgs.sched) */
+    float *sched; /* device {lr, 1 - beta1^step, 1 - beta2^step, the EMA's decay} (AdamWArgs.sched) */
     float *host; /* host [0..2] the next sched, [3] the EMA's decay, [4] the last squared grad norm */
     int step; /* updates done so far */
     /* Model EMA (optim_enable_ema; NULL: off): an average of the parameter
