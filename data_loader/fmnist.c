@@ -180,6 +180,14 @@ static void short_read_err(const Reader *r, const char *path, size_t expected, s
                 r->status == RD_TRUNCATED ? " (the gzip stream ends early)" : "");
 }
 
+/* n bytes from r into buf: 0, or -1 with short_read_err's message. */
+static int read_all(Reader *r, const char *path, void *buf, size_t n, const char *what, char *err, size_t errlen) {
+    const size_t got = rd_read(r, buf, n);
+    if (got == n) return 0;
+    short_read_err(r, path, n, got, what, err, errlen);
+    return -1;
+}
+
 static uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
@@ -235,11 +243,8 @@ static int parse_images(Reader *r, const char *ipath, Fmnist *d, uint32_t *n_out
                         uint32_t *cols_out, char *err, size_t errlen) {
     int rc = -1;
     uint8_t hdr[16];
-    size_t got = rd_read(r, hdr, sizeof hdr);
-    if (got < sizeof hdr) {
-        short_read_err(r, ipath, sizeof hdr, got, "IDX header bytes", err, errlen);
-        goto out;
-    }
+    size_t got;
+    if (read_all(r, ipath, hdr, sizeof hdr, "IDX header bytes", err, errlen) < 0) goto out;
     uint32_t magic = be32(hdr), n = be32(hdr + 4), rows = be32(hdr + 8), cols = be32(hdr + 12);
     if (magic != IDX_IMAGES_MAGIC) {
         set_err(err, errlen, "%s: bad magic 0x%08x, expected 0x%08x (IDX uint8 images)", ipath, magic,
@@ -290,11 +295,7 @@ static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_imag
                         size_t errlen) {
     int rc = -1;
     uint8_t hdr[8];
-    size_t got = rd_read(r, hdr, sizeof hdr);
-    if (got < sizeof hdr) {
-        short_read_err(r, lpath, sizeof hdr, got, "IDX header bytes", err, errlen);
-        goto out;
-    }
+    if (read_all(r, lpath, hdr, sizeof hdr, "IDX header bytes", err, errlen) < 0) goto out;
     uint32_t magic = be32(hdr), n = be32(hdr + 4);
     if (magic != IDX_LABELS_MAGIC) {
         set_err(err, errlen, "%s: bad magic 0x%08x, expected 0x%08x (IDX uint8 labels)", lpath, magic,
@@ -310,11 +311,7 @@ static int parse_labels(Reader *r, const char *lpath, Fmnist *d, uint32_t n_imag
         set_err(err, errlen, "%s: out of memory", lpath);
         goto out;
     }
-    got = rd_read(r, d->labels, n);
-    if (got < n) {
-        short_read_err(r, lpath, n, got, "label bytes", err, errlen);
-        goto out;
-    }
+    if (read_all(r, lpath, d->labels, n, "label bytes", err, errlen) < 0) goto out;
     if (rd_expect_end(r, lpath, n, "label bytes", err, errlen) != 0) goto out;
     for (uint32_t i = 0; i < n; i++) {
         if (d->labels[i] >= FMNIST_CLASSES) {
