@@ -6,8 +6,10 @@
  * repeat_interleave: DeiT's RASampler, data.repeated_aug); n * repeats
  * positions. An epoch uses the first sampler_epoch_positions of them:
  * floor(n / 256) * 256 with repeated augmentation, as DeiT (an epoch still
- * sees ~n samples), else n. Global batch b is positions [b G, (b+1) G); the
- * loader gives each rank its part of it (loader_global_index).
+ * sees ~n samples), unless that is less than one global batch (DeiT's epoch
+ * would hold no full batch: sets under 256 images, or a larger batch); else
+ * n. Global batch b is positions [b G, (b+1) G); the loader gives each rank
+ * its part of it (loader_global_index).
  *
  * The rank views below are what torch's samplers hand rank r of world
  * (positions r, r + world, ...), over the same permutation:
@@ -20,7 +22,10 @@
  *   image land on different ranks with different augmentations). For
  *   n < 256 (tests, tiny sets) DeiT's formula gives 0; ceil(n / world)
  *   instead. Without Mixup pairs, the loader's rank r takes exactly these
- *   positions, whole global batches of them. */
+ *   positions, whole global batches of them, where the dataset has no order
+ *   of its own and (repeated) floor(n / 256) * 256 holds a global batch or
+ *   n < 256; where it does not, the loader's epoch of n positions runs past
+ *   floor(n // 256 * 256 / world). */
 #ifndef HGRN_SAMPLER_H
 #define HGRN_SAMPLER_H
 
