@@ -185,6 +185,32 @@ static void test_init_leaves_ema_off(void **s) {
     bk->destroy(bk);
 }
 
+/* Copy the state file from to to, without tensor `name` (value NULL) or
+ * with that F32 scalar set to *value. */
+static void rewrite_state(const char *from, const char *to, const char *name, const float *value) {
+    char err[512];
+    SafeTensors *f = st_open(from, err, sizeof err);
+    if (!f) fail_msg("%s", err);
+    StTensor *keep = TU_NEW(StTensor, st_count(f));
+    int n = 0, hit = 0;
+    for (int i = 0; i < st_count(f); i++) {
+        const StTensor *t = st_at(f, i);
+        if (strcmp(t->name, name) != 0) {
+            keep[n++] = *t;
+            continue;
+        }
+        hit++;
+        if (!value) continue;
+        assert_int_equal(t->nbytes, sizeof *value);
+        keep[n] = *t;
+        keep[n++].data = value;
+    }
+    assert_int_equal(hit, 1);
+    if (st_write(to, keep, n, NULL, NULL, 0, err, sizeof err) < 0) fail_msg("%s", err);
+    free(keep);
+    st_close(f);
+}
+
 /* A state file that holds part of an EMA (its first tensor lost) is
  * refused, naming the missing tensor: the EMA is not silently restarted
  * from the weights. */
@@ -204,24 +230,22 @@ static void test_partial_ema_refused(void **s) {
     snprintf(path, sizeof path, "%s/partial.state.safetensors", dir);
     snprintf(cut, sizeof cut, "%s/cut.state.safetensors", dir);
     if (ckpt_save_state(path, m, &o, &c, &ts, NULL, err, sizeof err) < 0) fail_msg("%s", err);
-    SafeTensors *f = st_open(path, err, sizeof err);
-    if (!f) fail_msg("%s", err);
     char gone[160];
     snprintf(gone, sizeof gone, "ema.%s", model_tensor(m, 0)->name);
-    StTensor *keep = TU_NEW(StTensor, st_count(f));
-    int n = 0;
-    for (int i = 0; i < st_count(f); i++)
-        if (strcmp(st_at(f, i)->name, gone) != 0) keep[n++] = *st_at(f, i);
-    assert_int_equal(n, st_count(f) - 1);
-    if (st_write(cut, keep, n, NULL, NULL, 0, err, sizeof err) < 0) fail_msg("%s", err);
+    rewrite_state(path, cut, gone, NULL);
     TrainState back;
     err[0] = 0;
     assert_int_equal(ckpt_load_state(cut, m, &o, &back, err, sizeof err), -1);
     print_message("  %s\n", err);
     assert_non_null(strstr(err, gone));
+    /* a NaN best EMA top-1: the message names it with its value */
+    const float nan = NAN;
+    rewrite_state(path, cut, "best_ema_top1", &nan);
+    err[0] = 0;
+    assert_int_equal(ckpt_load_state(cut, m, &o, &back, err, sizeof err), -1);
+    print_message("  %s\n", err);
+    assert_non_null(strstr(err, "best_ema_top1 nan"));
     assert_int_equal(ckpt_load_state(path, m, &o, &back, err, sizeof err), 0); /* the whole one loads */
-    free(keep);
-    st_close(f);
     optim_free(&o);
     model_destroy(m);
     bk->destroy(bk);

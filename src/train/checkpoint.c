@@ -484,8 +484,11 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     if (step < 0 || step > INT32_MAX || epoch < 0 || epoch > INT32_MAX || batch < 0 || batch > INT32_MAX ||
         log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1) ||
         isnan(ts->best_ema_top1)) {
-        set_err(err, errlen, "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld)", path,
-                (long long)step, (long long)epoch, (long long)batch, (long long)log_steps);
+        set_err(err, errlen,
+                "%s: absurd position (step %lld, epoch %lld, batch %lld, log_steps %lld, log_loss_sum %g, "
+                "best_top1 %g, best_ema_top1 %g)",
+                path, (long long)step, (long long)epoch, (long long)batch, (long long)log_steps, log_loss_sum,
+                (double)ts->best_top1, (double)ts->best_ema_top1);
         goto out;
     }
     ts->step = (int)step;
