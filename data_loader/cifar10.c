@@ -137,14 +137,17 @@ Dataset *dataset_cifar10_open(const char *dir, const char *split, int gray, char
             dataset_free_names(ds->class_names, 10);
             goto fail;
         }
-    ds->n = n;
-    ds->num_classes = 10;
-    ds->c = c;
-    ds->h = ds->w = 32;
-    ds->get = cifar_get;
-    ds->label = cifar_label;
-    ds->close = cifar_close;
-    ds->impl = cf;
+    char **names = ds->class_names;
+    *ds = (Dataset){.n = n,
+                    .num_classes = 10,
+                    .class_names = names,
+                    .c = c,
+                    .h = 32,
+                    .w = 32,
+                    .get = cifar_get,
+                    .label = cifar_label,
+                    .close = cifar_close,
+                    .impl = cf};
     return ds;
 fail:
     free(rec);

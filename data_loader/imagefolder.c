@@ -118,15 +118,14 @@ Dataset *filelist_dataset(FileList *fl, char **class_names, int num_classes, int
     f->channels = channels;
     f->bad = bad;
     atomic_init(&f->nbad, 0);
-    ds->n = f->fl.n;
-    ds->num_classes = num_classes;
-    ds->class_names = class_names;
-    ds->c = channels;
-    ds->h = ds->w = 0;
-    ds->get = file_get;
-    ds->label = file_label;
-    ds->close = file_close;
-    ds->impl = f;
+    *ds = (Dataset){.n = f->fl.n,
+                    .num_classes = num_classes,
+                    .class_names = class_names,
+                    .c = channels,
+                    .get = file_get,
+                    .label = file_label,
+                    .close = file_close,
+                    .impl = f}; /* h = w = 0: sizes vary */
     return ds;
 }
 
