@@ -95,6 +95,7 @@ expect_rc eval-confusion-dir 2 "^hgrn eval: --confusion $tmp/no_dir/c.csv: $tmp/
 mkdir -p "$tmp/idx"; : >"$tmp/idx/t10k-images-idx3-ubyte.gz"
 expect_rc bench-data-idx 2 "^bench-data: $tmp/idx: Fashion-MNIST IDX files \(t10k\): bench-data measures decoding JPEG/PNG files" -- "$hgrn" bench-data "$tmp/idx"
 expect_rc bench-data-missing 2 "^bench-data: $tmp/none: no such directory" -- "$hgrn" bench-data "$tmp/none"
+expect_rc bench-data-config 2 "^bench-data: $tmp/none.cfg: cannot open" -- "$hgrn" bench-data "$tmp" --config "$tmp/none.cfg"
 expect_rc prepare-missing-data 2 "^hgrn prepare: --data $tmp/none: no such directory" -- "$hgrn" prepare fmnist "$tmp/p" --data "$tmp/none"
 expect_rc forward-missing-inputs 2 "^hgrn forward: --inputs $tmp/none.safetensors: no such file" -- "$hgrn" forward --ckpt "$cfg" --inputs "$tmp/none.safetensors" --out "$tmp/f.out"
 expect_rc forward-out-dir 2 "^hgrn forward: --out $tmp/no_dir/f.out: $tmp/no_dir: no such directory" -- "$hgrn" forward --ckpt "$cfg" --inputs "$cfg" --out "$tmp/no_dir/f.out"

@@ -710,29 +710,29 @@ static int check_dir(const char *dir) {
 }
 
 /* The config the transforms are made from: --config FILE (or the defaults)
- * at --size, RGB. 0, or 1 after the message. */
+ * at --size, RGB. 0, or -1 after the message. */
 static int bench_config(const Args *a, Config *cfg) {
     char err[512];
     config_defaults(cfg);
     if (a->cfgfile && config_load(cfg, a->cfgfile, err, sizeof err)) {
         fprintf(stderr, "bench-data: %s\n", err);
-        return 1;
+        return -1;
     }
     cfg->image_size = a->size;
     cfg->channels = 3;
     return 0;
 }
 
-/* --loader or --decode gpu: the loader's batches, CPU or GPU decoding. */
-static int bench_loader(const Args *a) {
+/* --loader or --decode gpu: the loader's batches, CPU or GPU decoding, from
+ * the config base (bench_config). */
+static int bench_loader(const Args *a, const Config *base) {
     ARGS_UNPACK(a);
     (void)no_dct;
     (void)simd;
     if (!images_set) images = 20 * batch;
     omp_set_num_threads(threads);
-    Config cfg;
+    Config cfg = *base;
     char err[512];
-    if (bench_config(a, &cfg)) return 1;
     if (gpu_backend && config_set(&cfg, "data.jpeg_backend", gpu_backend, err, sizeof err)) {
         fprintf(stderr, "bench-data: --gpu-backend: %s\n", err);
         return 2;
@@ -885,8 +885,9 @@ static int check_decodes(const DeitTransform *t, List *files, int threads, const
     return nok;
 }
 
-/* The transforms one image at a time, 1 thread and N threads. */
-static int bench_transforms(const Args *a) {
+/* The transforms one image at a time, 1 thread and N threads, from the config
+ * base (bench_config). */
+static int bench_transforms(const Args *a, const Config *base) {
     ARGS_UNPACK(a);
     (void)gpu_backend;
     (void)gpu_decoders;
@@ -897,9 +898,8 @@ static int bench_transforms(const Args *a) {
     (void)images_set;
     (void)verify;
     (void)gpu;
-    Config cfg;
+    Config cfg = *base;
     char err[512];
-    if (bench_config(a, &cfg)) return 1;
     DeitTransform *t = deit_transform_create(&cfg, err, sizeof err);
     if (!t) {
         fprintf(stderr, "bench-data: %s\n", err);
@@ -994,6 +994,8 @@ int cmd_bench_data(int argc, char **argv) {
         usage();
         return 2;
     }
-    if (check_dir(a.dir)) return 2;
-    return !strcmp(a.decode, "gpu") || a.use_loader ? bench_loader(&a) : bench_transforms(&a);
+    /* a --config that cannot be read or holds a bad value is refused before any work */
+    Config cfg;
+    if (bench_config(&a, &cfg) || check_dir(a.dir)) return 2;
+    return !strcmp(a.decode, "gpu") || a.use_loader ? bench_loader(&a, &cfg) : bench_transforms(&a, &cfg);
 }
