@@ -310,6 +310,21 @@ int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, siz
     return cli_parse_own(cli, argc, argv, flags, NULL, 0, err, errlen);
 }
 
+int cli_start(Cli *cli, int argc, char **argv, const char *flags, const char *name, void (*usage)(void)) {
+    char err[1024];
+    if (cli_parse(cli, argc, argv, flags, err, sizeof err) < 0) {
+        fprintf(stderr, "hgrn %s: %s\n", name, err);
+        cli_free(cli);
+        return 2;
+    }
+    if (cli->help) {
+        usage();
+        cli_free(cli);
+        return 0;
+    }
+    return -1;
+}
+
 Backend *cli_backend(const Cli *cli, int gpu, char *err, size_t errlen) {
     const char *dev = cli->device;
     if (!dev[0]) dev = backend_cuda_available() ? "cuda" : "cpu";

@@ -54,6 +54,11 @@ typedef struct {
  * to the checkpoint's stored config, or to the config they put together
  * (hgrn lra: a recipe), and until then only each value's form is checked. */
 int cli_parse(Cli *cli, int argc, char **argv, const char *flags, char *err, size_t errlen);
+/* The start every command shares: cli_parse, then --help. -1 when the
+ * command goes on with cli parsed; otherwise its exit code with cli freed:
+ * 2 after "hgrn NAME: <why>" on stderr for a refused command line, 0 after
+ * usage() for --help. */
+int cli_start(Cli *cli, int argc, char **argv, const char *flags, const char *name, void (*usage)(void));
 /* An option one command declares for itself (cli_parse_own): --NAME VALUE
  * (has_value) or the switch --NAME. Where it goes: *value, the text as given
  * ("1" for a switch), NULL when absent; the command checks it with its own

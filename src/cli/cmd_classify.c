@@ -233,16 +233,9 @@ int cmd_classify(int argc, char **argv) {
     const double t_start = now_seconds();
     char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ckpt device precision threads batch top json logits ARGS", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn classify: %s\n", err);
-        cli_free(&cli);
-        return 2;
-    }
-    if (cli.help) {
-        usage();
-        cli_free(&cli);
-        return 0;
-    }
+    const int started =
+        cli_start(&cli, argc, argv, "ckpt device precision threads batch top json logits ARGS", "classify", usage);
+    if (started >= 0) return started;
     if (!cli.ckpt[0] || cli.npos == 0) {
         fprintf(stderr, "hgrn classify: usage: hgrn classify --ckpt FILE PATH [PATH ...] (see --help)\n");
         cli_free(&cli);

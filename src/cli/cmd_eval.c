@@ -293,17 +293,9 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ckpt device precision threads data batch json per-class confusion", err,
-                  sizeof err) < 0) {
-        fprintf(stderr, "hgrn eval: %s\n", err);
-        cli_free(&cli);
-        return 2;
-    }
-    if (cli.help) {
-        usage();
-        cli_free(&cli);
-        return 0;
-    }
+    const int started =
+        cli_start(&cli, argc, argv, "ckpt device precision threads data batch json per-class confusion", "eval", usage);
+    if (started >= 0) return started;
     if (!cli.ckpt[0]) {
         fprintf(stderr, "hgrn eval: --ckpt FILE is required\n");
         cli_free(&cli);

@@ -37,16 +37,8 @@ static int shape_is(const StTensor *t, int ndim, const int64_t *want) {
 int cmd_forward(int argc, char **argv) {
     char err[1024];
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "ckpt inputs out grads device precision threads", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn forward: %s\n", err);
-        cli_free(&cli);
-        return 2;
-    }
-    if (cli.help) {
-        usage();
-        cli_free(&cli);
-        return 0;
-    }
+    const int started = cli_start(&cli, argc, argv, "ckpt inputs out grads device precision threads", "forward", usage);
+    if (started >= 0) return started;
     if (!cli.ckpt[0] || !cli.inputs[0] || !cli.out[0]) {
         fprintf(stderr, "hgrn forward: --ckpt, --inputs and --out are required (see --help)\n");
         cli_free(&cli);

@@ -60,16 +60,8 @@ int cmd_info(int argc, char **argv) {
     const int tensors = take_tensors(&argc, argv);
     Cli cli;
     /* "ckpt": the overrides wait for the config they apply to (the file's or the checkpoint's) */
-    if (cli_parse(&cli, argc, argv, "config ckpt batch mixers tensors", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn info: %s\n", err);
-        cli_free(&cli);
-        return 2;
-    }
-    if (cli.help) {
-        usage();
-        cli_free(&cli);
-        return 0;
-    }
+    const int started = cli_start(&cli, argc, argv, "config ckpt batch mixers tensors", "info", usage);
+    if (started >= 0) return started;
     const char *problem = cli.ckpt[0] && cli.config_path[0] ? "give --config or --ckpt, not both"
                           : cli.ckpt[0] && cli.mixers       ? "--mixers takes --config, not --ckpt"
                           : !cli.config_path[0] && !cli.ckpt[0] && !cli.mixers

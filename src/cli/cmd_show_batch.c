@@ -334,16 +334,9 @@ int cmd_show_batch(int argc, char **argv) {
         return 2;
     }
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "config data device precision threads count eval ARGS", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn show-batch: %s\n", err);
-        cli_free(&cli);
-        return 2;
-    }
-    if (cli.help) {
-        usage();
-        cli_free(&cli);
-        return 0;
-    }
+    const int started =
+        cli_start(&cli, argc, argv, "config data device precision threads count eval ARGS", "show-batch", usage);
+    if (started >= 0) return started;
     const char *problem = !cli.config_path[0] ? "--config FILE is required"
                           : cli.npos != 1     ? "give one output file, OUT.png"
                                               : NULL;

@@ -166,16 +166,8 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
     Cli cli;
-    if (cli_parse(&cli, argc, argv, "config device precision threads out resume data", err, sizeof err) < 0) {
-        fprintf(stderr, "hgrn train: %s\n", err);
-        cli_free(&cli);
-        return 2;
-    }
-    if (cli.help) {
-        usage();
-        cli_free(&cli);
-        return 0;
-    }
+    const int started = cli_start(&cli, argc, argv, "config device precision threads out resume data", "train", usage);
+    if (started >= 0) return started;
     if (allow_changes && !cli.resume[0]) {
         fprintf(stderr, "hgrn train: --allow-changes goes with --resume (it accepts a configuration that differs "
                         "from the run's)\n");
