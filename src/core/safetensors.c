@@ -63,38 +63,27 @@ int st_find_non_finite(const StTensor *t, int64_t *index, const char **what) {
     size_t es = st_dtype_size(t->dtype);
     if (es == 0 || t->nbytes % es) return 0;
     size_t n = t->nbytes / es;
-    int f64 = !strcmp(t->dtype, "F64"), f32 = !strcmp(t->dtype, "F32"), f16 = !strcmp(t->dtype, "F16");
-    int bf16 = !strcmp(t->dtype, "BF16"), e5m2 = !strcmp(t->dtype, "F8_E5M2"), e4m3 = !strcmp(t->dtype, "F8_E4M3");
-    if (!(f64 || f32 || f16 || bf16 || e5m2 || e4m3)) return 0;
+    /* the mantissa's and the exponent's bits; the sign is the bit above them */
+    static const struct {
+        const char *dtype;
+        int mant, exp;
+    } fmt[] = {{"F64", 52, 11}, {"F32", 23, 8}, {"BF16", 7, 8}, {"F16", 10, 5}, {"F8_E5M2", 2, 5}, {"F8_E4M3", 3, 4}};
+    int f = -1;
+    for (int k = 0; k < (int)(sizeof fmt / sizeof fmt[0]); k++)
+        if (!strcmp(t->dtype, fmt[k].dtype)) f = k;
+    if (f < 0) return 0;
+    const int e4m3 = !strcmp(t->dtype, "F8_E4M3");
+    const int mant = fmt[f].mant;
+    const uint64_t emask = (1ull << fmt[f].exp) - 1, mmask = (1ull << mant) - 1;
     for (size_t i = 0; i < n; i++) {
         const unsigned char *e = b + i * es;
         uint64_t v = 0;
         for (size_t k = es; k-- > 0;) v = v << 8 | e[k];
-        int exp_ones, mant_zero, neg;
-        if (f64) {
-            exp_ones = ((v >> 52) & 0x7FF) == 0x7FF;
-            mant_zero = (v & 0xFFFFFFFFFFFFFull) == 0;
-            neg = (int)(v >> 63);
-        } else if (f32) {
-            exp_ones = ((v >> 23) & 0xFF) == 0xFF;
-            mant_zero = (v & 0x7FFFFF) == 0;
-            neg = (int)(v >> 31);
-        } else if (bf16) {
-            exp_ones = ((v >> 7) & 0xFF) == 0xFF;
-            mant_zero = (v & 0x7F) == 0;
-            neg = (int)(v >> 15);
-        } else if (f16) {
-            exp_ones = ((v >> 10) & 0x1F) == 0x1F;
-            mant_zero = (v & 0x3FF) == 0;
-            neg = (int)(v >> 15);
-        } else if (e5m2) {
-            exp_ones = ((v >> 2) & 0x1F) == 0x1F;
-            mant_zero = (v & 0x3) == 0;
-            neg = (int)(v >> 7);
-        } else {
-            exp_ones = (v & 0x7F) == 0x7F;
+        int exp_ones = ((v >> mant) & emask) == emask, mant_zero = (v & mmask) == 0;
+        const int neg = (int)((v >> (mant + fmt[f].exp)) & 1);
+        if (e4m3) { /* no Inf: only S.1111.111 is NaN */
+            exp_ones = exp_ones && (v & mmask) == mmask;
             mant_zero = 0;
-            neg = 0; /* E4M3: only NaN */
         }
         if (exp_ones) {
             if (index) *index = (int64_t)i;
