@@ -60,6 +60,28 @@ static int ms_left(double deadline) {
 
 /* ---- byte I/O with a deadline: 0, or -1 with *why set ---- */
 
+/* After a send or recv that moved nothing (errno says why): 0 when fd is
+ * ready for events again (or the wait was interrupted), -1 with *why on an
+ * error or when the deadline passed (*why = timeout). */
+static int wait_ready(int fd, short events, double deadline, const char *timeout, const char **why) {
+    if (errno == EINTR) return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        *why = strerror(errno);
+        return -1;
+    }
+    struct pollfd pf = {fd, events, 0};
+    const int rc = poll(&pf, 1, ms_left(deadline));
+    if (rc < 0 && errno != EINTR) {
+        *why = strerror(errno);
+        return -1;
+    }
+    if (rc == 0) {
+        *why = timeout;
+        return -1;
+    }
+    return 0;
+}
+
 static int io_send(int fd, const void *p, size_t n, double deadline, const char **why) {
     const char *c = p;
     while (n > 0) {
@@ -69,21 +91,8 @@ static int io_send(int fd, const void *p, size_t n, double deadline, const char 
             n -= (size_t)k;
             continue;
         }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-            *why = strerror(errno);
-            return -1;
-        }
-        struct pollfd pf = {fd, POLLOUT, 0};
-        int rc = poll(&pf, 1, ms_left(deadline));
-        if (rc < 0 && errno != EINTR) {
-            *why = strerror(errno);
-            return -1;
-        }
-        if (rc == 0) {
-            *why = "timed out sending";
-            return -1;
-        }
+        if (k == 0) errno = EAGAIN; /* nothing sent, no error: wait until fd takes more */
+        if (wait_ready(fd, POLLOUT, deadline, "timed out sending", why) < 0) return -1;
     }
     return 0;
 }
@@ -104,21 +113,7 @@ static int io_recv(int fd, void *p, size_t n, double deadline, size_t *got, cons
             *why = "closed";
             return -1;
         }
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            *why = strerror(errno);
-            return -1;
-        }
-        struct pollfd pf = {fd, POLLIN, 0};
-        int rc = poll(&pf, 1, ms_left(deadline));
-        if (rc < 0 && errno != EINTR) {
-            *why = strerror(errno);
-            return -1;
-        }
-        if (rc == 0) {
-            *why = "timed out";
-            return -1;
-        }
+        if (wait_ready(fd, POLLIN, deadline, "timed out", why) < 0) return -1;
     }
     return 0;
 }
