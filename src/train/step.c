@@ -60,11 +60,15 @@ void step_launch_part(Stepper *s, const float *targets, int B, int global_batch,
      * every buffer and cached every GEMM plan); a different (last, partial)
      * batch runs eagerly. One graph per input slot: the slot's address is
      * part of what was recorded. An accumulated step has two kinds of part,
-     * each its own graph (the optimizer's part at slot + 2); its gradients
+     * each its own graph (the optimizer's part in the upper half of the slots); its gradients
      * are cleared outside them, before the first. */
     const int zero_inside = parts == 1;
-    const int key = slot + (parts > 1 && last ? 2 : 0);
-    if (s->graphs && s->eager_done > 0 && (s->graph_B < 0 || B == s->graph_B)) {
+    /* slots 0 .. HGRN_GRAPH_SLOTS/2 - 1 hold the plain steps and parts, the
+     * upper half the accumulated steps' last parts; an input slot past that
+     * split (none today: the model stages into two) runs eagerly */
+    const int key = slot + (parts > 1 && last ? HGRN_GRAPH_SLOTS / 2 : 0);
+    const int recordable = slot >= 0 && slot < HGRN_GRAPH_SLOTS / 2;
+    if (s->graphs && recordable && s->eager_done > 0 && (s->graph_B < 0 || B == s->graph_B)) {
         if (!zero_inside && part == 0) model_zero_grads(s->m);
         if (bk->graph_launch(bk, key) < 0) {
             bk->graph_begin(bk);

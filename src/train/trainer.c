@@ -281,7 +281,11 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
     else if (!t->init_path || !t->init_path[0])
         model_init(t->model, c->seed);
     /* a fresh run's EMA starts as its first weights (ModelEmaV2's copy) */
-    if (!plan.weights[0] && t->opt.ema) optim_enable_ema(&t->opt, t->model, c->ema_decay, c->ema_warmup);
+    if (!plan.weights[0] && t->opt.ema && optim_enable_ema(&t->opt, t->model, c->ema_decay, c->ema_warmup) < 0) {
+        snprintf(err, errlen, "not enough %s memory for the model EMA (%zu bytes)", t->opt.bk->name,
+                 t->opt.n * sizeof(float));
+        rc = -1;
+    }
     if (t->world > 1) { /* one rank that cannot load stops them all */
         double failed = rc < 0;
         t->comm->host_sum(t->comm, &failed, 1);
