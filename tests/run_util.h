@@ -281,4 +281,24 @@ static inline char *ru_metrics_canon(const char *path) {
     return out;
 }
 
+#ifdef HGRN_BINARY
+/* hgrn with the formatted arguments (one OpenMP thread, 300 s at most), its
+ * output in dir/log, whose tail goes to stderr when it fails: system()'s status. */
+static inline int ru_run_logged(const char *dir, const char *log, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout 300 %s %s > %s/%s 2>&1", HGRN_BINARY, args, dir, log);
+    const int rc = system(cmd);
+    if (rc != 0) {
+        char show[256];
+        snprintf(show, sizeof show, "tail -20 %s/%s >&2", dir, log);
+        if (system(show) != 0) fprintf(stderr, "(no log)\n");
+    }
+    return rc;
+}
+#endif
+
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "run_util.h"
 #include "backend.h"
 #include "checkpoint.h"
 #include "comm.h"
@@ -259,21 +260,7 @@ static void test_partial_ema_refused(void **s) {
     "--data.crop_padding 2 --data.hflip 0.5 --train.batch_size 24 --train.warmup_epochs 0 "      \
     "--data.train_limit 240 --data.val_limit 101 --train.epochs 2 --train.log_every 1 "
 
-static int run(const char *log, const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=1 timeout 300 %s %s > %s/%s 2>&1", HGRN_BINARY, args, dir, log);
-    int rc = system(cmd);
-    if (rc != 0) {
-        char show[256];
-        snprintf(show, sizeof show, "tail -20 %s/%s >&2", dir, log);
-        if (system(show) != 0) fprintf(stderr, "(no log)\n");
-    }
-    return rc;
-}
+#define run(log, ...) ru_run_logged(dir, log, __VA_ARGS__)
 
 static SafeTensors *open_in(const char *run_dir, const char *file) {
     char p[256], err[512];
