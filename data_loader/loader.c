@@ -332,7 +332,7 @@ void loader_stats(Loader *l, LoaderStats *st) {
 void loader_destroy(Loader *l) {
     if (!l) return;
     loader_prefetch_stop(l);
-    if (l->gpu) {
+    if (l->gpu || l->gpu_suspended) { /* suspended: the pipeline is gone, its batches are not */
         loader_gpu_release(l);
         gpu_images_destroy(l->gpu);
     }

@@ -171,6 +171,25 @@ void loader_decode_rates(const Loader *l, double *cpu_img_s, double *gpu_img_s);
 /* 1 when the loader decodes on the GPU. */
 int loader_gpu(const Loader *l);
 
+/* data.input_sms = auto's measurement (src/train/feed.c), GPU decoding only,
+ * before loader_start_prefetch. loader_trial_next hands out batch `index`
+ * of the epoch as loader_next_device would (device memory, read on
+ * `stream`), without moving the loader's position or its counters;
+ * loader_trial_end drops what is in flight and puts them back, so the
+ * batches handed out afterwards are those that would have been anyway (each
+ * is a function of its epoch and index). 1, 0 past the epoch's end, -1 with
+ * loader_error. */
+int loader_trial_next(Loader *l, int index, const Batch **out, void *stream);
+void loader_trial_end(Loader *l, void *stream);
+
+/* Around a change of the SM split (gpu_partition.h): loader_gpu_suspend
+ * frees the GPU pipeline (its streams are the input side's) and
+ * loader_gpu_resume makes it again on the split as it is then. Before
+ * loader_start_prefetch; no-ops on a loader that does not decode on the
+ * GPU. 0, or -1 with err. */
+void loader_gpu_suspend(Loader *l);
+int loader_gpu_resume(Loader *l, char *err, size_t errlen);
+
 /* The trainer's entry point with GPU decoding: the next batch by reference,
  * its images in device memory (b->dev_images; b->images is NULL). stream is
  * the consumer's CUDA stream (cudaStream_t; gpu_backend_stream(bk) gives the

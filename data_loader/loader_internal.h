@@ -77,6 +77,12 @@ struct Loader {
     int dev_out_slot; /* GPU slot handed out by loader_next_device (-1: none) */
     long long n_gpu, n_not_jpeg, n_unsupported, n_refused, n_failed, n_budget, n_spill, n_samples;
     double auto_cpu_img_s, auto_gpu_img_s; /* data.decode = auto's measurement (0: not made) */
+    /* what a measurement puts back (loader_trial_*, data.decode = auto) */
+    struct LoaderKeep {
+        int next_batch;
+        long long n[7];
+    } trial_keep;
+    int in_trial, gpu_suspended;
     double wait_s, produce_s;
     char err[1024];
 };

@@ -68,10 +68,30 @@ int loader_gpu_create(Loader *l, int slots, char *err, size_t errlen) {
  * batch past the warm-up ones), or -1 with l->err. */
 #define AUTO_WARM 1
 #define AUTO_TIMED 2
+static void keep_save(const Loader *l, struct LoaderKeep *k) {
+    k->next_batch = l->next_batch;
+    const long long n[7] = {l->n_gpu,    l->n_not_jpeg, l->n_unsupported, l->n_refused,
+                            l->n_failed, l->n_budget,   l->n_spill};
+    memcpy(k->n, n, sizeof n);
+}
+
+/* Drop the measurement's batches in flight and put the position and the counters back. */
+static void keep_restore(Loader *l, const struct LoaderKeep *k) {
+    loader_gpu_pipe_drain(l);
+    loader_gpu_pipe_reset_stats(l);
+    l->next_batch = k->next_batch;
+    l->n_gpu = k->n[0];
+    l->n_not_jpeg = k->n[1];
+    l->n_unsupported = k->n[2];
+    l->n_refused = k->n[3];
+    l->n_failed = k->n[4];
+    l->n_budget = k->n[5];
+    l->n_spill = k->n[6];
+}
+
 static double auto_rate(Loader *l, Batch *tmp, int from) {
-    const int keep_next = l->next_batch;
-    const long long keep[7] = {l->n_gpu,    l->n_not_jpeg, l->n_unsupported, l->n_refused,
-                               l->n_failed, l->n_budget,   l->n_spill};
+    struct LoaderKeep keep;
+    keep_save(l, &keep);
     double t0 = 0, t1 = 0;
     long long imgs = 0;
     int rc = 1;
@@ -86,16 +106,7 @@ static double auto_rate(Loader *l, Batch *tmp, int from) {
         if (rc == 1 && i >= AUTO_WARM) imgs += tmp->n;
         t1 = now_seconds();
     }
-    loader_gpu_pipe_drain(l);
-    loader_gpu_pipe_reset_stats(l);
-    l->next_batch = keep_next;
-    l->n_gpu = keep[0];
-    l->n_not_jpeg = keep[1];
-    l->n_unsupported = keep[2];
-    l->n_refused = keep[3];
-    l->n_failed = keep[4];
-    l->n_budget = keep[5];
-    l->n_spill = keep[6];
+    keep_restore(l, &keep);
     if (rc < 0) return -1;
     return imgs > 0 && t1 > t0 ? (double)imgs / (t1 - t0) : 0.0;
 }
@@ -228,6 +239,53 @@ int loader_use_gpu(Loader *l, const char *backend_name, int device, char *err, s
 }
 
 int loader_gpu(const Loader *l) { return l->gpu != NULL; }
+
+int loader_trial_next(Loader *l, int index, const Batch **out, void *stream) {
+    *out = NULL;
+    if (!l->gpu || l->depth > 0) {
+        set_err(l->err, sizeof l->err, "loader: loader_trial_next needs GPU decoding and no prefetching yet");
+        return -1;
+    }
+    if (!l->in_trial) {
+        keep_save(l, &l->trial_keep);
+        l->in_trial = 1;
+    }
+    /* the slot handed out before: read by the work queued on stream so far */
+    if (l->dev_out_slot >= 0) gpu_images_slot_release(l->gpu, l->dev_out_slot, stream);
+    l->dev_out_slot = -1;
+    const int slot = l->gsync_next;
+    l->gsync_next ^= 1;
+    l->next_batch = index;
+    int rc = loader_produce(l, l->gsync[slot], slot);
+    if (rc != 1) return rc;
+    gpu_images_slot_acquire(l->gpu, slot, stream);
+    l->dev_out_slot = slot;
+    *out = l->gsync[slot];
+    return 1;
+}
+
+void loader_trial_end(Loader *l, void *stream) {
+    if (!l->in_trial) return;
+    if (l->gpu && l->dev_out_slot >= 0) gpu_images_slot_release(l->gpu, l->dev_out_slot, stream);
+    l->dev_out_slot = -1;
+    keep_restore(l, &l->trial_keep);
+    l->in_trial = 0;
+}
+
+void loader_gpu_suspend(Loader *l) {
+    if (!l->gpu || l->depth > 0) return;
+    loader_gpu_pipe_free(l);
+    gpu_images_destroy(l->gpu);
+    l->gpu = NULL;
+    l->dev_out_slot = -1;
+    l->gpu_suspended = 1;
+}
+
+int loader_gpu_resume(Loader *l, char *err, size_t errlen) {
+    if (!l->gpu_suspended) return 0;
+    l->gpu_suspended = 0;
+    return loader_gpu_create(l, l->gpu_nslots, err, errlen);
+}
 
 int loader_next_device(Loader *l, const Batch **out, void *stream) {
     *out = NULL;

@@ -58,7 +58,7 @@ int cmd_bench(int argc, char **argv) {
     bench_ceilings(bk, &copy_gbs, &gemm_tflops, &gemm_n);
     /* data.input_sms: the step on the training side of the SM split that
      * JPEG training would run beside (what the split costs the model) */
-    if (feed_partition_begin(c, bk, launch_device(&li), err, sizeof err) < 0) goto fail;
+    if (feed_partition_begin(c, bk, launch_device(&li), 0, err, sizeof err) < 0) goto fail;
     Backend *inner = bk;
     if (!(bk = op_timer_wrap(inner))) {
         bk = inner;

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "loader.h"
 #include "model.h"
+#include "step.h"
 
 typedef struct {
     Loader *loader;
@@ -43,13 +44,32 @@ void feed_staged_read(Feed *f);
 
 /* data.input_sms (gpu_partition.h): before the loaders' loader_use_gpu,
  * split the GPU's SMs between the input pipeline and the backend's stream.
- * Only on the CUDA backend with data.decode gpu or auto; auto takes the
- * device's smallest partition. Where green contexts are unavailable it says
+ * Only on the CUDA backend with data.decode gpu or auto. auto: with
+ * defer_auto (hgrn train) nothing yet, feed_partition_auto measures later;
+ * without (hgrn bench, which times the step on the training side of a
+ * split) the device's smallest partition. Where green contexts are unavailable it says
  * so in one line and the run goes on unsplit. 0, or -1 with a message (a
  * count this GPU cannot split off). */
-int feed_partition_begin(const Config *c, Backend *bk, int device, char *err, size_t errlen);
+int feed_partition_begin(const Config *c, Backend *bk, int device, int defer_auto, char *err, size_t errlen);
 /* After loader_use_gpu: with no loader decoding on the GPU, the split has
  * nothing to serve and the backend gets the whole device back. */
 void feed_partition_end(Backend *bk, int any_gpu_loader);
+
+/* data.input_sms = auto in hgrn train (feed_partition_begin deferred it):
+ * once the model, the Stepper and the loaders exist (their loader_use_gpu
+ * done, no prefetching yet, no graph recorded), time the step's device work
+ * without its update (step_probe) beside the GPU input pipeline over a few
+ * batches, sharing every SM and with the device's smallest partition for
+ * the input, keep the faster (the split only when FEED_AUTO_MARGIN times
+ * faster: the split costs the step SMs, and a near tie is noise) and say so
+ * in one line with both rates. The weights, the optimizer and the loader's
+ * position are as before; the batches it handed out are built again.
+ * other: the evaluation loader (its GPU pipeline moves with the split), or
+ * NULL. Without GPU decoding, or data.input_sms not auto, does nothing. 0,
+ * or -1 with err. */
+#define FEED_AUTO_MARGIN 1.02
+int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *err, size_t errlen);
+/* feed_partition_auto's choice from its two rates (img/s): 1 = the split. */
+int feed_auto_keeps_split(double shared_img_s, double split_img_s);
 
 #endif

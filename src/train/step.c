@@ -87,6 +87,16 @@ void step_launch_part(Stepper *s, const float *targets, int B, int global_batch,
     if (last) s->eager_done++; /* every kind of part has run once eagerly */
 }
 
+void step_probe(Stepper *s, const float *targets, int B, Rng *dp) {
+    model_set_targets(s->m, targets, B);
+    model_set_drop_path(s->m, B, B, NULL, dp);
+    const int slot = model_take_staged(s->m, B);
+    model_zero_grads(s->m);
+    model_forward_slot(s->m, slot, B);
+    model_loss_device(s->m, B);
+    model_backward(s->m, B);
+}
+
 void step_finish(Stepper *s, float *loss, float *grad_norm) {
     model_backend(s->m)->sync(model_backend(s->m));
     if (loss) *loss = model_loss_value(s->m, s->B, NULL);

@@ -47,6 +47,13 @@ void step_launch(Stepper *s, const float *targets, int B, int global_batch, cons
  * step_launch. */
 void step_launch_part(Stepper *s, const float *targets, int B, int global_batch, const int *global_index, double lr,
                       Rng *dp, int part, int parts);
+/* The device work of one part of a step without its update: forward, loss
+ * and backward of the staged batch, queued eagerly (no graph). The weights,
+ * the optimizer and the EMA are untouched; the gradients are overwritten
+ * (the next step clears them). For timing the step (data.input_sms = auto);
+ * a model with batch norm updates its running statistics, so the caller
+ * saves and restores the parameter block around it. */
+void step_probe(Stepper *s, const float *targets, int B, Rng *dp);
 /* Wait for the step in flight; its mean loss and gradient norm (before
  * clipping). A NaN/Inf gradient made the optimizer skip the update. */
 void step_finish(Stepper *s, float *loss, float *grad_norm);

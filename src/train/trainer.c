@@ -77,12 +77,10 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
     loader_set_host_allocator(t->val_loader, bk->host_alloc, bk->host_free);
     /* data.decode: JPEG decoding and augmentation on the CPU or the GPU,
      * data.input_sms: the SMs the input pipeline gets to itself */
-    if (feed_partition_begin(c, bk, gpu, err, errlen) < 0) return -1;
+    if (feed_partition_begin(c, bk, gpu, 1, err, errlen) < 0) return -1;
     if (loader_use_gpu(t->train_loader, bk->name, gpu, err, errlen) < 0) return -1;
     if (loader_use_gpu(t->val_loader, bk->name, gpu, err, errlen) < 0) return -1;
     feed_partition_end(bk, loader_gpu(t->train_loader) || loader_gpu(t->val_loader));
-    if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
-    if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
     /* each rank holds its share of the global batch, one part at a time */
     const int part = loader_batch_size(t->train_loader) / c->accum_steps;
     if (!(t->model = model_create(bk, c, part, 1, err, errlen))) return -1;
@@ -98,6 +96,12 @@ int trainer_setup_model(Trainer *t, Backend *bk, Comm *comm, int gpu, char *err,
         return -1;
     }
     step_init(&t->stepper, t->model, &t->opt, c, comm, c->cuda_graph);
+    /* data.input_sms = auto: the step beside the input pipeline, with and without the split */
+    if (feed_partition_auto(&t->train_feed, &t->stepper, loader_gpu(t->val_loader) ? t->val_loader : NULL, gpu, err,
+                            errlen) < 0)
+        return -1;
+    if (loader_start_prefetch(t->train_loader, 3, err, errlen) < 0) return -1;
+    if (loader_start_prefetch(t->val_loader, 2, err, errlen) < 0) return -1;
     return 0;
 }
 
