@@ -190,6 +190,25 @@ static void init_decompress(struct jpeg_decompress_struct *cinfo, JErr *jerr) {
     jerr->msg[0] = 0;
 }
 
+/* After a longjmp from libjpeg: its message as the caller's error, the
+ * decompressor freed. Returns -1. */
+static int jpeg_corrupt(struct jpeg_decompress_struct *cinfo, const JErr *jerr, const char *name, char *err,
+                        size_t errlen) {
+    char m[JMSG_LENGTH_MAX + 32];
+    snprintf(m, sizeof m, "corrupt JPEG: %s", jerr->msg);
+    set_err(err, errlen, name, m);
+    jpeg_destroy_decompress(cinfo);
+    return -1;
+}
+
+/* The header of the JPEG in data. Call after the caller's setjmp on the
+ * JErr given to init_decompress: a libjpeg error longjmps back there. */
+static void jpeg_read_mem_header(struct jpeg_decompress_struct *cinfo, const uint8_t *data, size_t len) {
+    jpeg_create_decompress(cinfo);
+    jpeg_mem_src(cinfo, data, (unsigned long)len);
+    jpeg_read_header(cinfo, TRUE);
+}
+
 static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
 static int is_png(const uint8_t *d, size_t n) {
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
@@ -302,16 +321,8 @@ static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int wa
     struct jpeg_decompress_struct cinfo;
     JErr jerr;
     init_decompress(&cinfo, &jerr);
-    if (setjmp(jerr.jb)) {
-        char m[JMSG_LENGTH_MAX + 32];
-        snprintf(m, sizeof m, "corrupt JPEG: %s", jerr.msg);
-        set_err(err, errlen, name, m);
-        jpeg_destroy_decompress(&cinfo);
-        return -1;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
+    if (setjmp(jerr.jb)) return jpeg_corrupt(&cinfo, &jerr, name, err, errlen);
+    jpeg_read_mem_header(&cinfo, data, len);
     int W = (int)cinfo.image_width, H = (int)cinfo.image_height;
     if (W <= 0 || H <= 0 || (long long)W * H > IMAGE_MAX_PIXELS) {
         char m[96];
@@ -624,16 +635,8 @@ int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, in
     struct jpeg_decompress_struct cinfo;
     JErr jerr;
     init_decompress(&cinfo, &jerr);
-    if (setjmp(jerr.jb)) {
-        char m[JMSG_LENGTH_MAX + 32];
-        snprintf(m, sizeof m, "corrupt JPEG: %s", jerr.msg);
-        set_err(err, errlen, name, m);
-        jpeg_destroy_decompress(&cinfo);
-        return -1;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
+    if (setjmp(jerr.jb)) return jpeg_corrupt(&cinfo, &jerr, name, err, errlen);
+    jpeg_read_mem_header(&cinfo, data, len);
     *w = (int)cinfo.image_width;
     *h = (int)cinfo.image_height;
     jpeg_destroy_decompress(&cinfo);

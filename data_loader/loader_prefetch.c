@@ -5,10 +5,19 @@
 #include "errmsg.h"
 #include "loader_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
+
+static void ring_batch_free(Loader *l, Batch *b) {
+    if (!b) return;
+    if (b->images) (l->host_free ? l->host_free : free)(b->images);
+    free(b->labels);
+    free(b->targets);
+    free(b);
+}
 
 static Batch *ring_batch_alloc(Loader *l) {
     Batch *b = calloc(1, sizeof *b);
@@ -20,21 +29,10 @@ static Batch *ring_batch_alloc(Loader *l) {
     b->cap = l->local_bs;
     b->num_classes = l->cfg.num_classes;
     if ((!b->images && !l->gpu) || !b->labels || !b->targets) {
-        if (b->images) (l->host_free ? l->host_free : free)(b->images);
-        free(b->labels);
-        free(b->targets);
-        free(b);
+        ring_batch_free(l, b);
         return NULL;
     }
     return b;
-}
-
-static void ring_batch_free(Loader *l, Batch *b) {
-    if (!b) return;
-    if (b->images) (l->host_free ? l->host_free : free)(b->images);
-    free(b->labels);
-    free(b->targets);
-    free(b);
 }
 
 static void *producer_main(void *arg) {
@@ -69,27 +67,55 @@ void loader_prefetch_pause(Loader *l) {
     pthread_mutex_unlock(&l->mu);
 }
 
-void loader_prefetch_resume(Loader *l) {
-    if (l->depth <= 0) return;
+/* Raise one of the producer's flags (run, stop) under the lock and wake it. */
+static void tell_producer(Loader *l, int *flag) {
     pthread_mutex_lock(&l->mu);
-    l->run = 1;
+    *flag = 1;
     pthread_cond_broadcast(&l->cv_prod);
     pthread_mutex_unlock(&l->mu);
 }
 
-void loader_prefetch_stop(Loader *l) {
+void loader_prefetch_resume(Loader *l) {
     if (l->depth <= 0) return;
-    pthread_mutex_lock(&l->mu);
-    l->stop = 1;
-    pthread_cond_broadcast(&l->cv_prod);
-    pthread_mutex_unlock(&l->mu);
-    pthread_join(l->thread, NULL);
-    for (int i = 0; i < l->depth; i++) ring_batch_free(l, l->ring[i]);
-    free(l->ring);
-    free(l->ring_status);
+    tell_producer(l, &l->run);
+}
+
+/* The ring's lock and its two conditions: 0, or -1 with a message naming
+ * the call that failed and none of them left initialised. */
+static int ring_sync_init(Loader *l, char *err, size_t errlen) {
+    int e = pthread_mutex_init(&l->mu, NULL);
+    if (e) {
+        set_err(err, errlen, "loader: pthread_mutex_init for the prefetch ring failed: %s", strerror(e));
+        return -1;
+    }
+    if (!(e = pthread_cond_init(&l->cv_prod, NULL))) {
+        if (!(e = pthread_cond_init(&l->cv_cons, NULL))) return 0;
+        pthread_cond_destroy(&l->cv_prod);
+    }
+    pthread_mutex_destroy(&l->mu);
+    set_err(err, errlen, "loader: pthread_cond_init for the prefetch ring failed: %s", strerror(e));
+    return -1;
+}
+
+static void ring_sync_destroy(Loader *l) {
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv_prod);
     pthread_cond_destroy(&l->cv_cons);
+}
+
+void loader_prefetch_stop(Loader *l) {
+    if (l->depth <= 0) return;
+    tell_producer(l, &l->stop);
+    const int e = pthread_join(l->thread, NULL);
+    if (e) {
+        /* the thread may still be building into the ring: leave it be */
+        fprintf(stderr, "hgrn: warning: loader: pthread_join of the prefetch thread failed: %s\n", strerror(e));
+        return;
+    }
+    for (int i = 0; i < l->depth; i++) ring_batch_free(l, l->ring[i]);
+    free(l->ring);
+    free(l->ring_status);
+    ring_sync_destroy(l);
 }
 
 void loader_set_host_allocator(Loader *l, void *(*alloc)(size_t), void (*release)(void *)) {
@@ -106,18 +132,15 @@ int loader_start_prefetch(Loader *l, int depth, char *err, size_t errlen) {
     if (!l->ring || !l->ring_status) goto oom;
     for (int i = 0; i < depth; i++)
         if (!(l->ring[i] = ring_batch_alloc(l))) goto oom;
-    pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv_prod, NULL);
-    pthread_cond_init(&l->cv_cons, NULL);
+    if (ring_sync_init(l, err, errlen)) goto fail;
     l->head = l->filled = l->outstanding = l->producing = l->stop = 0;
     l->run = 1;
     l->depth = depth;
-    if (pthread_create(&l->thread, NULL, producer_main, l) != 0) {
+    const int e = pthread_create(&l->thread, NULL, producer_main, l);
+    if (e) {
         l->depth = 0;
-        pthread_mutex_destroy(&l->mu);
-        pthread_cond_destroy(&l->cv_prod);
-        pthread_cond_destroy(&l->cv_cons);
-        set_err(err, errlen, "loader: cannot start the prefetch thread");
+        ring_sync_destroy(l);
+        set_err(err, errlen, "loader: pthread_create of the prefetch thread failed: %s", strerror(e));
         goto fail;
     }
     return 0;
