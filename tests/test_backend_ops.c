@@ -56,8 +56,9 @@ static void test_missing_op_named(void **s) {
  * differences of the reference's loss sum(dout * out) over the first nloss
  * outputs. Inputs are random normals (the row's mean, sd per input); bf16
  * rows round the activation inputs first, so the reference sees what the
- * backend sees. Gradients that ACCUMULATE start from random values (got -
- * before is checked), gradients that overwrite from garbage. */
+ * backend sees; byte inputs hold 0 and 255 among random bytes. Outputs and
+ * gradients that ACCUMULATE start from random values (got - before is
+ * checked), those that overwrite from garbage. */
 #define MAXT OP_MAXT
 typedef void (*RefFn)(const int *s, const double *const *in, double *const *out);
 typedef struct {
@@ -202,6 +203,7 @@ static void ref_lnr(const int *s, const double *const *in, double *const *out) {
  * bf16 intermediates. In the order of OP_TABLE (test_table_covers_list). */
 static const OpCheck CHECKS[] = {
     {"layernorm", ref_layernorm, 1e-5, 1e-4, 1e-2, 3e-2},
+    {"layernorm_eps", ref_layernorm, 1e-5, 1e-4, 1e-2, 3e-2},
     {"ln_gate", ref_ln_gate, 1e-5, 1e-4, 1e-2, 3e-2},
     {"rmsnorm", ref_rmsnorm, 1e-5, 1e-4, 1e-2, 3e-2},
     {"silu_mul", ref_silu_mul, 1e-6, 1e-5, 1e-2, 2e-2},
@@ -321,6 +323,10 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
         tu_fill_normal(&r, hin[i], in_n[i], op->sd[i]);
         for (size_t j = 0; j < in_n[i]; j++)
             hin[i][j] = op->in_u8 >> i & 1 ? (float)(rng_u64(&r) % 256) : hin[i][j] + op->mean[i];
+        if (op->in_u8 >> i & 1 && in_n[i] >= 2) { /* both ends of the byte range */
+            hin[i][0] = 0;
+            hin[i][1] = 255;
+        }
     }
     if (op->prep) op->prep(s, hin);
     for (int i = 0; i < op->nin; i++) {
@@ -339,14 +345,21 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
         }
         c.in[i] = tu_to_double(hin[i], in_n[i]);
     }
+    float *out_pre[MAXT] = {0}; /* out_acc: what the outputs held before */
     for (int k = 0; k < op->nout; k++) {
         const int f32 = op->out_f32 >> k & 1;
         out_d[k] = dev_new(bk, out_n[k], f32);
-        if (op->out_zero) continue;
         float *g = TU_NEW(float, out_n[k] ? out_n[k] : 1);
-        tu_fill_uniform(&r, g, out_n[k], 500.0f, 1000.0f); /* must be replaced */
+        if (op->out_acc)
+            tu_fill_normal(&r, g, out_n[k], 0.25f);
+        else
+            tu_fill_uniform(&r, g, out_n[k], 500.0f, 1000.0f); /* must be replaced */
         dev_set(bk, out_d[k], g, out_n[k], f32);
-        free(g);
+        if (op->out_acc) {
+            dev_get(bk, g, out_d[k], out_n[k], f32); /* as stored (bf16) */
+            out_pre[k] = g;
+        } else
+            free(g);
     }
     op->fwd(bk, s, in_d, out_d);
     int fails = 0;
@@ -358,6 +371,8 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
     for (int k = 0; k < op->nout; k++) {
         float *got = TU_NEW(float, out_n[k] ? out_n[k] : 1);
         dev_get(bk, got, out_d[k], out_n[k], op->out_f32 >> k & 1);
+        if (out_pre[k])
+            for (size_t j = 0; j < out_n[k]; j++) got[j] = (float)((double)got[j] - out_pre[k][j]);
         double e = rel_err(got, ref[k], out_n[k]);
         if (!(e <= tol) || verbose())
             print_message("%-4s %-5s %-14s [%s] out %d: %.3g (tol %.3g)%s\n", bk->name, bf ? "bf16" : "fp32", op->name,
@@ -423,6 +438,7 @@ static int run_case(Backend *bk, const OpDesc *op, const OpCheck *ck, const int 
         free(hwt[i]);
         free(c.wt[i]);
         free(ref[i]);
+        free(out_pre[i]);
         if (in_d[i]) bk->free(bk, in_d[i]);
         if (din_d[i]) bk->free(bk, din_d[i]);
         if (out_d[i]) bk->free(bk, out_d[i]);

@@ -21,7 +21,7 @@
 #include "backend.h"
 
 #define OP_MAXT 6 /* tensors of one kind (inputs, outputs) at most */
-#define OP_MAX_SHAPES 6
+#define OP_MAX_SHAPES 8
 
 typedef void (*OpSizeFn)(const int *s, size_t *in_n, size_t *out_n);
 typedef void (*OpFwdFn)(Backend *, const int *s, float *const *in, float *const *out);
@@ -32,7 +32,10 @@ typedef struct {
     const char *name;
     const char *covers; /* the Backend fields the row calls, space-separated */
     int shapes[OP_MAX_SHAPES][6]; /* the test shapes, unused rows all zero */
-    int bench[OP_MAX_SHAPES][6]; /* the models' shapes (hgrn bench --ops), likewise */
+    /* the models' shapes (hgrn bench --ops), likewise; none: a row that only
+     * the test runs (another distribution of the inputs of an op benched
+     * by an earlier row) */
+    int bench[OP_MAX_SHAPES][6];
     int nin, nout, nloss, nwork;
     OpSizeFn sizes;
     unsigned in_f32, out_f32; /* bit i: tensor i is fp32 on every backend */
@@ -50,7 +53,9 @@ typedef struct {
      * scan's da: shared decays accumulate, per-token ones overwrite), then
      * it must start from zero */
     unsigned grad_acc, grad_zero;
-    int out_zero; /* the forward adds into its output: it must start from zero */
+    /* the forward adds into its output (+=): the test starts it from random
+     * values and checks what was added; the bench leaves it as allocated */
+    int out_acc;
 } OpDesc;
 
 extern const OpDesc OP_TABLE[];
