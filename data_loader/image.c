@@ -180,7 +180,7 @@ static void j_emit(j_common_ptr c, int level) {
 }
 
 /* A decompressor whose errors longjmp to jerr->jb and whose corrupt-data
- * warnings are recorded (the caller still does its own setjmp). */
+ * warnings are recorded (jpeg_run holds the setjmp). */
 static void init_decompress(struct jpeg_decompress_struct *cinfo, JErr *jerr) {
     memset(cinfo, 0, sizeof *cinfo);
     cinfo->err = jpeg_std_error(&jerr->pub);
@@ -190,23 +190,31 @@ static void init_decompress(struct jpeg_decompress_struct *cinfo, JErr *jerr) {
     jerr->msg[0] = 0;
 }
 
-/* After a longjmp from libjpeg: its message as the caller's error, the
- * decompressor freed. Returns -1. */
-static int jpeg_corrupt(struct jpeg_decompress_struct *cinfo, const JErr *jerr, const char *name, char *err,
-                        size_t errlen) {
-    char m[JMSG_LENGTH_MAX + 32];
-    snprintf(m, sizeof m, "corrupt JPEG: %s", jerr->msg);
-    set_err(err, errlen, name, m);
-    jpeg_destroy_decompress(cinfo);
-    return -1;
-}
+/* A job on a JPEG whose header has been read: 0, or -1 with its message.
+ * It may call libjpeg freely; it leaves freeing cinfo to jpeg_run. */
+typedef int (*JpegJob)(struct jpeg_decompress_struct *cinfo, const JErr *jerr, void *job);
 
-/* The header of the JPEG in data. Call after the caller's setjmp on the
- * JErr given to init_decompress: a libjpeg error longjmps back there. */
-static void jpeg_read_mem_header(struct jpeg_decompress_struct *cinfo, const uint8_t *data, size_t len) {
-    jpeg_create_decompress(cinfo);
-    jpeg_mem_src(cinfo, data, (unsigned long)len);
-    jpeg_read_header(cinfo, TRUE);
+/* The one recovery point for libjpeg's errors: reads the header of the JPEG
+ * in data and runs the job; an error in either is "corrupt JPEG: <libjpeg's
+ * message>". cinfo is freed whatever happens. */
+static int jpeg_run(const uint8_t *data, size_t len, const char *name, JpegJob run, void *job, char *err,
+                    size_t errlen) {
+    struct jpeg_decompress_struct cinfo;
+    JErr jerr;
+    init_decompress(&cinfo, &jerr);
+    if (setjmp(jerr.jb)) {
+        char m[JMSG_LENGTH_MAX + 32];
+        snprintf(m, sizeof m, "corrupt JPEG: %s", jerr.msg);
+        set_err(err, errlen, name, m);
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    const int rc = run(&cinfo, &jerr, job);
+    jpeg_destroy_decompress(&cinfo);
+    return rc;
 }
 
 static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
@@ -309,58 +317,63 @@ int image_jpeg_gpu_compatible(const JpegHeader *h) {
     return 1;
 }
 
-/* Decode (a region of) a JPEG into pix. fn NULL = whole image, no scaling. */
-static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int want_c, ImageCropFn fn, void *ctx,
-                       unsigned scales, ImageBuf *pix, ImageRegion *out, char *err, size_t errlen) {
-    if (fn && !has_eoi(data, len)) {
-        /* a partial decode would not reach the missing data: check the end
-         * so that a truncated file fails whichever region is asked for */
-        set_err(err, errlen, name, "truncated JPEG data (no end-of-image marker)");
-        return -1;
-    }
-    struct jpeg_decompress_struct cinfo;
-    JErr jerr;
-    init_decompress(&cinfo, &jerr);
-    if (setjmp(jerr.jb)) return jpeg_corrupt(&cinfo, &jerr, name, err, errlen);
-    jpeg_read_mem_header(&cinfo, data, len);
-    int W = (int)cinfo.image_width, H = (int)cinfo.image_height;
+/* What jpeg_decode asks of its job: the region and where it goes. */
+typedef struct {
+    const char *name;
+    int want_c;
+    ImageCropFn fn;
+    void *ctx;
+    unsigned scales;
+    ImageBuf *pix;
+    ImageRegion *out;
+    char *err;
+    size_t errlen;
+} JpegDecode;
+
+static int jpeg_decode_job(struct jpeg_decompress_struct *cinfo, const JErr *jerr, void *job) {
+    const JpegDecode *jd = job;
+    const char *name = jd->name;
+    const int want_c = jd->want_c;
+    ImageBuf *pix = jd->pix;
+    ImageRegion *out = jd->out;
+    char *err = jd->err;
+    size_t errlen = jd->errlen;
+    int W = (int)cinfo->image_width, H = (int)cinfo->image_height;
     if (W <= 0 || H <= 0 || (long long)W * H > IMAGE_MAX_PIXELS) {
         char m[96];
         snprintf(m, sizeof m, "image too large (%d x %d pixels; limit %lld)", W, H, (long long)IMAGE_MAX_PIXELS);
         set_err(err, errlen, name, m);
-        jpeg_destroy_decompress(&cinfo);
         return -1;
     }
     ImageRect crop = {0, 0, W, H};
     int min_w = 0, min_h = 0;
-    if (fn) {
-        fn(ctx, W, H, &crop, &min_w, &min_h);
+    if (jd->fn) {
+        jd->fn(jd->ctx, W, H, &crop, &min_w, &min_h);
         if (clamp_crop(&crop, W, H)) {
             set_err(err, errlen, name, "crop outside the image");
-            jpeg_destroy_decompress(&cinfo);
             return -1;
         }
     }
-    int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+    int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
     if (cmyk)
-        cinfo.out_color_space = JCS_CMYK;
+        cinfo->out_color_space = JCS_CMYK;
     else
-        cinfo.out_color_space = want_c == 1 ? JCS_GRAYSCALE : JCS_RGB;
+        cinfo->out_color_space = want_c == 1 ? JCS_GRAYSCALE : JCS_RGB;
     int n = 8;
     if (min_w > 0 || min_h > 0) {
         for (int k = 1; k <= 8; k++) {
-            if (!(scales & (1u << k))) continue;
+            if (!(jd->scales & (1u << k))) continue;
             if ((long long)crop.w * k >= (long long)min_w * 8 && (long long)crop.h * k >= (long long)min_h * 8) {
                 n = k;
                 break;
             }
         }
     }
-    cinfo.scale_num = (unsigned)n;
-    cinfo.scale_denom = 8;
-    jpeg_start_decompress(&cinfo);
-    int OW = (int)cinfo.output_width, OH = (int)cinfo.output_height;
-    int comps = cinfo.output_components;
+    cinfo->scale_num = (unsigned)n;
+    cinfo->scale_denom = 8;
+    jpeg_start_decompress(cinfo);
+    int OW = (int)cinfo->output_width, OH = (int)cinfo->output_height;
+    int comps = cinfo->output_components;
     /* the crop in scaled pixel coordinates, widened to whole pixels */
     double fx0 = crop.x * (double)n / 8, fx1 = (crop.x + crop.w) * (double)n / 8;
     double fy0 = crop.y * (double)n / 8, fy1 = (crop.y + crop.h) * (double)n / 8;
@@ -377,31 +390,29 @@ static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int wa
         int cx0 = sx0 > 0 ? sx0 - 1 : 0, cx1 = sx1 < OW ? sx1 + 1 : OW;
         xoff = (JDIMENSION)cx0;
         cw = (JDIMENSION)(cx1 - cx0);
-        jpeg_crop_scanline(&cinfo, &xoff, &cw);
+        jpeg_crop_scanline(cinfo, &xoff, &cw);
     }
-    int bw = (int)cinfo.output_width;
+    int bw = (int)cinfo->output_width;
     size_t stride = (size_t)bw * comps;
     int rows = sy1 - sy0;
     if (image_buf_reserve(pix, stride * rows)) {
         set_err(err, errlen, name, "out of memory");
-        jpeg_destroy_decompress(&cinfo);
         return -1;
     }
-    if (sy0 > 0) jpeg_skip_scanlines(&cinfo, (JDIMENSION)sy0);
-    while ((int)cinfo.output_scanline < sy1) {
+    if (sy0 > 0) jpeg_skip_scanlines(cinfo, (JDIMENSION)sy0);
+    while ((int)cinfo->output_scanline < sy1) {
         JSAMPROW rp[16];
-        int want = sy1 - (int)cinfo.output_scanline;
+        int want = sy1 - (int)cinfo->output_scanline;
         if (want > 16) want = 16;
-        int base = (int)cinfo.output_scanline - sy0;
+        int base = (int)cinfo->output_scanline - sy0;
         for (int i = 0; i < want; i++) rp[i] = pix->p + (size_t)(base + i) * stride;
-        if (jpeg_read_scanlines(&cinfo, rp, (JDIMENSION)want) == 0) break;
-        if (jerr.truncated) break;
+        if (jpeg_read_scanlines(cinfo, rp, (JDIMENSION)want) == 0) break;
+        if (jerr->truncated) break;
     }
-    int got = (int)cinfo.output_scanline;
-    int adobe = cinfo.saw_Adobe_marker;
-    jpeg_abort_decompress(&cinfo);
-    jpeg_destroy_decompress(&cinfo);
-    if (jerr.truncated || got < sy1) {
+    int got = (int)cinfo->output_scanline;
+    int adobe = cinfo->saw_Adobe_marker;
+    jpeg_abort_decompress(cinfo); /* jpeg_run frees it */
+    if (jerr->truncated || got < sy1) {
         set_err(err, errlen, name, "truncated or corrupt JPEG data");
         return -1;
     }
@@ -432,6 +443,19 @@ static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int wa
     out->scale_num = n;
     out->decoded_px = (long long)bw * rows;
     return 0;
+}
+
+/* Decode (a region of) a JPEG into pix. fn NULL = whole image, no scaling. */
+static int jpeg_decode(const uint8_t *data, size_t len, const char *name, int want_c, ImageCropFn fn, void *ctx,
+                       unsigned scales, ImageBuf *pix, ImageRegion *out, char *err, size_t errlen) {
+    if (fn && !has_eoi(data, len)) {
+        /* a partial decode would not reach the missing data: check the end
+         * so that a truncated file fails whichever region is asked for */
+        set_err(err, errlen, name, "truncated JPEG data (no end-of-image marker)");
+        return -1;
+    }
+    JpegDecode jd = {name, want_c, fn, ctx, scales, pix, out, err, errlen};
+    return jpeg_run(data, len, name, jpeg_decode_job, &jd, err, errlen);
 }
 
 /* ---------------------------------------------------------------- PNG */
@@ -614,6 +638,15 @@ int image_decode_region(const uint8_t *data, size_t len, const char *name, int w
     return -1;
 }
 
+/* The image's width and height into job (int[2]). */
+static int jpeg_size_job(struct jpeg_decompress_struct *cinfo, const JErr *jerr, void *job) {
+    (void)jerr;
+    int *wh = job;
+    wh[0] = (int)cinfo->image_width;
+    wh[1] = (int)cinfo->image_height;
+    return 0;
+}
+
 int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h, char *err, size_t errlen) {
     if (!data || len == 0) {
         set_err(err, errlen, name, "empty file");
@@ -632,14 +665,10 @@ int image_info_mem(const uint8_t *data, size_t len, const char *name, int *w, in
         set_err(err, errlen, name, "not a JPEG or PNG image");
         return -1;
     }
-    struct jpeg_decompress_struct cinfo;
-    JErr jerr;
-    init_decompress(&cinfo, &jerr);
-    if (setjmp(jerr.jb)) return jpeg_corrupt(&cinfo, &jerr, name, err, errlen);
-    jpeg_read_mem_header(&cinfo, data, len);
-    *w = (int)cinfo.image_width;
-    *h = (int)cinfo.image_height;
-    jpeg_destroy_decompress(&cinfo);
+    int wh[2];
+    if (jpeg_run(data, len, name, jpeg_size_job, wh, err, errlen)) return -1;
+    *w = wh[0];
+    *h = wh[1];
     return 0;
 }
 

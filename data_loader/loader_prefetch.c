@@ -35,6 +35,29 @@ static Batch *ring_batch_alloc(Loader *l) {
     return b;
 }
 
+/* The ring's lock and its two conditions: 0, or -1 with a message naming
+ * the call that failed and none of them left initialised. */
+static int ring_sync_init(Loader *l, char *err, size_t errlen) {
+    int e = pthread_mutex_init(&l->mu, NULL);
+    if (e) {
+        set_err(err, errlen, "loader: pthread_mutex_init for the prefetch ring failed: %s", strerror(e));
+        return -1;
+    }
+    if (!(e = pthread_cond_init(&l->cv_prod, NULL))) {
+        if (!(e = pthread_cond_init(&l->cv_cons, NULL))) return 0;
+        pthread_cond_destroy(&l->cv_prod);
+    }
+    pthread_mutex_destroy(&l->mu);
+    set_err(err, errlen, "loader: pthread_cond_init for the prefetch ring failed: %s", strerror(e));
+    return -1;
+}
+
+static void ring_sync_destroy(Loader *l) {
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv_prod);
+    pthread_cond_destroy(&l->cv_cons);
+}
+
 static void *producer_main(void *arg) {
     Loader *l = arg;
     pthread_mutex_lock(&l->mu);
@@ -78,29 +101,6 @@ static void tell_producer(Loader *l, int *flag) {
 void loader_prefetch_resume(Loader *l) {
     if (l->depth <= 0) return;
     tell_producer(l, &l->run);
-}
-
-/* The ring's lock and its two conditions: 0, or -1 with a message naming
- * the call that failed and none of them left initialised. */
-static int ring_sync_init(Loader *l, char *err, size_t errlen) {
-    int e = pthread_mutex_init(&l->mu, NULL);
-    if (e) {
-        set_err(err, errlen, "loader: pthread_mutex_init for the prefetch ring failed: %s", strerror(e));
-        return -1;
-    }
-    if (!(e = pthread_cond_init(&l->cv_prod, NULL))) {
-        if (!(e = pthread_cond_init(&l->cv_cons, NULL))) return 0;
-        pthread_cond_destroy(&l->cv_prod);
-    }
-    pthread_mutex_destroy(&l->mu);
-    set_err(err, errlen, "loader: pthread_cond_init for the prefetch ring failed: %s", strerror(e));
-    return -1;
-}
-
-static void ring_sync_destroy(Loader *l) {
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv_prod);
-    pthread_cond_destroy(&l->cv_cons);
 }
 
 void loader_prefetch_stop(Loader *l) {
