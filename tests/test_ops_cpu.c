@@ -1,14 +1,19 @@
-/* test_ops_cpu.c - the ops of the CPU backend (src/core/backend.h) against
- * double-precision naive loops (tests/ops_ref.h): forwards directly, backwards
- * against central finite differences of the naive forward of
- * L = sum(w_i * out_i) with random w. Random inputs (fixed seeds, no zeros),
- * odd sizes, strided views; accumulate (+=) and overwrite (=) semantics;
- * AdamW against a double reference; bitwise determinism at 2 threads; the
- * linear recurrence over 16384 tokens against a sequential double evaluation,
- * alone and with the minGRU / minLSTM gates in front. rmsnorm, meanpool and
- * scale have no cases here: test_backend_ops's op table holds them (every op at
- * its shapes, on every backend); what stays here is what the table cannot
- * express (strided views, NaN padding, the long sequences, determinism). */
+/* test_ops_cpu.c - the special cases of the CPU backend's ops: what
+ * test_backend_ops's op table (every op at its shapes, on every backend,
+ * against a double reference and central differences) cannot express,
+ * each test named by what it adds. The table calls every op on packed
+ * rows of its own, with one distribution of random inputs per row and one
+ * call per check; what stays here: strided views (row strides wider than
+ * the op's columns, the gaps and NaN padding left as they were), special
+ * inputs (decays of either sign or near 1, gates far in their tails), calls
+ * with NULL or aliased arguments, several calls in sequence (AdamW's
+ * steps, a sum accumulated twice), properties rather than values (bitwise
+ * determinism at 2 threads and across thread counts, per-sample GEMM bits),
+ * the linear recurrence over 16384 tokens against a sequential double
+ * evaluation, alone and with the minGRU / minLSTM gates in front, and the
+ * HGRU2 double reference that test_ops_cuda uses. References: double loops
+ * (tests/ops_ref.h); backwards against central differences of
+ * L = sum(w_i * out_i) with random w. Random inputs, fixed seeds. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,57 +61,13 @@ static double weighted_sum(const double *out, const double *wt, size_t n) {
 
 /* ------------------------------------------------------------------ backend */
 
-static void test_create_and_memory(void **state) {
+/* Special case: memory, not an op (every op being set is
+ * test_backend_ops's test_missing_op_named): alloc is 64-byte aligned and
+ * zero-filled, copy, a partial zero, a zero-byte alloc. */
+static void test_memory(void **state) {
     (void)state;
     assert_string_equal(bk->name, "cpu");
     assert_int_equal(bk->act_elem, 4);
-    /* every entry of the table is set */
-    assert_non_null(bk->alloc);
-    assert_non_null(bk->free);
-    assert_non_null(bk->zero);
-    assert_non_null(bk->to_device);
-    assert_non_null(bk->to_host);
-    assert_non_null(bk->copy);
-    assert_non_null(bk->sync);
-    assert_non_null(bk->destroy);
-    assert_non_null(bk->params_changed);
-    assert_non_null(bk->matmul_fwd);
-    assert_non_null(bk->matmul_bwd);
-    assert_non_null(bk->layernorm_fwd);
-    assert_non_null(bk->layernorm_bwd);
-    assert_non_null(bk->rmsnorm_fwd);
-    assert_non_null(bk->rmsnorm_bwd);
-    assert_non_null(bk->silu_mul_fwd);
-    assert_non_null(bk->silu_mul_bwd);
-    assert_non_null(bk->hgru1_fwd);
-    assert_non_null(bk->hgru1_bwd);
-    assert_non_null(bk->lower_bounds_fwd);
-    assert_non_null(bk->lower_bounds_bwd);
-    assert_non_null(bk->normalize_u8);
-    assert_non_null(bk->patchify_fwd);
-    assert_non_null(bk->patchify_bwd);
-    assert_non_null(bk->patchify_u8);
-    assert_non_null(bk->meanpool_fwd);
-    assert_non_null(bk->meanpool_bwd);
-    assert_non_null(bk->residual_fwd);
-    assert_non_null(bk->residual_bwd);
-    assert_non_null(bk->residual_ln_fwd);
-    assert_non_null(bk->ln_residual_bwd);
-    assert_non_null(bk->xent_fwd);
-    assert_non_null(bk->xent_bwd);
-    assert_non_null(bk->sumsq);
-    assert_non_null(bk->adamw);
-    assert_non_null(bk->scale);
-    assert_non_null(bk->hgru2_fwd);
-    assert_non_null(bk->hgru2_bwd);
-    assert_non_null(bk->scan_fwd);
-    assert_non_null(bk->scan_bwd);
-    assert_non_null(bk->mingate_fwd);
-    assert_non_null(bk->mingate_bwd);
-    assert_non_null(bk->lru_params_fwd);
-    assert_non_null(bk->lru_params_bwd);
-    assert_non_null(bk->diag_fwd);
-    assert_non_null(bk->diag_bwd);
 
     Rng r;
     rng_seed(&r, 1);
@@ -250,112 +211,15 @@ static void run_matmul(int M, int K, int N, int with_bias, uint64_t seed) {
     free(c.wt);
 }
 
-static void test_matmul(void **state) {
+/* Special case: what the table's matmul row (always a bias, one call per
+ * check) does not call: no bias (db left as it was), the evaluation's
+ * per-sample products (gemm_samples: the same values, and each sample's
+ * rows the bits of that sample alone), and the backward with dinp NULL
+ * accumulating dw a second time. */
+static void test_matmul_samples_no_bias(void **state) {
     (void)state;
-    run_matmul(7, 13, 5, 1, 11);
     run_matmul(7, 13, 5, 0, 12);
-    run_matmul(33, 17, 40, 1, 13); /* more than one dbias column block */
     run_matmul(48, 20, 24, 1, 15); /* 3 samples of 16 rows: OpenBLAS's full tiles */
-    run_matmul(1, 3, 1, 1, 14);
-}
-
-/* ------------------------------------------------------------------- norms */
-
-typedef struct {
-    int M, C;
-    double *inp, *w, *b, *wt;
-} NormCtx;
-
-static void ln_ref(const NormCtx *c, double *out, double *mean, double *rstd) {
-    for (int m = 0; m < c->M; m++) {
-        const double *x = c->inp + (size_t)m * c->C;
-        double mu = 0, var = 0;
-        for (int k = 0; k < c->C; k++) mu += x[k];
-        mu /= c->C;
-        for (int k = 0; k < c->C; k++) var += (x[k] - mu) * (x[k] - mu);
-        var /= c->C;
-        double rs = 1.0 / sqrt(var + 1e-5);
-        for (int k = 0; k < c->C; k++) out[(size_t)m * c->C + k] = (x[k] - mu) * rs * c->w[k] + c->b[k];
-        if (mean) mean[m] = mu;
-        if (rstd) rstd[m] = rs;
-    }
-}
-
-static double ln_loss(void *p) {
-    NormCtx *c = p;
-    size_t n = (size_t)c->M * c->C;
-    double *out = TU_NEW(double, n);
-    ln_ref(c, out, NULL, NULL);
-    double s = weighted_sum(out, c->wt, n);
-    free(out);
-    return s;
-}
-
-static void run_layernorm(int M, int C, float sd, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    size_t n = (size_t)M * C;
-    float *inp = TU_NEW(float, n), *w = TU_NEW(float, C), *b = TU_NEW(float, C);
-    float *out = TU_NEW(float, n), *wt = TU_NEW(float, n), *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
-    tu_fill_normal(&r, inp, n, sd);
-    for (size_t i = 0; i < n; i++) inp[i] += 0.7f; /* non-zero mean */
-    tu_fill_uniform(&r, w, C, 0.5f, 1.5f);
-    tu_fill_normal(&r, b, C, 0.5f);
-    tu_fill_normal(&r, wt, n, 1.0f);
-    fill_garbage(&r, out, n);
-    NormCtx c = {M, C, tu_to_double(inp, n), tu_to_double(w, C), tu_to_double(b, C), tu_to_double(wt, n)};
-    double *ref = TU_NEW(double, n), *rmean = TU_NEW(double, M), *rrstd = TU_NEW(double, M);
-    ln_ref(&c, ref, rmean, rrstd);
-    bk->layernorm_fwd(bk, out, mean, rstd, inp, w, b, M, C);
-    TU_ASSERT_REL("layernorm_fwd out", out, ref, n, FWD_TOL);
-    TU_ASSERT_REL("layernorm_fwd mean", mean, rmean, M, FWD_TOL);
-    TU_ASSERT_REL("layernorm_fwd rstd", rstd, rrstd, M, FWD_TOL);
-
-    float *dinp = TU_NEW(float, n), *dw = TU_NEW(float, C), *db = TU_NEW(float, C);
-    tu_fill_normal(&r, dinp, n, 1.0f);
-    tu_fill_normal(&r, dw, C, 1.0f);
-    tu_fill_normal(&r, db, C, 1.0f);
-    float *dinp0 = tu_copy_float(dinp, n), *dw0 = tu_copy_float(dw, C), *db0 = tu_copy_float(db, C);
-    bk->layernorm_bwd(bk, dinp, dw, db, wt, inp, w, mean, rstd, M, C);
-    double *gi = TU_NEW(double, n), *gw = TU_NEW(double, C), *gb = TU_NEW(double, C);
-    tu_fd_grad(ln_loss, &c, c.inp, n, FD_H, gi);
-    tu_fd_grad(ln_loss, &c, c.w, C, FD_H, gw);
-    tu_fd_grad(ln_loss, &c, c.b, C, FD_H, gb);
-    check_accum("layernorm_bwd dinp", dinp, dinp0, gi, n, BWD_TOL);
-    check_accum("layernorm_bwd dw", dw, dw0, gw, C, BWD_TOL);
-    check_accum("layernorm_bwd db", db, db0, gb, C, BWD_TOL);
-
-    free(inp);
-    free(w);
-    free(b);
-    free(out);
-    free(wt);
-    free(mean);
-    free(rstd);
-    free(ref);
-    free(rmean);
-    free(rrstd);
-    free(dinp);
-    free(dw);
-    free(db);
-    free(dinp0);
-    free(dw0);
-    free(db0);
-    free(gi);
-    free(gw);
-    free(gb);
-    free(c.inp);
-    free(c.w);
-    free(c.b);
-    free(c.wt);
-}
-
-static void test_layernorm(void **state) {
-    (void)state;
-    run_layernorm(7, 13, 2.0f, 21);
-    run_layernorm(9, 37, 2.0f, 22);
-    run_layernorm(5, 19, 0.01f, 24); /* variance ~ 1e-4: eps = 1e-5 matters */
-    run_layernorm(3, 1, 1.0f, 23); /* C = 1: out = b, gradients through the mean only */
 }
 
 /* ------------------------------------------------------------------- gates */
@@ -494,16 +358,20 @@ static void run_ln_gate(int M, int C, int ldg, uint64_t seed) {
     free(dref);
 }
 
-static void test_ln_gate(void **state) {
+/* Special case: the gate inside a wider row (ld 5D, as in the mixer; the
+ * table's rows are packed), against the composition of the two ops. */
+static void test_ln_gate_strided(void **state) {
     (void)state;
-    run_ln_gate(7, 24, 60, 121); /* gate inside a wider row, as in the mixer (ld 5D) */
-    run_ln_gate(13, 37, 37, 122); /* odd width */
+    run_ln_gate(7, 24, 60, 121);
 }
 
-static void test_silu_mul(void **state) {
+/* Special case: strided a and b (the table's rows are packed) whose gaps the
+ * op must not write, with pre-activations of -95 and 90 (far tails: SiLU
+ * finite and accurate; the table keeps them out, as an output of 90 would
+ * set the scale its relative errors are measured against). */
+static void test_silu_mul_strided(void **state) {
     (void)state;
-    run_silu_mul(7, 13, 13, 13, 41);
-    run_silu_mul(7, 13, 30, 21, 42); /* strided, different strides */
+    run_silu_mul(7, 13, 30, 21, 42); /* different strides */
     run_silu_mul(5, 37, 74, 37, 43);
 }
 
@@ -603,12 +471,12 @@ static void run_hgru1(int B, int N, int D, int ld, uint64_t seed) {
     free(c.wt);
 }
 
-static void test_hgru1(void **state) {
+/* Special case: rows wider than the 3D columns the op reads (the table's
+ * rows are packed), whose padding dx must keep. */
+static void test_hgru1_strided(void **state) {
     (void)state;
-    run_hgru1(3, 5, 3, 9, 51); /* ld == 3D: xc and xl packed */
     run_hgru1(3, 17, 11, 5 * 11 + 3, 52); /* model-like layout with padding */
     run_hgru1(2, 9, 37, 3 * 37 + 5, 53); /* several channel blocks, ragged last */
-    run_hgru1(1, 1, 2, 6, 54); /* a single token */
 }
 
 /* ------------------------------------------------------------------ HGRU2 */
@@ -681,17 +549,18 @@ static void run_hgru2(int B, int N, int D, int e, int ld, uint64_t seed) {
     free(c.wt);
 }
 
-static void test_hgru2(void **state) {
+/* Special case: padded rows (the table's rows are packed), whose padding dx
+ * must keep. */
+static void test_hgru2_strided(void **state) {
     (void)state;
-    run_hgru2(2, 9, 12, 2, 3 * 12, 71); /* e 2, ld == 3D */
-    run_hgru2(3, 13, 20, 4, 3 * 20 + 5, 72); /* e 4, padded rows */
+    run_hgru2(3, 13, 20, 4, 3 * 20 + 5, 72); /* e 4 */
     run_hgru2(2, 11, 24, 8, 5 * 24 + 1, 73); /* e 8, model-like stride */
     run_hgru2(1, 1, 8, 8, 25, 74); /* a single token */
     run_hgru2(1, 41, 16, 8, 3 * 16 + 1, 76); /* a longer sequence */
 }
 
-/* The double-precision reference the CUDA tests compare against
- * (hgru2_cpu_ref_fwd) equals the naive loop: odd N, e from 2 to 32, padded rows. */
+/* Special case: not a backend op. The double-precision reference the CUDA
+ * tests compare against (hgru2_cpu_ref_fwd) equals the naive loop: odd N, e from 2 to 32, padded rows. */
 static void test_hgru2_reference(void **state) {
     (void)state;
     struct {
@@ -727,8 +596,9 @@ static void test_hgru2_reference(void **state) {
     }
 }
 
-/* Items are (image, head) and dbeta is reduced over images in order: every
- * output is bitwise the same for any thread count and on repeated calls. */
+/* Special case, a property: items are (image, head) and dbeta is reduced
+ * over images in order, so every output is bitwise the same for any thread
+ * count and on repeated calls. */
 static void test_hgru2_determinism(void **state) {
     (void)state;
     Rng r;
@@ -884,15 +754,19 @@ static void run_scan(int B, int N, int D, int cplx, int dirs, int lda_pad, int l
     free(c.wt);
 }
 
-/* Every direction, real and complex, per-token and shared decays, strided. */
-static void test_scan(void **state) {
+/* Special case: every direction, real and complex, per-token and shared
+ * decays, on strided views with NaN padding (the table's rows are packed),
+ * real decays of either sign at phases all round for complex ones, and the
+ * shared row's gradient accumulating onto random values (the table's
+ * starts from zero). */
+static void test_scan_strided(void **state) {
     (void)state;
     uint64_t seed = 600;
     for (int cplx = 0; cplx < 2; cplx++)
         for (int dirs = SCAN_FORWARD; dirs <= SCAN_BOTH; dirs++) {
             run_scan(3, 7, 5, cplx, dirs, 2, 3, seed++); /* strided a and x */
             run_scan(3, 7, 5, cplx, dirs, -1, 1, seed++); /* shared decay row */
-            run_scan(2, 6, 3, cplx, dirs, 0, 0, seed++); /* packed: lda = ldx = W */
+            seed++;
         }
     /* rows of more than one 64-value block, the last one ragged */
     run_scan(2, 9, 70, 0, SCAN_BOTH, 1, 2, seed++);
@@ -901,8 +775,9 @@ static void test_scan(void **state) {
     run_scan(2, 6, 37, 1, SCAN_REVERSE, 3, 0, seed++);
 }
 
-/* N = 1 (the state is x, the decay gradient 0), D = 1, B = 1; and B, N or D
- * of 0 return without touching anything. */
+/* Special case, edge shapes: N = 1 (the state is x, the decay gradient 0),
+ * D = 1, B = 1 on strided views; and B, N or D of 0 (a table shape cannot
+ * hold a 0) return without touching anything. */
 static void test_scan_edges(void **state) {
     (void)state;
     uint64_t seed = 700;
@@ -936,9 +811,9 @@ static void test_scan_edges(void **state) {
     free(keep);
 }
 
-/* Items are (image, block of values) and the shared decay's gradient is
- * reduced over images in order: every output is bitwise the same at 1, 3
- * and 2 threads, in every mode. */
+/* Special case, a property: items are (image, block of values) and the
+ * shared decay's gradient is reduced over images in order, so every output
+ * is bitwise the same at 1, 3 and 2 threads, in every mode. */
 static void test_scan_determinism(void **state) {
     (void)state;
     Rng r;
@@ -1073,7 +948,8 @@ static void assert_all_finite(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) assert_true(isfinite(x[i]));
 }
 
-/* SCAN_BOTH over N = 16384 tokens with decays of modulus in [0.999, 0.99999]
+/* Special case, a long sequence (the table's central differences cost the
+ * square of the size): SCAN_BOTH over N = 16384 tokens with decays of modulus in [0.999, 0.99999]
  * (positive when real; complex at a phase within 0.1 rad), fp32 against the
  * sequential evaluation in double of the same fp32 inputs.
  *
@@ -1216,11 +1092,12 @@ static void run_mingate(int M, int E, int pad, int lstm, uint64_t seed) {
     free(c.wx);
 }
 
-static void test_mingate(void **state) {
+/* Special case: padded rows of pre-activations (the table's rows are
+ * packed), whose padding dp must keep. */
+static void test_mingate_strided(void **state) {
     (void)state;
     for (int lstm = 0; lstm < 2; lstm++) {
-        run_mingate(7, 5, 3, lstm, 800 + lstm); /* strided */
-        run_mingate(4, 16, 0, lstm, 810 + lstm); /* packed */
+        run_mingate(7, 5, 3, lstm, 800 + lstm);
         run_mingate(1, 1, 1, lstm, 820 + lstm);
     }
 }
@@ -1318,78 +1195,16 @@ static void run_lru_params(int S, int H, uint64_t seed) {
     free(c.wb);
 }
 
-static void test_lru_params(void **state) {
+/* Special case, an input range: |lambda| up to 0.9995 (nu down to -7.6),
+ * where 1 - |lambda|^2 cancels; the table's row draws nu from N(-1, 1). */
+static void test_lru_params_near_unit(void **state) {
     (void)state;
     run_lru_params(5, 7, 830);
-    run_lru_params(1, 1, 831);
     run_lru_params(17, 3, 832);
 }
 
-/* diag: out += d x; dx += d dout, dd += sum dout x */
-typedef struct {
-    int M, C;
-    double *x, *d, *w;
-} DiagCtx;
-
-static double diag_loss(void *p) {
-    DiagCtx *c = p;
-    double s = 0;
-    for (int m = 0; m < c->M; m++)
-        for (int j = 0; j < c->C; j++) {
-            size_t o = (size_t)m * c->C + j;
-            s += c->w[o] * c->d[j] * c->x[o];
-        }
-    return s;
-}
-
-static void run_diag(int M, int C, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    size_t n = (size_t)M * C;
-    float *x = TU_NEW(float, n), *d = TU_NEW(float, C), *out = TU_NEW(float, n), *w = TU_NEW(float, n);
-    float *dx = TU_NEW(float, n), *dd = TU_NEW(float, C);
-    tu_fill_normal(&r, x, n, 1.0f);
-    tu_fill_normal(&r, d, C, 1.0f);
-    tu_fill_normal(&r, out, n, 1.0f);
-    tu_fill_normal(&r, w, n, 1.0f);
-    tu_fill_normal(&r, dx, n, 1.0f);
-    tu_fill_normal(&r, dd, C, 1.0f);
-    float *out0 = tu_copy_float(out, n), *dx0 = tu_copy_float(dx, n), *dd0 = tu_copy_float(dd, C);
-    DiagCtx c = {M, C, tu_to_double(x, n), tu_to_double(d, C), tu_to_double(w, n)};
-    double *ro = TU_NEW(double, n), *gx = TU_NEW(double, n), *gd = TU_NEW(double, C);
-    for (size_t i = 0; i < n; i++) ro[i] = c.d[i % C] * c.x[i];
-    bk->diag_fwd(bk, out, x, d, M, C);
-    check_accum("diag_fwd out", out, out0, ro, n, FWD_TOL);
-    bk->diag_bwd(bk, dx, dd, w, x, d, M, C);
-    tu_fd_grad(diag_loss, &c, c.x, n, FD_H, gx);
-    tu_fd_grad(diag_loss, &c, c.d, C, FD_H, gd);
-    check_accum("diag_bwd dx", dx, dx0, gx, n, BWD_TOL);
-    check_accum("diag_bwd dd", dd, dd0, gd, C, BWD_TOL);
-    free(x);
-    free(d);
-    free(out);
-    free(w);
-    free(dx);
-    free(dd);
-    free(out0);
-    free(dx0);
-    free(dd0);
-    free(ro);
-    free(gx);
-    free(gd);
-    free(c.x);
-    free(c.d);
-    free(c.w);
-}
-
-static void test_diag(void **state) {
-    (void)state;
-    run_diag(9, 11, 840);
-    run_diag(1, 1, 841);
-    run_diag(301, 37, 842); /* rows over both threads */
-}
-
-/* The gate ops and diag_bwd at 1, 2 and 3 threads: bitwise the same (the
+/* Special case, a property: the gate ops and diag_bwd at 1, 2 and 3
+ * threads: bitwise the same (the
  * rows split differently; the column sums are added in thread order, in
  * double, so for diag_bwd this holds at these sizes, not in general: the
  * contract promises bits for a fixed thread count, which the first two
@@ -1440,7 +1255,8 @@ static void test_scan_gates_determinism(void **state) {
     free(gx);
 }
 
-/* The gated mixers' recurrence over N = 16384 tokens: mingate_fwd and the
+/* Special case, a long sequence: the gated mixers' recurrence over
+ * N = 16384 tokens: mingate_fwd and the
  * scan (both directions, and forward alone) against the sequential form
  * evaluated in double from the same fp32 pre-activations, then mingate_bwd
  * after scan_bwd against the double adjoint. Gates for a long memory
@@ -1565,179 +1381,6 @@ static void test_min_long(void **state) {
     run_min_long(1, SCAN_FORWARD, 863);
 }
 
-/* ----------------------------------------------------------- lower bounds */
-
-typedef struct {
-    int L, D;
-    double *gamma, *wt;
-} LbCtx;
-
-static void lb_ref(const LbCtx *c, double *beta) {
-    for (int j = 0; j < c->D; j++) {
-        double s = 0;
-        for (int i = 0; i < c->L; i++) s += exp(c->gamma[(size_t)i * c->D + j]);
-        double cum = 0;
-        for (int k = 0; k < c->L; k++) {
-            beta[(size_t)k * c->D + j] = cum;
-            cum += exp(c->gamma[(size_t)k * c->D + j]) / s;
-        }
-    }
-}
-
-static double lb_loss(void *p) {
-    LbCtx *c = p;
-    size_t n = (size_t)c->L * c->D;
-    double *out = TU_NEW(double, n);
-    lb_ref(c, out);
-    double s = weighted_sum(out, c->wt, n);
-    free(out);
-    return s;
-}
-
-static void run_lower_bounds(int L, int D, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    size_t n = (size_t)L * D;
-    float *gamma = TU_NEW(float, n), *beta = TU_NEW(float, n), *wt = TU_NEW(float, n), *dg = TU_NEW(float, n);
-    tu_fill_normal(&r, gamma, n, 1.0f);
-    tu_fill_normal(&r, wt, n, 1.0f);
-    tu_fill_normal(&r, dg, n, 1.0f);
-    fill_garbage(&r, beta, n);
-    float *dg0 = tu_copy_float(dg, n);
-    LbCtx c = {L, D, tu_to_double(gamma, n), tu_to_double(wt, n)};
-    double *ref = TU_NEW(double, n), *g = TU_NEW(double, n);
-    lb_ref(&c, ref);
-    bk->lower_bounds_fwd(bk, beta, gamma, L, D);
-    TU_ASSERT_REL("lower_bounds_fwd", beta, ref, n, FWD_TOL);
-    for (int j = 0; j < D; j++) assert_true(beta[j] == 0.0f);
-    bk->lower_bounds_bwd(bk, dg, wt, gamma, L, D);
-    tu_fd_grad(lb_loss, &c, c.gamma, n, FD_H, g);
-    check_accum("lower_bounds_bwd dgamma", dg, dg0, g, n, BWD_TOL);
-    free(gamma);
-    free(beta);
-    free(wt);
-    free(dg);
-    free(dg0);
-    free(ref);
-    free(g);
-    free(c.gamma);
-    free(c.wt);
-}
-
-static void test_lower_bounds(void **state) {
-    (void)state;
-    run_lower_bounds(5, 7, 61);
-    run_lower_bounds(12, 3, 62);
-    run_lower_bounds(1, 4, 63);
-}
-
-/* ------------------------------------------------------- input and pooling */
-
-static void test_normalize_u8(void **state) {
-    (void)state;
-    Rng r;
-    rng_seed(&r, 71);
-    int B = 2, C = 3, H = 5, W = 7;
-    size_t n = (size_t)B * C * H * W;
-    uint8_t *img = TU_NEW(uint8_t, n);
-    for (size_t i = 0; i < n; i++) img[i] = (uint8_t)rng_int(&r, 256);
-    img[0] = 0;
-    img[1] = 255;
-    float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    float *out = TU_NEW(float, n);
-    double *ref = TU_NEW(double, n);
-    fill_garbage(&r, out, n);
-    for (int b = 0; b < B; b++)
-        for (int c = 0; c < C; c++)
-            for (int p = 0; p < H * W; p++) {
-                size_t i = ((size_t)b * C + c) * H * W + p;
-                ref[i] = (img[i] / 255.0 - mean[c]) / std[c];
-            }
-    bk->normalize_u8(bk, out, img, mean, std, B, C, H, W);
-    TU_ASSERT_REL("normalize_u8", out, ref, n, FWD_TOL);
-    free(img);
-    free(out);
-    free(ref);
-}
-
-static double patch_loss(void *p) {
-    PatchCtx *c = p;
-    size_t n = (size_t)c->B * (c->H / c->p) * (c->W / c->p) * c->p * c->p * c->C;
-    double *out = TU_NEW(double, n);
-    patch_ref(c, out);
-    double s = weighted_sum(out, c->wt, n);
-    free(out);
-    return s;
-}
-
-static void run_patchify(int B, int C, int H, int W, int p, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    size_t ni = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
-    float *img = TU_NEW(float, ni), *out = TU_NEW(float, no), *wt = TU_NEW(float, no), *dimg = TU_NEW(float, ni);
-    tu_fill_normal(&r, img, ni, 1.0f);
-    tu_fill_normal(&r, wt, no, 1.0f);
-    fill_garbage(&r, out, no);
-    fill_garbage(&r, dimg, ni);
-    PatchCtx c = {B, C, H, W, p, tu_to_double(img, ni), tu_to_double(wt, no)};
-    double *ref = TU_NEW(double, no), *g = TU_NEW(double, ni);
-    patch_ref(&c, ref);
-    bk->patchify_fwd(bk, out, img, B, C, H, W, p);
-    TU_ASSERT_REL("patchify_fwd", out, ref, no, 0.0); /* a permutation: exact */
-    bk->patchify_bwd(bk, dimg, wt, B, C, H, W, p);
-    tu_fd_grad(patch_loss, &c, c.img, ni, FD_H, g);
-    TU_ASSERT_REL("patchify_bwd", dimg, g, ni, BWD_TOL);
-    free(img);
-    free(out);
-    free(wt);
-    free(dimg);
-    free(ref);
-    free(g);
-    free(c.img);
-    free(c.wt);
-}
-
-static void test_patchify(void **state) {
-    (void)state;
-    run_patchify(3, 3, 8, 12, 4, 81);
-    run_patchify(2, 1, 28, 28, 4, 82); /* Fashion-MNIST shape */
-    run_patchify(2, 2, 10, 13, 4, 83); /* edges not covered: their gradient is 0 */
-    run_patchify(1, 3, 5, 5, 1, 84);
-}
-
-/* patchify_u8 = patchify_fwd of normalize_u8, against the double reference
- * (normalise in double, then the scatter-side patch map) */
-static void run_patchify_u8(int B, int C, int H, int W, int p, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    size_t ni = (size_t)B * C * H * W, no = (size_t)B * (H / p) * (W / p) * p * p * C;
-    uint8_t *img = TU_NEW(uint8_t, ni);
-    for (size_t i = 0; i < ni; i++) img[i] = (uint8_t)rng_int(&r, 256);
-    float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    double *norm = TU_NEW(double, ni), *ref = TU_NEW(double, no);
-    for (size_t i = 0; i < ni; i++) {
-        int c = (int)((i / ((size_t)H * W)) % C);
-        norm[i] = (img[i] / 255.0 - mean[c]) / std[c];
-    }
-    PatchCtx pc = {B, C, H, W, p, norm, NULL};
-    patch_ref(&pc, ref);
-    float *out = TU_NEW(float, no);
-    fill_garbage(&r, out, no);
-    bk->patchify_u8(bk, out, img, mean, std, B, C, H, W, p);
-    TU_ASSERT_REL("patchify_u8", out, ref, no, FWD_TOL);
-    free(img);
-    free(norm);
-    free(ref);
-    free(out);
-}
-
-static void test_patchify_u8(void **state) {
-    (void)state;
-    run_patchify_u8(2, 3, 28, 21, 7, 85);
-    run_patchify_u8(2, 1, 28, 28, 4, 86); /* Fashion-MNIST */
-    run_patchify_u8(1, 3, 30, 23, 7, 87); /* edges outside the patch grid */
-}
-
 /* ---------------------------------------------------------------- residual */
 
 typedef struct {
@@ -1799,60 +1442,12 @@ static void run_residual(int with_scale, uint64_t seed) {
     free(c.wt);
 }
 
-/* residual_ln_fwd against the formulas in double: out = x + s_b f, then the
- * LayerNorm of out with its statistics */
-static void test_residual_ln(void **state) {
-    (void)state;
-    Rng r;
-    rng_seed(&r, 103);
-    const int B = 3, N = 5, D = 24;
-    const size_t M = (size_t)B * N, n = M * D;
-    float *x = TU_NEW(float, n), *f = TU_NEW(float, n), *w = TU_NEW(float, D), *b = TU_NEW(float, D),
-          *out = TU_NEW(float, n), *ln = TU_NEW(float, n), *mean = TU_NEW(float, M), *rstd = TU_NEW(float, M);
-    float scale[3] = {0.0f, 1.25f, 1.0f};
-    tu_fill_normal(&r, x, n, 1.0f);
-    tu_fill_normal(&r, f, n, 1.0f);
-    tu_fill_normal(&r, w, D, 1.0f);
-    tu_fill_normal(&r, b, D, 0.5f);
-    fill_garbage(&r, out, n);
-    fill_garbage(&r, ln, n);
-    bk->residual_ln_fwd(bk, out, ln, mean, rstd, x, f, scale, w, b, B, N, D);
-    double *ro = TU_NEW(double, n), *rl = TU_NEW(double, n), *rm = TU_NEW(double, M), *rr = TU_NEW(double, M);
-    for (size_t row = 0; row < M; row++) {
-        const double s = scale[row / N];
-        double mu = 0.0, var = 0.0;
-        for (int d = 0; d < D; d++) {
-            ro[row * D + d] = (double)x[row * D + d] + s * f[row * D + d];
-            mu += ro[row * D + d];
-        }
-        mu /= D;
-        for (int d = 0; d < D; d++) var += (ro[row * D + d] - mu) * (ro[row * D + d] - mu);
-        rm[row] = mu;
-        rr[row] = 1.0 / sqrt(var / D + 1e-5);
-        for (int d = 0; d < D; d++) rl[row * D + d] = (ro[row * D + d] - mu) * rr[row] * w[d] + b[d];
-    }
-    TU_ASSERT_REL("residual_ln_fwd out", out, ro, n, FWD_TOL);
-    TU_ASSERT_REL("residual_ln_fwd ln", ln, rl, n, FWD_TOL);
-    TU_ASSERT_REL("residual_ln_fwd mean", mean, rm, M, FWD_TOL);
-    TU_ASSERT_REL("residual_ln_fwd rstd", rstd, rr, M, FWD_TOL);
-    free(x);
-    free(f);
-    free(w);
-    free(b);
-    free(out);
-    free(ln);
-    free(mean);
-    free(rstd);
-    free(ro);
-    free(rl);
-    free(rm);
-    free(rr);
-}
-
-/* ln_residual_bwd against the formulas in double: with xn = (x - mu) rs and
- * gw = dout w, dinp += rs (gw - mean(gw) - xn mean(gw xn)), dw += sum dout xn,
- * db += sum dout, then df = s_b dinp */
-static void test_ln_residual(void **state) {
+/* Special case: df, the scaled copy of the accumulated dinp that the
+ * table's ln_residual row leaves unchecked, and the analytic formulas at
+ * 1e-5 (the row's central differences hold the rest to 1e-4): with
+ * xn = (x - mu) rs and gw = dout w, dinp += rs (gw - mean(gw) - xn mean(gw
+ * xn)), dw += sum dout xn, db += sum dout, then df = s_b dinp */
+static void test_ln_residual_df(void **state) {
     (void)state;
     Rng r;
     rng_seed(&r, 107);
@@ -1916,92 +1511,19 @@ static void test_ln_residual(void **state) {
     free(rb);
 }
 
-static void test_residual(void **state) {
+/* Special case: calls the table's residual row does not make: scale NULL
+ * (1 for every image) and a scale of exactly 0 (a dropped path), out of
+ * place and then in place (out aliasing x). */
+static void test_residual_in_place(void **state) {
     (void)state;
     run_residual(0, 101);
     run_residual(1, 102);
 }
 
-/* -------------------------------------------------------------------- loss */
-
-static double xent_loss(void *p) {
-    XentCtx *c = p;
-    double *loss = TU_NEW(double, c->B);
-    xent_ref(c, loss, NULL);
-    double s = 0;
-    for (int b = 0; b < c->B; b++) s += loss[b];
-    free(loss);
-    return s * c->dloss;
-}
-
-static void test_xent(void **state) {
-    (void)state;
-    Rng r;
-    rng_seed(&r, 111);
-    int B = 5, C = 11;
-    size_t n = (size_t)B * C;
-    float *z = TU_NEW(float, n), *t = TU_NEW(float, n), *probs = TU_NEW(float, n), *loss = TU_NEW(float, B),
-          *dz = TU_NEW(float, n);
-    tu_fill_normal(&r, z, n, 3.0f);
-    z[C + 2] = 95.0f; /* row 1: huge logits, must not overflow */
-    z[C + 5] = -90.0f;
-    for (int b = 0; b < B; b++) { /* soft targets: smoothing-like and mixup-like rows */
-        float *tr = t + (size_t)b * C;
-        tu_fill_uniform(&r, tr, C, 0.0f, 1.0f);
-        if (b % 2) {
-            for (int k = 0; k < C; k++) tr[k] = 0.1f / C;
-            tr[rng_int(&r, C)] += 0.9f;
-        }
-        double s = 0;
-        for (int k = 0; k < C; k++) s += tr[k];
-        for (int k = 0; k < C; k++) tr[k] = (float)(tr[k] / s);
-    }
-    fill_garbage(&r, probs, n);
-    fill_garbage(&r, dz, n);
-    XentCtx c = {B, C, tu_to_double(z, n), tu_to_double(t, n), 1.0 / B};
-    double *rl = TU_NEW(double, B), *rp = TU_NEW(double, n), *g = TU_NEW(double, n);
-    xent_ref(&c, rl, rp);
-    bk->xent_fwd(bk, loss, probs, z, t, B, C);
-    TU_ASSERT_REL("xent_fwd loss", loss, rl, B, FWD_TOL);
-    TU_ASSERT_REL("xent_fwd probs", probs, rp, n, FWD_TOL);
-    bk->xent_bwd(bk, dz, probs, t, (float)c.dloss, B, C);
-    tu_fd_grad(xent_loss, &c, c.z, n, FD_H, g);
-    TU_ASSERT_REL("xent_bwd", dz, g, n, BWD_TOL);
-    free(z);
-    free(t);
-    free(probs);
-    free(loss);
-    free(dz);
-    free(rl);
-    free(rp);
-    free(g);
-    free(c.z);
-    free(c.t);
-}
-
-/* ------------------------------------------------- reductions, optimizer */
-
-static void test_sumsq(void **state) {
-    (void)state;
-    Rng r;
-    rng_seed(&r, 121);
-    size_t sizes[3] = {1, 13, 100003};
-    for (int s = 0; s < 3; s++) {
-        size_t n = sizes[s];
-        float *x = TU_NEW(float, n);
-        tu_fill_normal(&r, x, n, 1.0f);
-        float acc = 0.75f;
-        double ref = 0.75;
-        for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
-        bk->sumsq(bk, &acc, x, n);
-        double e = fabs(acc - ref) / ref;
-        if (!(e <= 1e-6) || getenv("HGRN_TEST_VERBOSE")) print_message("sumsq n=%zu: relative error %.3g\n", n, e);
-        assert_true(e <= 1e-6);
-        free(x);
-    }
-}
-
-/* PyTorch AdamW (+ clip_grad_norm_) in double, several steps. */
+/* PyTorch AdamW (+ clip_grad_norm_) in double, several steps (special
+ * case: the table's row makes one step with clipping active and compares
+ * the parameter itself, here four steps from m = v = 0 in the three
+ * clipping modes, with and without weight decay, and the update p - p0). */
 static void run_adamw(float wd, int clip_mode, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
@@ -2058,7 +1580,7 @@ static void run_adamw(float wd, int clip_mode, uint64_t seed) {
     free(disp);
 }
 
-static void test_adamw(void **state) {
+static void test_adamw_steps(void **state) {
     (void)state;
     run_adamw(0.0f, 0, 141);
     run_adamw(0.05f, 0, 142);
@@ -2067,7 +1589,8 @@ static void test_adamw(void **state) {
     run_adamw(0.05f, 2, 145);
 }
 
-/* sched = {lr, 1-b1^t, 1-b2^t} stands in for lr and step (a recorded step
+/* Special case, arguments the table does not pass: sched = {lr, 1-b1^t,
+ * 1-b2^t} stands in for lr and step (a recorded step
  * reads them from device memory); a non-finite gradient norm skips the update. */
 static void test_adamw_sched_and_skip(void **state) {
     (void)state;
@@ -2126,6 +1649,8 @@ static void test_adamw_sched_and_skip(void **state) {
 
 /* ------------------------------------------------------------ determinism */
 
+/* Special case, a property: repeated calls at the same thread count give
+ * the same bits (the reductions over rows in a fixed order). */
 static void test_determinism(void **state) {
     (void)state;
     Rng r;
@@ -2222,7 +1747,7 @@ static void test_determinism(void **state) {
     }
 }
 
-/* The scan works on (image, channel block) items that do not depend on the
+/* Special case, a property: the scan works on (image, channel block) items that do not depend on the
  * team size: its activation gradients are bitwise the same for any thread
  * count, and the parameter gradients differ only by summation order. */
 static void test_thread_count(void **state) {
@@ -2273,35 +1798,26 @@ static void test_thread_count(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_create_and_memory),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_silu_mul),
-        cmocka_unit_test(test_hgru1),
-        cmocka_unit_test(test_hgru2),
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_matmul_samples_no_bias),
+        cmocka_unit_test(test_silu_mul_strided),
+        cmocka_unit_test(test_hgru1_strided),
+        cmocka_unit_test(test_hgru2_strided),
         cmocka_unit_test(test_hgru2_reference),
         cmocka_unit_test(test_hgru2_determinism),
-        cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_scan_strided),
         cmocka_unit_test(test_scan_edges),
         cmocka_unit_test(test_scan_determinism),
         cmocka_unit_test(test_scan_long_decay),
-        cmocka_unit_test(test_mingate),
-        cmocka_unit_test(test_lru_params),
-        cmocka_unit_test(test_diag),
+        cmocka_unit_test(test_mingate_strided),
+        cmocka_unit_test(test_lru_params_near_unit),
         cmocka_unit_test(test_scan_gates_determinism),
         cmocka_unit_test(test_min_long),
-        cmocka_unit_test(test_lower_bounds),
-        cmocka_unit_test(test_normalize_u8),
-        cmocka_unit_test(test_patchify),
-        cmocka_unit_test(test_residual),
-        cmocka_unit_test(test_residual_ln),
-        cmocka_unit_test(test_ln_residual),
-        cmocka_unit_test(test_xent),
-        cmocka_unit_test(test_sumsq),
-        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_residual_in_place),
+        cmocka_unit_test(test_ln_residual_df),
+        cmocka_unit_test(test_adamw_steps),
         cmocka_unit_test(test_adamw_sched_and_skip),
-        cmocka_unit_test(test_ln_gate),
-        cmocka_unit_test(test_patchify_u8),
+        cmocka_unit_test(test_ln_gate_strided),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_thread_count),
     };
