@@ -194,14 +194,29 @@ int deit_train_apply(const DeitTransform *t, const DeitTrainParams *p, const Ima
     return 0;
 }
 
-int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r, DeitScratch *s,
-                   uint8_t *out, char *err, size_t errlen) {
-    int S = t->size, C = t->channels;
+/* With timing on: the time since *t0 added to stage, and *t0 moved to now. */
+static void lap(DeitScratch *s, int stage, double *t0) {
+    if (!s->timing) return;
+    const double now = now_seconds();
+    s->t[stage] += now - *t0;
+    *t0 = now;
+}
+
+/* A sample's start: scratch for S x S x C, and the clock started (timing on). */
+static int begin_sample(DeitScratch *s, int S, int C, const char *name, double *t0, char *err, size_t errlen) {
     if (scratch_reserve(s, S, C)) {
         snprintf(err, errlen, "%s: out of memory", name);
         return -1;
     }
-    double t0 = s->timing ? now_seconds() : 0, t1, t2;
+    *t0 = s->timing ? now_seconds() : 0;
+    return 0;
+}
+
+int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, Rng *r, DeitScratch *s,
+                   uint8_t *out, char *err, size_t errlen) {
+    int S = t->size, C = t->channels;
+    double t0;
+    if (begin_sample(s, S, C, name, &t0, err, errlen)) return -1;
     DeitTrainParams p;
     CropCtx ctx = {t, r, &p};
     ImageRegion reg;
@@ -217,22 +232,14 @@ int deit_train_mem(const DeitTransform *t, const uint8_t *data, size_t len, cons
         reg.box[2] = p.crop.w;
         reg.box[3] = p.crop.h;
     }
-    if (s->timing) {
-        t1 = now_seconds();
-        s->t[DEIT_T_DECODE] += t1 - t0;
-        t0 = t1;
-    }
+    lap(s, DEIT_T_DECODE, &t0);
     if (train_resize(t, &p, &reg, s)) {
         snprintf(err, errlen, "%s: resize failed", name);
         return -1;
     }
-    if (s->timing) {
-        t2 = now_seconds();
-        s->t[DEIT_T_RESIZE] += t2 - t0;
-        t0 = t2;
-    }
+    lap(s, DEIT_T_RESIZE, &t0);
     train_augment(t, &p, s, out);
-    if (s->timing) s->t[DEIT_T_AUG] += now_seconds() - t0;
+    lap(s, DEIT_T_AUG, &t0);
     return 0;
 }
 
@@ -258,33 +265,22 @@ static void eval_crop_fn(void *ctx, int w, int h, ImageRect *crop, int *min_w, i
 int deit_eval_mem(const DeitTransform *t, const uint8_t *data, size_t len, const char *name, DeitScratch *s,
                   uint8_t *out, char *err, size_t errlen) {
     int S = t->size, C = t->channels;
-    if (scratch_reserve(s, S, C)) {
-        snprintf(err, errlen, "%s: out of memory", name);
-        return -1;
-    }
-    double t0 = s->timing ? now_seconds() : 0, t1;
+    double t0;
+    if (begin_sample(s, S, C, name, &t0, err, errlen)) return -1;
     ImageRegion reg;
     EvalCtx ctx = {t};
     if (image_decode_region(data, len, name, C, eval_crop_fn, &ctx, 0, &s->pix, &reg, err, errlen)) return -1;
     s->last_scale = 8;
     s->last_px = reg.decoded_px;
-    if (s->timing) {
-        t1 = now_seconds();
-        s->t[DEIT_T_DECODE] += t1 - t0;
-        t0 = t1;
-    }
+    lap(s, DEIT_T_DECODE, &t0);
     if (image_eval_transform_sub(reg.im.px, reg.crop.x, reg.crop.y, reg.im.w, reg.im.h, reg.stride, reg.full_w,
                                  reg.full_h, C, S, t->crop_pct, t->eval_filter, s->hwc, 1, &s->rs)) {
         snprintf(err, errlen, "%s: resize failed", name);
         return -1;
     }
-    if (s->timing) {
-        t1 = now_seconds();
-        s->t[DEIT_T_RESIZE] += t1 - t0;
-        t0 = t1;
-    }
+    lap(s, DEIT_T_RESIZE, &t0);
     image_hwc_to_chw(s->hwc, S, S, C, out);
-    if (s->timing) s->t[DEIT_T_AUG] += now_seconds() - t0;
+    lap(s, DEIT_T_AUG, &t0);
     return 0;
 }
 
@@ -358,7 +354,7 @@ void deit_gpu_eval_sample(const DeitTransform *t, int w, int h, GpuSample *s) {
 static long long read_timed(DeitScratch *s, const char *path, char *err, size_t errlen) {
     double t0 = s->timing ? now_seconds() : 0;
     long long n = image_read_file(path, &s->file, err, errlen);
-    if (s->timing) s->t[DEIT_T_READ] += now_seconds() - t0;
+    lap(s, DEIT_T_READ, &t0);
     return n;
 }
 
