@@ -46,56 +46,59 @@ static void histograms(const uint8_t *img, size_t n, int c, unsigned hist[][256]
 
 /* ---------------------------------------------------------------- PIL ops */
 
-static void pil_autocontrast(uint8_t *img, int w, int h, int c) {
+/* One channel's LUT from its histogram. */
+typedef void (*HistLutFn)(const unsigned hist[256], uint8_t lut[256]);
+
+/* Each channel through the LUT that make builds from its histogram. */
+static void hist_lut_op(uint8_t *img, int w, int h, int c, HistLutFn make) {
     size_t n = (size_t)w * h;
     unsigned hist[4][256];
     uint8_t lut[4][256];
     histograms(img, n, c, hist);
-    for (int k = 0; k < c; k++) {
-        int lo = 0, hi = 255;
-        while (lo < 256 && !hist[k][lo]) lo++;
-        while (hi >= 0 && !hist[k][hi]) hi--;
-        if (hi <= lo) {
-            for (int i = 0; i < 256; i++) lut[k][i] = (uint8_t)i;
-        } else {
-            double scale = 255.0 / (hi - lo), offset = -lo * scale;
-            for (int i = 0; i < 256; i++) {
-                int v = (int)(i * scale + offset); /* Python int(): toward zero */
-                lut[k][i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-            }
-        }
-    }
+    for (int k = 0; k < c; k++) make(hist[k], lut[k]);
     apply_lut(img, n, c, lut);
 }
 
-static void pil_equalize(uint8_t *img, int w, int h, int c) {
-    size_t n = (size_t)w * h;
-    unsigned hist[4][256];
-    uint8_t lut[4][256];
-    histograms(img, n, c, hist);
-    for (int k = 0; k < c; k++) {
-        unsigned long total = 0, last = 0;
-        int nonzero = 0;
-        for (int i = 0; i < 256; i++)
-            if (hist[k][i]) {
-                nonzero++;
-                total += hist[k][i];
-                last = hist[k][i];
-            }
-        unsigned long step = nonzero <= 1 ? 0 : (total - last) / 255;
-        if (!step) {
-            for (int i = 0; i < 256; i++) lut[k][i] = (uint8_t)i;
-        } else {
-            unsigned long acc = step / 2;
-            for (int i = 0; i < 256; i++) {
-                unsigned long v = acc / step;
-                lut[k][i] = (uint8_t)(v > 255 ? 255 : v);
-                acc += hist[k][i];
-            }
+static void autocontrast_lut(const unsigned hist[256], uint8_t lut[256]) {
+    int lo = 0, hi = 255;
+    while (lo < 256 && !hist[lo]) lo++;
+    while (hi >= 0 && !hist[hi]) hi--;
+    if (hi <= lo) {
+        for (int i = 0; i < 256; i++) lut[i] = (uint8_t)i;
+    } else {
+        double scale = 255.0 / (hi - lo), offset = -lo * scale;
+        for (int i = 0; i < 256; i++) {
+            int v = (int)(i * scale + offset); /* Python int(): toward zero */
+            lut[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
         }
     }
-    apply_lut(img, n, c, lut);
 }
+
+static void equalize_lut(const unsigned hist[256], uint8_t lut[256]) {
+    unsigned long total = 0, last = 0;
+    int nonzero = 0;
+    for (int i = 0; i < 256; i++)
+        if (hist[i]) {
+            nonzero++;
+            total += hist[i];
+            last = hist[i];
+        }
+    unsigned long step = nonzero <= 1 ? 0 : (total - last) / 255;
+    if (!step) {
+        for (int i = 0; i < 256; i++) lut[i] = (uint8_t)i;
+    } else {
+        unsigned long acc = step / 2;
+        for (int i = 0; i < 256; i++) {
+            unsigned long v = acc / step;
+            lut[i] = (uint8_t)(v > 255 ? 255 : v);
+            acc += hist[i];
+        }
+    }
+}
+
+static void pil_autocontrast(uint8_t *img, int w, int h, int c) { hist_lut_op(img, w, h, c, autocontrast_lut); }
+
+static void pil_equalize(uint8_t *img, int w, int h, int c) { hist_lut_op(img, w, h, c, equalize_lut); }
 
 static void lut_all(uint8_t *img, int w, int h, int c, const uint8_t lut1[256]) {
     size_t n = (size_t)w * h * c;
