@@ -3,6 +3,7 @@
 #include "dataset.h"
 #include "filelist.h"
 #include "image.h"
+#include "strpool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,15 +17,6 @@
 /* ---------------------------------------------------------------- FileList */
 
 int filelist_add(FileList *fl, const char *path, int label) {
-    size_t len = strlen(path) + 1;
-    if (fl->pool_len + len > fl->pool_cap) {
-        size_t cap = fl->pool_cap ? fl->pool_cap * 2 : 1 << 16;
-        while (cap < fl->pool_len + len) cap *= 2;
-        char *p = realloc(fl->pool, cap);
-        if (!p) return -1;
-        fl->pool = p;
-        fl->pool_cap = cap;
-    }
     if (fl->n == fl->cap) {
         int cap = fl->cap ? fl->cap * 2 : 1024;
         size_t *o = realloc(fl->off, sizeof *o * cap);
@@ -35,10 +27,8 @@ int filelist_add(FileList *fl, const char *path, int label) {
         fl->labels = l;
         fl->cap = cap;
     }
-    memcpy(fl->pool + fl->pool_len, path, len);
-    fl->off[fl->n] = fl->pool_len;
+    if (strpool_add(&fl->pool, &fl->pool_len, &fl->pool_cap, path, &fl->off[fl->n])) return -1;
     fl->labels[fl->n] = label;
-    fl->pool_len += len;
     fl->n++;
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "errmsg.h"
 #include "fsutil.h"
+#include "strpool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,19 +24,7 @@ int shard_field_ok(const char *s) {
 }
 
 static int pool_add(ShardIndex *ix, const char *s, size_t *at) {
-    size_t len = strlen(s) + 1;
-    if (ix->pool_len + len > ix->pool_cap) {
-        size_t cap = ix->pool_cap ? ix->pool_cap * 2 : 1 << 16;
-        while (cap < ix->pool_len + len) cap *= 2;
-        char *p = realloc(ix->pool, cap);
-        if (!p) return -1;
-        ix->pool = p;
-        ix->pool_cap = cap;
-    }
-    memcpy(ix->pool + ix->pool_len, s, len);
-    *at = ix->pool_len;
-    ix->pool_len += len;
-    return 0;
+    return strpool_add(&ix->pool, &ix->pool_len, &ix->pool_cap, s, at);
 }
 
 int shard_index_add_shard(ShardIndex *ix, const char *name, long long size) {
