@@ -71,6 +71,18 @@ expect_rc prepare-shards-option 2 "^hgrn prepare shards: unknown option --max-si
 [ -e "$tmp/sh" ] && { echo "FAIL prepare-shards-option created $tmp/sh"; fails=$((fails + 1)); }
 expect_rc prepare-index-option 2 "^hgrn prepare index: unknown option --splt \(did you mean --split\?" -- "$hgrn" prepare index "$tmp" --splt train
 expect_rc prepare-shards-key 2 "^hgrn prepare shards: unknown option --train.lr \(see --help\)$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --train.lr 1
+# prepare shards' numbers: text that is not one is named as such, a number beyond the range as out of range
+expect_rc shards-max-side-text 2 "^hgrn prepare shards: --max-side 'abc': not a whole number \(range \[0, 65500\]\)$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --max-side abc
+expect_rc shards-quality-text 2 "^hgrn prepare shards: --quality '9x': not a whole number \(range \[1, 100\]\)$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --quality 9x
+expect_rc shards-mb-empty 2 "^hgrn prepare shards: --shard-mb '': not a number \(range \[0.01, 1048576\]\)$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --shard-mb ''
+expect_rc shards-mb-nan 2 "^hgrn prepare shards: --shard-mb 'nan': not a number" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --shard-mb nan
+expect_rc shards-threads-frac 2 "^hgrn prepare shards: --threads '2.5': not a whole number \(range \[1, 4096\]\)$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --threads 2.5
+expect_rc shards-threads-hex 2 "^hgrn prepare shards: --threads '0x8': not a whole number" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --threads 0x8
+expect_rc shards-max-side-range 2 "^hgrn prepare shards: --max-side 70000 is out of range \[0, 65500\]$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --max-side 70000
+expect_rc shards-quality-range 2 "^hgrn prepare shards: --quality 0 is out of range \[1, 100\]$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --quality 0
+expect_rc shards-mb-range 2 "^hgrn prepare shards: --shard-mb 0.001 is out of range \[0.01, 1048576\]$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --shard-mb 0.001
+expect_rc shards-threads-range 2 "^hgrn prepare shards: --threads 1e9 is out of range \[1, 4096\]$" -- "$hgrn" prepare shards "$tmp" "$tmp/sh" --threads 1e9
+[ -e "$tmp/sh" ] && { echo "FAIL a refused prepare shards created $tmp/sh"; fails=$((fails + 1)); }
 # every numeric flag's error names its range
 expect_error eval-batch-range "--batch 100000000 is out of range \[1, 16777216\]" -- "$hgrn" eval --ckpt x --batch 100000000
 expect_error eval-batch-int "--batch 12x: not an integer \(range \[1, 16777216\]\)" -- "$hgrn" eval --ckpt x --batch 12x
@@ -84,6 +96,16 @@ expect_error config-key-range "model.dim = -3 is out of range \[1, 65536\]" -- "
 expect_error json-value "--json takes no value" -- "$hgrn" eval --ckpt x --json=1
 expect_error logits-without-json "--logits needs --json" -- "$hgrn" classify --ckpt x --logits a.jpg
 expect_error bench-ops-option "unknown option --steps" -- "$hgrn" bench --ops --steps 3
+# bench --ops times the op table at its own shapes: a config key is refused, not ignored (before any work)
+expect_rc bench-ops-key 2 "^hgrn bench --ops: --model.dim: the op table runs at its own shapes and reads no config key but train.threads \(--threads\)$" -- timeout 60 "$hgrn" bench --ops --device cpu --model.dim 8
+expect_rc bench-ops-key-gemm 2 "^hgrn bench --ops: --train.gemm_tune: " -- timeout 60 "$hgrn" bench --ops --device cpu --threads 1 --train.gemm_tune 0
+# bench-data without DIR is a usage error: one stderr line, exit 2 (its --help goes to stdout, exit 0)
+expect_rc bench-data-no-dir 2 "^bench-data: DIR is required \(usage: hgrn bench-data DIR" -- "$hgrn" bench-data
+expect_rc bench-data-no-dir-option 2 "^bench-data: DIR is required" -- "$hgrn" bench-data --threads 2
+n=$((n + 1))
+if "$hgrn" bench-data --help >"$tmp/out" 2>"$tmp/err" && grep -q "^usage: hgrn bench-data DIR" "$tmp/out" && [ ! -s "$tmp/err" ]; then
+  echo "ok   bench-data-help: the usage on stdout, exit 0"
+else echo "FAIL bench-data-help: want the usage on stdout, nothing on stderr, exit 0"; fails=$((fails + 1)); fi
 # prepare names what it cannot prepare, and what it can
 prep_pat="^hgrn prepare: cifar10 is not a dataset hgrn prepare writes: it prepares fmnist .*cifar-like fmnist .*shards"
 "$hgrn" prepare cifar10 "$tmp/p" >"$tmp/out" 2>"$tmp/err"; rc=$?; n=$((n + 1))

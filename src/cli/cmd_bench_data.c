@@ -990,8 +990,9 @@ int cmd_bench_data(int argc, char **argv) {
     Args a = {0};
     const int rc = parse_args(&a, argc, argv);
     if (rc >= 0) return rc;
-    if (!a.dir) {
-        usage();
+    if (!a.dir) { /* a usage error: one line on stderr, as every command's (--help prints the usage) */
+        fprintf(stderr, "bench-data: DIR is required (usage: hgrn bench-data DIR [OPTIONS], or hgrn bench-data "
+                        "--synth OUT N; see --help)\n");
         return 2;
     }
     /* a --config that cannot be read or holds a bad value is refused before any work */

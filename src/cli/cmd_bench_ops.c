@@ -318,6 +318,18 @@ static int bench_backend(const Opts *o, int bf16, Rng *r) {
 int cmd_bench_ops(int argc, char **argv) {
     Cli cli;
     if (bench_parse(&cli, argc, argv, "ops device precision threads test-shapes", "hgrn bench --ops") < 0) return 2;
+    /* the rows run at the op table's shapes on a backend of their own: no
+     * config key but the threads (--threads is train.threads) changes what
+     * is timed, so another is refused rather than ignored */
+    for (int i = 0; i < cli.nov && !cli.help; i++) {
+        if (!strcmp(cli.ov_key[i], "train.threads")) continue;
+        fprintf(stderr,
+                "hgrn bench --ops: --%s: the op table runs at its own shapes and reads no config key but "
+                "train.threads (--threads)\n",
+                cli.ov_key[i]);
+        cli_free(&cli);
+        return 2;
+    }
     const int help = cli.help;
     Opts o = {strcmp(cli.device, "cpu") != 0, cli.cfg.threads, cli.test_shapes, ""};
     snprintf(o.precision, sizeof o.precision, "%s", cli.precision);

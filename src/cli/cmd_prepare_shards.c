@@ -8,6 +8,8 @@
 #include "shard_import.h"
 #include "shard_write.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,22 +36,27 @@ static void usage(FILE *f) {
                "(train-000000.tar -> train), or all into --split NAME.\n");
 }
 
-/* A whole-string number in [lo, hi]. */
-static int parse_num(const char *s, double lo, double hi, double *v) {
-    char *end;
-    double x = strtod(s, &end);
-    if (!*s || *end || !(x >= lo && x <= hi)) return -1;
-    *v = x;
-    return 0;
-}
-
 /* --NAME's text (NULL: not given, *v kept) as a number in [lo, hi], whole
- * when asked: 0, or -1 after the refusal. */
+ * when asked: 0, or -1 after a refusal that says whether the text is not a
+ * number at all or out of the range. A number is decimal digits, a sign, a
+ * point and an exponent only: strtod alone would also take blanks, hex,
+ * inf and nan. */
 static int option_num(const char *name, const char *text, double lo, double hi, int whole, double *v) {
-    double x;
     if (!text) return 0;
-    if (parse_num(text, lo, hi, &x) || (whole && x != (int)x)) {
-        fprintf(stderr, "hgrn prepare shards: --%s %s: out of range (see hgrn prepare shards --help)\n", name, text);
+    char *end;
+    errno = 0;
+    const double x = strtod(text, &end);
+    const char *what = NULL;
+    if (!*text || text[strspn(text, "0123456789+-.eE")] || *end)
+        what = whole ? "not a whole number" : "not a number";
+    else if (whole && x != floor(x))
+        what = "not a whole number";
+    if (what) {
+        fprintf(stderr, "hgrn prepare shards: --%s '%.60s': %s (range [%.10g, %.10g])\n", name, text, what, lo, hi);
+        return -1;
+    }
+    if (errno == ERANGE || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "hgrn prepare shards: --%s %.60s is out of range [%.10g, %.10g]\n", name, text, lo, hi);
         return -1;
     }
     *v = x;
