@@ -15,6 +15,7 @@ void feed_init(Feed *f, Loader *loader, Model *model, Backend *bk) {
     f->gpu = loader_gpu(loader);
     f->stream = f->gpu ? gpu_backend_stream(bk) : NULL;
     f->part = 0;
+    f->auto_shared_img_s = f->auto_split_img_s = 0;
 }
 
 void feed_set_part(Feed *f, int n) { f->part = n; }
@@ -175,6 +176,7 @@ int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *e
     bk->sync(bk);
     bk->free(bk, keep);
     if (rc < 0) return -1;
+    f->auto_shared_img_s = shared;
     if (rc == 0) {
         fprintf(stderr,
                 "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM (%.0f img/s "
@@ -182,7 +184,11 @@ int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *e
                 why, shared);
         return 0;
     }
-    const int keep_split = feed_auto_keeps_split(shared, split);
+    f->auto_split_img_s = split;
+    int keep_split = feed_auto_keeps_split(shared, split);
+    /* the tests' hooks: either branch, whatever the rates */
+    if (fault_hit("input-sms-keep", 0)) keep_split = 1;
+    if (fault_hit("input-sms-drop", 0)) keep_split = 0;
     if (!keep_split && repartition(f, other, device, 0, why, sizeof why, err, errlen) < 0) return -1;
     fprintf(stderr,
             "hgrn: data.input_sms = auto: the step beside the input pipeline (%d batches each): %.0f img/s with "

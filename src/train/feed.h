@@ -25,6 +25,7 @@ typedef struct {
     void *stream; /* the backend's CUDA stream when the loader decodes on the GPU, else NULL */
     int gpu;
     int part; /* samples staged at a time: 0 the whole batch, else parts of it (feed_set_part) */
+    double auto_shared_img_s, auto_split_img_s; /* feed_partition_auto's rates (0: not measured) */
 } Feed;
 
 /* Call loader_use_gpu on the loader before (and before loader_start_prefetch). */
