@@ -216,8 +216,9 @@ static const Key KEYS[] = {
     KV_R("data", input_sms, check_input_sms, "0",
          "data.decode = gpu: SMs the input pipeline (nvJPEG's CUDA steps, the transform kernels) gets to itself "
          "through CUDA green contexts, the training step the rest: a multiple of 8 (Hopper's partition "
-         "granularity), 0 = off (all streams share every SM), auto = the device's smallest partition when "
-         "the loader decodes on the GPU"),
+         "granularity), 0 = off (all streams share every SM), auto = hgrn train times the step beside the "
+         "input pipeline with and without the device's smallest partition and keeps the faster (hgrn bench: the "
+         "smallest partition)"),
     KF_R("data", jpeg_cpu_share, -1, 0.95, 0, 0, "0",
          "data.decode = gpu: share of each batch's JPEGs decoded by libjpeg-turbo on the loader's threads instead "
          "of nvJPEG, to add the CPU's throughput; -1 = auto (adapted to the measured balance, only where nvJPEG "
