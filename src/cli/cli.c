@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +22,26 @@ static int takes(const char *flags, const char *name) {
     return 0;
 }
 
-/* Options that never take a value. */
-static const char *const SWITCHES[] = {"json", "logits", "per-class", "mixers", "grads", "ops", "test-shapes"};
+/* Options that never take a value, and the Cli field each one sets to 1. */
+static const struct {
+    const char *name;
+    size_t field; /* offset of an int in Cli */
+} SWITCHES[] = {
+    {"json", offsetof(Cli, json)},
+    {"logits", offsetof(Cli, logits)},
+    {"per-class", offsetof(Cli, per_class)},
+    {"mixers", offsetof(Cli, mixers)},
+    {"grads", offsetof(Cli, grads)},
+    {"ops", offsetof(Cli, ops)},
+    {"test-shapes", offsetof(Cli, test_shapes)},
+};
 #define NSWITCHES (int)(sizeof SWITCHES / sizeof SWITCHES[0])
 
-static int is_switch(const char *name) {
+/* The field of cli that the switch called name sets, or NULL: not a switch. */
+static int *switch_field(Cli *cli, const char *name) {
     for (int i = 0; i < NSWITCHES; i++)
-        if (!strcmp(name, SWITCHES[i])) return 1;
-    return 0;
+        if (!strcmp(name, SWITCHES[i].name)) return (int *)(void *)((char *)cli + SWITCHES[i].field);
+    return NULL;
 }
 
 /* Integer options and their ranges (inclusive). */
@@ -159,7 +172,8 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
             *o->value = val;
             continue;
         }
-        if (is_switch(name) && !strchr(name, '.')) {
+        int *on = strchr(name, '.') ? NULL : switch_field(cli, name);
+        if (on) {
             if (!takes(flags, name)) {
                 unknown_option(name, flags, own, nown, err, errlen);
                 return -1;
@@ -168,20 +182,7 @@ static int parse_args(Cli *cli, int argc, char **argv, const char *flags, const 
                 snprintf(err, errlen, "--%s takes no value", name);
                 return -1;
             }
-            if (!strcmp(name, "json"))
-                cli->json = 1;
-            else if (!strcmp(name, "logits"))
-                cli->logits = 1;
-            else if (!strcmp(name, "per-class"))
-                cli->per_class = 1;
-            else if (!strcmp(name, "mixers"))
-                cli->mixers = 1;
-            else if (!strcmp(name, "grads"))
-                cli->grads = 1;
-            else if (!strcmp(name, "ops"))
-                cli->ops = 1;
-            else if (!strcmp(name, "test-shapes"))
-                cli->test_shapes = 1;
+            *on = 1;
             continue;
         }
         if (strchr(name, '.')) {

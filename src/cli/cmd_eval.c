@@ -10,6 +10,7 @@
 #include "loader.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,26 +173,31 @@ static int write_confusion(const char *path, const EvalCounts *cn, char **names,
     return rc;
 }
 
+/* One more member of a JSON object: , "key": and the value. */
+static void field_string(FILE *o, const char *key, const char *s) {
+    fprintf(o, ", \"%s\": ", key);
+    json_string(o, s);
+}
+
+static void field_number(FILE *o, const char *key, double v) {
+    fprintf(o, ", \"%s\": ", key);
+    json_number(o, v);
+}
+
 static void print_json(const Cli *cli, const Config *c, const EvalResult *r, const EvalCounts *cn, char **names,
                        int world, const char *device, double setup_s, double wall_s, double unreadable, int available,
                        char *const *warns, int nwarn) {
     FILE *o = stdout;
     fputs("{\"checkpoint\": ", o);
     json_string(o, cli->ckpt);
-    fputs(", \"data\": ", o);
-    json_string(o, c->path);
-    fputs(", \"dataset\": ", o);
-    json_string(o, c->dataset);
+    field_string(o, "data", c->path);
+    field_string(o, "dataset", c->dataset);
     fprintf(o, ", \"images\": %ld, \"images_available\": %d, \"unreadable\": %.0f, \"classes\": %d", r->count,
             available, unreadable, c->num_classes);
-    fputs(", \"top1\": ", o);
-    json_number(o, r->top1);
-    fputs(", \"top5\": ", o);
-    json_number(o, r->top5);
-    fputs(", \"loss\": ", o);
-    json_number(o, r->loss);
-    fputs(", \"device\": ", o);
-    json_string(o, device);
+    field_number(o, "top1", r->top1);
+    field_number(o, "top5", r->top5);
+    field_number(o, "loss", r->loss);
+    field_string(o, "device", device);
     fprintf(o,
             ", \"ranks\": %d, \"batch\": %d, \"eval_seconds\": %.3f, \"img_per_s\": %.1f, "
             "\"setup_seconds\": %.3f, \"wall_seconds\": %.3f",
@@ -210,16 +216,11 @@ static void print_json(const Cli *cli, const Config *c, const EvalResult *r, con
     for (int k = 0; k < cn->classes; k++) {
         fprintf(o, "%s{\"index\": %d, \"name\": ", k ? ", " : "", k);
         json_string(o, names[k]);
-        fprintf(o, ", \"images\": %.0f, \"top1\": ", cn->class_count[k]);
-        if (cn->class_count[k] > 0)
-            json_number(o, 100.0 * cn->class_top1[k] / cn->class_count[k]);
-        else
-            fputs("null", o);
-        fputs(", \"top5\": ", o);
-        if (cn->class_count[k] > 0)
-            json_number(o, 100.0 * cn->class_top5[k] / cn->class_count[k]);
-        else
-            fputs("null", o);
+        const double n = cn->class_count[k];
+        fprintf(o, ", \"images\": %.0f", n);
+        /* a class without images: null, as json_number writes NaN */
+        field_number(o, "top1", n > 0 ? 100.0 * cn->class_top1[k] / n : NAN);
+        field_number(o, "top5", n > 0 ? 100.0 * cn->class_top5[k] / n : NAN);
         fputc('}', o);
     }
     fputs("]}\n", o);

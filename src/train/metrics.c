@@ -110,19 +110,7 @@ void metrics_write(Metrics *mt, const char *fmt, ...) {
     }
     tboard_record(mt->tb, line, (size_t)n);
     line[n++] = '\n';
-    if (fd_append_whole(mt->fd, line, (size_t)n) == 0) {
-        if (mt->failing) fprintf(stderr, "hgrn: %s: writing again; %ld records were lost\n", mt->path, mt->lost);
-        mt->failing = 0;
-        mt->lost = 0;
-        return;
-    }
-    mt->lost++;
-    if (!mt->failing)
-        fprintf(stderr,
-                "hgrn: warning: %s: write failed (%s); records are lost until it works again, "
-                "training goes on\n",
-                mt->path, strerror(errno));
-    mt->failing = 1;
+    write_streak_note(&mt->streak, mt->path, fd_append_whole(mt->fd, line, (size_t)n) == 0);
 }
 
 void metrics_close(Metrics *mt) {

@@ -8,13 +8,14 @@
 
 #include <stddef.h>
 
+#include "write_streak.h"
+
 struct Tboard;
 
 typedef struct {
     int fd; /* open for appending, or -1 */
     char path[1100];
-    int failing; /* the last write failed (its warning was printed) */
-    long lost; /* records not written */
+    WriteStreak streak; /* failed writes: reported once a streak */
     struct Tboard *tb; /* train.tensorboard: every record's scalars go there too (tboard.h), or NULL */
 } Metrics;
 

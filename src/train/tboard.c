@@ -2,6 +2,7 @@
  * and why no protobuf library. */
 #include "tboard.h"
 #include "fsutil.h"
+#include "write_streak.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,8 +19,7 @@
 struct Tboard {
     int fd;
     char path[1200];
-    int failing; /* the last write failed (its warning was printed) */
-    long lost; /* records not written */
+    WriteStreak streak; /* failed writes: reported once a streak */
 };
 
 /* ---------------------------------------------------------------- CRC-32C */
@@ -276,19 +276,7 @@ static int write_scalars(Tboard *tb, const char *json, size_t len) {
 
 void tboard_record(Tboard *tb, const char *json, size_t len) {
     if (!tb || tb->fd < 0) return;
-    if (write_scalars(tb, json, len) == 0) {
-        if (tb->failing) fprintf(stderr, "hgrn: %s: writing again; %ld records were lost\n", tb->path, tb->lost);
-        tb->failing = 0;
-        tb->lost = 0;
-        return;
-    }
-    tb->lost++;
-    if (!tb->failing)
-        fprintf(stderr,
-                "hgrn: warning: %s: write failed (%s); records are lost until it works again, "
-                "training goes on\n",
-                tb->path, strerror(errno));
-    tb->failing = 1;
+    write_streak_note(&tb->streak, tb->path, write_scalars(tb, json, len) == 0);
 }
 
 /* the records at step of a metrics file (text, len bytes) */
