@@ -9,8 +9,11 @@
  *    weights are bitwise the same too); metrics.jsonl has ema_val_* beside
  *    val_* (and the TensorBoard file has them); best_ema.safetensors evaluates with `hgrn eval` to the best
  *    EMA top-1 the run recorded; with train.ema_decay 0 none of it exists;
+ *  - a state resumed with the EMA turned off (or on) says so in one line,
+ *    on the log given (rank 0's stderr) only;
  *  - with 2 ranks (mpirun, where this build has MPI) the EMA is the one
- *    process's within the data-parallel test's tolerance;
+ *    process's within the data-parallel test's tolerance, and that line
+ *    comes once, not once per rank;
  *  - a decay out of range is refused before any work (exit 2). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -236,18 +239,97 @@ static void test_partial_ema_refused(void **s) {
     rewrite_state(path, cut, gone, NULL);
     TrainState back;
     err[0] = 0;
-    assert_int_equal(ckpt_load_state(cut, m, &o, &back, err, sizeof err), -1);
+    assert_int_equal(ckpt_load_state(cut, m, &o, &back, NULL, err, sizeof err), -1);
     print_message("  %s\n", err);
     assert_non_null(strstr(err, gone));
     /* a NaN best EMA top-1: the message names it with its value */
     const float nan = NAN;
     rewrite_state(path, cut, "best_ema_top1", &nan);
     err[0] = 0;
-    assert_int_equal(ckpt_load_state(cut, m, &o, &back, err, sizeof err), -1);
+    assert_int_equal(ckpt_load_state(cut, m, &o, &back, NULL, err, sizeof err), -1);
     print_message("  %s\n", err);
     assert_non_null(strstr(err, "best_ema_top1 nan"));
-    assert_int_equal(ckpt_load_state(path, m, &o, &back, err, sizeof err), 0); /* the whole one loads */
+    assert_int_equal(ckpt_load_state(path, m, &o, &back, NULL, err, sizeof err), 0); /* the whole one loads */
     optim_free(&o);
+    model_destroy(m);
+    bk->destroy(bk);
+}
+
+/* What ckpt_load_state wrote to stderr (the descriptor, captured in a
+ * file) and to log, each read back into its buffer; its result. */
+static int load_said(const char *path, Model *m, Optim *o, int with_log, char *said_err, char *said_log, size_t len) {
+    char errp[128], err[512];
+    snprintf(errp, sizeof errp, "%s/load.stderr", dir);
+    fflush(stderr);
+    const int keep = dup(2);
+    FILE *cap = fopen(errp, "w+"), *log = with_log ? tmpfile() : NULL;
+    if (keep < 0 || !cap || (with_log && !log) || dup2(fileno(cap), 2) < 0) fail_msg("cannot capture stderr");
+    TrainState back;
+    const int rc = ckpt_load_state(path, m, o, &back, log, err, sizeof err);
+    fflush(stderr);
+    if (dup2(keep, 2) < 0 || close(keep) != 0) fail_msg("cannot restore stderr");
+    FILE *from[2] = {cap, log};
+    char *to[2] = {said_err, said_log};
+    for (int k = 0; k < 2; k++) {
+        to[k][0] = 0;
+        if (!from[k]) continue;
+        rewind(from[k]);
+        const size_t n = fread(to[k], 1, len - 1, from[k]);
+        to[k][n] = 0;
+        fclose(from[k]);
+    }
+    if (rc < 0) fail_msg("%s", err);
+    return rc;
+}
+
+/* A state with an EMA resumed with train.ema_decay 0 (no EMA here): one
+ * line says it is not continued, and why; a state without one resumed with
+ * an EMA: one line says it starts from the weights. Both go to the log
+ * given (rank 0's stderr), none when it is NULL (the other ranks). */
+static void test_load_says_once(void **s) {
+    (void)s;
+    char err[512], with[128], without[128], said_err[1024], said_log[1024];
+    Backend *bk = backend_cpu_create(1, err, sizeof err);
+    if (!bk) fail_msg("%s", err);
+    Config c = tiny();
+    Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    Optim on, off;
+    assert_int_equal(optim_init(&on, bk, m), 0);
+    assert_int_equal(optim_init(&off, bk, m), 0);
+    model_init(m, 7);
+    assert_int_equal(optim_enable_ema(&on, m, 0.9f, 0), 0);
+    TrainState ts = {.step = 3, .best_top1 = -1.0f, .best_ema_top1 = -1.0f};
+    snprintf(with, sizeof with, "%s/with_ema.state.safetensors", dir);
+    snprintf(without, sizeof without, "%s/without_ema.state.safetensors", dir);
+    if (ckpt_save_state(with, m, &on, &c, &ts, NULL, err, sizeof err) < 0) fail_msg("%s", err);
+    if (ckpt_save_state(without, m, &off, &c, &ts, NULL, err, sizeof err) < 0) fail_msg("%s", err);
+    for (int with_log = 0; with_log < 2; with_log++) {
+        load_said(with, m, &off, with_log, said_err, said_log, sizeof said_err);
+        print_message("  EMA saved, none here, log %s: stderr '%s' log '%s'\n", with_log ? "given" : "NULL", said_err,
+                      said_log);
+        assert_string_equal(said_err, "");
+        if (with_log) {
+            assert_non_null(strstr(said_log, "with_ema.state.safetensors holds a model EMA, which is not continued: "
+                                             "train.ema_decay is 0 here"));
+            assert_non_null(strstr(said_log, "timm"));
+            assert_ptr_equal(strchr(said_log, '\n'), said_log + strlen(said_log) - 1); /* one line */
+        }
+        load_said(without, m, &on, with_log, said_err, said_log, sizeof said_err);
+        print_message("  no EMA saved, one here, log %s: stderr '%s' log '%s'\n", with_log ? "given" : "NULL", said_err,
+                      said_log);
+        assert_string_equal(said_err, "");
+        if (with_log) {
+            assert_non_null(strstr(said_log, "without_ema.state.safetensors holds no model EMA"));
+            assert_ptr_equal(strchr(said_log, '\n'), said_log + strlen(said_log) - 1);
+        }
+        /* a state that matches the run says nothing */
+        load_said(with, m, &on, with_log, said_err, said_log, sizeof said_err);
+        assert_string_equal(said_err, "");
+        assert_string_equal(said_log, "");
+    }
+    optim_free(&on);
+    optim_free(&off);
     model_destroy(m);
     bk->destroy(bk);
 }
@@ -418,6 +500,26 @@ static void test_two_ranks(void **s) {
     st_close(b);
     print_message("  2 ranks: EMA after 6 steps differs from one process's by %.3g (relative)\n", num / den);
     assert_true(den > 0 && num / den <= 1e-5);
+    /* resumed with the EMA turned off, then on again: each is said once (by
+     * rank 0), not once per rank */
+    const char *turn[2][3] = {{"0", "8", "holds a model EMA, which is not continued"},
+                              {"0.9", "10", "holds no model EMA"}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated "
+                 "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
+                 "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 mpirun -np 2 %s " RECIPE
+                 "--train.ema_decay %s --train.max_steps %s --out %s/np2 --resume --allow-changes > %s/np2_%d.log 2>&1",
+                 HGRN_BINARY, turn[k][0], turn[k][1], dir, dir, k);
+        assert_int_equal(system(cmd), 0);
+        snprintf(cmd, sizeof cmd, "test \"$(grep -c '%s' %s/np2_%d.log)\" = 1", turn[k][2], dir, k);
+        if (system(cmd) != 0) {
+            snprintf(cmd, sizeof cmd, "grep -i ema %s/np2_%d.log >&2", dir, k);
+            if (system(cmd) != 0) fprintf(stderr, "(no line names the EMA)\n");
+            fail_msg("2 ranks resumed with train.ema_decay %s: want one line '%s'", turn[k][0], turn[k][2]);
+        }
+    }
+    print_message("  2 ranks resumed with the EMA off, then on: each said once\n");
 }
 
 int main(void) {
@@ -428,6 +530,7 @@ int main(void) {
         cmocka_unit_test(test_warmup_decay),
         cmocka_unit_test(test_init_leaves_ema_off),
         cmocka_unit_test(test_partial_ema_refused),
+        cmocka_unit_test(test_load_says_once),
         cmocka_unit_test(test_step_ema_matches_reference),
     };
     const struct CMUnitTest cli[] = {

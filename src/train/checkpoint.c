@@ -415,19 +415,15 @@ static int scalar(const char *path, const SafeTensors *f, const char *name, cons
     return 0;
 }
 
-/* The saved EMA into eh [np] (host), or none saved: the weights loaded
- * (already on the device) start it, as they would a fresh run's. Any
- * ema.* tensor means one was saved: then every one must be there. */
+/* Whether the state file holds a model EMA: any ema.* tensor says so. */
+static int holds_ema(const SafeTensors *f) {
+    for (int i = 0; i < st_count(f); i++)
+        if (!strncmp(st_at(f, i)->name, EMA_PREFIX, strlen(EMA_PREFIX))) return 1;
+    return 0;
+}
+
+/* The saved EMA into eh [np] (host): every tensor must be there. */
 static int load_ema(const char *path, const SafeTensors *f, Model *m, float *eh, char *err, size_t errlen) {
-    int saved = 0;
-    for (int i = 0; i < st_count(f) && !saved; i++) saved = !strncmp(st_at(f, i)->name, EMA_PREFIX, strlen(EMA_PREFIX));
-    if (!saved) {
-        fprintf(stderr,
-                "%s holds no model EMA (saved with train.ema_decay = 0): it starts from the weights "
-                "loaded\n",
-                path);
-        return 1;
-    }
     for (int i = 0; i < model_num_tensors(m); i++) {
         const ParamInfo *pi = model_tensor(m, i);
         char a[160];
@@ -439,10 +435,11 @@ static int load_ema(const char *path, const SafeTensors *f, Model *m, float *eh,
     return 0;
 }
 
-int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *err, size_t errlen) {
+int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, FILE *log, char *err, size_t errlen) {
     SafeTensors *f = st_open(path, err, errlen);
     if (!f) return -1;
-    int rc = -1, ema_rc = 1;
+    int rc = -1;
+    const int saved_ema = holds_ema(f);
     size_t np = model_num_params(m);
     float *mh = malloc(np * sizeof(float)), *vh = malloc(np * sizeof(float));
     float *eh = o->ema ? malloc(np * sizeof(float)) : NULL;
@@ -480,7 +477,7 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     if (st_find(f, "best_ema_top1") && scalar(path, f, "best_ema_top1", "F32", &ts->best_ema_top1, 4, err, errlen))
         goto out;
     if (check_no_extra(path, f, m, "exp_avg.", "exp_avg_sq.", EMA_PREFIX, NSCALARS_REQUIRED, err, errlen) < 0) goto out;
-    if (o->ema && (ema_rc = load_ema(path, f, m, eh, err, errlen)) < 0) goto out;
+    if (o->ema && saved_ema && load_ema(path, f, m, eh, err, errlen) < 0) goto out;
     if (step < 0 || step > INT32_MAX || epoch < 0 || epoch > INT32_MAX || batch < 0 || batch > INT32_MAX ||
         log_steps < 0 || log_steps > INT32_MAX || !isfinite(log_loss_sum) || isnan(ts->best_top1) ||
         isnan(ts->best_ema_top1)) {
@@ -499,11 +496,21 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *
     Backend *bk = model_backend(m);
     bk->to_device(bk, o->m, mh, np * sizeof(float));
     bk->to_device(bk, o->v, vh, np * sizeof(float));
-    if (o->ema && ema_rc == 0)
+    if (o->ema && saved_ema)
         bk->to_device(bk, o->ema, eh, np * sizeof(float));
-    else if (o->ema)
+    else if (o->ema) /* none saved: the weights loaded start it, as they would a fresh run's */
         bk->copy(bk, o->ema, model_params(m), np * sizeof(float));
     o->step = ts->step;
+    /* said once the whole state is known good; an EMA the run no longer
+     * keeps is left out as timm's --model-ema off leaves a checkpoint's */
+    if (log && o->ema && !saved_ema)
+        fprintf(log, "%s holds no model EMA (saved with train.ema_decay = 0): it starts from the weights loaded\n",
+                path);
+    if (log && !o->ema && saved_ema)
+        fprintf(log,
+                "%s holds a model EMA, which is not continued: train.ema_decay is 0 here, so it is left out as "
+                "timm's --model-ema off leaves it (the checkpoints from now on hold none)\n",
+                path);
     rc = 0;
 out:
     free(mh);

@@ -12,6 +12,7 @@
 #define HGRN_CHECKPOINT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "config.h"
 #include "model.h"
 #include "optim.h"
@@ -47,8 +48,10 @@ int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err
  * dtype and nothing else may be there; errors name the tensor. */
 int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen); /* step may be NULL */
 /* With o->ema set, the saved EMA is loaded too; a state without one (EMA
- * turned on at a resume) starts it from the weights loaded, saying so. */
-int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, char *err, size_t errlen);
+ * turned on at a resume) starts it from the weights loaded. Without o->ema
+ * a saved EMA is left out. Either is said in one line on log (NULL: not
+ * said; the ranks but the first pass NULL). */
+int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, FILE *log, char *err, size_t errlen);
 /* Read the model config and class names stored in a weights file (for eval
  * and classify). *classes is a malloc'd array of malloc'd strings or NULL. */
 int ckpt_read_config(const char *path, Config *c, char ***classes, int *nclasses, char *err, size_t errlen);

@@ -191,7 +191,7 @@ static int plan_start(Trainer *t, const char *resume, int overwrite, StartPlan *
 static int load_pair(Trainer *t, const StartPlan *plan, char *err, size_t errlen) {
     int wstep;
     if (ckpt_load_weights(plan->weights, t->model, &wstep, err, errlen) < 0) return -1;
-    if (ckpt_load_state(plan->state, t->model, &t->opt, &t->state, err, errlen) < 0) return -1;
+    if (ckpt_load_state(plan->state, t->model, &t->opt, &t->state, t->root ? stderr : NULL, err, errlen) < 0) return -1;
     if (wstep != t->state.step) {
         snprintf(err, errlen, "%.400s is from step %d but %.400s is from step %d: not one save's pair", plan->weights,
                  wstep, plan->state, t->state.step);
