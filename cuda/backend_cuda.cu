@@ -46,7 +46,8 @@ static void *dev_malloc(CudaImpl *im, size_t bytes, const char *purpose) {
         fprintf(stderr,
                 "hgrn: out of GPU memory on device %d: cudaMalloc of %zu bytes (%.2f GiB) for %s "
                 "failed with %.2f GiB free of %.2f GiB; a smaller batch size may fit "
-                "(memory for activations grows linearly with the batch)\n",
+                "(memory for activations grows linearly with the batch; hgrn train: a larger "
+                "--train.accum_steps keeps the global batch in smaller parts)\n",
                 im->device, bytes, bytes / 1073741824.0, purpose, fr / 1073741824.0, tot / 1073741824.0);
         exit(1);
     }

@@ -377,7 +377,8 @@ static size_t run_bytes_at(Model *m, int b) {
 
 /* The activations did not fit: say what they needed, what was free and the
  * largest batch whose run_bytes_at fits (a binary search: counting a layout
- * costs nothing). */
+ * costs nothing). hgrn train's model holds one part of a rank's share of the
+ * global batch: more parts (train.accum_steps) fit the same global batch. */
 static void activations_oom(Model *m, size_t avail, char *err, size_t errlen) {
     const double GiB = 1073741824.0;
     int n = snprintf(err, errlen,
@@ -388,7 +389,10 @@ static void activations_oom(Model *m, size_t avail, char *err, size_t errlen) {
     if (avail == 0) {
         const double per =
             m->max_batch > 1 ? (double)(m->act_bytes - act_bytes_at(m, 1)) / (m->max_batch - 1) : (double)m->act_bytes;
-        snprintf(err + n, errlen - n, "a smaller batch may fit (%.1f MiB of activations an image)", per / 1048576.0);
+        snprintf(err + n, errlen - n,
+                 "a smaller batch may fit (%.1f MiB of activations an image; hgrn train: a larger "
+                 "--train.accum_steps K keeps the global batch train.batch_size in parts of batch_size / K / ranks)",
+                 per / 1048576.0);
         return;
     }
     int lo = 0, hi = m->max_batch - 1; /* the largest b in [lo, hi] that fits; 0: none */
@@ -403,8 +407,11 @@ static void activations_oom(Model *m, size_t avail, char *err, size_t errlen) {
         snprintf(err + n, errlen - n, "not even batch 1 fits (a run at batch 1 needs %.2f GiB)",
                  run_bytes_at(m, 1) / GiB);
     else
-        snprintf(err + n, errlen - n, "batch %d should fit (--batch %d; for hgrn train --train.batch_size %d)", lo, lo,
-                 lo);
+        snprintf(err + n, errlen - n,
+                 "batch %d should fit (--batch %d; hgrn train runs train.batch_size / train.accum_steps / ranks "
+                 "images at a time: --train.accum_steps K with batch_size / K / ranks <= %d keeps the global batch "
+                 "and its update)",
+                 lo, lo, lo);
 }
 
 /* Zero-filled host memory from the backend (page-locked on CUDA). */
