@@ -335,7 +335,7 @@ static void f_rln(Backend *bk, const int *s, float *const *in, float *const *out
 }
 /* ln_residual_bwd: the layernorm row's shapes with B, N, C: in {x, w, b, scale};
  * the forward is layernorm_fwd, the backward ln_residual_bwd (its dinp, dw,
- * db checked here; its df = scale dinp is test_ops_cpu's test_ln_residual) */
+ * db checked here; its df = scale dinp is test_ops_cpu's test_ln_residual_df) */
 static void sz_lnr(const int *s, size_t *i, size_t *o) {
     const int ms[2] = {s[0] * s[1], s[2]};
     sz_norm(ms, i, o);
