@@ -821,6 +821,23 @@ void image_hwc_to_chw(const uint8_t *src, int w, int h, int c, uint8_t *dst) {
         for (int k = 0; k < c; k++) dst[k * plane + i] = src[i * c + k];
 }
 
+int image_to_sample(Image *im, const char *name, uint8_t *out, size_t out_cap, int *c, int *h, int *w, char *err,
+                    size_t errlen) {
+    if ((size_t)im->w * im->h * im->c > out_cap) {
+        char m[96];
+        snprintf(m, sizeof m, "%d x %d image does not fit the %zu-byte buffer", im->w, im->h, out_cap);
+        set_err(err, errlen, name, m);
+        image_free(im);
+        return -1;
+    }
+    image_hwc_to_chw(im->px, im->w, im->h, im->c, out);
+    *c = im->c;
+    *h = im->h;
+    *w = im->w;
+    image_free(im);
+    return 0;
+}
+
 /* torchvision CenterCrop along one axis of length n: output offset dst and
  * source window [src, src+cnt) (zero padding when n < size). */
 static void center_axis(int n, int size, int *dst, int *src, int *cnt) {

@@ -155,4 +155,10 @@ int image_eval_transform_sub(const uint8_t *px, int rx, int ry, int rw, int rh, 
 /* Convert between interleaved HWC and planar CHW. */
 void image_hwc_to_chw(const uint8_t *src, int w, int h, int c, uint8_t *dst);
 
+/* A decoded image as a Dataset sample: CHW into out (out_cap bytes), its
+ * size into *c, *h, *w; im is freed either way. 0, or -1 with "name: W x H
+ * image does not fit the N-byte buffer". */
+int image_to_sample(Image *im, const char *name, uint8_t *out, size_t out_cap, int *c, int *h, int *w, char *err,
+                    size_t errlen);
+
 #endif

@@ -59,18 +59,8 @@ static int file_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *label
     const char *path = f->fl.pool + f->fl.off[i];
     Image im;
     if (image_load(path, f->channels, &im, err, errlen)) return -1;
-    size_t need = (size_t)im.w * im.h * im.c;
-    if (need > out_cap) {
-        snprintf(err, errlen, "%s: %d x %d image does not fit the %zu-byte buffer", path, im.w, im.h, out_cap);
-        image_free(&im);
-        return -1;
-    }
-    image_hwc_to_chw(im.px, im.w, im.h, im.c, out);
+    if (image_to_sample(&im, path, out, out_cap, c, h, w, err, errlen)) return -1;
     *label = f->fl.labels[i];
-    *c = im.c;
-    *h = im.h;
-    *w = im.w;
-    image_free(&im);
     return 0;
 }
 

@@ -126,18 +126,8 @@ static int shards_get(Dataset *ds, int i, uint8_t *out, size_t out_cap, int *lab
     Image im;
     int rc = image_decode_mem(buf, (size_t)n, name, s->channels, &im, err, errlen);
     free(buf);
-    if (rc) return -1;
-    if ((size_t)im.w * im.h * im.c > out_cap) {
-        set_err(err, errlen, "%s: %d x %d image does not fit the %zu-byte buffer", name, im.w, im.h, out_cap);
-        image_free(&im);
-        return -1;
-    }
-    image_hwc_to_chw(im.px, im.w, im.h, im.c, out);
+    if (rc || image_to_sample(&im, name, out, out_cap, c, h, w, err, errlen)) return -1;
     *label = s->ix.rec[i % s->ix.n].label;
-    *c = im.c;
-    *h = im.h;
-    *w = im.w;
-    image_free(&im);
     return 0;
 }
 
