@@ -13,7 +13,8 @@
 #include <omp.h>
 #include <string.h>
 
-/* cos/sin of theta_f and theta_r, once per call: trig[0..4D) = cf, sf, cr, sr. */
+/* cos/sin of theta_f and theta_r, once per call: trig[0..4D) = cf, sf, cr, sr.
+ */
 static const float *hg_trig(Backend *bk, const float *theta_f, const float *theta_r, int D) {
     float *trig = cpu_sscratch(bk, 4 * (size_t)D);
     for (int j = 0; j < D; j++) {
@@ -36,20 +37,43 @@ typedef struct {
     const float *trig, *beta;
 } HgShape;
 
-static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *xc, const float *xl, int b, int j0,
-                                   int nj, float *S) {
-    const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
-    const size_t per = (size_t)N * jb;
-    float *restrict S_lam = S, *restrict S_u0 = S + per, *restrict S_u1 = S + 2 * per;
-    float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB], hr[HG_JB], hi[HG_JB];
+/* Block constants for channels j0 .. j0 + nj: cos/sin of theta_f (cf, sf)
+ * and theta_r (cr, sr), and beta (bt). */
+static void hg_block(const HgShape *sh, int j0, int nj, float *cf, float *sf, float *cr, float *sr, float *bt) {
+    const int D = sh->D;
     for (int k = 0; k < nj; k++) {
         cf[k] = sh->trig[j0 + k];
         sf[k] = sh->trig[D + j0 + k];
         cr[k] = sh->trig[2 * D + j0 + k];
         sr[k] = sh->trig[3 * D + j0 + k];
         bt[k] = sh->beta[j0 + k];
-        hr[k] = hi[k] = 0.0f;
     }
+}
+
+/* One step of a complex linear recurrence: h = a h + u, in place. */
+static inline void hg_step(float ar, float ai, float ur, float ui, float *hr, float *hi) {
+    const float nr = ar * *hr - ai * *hi + ur;
+    const float ni = ar * *hi + ai * *hr + ui;
+    *hr = nr;
+    *hi = ni;
+}
+
+/* One step of an adjoint walk: x = g + conj(a) x, in place. */
+static inline void hg_adjoint_step(float ar, float ai, float gr, float gi, float *xr, float *xi) {
+    const float nr = gr + ar * *xr + ai * *xi;
+    const float ni = gi + ar * *xi - ai * *xr;
+    *xr = nr;
+    *xi = ni;
+}
+
+static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *xc, const float *xl, int b, int j0,
+                                   int nj, float *S) {
+    const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
+    const size_t per = (size_t)N * jb;
+    float *restrict S_lam = S, *restrict S_u0 = S + per, *restrict S_u1 = S + 2 * per;
+    float cf[HG_JB], sf[HG_JB], cr[HG_JB], sr[HG_JB], bt[HG_JB], hr[HG_JB], hi[HG_JB];
+    hg_block(sh, j0, nj, cf, sf, cr, sr, bt);
+    for (int k = 0; k < nj; k++) hr[k] = hi[k] = 0.0f;
     /* forward direction: h, written to out */
     for (int t = 0; t < N; t++) {
         size_t row = (size_t)b * N + t;
@@ -66,16 +90,12 @@ static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *x
             float c0 = x0 * sigmoid_f(x0), c1 = x1 * sigmoid_f(x1);
             float l = bt[k] + (1.0f - bt[k]) * sigmoid_f(pl[k]);
             float v0 = (1.0f - l) * c0, v1 = (1.0f - l) * c1;
-            float ar = l * cf[k], ai = l * sf[k];
-            float nr = ar * hr[k] - ai * hi[k] + v0;
-            float ni = ar * hi[k] + ai * hr[k] + v1;
-            hr[k] = nr;
-            hi[k] = ni;
+            hg_step(l * cf[k], l * sf[k], v0, v1, &hr[k], &hi[k]);
             lam[k] = l;
             u0[k] = v0;
             u1[k] = v1;
-            ore[k] = nr;
-            oim[k] = ni;
+            ore[k] = hr[k];
+            oim[k] = hi[k];
         }
     }
     /* reverse direction: r, added to out */
@@ -89,13 +109,9 @@ static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *x
         const float *restrict u1 = S_u1 + (size_t)t * jb;
 #pragma omp simd
         for (int k = 0; k < nj; k++) {
-            float ar = lam[k] * cr[k], ai = lam[k] * sr[k];
-            float nr = ar * hr[k] - ai * hi[k] + u0[k];
-            float ni = ar * hi[k] + ai * hr[k] + u1[k];
-            hr[k] = nr;
-            hi[k] = ni;
-            ore[k] += nr;
-            oim[k] += ni;
+            hg_step(lam[k] * cr[k], lam[k] * sr[k], u0[k], u1[k], &hr[k], &hi[k]);
+            ore[k] += hr[k];
+            oim[k] += hi[k];
         }
     }
 }
@@ -154,12 +170,8 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
     float sr_[HG_JB], si_[HG_JB]; /* running state */
     float er[HG_JB], ei[HG_JB]; /* running adjoint */
     float acf[HG_JB], acr[HG_JB], acb[HG_JB];
+    hg_block(sh, j0, nj, cf, sf, cr, sr, bt);
     for (int k = 0; k < nj; k++) {
-        cf[k] = sh->trig[j0 + k];
-        sf[k] = sh->trig[D + j0 + k];
-        cr[k] = sh->trig[2 * D + j0 + k];
-        sr[k] = sh->trig[3 * D + j0 + k];
-        bt[k] = sh->beta[j0 + k];
         sr_[k] = si_[k] = 0.0f;
         er[k] = ei[k] = 0.0f;
         acf[k] = acr[k] = acb[k] = 0.0f;
@@ -180,14 +192,9 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
             float s0 = sigmoid_f(x0), s1 = sigmoid_f(x1), s = sigmoid_f(pl[k]);
             float l = bt[k] + (1.0f - bt[k]) * s;
             float v0 = x0 * s0, v1 = x1 * s1;
-            float u0 = (1.0f - l) * v0, u1 = (1.0f - l) * v1;
-            float ar = l * cf[k], ai = l * sf[k];
-            float nr = ar * sr_[k] - ai * si_[k] + u0;
-            float ni = ar * si_[k] + ai * sr_[k] + u1;
-            sr_[k] = nr;
-            si_[k] = ni;
-            hr[k] = nr;
-            hi[k] = ni;
+            hg_step(l * cf[k], l * sf[k], (1.0f - l) * v0, (1.0f - l) * v1, &sr_[k], &si_[k]);
+            hr[k] = sr_[k];
+            hi[k] = si_[k];
             lam[k] = l;
             sl[k] = s;
             c0[k] = v0;
@@ -215,19 +222,12 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
         for (int k = 0; k < nj; k++) {
             float l = lam[k], om = 1.0f - l;
             /* r_t = a'_t r_{t+1} + u_t */
-            float ar = l * cr[k], ai = l * sr[k];
-            float nr = ar * sr_[k] - ai * si_[k] + om * c0[k];
-            float ni = ar * si_[k] + ai * sr_[k] + om * c1[k];
-            sr_[k] = nr;
-            si_[k] = ni;
-            rr[k] = nr;
-            ri[k] = ni;
+            hg_step(l * cr[k], l * sr[k], om * c0[k], om * c1[k], &sr_[k], &si_[k]);
+            rr[k] = sr_[k];
+            ri[k] = si_[k];
             /* delta_t = G_t + conj(a_{t+1}) delta_{t+1} */
-            float fr = lamn[k] * cf[k], fi = lamn[k] * sf[k];
-            float xr = gre[k] + fr * er[k] + fi * ei[k];
-            float xi = gim[k] + fr * ei[k] - fi * er[k];
-            er[k] = xr;
-            ei[k] = xi;
+            hg_adjoint_step(lamn[k] * cf[k], lamn[k] * sf[k], gre[k], gim[k], &er[k], &ei[k]);
+            const float xr = er[k], xi = ei[k];
             /* dL/da_t = delta_t conj(h_{t-1}) */
             float gar = xr * hpr[k] + xi * hpi[k];
             float gai = xi * hpr[k] - xr * hpi[k];
@@ -258,11 +258,8 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
         for (int k = 0; k < nj; k++) {
             float l = lam[k], om = 1.0f - l;
             /* eps_t = G_t + conj(a'_{t-1}) eps_{t-1} */
-            float pr = lamp[k] * cr[k], pi = lamp[k] * sr[k];
-            float xr = gre[k] + pr * er[k] + pi * ei[k];
-            float xi = gim[k] + pr * ei[k] - pi * er[k];
-            er[k] = xr;
-            ei[k] = xi;
+            hg_adjoint_step(lamp[k] * cr[k], lamp[k] * sr[k], gre[k], gim[k], &er[k], &ei[k]);
+            const float xr = er[k], xi = ei[k];
             /* dL/da'_t = eps_t conj(r_{t+1}) */
             float gar = xr * rnr[k] + xi * rni[k];
             float gai = xi * rnr[k] - xr * rni[k];
