@@ -453,6 +453,24 @@ static void test_off_leaves_no_trace(void **s) {
     char p[256];
     snprintf(p, sizeof p, "%s/off/best_ema.safetensors", dir);
     assert_int_not_equal(access(p, F_OK), 0);
+    /* resumed with the EMA on, then off again: one line says each */
+    assert_int_equal(run("off_on.log",
+                         RECIPE "--train.max_steps 7 --train.ema_decay 0.9 --out %s/off --resume "
+                                "--allow-changes",
+                         dir),
+                     0);
+    assert_int_equal(run("on_off.log", RECIPE "--train.max_steps 9 --out %s/off --resume --allow-changes", dir), 0);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "test \"$(grep -c 'holds no model EMA (saved with train.ema_decay = 0): it starts from the weights' "
+             "%s/off_on.log)\" = 1 && test \"$(grep -c 'holds a model EMA, which is not continued: "
+             "train.ema_decay is 0 here' %s/on_off.log)\" = 1",
+             dir, dir);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "grep -i ema %s/off_on.log %s/on_off.log >&2", dir, dir);
+        if (system(cmd) != 0) fprintf(stderr, "(no line names the EMA)\n");
+        fail_msg("want one line each about the EMA when it is turned on, then off, at a resume");
+    }
 }
 
 static void test_bad_decay_refused(void **s) {
