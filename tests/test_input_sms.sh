@@ -5,6 +5,8 @@
 #  - on a GPU (skipped, 77, without one, or without pillow, numpy and
 #    scikit-image for scripts/make_photos.py): training from JPEG files with
 #    data.decode gpu on an 8-SM split says so in one line and runs its steps;
+#    with auto it measures both arrangements and says so (both rates, the
+#    choice) in one line;
 #    where green contexts are unavailable (HGRN_FAULT=no-green-contexts stands
 #    in for an old driver or a MIG instance) it says so in one line and trains
 #    unsplit; hgrn bench runs its step on the training side.
@@ -55,6 +57,8 @@ run() {  # run NAME WANT ENV... -- ARGS...
 }
 run split "8 SMs for the input pipeline" HGRN_X=1 -- train --config "$tmp/p.cfg" --out "$tmp/run" --device cuda \
   --data.decode gpu --data.input_sms 8
+run auto "img/s sharing every SM: " HGRN_X=1 -- train --config "$tmp/p.cfg" --out "$tmp/run" --device cuda \
+  --data.decode gpu --data.input_sms auto
 run fallback "no SM split (HGRN_FAULT names no-green-contexts)" HGRN_FAULT=no-green-contexts -- train --config "$tmp/p.cfg" \
   --out "$tmp/run" --device cuda --data.decode gpu --data.input_sms auto
 run bench "for training (green contexts)" HGRN_X=1 -- bench --config "$tmp/p.cfg" --device cuda --steps 5 --data.input_sms 8
