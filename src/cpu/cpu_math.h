@@ -49,4 +49,21 @@ static inline float exp_f(float x) {
     return p * s.f;
 }
 
+/* One step of a complex-diagonal linear recurrence, in place: h = a h + u
+ * with a = ar + i ai (the walks of the complex scans and of HGRU1). */
+static inline void cplx_step(float ar, float ai, float ur, float ui, float *hr, float *hi) {
+    const float nr = ar * *hr - ai * *hi + ur;
+    const float ni = ar * *hi + ai * *hr + ui;
+    *hr = nr;
+    *hi = ni;
+}
+
+/* One step of its adjoint walk, in place: d = g + conj(a) d. */
+static inline void cplx_adjoint_step(float ar, float ai, float gr, float gi, float *dr, float *di) {
+    const float nr = gr + ar * *dr + ai * *di;
+    const float ni = gi + ar * *di - ai * *dr;
+    *dr = nr;
+    *di = ni;
+}
+
 #endif

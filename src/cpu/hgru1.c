@@ -8,6 +8,7 @@
 
 #include "cpu_backend.h"
 #include "cpu_ops.h"
+#include "cpu_math.h"
 
 #include <math.h>
 #include <omp.h>
@@ -50,22 +51,6 @@ static void hg_block(const HgShape *sh, int j0, int nj, float *cf, float *sf, fl
     }
 }
 
-/* One step of a complex linear recurrence: h = a h + u, in place. */
-static inline void hg_step(float ar, float ai, float ur, float ui, float *hr, float *hi) {
-    const float nr = ar * *hr - ai * *hi + ur;
-    const float ni = ar * *hi + ai * *hr + ui;
-    *hr = nr;
-    *hi = ni;
-}
-
-/* One step of an adjoint walk: x = g + conj(a) x, in place. */
-static inline void hg_adjoint_step(float ar, float ai, float gr, float gi, float *xr, float *xi) {
-    const float nr = gr + ar * *xr + ai * *xi;
-    const float ni = gi + ar * *xi - ai * *xr;
-    *xr = nr;
-    *xi = ni;
-}
-
 static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *xc, const float *xl, int b, int j0,
                                    int nj, float *S) {
     const int N = sh->N, D = sh->D, ld = sh->ld, jb = sh->jb;
@@ -90,7 +75,7 @@ static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *x
             float c0 = x0 * sigmoid_f(x0), c1 = x1 * sigmoid_f(x1);
             float l = bt[k] + (1.0f - bt[k]) * sigmoid_f(pl[k]);
             float v0 = (1.0f - l) * c0, v1 = (1.0f - l) * c1;
-            hg_step(l * cf[k], l * sf[k], v0, v1, &hr[k], &hi[k]);
+            cplx_step(l * cf[k], l * sf[k], v0, v1, &hr[k], &hi[k]);
             lam[k] = l;
             u0[k] = v0;
             u1[k] = v1;
@@ -109,7 +94,7 @@ static HOT_KERNEL void hg_fwd_item(const HgShape *sh, float *out, const float *x
         const float *restrict u1 = S_u1 + (size_t)t * jb;
 #pragma omp simd
         for (int k = 0; k < nj; k++) {
-            hg_step(lam[k] * cr[k], lam[k] * sr[k], u0[k], u1[k], &hr[k], &hi[k]);
+            cplx_step(lam[k] * cr[k], lam[k] * sr[k], u0[k], u1[k], &hr[k], &hi[k]);
             ore[k] += hr[k];
             oim[k] += hi[k];
         }
@@ -192,7 +177,7 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
             float s0 = sigmoid_f(x0), s1 = sigmoid_f(x1), s = sigmoid_f(pl[k]);
             float l = bt[k] + (1.0f - bt[k]) * s;
             float v0 = x0 * s0, v1 = x1 * s1;
-            hg_step(l * cf[k], l * sf[k], (1.0f - l) * v0, (1.0f - l) * v1, &sr_[k], &si_[k]);
+            cplx_step(l * cf[k], l * sf[k], (1.0f - l) * v0, (1.0f - l) * v1, &sr_[k], &si_[k]);
             hr[k] = sr_[k];
             hi[k] = si_[k];
             lam[k] = l;
@@ -222,11 +207,11 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
         for (int k = 0; k < nj; k++) {
             float l = lam[k], om = 1.0f - l;
             /* r_t = a'_t r_{t+1} + u_t */
-            hg_step(l * cr[k], l * sr[k], om * c0[k], om * c1[k], &sr_[k], &si_[k]);
+            cplx_step(l * cr[k], l * sr[k], om * c0[k], om * c1[k], &sr_[k], &si_[k]);
             rr[k] = sr_[k];
             ri[k] = si_[k];
             /* delta_t = G_t + conj(a_{t+1}) delta_{t+1} */
-            hg_adjoint_step(lamn[k] * cf[k], lamn[k] * sf[k], gre[k], gim[k], &er[k], &ei[k]);
+            cplx_adjoint_step(lamn[k] * cf[k], lamn[k] * sf[k], gre[k], gim[k], &er[k], &ei[k]);
             const float xr = er[k], xi = ei[k];
             /* dL/da_t = delta_t conj(h_{t-1}) */
             float gar = xr * hpr[k] + xi * hpi[k];
@@ -258,7 +243,7 @@ static HOT_KERNEL void hg_bwd_item(const HgShape *sh, float *dxc, float *dxl, co
         for (int k = 0; k < nj; k++) {
             float l = lam[k], om = 1.0f - l;
             /* eps_t = G_t + conj(a'_{t-1}) eps_{t-1} */
-            hg_adjoint_step(lamp[k] * cr[k], lamp[k] * sr[k], gre[k], gim[k], &er[k], &ei[k]);
+            cplx_adjoint_step(lamp[k] * cr[k], lamp[k] * sr[k], gre[k], gim[k], &er[k], &ei[k]);
             const float xr = er[k], xi = ei[k];
             /* dL/da'_t = eps_t conj(r_{t+1}) */
             float gar = xr * rnr[k] + xi * rni[k];

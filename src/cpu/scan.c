@@ -104,13 +104,9 @@ static HOT_KERNEL void cplx_states(const ScanIn *in, const ScanItem *it, int rev
         float *restrict pd = dst + (size_t)t * ldd;
 #pragma omp simd
         for (int k = 0; k < nc; k++) {
-            float ar = pa[2 * k], ai = pa[2 * k + 1];
-            float vr = ar * sr[k] - ai * si[k] + px[2 * k];
-            float vi = ar * si[k] + ai * sr[k] + px[2 * k + 1];
-            sr[k] = vr;
-            si[k] = vi;
-            pd[2 * k] = add ? pd[2 * k] + vr : vr;
-            pd[2 * k + 1] = add ? pd[2 * k + 1] + vi : vi;
+            cplx_step(pa[2 * k], pa[2 * k + 1], px[2 * k], px[2 * k + 1], &sr[k], &si[k]);
+            pd[2 * k] = add ? pd[2 * k] + sr[k] : sr[k];
+            pd[2 * k + 1] = add ? pd[2 * k + 1] + si[k] : si[k];
         }
     }
 }
@@ -186,12 +182,9 @@ static HOT_KERNEL void cplx_adjoint(const ScanIn *in, const ScanItem *it, int re
             double *restrict acc = gr->acc;
 #pragma omp simd
             for (int k = 0; k < nc; k++) {
-                float nr = an[2 * k], ni = an[2 * k + 1];
-                float vr = g[2 * k] + nr * dr[k] + ni * di[k];
-                float vi = g[2 * k + 1] + nr * di[k] - ni * dr[k];
+                cplx_adjoint_step(an[2 * k], an[2 * k + 1], g[2 * k], g[2 * k + 1], &dr[k], &di[k]);
+                const float vr = dr[k], vi = di[k];
                 double spr = sp[2 * k], spi = sp[2 * k + 1];
-                dr[k] = vr;
-                di[k] = vi;
                 pdx[2 * k] = add ? pdx[2 * k] + vr : vr;
                 pdx[2 * k + 1] = add ? pdx[2 * k + 1] + vi : vi;
                 acc[2 * k] += vr * spr + vi * spi;
@@ -201,13 +194,10 @@ static HOT_KERNEL void cplx_adjoint(const ScanIn *in, const ScanItem *it, int re
             float *restrict pda = gr->da + row * in->lda + it->v0;
 #pragma omp simd
             for (int k = 0; k < nc; k++) {
-                float nr = an[2 * k], ni = an[2 * k + 1];
-                float vr = g[2 * k] + nr * dr[k] + ni * di[k];
-                float vi = g[2 * k + 1] + nr * di[k] - ni * dr[k];
+                cplx_adjoint_step(an[2 * k], an[2 * k + 1], g[2 * k], g[2 * k + 1], &dr[k], &di[k]);
+                const float vr = dr[k], vi = di[k];
                 float spr = sp[2 * k], spi = sp[2 * k + 1];
                 float pr = vr * spr + vi * spi, pi = vi * spr - vr * spi;
-                dr[k] = vr;
-                di[k] = vi;
                 pdx[2 * k] = add ? pdx[2 * k] + vr : vr;
                 pdx[2 * k + 1] = add ? pdx[2 * k + 1] + vi : vi;
                 pda[2 * k] = add ? pda[2 * k] + pr : pr;
