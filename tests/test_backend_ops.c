@@ -224,6 +224,7 @@ static const OpCheck CHECKS[] = {
     {"normalize_u8", ref_norm_u8, 1e-6, 0, 1e-2, 0},
     {"patchify_u8", ref_patch_u8, 1e-6, 0, 1e-2, 0},
     {"residual_ln", ref_rln, 1e-5, 0, 1e-2, 0},
+    {"residual_ln_noscale", ref_rln, 1e-5, 0, 1e-2, 0},
     {"ln_residual", ref_lnr, 1e-5, 1e-4, 1e-2, 3e-2},
     {"sumsq", ref_sumsq, 1e-6, 0, 1e-6, 0},
     {"scale", ref_scale, 2e-7, 0, 2e-7, 0},

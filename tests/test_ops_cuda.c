@@ -1056,28 +1056,6 @@ static T2 drop_scales(int B) {
     return sc;
 }
 
-/* residual_ln_fwd: the row kernel with the residual add (vector widths) and the
- * two-op fallback (bf16 width 100; fp32 width 768 is above the row kernel's) */
-static void run_residual_ln(int B, int N, int D, int withs) {
-    char what[96];
-    size_t M = (size_t)B * N, n = M * D;
-    T2 sc = drop_scales(B);
-    T2 x = t2_randn(n, 1, 1.0f), f = t2_randn(n, 1, 1.0f), w = t2_randn(D, 0, 1.0f), b = t2_randn(D, 0, 0.5f);
-    T2 o = t2_new(n, 1), ln = t2_new(n, 1), mean = t2_new(M, 0), rstd = t2_new(M, 0);
-    t2_poison(&o);
-    t2_poison(&ln);
-    CB->residual_ln_fwd(CB, o.c, ln.c, mean.c, rstd.c, x.c, f.c, withs ? sc.c : NULL, w.c, b.c, B, N, D);
-    GB->residual_ln_fwd(GB, o.g, ln.g, mean.g, rstd.g, x.g, f.g, withs ? sc.g : NULL, w.g, b.g, B, N, D);
-    snprintf(what, sizeof what, "residual_ln_fwd out %dx%dx%d%s", B, N, D, withs ? " scaled" : "");
-    CHECK(o, what);
-    snprintf(what, sizeof what, "residual_ln_fwd ln %dx%dx%d", B, N, D);
-    CHECK(ln, what);
-    CHECK(mean, "residual_ln_fwd mean");
-    CHECK(rstd, "residual_ln_fwd rstd");
-    T2 *ts[] = {&sc, &x, &f, &w, &b, &o, &ln, &mean, &rstd};
-    for (int i = 0; i < 9; i++) t2_free(ts[i]);
-}
-
 /* ln_residual_bwd: the LayerNorm backward row kernel writing the scaled copy
  * too (vector widths), and the two-op fallback; df must also equal the
  * GPU's own residual_bwd of the dinp it stored, bit for bit */
@@ -1128,14 +1106,6 @@ static void test_ln_residual(void **state) {
     run_ln_residual(3, 50, 384, 0); /* Small's, no drop path */
     run_ln_residual(2, 17, 100, 1); /* bf16: two ops (100 % 8); fp32: 25 vectors */
     run_ln_residual(2, 11, 768, 1); /* bf16: 96 vectors; fp32: two ops (192 > 128) */
-}
-
-/* Special case: scale NULL (the table's residual_ln row, which runs the row
- * kernel's widths and the two-op fallback, always passes one). */
-static void test_residual_ln(void **state) {
-    (void)state;
-    run_residual_ln(3, 50, 384, 0); /* Small's width */
-    run_residual_ln(2, 17, 100, 0); /* bf16: two ops (100 % 8); fp32: 25 vectors */
 }
 
 /* Special case: dlogits held to 1e-5 of the CPU's (the table's central
@@ -1625,8 +1595,8 @@ int main(void) {
         cmocka_unit_test(test_lru_params),  cmocka_unit_test(test_diag),
         cmocka_unit_test(test_min_long),    cmocka_unit_test(test_mixer_layers),
         cmocka_unit_test(test_patchify),    cmocka_unit_test(test_residual),
-        cmocka_unit_test(test_residual_ln), cmocka_unit_test(test_ln_residual),
-        cmocka_unit_test(test_xent),        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_ln_residual), cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_adamw),
     };
     /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained
      * in it ("test_layernorm,test_matmul"), the model tests skipped */

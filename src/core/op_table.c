@@ -333,6 +333,14 @@ static void sz_rln(const int *s, size_t *i, size_t *o) {
 static void f_rln(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->residual_ln_fwd(bk, out[0], out[1], out[2], out[3], in[0], in[1], in[2], in[3], in[4], s[0], s[1], s[2]);
 }
+/* the same without a scale (NULL: 1 for every image, which the reference
+ * reads from the scale input) */
+static void prep_rln_noscale(const int *s, float *const *hin) {
+    for (int b = 0; b < s[0]; b++) hin[2][b] = 1.0f;
+}
+static void f_rln_noscale(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->residual_ln_fwd(bk, out[0], out[1], out[2], out[3], in[0], in[1], NULL, in[3], in[4], s[0], s[1], s[2]);
+}
 /* ln_residual_bwd: the layernorm row's shapes with B, N, C: in {x, w, b, scale};
  * the forward is layernorm_fwd, the backward ln_residual_bwd (its dinp, dw,
  * db checked here; its df = scale dinp is test_ops_cpu's test_ln_residual_df) */
@@ -419,6 +427,9 @@ const OpDesc OP_TABLE[] = {
     {"residual_ln", "residual_ln_fwd",
      {{2, 5, 13}, {3, 4, 32}, {4, 37, 192}, {3, 50, 384}, {2, 17, 100}, {2, 11, 768}}, {{256, 256, 192}, {256, 256, 384}},
      5, 4, 2, 0, sz_rln, 28, 12, 0, {0.5f, 0, 1, 1, 0}, {1, 1, 0.5f, 0.5f, 0.5f}, f_rln, NULL, NULL, 0, 0, 0, 0, 0},
+    {"residual_ln_noscale", "residual_ln_fwd", {{2, 5, 13}, {3, 50, 384}, {2, 17, 100}}, {{0}},
+     5, 4, 2, 0, sz_rln, 28, 12, 0, {0.5f, 0, 1, 1, 0}, {1, 1, 0.5f, 0.5f, 0.5f}, f_rln_noscale, NULL, prep_rln_noscale,
+     0, 0, 0, 0, 0},
     {"ln_residual", "ln_residual_bwd", {{2, 5, 13}, {3, 4, 32}}, {{256, 256, 192}, {256, 256, 384}},
      4, 3, 1, 1, sz_lnr, 14, 6, 7, {0.7f, 1, 0, 1}, {2, 0.5f, 0.5f, 0.5f}, f_lnr, b_lnr, NULL, 0, 0, 7, 0, 0},
     {"sumsq", "sumsq", {{1}, {13}, {1037}, {100003}}, {{6107560}},
