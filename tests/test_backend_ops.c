@@ -213,6 +213,7 @@ static const OpCheck CHECKS[] = {
     {"diag", ref_diag, 1e-6, 1e-5, 1e-2, 2e-2},
     {"matmul", ref_matmul, 1e-5, 1e-4, 2e-2, 3e-2},
     {"lru_params", ref_lru_params, 1e-6, 1e-5, 1e-6, 1e-5},
+    {"lru_params_near_unit", ref_lru_params, 1e-6, 1e-5, 1e-6, 1e-5},
     {"hgru1", ref_hgru1, 1e-5, 1e-4, 3e-2, 5e-2},
     {"hgru2", ref_hgru2, 1e-5, 1e-4, 3e-2, 5e-2},
     {"scan", ref_scan, 1e-5, 1e-4, 1e-2, 3e-2},

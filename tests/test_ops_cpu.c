@@ -1102,107 +1102,6 @@ static void test_mingate_strided(void **state) {
     }
 }
 
-/* lru_params: lam, beff from nu, theta, b in double; gradients by finite
- * differences of L = <wl, lam> + <wb, beff>, accumulated onto random values */
-typedef struct {
-    int S, H;
-    double *nu, *th, *b, *wl, *wb;
-} LruCtx;
-
-static void lru_params_ref(const LruCtx *c, double *lam, double *beff) {
-    for (int k = 0; k < c->S; k++) {
-        double r = exp(-exp(c->nu[k])), g = sqrt(1 - r * r);
-        lam[2 * k] = r * cos(c->th[k]);
-        lam[2 * k + 1] = r * sin(c->th[k]);
-        for (size_t i = (size_t)2 * k * c->H; i < (size_t)(2 * k + 2) * c->H; i++) beff[i] = g * c->b[i];
-    }
-}
-
-static double lru_params_loss(void *p) {
-    LruCtx *c = p;
-    size_t nb = (size_t)2 * c->S * c->H;
-    double *lam = TU_NEW(double, 2 * (size_t)c->S), *beff = TU_NEW(double, nb);
-    lru_params_ref(c, lam, beff);
-    double s = weighted_sum(lam, c->wl, 2 * (size_t)c->S) + weighted_sum(beff, c->wb, nb);
-    free(lam);
-    free(beff);
-    return s;
-}
-
-static void run_lru_params(int S, int H, uint64_t seed) {
-    Rng r;
-    rng_seed(&r, seed);
-    size_t nb = (size_t)2 * S * H;
-    float *nu = TU_NEW(float, S), *th = TU_NEW(float, S), *b = TU_NEW(float, nb);
-    float *lam = TU_NEW(float, 2 * S), *beff = TU_NEW(float, nb);
-    float *wl = TU_NEW(float, 2 * S), *wb = TU_NEW(float, nb);
-    for (int k = 0; k < S; k++) /* |lambda| from 0.05 to 0.9995 */
-        nu[k] = (float)log(-log(0.05 + 0.9495 * rng_uniform(&r)));
-    tu_fill_uniform(&r, th, S, -3.1f, 3.1f);
-    tu_fill_normal(&r, b, nb, 1.0f);
-    tu_fill_normal(&r, wl, 2 * S, 1.0f);
-    tu_fill_normal(&r, wb, nb, 1.0f);
-    fill_nan(lam, 2 * S);
-    fill_nan(beff, nb);
-    LruCtx c = {S,
-                H,
-                tu_to_double(nu, S),
-                tu_to_double(th, S),
-                tu_to_double(b, nb),
-                tu_to_double(wl, 2 * S),
-                tu_to_double(wb, nb)};
-    double *rl = TU_NEW(double, 2 * S), *rb = TU_NEW(double, nb);
-    lru_params_ref(&c, rl, rb);
-    bk->lru_params_fwd(bk, lam, beff, nu, th, b, S, H);
-    TU_ASSERT_REL("lru_params_fwd lam", lam, rl, 2 * (size_t)S, FWD_TOL);
-    TU_ASSERT_REL("lru_params_fwd beff", beff, rb, nb, FWD_TOL);
-
-    float *dnu = TU_NEW(float, S), *dth = TU_NEW(float, S), *db = TU_NEW(float, nb);
-    tu_fill_normal(&r, dnu, S, 1.0f);
-    tu_fill_normal(&r, dth, S, 1.0f);
-    tu_fill_normal(&r, db, nb, 1.0f);
-    float *dnu0 = tu_copy_float(dnu, S), *dth0 = tu_copy_float(dth, S), *db0 = tu_copy_float(db, nb);
-    bk->lru_params_bwd(bk, dnu, dth, db, wl, wb, nu, th, b, S, H);
-    double *gn = TU_NEW(double, S), *gt = TU_NEW(double, S), *gb = TU_NEW(double, nb);
-    tu_fd_grad(lru_params_loss, &c, c.nu, S, FD_H, gn);
-    tu_fd_grad(lru_params_loss, &c, c.th, S, FD_H, gt);
-    tu_fd_grad(lru_params_loss, &c, c.b, nb, FD_H, gb);
-    check_accum("lru_params_bwd dnu", dnu, dnu0, gn, S, BWD_TOL);
-    check_accum("lru_params_bwd dtheta", dth, dth0, gt, S, BWD_TOL);
-    check_accum("lru_params_bwd db", db, db0, gb, nb, BWD_TOL);
-    free(nu);
-    free(th);
-    free(b);
-    free(lam);
-    free(beff);
-    free(wl);
-    free(wb);
-    free(rl);
-    free(rb);
-    free(dnu);
-    free(dth);
-    free(db);
-    free(dnu0);
-    free(dth0);
-    free(db0);
-    free(gn);
-    free(gt);
-    free(gb);
-    free(c.nu);
-    free(c.th);
-    free(c.b);
-    free(c.wl);
-    free(c.wb);
-}
-
-/* Special case, an input range: |lambda| up to 0.9995 (nu down to -7.6),
- * where 1 - |lambda|^2 cancels; the table's row draws nu from N(-1, 1). */
-static void test_lru_params_near_unit(void **state) {
-    (void)state;
-    run_lru_params(5, 7, 830);
-    run_lru_params(17, 3, 832);
-}
-
 /* Special case, a property: the gate ops and diag_bwd at 1, 2 and 3
  * threads: bitwise the same (the
  * rows split differently; the column sums are added in thread order, in
@@ -1810,7 +1709,6 @@ int main(void) {
         cmocka_unit_test(test_scan_determinism),
         cmocka_unit_test(test_scan_long_decay),
         cmocka_unit_test(test_mingate_strided),
-        cmocka_unit_test(test_lru_params_near_unit),
         cmocka_unit_test(test_scan_gates_determinism),
         cmocka_unit_test(test_min_long),
         cmocka_unit_test(test_residual_in_place),
