@@ -210,6 +210,7 @@ static const OpCheck CHECKS[] = {
     {"lower_bounds", ref_lower_bounds, 1e-6, 1e-5, 1e-6, 1e-5},
     {"meanpool", ref_meanpool, 1e-6, 1e-5, 1e-2, 1e-2},
     {"residual", ref_residual, 1e-6, 1e-5, 1e-2, 1e-2},
+    {"residual_in_place", ref_residual, 1e-6, 1e-5, 1e-2, 1e-2},
     {"diag", ref_diag, 1e-6, 1e-5, 1e-2, 2e-2},
     {"matmul", ref_matmul, 1e-5, 1e-4, 2e-2, 3e-2},
     {"lru_params", ref_lru_params, 1e-6, 1e-5, 1e-6, 1e-5},

@@ -12,7 +12,7 @@
  * special case of what the table cannot express, said above it: the
  * kernels' paths that only larger shapes reach (vector widths, register
  * rows, row tiles, chunks and segments of long sequences), strided and
- * misaligned views, NULL and aliased arguments, registered parameter
+ * misaligned views, NULL arguments, registered parameter
  * blocks, input ranges, bitwise properties, backwards held to 1e-5 of the
  * CPU's (the table's central differences hold gradients to 1e-4 in fp32),
  * and the mixer layers and models.
@@ -1011,40 +1011,6 @@ static void test_patchify(void **state) {
     run_patchify(2, 3, 64, 48, 16); /* vectorised forward */
 }
 
-/* Special case: scale NULL, in place (out aliasing x), and S 1001 / 1024
- * for the scalar and vector kernels (the table's row passes a scale, out of
- * place). */
-static void test_residual(void **state) {
-    (void)state;
-    int B = 4, S = 1001;
-    float hs[4] = {0.0f, 1.0f / 0.9f, 1.0f / 0.9f, 0.0f};
-    T2 sc = t2_new(B, 0);
-    t2_set(&sc, hs);
-    for (int withs = 0; withs < 4; withs++) {
-        S = withs < 2 ? 1001 : 1024; /* scalar, then vectorised kernels */
-        T2 x = t2_randn((size_t)B * S, 1, 1.0f), f = t2_randn((size_t)B * S, 1, 1.0f);
-        /* out of place first (out = x + s f; the model's form), then in place */
-        T2 o = t2_new((size_t)B * S, 1);
-        t2_poison(&o);
-        CB->residual_fwd(CB, o.c, x.c, f.c, (withs & 1) ? sc.c : NULL, B, S);
-        GB->residual_fwd(GB, o.g, x.g, f.g, (withs & 1) ? sc.g : NULL, B, S);
-        CHECK(o, (withs & 1) ? "residual_fwd out = x + scale f" : "residual_fwd out = x + f");
-        t2_free(&o);
-        CB->residual_fwd(CB, x.c, x.c, f.c, (withs & 1) ? sc.c : NULL, B, S);
-        GB->residual_fwd(GB, x.g, x.g, f.g, (withs & 1) ? sc.g : NULL, B, S);
-        CHECK(x, (withs & 1) ? "residual_fwd x += scale f" : "residual_fwd x += f");
-        T2 df = t2_new((size_t)B * S, 1);
-        t2_poison(&df);
-        CB->residual_bwd(CB, df.c, x.c, (withs & 1) ? sc.c : NULL, B, S);
-        GB->residual_bwd(GB, df.g, x.g, (withs & 1) ? sc.g : NULL, B, S);
-        CHECK(df, "residual_bwd (=)");
-        t2_free(&x);
-        t2_free(&f);
-        t2_free(&df);
-    }
-    t2_free(&sc);
-}
-
 /* drop-path scales for B images as the model draws them: 0 (dropped) for every
  * third image, 1 / (1 - 0.1) for the others */
 static T2 drop_scales(int B) {
@@ -1586,17 +1552,16 @@ int main(void) {
     const char *kg = getenv("HGRN_TEST_KEEP_GOING"); /* every comparison runs; failures counted */
     keep_going = kg && *kg && *kg != '0';
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_memory),      cmocka_unit_test(test_async_upload),
-        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_untuned),
-        cmocka_unit_test(test_layernorm),   cmocka_unit_test(test_ln_gate),
-        cmocka_unit_test(test_silu_mul),    cmocka_unit_test(test_hgru1),
-        cmocka_unit_test(test_hgru2),       cmocka_unit_test(test_hgru2_forced_chunks),
-        cmocka_unit_test(test_scan),        cmocka_unit_test(test_mingate),
-        cmocka_unit_test(test_lru_params),  cmocka_unit_test(test_diag),
-        cmocka_unit_test(test_min_long),    cmocka_unit_test(test_mixer_layers),
-        cmocka_unit_test(test_patchify),    cmocka_unit_test(test_residual),
-        cmocka_unit_test(test_ln_residual), cmocka_unit_test(test_xent),
-        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_memory),     cmocka_unit_test(test_async_upload),
+        cmocka_unit_test(test_matmul),     cmocka_unit_test(test_matmul_untuned),
+        cmocka_unit_test(test_layernorm),  cmocka_unit_test(test_ln_gate),
+        cmocka_unit_test(test_silu_mul),   cmocka_unit_test(test_hgru1),
+        cmocka_unit_test(test_hgru2),      cmocka_unit_test(test_hgru2_forced_chunks),
+        cmocka_unit_test(test_scan),       cmocka_unit_test(test_mingate),
+        cmocka_unit_test(test_lru_params), cmocka_unit_test(test_diag),
+        cmocka_unit_test(test_min_long),   cmocka_unit_test(test_mixer_layers),
+        cmocka_unit_test(test_patchify),   cmocka_unit_test(test_ln_residual),
+        cmocka_unit_test(test_xent),       cmocka_unit_test(test_adamw),
     };
     /* HGRN_TEST_FILTER: only the op tests whose name contains it or is contained
      * in it ("test_layernorm,test_matmul"), the model tests skipped */

@@ -99,15 +99,28 @@ static void b_pool(Backend *bk, const int *s, float *const *in, float *const *ou
     (void)out;
     bk->meanpool_bwd(bk, din[0], dout[0], s[0], s[1], s[2]);
 }
+/* residual: s = {B, S, noscale}; noscale: the scale argument NULL (1 for
+ * every image, which prep_res writes into the scale input for the
+ * reference), else the first image's scale 0 (a dropped path) */
+static void prep_res(const int *s, float *const *hin) {
+    for (int b = 0; b < s[0]; b++)
+        if (s[2] || !b) hin[2][b] = s[2] ? 1.0f : 0.0f;
+}
+static const float *res_scale(const int *s, float *const *in) { return s[2] ? NULL : in[2]; }
 static void f_res(Backend *bk, const int *s, float *const *in, float *const *out) {
-    bk->residual_fwd(bk, out[0], in[0], in[1], in[2], s[0], s[1]);
+    bk->residual_fwd(bk, out[0], in[0], in[1], res_scale(s, in), s[0], s[1]);
+}
+/* in place: out holds x, then out += scale f */
+static void f_res_in_place(Backend *bk, const int *s, float *const *in, float *const *out) {
+    bk->copy(bk, out[0], in[0], (size_t)s[0] * s[1] * bk->act_elem);
+    bk->residual_fwd(bk, out[0], out[0], in[1], res_scale(s, in), s[0], s[1]);
 }
 /* dx passes through (the residual stream is the caller's); df = scale dout */
 static void b_res(Backend *bk, const int *s, float *const *in, float *const *out, float *const *dout,
                   float *const *din) {
     (void)out;
     bk->copy(bk, din[0], dout[0], (size_t)s[0] * s[1] * bk->act_elem);
-    bk->residual_bwd(bk, din[1], dout[0], in[2], s[0], s[1]);
+    bk->residual_bwd(bk, din[1], dout[0], res_scale(s, in), s[0], s[1]);
 }
 static void f_diag(Backend *bk, const int *s, float *const *in, float *const *out) {
     bk->diag_fwd(bk, out[0], in[0], in[1], s[0], s[1]);
@@ -389,8 +402,11 @@ const OpDesc OP_TABLE[] = {
     {"meanpool", "meanpool_fwd meanpool_bwd", {{2, 5, 7}, {3, 7, 13}, {3, 49, 37}},
      {{256, 256, 192}, {256, 256, 384}},
      1, 1, 1, 0, sz_pool, 0, 0, 1, {0}, {1}, f_pool, b_pool, NULL, 0, 0, 0, 0, 0},
-    {"residual", "residual_fwd residual_bwd", {{3, 17}, {4, 200}}, {{256, 256 * 192}, {256, 256 * 384}},
-     3, 1, 1, 0, sz_res, 4, 0, 3, {0, 0, 1}, {1, 1, 0.5f}, f_res, b_res, NULL, 0, 0, 0, 0, 0},
+    {"residual", "residual_fwd residual_bwd", {{3, 17}, {4, 200}, {3, 29, 1}, {4, 1001, 1}, {4, 1024}},
+     {{256, 256 * 192}, {256, 256 * 384}},
+     3, 1, 1, 0, sz_res, 4, 0, 3, {0, 0, 1}, {1, 1, 0.5f}, f_res, b_res, prep_res, 0, 0, 0, 0, 0},
+    {"residual_in_place", "residual_fwd residual_bwd", {{3, 29}, {3, 29, 1}, {4, 1001}, {4, 1024, 1}}, {{0}},
+     3, 1, 1, 0, sz_res, 4, 0, 3, {0, 0, 1}, {1, 1, 0.5f}, f_res_in_place, b_res, prep_res, 0, 0, 0, 0, 0},
     {"diag", "diag_fwd diag_bwd", {{7, 13}, {33, 64}, {1, 1}, {37, 29}}, {{51200, 512}, {8192, 64}},
      2, 1, 1, 0, sz_diag, 2, 0, 3, {0, 0}, {1, 1}, f_diag, b_diag, NULL, 0, 0, 3, 0, 1},
     {"matmul", "matmul_fwd matmul_bwd", {{7, 13, 5}, {33, 64, 48}, {33, 17, 40}, {48, 20, 24}, {1, 3, 1}},
