@@ -99,6 +99,9 @@ expect_error bench-ops-option "unknown option --steps" -- "$hgrn" bench --ops --
 # bench --ops times the op table at its own shapes: a config key is refused, not ignored (before any work)
 expect_rc bench-ops-key 2 "^hgrn bench --ops: --model.dim: the op table runs at its own shapes and reads no config key but train.threads \(--threads\)$" -- timeout 60 "$hgrn" bench --ops --device cpu --model.dim 8
 expect_rc bench-ops-key-gemm 2 "^hgrn bench --ops: --train.gemm_tune: " -- timeout 60 "$hgrn" bench --ops --device cpu --threads 1 --train.gemm_tune 0
+# bench --mixers sweeps every mixer at its own shapes: a config key is refused, not ignored (before the GPU is looked for)
+expect_rc bench-mixers-key 2 "^hgrn bench --mixers: --model.dim: the token mixers run at their own shapes and widths and read no config key$" -- timeout 60 "$hgrn" bench --mixers --model.dim 8
+expect_rc bench-mixers-key-mixer 2 "^hgrn bench --mixers: --model.mixer: " -- timeout 60 "$hgrn" bench --mixers --precision fp32 --model.mixer lru
 # bench-data without DIR is a usage error: one stderr line, exit 2 (its --help goes to stdout, exit 0)
 expect_rc bench-data-no-dir 2 "^bench-data: DIR is required \(usage: hgrn bench-data DIR" -- "$hgrn" bench-data
 expect_rc bench-data-no-dir-option 2 "^bench-data: DIR is required" -- "$hgrn" bench-data --threads 2

@@ -137,6 +137,16 @@ int cmd_bench_mixers(int argc, char **argv) {
     }
     Cli cli;
     if (bench_parse(&cli, argc, argv, "mixers precision hgru2-chunk", "hgrn bench --mixers") < 0) return 2;
+    /* every mixer runs at the fixed shapes above, built from the defaults:
+     * no config key changes what is timed, so one is refused, not ignored */
+    if (cli.nov > 0 && !cli.help) {
+        fprintf(stderr,
+                "hgrn bench --mixers: --%s: the token mixers run at their own shapes and widths and read no config "
+                "key\n",
+                cli.ov_key[0]);
+        cli_free(&cli);
+        return 2;
+    }
     const int help = cli.help;
     int given = 0; /* an empty value is given too, and refused */
     for (int i = 0; i < argc; i++)
