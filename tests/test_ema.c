@@ -10,7 +10,8 @@
  *    val_* (and the TensorBoard file has them); best_ema.safetensors evaluates with `hgrn eval` to the best
  *    EMA top-1 the run recorded; with train.ema_decay 0 none of it exists;
  *  - a state resumed with the EMA turned off (or on) says so in one line,
- *    on the log given (rank 0's stderr) only;
+ *    on the log given (rank 0's stderr) only; turned off, its best EMA
+ *    top-1 goes too (the final summary names no best_ema.safetensors);
  *  - with 2 ranks (mpirun, where this build has MPI) the EMA is the one
  *    process's within the data-parallel test's tolerance, and that line
  *    comes once, not once per rank;
@@ -471,6 +472,21 @@ static void test_off_leaves_no_trace(void **s) {
         if (system(cmd) != 0) fprintf(stderr, "(no line names the EMA)\n");
         fail_msg("want one line each about the EMA when it is turned on, then off, at a resume");
     }
+    /* the dropped EMA's best goes with it: the run with it names its best
+     * EMA checkpoint, the run without says nothing of one, nor keeps it */
+    snprintf(cmd, sizeof cmd,
+             "grep -q '^done: .*; EMA .*best_ema.safetensors' %s/off_on.log && grep -q '^done: ' %s/on_off.log && "
+             "! grep '^done: ' %s/on_off.log | grep -q EMA",
+             dir, dir, dir);
+    if (system(cmd) != 0) fail_msg("want the final summary to name best_ema.safetensors only while the EMA is kept");
+    a = open_in("off", "last.state.safetensors");
+    const StTensor *b = st_find(a, "best_ema_top1");
+    float best_ema;
+    assert_non_null(b);
+    assert_int_equal(b->nbytes, sizeof best_ema);
+    memcpy(&best_ema, b->data, sizeof best_ema);
+    assert_true(best_ema < 0);
+    st_close(a);
 }
 
 static void test_bad_decay_refused(void **s) {

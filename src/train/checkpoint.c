@@ -501,6 +501,8 @@ int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, FILE *
     else if (o->ema) /* none saved: the weights loaded start it, as they would a fresh run's */
         bk->copy(bk, o->ema, model_params(m), np * sizeof(float));
     o->step = ts->step;
+    if (!o->ema) /* the dropped EMA's best goes with it: nothing later names it as this run's */
+        ts->best_ema_top1 = -1.0f;
     /* said once the whole state is known good; an EMA the run no longer
      * keeps is left out as timm's --model-ema off leaves a checkpoint's */
     if (log && o->ema && !saved_ema)

@@ -49,7 +49,8 @@ int ckpt_peek(const char *path, int *step, char *pair, size_t paircap, char *err
 int ckpt_load_weights(const char *path, Model *m, int *step, char *err, size_t errlen); /* step may be NULL */
 /* With o->ema set, the saved EMA is loaded too; a state without one (EMA
  * turned on at a resume) starts it from the weights loaded. Without o->ema
- * a saved EMA is left out. Either is said in one line on log (NULL: not
+ * a saved EMA is left out, and its best top-1 with it (ts->best_ema_top1
+ * -1). Either is said in one line on log (NULL: not
  * said; the ranks but the first pass NULL). */
 int ckpt_load_state(const char *path, Model *m, Optim *o, TrainState *ts, FILE *log, char *err, size_t errlen);
 /* Read the model config and class names stored in a weights file (for eval
