@@ -10,7 +10,8 @@
  *  - --data: cifar10 keeps a CIFAR-10 path, fmnist32 points at the Debian
  *    files with one channel and their normalisation whatever the protocol,
  *    a directory is told apart by its files (CIFAR-10 batches, whose
- *    batches.meta.txt becomes the class names, or IDX files);
+ *    batches.meta.txt becomes the class names, refused where its name is
+ *    too long for data.class_names, or IDX files);
  *  - unknown mixers, protocols and data are one-line errors naming them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -167,6 +168,26 @@ static void test_data(void **s) {
     assert_string_equal(c.path, p);
     assert_non_null(strstr(c.class_names, "/cifar/batches.meta.txt"));
     assert_true(c.mean[0] == 0.48078431f);
+    /* a directory whose path fits data.path but whose batches.meta.txt's
+     * does not fit data.class_names: refused naming the file, c kept */
+    char longp[320];
+    snprintf(longp, sizeof longp, "%s/%0*d", dir, (int)(sizeof c.path - 12 - strlen(dir)), 7);
+    assert_true(strlen(longp) < sizeof c.path && strlen(longp) + 17 >= sizeof c.class_names);
+    assert_int_equal(mkdir(longp, 0755), 0);
+    snprintf(p, sizeof p, "%s/data_batch_1.bin", longp);
+    touch(p);
+    snprintf(p, sizeof p, "%s/batches.meta.txt", longp);
+    touch(p);
+    Config before;
+    assert_int_equal(lra_recipe(&before, "lru", err, sizeof err), 0);
+    c = before;
+    assert_int_equal(lra_data(&c, longp, err, sizeof err), -1);
+    print_message("  %s\n", err);
+    if (!strstr(err, p) || !strstr(err, "data.class_names") || strchr(err, '\n')) fail_msg("%s", err);
+    assert_string_equal(c.path, before.path);
+    assert_string_equal(c.class_names, "");
+    snprintf(p, sizeof p, "%s/cifar", dir);
+    assert_int_equal(lra_data(&c, p, err, sizeof err), 0);
     /* cifar10 keeps the path a CIFAR-10 config has */
     assert_int_equal(lra_data(&c, "cifar10", err, sizeof err), 0);
     assert_string_equal(c.path, p);

@@ -236,10 +236,20 @@ int lra_data(Config *c, const char *what, char *err, size_t errlen) {
         if (set_all(&t, FMNIST32_NORM, err, errlen) < 0) return -1;
     } else {
         if (set_all(&t, t.channels == 1 ? CIFAR_GRAY : CIFAR_RGB, err, errlen) < 0) return -1;
-        char meta[4096];
+        char meta[sizeof t.path + sizeof "/batches.meta.txt"]; /* dir is at most a data.path */
         snprintf(meta, sizeof meta, "%s/batches.meta.txt", dir);
-        if (!t.class_names[0] && dir[0] && file_exists(meta) && strlen(meta) < sizeof t.class_names)
-            snprintf(t.class_names, sizeof t.class_names, "%s", meta);
+        if (!t.class_names[0] && dir[0] && file_exists(meta)) {
+            /* the names are there: a data.class_names too short for their
+             * file's name is said, not left to number the classes */
+            const int n = snprintf(t.class_names, sizeof t.class_names, "%s", meta);
+            if (n < 0 || (size_t)n >= sizeof t.class_names) {
+                set_err(err, errlen,
+                        "--data %s: the class names file %s is longer than data.class_names holds (%zu bytes); "
+                        "move the directory to a shorter path",
+                        what, meta, sizeof t.class_names - 1);
+                return -1;
+            }
+        }
     }
     *c = t;
     return 0;
