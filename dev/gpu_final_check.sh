@@ -5,9 +5,10 @@
 # out-of-memory batch and the batch its message suggests, ctest without the
 # slow CPU accuracy run (CI runs that), test_train_cuda three more times (its
 # eager and graph-replayed steps must agree bit for bit: a race shows there,
-# not always on the first run), compute-sanitizer memcheck and racecheck on the
-# HGRU1, HGRU2, ln_gate, residual_ln and ln_residual tests, and the kernel
-# timings of `hgrn bench --ops`. Logs to $OUT.
+# not always on the first run), compute-sanitizer memcheck and racecheck on
+# the op table (test_backend_ops: every op, the residual and residual_ln rows
+# among them) and on test_ops_cuda's HGRU1, HGRU2, ln_gate and ln_residual
+# tests, and the kernel timings of `hgrn bench --ops`. Logs to $OUT.
 source .offline-deps/unpack.sh >/dev/null; ln -sfn /tmp/offline-deps/usr/share/datasets /usr/share/datasets
 t0=$(date +%s)
 (cmake -S . -B build-gpu -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build-gpu -j16 >$OUT/build.log 2>&1) || { tail -30 $OUT/build.log; exit 1; }
@@ -28,8 +29,10 @@ fi
 (cd build-gpu && timeout 240 ctest -j4 -LE slow --timeout 230 > $OUT/ctest.log 2>&1); echo "ctest rc=$?"; tail -25 $OUT/ctest.log | grep -E "tests passed|Failed|\*\*\*|Not Run|Skipped|sec$" | head -25
 for i in 1 2 3; do build-gpu/test_train_cuda > $OUT/train_cuda_$i.log 2>&1; echo "test_train_cuda run $i rc=$?"; done
 for tool in memcheck racecheck; do
-  HGRN_TEST_FILTER=test_ln_gate,test_residual_ln,test_ln_residual timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_norms_$tool.log 2>&1
-  echo "$tool ln_gate+residual_ln+ln_residual rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_norms_$tool.log)"
+  timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_backend_ops > $OUT/san_op_table_$tool.log 2>&1
+  echo "$tool op table (test_backend_ops) rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_op_table_$tool.log)"
+  HGRN_TEST_FILTER=test_ln_gate,test_ln_residual timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_norms_$tool.log 2>&1
+  echo "$tool ln_gate+ln_residual rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_norms_$tool.log)"
   HGRN_TEST_FILTER=test_hgru1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/test_ops_cuda > $OUT/san_hgru1_$tool.log 2>&1
   echo "$tool hgru1 rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/san_hgru1_$tool.log)"
 done

@@ -5,10 +5,12 @@
 # LRA ops and model (test_lra_cuda; test_train_cuda, whose graph replay now
 # covers the LRA model; a quick test_ops_cuda pass over the shared test
 # helpers), compute-sanitizer memcheck and racecheck over the batch-norm and
-# grid-transpose kernels, the per-op time of one LRA training step (hgrn
-# bench), then bounded `hgrn lra` runs on Fashion-MNIST centred on 32x32
-# (--data fmnist32): HGRU1 with the recipe in bf16 and fp32, HGRU1 with the
-# hgrn protocol (2-D scan, crop + flip), and the other four mixers, each
+# grid-transpose kernels (test_lra_cuda) and over the op table
+# (test_backend_ops: every op, those two and the residual among them), the
+# per-op time of one LRA training step (hgrn bench), then bounded `hgrn lra`
+# runs on Fashion-MNIST centred on 32x32 (--data fmnist32): HGRU1 with the
+# recipe in bf16 and fp32, HGRU1 with the hgrn protocol (2-D scan, crop +
+# flip), and the other four mixers, each
 # evaluated on 2,000 test images; ends with one table. The runs shorten the
 # schedule to one epoch with 2 % warm-up (the recipe's 10 of 100 epochs
 # would leave the learning rate near zero for these few hundred steps). Bounded to about 8
@@ -47,7 +49,7 @@ if ! late test_train_cuda; then
   echo "test_train_cuda rc=$rc_train ($(el) s)"; grep -E "LRA model|replayed|FAIL|ERROR" "$log/test_train_cuda.log" | grep -E "LRA|FAIL|ERROR" | head -12
 fi
 if ! late test_ops_cuda; then
-  HGRN_TEST_SCAN_QUICK=1 HGRN_TEST_FILTER=test_layernorm,test_residual,test_scan,test_diag timeout 90 $B/test_ops_cuda \
+  HGRN_TEST_SCAN_QUICK=1 HGRN_TEST_FILTER=test_layernorm,test_ln_residual,test_scan,test_diag timeout 90 $B/test_ops_cuda \
     >"$log/test_ops_cuda.log" 2>&1
   echo "test_ops_cuda (quick, 4 op tests) rc=$? ($(el) s): $(grep 'worst relative' "$log/test_ops_cuda.log")"
 fi
@@ -56,6 +58,9 @@ for tool in memcheck racecheck; do
   HGRN_TEST_FILTER=test_batchnorm,test_grid_transpose timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 \
     $B/test_lra_cuda >"$log/san_$tool.log" 2>&1
   echo "$tool batchnorm + grid_transpose rc=$? ($(el) s): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log/san_$tool.log")"
+  late "compute-sanitizer $tool on the op table" && continue
+  timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $B/test_backend_ops >"$log/san_op_table_$tool.log" 2>&1
+  echo "$tool op table (test_backend_ops) rc=$? ($(el) s): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log/san_op_table_$tool.log")"
 done
 
 # ---- one LRA training step, op by op (random data, the recipe's shapes) ----
