@@ -336,6 +336,18 @@ static void test_corrupt_headers(void **state) {
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "tensor 'a'",
                    "[begin, end]");
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "expected ','", NULL);
+    /* a missing separator in each kind of list names what was found instead */
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2 3],\"data_offsets\":[0,8]}}", 8,
+                   "tensor 'a': expected ',' or ']' in shape but found '3'", NULL);
+    expect_refused("{\"a\":{\"dtype\":\"F32\" \"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+                   "expected ',' or '}' but found '\"'", NULL);
+    expect_refused("{" T1 " \"b\":{}}", 8, "expected ',' or '}' but found '\"'", NULL);
+    expect_refused("{\"__metadata__\":{\"k\":\"v\" \"l\":\"w\"}," T1 "}", 8, "expected ',' or '}' but found '\"'",
+                   NULL);
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":[1 2]}}", 8,
+                   "expected ',' or ']' but found '2'", NULL);
+    expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":{\"y\":1]}}", 8,
+                   "expected ',' or '}' but found ']'", NULL);
     expect_refused("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}", 8,
                    "too large", NULL);
     expect_refused("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, "tensor 'a'",

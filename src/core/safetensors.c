@@ -187,6 +187,16 @@ static int peek(Parser *p) {
     return p->pos < p->n ? p->s[p->pos] : -1;
 }
 
+/* After a value inside an object or array: a ',' (consumed) says another
+ * comes, 1; the closing character close (consumed) ends it, 0; anything
+ * else is left where it is for the caller's message, -1. */
+static int list_next(Parser *p, int close) {
+    const int d = peek(p);
+    if (d != ',' && d != close) return -1;
+    p->pos++;
+    return d == ',';
+}
+
 static const char *what_char(int c, char *tmp) {
     if (c < 0) return "end of header";
     if (c >= 0x20 && c < 0x7f) {
@@ -358,16 +368,10 @@ static int skip_value(Parser *p, int depth) {
                 if (expect(p, ':')) return -1;
             }
             if (skip_value(p, depth + 1)) return -1;
-            int d = peek(p);
-            if (d == ',') {
-                p->pos++;
-                continue;
-            }
-            if (d == close) {
-                p->pos++;
-                return 0;
-            }
-            return perr(p, "expected ',' or '%c' but found %s", close, what_char(d, tmp));
+            const int more = list_next(p, close);
+            if (more > 0) continue;
+            if (more == 0) return 0;
+            return perr(p, "expected ',' or '%c' but found %s", close, what_char(peek(p), tmp));
         }
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
@@ -440,17 +444,11 @@ static int parse_metadata(Parser *p) {
         st->mkeys[st->nmeta] = k;
         st->mvals[st->nmeta] = v;
         st->nmeta++;
-        int d = peek(p);
-        if (d == ',') {
-            p->pos++;
-            continue;
-        }
-        if (d == '}') {
-            p->pos++;
-            return 0;
-        }
+        const int more = list_next(p, '}');
+        if (more > 0) continue;
+        if (more == 0) return 0;
         char tmp[16];
-        return perr(p, "expected ',' or '}' but found %s", what_char(d, tmp));
+        return perr(p, "expected ',' or '}' but found %s", what_char(peek(p), tmp));
     }
 }
 
@@ -515,17 +513,11 @@ static int parse_tensor(Parser *p, char *name) {
                             return -1;
                         }
                         t->shape[t->ndim++] = (int64_t)v;
-                        int d = peek(p);
-                        if (d == ',') {
-                            p->pos++;
-                            continue;
-                        }
-                        if (d == ']') {
-                            p->pos++;
-                            break;
-                        }
+                        const int more = list_next(p, ']');
+                        if (more > 0) continue;
+                        if (more == 0) break;
                         return perr(p, "tensor '" NAMEFMT "': expected ',' or ']' in shape but found %s", NAMEARG(name),
-                                    what_char(d, tmp));
+                                    what_char(peek(p), tmp));
                     }
             } else if (strcmp(key, "data_offsets") == 0) {
                 if (have_offs) return perr(p, "tensor '" NAMEFMT "': \"data_offsets\" given twice", NAMEARG(name));
@@ -542,16 +534,10 @@ static int parse_tensor(Parser *p, char *name) {
                 st->arena_used = save;
                 if (skip_value(p, 1)) return -1;
             }
-            int d = peek(p);
-            if (d == ',') {
-                p->pos++;
-                continue;
-            }
-            if (d == '}') {
-                p->pos++;
-                break;
-            }
-            return perr(p, "expected ',' or '}' but found %s", what_char(d, tmp));
+            const int more = list_next(p, '}');
+            if (more > 0) continue;
+            if (more == 0) break;
+            return perr(p, "expected ',' or '}' but found %s", what_char(peek(p), tmp));
         }
     } else {
         p->pos++;
@@ -587,17 +573,11 @@ static int parse_header(Parser *p) {
             } else {
                 if (parse_tensor(p, key)) return -1;
             }
-            int d = peek(p);
-            if (d == ',') {
-                p->pos++;
-                continue;
-            }
-            if (d == '}') {
-                p->pos++;
-                break;
-            }
+            const int more = list_next(p, '}');
+            if (more > 0) continue;
+            if (more == 0) break;
             char tmp[16];
-            return perr(p, "expected ',' or '}' but found %s", what_char(d, tmp));
+            return perr(p, "expected ',' or '}' but found %s", what_char(peek(p), tmp));
         }
     }
     skip_ws(p);
