@@ -186,7 +186,7 @@ static void row(const Bench *b, const char *label, const char *shape, double sec
         snprintf(gbs, sizeof gbs, "%.1f", bytes / sec * 1e-9);
         snprintf(pct, sizeof pct, "%.1f", 100 * bytes / sec * 1e-9 / b->copy_gbs);
     }
-    printf("%-5s %-34s %-20s %10.4f %10.4g %8s %6s %8s\n", b->prec, label, shape, sec * 1e3, bytes / 1e6, gbs, pct, tf);
+    printf("%-5s %-34s %-20s %10.4g %10.4g %8s %6s %8s\n", b->prec, label, shape, sec * 1e3, bytes / 1e6, gbs, pct, tf);
 }
 
 /* One row at every shape of its list: forward, then backward; its calls go
