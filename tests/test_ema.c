@@ -514,7 +514,11 @@ static void test_two_ranks(void **s) {
              "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 mpirun -np 2 %s " RECIPE
              "--train.ema_decay 0.9 --train.max_steps 6 --out %s/np2 > %s/np2.log 2>&1",
              HGRN_BINARY, dir, dir);
-    assert_int_equal(system(cmd), 0);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "tail -n 20 %s/np2.log >&2", dir);
+        if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+        fail_msg("2 ranks failed");
+    }
     assert_int_equal(run("np1.log", RECIPE "--train.ema_decay 0.9 --train.max_steps 6 --out %s/np1", dir), 0);
     SafeTensors *a = open_in("np2", "last.state.safetensors"), *b = open_in("np1", "last.state.safetensors");
     double num = 0, den = 0;
@@ -545,7 +549,11 @@ static void test_two_ranks(void **s) {
                  "OMP_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 mpirun -np 2 %s " RECIPE
                  "--train.ema_decay %s --train.max_steps %s --out %s/np2 --resume --allow-changes > %s/np2_%d.log 2>&1",
                  HGRN_BINARY, turn[k][0], turn[k][1], dir, dir, k);
-        assert_int_equal(system(cmd), 0);
+        if (system(cmd) != 0) {
+            snprintf(cmd, sizeof cmd, "tail -n 20 %s/np2_%d.log >&2", dir, k);
+            if (system(cmd) != 0) fprintf(stderr, "(no log)\n");
+            fail_msg("2 ranks resumed with train.ema_decay %s failed", turn[k][0]);
+        }
         snprintf(cmd, sizeof cmd, "test \"$(grep -c '%s' %s/np2_%d.log)\" = 1", turn[k][2], dir, k);
         if (system(cmd) != 0) {
             snprintf(cmd, sizeof cmd, "grep -i ema %s/np2_%d.log >&2", dir, k);
