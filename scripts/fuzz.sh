@@ -117,7 +117,7 @@ sources() {   # the sources each target is built from (its reader compiled in, i
     idx) echo "$fz/fuzz_idx.c $core/errmsg.c -lz" ;;
     cifar) echo "$fz/fuzz_cifar.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
     class_names) echo "$fz/fuzz_class_names.c $data/class_names.c $core/safetensors.c $core/fsutil.c $core/errmsg.c" ;;
-    shards) echo "$fz/fuzz_shards.c $data/shard_index.c $data/shard_tar.c $core/fsutil.c $core/errmsg.c -larchive -lz" ;;
+    shards) echo "$fz/fuzz_shards.c $data/shard_index.c $data/shard_tar.c $data/strpool.c $core/fsutil.c $core/errmsg.c -larchive -lz" ;;
     *) echo "fuzz.sh: unknown target '$1' (decode safetensors config idx cifar class_names shards)" >&2; exit 2 ;;
     esac
 }
