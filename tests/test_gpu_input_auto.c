@@ -113,6 +113,41 @@ static uint8_t *first_batches(Loader *l, const Config *c, int **labels, float **
     return img;
 }
 
+/* What a training run holds when feed_partition_auto is called: a CUDA
+ * backend, a GPU-decoding loader, the model, its optimizer, the Stepper
+ * and the Feed (c must outlive it). */
+typedef struct {
+    Backend *bk;
+    Dataset *ds;
+    Loader *l;
+    Model *m;
+    Optim opt;
+    Stepper st;
+    Feed f;
+} Rig;
+
+static void rig_open(Rig *r, const Config *c) {
+    char err[600];
+    memset(r, 0, sizeof *r);
+    r->bk = backend_cuda_create(0, 0, 0, err, sizeof err);
+    if (!r->bk) fail_msg("%s", err);
+    r->l = open_loader(c, &r->ds);
+    r->m = model_create(r->bk, c, BATCH, 1, err, sizeof err);
+    if (!r->m) fail_msg("%s", err);
+    model_init(r->m, 7);
+    assert_int_equal(optim_init(&r->opt, r->bk, r->m), 0);
+    step_init(&r->st, r->m, &r->opt, c, comm_single(), 1);
+    feed_init(&r->f, r->l, r->m, r->bk);
+}
+
+static void rig_close(Rig *r) {
+    optim_free(&r->opt);
+    model_destroy(r->m);
+    loader_destroy(r->l);
+    r->ds->close(r->ds);
+    r->bk->destroy(r->bk);
+}
+
 /* One measurement with HGRN_FAULT set to fault (NULL: unset): the side
  * chosen (1 split, 0 not), checked as the file's comment says, and the two
  * rates it measured. */
@@ -123,7 +158,7 @@ static int measure(const char *fault, double *shared, double *split_rate) {
         unsetenv("HGRN_FAULT");
     Config c = config();
     char err[600];
-    Dataset *ds0, *ds1;
+    Dataset *ds0;
     /* the reference: the same batches from a loader never measured */
     Loader *l0 = open_loader(&c, &ds0);
     int *lab0;
@@ -132,41 +167,33 @@ static int measure(const char *fault, double *shared, double *split_rate) {
     loader_destroy(l0);
     ds0->close(ds0);
 
-    Backend *bk = backend_cuda_create(0, 0, 0, err, sizeof err);
-    if (!bk) fail_msg("%s", err);
-    Loader *l = open_loader(&c, &ds1);
-    Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
-    if (!m) fail_msg("%s", err);
-    model_init(m, 7);
-    Optim opt = {0};
-    assert_int_equal(optim_init(&opt, bk, m), 0);
-    Stepper st;
-    step_init(&st, m, &opt, &c, comm_single(), 1);
-    Feed f;
-    feed_init(&f, l, m, bk);
+    Rig r;
+    rig_open(&r, &c);
+    Backend *bk = r.bk;
+    Model *m = r.m;
     const size_t np = model_num_params(m);
     float *w0 = malloc(np * sizeof(float)), *w1 = malloc(np * sizeof(float));
     assert_non_null(w0);
     assert_non_null(w1);
     bk->to_host(bk, w0, model_params(m), np * sizeof(float));
 
-    assert_int_equal(feed_partition_auto(&f, &st, NULL, 0, err, sizeof err), 0);
-    assert_true(f.auto_shared_img_s > 0);
-    assert_true(f.auto_split_img_s > 0);
+    assert_int_equal(feed_partition_auto(&r.f, &r.st, NULL, 0, err, sizeof err), 0);
+    assert_true(r.f.auto_shared_img_s > 0);
+    assert_true(r.f.auto_split_img_s > 0);
     int sms = 0, min_sms = 0, align = 0;
     char why[300];
     assert_int_equal(gpu_partition_query(0, &sms, &min_sms, &align, why, sizeof why), 0);
     const int split = gpu_partition_sms(GPU_SIDE_INPUT) > 0;
     if (split) assert_int_equal(gpu_partition_sms(GPU_SIDE_INPUT), min_sms);
     assert_int_equal(gpu_partition_stream_side(gpu_backend_stream(bk)), split ? GPU_SIDE_TRAIN : GPU_SIDE_ALL);
-    assert_ptr_equal(f.stream, gpu_backend_stream(bk));
+    assert_ptr_equal(r.f.stream, gpu_backend_stream(bk));
     bk->to_host(bk, w1, model_params(m), np * sizeof(float));
     assert_memory_equal(w0, w1, np * sizeof(float));
 
     /* the batches handed out now are the unmeasured loader's */
     int *lab1;
     float *tg1;
-    uint8_t *img1 = first_batches(l, &c, &lab1, &tg1);
+    uint8_t *img1 = first_batches(r.l, &c, &lab1, &tg1);
     const size_t per = (size_t)3 * c.image_size * c.image_size;
     assert_memory_equal(img0, img1, per * BATCH * CHECKED);
     assert_memory_equal(lab0, lab1, sizeof(int) * BATCH * CHECKED);
@@ -175,22 +202,21 @@ static int measure(const char *fault, double *shared, double *split_rate) {
     /* and the model trains on the side it was left on, from the loader */
     const Batch *b = NULL;
     for (int s = 0; s < 3; s++) { /* eager, recorded, replayed */
-        assert_int_equal(feed_next(&f, &b), 1);
+        assert_int_equal(feed_next(&r.f, &b), 1);
         Rng dp = rng_stream(3, (uint64_t)s);
-        step_launch(&st, b->targets, b->n, b->n, NULL, 1e-3, &dp);
-        feed_staged_read(&f);
+        step_launch(&r.st, b->targets, b->n, b->n, NULL, 1e-3, &dp);
+        feed_staged_read(&r.f);
         float loss = NAN;
-        step_finish(&st, &loss, NULL);
+        step_finish(&r.st, &loss, NULL);
         assert_true(isfinite(loss));
     }
     printf("  HGRN_FAULT=%s: %.0f img/s sharing every SM, %.0f img/s with %d SMs for the input: %s\n",
-           fault ? fault : "(unset)", f.auto_shared_img_s, f.auto_split_img_s, min_sms, split ? "split" : "no split");
+           fault ? fault : "(unset)", r.f.auto_shared_img_s, r.f.auto_split_img_s, min_sms,
+           split ? "split" : "no split");
 
-    optim_free(&opt);
-    model_destroy(m);
-    loader_destroy(l);
-    ds1->close(ds1);
-    bk->destroy(bk);
+    *shared = r.f.auto_shared_img_s;
+    *split_rate = r.f.auto_split_img_s;
+    rig_close(&r);
     gpu_partition_destroy();
     free(w0);
     free(w1);
@@ -201,8 +227,6 @@ static int measure(const char *fault, double *shared, double *split_rate) {
     free(tg0);
     free(tg1);
     unsetenv("HGRN_FAULT");
-    *shared = f.auto_shared_img_s;
-    *split_rate = f.auto_split_img_s;
     return split;
 }
 
@@ -233,29 +257,14 @@ static void test_without_green_contexts(void **state) {
     (void)state;
     Config c = config();
     char err[600];
-    Dataset *ds;
-    Backend *bk = backend_cuda_create(0, 0, 0, err, sizeof err);
-    if (!bk) fail_msg("%s", err);
-    Loader *l = open_loader(&c, &ds);
-    Model *m = model_create(bk, &c, BATCH, 1, err, sizeof err);
-    if (!m) fail_msg("%s", err);
-    model_init(m, 7);
-    Optim opt = {0};
-    assert_int_equal(optim_init(&opt, bk, m), 0);
-    Stepper st;
-    step_init(&st, m, &opt, &c, comm_single(), 1);
-    Feed f;
-    feed_init(&f, l, m, bk);
+    Rig r;
+    rig_open(&r, &c);
     gpu_partition_disable("the test says so");
-    assert_int_equal(feed_partition_auto(&f, &st, NULL, 0, err, sizeof err), 0);
-    assert_true(f.auto_shared_img_s == 0 && f.auto_split_img_s == 0);
+    assert_int_equal(feed_partition_auto(&r.f, &r.st, NULL, 0, err, sizeof err), 0);
+    assert_true(r.f.auto_shared_img_s == 0 && r.f.auto_split_img_s == 0);
     assert_int_equal(gpu_partition_sms(GPU_SIDE_INPUT), 0);
-    assert_int_equal(gpu_partition_stream_side(gpu_backend_stream(bk)), GPU_SIDE_ALL);
-    optim_free(&opt);
-    model_destroy(m);
-    loader_destroy(l);
-    ds->close(ds);
-    bk->destroy(bk);
+    assert_int_equal(gpu_partition_stream_side(gpu_backend_stream(r.bk)), GPU_SIDE_ALL);
+    rig_close(&r);
 }
 
 int main(void) {

@@ -40,22 +40,31 @@ void feed_staged_read(Feed *f) {
     if (!f->gpu) model_upload_wait(f->model);
 }
 
+/* The test hook for the path where green contexts are unavailable. */
+static void green_fault_hook(void) {
+    if (fault_hit("no-green-contexts", 0)) gpu_partition_disable("HGRN_FAULT names no-green-contexts");
+}
+
+/* auto: the device's SMs and its smallest partition, or -1 when green
+ * contexts are unavailable (said in one line). */
+static int auto_query(int device, int *sms, int *min_sms) {
+    char why[400];
+    int align = 0;
+    if (gpu_partition_query(device, sms, min_sms, &align, why, sizeof why) == 0) return 0;
+    fprintf(stderr, "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM\n", why);
+    return -1;
+}
+
 int feed_partition_begin(const Config *c, Backend *bk, int device, int defer_auto, char *err, size_t errlen) {
     int n = config_input_sms(c->input_sms);
     if (n == 0 || !bk || strcmp(bk->name, "cuda") != 0 || strcmp(c->decode, "cpu") == 0 ||
         strcmp(c->dataset, "imagefolder") != 0) /* only files are decoded on the GPU */
         return 0;
     if (n < 0 && defer_auto) return 0; /* feed_partition_auto measures, once the model and the loaders exist */
-    /* the test hook for the path where green contexts are unavailable */
-    if (fault_hit("no-green-contexts", 0)) gpu_partition_disable("HGRN_FAULT names no-green-contexts");
+    green_fault_hook();
+    int sms = 0;
+    if (n < 0 && auto_query(device, &sms, &n) < 0) return 0; /* auto: the smallest partition the device makes */
     char why[400];
-    if (n < 0) { /* auto: the smallest partition the device makes */
-        int sms = 0, align = 0;
-        if (gpu_partition_query(device, &sms, &n, &align, why, sizeof why)) {
-            fprintf(stderr, "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM\n", why);
-            return 0;
-        }
-    }
     int rc = gpu_partition_create(device, n, why, sizeof why);
     if (rc < 0) {
         snprintf(err, errlen, "%s", why);
@@ -147,13 +156,10 @@ int feed_auto_keeps_split(double shared_img_s, double split_img_s) {
 int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *err, size_t errlen) {
     const Config *c = model_config(f->model);
     if (config_input_sms(c->input_sms) != -1 || !f->gpu) return 0;
-    if (fault_hit("no-green-contexts", 0)) gpu_partition_disable("HGRN_FAULT names no-green-contexts");
+    green_fault_hook();
+    int sms = 0, min_sms = 0;
+    if (auto_query(device, &sms, &min_sms) < 0) return 0;
     char why[400];
-    int sms = 0, min_sms = 0, align = 0;
-    if (gpu_partition_query(device, &sms, &min_sms, &align, why, sizeof why)) {
-        fprintf(stderr, "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM\n", why);
-        return 0;
-    }
     Model *m = f->model;
     Backend *bk = model_backend(m);
     /* batch norm's running statistics move in the probe's forward passes:
