@@ -80,9 +80,11 @@ struct Loader {
     /* what a measurement puts back (loader_trial_*, data.decode = auto) */
     struct LoaderKeep {
         int next_batch;
-        long long n[7];
+        long long n[8];
+        double wait_s;
     } trial_keep;
     int in_trial, gpu_suspended;
+    int trial_index; /* the batch the pipeline's look-ahead serves next in a measurement */
     double wait_s, produce_s;
     char err[1024];
 };

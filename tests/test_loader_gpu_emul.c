@@ -710,12 +710,85 @@ static void test_auto_same_batches(void **state) {
     ds->close(ds);
 }
 
+/* data.input_sms = auto's measurement (src/train/feed.c) takes batches with
+ * loader_trial_next and moves the GPU pipeline with loader_gpu_suspend /
+ * _resume: the trial's batch k is the epoch's batch k, and afterwards the
+ * loader hands out the CPU path's whole epoch from its start, with its
+ * sample count as if nothing had been measured. */
+static void test_trial_and_suspend(void **state) {
+    (void)state;
+    build_dataset();
+    resize_set_simd(1);
+    char err[512];
+    Dataset *ds = dataset_imagefolder_open(ROOT, 3, err, sizeof err);
+    assert_non_null(ds);
+    Config ccpu = loader_cfg("cpu", 0), cgpu = loader_cfg("gpu", 0);
+    Loader *a = loader_create(ds, &ccpu, 1, 0, 1, err, sizeof err);
+    Loader *b = loader_create(ds, &cgpu, 1, 0, 1, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(loader_use_gpu(a, "cuda", 0, err, sizeof err), 0);
+    if (loader_use_gpu(b, "cuda", 0, err, sizeof err) != 1) fail_msg("%s", err);
+    const int nb = loader_batches_per_epoch(a);
+    assert_true(nb >= 2);
+    Batch *ba = batch_alloc(&ccpu, loader_batch_size(a), 3), *bb = batch_alloc(&cgpu, loader_batch_size(b), 3);
+    const size_t per = (size_t)3 * 64 * 64;
+    /* the CPU path's batch 1, then the trial's batches 1, 0, 1 */
+    Loader *a1 = loader_create(ds, &ccpu, 1, 0, 1, err, sizeof err);
+    assert_non_null(a1);
+    loader_set_epoch(a1, 0, 1);
+    assert_int_equal(loader_next(a1, ba), 1);
+    loader_destroy(a1);
+    const int order[3] = {1, 0, 1};
+    for (int k = 0; k < 3; k++) {
+        const Batch *t = NULL;
+        assert_int_equal(loader_trial_next(b, order[k], &t, NULL), 1);
+        assert_int_equal(t->n, ba->n);
+        if (order[k] == 1) {
+            assert_memory_equal(t->labels, ba->labels, sizeof(int) * ba->n);
+            assert_memory_equal(t->dev_images, ba->images, per * ba->n);
+        }
+    }
+    loader_trial_end(b, NULL);
+    loader_gpu_suspend(b);
+    assert_false(loader_gpu(b));
+    assert_int_equal(loader_gpu_resume(b, err, sizeof err), 0);
+    assert_true(loader_gpu(b));
+    int batches = 0;
+    for (;;) {
+        int ra = loader_next(a, ba), rb = loader_next(b, bb);
+        assert_int_equal(ra, rb);
+        if (ra != 1) break;
+        assert_memory_equal(ba->labels, bb->labels, sizeof(int) * ba->n);
+        assert_memory_equal(ba->images, bb->images, per * ba->n);
+        assert_memory_equal(ba->targets, bb->targets, sizeof(float) * 3 * ba->n);
+        batches++;
+    }
+    assert_int_equal(batches, nb);
+    LoaderStats sa, sb;
+    loader_stats(a, &sa);
+    loader_stats(b, &sb);
+    assert_int_equal(sa.samples, sb.samples);
+    /* after prefetching starts there is no trial */
+    assert_int_equal(loader_start_prefetch(b, 2, err, sizeof err), 0);
+    const Batch *t = NULL;
+    assert_int_equal(loader_trial_next(b, 0, &t, NULL), -1);
+    fprintf(stderr, "  trial batches 1, 0, 1, a suspend and a resume: then the CPU path's %d batches\n", batches);
+    batch_free(ba);
+    batch_free(bb);
+    loader_destroy(a);
+    loader_destroy(b);
+    resize_set_simd(-1);
+    ds->close(ds);
+}
+
 int main(void) {
     snprintf(ROOT, sizeof ROOT, "/tmp/hgrn_test_loader_gpu.%ld", (long)getpid());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_decision),     cmocka_unit_test(test_auto_tiny_images),
         cmocka_unit_test(test_auto_same_batches), cmocka_unit_test(test_gpu_path_equals_cpu_path),
         cmocka_unit_test(test_pipeline_settings), cmocka_unit_test(test_decode_key),
+        cmocka_unit_test(test_trial_and_suspend),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[512];

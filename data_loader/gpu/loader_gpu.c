@@ -70,9 +70,10 @@ int loader_gpu_create(Loader *l, int slots, char *err, size_t errlen) {
 #define AUTO_TIMED 2
 static void keep_save(const Loader *l, struct LoaderKeep *k) {
     k->next_batch = l->next_batch;
-    const long long n[7] = {l->n_gpu,    l->n_not_jpeg, l->n_unsupported, l->n_refused,
-                            l->n_failed, l->n_budget,   l->n_spill};
+    const long long n[8] = {l->n_gpu,    l->n_not_jpeg, l->n_unsupported, l->n_refused,
+                            l->n_failed, l->n_budget,   l->n_spill,       l->n_samples};
     memcpy(k->n, n, sizeof n);
+    k->wait_s = l->wait_s;
 }
 
 /* Drop the measurement's batches in flight and put the position and the counters back. */
@@ -87,6 +88,8 @@ static void keep_restore(Loader *l, const struct LoaderKeep *k) {
     l->n_failed = k->n[4];
     l->n_budget = k->n[5];
     l->n_spill = k->n[6];
+    l->n_samples = k->n[7];
+    l->wait_s = k->wait_s;
 }
 
 static double auto_rate(Loader *l, Batch *tmp, int from) {
@@ -249,19 +252,14 @@ int loader_trial_next(Loader *l, int index, const Batch **out, void *stream) {
     if (!l->in_trial) {
         keep_save(l, &l->trial_keep);
         l->in_trial = 1;
+        l->trial_index = -1;
     }
-    /* the slot handed out before: read by the work queued on stream so far */
-    if (l->dev_out_slot >= 0) gpu_images_slot_release(l->gpu, l->dev_out_slot, stream);
-    l->dev_out_slot = -1;
-    const int slot = l->gsync_next;
-    l->gsync_next ^= 1;
+    /* the pipeline prepares the batches after the one asked for: another
+     * index drops them */
+    if (index != l->trial_index) loader_gpu_pipe_drain(l);
     l->next_batch = index;
-    int rc = loader_produce(l, l->gsync[slot], slot);
-    if (rc != 1) return rc;
-    gpu_images_slot_acquire(l->gpu, slot, stream);
-    l->dev_out_slot = slot;
-    *out = l->gsync[slot];
-    return 1;
+    l->trial_index = index + 1;
+    return loader_next_device(l, out, stream); /* its counts are put back by loader_trial_end */
 }
 
 void loader_trial_end(Loader *l, void *stream) {
