@@ -9,7 +9,9 @@
 #    choice) in one line;
 #    where green contexts are unavailable (HGRN_FAULT=no-green-contexts stands
 #    in for an old driver or a MIG instance) it says so in one line and trains
-#    unsplit; hgrn bench runs its step on the training side.
+#    unsplit; hgrn bench runs its step on the training side; the epoch
+#    summary's GPU input line names CUDA_DEVICE_MAX_CONNECTIONS: 32 as hgrn
+#    train sets it, or the environment's own value.
 # usage: test_input_sms.sh HGRN_BINARY SOURCE_DIR
 set -u
 hgrn=$1; src=$2; fails=0
@@ -61,6 +63,20 @@ run auto "img/s sharing every SM: " HGRN_X=1 -- train --config "$tmp/p.cfg" --ou
   --data.decode gpu --data.input_sms auto
 run fallback "no SM split (HGRN_FAULT names no-green-contexts)" HGRN_FAULT=no-green-contexts -- train --config "$tmp/p.cfg" \
   --out "$tmp/run" --device cuda --data.decode gpu --data.input_sms auto
+# the hardware work queues (cli_gpu_input_queues): 32 unless the environment says otherwise, in the
+# epoch summary's GPU input line
+queues() {  # queues LOG WANT
+  if grep -q "GPU input per batch.*; CUDA_DEVICE_MAX_CONNECTIONS $2\$" "$tmp/$1.log"; then
+    echo "ok   $1: CUDA_DEVICE_MAX_CONNECTIONS $2 in the GPU input line"
+  else
+    echo "FAIL $1: want CUDA_DEVICE_MAX_CONNECTIONS $2 in the GPU input line, got:"
+    grep "GPU input per batch" "$tmp/$1.log" | tail -n 1; fails=$((fails + 1))
+  fi
+}
+queues split 32
+run user_queues "8 SMs for the input pipeline" CUDA_DEVICE_MAX_CONNECTIONS=4 -- train --config "$tmp/p.cfg" \
+  --out "$tmp/run" --device cuda --data.decode gpu --data.input_sms 8
+queues user_queues 4
 run bench "for training (green contexts)" HGRN_X=1 -- bench --config "$tmp/p.cfg" --device cuda --steps 5 --data.input_sms 8
 [ $fails -eq 0 ] && echo "all passed"
 [ $fails -eq 0 ]

@@ -326,16 +326,18 @@ void loader_gpu_split(const LoaderStats *a, const LoaderStats *b, double batches
     double calls = (double)(z->decode_calls - x->decode_calls);
     if (calls < 1) calls = 1;
     const int units = b->gpu_units + b->gpu_hybrid_units;
+    const char *queues = getenv("CUDA_DEVICE_MAX_CONNECTIONS"); /* hgrn train / eval set it (cli_gpu_input_queues) */
     snprintf(buf, buflen,
              "per batch: producer %.2f ms = prep %.2f + collect %.2f (transform queueing %.2f) + waiting for nvJPEG "
              "%.2f; nvJPEG %.2f ms per call (device %.2f), %.2f calls per batch, units busy %.0f%%, %.1f cores in "
-             "nvJPEG calls; transform device %.2f ms",
+             "nvJPEG calls; transform device %.2f ms; CUDA_DEVICE_MAX_CONNECTIONS %s",
              (b->produce_s - a->produce_s) / batches * 1e3, (b->prep_s - a->prep_s) / batches * 1e3,
              (b->collect_s - a->collect_s) / batches * 1e3, (z->host_transform_s - x->host_transform_s) / batches * 1e3,
              (b->decode_wait_s - a->decode_wait_s) / batches * 1e3, (z->host_decode_s - x->host_decode_s) / calls * 1e3,
              (z->gpu_decode_ms - x->gpu_decode_ms) / calls, calls / batches,
              100.0 * (z->host_decode_s - x->host_decode_s) / (seconds * (units > 0 ? units : 1)),
-             (z->decode_cpu_s - x->decode_cpu_s) / seconds, (z->gpu_transform_ms - x->gpu_transform_ms) / batches);
+             (z->decode_cpu_s - x->decode_cpu_s) / seconds, (z->gpu_transform_ms - x->gpu_transform_ms) / batches,
+             queues ? queues : "unset (CUDA's default, 8)");
 }
 
 

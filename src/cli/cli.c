@@ -440,6 +440,13 @@ int cli_detect_data(const Cli *cli, Config *c, const char *command, int quiet, c
     return 0;
 }
 
+int cli_gpu_input_queues(const Config *c, const char *device) {
+    if (!strcmp(device, "cpu") || !strcmp(c->decode, "cpu") || strcmp(c->dataset, "imagefolder") != 0) return 0;
+    if (getenv("CUDA_DEVICE_MAX_CONNECTIONS")) return 0;
+    if (setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) != 0) return 0; /* ENOMEM: CUDA's default then */
+    return 1;
+}
+
 int cli_check_output_file(const char *flag, const char *path, char *err, size_t errlen) {
     struct stat st;
     if (!path[0]) {

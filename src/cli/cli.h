@@ -103,6 +103,16 @@ Dataset *open_eval_dataset(const Config *c, char *err, size_t errlen);
  * directory without labels). */
 int cli_detect_data(const Cli *cli, Config *c, const char *command, int quiet, char *err, size_t errlen);
 
+/* CUDA_DEVICE_MAX_CONNECTIONS (hardware work queues per context) set to
+ * 32 in the process's environment when a run of c on device (--device:
+ * "", "cuda" or "cpu") may decode images on the GPU beside the model (an
+ * image-file dataset, data.decode not cpu) and the environment does not
+ * set it. With CUDA's default of 8, the GPU input pipeline's streams share
+ * queues with the training stream and nvJPEG's calls wait behind the
+ * step's kernels (docs/PERFORMANCE.md, "The cause found"). Call it before
+ * the process's first CUDA call. 1 when it set the variable, else 0. */
+int cli_gpu_input_queues(const Config *c, const char *device);
+
 /* An output file the command will write at its end (--confusion, --out),
  * checked before any work: not a directory, its directory exists and is
  * writable. 0, or -1 with a message naming flag and path. */

@@ -348,6 +348,7 @@ int cmd_eval(int argc, char **argv) {
     fail_rc = 2; /* the command line's values, paths and data: refused before any work */
     if (cli_apply_overrides(&cli, err, sizeof err) < 0) goto fail;
     if (cli_detect_data(&cli, c, "eval", li.rank != 0, err, sizeof err) < 0) goto fail;
+    cli_gpu_input_queues(c, cli.device); /* before the first CUDA call */
     if (!(ds = open_eval_dataset(c, err, sizeof err))) {
         if (dir_exists(c->path)) fail_rc = 1; /* there, but unreadable inside */
         goto fail;

@@ -210,6 +210,7 @@ int cmd_train(int argc, char **argv) {
     /* --data DIR of another layout than data.dataset's: switch (one line says so); a directory
      * not recognised is left to the dataset's own error */
     if (cli_detect_data(&cli, &cli.cfg, "train", li.rank != 0, err, sizeof err) < 0) err[0] = 0;
+    cli_gpu_input_queues(&cli.cfg, cli.device); /* before the first CUDA call */
     Config *c = &cli.cfg;
     if (c->threads == 0 && li.local_world > 1) { /* CPU ranks on one host share its cores */
         c->threads = omp_get_num_procs() / li.local_world;
