@@ -230,13 +230,21 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
         if (T.any_border)
             for (long long k = 0; k < (long long)plane; k++) gi_border_px(&d[i], o, C, S, k);
     }
-    uint8_t *cur = A, *oth = B;
-    for (int L = 0; L < T.max_ops; L++) {
-        for (int i = 0; i < n; i++) {
-            const ImgOp *op = L < d[i].nops ? &ops[d[i].op_first + L] : NULL;
-            const uint8_t *in = cur + i * per;
-            uint8_t *o = oth + i * per, *lut = lut3 + (size_t)i * C * 256;
-            if (op && (op->kind == IMGOP_AUTOCONTRAST || op->kind == IMGOP_EQUALIZE || op->kind == IMGOP_CONTRAST)) {
+    /* k_augment: per sample, its op layers through gi_aug_bufs's buffers
+     * (a "shared" image of its own, then its place in B), a statistics op's
+     * table first; B takes every sample's result */
+    uint8_t *shared = malloc(per);
+    assert_non_null(shared);
+    for (int i = 0; i < n; i++) {
+        const uint8_t *first = A + i * per;
+        uint8_t *o = B + i * per, *lut = lut3 + (size_t)i * C * 256;
+        memset(shared, 0x5A, per);
+        for (int L = 0; L < d[i].nops; L++) {
+            const ImgOp *op = &ops[d[i].op_first + L];
+            const uint8_t *in;
+            uint8_t *dst;
+            gi_aug_bufs(L, first, shared, o, &in, &dst);
+            if (op->kind == IMGOP_AUTOCONTRAST || op->kind == IMGOP_EQUALIZE || op->kind == IMGOP_CONTRAST) {
                 unsigned hist[3 * 256];
                 unsigned long long sum = 0;
                 memset(hist, 0, sizeof hist);
@@ -246,14 +254,16 @@ static inline void emulate(const GpuSample *s, const EmuPlanes *ep, int n, const
                 }
                 for (int c = 0; c < C; c++) gi_prep_lut(op, hist, sum, C, S, c, lut);
             }
-            for (long long k = 0; k < (long long)plane; k++) gi_op_px(op, lut, in, o, C, S, k);
-            if (op && op->kind == IMGOP_AFFINE && gi_affine_path(op->m) == GI_AFF_GENERAL)
-                for (int y = 0; y < S; y++) gi_rotate_row(op, in, o, C, S, y);
+            if (op->kind == IMGOP_AFFINE && gi_affine_path(op->m) == GI_AFF_GENERAL)
+                for (int y = 0; y < S; y++) gi_rotate_row(op, in, dst, C, S, y);
+            else
+                for (long long k = 0; k < (long long)plane; k++) gi_op_px(op, lut, in, dst, C, S, k);
         }
-        uint8_t *t = cur;
-        cur = oth;
-        oth = t;
+        const uint8_t *res = gi_aug_result(d[i].nops, first, shared, o);
+        if (res != o) memcpy(o, res, per);
     }
+    free(shared);
+    uint8_t *cur = B;
     GpuMix m;
     memset(&m, 0, sizeof m);
     if (mix) m = *mix;

@@ -7,8 +7,10 @@
  *     backend decodes regions) equal to the whole decode's, for baseline,
  *     progressive and restart-marker JPEGs, rectangles at the edges and
  *     1 x 1 boxes (pixels decoded printed);
- *   - every op kind, on the same pixels, against the CPU's img_ops_apply;
- *   - the training transform on batches against the CPU pipeline: from the
+ *   - every op kind, on the same pixels, against the CPU's img_ops_apply,
+ *     through k_augment and through the layered op kernels;
+ *   - the training transform on batches against the CPU pipeline (and
+ *     k_augment's batches bit for bit equal to the layered kernels'): from the
  *     same CPU-decoded pixels (expected bit-exact against the CPU resampler's
  *     SSE2 level; +-2 is the bound), and from the JPEGs through nvJPEG
  *     (the IDCT differences, carried through the resize and the ops);
@@ -73,7 +75,7 @@ static Diff diff_of(const uint8_t *a, const uint8_t *b, size_t n) {
     return d;
 }
 
-static GpuImages *make_gpu(int backend, int S, int C, int batch, char *err, size_t errlen) {
+static GpuImages *make_gpu_ops(int backend, int S, int C, int batch, int layered_ops, char *err, size_t errlen) {
     GpuImagesConfig gc;
     memset(&gc, 0, sizeof gc);
     gc.max_batch = batch;
@@ -82,7 +84,13 @@ static GpuImages *make_gpu(int backend, int S, int C, int batch, char *err, size
     gc.backend = backend;
     gc.threads = 4;
     gc.slots = 2;
+    gc.layered_ops = layered_ops;
     return gpu_images_create(0, &gc, err, errlen);
+}
+
+/* the pipeline as the loader makes it: RandAugment's layers in k_augment where the image fits its shared memory */
+static GpuImages *make_gpu(int backend, int S, int C, int batch, char *err, size_t errlen) {
+    return make_gpu_ops(backend, S, C, batch, 0, err, errlen);
 }
 
 static void jpeg_sample(const uint8_t *jpg, size_t len, GpuSample *s) {
@@ -265,72 +273,74 @@ static void test_ops(void **state) {
     float mean[3] = {0.485f, 0.456f, 0.406f};
     RandAugment ra;
     int worst = 0, tested = 0;
-    for (int C = 1; C <= 3; C += 2) {
-        GpuImages *g = make_gpu(GPU_JPEG_AUTO, S, C, 64, err, sizeof err);
-        assert_non_null(g);
-        uint8_t *src = make_pixels(S, S, C, 11 + C), *hwc = malloc((size_t)S * S * C);
-        uint8_t *tmp = malloc(randaugment_scratch_size(S, S, C));
-        for (int interp = 0; interp < 2; interp++) {
-            assert_int_equal(
-                randaugment_parse(&ra, "rand-m9-mstd0.5-inc1", interp ? "bicubic" : "bilinear", mean, err, sizeof err),
-                0);
-            /* one batch: every op at 5 magnitudes and both signs, one per sample */
-            GpuSample s[64];
-            ImgOp ops[64];
-            uint8_t *ref = malloc((size_t)64 * C * S * S), *got = malloc((size_t)64 * C * S * S);
-            int n = 0;
-            for (int op = 0; op < RA_NUM_OPS; op++)
-                for (int mi = 0; mi <= 4; mi++)
-                    for (int neg = 0; neg < 2; neg++) {
-                        RaOpDraw dr = {op, mi * 2.5, neg, interp};
-                        if (!randaugment_resolve(&ra, &dr, S, S, &ops[n])) continue;
-                        memcpy(hwc, src, (size_t)S * S * C);
-                        img_ops_apply(&ops[n], 1, hwc, S, S, C, tmp);
-                        image_hwc_to_chw(hwc, S, S, C, ref + (size_t)n * C * S * S);
-                        memset(&s[n], 0, sizeof s[n]);
-                        s[n].src = GPU_SRC_PIXELS;
-                        s[n].px = src;
-                        s[n].stride = (size_t)S * C;
-                        s[n].img_w = s[n].img_h = s[n].rw = s[n].rh = s[n].in_w = s[n].in_h = S;
-                        s[n].box[2] = s[n].box[3] = S;
-                        s[n].out_w = s[n].out_h = s[n].ow = s[n].oh = S;
-                        s[n].nops = 1;
-                        s[n].ops = &ops[n];
-                        if (++n == 64) {
-                            assert_int_equal(gpu_images_decode(g, s, n, err, sizeof err), 0);
-                            assert_int_equal(gpu_images_transform(g, s, n, NULL, 0, err, sizeof err), 0);
-                            gpu_images_download(g, 0, got, (size_t)n * C * S * S);
-                            for (int i = 0; i < n; i++) {
-                                Diff d = diff_of(got + (size_t)i * C * S * S, ref + (size_t)i * C * S * S,
-                                                 (size_t)C * S * S);
-                                if (d.max > worst) worst = d.max;
-                                if (d.max > 2)
-                                    fail_msg("op kind %d (sample %d, C %d): max diff %d", ops[i].kind, i, C, d.max);
+    for (int layered = 0; layered < 2; layered++)
+        for (int C = 1; C <= 3; C += 2) {
+            GpuImages *g = make_gpu_ops(GPU_JPEG_AUTO, S, C, 64, layered, err, sizeof err);
+            assert_non_null(g);
+            uint8_t *src = make_pixels(S, S, C, 11 + C), *hwc = malloc((size_t)S * S * C);
+            uint8_t *tmp = malloc(randaugment_scratch_size(S, S, C));
+            for (int interp = 0; interp < 2; interp++) {
+                assert_int_equal(randaugment_parse(&ra, "rand-m9-mstd0.5-inc1", interp ? "bicubic" : "bilinear", mean,
+                                                   err, sizeof err),
+                                 0);
+                /* one batch: every op at 5 magnitudes and both signs, one per sample */
+                GpuSample s[64];
+                ImgOp ops[64];
+                uint8_t *ref = malloc((size_t)64 * C * S * S), *got = malloc((size_t)64 * C * S * S);
+                int n = 0;
+                for (int op = 0; op < RA_NUM_OPS; op++)
+                    for (int mi = 0; mi <= 4; mi++)
+                        for (int neg = 0; neg < 2; neg++) {
+                            RaOpDraw dr = {op, mi * 2.5, neg, interp};
+                            if (!randaugment_resolve(&ra, &dr, S, S, &ops[n])) continue;
+                            memcpy(hwc, src, (size_t)S * S * C);
+                            img_ops_apply(&ops[n], 1, hwc, S, S, C, tmp);
+                            image_hwc_to_chw(hwc, S, S, C, ref + (size_t)n * C * S * S);
+                            memset(&s[n], 0, sizeof s[n]);
+                            s[n].src = GPU_SRC_PIXELS;
+                            s[n].px = src;
+                            s[n].stride = (size_t)S * C;
+                            s[n].img_w = s[n].img_h = s[n].rw = s[n].rh = s[n].in_w = s[n].in_h = S;
+                            s[n].box[2] = s[n].box[3] = S;
+                            s[n].out_w = s[n].out_h = s[n].ow = s[n].oh = S;
+                            s[n].nops = 1;
+                            s[n].ops = &ops[n];
+                            if (++n == 64) {
+                                assert_int_equal(gpu_images_decode(g, s, n, err, sizeof err), 0);
+                                assert_int_equal(gpu_images_transform(g, s, n, NULL, 0, err, sizeof err), 0);
+                                gpu_images_download(g, 0, got, (size_t)n * C * S * S);
+                                for (int i = 0; i < n; i++) {
+                                    Diff d = diff_of(got + (size_t)i * C * S * S, ref + (size_t)i * C * S * S,
+                                                     (size_t)C * S * S);
+                                    if (d.max > worst) worst = d.max;
+                                    if (d.max > 2)
+                                        fail_msg("op kind %d (sample %d, C %d): max diff %d", ops[i].kind, i, C, d.max);
+                                }
+                                tested += n;
+                                n = 0;
                             }
-                            tested += n;
-                            n = 0;
                         }
+                if (n) {
+                    assert_int_equal(gpu_images_decode(g, s, n, err, sizeof err), 0);
+                    assert_int_equal(gpu_images_transform(g, s, n, NULL, 0, err, sizeof err), 0);
+                    gpu_images_download(g, 0, got, (size_t)n * C * S * S);
+                    for (int i = 0; i < n; i++) {
+                        Diff d = diff_of(got + (size_t)i * C * S * S, ref + (size_t)i * C * S * S, (size_t)C * S * S);
+                        if (d.max > worst) worst = d.max;
+                        if (d.max > 2) fail_msg("op kind %d (sample %d, C %d): max diff %d", ops[i].kind, i, C, d.max);
                     }
-            if (n) {
-                assert_int_equal(gpu_images_decode(g, s, n, err, sizeof err), 0);
-                assert_int_equal(gpu_images_transform(g, s, n, NULL, 0, err, sizeof err), 0);
-                gpu_images_download(g, 0, got, (size_t)n * C * S * S);
-                for (int i = 0; i < n; i++) {
-                    Diff d = diff_of(got + (size_t)i * C * S * S, ref + (size_t)i * C * S * S, (size_t)C * S * S);
-                    if (d.max > worst) worst = d.max;
-                    if (d.max > 2) fail_msg("op kind %d (sample %d, C %d): max diff %d", ops[i].kind, i, C, d.max);
+                    tested += n;
                 }
-                tested += n;
+                free(ref);
+                free(got);
             }
-            free(ref);
-            free(got);
+            free(src);
+            free(hwc);
+            free(tmp);
+            gpu_images_destroy(g);
         }
-        free(src);
-        free(hwc);
-        free(tmp);
-        gpu_images_destroy(g);
-    }
-    printf("  ops: %d op applications, worst |diff| against the CPU %d\n", tested, worst);
+    printf("  ops: %d op applications (k_augment and the layered kernels), worst |diff| against the CPU %d\n", tested,
+           worst);
 }
 
 /* ---------------------------------------------------------------- training / evaluation batches */
@@ -348,7 +358,9 @@ static void train_batches(int from_jpeg) {
     int n = g_quick ? 8 : 48, S = 224, C = 3;
     size_t per = (size_t)C * S * S;
     GpuImages *g = make_gpu(GPU_JPEG_AUTO, S, C, n, err, sizeof err);
+    GpuImages *gl = make_gpu_ops(GPU_JPEG_AUTO, S, C, n, 1, err, sizeof err);
     assert_non_null(g);
+    assert_non_null(gl);
     struct {
         int w, h, hs, vs;
     } im[4] = {{500, 375, 2, 2}, {375, 500, 2, 1}, {640, 480, 1, 1}, {333, 500, 2, 2}};
@@ -361,7 +373,7 @@ static void train_batches(int from_jpeg) {
         free(px);
         assert_int_equal(image_decode_mem(jpg[f], len[f], "t", C, &dec[f], err, sizeof err), 0);
     }
-    uint8_t *ref = malloc(per * n), *got = malloc(per * n);
+    uint8_t *ref = malloc(per * n), *got = malloc(per * n), *lay = malloc(per * n);
     GpuSample *s = calloc((size_t)n, sizeof *s);
     DeitTrainParams *p = malloc(sizeof *p * n);
     uint8_t *noise = malloc(per * n);
@@ -406,6 +418,14 @@ static void train_batches(int from_jpeg) {
         for (int i = 0; i < n; i++) assert_int_equal(s[i].status, GPU_SAMPLE_OK);
         assert_int_equal(gpu_images_transform(g, s, n, &gm, round & 1, err, sizeof err), 0);
         gpu_images_download(g, round & 1, got, per * n);
+        /* the same samples through the layered op kernels: the same functions, so the same bits */
+        assert_int_equal(gpu_images_decode(gl, s, n, err, sizeof err), 0);
+        assert_int_equal(gpu_images_transform(gl, s, n, &gm, round & 1, err, sizeof err), 0);
+        gpu_images_download(gl, round & 1, lay, per * n);
+        int ops = 0;
+        for (int i = 0; i < n; i++) ops += s[i].nops;
+        assert_true(ops > 0);
+        assert_memory_equal(got, lay, per * n);
         Diff d = diff_of(got, ref, per * n);
         printf("  train batch of %d (%s, %s): max |diff| %d, mean %.4f, >2: %.4f%%\n", n,
                from_jpeg ? "nvJPEG-decoded" : "same CPU-decoded pixels", res.cutmix ? "CutMix" : "Mixup", d.max, d.mean,
@@ -425,10 +445,12 @@ static void train_batches(int from_jpeg) {
     deit_scratch_free(&sc);
     free(ref);
     free(got);
+    free(lay);
     free(s);
     free(p);
     free(noise);
     gpu_images_destroy(g);
+    gpu_images_destroy(gl);
     deit_transform_destroy(t);
 }
 

@@ -22,7 +22,10 @@
  *                memory, the vertical pass into CHW, the flip folded into
  *                the write (resize.c coeffs / pass_h / pass_v, hflip_hwc,
  *                image_hwc_to_chw), bit for bit
- *   per op layer: k_op_prep (histogram / mean tables: autocontrast,
+ *   k_augment    every RandAugment / colour jitter op layer of a sample in
+ *                one block, the image between layers in shared memory;
+ *                where S x S x C does not fit there, per op layer:
+ *                k_op_prep (histogram / mean tables: autocontrast,
  *                equalize, contrast), k_op_apply (every other op, one pixel
  *                per thread), k_op_rotate (general affine: one row per
  *                thread, replaying the CPU's incremental coordinates)
@@ -123,36 +126,46 @@ __global__ void k_resize(const GiSample *ss, GiBases bases, const uint8_t *rect,
     for (int i = threadIdx.x; i < tl.tht * tl.tw; i += blockDim.x) gi_tile_vpx(s, &tl, &m, r0, o, C, S, i);
 }
 
-/* Tables of the statistics ops of layer L, one block per sample:
- * pil_autocontrast / pil_equalize per-channel histograms, pil_contrast's
- * mean of L (per sample C x 256 in lut3). */
-__global__ void k_op_prep(const GiSample *ss, const ImgOp *ops, const uint8_t *img, uint8_t *lut3, int L, int C,
-                          int S) {
-    const GiSample *s = &ss[blockIdx.x];
-    if (L >= s->nops) return;
-    const ImgOp *op = &ops[s->op_first + L];
-    int kind = op->kind;
-    if (kind != IMGOP_AUTOCONTRAST && kind != IMGOP_EQUALIZE && kind != IMGOP_CONTRAST) return;
-    __shared__ unsigned hist[3 * 256];
-    __shared__ unsigned long long sum;
+/* The table of a statistics op (pil_autocontrast / pil_equalize per-channel
+ * histograms, pil_contrast's mean of L) of the C x S x S image im into lut
+ * (C x 256), by the whole block; hist (3 x 256) and sum are the block's
+ * shared scratch. Every thread of the block calls it. */
+__device__ void gi_block_stats(const ImgOp *op, const uint8_t *im, unsigned *hist, unsigned long long *sum,
+                               uint8_t *lut, int C, int S) {
     long long plane = (long long)S * S;
-    const uint8_t *im = img + (long long)blockIdx.x * C * plane;
-    uint8_t *lut = lut3 + (size_t)blockIdx.x * C * 256;
     for (int i = threadIdx.x; i < 3 * 256; i += blockDim.x) hist[i] = 0;
-    if (threadIdx.x == 0) sum = 0;
+    if (threadIdx.x == 0) *sum = 0;
     __syncthreads();
-    if (kind == IMGOP_CONTRAST) {
+    if (op->kind == IMGOP_CONTRAST) {
         unsigned long long part = 0;
         for (long long i = threadIdx.x; i < plane; i += blockDim.x)
             part += C == 3 ? (unsigned)gi_l_of(im[i], im[plane + i], im[2 * plane + i]) : im[i];
-        atomicAdd(&sum, part);
+        atomicAdd(sum, part);
     } else {
         for (int c = 0; c < C; c++)
             for (long long i = threadIdx.x; i < plane; i += blockDim.x)
                 atomicAdd(&hist[c * 256 + im[c * plane + i]], 1u);
     }
     __syncthreads();
-    if (threadIdx.x < C) gi_prep_lut(op, hist, sum, C, S, threadIdx.x, lut);
+    if (threadIdx.x < C) gi_prep_lut(op, hist, *sum, C, S, threadIdx.x, lut);
+    __syncthreads();
+}
+
+__device__ __forceinline__ int gi_is_stats(int kind) {
+    return kind == IMGOP_AUTOCONTRAST || kind == IMGOP_EQUALIZE || kind == IMGOP_CONTRAST;
+}
+
+/* Tables of the statistics ops of layer L, one block per sample (per
+ * sample C x 256 in lut3). */
+__global__ void k_op_prep(const GiSample *ss, const ImgOp *ops, const uint8_t *img, uint8_t *lut3, int L, int C,
+                          int S) {
+    const GiSample *s = &ss[blockIdx.x];
+    if (L >= s->nops) return;
+    const ImgOp *op = &ops[s->op_first + L];
+    if (!gi_is_stats(op->kind)) return;
+    __shared__ unsigned hist[3 * 256];
+    __shared__ unsigned long long sum;
+    gi_block_stats(op, img + (long long)blockIdx.x * C * S * S, hist, &sum, lut3 + (size_t)blockIdx.x * C * 256, C, S);
 }
 
 /* Op layer L, one output pixel (all channels) per thread: lut_all,
@@ -184,6 +197,47 @@ __global__ void k_op_rotate(const GiSample *ss, const ImgOp *ops, const uint8_t 
     if (y >= S) return;
     long long plane = (long long)S * S;
     gi_rotate_row(op, src + (long long)blockIdx.y * C * plane, dst + (long long)blockIdx.y * C * plane, C, S, y);
+}
+
+/* Every op layer of one sample in one block (one block per sample), the
+ * image between layers in shared memory (gi_aug_bufs): a statistics op's
+ * table is computed by the block first, a general affine walks one output
+ * row per thread (gi_rotate_row), every other op one pixel per thread
+ * (gi_op_px). The result lands in dst, the sample's place in the other
+ * batch buffer. The same functions as the layered kernels, so the same
+ * pixels; used when gi_aug_smem fits the device's shared memory. */
+#define GI_AUG_THREADS 512
+__global__ void __launch_bounds__(GI_AUG_THREADS)
+    k_augment(const GiSample *ss, const ImgOp *ops, const uint8_t *src, uint8_t *dst, int C, int S) {
+    extern __shared__ __align__(16) uint8_t aug_sm[];
+    __shared__ unsigned long long sum;
+    const GiSample *s = &ss[blockIdx.x];
+    long long plane = (long long)S * S;
+    uint8_t *img = aug_sm;
+    unsigned *hist = (unsigned *)(aug_sm + ((C * plane + 15) & ~15LL));
+    uint8_t *lut = (uint8_t *)(hist + 3 * 256);
+    const uint8_t *first = src + (long long)blockIdx.x * C * plane;
+    uint8_t *out = dst + (long long)blockIdx.x * C * plane;
+    for (int L = 0; L < s->nops; L++) {
+        const ImgOp *op = &ops[s->op_first + L];
+        const uint8_t *in;
+        uint8_t *o;
+        gi_aug_bufs(L, first, img, out, &in, &o);
+        if (gi_is_stats(op->kind)) gi_block_stats(op, in, hist, &sum, lut, C, S);
+        if (op->kind == IMGOP_AFFINE && gi_affine_path(op->m) == GI_AFF_GENERAL)
+            for (int y = threadIdx.x; y < S; y += blockDim.x) gi_rotate_row(op, in, o, C, S, y);
+        else
+            for (long long i = threadIdx.x; i < plane; i += blockDim.x) gi_op_px(op, lut, in, o, C, S, i);
+        __syncthreads(); /* the layer is whole before the next one reads it */
+    }
+    const uint8_t *res = gi_aug_result(s->nops, first, img, out);
+    if (res == out) return;
+    long long bytes = C * plane;
+    if (bytes % 16 == 0 && ((size_t)res % 16) == 0 && ((size_t)out % 16) == 0) {
+        for (long long i = threadIdx.x; i < bytes / 16; i += blockDim.x) ((uint4 *)out)[i] = ((const uint4 *)res)[i];
+    } else {
+        for (long long i = threadIdx.x; i < bytes; i += blockDim.x) out[i] = res[i];
+    }
 }
 
 /* Random erasing and Mixup/CutMix over the batch, into the output slot. */
@@ -345,6 +399,7 @@ struct GpuImages {
     /* transform */
     DevBuf params, rect, noise, lut3;
     uint8_t *A, *Bf; /* ping-pong CHW batches */
+    size_t aug_smem; /* k_augment's shared memory per block; 0: the op layers run as kernels of their own */
     PinBuf stage[2];
     cudaEvent_t upload_done[2];
     int upload_rec[2];
@@ -653,6 +708,15 @@ extern "C" GpuImages *gpu_images_create(int device, const GpuImagesConfig *cfg, 
     CUDA_CHECK(cudaMemcpyToSymbol(c_ycc, &t, sizeof t));
     /* k_resize's tiles may use up to GI_SMEM_MAX bytes (more than the default 48 KB) */
     CUDA_CHECK(cudaFuncSetAttribute(k_resize, cudaFuncAttributeMaxDynamicSharedMemorySize, GI_SMEM_MAX));
+    /* k_augment holds a whole image in shared memory (150 KB at 224 x 224 x 3): where it does not fit, the op
+     * layers run as kernels of their own */
+    int smem_optin = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    size_t aug = gi_aug_smem(g->C, g->S);
+    if (!cfg->layered_ops && aug + sizeof(unsigned long long) <= (size_t)smem_optin) {
+        CUDA_CHECK(cudaFuncSetAttribute(k_augment, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)aug));
+        g->aug_smem = aug;
+    }
     /* hardware decoder memory pool for this batch size (nvImageCodec reports
      * a large gain from it); a failure only costs speed */
     for (int u = 0; u < g->nunits; u++)
@@ -1200,6 +1264,14 @@ extern "C" int gpu_images_transform(GpuImages *g, const GpuSample *s, int n, con
         }
     }
     unsigned pblocks = (unsigned)(((long long)S * S + GI_THREADS - 1) / GI_THREADS);
+    if (max_ops > 0 && g->aug_smem) {
+        k_augment<<<(unsigned)n, GI_AUG_THREADS, g->aug_smem, sx>>>(dS, dO, cur, other, C, S);
+        LAUNCH_CHECK("k_augment");
+        uint8_t *t = cur;
+        cur = other;
+        other = t;
+        max_ops = 0; /* done */
+    }
     for (int L = 0; L < max_ops; L++) {
         int prep = 0, rot = 0;
         for (int i = 0; i < n; i++) {

@@ -88,6 +88,8 @@ typedef struct {
     int slots; /* output slots, max_batch * C * S * S bytes each */
     int units; /* decode units of the primary backend (0 or 1: one) */
     int hybrid_units; /* extra GPU-hybrid units (used only when the primary backend is the hardware) */
+    int layered_ops; /* RandAugment's op layers as kernels of their own, as when the image is too large for the
+                        fused kernel's shared memory (tests compare the two) */
 } GpuImagesConfig;
 
 /* NULL with a message when there is no GPU, no nvJPEG in this build, or the

@@ -770,6 +770,26 @@ GI_HD void gi_rotate_row(const ImgOp *op, const uint8_t *in, uint8_t *out, int C
     }
 }
 
+/* k_augment's shared memory for a C x S x S image: the image, then the
+ * statistics ops' histograms (3 x 256 counts) and tables (3 x 256). */
+GI_HD size_t gi_aug_smem(int C, int S) {
+    return (((size_t)C * S * S + 15) & ~(size_t)15) + 3 * 256 * sizeof(unsigned) + 3 * 256;
+}
+
+/* k_augment's buffers for op layer L of a sample: layer 0 reads first (the
+ * resize's output), then the layers alternate between the block's shared
+ * image and out (the sample's place in the other batch buffer), so no layer
+ * reads what it writes and the batch is read and written once for all the
+ * layers. gi_aug_result: where the last of nops layers left the image. */
+GI_HD void gi_aug_bufs(int L, const uint8_t *first, uint8_t *shared, uint8_t *out, const uint8_t **src, uint8_t **dst) {
+    *src = L == 0 ? first : L % 2 ? shared : out;
+    *dst = L % 2 ? out : shared;
+}
+
+GI_HD const uint8_t *gi_aug_result(int nops, const uint8_t *first, const uint8_t *shared, const uint8_t *out) {
+    return nops == 0 ? first : nops % 2 ? shared : out;
+}
+
 /* k_finish: value of output sample j at pixel i, channel c: the erasing
  * noise inside its rectangle (random_erasing_fill), then Mixup/CutMix with
  * sample k = n-1-j (mixup_apply: both from the values before mixing). */
