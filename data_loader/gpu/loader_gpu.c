@@ -61,13 +61,16 @@ int loader_gpu_create(Loader *l, int slots, char *err, size_t errlen) {
 
 /* data.decode = auto: the rate of the path the loader is on (nvJPEG when
  * l->gpu is set) over AUTO_TIMED batches from batch `from` of the epoch,
- * after AUTO_WARM untimed ones (OpenMP's team, nvJPEG's buffers). The batches
- * are thrown away; the loader's position and counters are put back, and the
- * batches it hands out later are those it would have handed out anyway (each
- * is a function of its epoch and index). img/s (0 when the epoch holds no
- * batch past the warm-up ones), or -1 with l->err. */
+ * after AUTO_WARM untimed ones (OpenMP's team, nvJPEG's buffers): the rate
+ * of the fastest batch, so that one batch slowed by something else on the
+ * machine does not decide (two batches' mean picked the CPU once in some
+ * dozen runs where nvJPEG is 1.5-2.4x faster). The batches are thrown away;
+ * the loader's position and counters are put back, and the batches it hands
+ * out later are those it would have handed out anyway (each is a function of
+ * its epoch and index). img/s (0 when the epoch holds no batch past the
+ * warm-up ones), or -1 with l->err. */
 #define AUTO_WARM 1
-#define AUTO_TIMED 2
+#define AUTO_TIMED 4
 static void keep_save(const Loader *l, struct LoaderKeep *k) {
     k->next_batch = l->next_batch;
     const long long n[8] = {l->n_gpu,    l->n_not_jpeg, l->n_unsupported, l->n_refused,
@@ -95,23 +98,22 @@ static void keep_restore(Loader *l, const struct LoaderKeep *k) {
 static double auto_rate(Loader *l, Batch *tmp, int from) {
     struct LoaderKeep keep;
     keep_save(l, &keep);
-    double t0 = 0, t1 = 0;
-    long long imgs = 0;
+    double best = 0;
     int rc = 1;
     l->next_batch = from;
     for (int i = 0; i < AUTO_WARM + AUTO_TIMED && rc == 1; i++) {
-        if (i == AUTO_WARM) t0 = now_seconds();
+        const double t0 = now_seconds();
         rc = l->gpu ? loader_produce_gpu(l, tmp, 0) : loader_produce_cpu(l, tmp);
         if (rc == 1 && l->gpu) { /* the transform has run */
             gpu_images_slot_acquire(l->gpu, 0, NULL);
             gpu_images_slot_release(l->gpu, 0, NULL);
         }
-        if (rc == 1 && i >= AUTO_WARM) imgs += tmp->n;
-        t1 = now_seconds();
+        const double dt = now_seconds() - t0;
+        if (rc == 1 && i >= AUTO_WARM && tmp->n > 0 && dt > 0 && tmp->n / dt > best) best = tmp->n / dt;
     }
     keep_restore(l, &keep);
     if (rc < 0) return -1;
-    return imgs > 0 && t1 > t0 ? (double)imgs / (t1 - t0) : 0.0;
+    return best;
 }
 
 /* data.decode = auto on a CUDA backend with nvJPEG: the CPU's rate, and
