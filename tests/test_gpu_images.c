@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@
 #include "transform_deit.h"
 
 #include "gpu_emul.h"
+#include "test_util.h"
 
 static int g_quick;
 
@@ -844,7 +846,6 @@ int main(void) {
     printf("nvJPEG backend chosen by default: %s\n", gpu_images_backend(g));
     gpu_images_destroy(g);
     const char *filter = getenv("HGRN_TEST_FILTER");
-    if (filter && *filter) cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_hardware),
         cmocka_unit_test(test_decode_hybrid),
@@ -857,6 +858,11 @@ int main(void) {
         cmocka_unit_test(test_loader_pipeline),
         cmocka_unit_test(test_loader_device_stream),
     };
+    size_t selected = 0; /* cmocka's wildcards are fnmatch's * and ? */
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+        selected += !filter || fnmatch(filter, tests[i].name, 0) == 0;
+    if (tu_filter_selected_none(filter, selected)) return 1;
+    if (filter && *filter) cmocka_set_test_filter(filter);
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", ROOT);

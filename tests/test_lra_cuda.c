@@ -504,6 +504,7 @@ int main(void) {
     const char *flt = getenv("HGRN_TEST_FILTER");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!flt || !*flt || strstr(tests[i].name, flt) || strstr(flt, tests[i].name)) sel[ns++] = tests[i];
+    if (tu_filter_selected_none(flt, ns)) return 1;
     int fails = _cmocka_run_group_tests("lra_cuda_vs_cpu_fp32", sel, ns, setup_fp32, cuda_pair_teardown);
     fails += _cmocka_run_group_tests("lra_cuda_vs_cpu_bf16", sel, ns, setup_bf16, cuda_pair_teardown);
     printf("worst relative error: fp32 %.3e (tol 1e-5), bf16 %.3e (tol 2e-2)\n", worst_err[0], worst_err[1]);

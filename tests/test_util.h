@@ -13,6 +13,15 @@
 
 #include "rng.h"
 
+/* HGRN_TEST_FILTER (flt) that selected no test: a misspelt name would
+ * otherwise pass as zero tests and zero failures. 1 after saying so on
+ * stderr, 0 when flt is unset or selected some. */
+static inline int tu_filter_selected_none(const char *flt, size_t selected) {
+    if (!flt || !*flt || selected > 0) return 0;
+    fprintf(stderr, "HGRN_TEST_FILTER=%s selects no test of this binary\n", flt);
+    return 1;
+}
+
 /* Checked malloc: tests abort loudly instead of dereferencing NULL. */
 static inline void *tu_malloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
