@@ -188,6 +188,8 @@ Loader *loader_create(Dataset *ds, const Config *cfg, int train, int rank, int w
 
 int loader_batches_per_epoch(const Loader *l) { return l->nb; }
 int loader_batch_size(const Loader *l) { return l->local_bs; }
+int loader_rank(const Loader *l) { return l->rank; }
+int loader_world(const Loader *l) { return l->world; }
 int loader_num_samples(const Loader *l) { return l->n; }
 const char *loader_error(const Loader *l) { return l->err; }
 int loader_bad_samples(const Loader *l) { return l->bad_count; }

@@ -68,6 +68,11 @@ int loader_batches_per_epoch(const Loader *l);
 /* Per-rank batch size, G / world (the capacity to pass to batch_alloc). */
 int loader_batch_size(const Loader *l);
 
+/* The rank and world size loader_create was given (for messages that name
+ * the rank when there are several). */
+int loader_rank(const Loader *l);
+int loader_world(const Loader *l);
+
 /* Training: slot k of this rank's batches is sample global_index[k] of the
  * global batch (loader_batch_size entries; the identity on one rank). With
  * Mixup/CutMix on several ranks each rank holds whole pairs of timm's

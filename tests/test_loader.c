@@ -130,6 +130,8 @@ static Loader *make_loader(Dataset *ds, const Config *cfg, int train, int rank, 
     char err[512] = "";
     Loader *l = loader_create(ds, cfg, train, rank, world, err, sizeof err);
     if (!l) fail_msg("loader_create: %s", err);
+    assert_int_equal(loader_rank(l), rank);
+    assert_int_equal(loader_world(l), world);
     return l;
 }
 

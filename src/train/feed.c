@@ -46,12 +46,13 @@ static void green_fault_hook(void) {
 }
 
 /* auto: the device's SMs and its smallest partition, or -1 when green
- * contexts are unavailable (said in one line). */
-static int auto_query(int device, int *sms, int *min_sms) {
+ * contexts are unavailable (said in one line, after who: "rank R: " when
+ * there are several, else ""). */
+static int auto_query(int device, int *sms, int *min_sms, const char *who) {
     char why[400];
     int align = 0;
     if (gpu_partition_query(device, sms, min_sms, &align, why, sizeof why) == 0) return 0;
-    fprintf(stderr, "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM\n", why);
+    fprintf(stderr, "hgrn: %sdata.input_sms = auto: no SM split (%s); the input pipeline shares every SM\n", who, why);
     return -1;
 }
 
@@ -63,7 +64,7 @@ int feed_partition_begin(const Config *c, Backend *bk, int device, int defer_aut
     if (n < 0 && defer_auto) return 0; /* feed_partition_auto measures, once the model and the loaders exist */
     green_fault_hook();
     int sms = 0;
-    if (n < 0 && auto_query(device, &sms, &n) < 0) return 0; /* auto: the smallest partition the device makes */
+    if (n < 0 && auto_query(device, &sms, &n, "") < 0) return 0; /* auto: the smallest partition the device makes */
     char why[400];
     int rc = gpu_partition_create(device, n, why, sizeof why);
     if (rc < 0) {
@@ -157,8 +158,10 @@ int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *e
     const Config *c = model_config(f->model);
     if (config_input_sms(c->input_sms) != -1 || !f->gpu) return 0;
     green_fault_hook();
+    char who[32] = ""; /* each rank measures its own GPU: its lines say which */
+    if (loader_world(f->loader) > 1) snprintf(who, sizeof who, "rank %d: ", loader_rank(f->loader));
     int sms = 0, min_sms = 0;
-    if (auto_query(device, &sms, &min_sms) < 0) return 0;
+    if (auto_query(device, &sms, &min_sms, who) < 0) return 0;
     char why[400];
     Model *m = f->model;
     Backend *bk = model_backend(m);
@@ -185,9 +188,9 @@ int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *e
     f->auto_shared_img_s = shared;
     if (rc == 0) {
         fprintf(stderr,
-                "hgrn: data.input_sms = auto: no SM split (%s); the input pipeline shares every SM (%.0f img/s "
+                "hgrn: %sdata.input_sms = auto: no SM split (%s); the input pipeline shares every SM (%.0f img/s "
                 "measured)\n",
-                why, shared);
+                who, why, shared);
         return 0;
     }
     f->auto_split_img_s = split;
@@ -197,8 +200,8 @@ int feed_partition_auto(Feed *f, Stepper *st, Loader *other, int device, char *e
     if (fault_hit("input-sms-drop", 0)) keep_split = 0;
     if (!keep_split && repartition(f, other, device, 0, why, sizeof why, err, errlen) < 0) return -1;
     fprintf(stderr,
-            "hgrn: data.input_sms = auto: the step beside the input pipeline (%d batches each): %.0f img/s with "
+            "hgrn: %sdata.input_sms = auto: the step beside the input pipeline (%d batches each): %.0f img/s with "
             "%d SMs for the input and %d for training, %.0f img/s sharing every SM: %s\n",
-            TRIAL_TIMED, split, min_sms, sms - min_sms, shared, keep_split ? "split" : "no split");
+            who, TRIAL_TIMED, split, min_sms, sms - min_sms, shared, keep_split ? "split" : "no split");
     return 0;
 }
