@@ -11,7 +11,9 @@
  *    EMA top-1 the run recorded; with train.ema_decay 0 none of it exists;
  *  - a state resumed with the EMA turned off (or on) says so in one line,
  *    on the log given (rank 0's stderr) only; turned off, its best EMA
- *    top-1 goes too (the final summary names no best_ema.safetensors);
+ *    top-1 goes too (the final summary names no best_ema.safetensors),
+ *    and one note says the best_ema.safetensors left from before is no
+ *    longer updated;
  *  - with 2 ranks (mpirun, where this build has MPI) the EMA is the one
  *    process's within the data-parallel test's tolerance, and that line
  *    comes once, not once per rank;
@@ -479,6 +481,12 @@ static void test_off_leaves_no_trace(void **s) {
              "! grep '^done: ' %s/on_off.log | grep -q EMA",
              dir, dir, dir);
     if (system(cmd) != 0) fail_msg("want the final summary to name best_ema.safetensors only while the EMA is kept");
+    /* the file of the EMA's days stays (it is the user's), and one line says it is no longer updated */
+    snprintf(cmd, sizeof cmd,
+             "test -e %s/off/best_ema.safetensors && test \"$(grep -c 'best_ema.safetensors is from before "
+             "train.ema_decay was set to 0' %s/on_off.log)\" = 1 && ! grep -q 'is from before' %s/off_on.log",
+             dir, dir, dir);
+    if (system(cmd) != 0) fail_msg("want one note that the kept best_ema.safetensors is no longer updated");
     a = open_in("off", "last.state.safetensors");
     const StTensor *b = st_find(a, "best_ema_top1");
     float best_ema;

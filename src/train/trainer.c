@@ -324,6 +324,13 @@ int trainer_start(Trainer *t, const char *resume, int overwrite, char *err, size
         if (note[0]) fprintf(stderr, "; %s", note);
         if (dropped) fprintf(stderr, "; %d metrics records after it dropped", dropped);
         fprintf(stderr, "\n%s", t->change_lines);
+        char best_ema[1100];
+        snprintf(best_ema, sizeof best_ema, "%.1000s/best_ema.safetensors", t->out);
+        if (!t->opt.ema && file_exists(best_ema)) /* resumed with the EMA turned off: the file is the user's */
+            fprintf(stderr,
+                    "note: %s is from before train.ema_decay was set to 0; it stays as it is and is no "
+                    "longer updated\n",
+                    best_ema);
     } else if (t->root && resume[0]) {
         fprintf(stderr, "%s", note);
         if (dropped) fprintf(stderr, "; %d metrics record%s of that attempt dropped", dropped, dropped == 1 ? "" : "s");
