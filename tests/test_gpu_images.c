@@ -279,6 +279,7 @@ static void test_ops(void **state) {
         for (int C = 1; C <= 3; C += 2) {
             GpuImages *g = make_gpu_ops(GPU_JPEG_AUTO, S, C, 64, layered, err, sizeof err);
             assert_non_null(g);
+            assert_int_equal(gpu_images_fused_ops(g), !layered); /* each path is the one meant */
             uint8_t *src = make_pixels(S, S, C, 11 + C), *hwc = malloc((size_t)S * S * C);
             uint8_t *tmp = malloc(randaugment_scratch_size(S, S, C));
             for (int interp = 0; interp < 2; interp++) {
@@ -363,6 +364,8 @@ static void train_batches(int from_jpeg) {
     GpuImages *gl = make_gpu_ops(GPU_JPEG_AUTO, S, C, n, 1, err, sizeof err);
     assert_non_null(g);
     assert_non_null(gl);
+    assert_true(gpu_images_fused_ops(g)); /* 224 x 224 x 3 fits k_augment's shared memory on Hopper */
+    assert_false(gpu_images_fused_ops(gl));
     struct {
         int w, h, hs, vs;
     } im[4] = {{500, 375, 2, 2}, {375, 500, 2, 1}, {640, 480, 1, 1}, {333, 500, 2, 2}};

@@ -432,6 +432,7 @@ extern "C" int gpu_images_available(void) {
 }
 
 extern "C" const char *gpu_images_backend(const GpuImages *g) { return g->hardware ? "hardware" : "hybrid"; }
+extern "C" int gpu_images_fused_ops(const GpuImages *g) { return g->aug_smem > 0; }
 extern "C" int gpu_images_units(const GpuImages *g) { return g->nunits; }
 extern "C" int gpu_images_unit_hybrid(const GpuImages *g, int unit) {
     return unit >= 0 && unit < g->nunits && !g->unit[unit].hardware;

@@ -103,6 +103,10 @@ int gpu_images_available(void);
 /* "hardware" or "hybrid": the primary backend. */
 const char *gpu_images_backend(const GpuImages *g);
 
+/* 1 when the op layers run as one kernel (k_augment: the image fits the
+ * device's shared memory and the config did not ask for layered_ops). */
+int gpu_images_fused_ops(const GpuImages *g);
+
 /* Decode units in total, and whether unit u is a GPU-hybrid one. */
 int gpu_images_units(const GpuImages *g);
 int gpu_images_unit_hybrid(const GpuImages *g, int unit);

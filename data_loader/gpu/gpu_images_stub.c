@@ -25,6 +25,10 @@ int gpu_images_probe(GpuImages *g, int thread, const GpuSample *s) {
     (void)s;
     return 0;
 }
+int gpu_images_fused_ops(const GpuImages *g) {
+    (void)g;
+    return 0;
+}
 int gpu_images_units(const GpuImages *g) {
     (void)g;
     return 0;

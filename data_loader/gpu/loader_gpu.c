@@ -61,14 +61,17 @@ int loader_gpu_create(Loader *l, int slots, char *err, size_t errlen) {
 
 /* data.decode = auto: the rate of the path the loader is on (nvJPEG when
  * l->gpu is set) over AUTO_TIMED batches from batch `from` of the epoch,
- * after AUTO_WARM untimed ones (OpenMP's team, nvJPEG's buffers): the rate
- * of the fastest batch, so that one batch slowed by something else on the
- * machine does not decide (two batches' mean picked the CPU once in some
- * dozen runs where nvJPEG is 1.5-2.4x faster). The batches are thrown away;
- * the loader's position and counters are put back, and the batches it hands
- * out later are those it would have handed out anyway (each is a function of
- * its epoch and index). img/s (0 when the epoch holds no batch past the
- * warm-up ones), or -1 with l->err. */
+ * after AUTO_WARM untimed ones (OpenMP's team, nvJPEG's buffers), as one
+ * span: the GPU path decodes the next batches on its other units while a
+ * call waits, so single calls alternate between waiting for a decode and
+ * finding it done, and only a span of whole rounds measures its rate. Four
+ * batches (two rounds of the default two units) halve the weight of one
+ * batch slowed by something else on the machine against the two of old,
+ * which once picked the CPU in some dozen runs where nvJPEG is 1.5-2.4x
+ * faster. The batches are thrown away; the loader's position and counters
+ * are put back, and the batches it hands out later are those it would have
+ * handed out anyway (each is a function of its epoch and index). img/s (0
+ * when the epoch holds no batch past the warm-up ones), or -1 with l->err. */
 #define AUTO_WARM 1
 #define AUTO_TIMED 4
 static void keep_save(const Loader *l, struct LoaderKeep *k) {
@@ -98,22 +101,23 @@ static void keep_restore(Loader *l, const struct LoaderKeep *k) {
 static double auto_rate(Loader *l, Batch *tmp, int from) {
     struct LoaderKeep keep;
     keep_save(l, &keep);
-    double best = 0;
+    double t0 = 0, t1 = 0;
+    long long imgs = 0;
     int rc = 1;
     l->next_batch = from;
     for (int i = 0; i < AUTO_WARM + AUTO_TIMED && rc == 1; i++) {
-        const double t0 = now_seconds();
+        if (i == AUTO_WARM) t0 = now_seconds();
         rc = l->gpu ? loader_produce_gpu(l, tmp, 0) : loader_produce_cpu(l, tmp);
         if (rc == 1 && l->gpu) { /* the transform has run */
             gpu_images_slot_acquire(l->gpu, 0, NULL);
             gpu_images_slot_release(l->gpu, 0, NULL);
         }
-        const double dt = now_seconds() - t0;
-        if (rc == 1 && i >= AUTO_WARM && tmp->n > 0 && dt > 0 && tmp->n / dt > best) best = tmp->n / dt;
+        if (rc == 1 && i >= AUTO_WARM) imgs += tmp->n;
+        t1 = now_seconds();
     }
     keep_restore(l, &keep);
     if (rc < 0) return -1;
-    return best;
+    return imgs > 0 && t1 > t0 ? (double)imgs / (t1 - t0) : 0.0;
 }
 
 /* data.decode = auto on a CUDA backend with nvJPEG: the CPU's rate, and
@@ -138,8 +142,9 @@ static int auto_choose(Loader *l, double mw, double mh, char *err, size_t errlen
         return -1;
     }
     if (g) {
-        int from = AUTO_WARM + AUTO_TIMED;
-        gpu = auto_rate(l, l->gsync[0], from < l->nb ? from : 0);
+        /* past the CPU's batches where the epoch holds both measurements, else from its start */
+        const int from = AUTO_WARM + AUTO_TIMED;
+        gpu = auto_rate(l, l->gsync[0], 2 * from <= l->nb ? from : 0);
         if (gpu < 0) {
             set_err(err, errlen, "%s", l->err);
             return -1;
