@@ -658,6 +658,24 @@ static void test_auto_tiny_images(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Batches from a and b (RGB 64 x 64, 3 classes) until a's epoch ends:
+ * both end together, and every batch's labels, pixels and targets are equal.
+ * How many there were. */
+static int equal_to_epoch_end(Loader *a, Loader *b, Batch *ba, Batch *bb) {
+    const size_t per = (size_t)3 * 64 * 64;
+    int batches = 0;
+    for (;;) {
+        int ra = loader_next(a, ba), rb = loader_next(b, bb);
+        assert_int_equal(ra, rb);
+        if (ra != 1) return batches;
+        assert_int_equal(ba->n, bb->n);
+        assert_memory_equal(ba->labels, bb->labels, sizeof(int) * ba->n);
+        assert_memory_equal(ba->images, bb->images, per * ba->n);
+        assert_memory_equal(ba->targets, bb->targets, sizeof(float) * 3 * ba->n);
+        batches++;
+    }
+}
+
 /* auto's measurement builds the first batches on both paths and throws them
  * away: whichever path it keeps, the batches handed out are the CPU path's. */
 static void test_auto_same_batches(void **state) {
@@ -677,23 +695,13 @@ static void test_auto_same_batches(void **state) {
         int rc = loader_use_gpu(b, "cuda", 0, err, sizeof err);
         if (rc < 0) fail_msg("%s", err);
         Batch *ba = batch_alloc(&ccpu, loader_batch_size(a), 3), *bb = batch_alloc(&cauto, loader_batch_size(b), 3);
-        size_t per = (size_t)3 * 64 * 64;
         int batches = 0;
         for (int epoch = 0; epoch < 2; epoch++) {
             if (epoch) {
                 loader_set_epoch(a, epoch, 0);
                 loader_set_epoch(b, epoch, 0);
             }
-            for (;;) {
-                int ra = loader_next(a, ba), rb = loader_next(b, bb);
-                assert_int_equal(ra, rb);
-                if (ra != 1) break;
-                assert_int_equal(ba->n, bb->n);
-                assert_memory_equal(ba->labels, bb->labels, sizeof(int) * ba->n);
-                assert_memory_equal(ba->images, bb->images, per * ba->n);
-                assert_memory_equal(ba->targets, bb->targets, sizeof(float) * 3 * ba->n);
-                batches++;
-            }
+            batches += equal_to_epoch_end(a, b, ba, bb);
         }
         assert_true(batches >= 4);
         LoaderStats sb;
@@ -754,16 +762,7 @@ static void test_trial_and_suspend(void **state) {
     assert_false(loader_gpu(b));
     assert_int_equal(loader_gpu_resume(b, err, sizeof err), 0);
     assert_true(loader_gpu(b));
-    int batches = 0;
-    for (;;) {
-        int ra = loader_next(a, ba), rb = loader_next(b, bb);
-        assert_int_equal(ra, rb);
-        if (ra != 1) break;
-        assert_memory_equal(ba->labels, bb->labels, sizeof(int) * ba->n);
-        assert_memory_equal(ba->images, bb->images, per * ba->n);
-        assert_memory_equal(ba->targets, bb->targets, sizeof(float) * 3 * ba->n);
-        batches++;
-    }
+    const int batches = equal_to_epoch_end(a, b, ba, bb);
     assert_int_equal(batches, nb);
     LoaderStats sa, sb;
     loader_stats(a, &sa);

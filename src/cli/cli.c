@@ -441,7 +441,7 @@ int cli_detect_data(const Cli *cli, Config *c, const char *command, int quiet, c
 }
 
 int cli_gpu_input_queues(const Config *c, const char *device) {
-    if (!strcmp(device, "cpu") || !strcmp(c->decode, "cpu") || strcmp(c->dataset, "imagefolder") != 0) return 0;
+    if (!strcmp(device, "cpu") || !config_may_decode_on_gpu(c)) return 0;
     if (getenv("CUDA_DEVICE_MAX_CONNECTIONS")) return 0;
     if (setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) != 0) return 0; /* ENOMEM: CUDA's default then */
     return 1;

@@ -506,6 +506,10 @@ int config_input_sms(const char *text) {
     return (int)v;
 }
 
+int config_may_decode_on_gpu(const Config *c) {
+    return strcmp(c->decode, "cpu") != 0 && strcmp(c->dataset, "imagefolder") == 0;
+}
+
 static int check_input_sms(const char *full, const char *text, char *msg, size_t ml) {
     if (config_input_sms(text) >= -1) return 0;
     set_err(msg, ml, "%s = '" VALFMT "': expected auto, 0 (off) or a number of SMs that is a multiple of 8", full,

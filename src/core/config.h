@@ -142,6 +142,12 @@ int config_every(const char *text, long *steps, double *minutes);
  * not one of them. */
 int config_input_sms(const char *text);
 
+/* 1 when a run of c may decode its images on the GPU, given the CUDA
+ * backend: image files (data.dataset imagefolder, tar shards included) and
+ * data.decode gpu or auto. What the SM split and the hardware work queues
+ * are set up for, before the loaders decide. */
+int config_may_decode_on_gpu(const Config *c);
+
 /* One key whose value differs between two configs: its text (as
  * config_write writes it) in each, and whether it may change when a run is
  * resumed (how long or how the run goes on: epochs, max_steps, intervals,

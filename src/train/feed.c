@@ -58,9 +58,7 @@ static int auto_query(int device, int *sms, int *min_sms, const char *who) {
 
 int feed_partition_begin(const Config *c, Backend *bk, int device, int defer_auto, char *err, size_t errlen) {
     int n = config_input_sms(c->input_sms);
-    if (n == 0 || !bk || strcmp(bk->name, "cuda") != 0 || strcmp(c->decode, "cpu") == 0 ||
-        strcmp(c->dataset, "imagefolder") != 0) /* only files are decoded on the GPU */
-        return 0;
+    if (n == 0 || !bk || strcmp(bk->name, "cuda") != 0 || !config_may_decode_on_gpu(c)) return 0;
     if (n < 0 && defer_auto) return 0; /* feed_partition_auto measures, once the model and the loaders exist */
     green_fault_hook();
     int sms = 0;
